@@ -1,0 +1,498 @@
+package vfs
+
+import (
+	"bytes"
+	"context"
+	"hash/fnv"
+	"io/fs"
+	"os"
+	"sort"
+	"sync"
+)
+
+// Want is the access an operation needs.
+type Want uint8
+
+const (
+	WantRead  Want = 4
+	WantWrite Want = 2
+	WantExec  Want = 1
+)
+
+// WantOf returns the access that open flags need.
+func WantOf(flags int) Want {
+	var w Want
+	switch flags & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR) {
+	case os.O_RDONLY:
+		w = WantRead
+	case os.O_WRONLY:
+		w = WantWrite
+	default:
+		w = WantRead | WantWrite
+	}
+	if flags&os.O_TRUNC != 0 {
+		w |= WantWrite
+	}
+	return w
+}
+
+// Meta supplies a synthetic node's attributes and decides who may use it.
+// The tree's owner implements it; the node kinds in this package call it on
+// every Attr and Open.
+type Meta interface {
+	Attr(ctx context.Context, cred Cred) (Attr, error)
+	// Access returns nil if cred may use the node as want says, else an
+	// error (normally one whose Errno is EACCES).
+	Access(ctx context.Context, cred Cred, want Want) error
+}
+
+// PathIno returns a stable inode number for a synthetic path. The top bit is
+// set so that it never collides with the inode numbers of real files.
+func PathIno(path string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(path))
+	return h.Sum64() | 1<<63
+}
+
+// LargeWrite is the size at or above which a write to a ctl or call file
+// that does not end in a newline is taken as one chunk of a longer line,
+// split by the transport: the line runs at the next newline, at a shorter
+// write, or when the file is closed.
+const LargeWrite = 32 << 10
+
+// MaxLine is the longest line a ctl or call file accepts.
+const MaxLine = 1 << 20
+
+// ErrLineTooLong is returned for a ctl or call line over MaxLine bytes.
+var ErrLineTooLong = Errorf(22 /* EINVAL */, "ctl write too large: a line may be at most 1 MiB")
+
+// StaticDir is a directory whose children are added by the tree's builder.
+type StaticDir struct {
+	Meta
+	mu       sync.RWMutex
+	names    []string
+	children map[string]Node
+}
+
+var (
+	_ Dir = (*StaticDir)(nil)
+	_ Dir = (*FuncDir)(nil)
+)
+
+// NewDir returns a StaticDir with the given children.
+func NewDir(m Meta, children ...DirEntry) *StaticDir {
+	d := &StaticDir{Meta: m, children: map[string]Node{}}
+	for _, c := range children {
+		d.Add(c.Name, c.Node)
+	}
+	return d
+}
+
+// Add adds or replaces the child name.
+func (d *StaticDir) Add(name string, n Node) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.children[name]; !ok {
+		d.names = append(d.names, name)
+		sort.Strings(d.names)
+	}
+	d.children[name] = n
+}
+
+// Lookup implements Dir.
+func (d *StaticDir) Lookup(ctx context.Context, cred Cred, name string) (Node, error) {
+	d.mu.RLock()
+	n, ok := d.children[name]
+	d.mu.RUnlock()
+	if !ok {
+		return nil, ErrNotExist
+	}
+	return n, nil
+}
+
+// ReadDir implements Dir.
+func (d *StaticDir) ReadDir(ctx context.Context, cred Cred) ([]DirEntry, error) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]DirEntry, len(d.names))
+	for i, name := range d.names {
+		out[i] = DirEntry{name, d.children[name]}
+	}
+	return out, nil
+}
+
+// FuncDir is a directory whose children are computed on each call.
+type FuncDir struct {
+	Meta
+	// List returns the children.
+	List func(ctx context.Context, cred Cred) ([]DirEntry, error)
+	// Find returns one child; if nil, Lookup searches List.
+	Find func(ctx context.Context, cred Cred, name string) (Node, error)
+}
+
+// Lookup implements Dir.
+func (d *FuncDir) Lookup(ctx context.Context, cred Cred, name string) (Node, error) {
+	if d.Find != nil {
+		return d.Find(ctx, cred, name)
+	}
+	ents, err := d.List(ctx, cred)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		if e.Name == name {
+			return e.Node, nil
+		}
+	}
+	return nil, ErrNotExist
+}
+
+// ReadDir implements Dir.
+func (d *FuncDir) ReadDir(ctx context.Context, cred Cred) ([]DirEntry, error) {
+	return d.List(ctx, cred)
+}
+
+// View is a read-only file rendered when opened: every read of one handle
+// sees the same snapshot.
+type View struct {
+	Meta
+	Render func(ctx context.Context, cred Cred) ([]byte, error)
+}
+
+var _ File = (*View)(nil)
+
+// Open implements File. Opening for writing fails with EACCES.
+func (v *View) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {
+	if WantOf(flags)&WantWrite != 0 {
+		return nil, ErrReadOnly
+	}
+	if err := v.Access(ctx, cred, WantRead); err != nil {
+		return nil, err
+	}
+	b, err := v.Render(ctx, cred)
+	if err != nil {
+		return nil, err
+	}
+	return &snapshot{b: b}, nil
+}
+
+// snapshot is an open View.
+type snapshot struct{ b []byte }
+
+func (s *snapshot) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	if off >= int64(len(s.b)) {
+		return 0, nil
+	}
+	return copy(p, s.b[off:]), nil
+}
+func (s *snapshot) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	return 0, ErrReadOnly
+}
+func (s *snapshot) Close(ctx context.Context) error { return nil }
+
+// lines accumulates the bytes written to a ctl or call handle and cuts them
+// into lines (see LargeWrite).
+type lines struct {
+	pending []byte
+}
+
+// add appends p and returns the lines now complete. A write shorter than
+// LargeWrite ends a line even without a newline.
+func (l *lines) add(p []byte) ([][]byte, error) {
+	if len(l.pending)+len(p) > MaxLine && bytes.IndexByte(p, '\n') < 0 {
+		l.pending = nil
+		return nil, ErrLineTooLong
+	}
+	l.pending = append(l.pending, p...)
+	var out [][]byte
+	for {
+		i := bytes.IndexByte(l.pending, '\n')
+		if i < 0 {
+			break
+		}
+		if i > MaxLine {
+			l.pending = l.pending[i+1:]
+			return out, ErrLineTooLong
+		}
+		out = append(out, l.pending[:i])
+		l.pending = l.pending[i+1:]
+	}
+	if len(l.pending) > 0 && len(p) < LargeWrite {
+		out = append(out, l.pending)
+		l.pending = nil
+	}
+	if len(l.pending) == 0 {
+		l.pending = nil
+	}
+	return out, nil
+}
+
+// rest returns and clears a final line written without a newline.
+func (l *lines) rest() []byte {
+	b := l.pending
+	l.pending = nil
+	return b
+}
+
+// Ctl is a write-only command file: each line written is one command,
+// executed before the write returns. A handle opened for reading and writing
+// reads back the result (or error text) of its last command.
+type Ctl struct {
+	Meta
+	// Exec runs one command line for cred and returns its result text.
+	Exec func(ctx context.Context, cred Cred, line string) (string, error)
+}
+
+var _ File = (*Ctl)(nil)
+
+// Open implements File.
+func (c *Ctl) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {
+	if err := c.Access(ctx, cred, WantOf(flags)); err != nil {
+		return nil, err
+	}
+	return &ctlHandle{ctl: c, cred: cred}, nil
+}
+
+type ctlHandle struct {
+	ctl  *Ctl
+	cred Cred
+
+	mu     sync.Mutex
+	lines  lines
+	result []byte
+}
+
+var (
+	_ Flusher   = (*ctlHandle)(nil)
+	_ Truncater = (*ctlHandle)(nil)
+)
+
+func (h *ctlHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if off >= int64(len(h.result)) {
+		return 0, nil
+	}
+	return copy(p, h.result[off:]), nil
+}
+
+// Write runs every complete line in p. The commands run to completion even
+// if ctx is cancelled: a cancelled context never undoes or abandons a
+// command that has started.
+func (h *ctlHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ls, err := h.lines.add(p)
+	for _, l := range ls {
+		if err := h.run(ctx, l); err != nil {
+			return 0, err
+		}
+	}
+	if err != nil {
+		h.result = []byte(err.Error() + "\n")
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (h *ctlHandle) run(ctx context.Context, line []byte) error {
+	res, err := h.ctl.Exec(context.WithoutCancel(ctx), h.cred, string(line))
+	if err != nil {
+		h.result = []byte(err.Error() + "\n")
+		return err
+	}
+	if res != "" && res[len(res)-1] != '\n' {
+		res += "\n"
+	}
+	h.result = []byte(res)
+	return nil
+}
+
+// Flush runs a final line that is still pending.
+func (h *ctlHandle) Flush(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if l := h.lines.rest(); len(l) > 0 {
+		return h.run(ctx, l)
+	}
+	return nil
+}
+
+// Truncate accepts O_TRUNC and ftruncate (shell redirection truncates).
+func (h *ctlHandle) Truncate(ctx context.Context, size int64) error { return nil }
+
+func (h *ctlHandle) Close(ctx context.Context) error { return h.Flush(ctx) }
+
+// Call is a request/response file: each request written to a handle is
+// answered by a response that the same handle then reads. Offsets are
+// ignored; the response is read with a cursor that reaches EOF at its end.
+type Call struct {
+	Meta
+	// Do answers one request. Failures belong in the response.
+	Do func(ctx context.Context, cred Cred, req []byte) []byte
+}
+
+var _ File = (*Call)(nil)
+
+// Open implements File.
+func (c *Call) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {
+	if err := c.Access(ctx, cred, WantOf(flags)); err != nil {
+		return nil, err
+	}
+	return &callHandle{call: c, cred: cred}, nil
+}
+
+type callHandle struct {
+	call *Call
+	cred Cred
+
+	mu    sync.Mutex
+	lines lines
+	resp  []byte
+	pos   int
+}
+
+var (
+	_ Flusher   = (*callHandle)(nil)
+	_ Truncater = (*callHandle)(nil)
+)
+
+func (h *callHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := copy(p, h.resp[h.pos:])
+	h.pos += n
+	return n, nil
+}
+
+func (h *callHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ls, err := h.lines.add(p)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range ls {
+		h.do(ctx, l)
+	}
+	return len(p), nil
+}
+
+func (h *callHandle) do(ctx context.Context, req []byte) {
+	if len(bytes.TrimSpace(req)) == 0 {
+		return
+	}
+	resp := h.call.Do(context.WithoutCancel(ctx), h.cred, req)
+	if len(resp) == 0 || resp[len(resp)-1] != '\n' {
+		resp = append(resp, '\n')
+	}
+	if h.pos < len(h.resp) {
+		// An unread response is kept: responses queue in order.
+		h.resp = append(h.resp[h.pos:], resp...)
+	} else {
+		h.resp = resp
+	}
+	h.pos = 0
+}
+
+func (h *callHandle) Flush(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if l := h.lines.rest(); len(l) > 0 {
+		h.do(ctx, l)
+	}
+	return nil
+}
+
+func (h *callHandle) Truncate(ctx context.Context, size int64) error { return nil }
+func (h *callHandle) Close(ctx context.Context) error                { return nil }
+
+// Subscription is a stream of records, each one line of output.
+type Subscription interface {
+	// Next blocks until the next record or until ctx ends.
+	Next(ctx context.Context) ([]byte, error)
+	// Poll returns the next record if one is ready.
+	Poll() ([]byte, bool)
+	// Close ends the subscription.
+	Close()
+}
+
+// Stream is a file whose reads block until the next record arrives. Each
+// handle has its own subscription, starting at the time of the open.
+type Stream struct {
+	Meta
+	Subscribe func(ctx context.Context, cred Cred) (Subscription, error)
+}
+
+var _ File = (*Stream)(nil)
+
+// Open implements File.
+func (s *Stream) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {
+	if WantOf(flags)&WantWrite != 0 {
+		return nil, ErrReadOnly
+	}
+	if err := s.Access(ctx, cred, WantRead); err != nil {
+		return nil, err
+	}
+	sub, err := s.Subscribe(ctx, cred)
+	if err != nil {
+		return nil, err
+	}
+	return &streamHandle{sub: sub, turn: make(chan struct{}, 1)}, nil
+}
+
+type streamHandle struct {
+	sub  Subscription
+	turn chan struct{} // a lock that a waiter can give up on when ctx ends
+	left []byte
+}
+
+// Read returns buffered records, blocking for the first one until ctx ends.
+// Concurrent reads of one handle take turns; each gives up when its own ctx
+// ends. Offsets are ignored.
+func (h *streamHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	select {
+	case h.turn <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	defer func() { <-h.turn }()
+	if len(h.left) == 0 {
+		rec, err := h.sub.Next(ctx)
+		if err != nil {
+			return 0, err
+		}
+		h.left = rec
+	}
+	n := 0
+	for {
+		c := copy(p[n:], h.left)
+		n += c
+		h.left = h.left[c:]
+		if len(h.left) > 0 || n == len(p) {
+			return n, nil
+		}
+		rec, ok := h.sub.Poll()
+		if !ok {
+			return n, nil
+		}
+		h.left = rec
+	}
+}
+
+func (h *streamHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	return 0, ErrReadOnly
+}
+
+func (h *streamHandle) Close(ctx context.Context) error {
+	h.sub.Close()
+	return nil
+}
+
+// ModeOf is a convenience for building Attr modes.
+func ModeOf(dir bool, perm fs.FileMode) fs.FileMode {
+	if dir {
+		return fs.ModeDir | perm
+	}
+	return perm
+}

@@ -1,0 +1,214 @@
+// Package vfs is the transport-free node tree that gsvfs serves.
+//
+// A tree is made of Nodes. Directories implement Dir; files implement File
+// and hand out a Handle per open. The FUSE binding (package vfs/fusefs) and
+// the 9P export (package ninep) both serve the same tree and know nothing of
+// what the nodes mean: every node operation receives the caller's Cred, an
+// opaque value the tree's owner produced from what the transport knew about
+// the peer (a host uid, a 9P user name and secret), and a context that ends
+// when the transport gives up on the request (an interrupted syscall, a 9P
+// Tflush, a closed connection).
+//
+// Errors returned by nodes are plain Go errors. A transport maps them to its
+// own vocabulary with Errno: an error that has an Errno() method says which
+// errno it is; the 9P export sends err.Error() as the Rerror text.
+package vfs
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"syscall"
+	"time"
+)
+
+// Cred is the caller of a node operation as the tree's owner understands it.
+// Transports obtain one from an Authenticator and pass it back unchanged.
+type Cred any
+
+// Peer is what a transport knows about who is on the other end.
+type Peer struct {
+	// Transport names the transport: "fuse", "9p-unix", "9p-tcp".
+	Transport string
+	// HostUID is the peer's host uid, or -1 when the transport cannot know it.
+	HostUID int
+	// HostGID is the peer's host gid, or -1.
+	HostGID int
+	// User is the user name the peer claimed (the 9P attach uname).
+	User string
+	// Secret is what the peer wrote to its 9P auth fid, if anything.
+	Secret []byte
+}
+
+// Authenticator turns a Peer into a Cred. It is called once per FUSE caller
+// uid (and cached by the binding for a short while) and once per 9P attach.
+type Authenticator interface {
+	Authenticate(ctx context.Context, p Peer) (Cred, error)
+}
+
+// Attr describes a node. Ino is stable for the life of the node's identity
+// and doubles as the 9P qid path. Mode carries the type bits (fs.ModeDir) and
+// the permission bits. Synthetic files report size 0.
+type Attr struct {
+	Ino   uint64
+	Mode  fs.FileMode
+	Size  int64
+	Mtime time.Time
+	// Uid and Gid are the numbers POSIX transports show; User and Group the
+	// names 9P shows.
+	Uid, Gid    uint32
+	User, Group string
+	// Synthetic marks files whose content is rendered by the tree: the FUSE
+	// binding serves them with direct I/O and no kernel caching.
+	Synthetic bool
+}
+
+// Node is any file or directory in the tree.
+type Node interface {
+	// Attr reports the node's attributes as cred sees them.
+	Attr(ctx context.Context, cred Cred) (Attr, error)
+}
+
+// DirEntry is one name in a directory listing.
+type DirEntry struct {
+	Name string
+	Node Node
+}
+
+// Dir is a directory.
+type Dir interface {
+	Node
+	// Lookup finds the child called name. A missing child is an error whose
+	// Errno is ENOENT (use ErrNotExist).
+	Lookup(ctx context.Context, cred Cred, name string) (Node, error)
+	// ReadDir lists the directory's children in a stable order.
+	ReadDir(ctx context.Context, cred Cred) ([]DirEntry, error)
+}
+
+// File is a non-directory node that can be opened.
+type File interface {
+	Node
+	// Open checks that cred may open the file with flags (os.O_RDONLY,
+	// os.O_WRONLY, os.O_RDWR, possibly os.O_TRUNC) and returns a handle.
+	Open(ctx context.Context, cred Cred, flags int) (Handle, error)
+}
+
+// Handle is one open of a File. Read and Write may be called concurrently
+// by the transports; handles serialise as they need.
+type Handle interface {
+	// Read reads into p at off. A blocking read returns when ctx ends with
+	// ctx.Err() (mapped to EINTR).
+	Read(ctx context.Context, p []byte, off int64) (int, error)
+	// Write writes p at off and returns only when the write's effect is done.
+	Write(ctx context.Context, p []byte, off int64) (int, error)
+	// Close releases the handle. It is called exactly once.
+	Close(ctx context.Context) error
+}
+
+// Flusher is a Handle that has work to finish when its file descriptor is
+// closed (FUSE FLUSH): a ctl handle runs a final line written without a
+// newline. The error is reported to close(2).
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
+// Truncater is a Handle that supports ftruncate.
+type Truncater interface {
+	Truncate(ctx context.Context, size int64) error
+}
+
+// Syncer is a Handle that supports fsync.
+type Syncer interface {
+	Sync(ctx context.Context) error
+}
+
+// Creator is a Dir in which files and directories can be made.
+type Creator interface {
+	// Create makes (or, without O_EXCL, opens and maybe truncates) the file
+	// name with permission perm and returns it opened with flags.
+	Create(ctx context.Context, cred Cred, name string, flags int, perm fs.FileMode) (Node, Handle, error)
+	// Mkdir makes the directory name.
+	Mkdir(ctx context.Context, cred Cred, name string, perm fs.FileMode) (Node, error)
+}
+
+// Remover is a Dir whose children can be removed.
+type Remover interface {
+	// Remove removes the child name; dir says whether the caller expects a
+	// directory (rmdir) or not (unlink).
+	Remove(ctx context.Context, cred Cred, name string, dir bool) error
+}
+
+// Renamer is a Dir whose children can be renamed into another directory of
+// the same kind.
+type Renamer interface {
+	Rename(ctx context.Context, cred Cred, name string, newDir Dir, newName string) error
+}
+
+// SetAttr says which attributes a Setter should change.
+type SetAttr struct {
+	Mode  *fs.FileMode // permission bits only
+	Size  *int64
+	Mtime *time.Time
+}
+
+// Setter is a Node whose attributes can be changed (chmod, truncate, utimes).
+type Setter interface {
+	SetAttr(ctx context.Context, cred Cred, s SetAttr) (Attr, error)
+}
+
+// Errors nodes commonly return. Each carries its errno.
+var (
+	ErrNotExist   = Errorf(syscall.ENOENT, "file does not exist")
+	ErrPermission = Errorf(syscall.EACCES, "permission denied")
+	ErrIsDir      = Errorf(syscall.EISDIR, "is a directory")
+	ErrNotDir     = Errorf(syscall.ENOTDIR, "not a directory")
+	ErrReadOnly   = Errorf(syscall.EACCES, "file is read-only")
+	ErrWriteOnly  = Errorf(syscall.EACCES, "file is write-only")
+	ErrNotSupp    = Errorf(syscall.ENOTSUP, "operation not supported")
+	ErrExist      = Errorf(syscall.EEXIST, "file exists")
+)
+
+// errnoError is an error with a fixed errno.
+type errnoError struct {
+	errno syscall.Errno
+	msg   string
+}
+
+func (e *errnoError) Error() string        { return e.msg }
+func (e *errnoError) Errno() syscall.Errno { return e.errno }
+func (e *errnoError) Is(target error) bool {
+	t, ok := target.(*errnoError)
+	return ok && t.errno == e.errno
+}
+
+// Errorf returns an error whose Errno is errno and whose text is msg.
+func Errorf(errno syscall.Errno, msg string) error { return &errnoError{errno, msg} }
+
+// Errno maps err to the errno a POSIX transport reports: the error's own
+// Errno() if it (or an error it wraps) has one, EINTR for a cancelled
+// context, the errno inside a *fs.PathError or syscall.Errno, EIO otherwise.
+func Errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var en interface{ Errno() syscall.Errno }
+	if errors.As(err, &en) {
+		return en.Errno()
+	}
+	var se syscall.Errno
+	if errors.As(err, &se) {
+		return se
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return syscall.EINTR
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return syscall.ENOENT
+	case errors.Is(err, fs.ErrPermission):
+		return syscall.EACCES
+	case errors.Is(err, fs.ErrExist):
+		return syscall.EEXIST
+	}
+	return syscall.EIO
+}

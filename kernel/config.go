@@ -1,0 +1,138 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// defaultConfig is written on a fresh state.
+var defaultConfig = map[string]string{
+	"config/server/name":     "gsv",
+	"config/system/timezone": "UTC",
+	"config/ai/provider":     "offline",
+	"config/ai/model":        "offline",
+	"config/ai/max_tokens":   "8192",
+}
+
+// sensitive matches key names whose values only root may see.
+var sensitive = regexp.MustCompile(`(?i)(password|token|secret|api[-_ ]?key)`)
+
+// configVisible says whether id may see key: root sees everything; others
+// see their own users/<uid>/ keys and the non-sensitive config/ keys.
+func configVisible(id *Identity, key string) bool {
+	if id.IsRoot() {
+		return true
+	}
+	if strings.HasPrefix(key, fmt.Sprintf("users/%d/", id.Uid)) {
+		return true
+	}
+	return strings.HasPrefix(key, "config/") && !sensitive.MatchString(key)
+}
+
+// configWritable says whether id may set key: root anything, others only
+// their own users/<uid>/ai/ keys.
+func configWritable(id *Identity, key string) bool {
+	return id.IsRoot() || strings.HasPrefix(key, fmt.Sprintf("users/%d/ai/", id.Uid))
+}
+
+// ConfigEntry is one key and its value.
+type ConfigEntry struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+type configGetArgs struct {
+	Key string `json:"key"`
+}
+
+type configSetArgs struct {
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value"`
+}
+
+// validKey: slash-separated segments of [A-Za-z0-9_.-].
+var validKey = regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`)
+
+func (k *Kernel) registerConfig() {
+	Handle(k, "sys.config.get", 0, func(ctx context.Context, c *Caller, a *configGetArgs) (map[string]any, error) {
+		es, err := k.configGet(ctx, c.Identity, a.Key)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"entries": es}, nil
+	})
+
+	Handle(k, "sys.config.set", 0, func(ctx context.Context, c *Caller, a *configSetArgs) (map[string]any, error) {
+		if !validKey.MatchString(a.Key) {
+			return nil, E(a.Key, Invalid, msg("config keys are /-separated words of [A-Za-z0-9_.-]"))
+		}
+		if !configWritable(c.Identity, a.Key) {
+			return nil, E(a.Key, Permission, Msgf("permission denied: you may set only users/%d/ai/...", c.Uid))
+		}
+		val := coerce(a.Value)
+		if !utf8.ValidString(val) || strings.ContainsRune(val, 0) {
+			return nil, E(a.Key, Invalid, msg("value must be UTF-8 text without NUL"))
+		}
+		if _, err := k.Store.W.ExecContext(ctx, `INSERT INTO config(key,value) VALUES(?,?)
+			ON CONFLICT(key) DO UPDATE SET value=excluded.value`, a.Key, val); err != nil {
+			return nil, E(a.Key, err)
+		}
+		aud := audience{all: strings.HasPrefix(a.Key, "config/") && !sensitive.MatchString(a.Key)}
+		if !aud.all {
+			aud.uids = ownerOfConfigKey(a.Key)
+		}
+		k.signal("sys.config.changed", map[string]any{"key": a.Key}, aud)
+		return map[string]any{"ok": true}, nil
+	})
+}
+
+// ownerOfConfigKey returns the uid of a users/<uid>/ key.
+func ownerOfConfigKey(key string) []uint32 {
+	var uid uint32
+	if _, err := fmt.Sscanf(key, "users/%d/", &uid); err == nil {
+		return []uint32{uid}
+	}
+	return nil
+}
+
+// coerce turns a JSON value into config text, as String(value) would.
+func coerce(raw json.RawMessage) string {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s
+	}
+	t := strings.TrimSpace(string(raw))
+	if t == "" {
+		return ""
+	}
+	return t
+}
+
+// configGet returns the visible entries: key exactly, or everything under
+// the prefix key, or everything for "".
+func (k *Kernel) configGet(ctx context.Context, id *Identity, key string) ([]ConfigEntry, error) {
+	rows, err := k.Store.R.QueryContext(ctx, `SELECT key,value FROM config WHERE key=? OR ?='' OR substr(key,1,length(?)+1)=?||'/' OR (substr(?,-1)='/' AND substr(key,1,length(?))=?) ORDER BY key`,
+		key, key, key, key, key, key, key)
+	if err != nil {
+		return nil, E(err)
+	}
+	defer rows.Close()
+	out := []ConfigEntry{}
+	for rows.Next() {
+		var e ConfigEntry
+		if err := rows.Scan(&e.Key, &e.Value); err != nil {
+			return nil, E(err)
+		}
+		if e.Key == "sys/setup" && !id.IsRoot() {
+			continue
+		}
+		if configVisible(id, e.Key) {
+			out = append(out, e)
+		}
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,140 @@
+package kernel
+
+import (
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+)
+
+// CtlLine is one parsed ctl command:
+//
+//	verb word word key=value key='value with spaces'
+//
+// Quoting is rc's: single quotes, with ” for a quote inside. Rest is the
+// text after the verb verbatim, for verbs that carry free text (send). A
+// line whose arguments start with '{' carries a JSON args object instead;
+// so does a line that is only a JSON object (its Verb is "").
+type CtlLine struct {
+	Verb  string
+	Words []string
+	Opts  map[string]string
+	Rest  string
+	JSON  json.RawMessage
+}
+
+// ParseCtl parses one ctl line (a trailing newline is allowed).
+func ParseCtl(line string) (CtlLine, error) {
+	var l CtlLine
+	line = strings.TrimSuffix(line, "\n")
+	line = strings.TrimSuffix(line, "\r")
+	if !utf8.ValidString(line) {
+		return l, E("ctl", Invalid, msg("line is not valid UTF-8"))
+	}
+	if strings.ContainsRune(line, 0) {
+		return l, E("ctl", Invalid, msg("line contains a NUL byte"))
+	}
+	line = strings.TrimLeft(line, " \t")
+	if line == "" {
+		return l, E("ctl", Invalid, msg("empty command"))
+	}
+	if line[0] == '{' {
+		return l, l.setJSON(line)
+	}
+	i := strings.IndexAny(line, " \t")
+	if i < 0 {
+		l.Verb = line
+		return l, nil
+	}
+	l.Verb = line[:i]
+	l.Rest = strings.TrimLeft(line[i:], " \t")
+	if strings.HasPrefix(l.Rest, "{") {
+		return l, l.setJSON(l.Rest)
+	}
+	words, err := splitRc(l.Rest)
+	if err != nil {
+		return l, err
+	}
+	for _, w := range words {
+		if k, v, ok := strings.Cut(w.text, "="); ok && w.keyed && validOptKey(k) {
+			if l.Opts == nil {
+				l.Opts = map[string]string{}
+			}
+			l.Opts[k] = v
+			continue
+		}
+		l.Words = append(l.Words, w.text)
+	}
+	return l, nil
+}
+
+func (l *CtlLine) setJSON(s string) error {
+	s = strings.TrimSpace(s)
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &obj); err != nil {
+		return E("ctl", Invalid, Msgf("malformed JSON args: %v", err))
+	}
+	l.JSON = json.RawMessage(s)
+	return nil
+}
+
+func validOptKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for _, r := range k {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+type rcWord struct {
+	text  string
+	keyed bool // the '=' of key=value was outside quotes
+}
+
+// splitRc splits s into words as rc does: blanks separate words, single
+// quotes quote, and ” inside quotes is a quote.
+func splitRc(s string) ([]rcWord, error) {
+	var out []rcWord
+	var cur strings.Builder
+	inWord, quoted, keyed := false, false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quoted:
+			if c == '\'' {
+				if i+1 < len(s) && s[i+1] == '\'' {
+					cur.WriteByte('\'')
+					i++
+				} else {
+					quoted = false
+				}
+			} else {
+				cur.WriteByte(c)
+			}
+		case c == '\'':
+			quoted, inWord = true, true
+		case c == ' ' || c == '\t':
+			if inWord {
+				out = append(out, rcWord{cur.String(), keyed})
+				cur.Reset()
+				inWord, keyed = false, false
+			}
+		default:
+			if c == '=' && !keyed && cur.Len() > 0 && !strings.Contains(cur.String(), "=") {
+				keyed = true
+			}
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if quoted {
+		return nil, E("ctl", Invalid, msg("unterminated quote"))
+	}
+	if inWord {
+		out = append(out, rcWord{cur.String(), keyed})
+	}
+	return out, nil
+}

@@ -1,0 +1,272 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Flags say who may make a syscall and when.
+type Flags uint8
+
+const (
+	// KernelOnly syscalls are refused (403) to every caller but the kernel
+	// itself.
+	KernelOnly Flags = 1 << iota
+	// Internal syscalls take Go values, not JSON: they serve the namespace's
+	// own nodes (the POSIX side of the data tree) and are unknown (400) to
+	// request frames.
+	Internal
+	// BeforeSetup syscalls may run while the system is not set up.
+	BeforeSetup
+)
+
+// Caller is who makes a syscall and from where.
+type Caller struct {
+	*Identity
+	// Origin is the namespace directory the call came through (a ctl file's
+	// directory), if any: its err view shows the call's failure.
+	Origin string
+}
+
+type syscallDef struct {
+	name   string
+	flags  Flags
+	decode func(json.RawMessage) (any, error)
+	call   func(context.Context, *Caller, any) (any, error)
+}
+
+// Handle registers the syscall name, served by fn. A request frame's JSON
+// args are decoded into a fresh *A; in-process callers pass an *A (or an A)
+// to Call directly. Registering a name twice panics.
+func Handle[A any, R any](k *Kernel, name string, flags Flags, fn func(ctx context.Context, c *Caller, args *A) (R, error)) {
+	def := &syscallDef{
+		name:  name,
+		flags: flags,
+		decode: func(raw json.RawMessage) (any, error) {
+			a := new(A)
+			if len(raw) == 0 || string(raw) == "null" {
+				return a, nil
+			}
+			if err := json.Unmarshal(raw, a); err != nil {
+				return nil, E(name, Invalid, Msgf("bad args: %v", err))
+			}
+			return a, nil
+		},
+		call: func(ctx context.Context, c *Caller, args any) (any, error) {
+			switch a := args.(type) {
+			case *A:
+				return fn(ctx, c, a)
+			case A:
+				return fn(ctx, c, &a)
+			case nil:
+				return fn(ctx, c, new(A))
+			}
+			return nil, E(name, Other, Msgf("args of type %T", args))
+		},
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, dup := k.calls[name]; dup {
+		panic("kernel: syscall registered twice: " + name)
+	}
+	k.calls[name] = def
+}
+
+// Call is the single dispatcher: every syscall, from a request frame, a
+// ctl line, a view being rendered or a namespace node, passes here. It
+// checks that the call exists and that the caller may make it (setup state,
+// kernel-only, capabilities), runs it, and, when the caller names an Origin,
+// remembers a failure for that directory's err view. args is a
+// json.RawMessage (from a frame) or the syscall's Go args.
+func (k *Kernel) Call(ctx context.Context, c *Caller, name string, args any) (any, error) {
+	k.mu.RLock()
+	def := k.calls[name]
+	k.mu.RUnlock()
+	res, err := k.call(ctx, c, def, name, args)
+	if err != nil && c != nil && c.Origin != "" && c.Identity != nil {
+		k.setLastError(c.Uid, c.Origin, err)
+	}
+	return res, err
+}
+
+func (k *Kernel) call(ctx context.Context, c *Caller, def *syscallDef, name string, args any) (res any, err error) {
+	_, fromFrame := args.(json.RawMessage)
+	if def == nil || (fromFrame && def.flags&Internal != 0) {
+		return nil, E(name, Invalid, Msgf("unknown syscall %q", name))
+	}
+	if c == nil || c.Identity == nil {
+		return nil, E(name, Permission, msg("no identity"))
+	}
+	if def.flags&KernelOnly != 0 && !c.isKernel() {
+		return nil, E(name, Permission, msg("kernel-only syscall"))
+	}
+	if def.flags&BeforeSetup == 0 && !k.isSetUp() {
+		return nil, E(name, SetupRequired, msg("setup required: run sys.setup"))
+	}
+	if !c.Can(name) {
+		return nil, E(name, Permission, msg("permission denied"))
+	}
+	if fromFrame {
+		if args, err = def.decode(args.(json.RawMessage)); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			k.log.Error("syscall panic", "call", name, "panic", p, "stack", string(debug.Stack()))
+			res, err = nil, E(name, Other, Msgf("internal error: %v", p))
+		}
+	}()
+	res, err = def.call(ctx, c, args)
+	if err != nil {
+		var ke *Error
+		if !errors.As(err, &ke) || ke.Op == "" {
+			err = E(name, err)
+		}
+		k.log.Debug("syscall failed", "call", name, "uid", c.Uid, "err", err)
+	}
+	return res, err
+}
+
+// Invoke is Call with a typed result.
+func Invoke[R any](ctx context.Context, k *Kernel, c *Caller, name string, args any) (R, error) {
+	var zero R
+	res, err := k.Call(ctx, c, name, args)
+	if err != nil {
+		return zero, err
+	}
+	r, ok := res.(R)
+	if !ok {
+		return zero, E(name, Other, Msgf("result of type %T", res))
+	}
+	return r, nil
+}
+
+// Syscalls lists the registered public syscall names.
+func (k *Kernel) Syscalls() []string {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	var out []string
+	for n, d := range k.calls {
+		if d.flags&Internal == 0 {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// lastErrors remembers the last failure per (uid, directory).
+type lastErrors struct {
+	mu sync.Mutex
+	m  map[lastErrKey]string
+}
+
+type lastErrKey struct {
+	uid uint32
+	dir string
+}
+
+func (k *Kernel) setLastError(uid uint32, dir string, err error) {
+	k.errs.mu.Lock()
+	defer k.errs.mu.Unlock()
+	if k.errs.m == nil {
+		k.errs.m = map[lastErrKey]string{}
+	}
+	if len(k.errs.m) > 100000 {
+		k.errs.m = map[lastErrKey]string{} // bounded memory; messages are advisory
+	}
+	k.errs.m[lastErrKey{uid, dir}] = err.Error()
+}
+
+// LastError returns the message of uid's last failure in dir, or "".
+func (k *Kernel) lastError(uid uint32, dir string) string {
+	k.errs.mu.Lock()
+	defer k.errs.mu.Unlock()
+	return k.errs.m[lastErrKey{uid, dir}]
+}
+
+// Request is a request frame.
+type Request struct {
+	Type string          `json:"type,omitempty"`
+	ID   string          `json:"id,omitempty"`
+	Call string          `json:"call"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// Response is a response frame.
+type Response struct {
+	Type  string      `json:"type"`
+	ID    string      `json:"id,omitempty"`
+	OK    bool        `json:"ok"`
+	Data  any         `json:"data,omitempty"`
+	Error *FrameError `json:"error,omitempty"`
+}
+
+// FrameError is the error of a failed response frame.
+type FrameError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// DecodeRequest parses one JSON request frame. It accepts a missing type
+// (or "req") and id, requires a call name, and requires args, when present,
+// to be a JSON object.
+func DecodeRequest(b []byte) (Request, error) {
+	var r Request
+	b = []byte(strings.TrimSpace(string(b)))
+	if len(b) == 0 {
+		return r, E("frame", Invalid, msg("empty request"))
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	if err := dec.Decode(&r); err != nil {
+		return r, E("frame", Invalid, Msgf("malformed request: %v", err))
+	}
+	if dec.More() {
+		return r, E("frame", Invalid, msg("malformed request: trailing data after the frame"))
+	}
+	if r.Type != "" && r.Type != "req" {
+		return r, E("frame", Invalid, Msgf("frame type %q is not req", r.Type))
+	}
+	if r.Call == "" {
+		return r, E("frame", Invalid, msg("request has no call"))
+	}
+	if len(r.Args) > 0 && string(r.Args) != "null" {
+		if t := strings.TrimSpace(string(r.Args)); t == "" || t[0] != '{' {
+			return r, E(r.Call, Invalid, msg("args must be a JSON object"))
+		}
+	}
+	return r, nil
+}
+
+// Serve answers one request frame for c and returns the response frame.
+func (k *Kernel) Serve(ctx context.Context, c *Caller, frame []byte) []byte {
+	req, err := DecodeRequest(frame)
+	var res any
+	if err == nil {
+		args := req.Args
+		if args == nil {
+			args = json.RawMessage("{}")
+		}
+		res, err = k.Call(ctx, c, req.Call, args)
+	}
+	resp := Response{Type: "res", ID: req.ID, OK: err == nil, Data: res}
+	if err != nil {
+		resp.Data = nil
+		resp.Error = &FrameError{Code: Code(err), Message: err.Error()}
+	}
+	b, merr := json.Marshal(resp)
+	if merr != nil {
+		b, _ = json.Marshal(Response{Type: "res", ID: req.ID, Error: &FrameError{Code: 500, Message: fmt.Sprintf("%s: encoding result: %v", req.Call, merr)}})
+	}
+	return append(b, '\n')
+}
+
+var _ = slog.Default

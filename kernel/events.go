@@ -1,0 +1,189 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// SignalFrame is the seed's async push frame.
+type SignalFrame struct {
+	Type    string `json:"type"`
+	Signal  string `json:"signal"`
+	Payload any    `json:"payload,omitempty"`
+	Seq     uint64 `json:"seq"`
+}
+
+// audience says who may see a signal. Root always may.
+type audience struct {
+	all  bool
+	uids []uint32
+}
+
+// Audience is the exported form of audience for subsystems.
+type Audience struct {
+	All  bool
+	Uids []uint32
+}
+
+func (a audience) sees(id *Identity) bool {
+	return a.all || id.IsRoot() || slices.Contains(a.uids, id.Uid)
+}
+
+// subQueue is the most records a subscriber buffers; past it the oldest are
+// dropped and the reader is told how many with an "events.lost" frame.
+const subQueue = 4096
+
+type bus struct {
+	mu   sync.Mutex
+	seq  uint64
+	subs map[*subscriber]struct{}
+}
+
+type subscriber struct {
+	id     *Identity
+	filter func(signal string, payload any) bool
+	mu     sync.Mutex
+	q      [][]byte
+	lost   uint64
+	wake   chan struct{}
+	closed bool
+	bus    *bus
+}
+
+// Signal publishes a signal frame to every subscriber in the audience.
+func (k *Kernel) Signal(signal string, payload any, a Audience) {
+	k.signal(signal, payload, audience{all: a.All, uids: a.Uids})
+}
+
+func (k *Kernel) signal(signal string, payload any, a audience) {
+	b := &k.bus
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seq++
+	if len(b.subs) == 0 {
+		return
+	}
+	rec, err := json.Marshal(SignalFrame{Type: "sig", Signal: signal, Payload: payload, Seq: b.seq})
+	if err != nil {
+		k.log.Error("signal encode", "signal", signal, "err", err)
+		return
+	}
+	rec = append(rec, '\n')
+	for s := range b.subs {
+		if a.sees(s.id) && (s.filter == nil || s.filter(signal, payload)) {
+			s.push(rec)
+		}
+	}
+}
+
+func (s *subscriber) push(rec []byte) {
+	s.mu.Lock()
+	if len(s.q) >= subQueue {
+		s.q = s.q[1:]
+		s.lost++
+	}
+	s.q = append(s.q, rec)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Subscribe returns a subscription to the signals id may see, starting now.
+// filter, if not nil, narrows them further.
+func (k *Kernel) Subscribe(id *Identity, filter func(signal string, payload any) bool) vfs.Subscription {
+	s := &subscriber{id: id, filter: filter, wake: make(chan struct{}, 1), bus: &k.bus}
+	k.bus.mu.Lock()
+	if k.bus.subs == nil {
+		k.bus.subs = map[*subscriber]struct{}{}
+	}
+	k.bus.subs[s] = struct{}{}
+	k.bus.mu.Unlock()
+	return s
+}
+
+// Poll implements vfs.Subscription.
+func (s *subscriber) Poll() ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost > 0 {
+		n := s.lost
+		s.lost = 0
+		b, _ := json.Marshal(SignalFrame{Type: "sig", Signal: "events.lost", Payload: map[string]uint64{"dropped": n}})
+		return append(b, '\n'), true
+	}
+	if len(s.q) == 0 {
+		return nil, false
+	}
+	rec := s.q[0]
+	s.q[0] = nil
+	s.q = s.q[1:]
+	return rec, true
+}
+
+// Next implements vfs.Subscription: it waits for a record or for ctx.
+func (s *subscriber) Next(ctx context.Context) ([]byte, error) {
+	for {
+		if rec, ok := s.Poll(); ok {
+			return rec, nil
+		}
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return nil, vfs.Errorf(5 /* EIO */, "event stream closed")
+		}
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Close implements vfs.Subscription.
+func (s *subscriber) Close() {
+	s.bus.mu.Lock()
+	delete(s.bus.subs, s)
+	s.bus.mu.Unlock()
+	s.mu.Lock()
+	s.closed = true
+	s.q = nil
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (b *bus) closeAll() {
+	b.mu.Lock()
+	subs := b.subs
+	b.subs = nil
+	b.mu.Unlock()
+	for s := range subs {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (k *Kernel) registerEvents() {
+	// sys.events opens the caller's signal stream. It is Internal: its
+	// result is a live subscription, which only the namespace can serve.
+	Handle(k, "sys.events", Internal, func(ctx context.Context, c *Caller, _ *struct{}) (vfs.Subscription, error) {
+		return k.Subscribe(c.Identity, nil), nil
+	})
+	Handle(k, "sys.lasterror", Internal, func(ctx context.Context, c *Caller, a *struct{ Dir string }) (string, error) {
+		return k.lastError(c.Uid, a.Dir), nil
+	})
+}

@@ -1,0 +1,944 @@
+package kernel
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// The data tree: /home and /workspaces are real directories under the
+// state dir. Ownership follows the tree: everything under /home/<user> is
+// owned by <user> (group: the user's primary group); the permission bits are
+// the real files' own. /home and /workspaces themselves belong to root.
+
+// dataRoots are the top-level namespace directories backed by real files.
+var dataRoots = []string{"home", "workspaces"}
+
+// resolve validates a namespace path for id and returns it relative to the
+// data root ("home/alice/notes.txt"). It resolves "~" and relative paths
+// against id's home and cwd, and refuses "..", NUL bytes, invalid UTF-8 and
+// anything outside the data tree.
+func resolve(id *Identity, p string) (string, error) {
+	if p == "" {
+		return "", E(Invalid, msg("empty path"))
+	}
+	if !utf8.ValidString(p) {
+		return "", E(Invalid, msg("path is not valid UTF-8"))
+	}
+	if strings.ContainsRune(p, 0) {
+		return "", E(Invalid, msg("path contains a NUL byte"))
+	}
+	for _, el := range strings.Split(p, "/") {
+		if el == ".." {
+			return "", E(Invalid, p, msg("paths may not contain '..'"))
+		}
+	}
+	switch {
+	case p == "~" || strings.HasPrefix(p, "~/"):
+		p = id.Home + p[1:]
+	case !strings.HasPrefix(p, "/"):
+		p = path.Join(id.Cwd, p)
+	}
+	p = path.Clean(p)
+	rel := strings.TrimPrefix(p, "/")
+	top, _, _ := strings.Cut(rel, "/")
+	for _, r := range dataRoots {
+		if top == r {
+			return rel, nil
+		}
+	}
+	return "", E(NotExist, p, msg("not in the data tree (/home, /workspaces)"))
+}
+
+// owner is who owns a data path.
+type owner struct {
+	uid, gid uint32
+	hostUID  int
+	name     string
+	group    string
+}
+
+var rootOwner = owner{uid: 0, gid: 0, hostUID: 0, name: "root", group: "root"}
+
+// ownerCache maps user names to owners; users are never renamed.
+type ownerCache struct {
+	mu sync.Mutex
+	m  map[string]owner
+}
+
+func (k *Kernel) ownerOf(ctx context.Context, rel string) owner {
+	parts := strings.SplitN(rel, "/", 3)
+	if len(parts) < 2 || parts[0] != "home" {
+		return rootOwner
+	}
+	name := parts[1]
+	k.owners.mu.Lock()
+	o, ok := k.owners.m[name]
+	k.owners.mu.Unlock()
+	if ok {
+		return o
+	}
+	u, err := k.userByName(ctx, name)
+	if err != nil {
+		return rootOwner
+	}
+	o = owner{uid: u.Uid, gid: u.Gid, hostUID: int(u.Uid), name: u.Username, group: UsersGroup}
+	if u.HostUID != nil {
+		o.hostUID = *u.HostUID
+	}
+	if u.Gid == RootGID {
+		o.group = "root"
+	}
+	k.owners.mu.Lock()
+	if k.owners.m == nil {
+		k.owners.m = map[string]owner{}
+	}
+	k.owners.m[name] = o
+	k.owners.mu.Unlock()
+	return o
+}
+
+// allowed reports whether id may access a file with mode and owner o.
+func allowed(id *Identity, o owner, mode fs.FileMode, want vfs.Want) bool {
+	if id.IsRoot() {
+		return true
+	}
+	if id.Role == "nobody" {
+		return false
+	}
+	perm := uint32(mode.Perm())
+	var bits uint32
+	switch {
+	case id.Uid == o.uid:
+		bits = perm >> 6
+	case id.InGroup(o.gid):
+		bits = perm >> 3
+	default:
+		bits = perm
+	}
+	return uint32(want)&^bits&7 == 0
+}
+
+// access checks that id may search every directory above rel and use rel
+// itself as want says (want 0: only reach it). It returns rel's FileInfo.
+func (k *Kernel) access(ctx context.Context, id *Identity, rel string, want vfs.Want) (fs.FileInfo, error) {
+	parts := strings.Split(rel, "/")
+	for i := 1; i < len(parts); i++ {
+		dir := strings.Join(parts[:i], "/")
+		fi, err := k.data.Lstat(dir)
+		if err != nil {
+			return nil, E("/"+rel, err)
+		}
+		if !allowed(id, k.ownerOf(ctx, dir), fi.Mode(), vfs.WantExec) {
+			return nil, E("/"+rel, Permission, msg("permission denied"))
+		}
+	}
+	fi, err := k.data.Lstat(rel)
+	if err != nil {
+		return nil, E("/"+rel, err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, E("/"+rel, Permission, msg("symbolic links are not followed"))
+	}
+	if want != 0 && !allowed(id, k.ownerOf(ctx, rel), fi.Mode(), want) {
+		return nil, E("/"+rel, Permission, msg("permission denied"))
+	}
+	return fi, nil
+}
+
+// accessParent checks write and search permission on rel's parent, as
+// creating, removing or renaming rel needs.
+func (k *Kernel) accessParent(ctx context.Context, id *Identity, rel string) error {
+	parent := path.Dir(rel)
+	if parent == "." || !strings.Contains(rel, "/") {
+		if id.IsRoot() {
+			return nil
+		}
+		return E("/"+rel, Permission, msg("permission denied"))
+	}
+	fi, err := k.access(ctx, id, parent, vfs.WantWrite|vfs.WantExec)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return E("/"+rel, NotExist, syscall.ENOTDIR)
+	}
+	return nil
+}
+
+// attrOf turns a real file's info into a vfs.Attr.
+func (k *Kernel) attrOf(ctx context.Context, rel string, fi fs.FileInfo) vfs.Attr {
+	o := k.ownerOf(ctx, rel)
+	a := vfs.Attr{Mode: fi.Mode(), Size: fi.Size(), Mtime: fi.ModTime(),
+		Uid: uint32(o.hostUID), Gid: o.gid, User: o.name, Group: o.group}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		a.Ino = st.Ino
+	}
+	if fi.IsDir() {
+		a.Size = 0
+	}
+	return a
+}
+
+// Internal args of the POSIX side of the data tree.
+type (
+	fsPathArgs struct{ Path string }
+	fsOpenArgs struct {
+		Path  string
+		Flags int
+		Perm  fs.FileMode
+	}
+	fsIOArgs struct {
+		F   *os.File
+		Buf []byte
+		Off int64
+	}
+	fsMkdirArgs struct {
+		Path string
+		Perm fs.FileMode
+	}
+	fsRemoveArgs struct {
+		Path string
+		Dir  bool
+	}
+	fsRenameArgs  struct{ Old, New string }
+	fsSetattrArgs struct {
+		Path string
+		Set  vfs.SetAttr
+	}
+	fsTruncArgs struct {
+		F    *os.File
+		Size int64
+	}
+	// DirEnt is one entry of fs.readdir.
+	DirEnt struct {
+		Name string
+		Attr vfs.Attr
+	}
+)
+
+func (k *Kernel) registerFS() {
+	k.registerPosixFS()
+	k.registerSeedFS()
+}
+
+// registerPosixFS registers the Internal syscalls that serve /home and
+// /workspaces to the transports. Paths are relative to the data root and
+// already resolved (the nodes hold them); each call checks permissions.
+func (k *Kernel) registerPosixFS() {
+	Handle(k, "fs.stat", Internal, func(ctx context.Context, c *Caller, a *fsPathArgs) (vfs.Attr, error) {
+		fi, err := k.access(ctx, c.Identity, a.Path, 0)
+		if err != nil {
+			return vfs.Attr{}, err
+		}
+		return k.attrOf(ctx, a.Path, fi), nil
+	})
+	Handle(k, "fs.readdir", Internal, func(ctx context.Context, c *Caller, a *fsPathArgs) ([]DirEnt, error) {
+		if _, err := k.access(ctx, c.Identity, a.Path, vfs.WantRead); err != nil {
+			return nil, err
+		}
+		f, err := k.data.Open(a.Path)
+		if err != nil {
+			return nil, E("/"+a.Path, err)
+		}
+		defer f.Close()
+		ents, err := f.ReadDir(-1)
+		if err != nil {
+			return nil, E("/"+a.Path, err)
+		}
+		out := make([]DirEnt, 0, len(ents))
+		for _, e := range ents {
+			fi, err := e.Info()
+			if err != nil || fi.Mode()&fs.ModeSymlink != 0 {
+				continue
+			}
+			rel := a.Path + "/" + e.Name()
+			out = append(out, DirEnt{e.Name(), k.attrOf(ctx, rel, fi)})
+		}
+		return out, nil
+	})
+	Handle(k, "fs.open", Internal, func(ctx context.Context, c *Caller, a *fsOpenArgs) (*os.File, error) {
+		fi, err := k.access(ctx, c.Identity, a.Path, vfs.WantOf(a.Flags))
+		switch {
+		case err == nil:
+			if a.Flags&os.O_CREATE != 0 && a.Flags&os.O_EXCL != 0 {
+				return nil, E("/"+a.Path, Busy, syscall.EEXIST)
+			}
+			if fi.IsDir() && vfs.WantOf(a.Flags)&vfs.WantWrite != 0 {
+				return nil, E("/"+a.Path, Invalid, syscall.EISDIR)
+			}
+		case a.Flags&os.O_CREATE != 0 && errors.Is(err, fs.ErrNotExist):
+			if err := k.accessParent(ctx, c.Identity, a.Path); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, err
+		}
+		f, err := k.data.OpenFile(a.Path, a.Flags|syscall.O_NOFOLLOW, a.Perm.Perm())
+		if err != nil {
+			return nil, E("/"+a.Path, err)
+		}
+		return f, nil
+	})
+	Handle(k, "fs.pread", Internal, func(ctx context.Context, c *Caller, a *fsIOArgs) (int, error) {
+		n, err := a.F.ReadAt(a.Buf, a.Off)
+		if err == io.EOF {
+			err = nil
+		}
+		return n, err
+	})
+	Handle(k, "fs.pwrite", Internal, func(ctx context.Context, c *Caller, a *fsIOArgs) (int, error) {
+		return a.F.WriteAt(a.Buf, a.Off)
+	})
+	Handle(k, "fs.ftruncate", Internal, func(ctx context.Context, c *Caller, a *fsTruncArgs) (struct{}, error) {
+		return struct{}{}, a.F.Truncate(a.Size)
+	})
+	Handle(k, "fs.fsync", Internal, func(ctx context.Context, c *Caller, a *fsTruncArgs) (struct{}, error) {
+		return struct{}{}, a.F.Sync()
+	})
+	Handle(k, "fs.mkdir", Internal, func(ctx context.Context, c *Caller, a *fsMkdirArgs) (vfs.Attr, error) {
+		if err := k.accessParent(ctx, c.Identity, a.Path); err != nil {
+			return vfs.Attr{}, err
+		}
+		if err := k.data.Mkdir(a.Path, a.Perm.Perm()); err != nil {
+			return vfs.Attr{}, E("/"+a.Path, err)
+		}
+		fi, err := k.data.Lstat(a.Path)
+		if err != nil {
+			return vfs.Attr{}, E("/"+a.Path, err)
+		}
+		return k.attrOf(ctx, a.Path, fi), nil
+	})
+	Handle(k, "fs.remove", Internal, func(ctx context.Context, c *Caller, a *fsRemoveArgs) (struct{}, error) {
+		if err := k.accessParent(ctx, c.Identity, a.Path); err != nil {
+			return struct{}{}, err
+		}
+		fi, err := k.data.Lstat(a.Path)
+		if err != nil {
+			return struct{}{}, E("/"+a.Path, err)
+		}
+		if a.Dir && !fi.IsDir() {
+			return struct{}{}, E("/"+a.Path, syscall.ENOTDIR)
+		}
+		if !a.Dir && fi.IsDir() {
+			return struct{}{}, E("/"+a.Path, Invalid, syscall.EISDIR)
+		}
+		if err := k.data.Remove(a.Path); err != nil {
+			return struct{}{}, E("/"+a.Path, err)
+		}
+		return struct{}{}, nil
+	})
+	Handle(k, "fs.rename", Internal, func(ctx context.Context, c *Caller, a *fsRenameArgs) (struct{}, error) {
+		if err := k.accessParent(ctx, c.Identity, a.Old); err != nil {
+			return struct{}{}, err
+		}
+		if err := k.accessParent(ctx, c.Identity, a.New); err != nil {
+			return struct{}{}, err
+		}
+		if k.ownerOf(ctx, a.Old) != k.ownerOf(ctx, a.New) && !c.IsRoot() {
+			return struct{}{}, E("/"+a.Old, Permission, msg("cannot move a file into another user's tree"))
+		}
+		if err := k.data.Rename(a.Old, a.New); err != nil {
+			return struct{}{}, E("/"+a.Old, err)
+		}
+		return struct{}{}, nil
+	})
+	Handle(k, "fs.setattr", Internal, func(ctx context.Context, c *Caller, a *fsSetattrArgs) (vfs.Attr, error) {
+		fi, err := k.access(ctx, c.Identity, a.Path, 0)
+		if err != nil {
+			return vfs.Attr{}, err
+		}
+		o := k.ownerOf(ctx, a.Path)
+		isOwner := c.IsRoot() || c.Uid == o.uid
+		if a.Set.Mode != nil {
+			if !isOwner {
+				return vfs.Attr{}, E("/"+a.Path, Permission, msg("only the owner may change the mode"))
+			}
+			if err := k.data.Chmod(a.Path, a.Set.Mode.Perm()); err != nil {
+				return vfs.Attr{}, E("/"+a.Path, err)
+			}
+		}
+		if a.Set.Size != nil {
+			if !allowed(c.Identity, o, fi.Mode(), vfs.WantWrite) {
+				return vfs.Attr{}, E("/"+a.Path, Permission, msg("permission denied"))
+			}
+			f, err := k.data.OpenFile(a.Path, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+			if err != nil {
+				return vfs.Attr{}, E("/"+a.Path, err)
+			}
+			err = f.Truncate(*a.Set.Size)
+			f.Close()
+			if err != nil {
+				return vfs.Attr{}, E("/"+a.Path, err)
+			}
+		}
+		if a.Set.Mtime != nil {
+			if !isOwner && !allowed(c.Identity, o, fi.Mode(), vfs.WantWrite) {
+				return vfs.Attr{}, E("/"+a.Path, Permission, msg("permission denied"))
+			}
+			if err := k.data.Chtimes(a.Path, *a.Set.Mtime, *a.Set.Mtime); err != nil {
+				return vfs.Attr{}, E("/"+a.Path, err)
+			}
+		}
+		if fi, err = k.data.Lstat(a.Path); err != nil {
+			return vfs.Attr{}, E("/"+a.Path, err)
+		}
+		return k.attrOf(ctx, a.Path, fi), nil
+	})
+}
+
+// opErr is the seed's operation-level failure: {ok:false, error}.
+func opErr(err error) map[string]any {
+	return map[string]any{"ok": false, "error": err.Error()}
+}
+
+type fsReadArgs struct {
+	Target string `json:"target"`
+	Path   string `json:"path"`
+	Offset int    `json:"offset"`
+	Limit  int    `json:"limit"`
+}
+type fsWriteArgs struct {
+	Target  string `json:"target"`
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+type fsEditArgs struct {
+	Target     string `json:"target"`
+	Path       string `json:"path"`
+	OldString  string `json:"oldString"`
+	NewString  string `json:"newString"`
+	ReplaceAll bool   `json:"replaceAll"`
+}
+type fsDeleteArgs struct {
+	Target string `json:"target"`
+	Path   string `json:"path"`
+}
+type fsSearchArgs struct {
+	Target  string `json:"target"`
+	Query   string `json:"query"`
+	Path    string `json:"path"`
+	Include string `json:"include"`
+}
+
+// maxReadFile is the largest file fs.read returns.
+const maxReadFile = 25 << 20
+
+// maxSearchMatches caps fs.search.
+const maxSearchMatches = 500
+
+// registerSeedFS registers the seed's fs.* syscalls (the agent's tools).
+// Failures of the operation itself come back as {ok:false, error}.
+func (k *Kernel) registerSeedFS() {
+	Handle(k, "fs.read", 0, func(ctx context.Context, c *Caller, a *fsReadArgs) (map[string]any, error) {
+		if err := checkTarget(a.Target); err != nil {
+			return nil, err
+		}
+		res, err := k.fsRead(ctx, c.Identity, a)
+		if err != nil {
+			return opErr(err), nil
+		}
+		return res, nil
+	})
+	Handle(k, "fs.write", 0, func(ctx context.Context, c *Caller, a *fsWriteArgs) (map[string]any, error) {
+		if err := checkTarget(a.Target); err != nil {
+			return nil, err
+		}
+		rel, err := resolve(c.Identity, a.Path)
+		if err == nil {
+			err = k.writeFile(ctx, c.Identity, rel, []byte(a.Content), true)
+		}
+		if err != nil {
+			return opErr(err), nil
+		}
+		return map[string]any{"ok": true, "path": "/" + rel, "size": len(a.Content)}, nil
+	})
+	Handle(k, "fs.edit", 0, func(ctx context.Context, c *Caller, a *fsEditArgs) (map[string]any, error) {
+		if err := checkTarget(a.Target); err != nil {
+			return nil, err
+		}
+		n, rel, err := k.fsEdit(ctx, c.Identity, a)
+		if err != nil {
+			return opErr(err), nil
+		}
+		return map[string]any{"ok": true, "path": "/" + rel, "replacements": n}, nil
+	})
+	Handle(k, "fs.delete", 0, func(ctx context.Context, c *Caller, a *fsDeleteArgs) (map[string]any, error) {
+		if err := checkTarget(a.Target); err != nil {
+			return nil, err
+		}
+		rel, err := resolve(c.Identity, a.Path)
+		if err == nil {
+			err = k.deleteTree(ctx, c.Identity, rel)
+		}
+		if err != nil {
+			return opErr(err), nil
+		}
+		return map[string]any{"ok": true, "path": "/" + rel}, nil
+	})
+	Handle(k, "fs.search", 0, func(ctx context.Context, c *Caller, a *fsSearchArgs) (map[string]any, error) {
+		if err := checkTarget(a.Target); err != nil {
+			return nil, err
+		}
+		res, err := k.fsSearch(ctx, c.Identity, a)
+		if err != nil {
+			return opErr(err), nil
+		}
+		return res, nil
+	})
+}
+
+// checkTarget refuses device targets until devices exist.
+func checkTarget(t string) error {
+	if t == "" || t == "gsv" {
+		return nil
+	}
+	return E(Offline, Msgf("no active connection for device %q", t))
+}
+
+func (k *Kernel) fsRead(ctx context.Context, id *Identity, a *fsReadArgs) (map[string]any, error) {
+	rel, err := resolve(id, a.Path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := k.access(ctx, id, rel, vfs.WantRead)
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		ents, err := k.data.Open(rel)
+		if err != nil {
+			return nil, E("/"+rel, err)
+		}
+		defer ents.Close()
+		list, err := ents.ReadDir(-1)
+		if err != nil {
+			return nil, E("/"+rel, err)
+		}
+		files, dirs := []string{}, []string{}
+		for _, e := range list {
+			if e.IsDir() {
+				dirs = append(dirs, e.Name())
+			} else if e.Type().IsRegular() {
+				files = append(files, e.Name())
+			}
+		}
+		return map[string]any{"ok": true, "path": "/" + rel, "files": files, "directories": dirs}, nil
+	}
+	if fi.Size() > maxReadFile {
+		return nil, E("/"+rel, Invalid, Msgf("file is larger than %d bytes", maxReadFile))
+	}
+	b, err := k.data.ReadFile(rel)
+	if err != nil {
+		return nil, E("/"+rel, err)
+	}
+	if !utf8.Valid(b) {
+		return nil, E("/"+rel, Invalid, msg("binary file"))
+	}
+	var out strings.Builder
+	lines := strings.SplitAfter(string(b), "\n")
+	if n := len(lines); n > 0 && lines[n-1] == "" {
+		lines = lines[:n-1]
+	}
+	total := len(lines)
+	start := min(max(a.Offset, 0), total)
+	end := total
+	if a.Limit > 0 {
+		end = min(start+a.Limit, total)
+	}
+	for i := start; i < end; i++ {
+		fmt.Fprintf(&out, "%6d\t%s", i+1, strings.TrimSuffix(lines[i], "\n")+"\n")
+	}
+	return map[string]any{"ok": true, "path": "/" + rel, "content": out.String(), "lines": total, "size": fi.Size()}, nil
+}
+
+// writeFile replaces rel's content atomically (a temporary file renamed
+// over it), creating parent directories when mkParents is set. An existing
+// file keeps its mode; a new one gets 0644.
+func (k *Kernel) writeFile(ctx context.Context, id *Identity, rel string, content []byte, mkParents bool) error {
+	mode := fs.FileMode(0o644)
+	fi, err := k.access(ctx, id, rel, vfs.WantWrite)
+	switch {
+	case err == nil:
+		if fi.IsDir() {
+			return E("/"+rel, Invalid, syscall.EISDIR)
+		}
+		mode = fi.Mode().Perm()
+		if err := k.accessParent(ctx, id, rel); err != nil {
+			return err
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		if mkParents {
+			if err := k.mkdirAll(ctx, id, path.Dir(rel)); err != nil {
+				return err
+			}
+		}
+		if err := k.accessParent(ctx, id, rel); err != nil {
+			return err
+		}
+	default:
+		return err
+	}
+	tmp := path.Join(path.Dir(rel), "."+path.Base(rel)+".gsvtmp-"+randomText(5))
+	f, err := k.data.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
+	if err != nil {
+		return E("/"+rel, err)
+	}
+	_, werr := f.Write(content)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = k.data.Chmod(tmp, mode)
+	}
+	if werr == nil {
+		werr = k.data.Rename(tmp, rel)
+	}
+	if werr != nil {
+		k.data.Remove(tmp)
+		return E("/"+rel, werr)
+	}
+	return nil
+}
+
+// mkdirAll makes rel and its missing parents, checking each step.
+func (k *Kernel) mkdirAll(ctx context.Context, id *Identity, rel string) error {
+	if fi, err := k.access(ctx, id, rel, 0); err == nil {
+		if !fi.IsDir() {
+			return E("/"+rel, syscall.ENOTDIR)
+		}
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if parent := path.Dir(rel); parent != "." {
+		if err := k.mkdirAll(ctx, id, parent); err != nil {
+			return err
+		}
+	}
+	if err := k.accessParent(ctx, id, rel); err != nil {
+		return err
+	}
+	if err := k.data.Mkdir(rel, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return E("/"+rel, err)
+	}
+	return nil
+}
+
+func (k *Kernel) fsEdit(ctx context.Context, id *Identity, a *fsEditArgs) (int, string, error) {
+	rel, err := resolve(id, a.Path)
+	if err != nil {
+		return 0, "", err
+	}
+	if a.OldString == "" {
+		return 0, rel, E("/"+rel, Invalid, msg("oldString is empty"))
+	}
+	if _, err := k.access(ctx, id, rel, vfs.WantRead|vfs.WantWrite); err != nil {
+		return 0, rel, err
+	}
+	b, err := k.data.ReadFile(rel)
+	if err != nil {
+		return 0, rel, E("/"+rel, err)
+	}
+	s := string(b)
+	n := strings.Count(s, a.OldString)
+	switch {
+	case n == 0:
+		return 0, rel, E("/"+rel, NotExist, msg("oldString not found in file"))
+	case n > 1 && !a.ReplaceAll:
+		return 0, rel, E("/"+rel, Invalid, Msgf("oldString occurs %d times: give more context to make it unique, or set replaceAll", n))
+	}
+	if !a.ReplaceAll {
+		n = 1
+	}
+	s = strings.Replace(s, a.OldString, a.NewString, n)
+	return n, rel, k.writeFile(ctx, id, rel, []byte(s), false)
+}
+
+// deleteTree removes rel and, for a directory, everything in it.
+func (k *Kernel) deleteTree(ctx context.Context, id *Identity, rel string) error {
+	if !strings.Contains(rel, "/") {
+		return E("/"+rel, Permission, msg("cannot delete a top-level directory"))
+	}
+	if err := k.accessParent(ctx, id, rel); err != nil {
+		return err
+	}
+	fi, err := k.access(ctx, id, rel, 0)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		if _, err := k.access(ctx, id, rel, vfs.WantWrite|vfs.WantExec|vfs.WantRead); err != nil {
+			return err
+		}
+		ents, err := fs.ReadDir(k.data.FS(), rel)
+		if err != nil {
+			return E("/"+rel, err)
+		}
+		for _, e := range ents {
+			if err := k.deleteTree(ctx, id, rel+"/"+e.Name()); err != nil {
+				return err
+			}
+		}
+	}
+	if err := k.data.Remove(rel); err != nil {
+		return E("/"+rel, err)
+	}
+	return nil
+}
+
+func (k *Kernel) fsSearch(ctx context.Context, id *Identity, a *fsSearchArgs) (map[string]any, error) {
+	if a.Query == "" {
+		return nil, E(Invalid, msg("empty query"))
+	}
+	p := a.Path
+	if p == "" {
+		p = id.Cwd
+	}
+	rel, err := resolve(id, p)
+	if err != nil {
+		return nil, err
+	}
+	if a.Include != "" {
+		if _, err := path.Match(a.Include, "x"); err != nil {
+			return nil, E(Invalid, Msgf("bad include pattern %q", a.Include))
+		}
+	}
+	type match struct {
+		Path    string `json:"path"`
+		Line    int    `json:"line"`
+		Content string `json:"content"`
+	}
+	matches := []match{}
+	truncated := false
+	q := []byte(a.Query)
+	var walk func(rel string) error
+	walk = func(rel string) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		fi, err := k.access(ctx, id, rel, vfs.WantRead)
+		if err != nil {
+			return nil // unreadable parts are skipped, as grep -r -s does
+		}
+		if fi.IsDir() {
+			ents, err := fs.ReadDir(k.data.FS(), rel)
+			if err != nil {
+				return nil
+			}
+			for _, e := range ents {
+				if err := walk(rel + "/" + e.Name()); err != nil || truncated {
+					return err
+				}
+			}
+			return nil
+		}
+		if !fi.Mode().IsRegular() || fi.Size() > maxReadFile {
+			return nil
+		}
+		if a.Include != "" {
+			if ok, _ := path.Match(a.Include, path.Base(rel)); !ok {
+				return nil
+			}
+		}
+		f, err := k.data.Open(rel)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for n := 1; sc.Scan(); n++ {
+			line := sc.Bytes()
+			if bytes.IndexByte(line, 0) >= 0 {
+				return nil // binary
+			}
+			if bytes.Contains(line, q) {
+				if len(matches) == maxSearchMatches {
+					truncated = true
+					return nil
+				}
+				matches = append(matches, match{"/" + rel, n, string(line)})
+			}
+		}
+		return nil
+	}
+	if err := walk(rel); err != nil {
+		return nil, E(err)
+	}
+	res := map[string]any{"ok": true, "matches": matches, "count": len(matches)}
+	if truncated {
+		res["truncated"] = true
+	}
+	return res, nil
+}
+
+// dataNode is a file or directory of the data tree. Its every operation is
+// a syscall made as the caller.
+type dataNode struct {
+	k   *Kernel
+	rel string
+}
+
+type dataDir struct{ dataNode }
+type dataFile struct{ dataNode }
+
+var (
+	_ vfs.Dir     = (*dataDir)(nil)
+	_ vfs.Creator = (*dataDir)(nil)
+	_ vfs.Remover = (*dataDir)(nil)
+	_ vfs.Renamer = (*dataDir)(nil)
+	_ vfs.Setter  = (*dataDir)(nil)
+	_ vfs.File    = (*dataFile)(nil)
+	_ vfs.Setter  = (*dataFile)(nil)
+)
+
+func (n *dataNode) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
+	return Invoke[vfs.Attr](ctx, n.k, CallerOf(cred, ""), "fs.stat", &fsPathArgs{n.rel})
+}
+
+func (n *dataNode) SetAttr(ctx context.Context, cred vfs.Cred, s vfs.SetAttr) (vfs.Attr, error) {
+	return Invoke[vfs.Attr](ctx, n.k, CallerOf(cred, ""), "fs.setattr", &fsSetattrArgs{n.rel, s})
+}
+
+func (n *dataNode) node(rel string, a vfs.Attr) vfs.Node {
+	if a.Mode.IsDir() {
+		return &dataDir{dataNode{n.k, rel}}
+	}
+	return &dataFile{dataNode{n.k, rel}}
+}
+
+func validName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || !utf8.ValidString(name) {
+		return E(Invalid, name, msg("bad file name"))
+	}
+	return nil
+}
+
+func (d *dataDir) Lookup(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	rel := d.rel + "/" + name
+	a, err := Invoke[vfs.Attr](ctx, d.k, CallerOf(cred, ""), "fs.stat", &fsPathArgs{rel})
+	if err != nil {
+		return nil, err
+	}
+	return d.node(rel, a), nil
+}
+
+func (d *dataDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
+	ents, err := Invoke[[]DirEnt](ctx, d.k, CallerOf(cred, ""), "fs.readdir", &fsPathArgs{d.rel})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]vfs.DirEntry, len(ents))
+	for i, e := range ents {
+		out[i] = vfs.DirEntry{Name: e.Name, Node: d.node(d.rel+"/"+e.Name, e.Attr)}
+	}
+	return out, nil
+}
+
+func (d *dataDir) Create(ctx context.Context, cred vfs.Cred, name string, flags int, perm fs.FileMode) (vfs.Node, vfs.Handle, error) {
+	if err := validName(name); err != nil {
+		return nil, nil, err
+	}
+	rel := d.rel + "/" + name
+	c := CallerOf(cred, "")
+	f, err := Invoke[*os.File](ctx, d.k, c, "fs.open", &fsOpenArgs{rel, flags | os.O_CREATE, perm})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &dataFile{dataNode{d.k, rel}}, &dataHandle{k: d.k, c: c, f: f}, nil
+}
+
+func (d *dataDir) Mkdir(ctx context.Context, cred vfs.Cred, name string, perm fs.FileMode) (vfs.Node, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	rel := d.rel + "/" + name
+	if _, err := Invoke[vfs.Attr](ctx, d.k, CallerOf(cred, ""), "fs.mkdir", &fsMkdirArgs{rel, perm}); err != nil {
+		return nil, err
+	}
+	return &dataDir{dataNode{d.k, rel}}, nil
+}
+
+func (d *dataDir) Remove(ctx context.Context, cred vfs.Cred, name string, dir bool) error {
+	if err := validName(name); err != nil {
+		return err
+	}
+	_, err := d.k.Call(ctx, CallerOf(cred, ""), "fs.remove", &fsRemoveArgs{d.rel + "/" + name, dir})
+	return err
+}
+
+func (d *dataDir) Rename(ctx context.Context, cred vfs.Cred, name string, newDir vfs.Dir, newName string) error {
+	nd, ok := newDir.(*dataDir)
+	if !ok {
+		return E("rename", Invalid, syscall.EXDEV)
+	}
+	if err := validName(name); err != nil {
+		return err
+	}
+	if err := validName(newName); err != nil {
+		return err
+	}
+	_, err := d.k.Call(ctx, CallerOf(cred, ""), "fs.rename", &fsRenameArgs{d.rel + "/" + name, nd.rel + "/" + newName})
+	return err
+}
+
+func (f *dataFile) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Handle, error) {
+	c := CallerOf(cred, "")
+	fd, err := Invoke[*os.File](ctx, f.k, c, "fs.open", &fsOpenArgs{Path: f.rel, Flags: flags &^ (os.O_CREATE | os.O_EXCL)})
+	if err != nil {
+		return nil, err
+	}
+	return &dataHandle{k: f.k, c: c, f: fd}, nil
+}
+
+// dataHandle is an open real file. Permission was checked at open, as for
+// a POSIX file descriptor; each read and write is still a syscall.
+type dataHandle struct {
+	k *Kernel
+	c *Caller
+	f *os.File
+}
+
+var (
+	_ vfs.Truncater = (*dataHandle)(nil)
+	_ vfs.Syncer    = (*dataHandle)(nil)
+)
+
+func (h *dataHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	return Invoke[int](ctx, h.k, h.c, "fs.pread", &fsIOArgs{h.f, p, off})
+}
+
+func (h *dataHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	return Invoke[int](ctx, h.k, h.c, "fs.pwrite", &fsIOArgs{h.f, p, off})
+}
+
+func (h *dataHandle) Truncate(ctx context.Context, size int64) error {
+	_, err := h.k.Call(ctx, h.c, "fs.ftruncate", &fsTruncArgs{h.f, size})
+	return err
+}
+
+func (h *dataHandle) Sync(ctx context.Context) error {
+	_, err := h.k.Call(ctx, h.c, "fs.fsync", &fsTruncArgs{F: h.f})
+	return err
+}
+
+func (h *dataHandle) Close(ctx context.Context) error { return h.f.Close() }
+
+var _ = time.Now

@@ -1,0 +1,215 @@
+// Package kernel owns GSV's state and authority: the SQLite store, users,
+// groups and identities, tokens, configuration, the signal bus, and the one
+// dispatcher through which every syscall passes. It also builds the core of
+// the namespace (/etc, /home, /workspaces, /sys) as a vfs tree whose every
+// read and write is a syscall; subsystems add their own subtrees with Mount.
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// Config says where the kernel keeps its state.
+type Config struct {
+	// StateDir holds gsv.db, the data tree (fs/) and the 9P socket.
+	StateDir string
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Kernel is a running GSV kernel.
+type Kernel struct {
+	cfg   Config
+	log   *slog.Logger
+	Store *Store
+
+	mu    sync.RWMutex
+	calls map[string]*syscallDef
+
+	setUp atomic.Bool
+	errs  lastErrors
+	bus   bus
+
+	data     *os.Root // the data tree: home/, workspaces/, var/
+	owners   ownerCache
+	dataPath string
+
+	root *vfs.StaticDir // the namespace
+	kid  *Identity      // the kernel's own identity
+}
+
+// Open opens the kernel on cfg.StateDir, creating it if needed, migrating
+// the store and registering the core syscalls.
+func Open(cfg Config) (*Kernel, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	dataPath := filepath.Join(cfg.StateDir, "fs")
+	for _, d := range []string{"home", "workspaces", "var"} {
+		if err := os.MkdirAll(filepath.Join(dataPath, d), 0o755); err != nil {
+			return nil, fmt.Errorf("state dir: %w", err)
+		}
+	}
+	st, err := OpenStore(filepath.Join(cfg.StateDir, "gsv.db"))
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.OpenRoot(dataPath)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	k := &Kernel{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		Store:    st,
+		calls:    map[string]*syscallDef{},
+		data:     data,
+		dataPath: dataPath,
+		kid: &Identity{Role: "kernel", Username: "kernel", Home: "/", Cwd: "/",
+			Capabilities: []string{"*"}, HostUID: -1, kernel: true},
+	}
+	if err := k.seed(); err != nil {
+		k.Close()
+		return nil, err
+	}
+	k.registerUsers()
+	k.registerConfig()
+	k.registerTokens()
+	k.registerFS()
+	k.registerEvents()
+	k.root = k.buildNamespace()
+	return k, nil
+}
+
+// Close closes the store and the data tree.
+func (k *Kernel) Close() error {
+	k.bus.closeAll()
+	k.data.Close()
+	return k.Store.Close()
+}
+
+// StateDir returns the state directory.
+func (k *Kernel) StateDir() string { return k.cfg.StateDir }
+
+// SocketPath is where the 9P unix socket lives.
+func (k *Kernel) SocketPath() string { return filepath.Join(k.cfg.StateDir, "9p.sock") }
+
+// KernelCaller is the kernel acting on its own behalf.
+func (k *Kernel) KernelCaller() *Caller { return &Caller{Identity: k.kid} }
+
+// Root returns the namespace tree.
+func (k *Kernel) Root() vfs.Dir { return k.root }
+
+// Mount adds a subtree under the namespace root (e.g. "proc").
+func (k *Kernel) Mount(name string, n vfs.Node) { k.root.Add(name, n) }
+
+func (k *Kernel) isSetUp() bool { return k.setUp.Load() }
+
+func now() int64 { return time.Now().UnixMilli() }
+
+// Identity is who a caller is: the seed's ProcessIdentity plus the role and
+// capabilities of its connection.
+type Identity struct {
+	Role         string   `json:"role"`
+	Uid          uint32   `json:"uid"`
+	Gid          uint32   `json:"gid"`
+	Gids         []uint32 `json:"gids"`
+	Username     string   `json:"username"`
+	Home         string   `json:"home"`
+	Cwd          string   `json:"cwd"`
+	WorkspaceID  *string  `json:"workspaceId"`
+	Capabilities []string `json:"capabilities"`
+	// HostUID is the host uid this user maps to, or -1.
+	HostUID int `json:"-"`
+	kernel  bool
+}
+
+func (id *Identity) isKernel() bool { return id != nil && id.kernel }
+
+// IsRoot reports whether id has root's authority.
+func (id *Identity) IsRoot() bool {
+	return id != nil && (id.kernel || id.Uid == 0 && id.Role != "nobody")
+}
+
+// InGroup reports whether id is a member of gid.
+func (id *Identity) InGroup(gid uint32) bool {
+	if id.Gid == gid {
+		return true
+	}
+	for _, g := range id.Gids {
+		if g == gid {
+			return true
+		}
+	}
+	return false
+}
+
+// Can reports whether id's capabilities allow the syscall name: "*" allows
+// everything, "fs.*" every name under "fs.", others must match exactly.
+func (id *Identity) Can(name string) bool {
+	for _, c := range id.Capabilities {
+		if c == "*" || c == name {
+			return true
+		}
+		if p, ok := strings.CutSuffix(c, "*"); ok && strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// nobody is the identity of a host user with no GSV account.
+func nobody(hostUID int) *Identity {
+	return &Identity{Role: "nobody", Uid: 65534, Gid: 65534, Username: "nobody",
+		Home: "/", Cwd: "/", HostUID: hostUID}
+}
+
+// Authenticate implements vfs.Authenticator: a local peer (FUSE, the 9P
+// unix socket) is the user mapped to its host uid; a remote peer must prove
+// who it is with a token written to its 9P auth fid.
+func (k *Kernel) Authenticate(ctx context.Context, p vfs.Peer) (vfs.Cred, error) {
+	if len(p.Secret) > 0 {
+		id, err := k.identityForToken(ctx, strings.TrimSpace(string(p.Secret)), p.User)
+		if err != nil {
+			return nil, err
+		}
+		return id, nil
+	}
+	if p.Transport == "9p-tcp" || p.HostUID < 0 {
+		return nil, E("attach", p.User, Permission, msg("authentication required: write a token to the auth fid"))
+	}
+	id, err := k.identityForHostUID(ctx, p.HostUID)
+	if err != nil {
+		return nil, err
+	}
+	return id, nil
+}
+
+var _ vfs.Authenticator = (*Kernel)(nil)
+
+// ident returns the *Identity inside a vfs.Cred.
+func ident(cred vfs.Cred) *Identity {
+	if id, ok := cred.(*Identity); ok && id != nil {
+		return id
+	}
+	return nobody(-1)
+}
+
+// CallerOf returns the Caller for a vfs.Cred, with origin dir.
+func CallerOf(cred vfs.Cred, origin string) *Caller {
+	return &Caller{Identity: ident(cred), Origin: origin}
+}

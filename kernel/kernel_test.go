@@ -1,0 +1,400 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// newKernel opens a kernel on a fresh state, set up with root as the first
+// user, plus alice (host uid 1001) and bob (host uid 1002).
+func newKernel(t testing.TB) (*Kernel, *Identity, *Identity, *Identity) {
+	t.Helper()
+	k, err := Open(Config{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	ctx := context.Background()
+	if err := k.EnsureSetup(ctx, "root", 0); err != nil {
+		t.Fatal(err)
+	}
+	root, _ := k.identityForHostUID(ctx, 0)
+	for _, u := range []struct {
+		name string
+		host int
+	}{{"alice", 1001}, {"bob", 1002}} {
+		h := u.host
+		if _, err := k.Call(ctx, &Caller{Identity: root}, "sys.user.add", &userAddArgs{Username: u.name, HostUID: &h}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice, _ := k.identityForHostUID(ctx, 1001)
+	bob, _ := k.identityForHostUID(ctx, 1002)
+	return k, root, alice, bob
+}
+
+func frame(t testing.TB, k *Kernel, id *Identity, req string) Response {
+	t.Helper()
+	var r Response
+	out := k.Serve(context.Background(), &Caller{Identity: id}, []byte(req))
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("response %q: %v", out, err)
+	}
+	return r
+}
+
+func TestSetupRequired(t *testing.T) {
+	k, err := Open(Config{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	root, _ := k.identityForHostUID(context.Background(), 0)
+	r := frame(t, k, root, `{"call":"sys.config.get","args":{}}`)
+	if r.OK || r.Error.Code != 425 {
+		t.Fatalf("before setup: %+v", r)
+	}
+	r = frame(t, k, root, `{"call":"sys.setup","args":{"username":"ann","hostUid":1500}}`)
+	if !r.OK {
+		t.Fatalf("setup: %+v", r.Error)
+	}
+	r = frame(t, k, root, `{"call":"sys.setup","args":{"username":"ann2","hostUid":1501}}`)
+	if r.OK || r.Error.Code != 409 {
+		t.Fatalf("second setup: %+v", r)
+	}
+	ann, _ := k.identityForHostUID(context.Background(), 1500)
+	if ann.Uid != FirstUID || ann.Username != "ann" || ann.Home != "/home/ann" {
+		t.Fatalf("first user = %+v", ann)
+	}
+}
+
+func TestFrames(t *testing.T) {
+	k, root, alice, _ := newKernel(t)
+	tests := []struct {
+		name string
+		id   *Identity
+		req  string
+		ok   bool
+		code int
+	}{
+		{"minimal", alice, `{"call":"sys.whoami"}`, true, 0},
+		{"full", alice, `{"type":"req","id":"7","call":"sys.config.get","args":{}}`, true, 0},
+		{"unknown call", alice, `{"call":"nope.nope","args":{}}`, false, 400},
+		{"internal call", alice, `{"call":"fs.stat","args":{"Path":"home"}}`, false, 400},
+		{"malformed", alice, `{"call":`, false, 400},
+		{"trailing", alice, `{"call":"sys.whoami"} {}`, false, 400},
+		{"args not object", alice, `{"call":"sys.whoami","args":[1]}`, false, 400},
+		{"bad args type", alice, `{"call":"sys.config.get","args":{"key":5}}`, false, 400},
+		{"wrong type", alice, `{"type":"res","call":"sys.whoami"}`, false, 400},
+		{"no call", alice, `{"args":{}}`, false, 400},
+		{"not root", alice, `{"call":"sys.user.add","args":{"username":"eve"}}`, false, 403},
+		{"root may", root, `{"call":"sys.user.add","args":{"username":"eve"}}`, true, 0},
+		{"nobody", nobody(4242), `{"call":"sys.whoami"}`, false, 403},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := frame(t, k, tt.id, tt.req)
+			if r.OK != tt.ok || (!tt.ok && r.Error.Code != tt.code) {
+				t.Fatalf("got %+v (error %+v)", r, r.Error)
+			}
+			if r.Type != "res" {
+				t.Fatalf("type %q", r.Type)
+			}
+		})
+	}
+	r := frame(t, k, alice, `{"id":"x1","call":"sys.whoami"}`)
+	if r.ID != "x1" {
+		t.Fatalf("id not echoed: %+v", r)
+	}
+}
+
+func TestConfigVisibility(t *testing.T) {
+	k, root, alice, bob := newKernel(t)
+	ctx := context.Background()
+	set := func(id *Identity, key, val string) error {
+		v, _ := json.Marshal(val)
+		_, err := k.Call(ctx, &Caller{Identity: id}, "sys.config.set", &configSetArgs{Key: key, Value: v})
+		return err
+	}
+	if err := set(root, "config/ai/api_key", "sk-secret"); err != nil {
+		t.Fatal(err)
+	}
+	if err := set(alice, "users/1000/ai/model", "m1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := set(alice, "users/1001/ai/model", "m1"); Code(err) != 403 {
+		t.Fatalf("alice setting bob's key: %v", err)
+	}
+	if err := set(alice, "config/ai/provider", "x"); Code(err) != 403 {
+		t.Fatalf("alice setting system key: %v", err)
+	}
+	if err := set(root, "bad key", "x"); Code(err) != 400 {
+		t.Fatalf("bad key: %v", err)
+	}
+	keys := func(id *Identity) []string {
+		es, err := k.configGet(ctx, id, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Key)
+		}
+		return out
+	}
+	joined := func(s []string) string { return strings.Join(s, ",") }
+	if a := joined(keys(alice)); strings.Contains(a, "api_key") || !strings.Contains(a, "users/1000/ai/model") || strings.Contains(a, "sys/setup") {
+		t.Fatalf("alice sees %s", a)
+	}
+	if b := joined(keys(bob)); strings.Contains(b, "users/1000") {
+		t.Fatalf("bob sees %s", b)
+	}
+	if r := joined(keys(root)); !strings.Contains(r, "api_key") || !strings.Contains(r, "users/1000/ai/model") {
+		t.Fatalf("root sees %s", r)
+	}
+	es, _ := k.configGet(ctx, alice, "config/ai")
+	for _, e := range es {
+		if !strings.HasPrefix(e.Key, "config/ai/") {
+			t.Fatalf("prefix get returned %s", e.Key)
+		}
+	}
+}
+
+func TestTokens(t *testing.T) {
+	k, root, alice, bob := newKernel(t)
+	ctx := context.Background()
+	res, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.create", &tokenCreateArgs{Kind: "user"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := res.(map[string]any)["token"].(*Token)
+	if !strings.HasPrefix(tok.Token, "gsv_user_") || tok.Uid != alice.Uid {
+		t.Fatalf("token %+v", tok)
+	}
+	var n int
+	k.Store.R.QueryRow(`SELECT count(*) FROM tokens WHERE hash=? OR hash=?`, tok.Token, hashToken(tok.Token)).Scan(&n)
+	if n != 1 {
+		t.Fatal("token not stored (only) as a hash")
+	}
+	var raw int
+	k.Store.R.QueryRow(`SELECT count(*) FROM tokens WHERE hash=?`, tok.Token).Scan(&raw)
+	if raw != 0 {
+		t.Fatal("raw token stored")
+	}
+	id, err := k.identityForToken(ctx, tok.Token, "alice")
+	if err != nil || id.Uid != alice.Uid {
+		t.Fatalf("auth: %v %+v", err, id)
+	}
+	if _, err := k.identityForToken(ctx, tok.Token, "bob"); err == nil {
+		t.Fatal("token accepted for another user")
+	}
+	if _, err := k.identityForToken(ctx, tok.Token+"x", ""); err == nil {
+		t.Fatal("wrong token accepted")
+	}
+	if _, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.create", &tokenCreateArgs{Kind: "root"}); Code(err) != 400 {
+		t.Fatalf("bad kind: %v", err)
+	}
+	other := bob.Uid
+	if _, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.create", &tokenCreateArgs{Kind: "user", Uid: &other}); Code(err) != 403 {
+		t.Fatalf("alice creating bob's token: %v", err)
+	}
+	// bob cannot revoke alice's token; alice can; root lists all.
+	r, _ := k.Call(ctx, &Caller{Identity: bob}, "sys.token.revoke", &tokenRevokeArgs{TokenID: tok.TokenID})
+	if r.(map[string]any)["revoked"] != false {
+		t.Fatal("bob revoked alice's token")
+	}
+	l, _ := k.Call(ctx, &Caller{Identity: bob}, "sys.token.list", &tokenListArgs{})
+	if len(l.(map[string]any)["tokens"].([]Token)) != 0 {
+		t.Fatal("bob sees alice's tokens")
+	}
+	r, _ = k.Call(ctx, &Caller{Identity: alice}, "sys.token.revoke", &tokenRevokeArgs{TokenID: tok.TokenID})
+	if r.(map[string]any)["revoked"] != true {
+		t.Fatal("alice could not revoke")
+	}
+	if _, err := k.identityForToken(ctx, tok.Token, ""); err == nil {
+		t.Fatal("revoked token accepted")
+	}
+	l, _ = k.Call(ctx, &Caller{Identity: root}, "sys.token.list", &tokenListArgs{})
+	ts := l.(map[string]any)["tokens"].([]Token)
+	if len(ts) != 1 || ts[0].Token != "" || ts[0].RevokedAt == nil {
+		t.Fatalf("root list %+v", ts)
+	}
+}
+
+func TestFSPermissions(t *testing.T) {
+	k, root, alice, bob := newKernel(t)
+	ctx := context.Background()
+	call := func(id *Identity, name string, args any) map[string]any {
+		res, err := k.Call(ctx, &Caller{Identity: id}, name, args)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return res.(map[string]any)
+	}
+	if r := call(alice, "fs.write", &fsWriteArgs{Path: "~/notes/a.txt", Content: "one\ntwo\nthree\n"}); r["ok"] != true {
+		t.Fatalf("write: %v", r)
+	}
+	r := call(alice, "fs.read", &fsReadArgs{Path: "/home/alice/notes/a.txt", Offset: 1, Limit: 1})
+	if r["content"] != "     2\ttwo\n" || r["lines"] != 3 {
+		t.Fatalf("read: %q", r)
+	}
+	if r := call(bob, "fs.read", &fsReadArgs{Path: "/home/alice/notes/a.txt"}); r["ok"] != true {
+		t.Fatalf("bob reading 0644: %v", r)
+	}
+	// chmod 600 through the POSIX side, then bob is refused and root is not.
+	mode := fs.FileMode(0o600)
+	if _, err := k.Call(ctx, &Caller{Identity: alice}, "fs.setattr", &fsSetattrArgs{Path: "home/alice/notes/a.txt", Set: vfs.SetAttr{Mode: &mode}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := call(bob, "fs.read", &fsReadArgs{Path: "/home/alice/notes/a.txt"}); r["ok"] != false || !strings.Contains(r["error"].(string), "permission denied") {
+		t.Fatalf("bob reading 0600: %v", r)
+	}
+	if r := call(bob, "fs.write", &fsWriteArgs{Path: "/home/alice/notes/a.txt", Content: "x"}); r["ok"] != false {
+		t.Fatalf("bob writing: %v", r)
+	}
+	if r := call(root, "fs.read", &fsReadArgs{Path: "/home/alice/notes/a.txt"}); r["ok"] != true {
+		t.Fatalf("root reading: %v", r)
+	}
+	if _, err := k.Call(ctx, &Caller{Identity: bob}, "fs.setattr", &fsSetattrArgs{Path: "home/alice/notes/a.txt", Set: vfs.SetAttr{Mode: &mode}}); Code(err) != 403 {
+		t.Fatalf("bob chmod: %v", err)
+	}
+	// edit, search, delete.
+	if r := call(alice, "fs.edit", &fsEditArgs{Path: "~/notes/a.txt", OldString: "two", NewString: "2"}); r["replacements"] != 1 {
+		t.Fatalf("edit: %v", r)
+	}
+	if r := call(alice, "fs.edit", &fsEditArgs{Path: "~/notes/a.txt", OldString: "absent", NewString: "2"}); r["ok"] != false {
+		t.Fatalf("edit missing: %v", r)
+	}
+	sr := call(alice, "fs.search", &fsSearchArgs{Query: "thr", Path: "~"})
+	if sr["count"] != 1 {
+		t.Fatalf("search: %v", sr)
+	}
+	if r := call(alice, "fs.search", &fsSearchArgs{Query: ""}); r["ok"] != false {
+		t.Fatalf("empty search: %v", r)
+	}
+	if r := call(bob, "fs.delete", &fsDeleteArgs{Path: "/home/alice/notes"}); r["ok"] != false {
+		t.Fatalf("bob delete: %v", r)
+	}
+	if r := call(alice, "fs.delete", &fsDeleteArgs{Path: "~/notes"}); r["ok"] != true {
+		t.Fatalf("delete: %v", r)
+	}
+	// bad paths
+	for _, p := range []string{"/home/alice/../bob/x", "/home/alice/\x00x", "/home/alice/\xff", "/etc/passwd", ""} {
+		if r := call(alice, "fs.write", &fsWriteArgs{Path: p, Content: "x"}); r["ok"] != false {
+			t.Errorf("write %q accepted", p)
+		}
+	}
+}
+
+func TestErrno(t *testing.T) {
+	tests := []struct {
+		err   error
+		errno syscall.Errno
+		code  int
+	}{
+		{E("x", Invalid), syscall.EINVAL, 400},
+		{E("x", Permission), syscall.EACCES, 403},
+		{E("x", NotExist), syscall.ENOENT, 404},
+		{E("x", Busy), syscall.EBUSY, 409},
+		{E("x", SetupRequired), syscall.EAGAIN, 425},
+		{E("x", Offline), syscall.EHOSTDOWN, 503},
+		{E("x", Timeout), syscall.ETIMEDOUT, 504},
+		{E("x", errors.New("boom")), syscall.EIO, 500},
+		{E("x", syscall.ENOENT), syscall.ENOENT, 404},
+		{E("x", syscall.ENOTEMPTY), syscall.ENOTEMPTY, 409},
+	}
+	for _, tt := range tests {
+		if got := vfs.Errno(tt.err); got != tt.errno {
+			t.Errorf("%v: errno %v, want %v", tt.err, got, tt.errno)
+		}
+		if got := Code(tt.err); got != tt.code {
+			t.Errorf("%v: code %d, want %d", tt.err, got, tt.code)
+		}
+	}
+	if s := E("sys.config.set", "k", Permission, msg("nope")).Error(); s != "sys.config.set: k: nope" {
+		t.Errorf("text %q", s)
+	}
+}
+
+func TestParseCtl(t *testing.T) {
+	tests := []struct {
+		line string
+		want CtlLine
+		err  bool
+	}{
+		{"send hello world\n", CtlLine{Verb: "send", Words: []string{"hello", "world"}, Rest: "hello world"}, false},
+		{"spawn task label=researcher prompt='say ''hi'' now'", CtlLine{Verb: "spawn", Words: []string{"task"},
+			Opts: map[string]string{"label": "researcher", "prompt": "say 'hi' now"}, Rest: "task label=researcher prompt='say ''hi'' now'"}, false},
+		{"abort", CtlLine{Verb: "abort"}, false},
+		{"  kill  noarchive ", CtlLine{Verb: "kill", Words: []string{"noarchive"}, Rest: "noarchive "}, false},
+		{"'a=b' x", CtlLine{Verb: "'a=b'", Words: []string{"x"}, Rest: "x"}, false},
+		{"set {\"key\":\"a\"}", CtlLine{Verb: "set", Rest: "{\"key\":\"a\"}", JSON: json.RawMessage(`{"key":"a"}`)}, false},
+		{"{\"key\":\"a\"}", CtlLine{JSON: json.RawMessage(`{"key":"a"}`)}, false},
+		{"set {bad", CtlLine{}, true},
+		{"", CtlLine{}, true},
+		{"\n", CtlLine{}, true},
+		{"send 'open", CtlLine{}, true},
+		{"send a\x00b", CtlLine{}, true},
+		{"send \xff", CtlLine{}, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseCtl(tt.line)
+		if (err != nil) != tt.err {
+			t.Errorf("%q: err %v", tt.line, err)
+			continue
+		}
+		if err == nil && !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%q:\n got %#v\nwant %#v", tt.line, got, tt.want)
+		}
+	}
+}
+
+func FuzzParseCtl(f *testing.F) {
+	for _, s := range []string{"send hello", "spawn task label=x prompt='a ''b'''", "set {\"key\":\"k\"}", "{}", "'", "a=b c='d"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		l, err := ParseCtl(s)
+		if err != nil {
+			if Code(err) != 400 {
+				t.Fatalf("error of code %d: %v", Code(err), err)
+			}
+			return
+		}
+		if l.Verb == "" && l.JSON == nil {
+			t.Fatalf("no verb and no JSON for %q", s)
+		}
+		if l.JSON != nil && !json.Valid(l.JSON) {
+			t.Fatalf("invalid JSON kept for %q", s)
+		}
+	})
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	for _, s := range []string{`{"call":"sys.whoami"}`, `{"type":"req","id":"1","call":"x","args":{}}`, `{"call":"x","args":[]}`, `{`, `null`, `"x"`} {
+		f.Add([]byte(s))
+	}
+	k, _, alice, _ := newKernel(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeRequest(b)
+		if err == nil && r.Call == "" {
+			t.Fatal("accepted a request with no call")
+		}
+		out := k.Serve(context.Background(), &Caller{Identity: alice}, b)
+		var resp Response
+		if err := json.Unmarshal(out, &resp); err != nil {
+			t.Fatalf("response is not JSON: %q", out)
+		}
+		if resp.Type != "res" || (!resp.OK && resp.Error == nil) {
+			t.Fatalf("bad response %q", out)
+		}
+	})
+}

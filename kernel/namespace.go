@@ -1,0 +1,248 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"io/fs"
+	"sort"
+	"strings"
+	"time"
+
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// Meta is the vfs.Meta of a synthetic node: a fixed owner and mode whose
+// access the kernel decides with the same rule as for real files.
+type Meta struct {
+	Path  string      // namespace path; its hash is the inode number
+	Uid   uint32      // GSV owner uid
+	Gid   uint32      // GSV owner gid
+	Mode  fs.FileMode // type and permission bits
+	Owner string      // owner name shown over 9P
+	Group string      // group name shown over 9P
+	// HostUID is the number shown over FUSE; -1 means Uid.
+	HostUID int
+}
+
+var _ vfs.Meta = (*Meta)(nil)
+
+var bootTime = time.Now()
+
+// Attr implements vfs.Meta.
+func (m *Meta) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
+	uid := m.Uid
+	if m.HostUID >= 0 {
+		uid = uint32(m.HostUID)
+	}
+	return vfs.Attr{Ino: vfs.PathIno(m.Path), Mode: m.Mode, Mtime: bootTime, Uid: uid, Gid: m.Gid,
+		User: m.Owner, Group: m.Group, Synthetic: !m.Mode.IsDir()}, nil
+}
+
+// Access implements vfs.Meta.
+func (m *Meta) Access(ctx context.Context, cred vfs.Cred, want vfs.Want) error {
+	if allowed(ident(cred), owner{uid: m.Uid, gid: m.Gid}, m.Mode, want) {
+		return nil
+	}
+	return E(m.Path, Permission, msg("permission denied"))
+}
+
+// RootMeta returns the Meta of a root-owned synthetic node.
+func RootMeta(path string, mode fs.FileMode) *Meta {
+	return &Meta{Path: path, Mode: mode, Owner: "root", Group: "root", HostUID: 0}
+}
+
+// View returns a view at path rendered by the syscall call: its result is
+// shown as JSON unless render formats it.
+func (k *Kernel) View(path string, mode fs.FileMode, call string, args any, render func(res any) ([]byte, error)) *vfs.View {
+	return &vfs.View{Meta: RootMeta(path, mode), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
+		res, err := k.Call(ctx, CallerOf(cred, ""), call, args)
+		if err != nil {
+			return nil, err
+		}
+		if render != nil {
+			return render(res)
+		}
+		b, err := json.MarshalIndent(res, "", "  ")
+		return append(b, '\n'), err
+	}}
+}
+
+// ErrView returns the err view of the directory dir: the message of the
+// caller's last failure there.
+func (k *Kernel) ErrView(dir string) *vfs.View {
+	return &vfs.View{Meta: RootMeta(dir+"/err", 0o444), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
+		s, err := Invoke[string](ctx, k, CallerOf(cred, ""), "sys.lasterror", &struct{ Dir string }{dir})
+		if err != nil || s == "" {
+			return nil, err
+		}
+		return []byte(s + "\n"), nil
+	}}
+}
+
+// CtlVerb turns one parsed ctl line into a syscall and its args.
+type CtlVerb func(l CtlLine) (call string, args any, err error)
+
+// Ctl returns a ctl file at dir/ctl whose lines are dispatched by verbs.
+// A line that is only a JSON object goes to the verb "" if there is one.
+// Failures are remembered for dir's err view. The result text of a line is
+// its syscall result as JSON.
+func (k *Kernel) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl {
+	return &vfs.Ctl{Meta: meta, Exec: func(ctx context.Context, cred vfs.Cred, line string) (string, error) {
+		c := CallerOf(cred, dir)
+		l, err := ParseCtl(line)
+		if err != nil {
+			k.setLastError(c.Uid, dir, err)
+			return "", err
+		}
+		v, ok := verbs[l.Verb]
+		if !ok {
+			err := E(dir+"/ctl", Invalid, Msgf("unknown verb %q (want one of %s)", l.Verb, verbList(verbs)))
+			k.setLastError(c.Uid, dir, err)
+			return "", err
+		}
+		call, args, err := v(l)
+		if err != nil {
+			err = E(dir+"/ctl", err)
+			k.setLastError(c.Uid, dir, err)
+			return "", err
+		}
+		if l.JSON != nil {
+			args = l.JSON
+		}
+		res, err := k.Call(ctx, c, call, args)
+		if err != nil {
+			return "", err
+		}
+		b, err := json.Marshal(res)
+		return string(b), err
+	}}
+}
+
+func verbList(verbs map[string]CtlVerb) string {
+	var vs []string
+	for v := range verbs {
+		if v != "" {
+			vs = append(vs, v)
+		}
+	}
+	sort.Strings(vs)
+	return strings.Join(vs, ", ")
+}
+
+// buildNamespace makes the kernel's part of the tree.
+func (k *Kernel) buildNamespace() *vfs.StaticDir {
+	dir := func(path string) *Meta { return RootMeta(path, fs.ModeDir|0o555) }
+	etc := vfs.NewDir(dir("/etc"),
+		vfs.DirEntry{Name: "passwd", Node: k.View("/etc/passwd", 0o444, "sys.user.list", nil, func(res any) ([]byte, error) {
+			return renderPasswd(res.(map[string]any)["users"].([]User)), nil
+		})},
+		vfs.DirEntry{Name: "group", Node: k.View("/etc/group", 0o444, "sys.group.list", nil, func(res any) ([]byte, error) {
+			return renderGroup(res.(map[string]any)["groups"].([]Group)), nil
+		})},
+	)
+	sys := vfs.NewDir(dir("/sys"),
+		vfs.DirEntry{Name: "call", Node: &vfs.Call{Meta: RootMeta("/sys/call", 0o666),
+			Do: func(ctx context.Context, cred vfs.Cred, req []byte) []byte {
+				return k.Serve(ctx, CallerOf(cred, ""), req)
+			}}},
+		vfs.DirEntry{Name: "events", Node: &vfs.Stream{Meta: RootMeta("/sys/events", 0o444),
+			Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
+				return Invoke[vfs.Subscription](ctx, k, CallerOf(cred, ""), "sys.events", nil)
+			}}},
+		vfs.DirEntry{Name: "config", Node: k.configDir("")},
+	)
+	return vfs.NewDir(dir("/"),
+		vfs.DirEntry{Name: "etc", Node: etc},
+		vfs.DirEntry{Name: "sys", Node: sys},
+		vfs.DirEntry{Name: "home", Node: &dataDir{dataNode{k, "home"}}},
+		vfs.DirEntry{Name: "workspaces", Node: &dataDir{dataNode{k, "workspaces"}}},
+	)
+}
+
+// configDir is /sys/config/<prefix>: the visible config keys as a tree of
+// views, plus, at the top, ctl and err.
+func (k *Kernel) configDir(prefix string) vfs.Dir {
+	path := "/sys/config"
+	if prefix != "" {
+		path += "/" + prefix
+	}
+	top := prefix == ""
+	var ctl *vfs.Ctl
+	var errv *vfs.View
+	if top {
+		set := func(l CtlLine) (string, any, error) {
+			if l.JSON != nil {
+				return "sys.config.set", nil, nil
+			}
+			if len(l.Words) < 1 {
+				return "", nil, E(Invalid, msg("usage: set <key> <value...>"))
+			}
+			key := l.Words[0]
+			val := strings.TrimLeft(strings.TrimPrefix(l.Rest, key), " \t")
+			if len(l.Words) == 2 && len(l.Opts) == 0 {
+				val = l.Words[1] // rc-quoted single value
+			}
+			v, _ := json.Marshal(val)
+			return "sys.config.set", &configSetArgs{Key: key, Value: v}, nil
+		}
+		ctl = k.Ctl(path, RootMeta(path+"/ctl", 0o666), map[string]CtlVerb{"set": set, "": set})
+		errv = k.ErrView(path)
+	}
+	return &vfs.FuncDir{Meta: RootMeta(path, fs.ModeDir|0o555),
+		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
+			var out []vfs.DirEntry
+			if top {
+				out = append(out, vfs.DirEntry{Name: "ctl", Node: ctl}, vfs.DirEntry{Name: "err", Node: errv})
+			}
+			res, err := Invoke[map[string]any](ctx, k, CallerOf(cred, ""), "sys.config.get", &configGetArgs{Key: prefixSlash(prefix)})
+			if err != nil {
+				return nil, err
+			}
+			seen := map[string]bool{}
+			for _, e := range res["entries"].([]ConfigEntry) {
+				rest := strings.TrimPrefix(e.Key, prefixSlash(prefix))
+				name, sub, isDir := strings.Cut(rest, "/")
+				if seen[name] || (top && (name == "ctl" || name == "err")) {
+					continue
+				}
+				seen[name] = true
+				key := prefixSlash(prefix) + name
+				if isDir && sub != "" {
+					out = append(out, vfs.DirEntry{Name: name, Node: k.configDir(key)})
+				} else {
+					out = append(out, vfs.DirEntry{Name: name, Node: k.configValue(key)})
+				}
+			}
+			return out, nil
+		}}
+}
+
+func prefixSlash(p string) string {
+	if p == "" {
+		return ""
+	}
+	return p + "/"
+}
+
+// configValue is the view of one config key.
+func (k *Kernel) configValue(key string) *vfs.View {
+	return k.View("/sys/config/"+key, 0o444, "sys.config.get", &configGetArgs{Key: key}, func(res any) ([]byte, error) {
+		for _, e := range res.(map[string]any)["entries"].([]ConfigEntry) {
+			if e.Key == key {
+				return []byte(e.Value + "\n"), nil
+			}
+		}
+		return nil, E("/sys/config/"+key, NotExist, msg("no such key"))
+	})
+}
+
+// EnsureSetup sets the system up for the host user who started it, if that
+// has not been done: the host user becomes the first GSV user (host uid 0
+// is root, which exists already).
+func (k *Kernel) EnsureSetup(ctx context.Context, username string, hostUID int) error {
+	if k.isSetUp() {
+		return nil
+	}
+	_, err := k.Call(ctx, k.KernelCaller(), "sys.setup", &setupArgs{Username: username, HostUID: &hostUID})
+	return err
+}

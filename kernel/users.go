@@ -1,0 +1,433 @@
+package kernel
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Well-known ids.
+const (
+	RootUID    = 0
+	RootGID    = 0
+	UsersGID   = 100
+	FirstUID   = 1000
+	UsersGroup = "users"
+)
+
+// userCaps are the capabilities of the users group; root's group has "*".
+var userCaps = []string{
+	"fs.*", "shell.exec", "proc.*", "sched.*",
+	"sys.whoami", "sys.config.get", "sys.config.set", "sys.token.*",
+	"sys.user.list", "sys.group.list", "sys.device.list", "sys.device.get",
+	"sys.workspace.list", "sys.events", "sys.lasterror",
+}
+
+// seed makes root, the root and users groups and the default config, once.
+func (k *Kernel) seed() error {
+	ctx := context.Background()
+	err := k.Store.Tx(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRow(`SELECT count(*) FROM users WHERE uid=0`).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+		stmts := []struct {
+			q    string
+			args []any
+		}{
+			{`INSERT INTO groups(gid,name) VALUES(0,'root'),(100,'users')`, nil},
+			{`INSERT INTO group_caps(gid,cap) VALUES(0,'*')`, nil},
+			{`INSERT INTO users(uid,username,gid,home,host_uid,gecos,created_at) VALUES(0,'root',0,'/home/root',0,'root',?)`, []any{now()}},
+		}
+		for _, c := range userCaps {
+			stmts = append(stmts, struct {
+				q    string
+				args []any
+			}{`INSERT INTO group_caps(gid,cap) VALUES(100,?)`, []any{c}})
+		}
+		for key, val := range defaultConfig {
+			stmts = append(stmts, struct {
+				q    string
+				args []any
+			}{`INSERT OR IGNORE INTO config(key,value) VALUES(?,?)`, []any{key, val}})
+		}
+		for _, s := range stmts {
+			if _, err := tx.Exec(s.q, s.args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	if err := k.makeHome("root"); err != nil {
+		return err
+	}
+	var v string
+	err = k.Store.R.QueryRow(`SELECT value FROM config WHERE key='sys/setup'`).Scan(&v)
+	k.setUp.Store(err == nil && v != "")
+	return nil
+}
+
+// makeHome creates the real directory of user name's home.
+func (k *Kernel) makeHome(name string) error {
+	err := k.data.Mkdir(path.Join("home", name), 0o755)
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("home of %s: %w", name, err)
+	}
+	return nil
+}
+
+// identity loads the identity of uid.
+func (k *Kernel) identity(ctx context.Context, uid uint32) (*Identity, error) {
+	id := &Identity{Role: "user", Uid: uid, HostUID: -1}
+	var host sql.NullInt64
+	err := k.Store.R.QueryRowContext(ctx, `SELECT username,gid,home,host_uid FROM users WHERE uid=?`, uid).
+		Scan(&id.Username, &id.Gid, &id.Home, &host)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, E("identity", NotExist, Msgf("no user with uid %d", uid))
+	}
+	if err != nil {
+		return nil, E("identity", err)
+	}
+	if host.Valid {
+		id.HostUID = int(host.Int64)
+	}
+	id.Cwd = id.Home
+	rows, err := k.Store.R.QueryContext(ctx, `SELECT gid FROM group_members WHERE uid=? ORDER BY gid`, uid)
+	if err != nil {
+		return nil, E("identity", err)
+	}
+	id.Gids = []uint32{id.Gid}
+	for rows.Next() {
+		var g uint32
+		rows.Scan(&g)
+		if g != id.Gid {
+			id.Gids = append(id.Gids, g)
+		}
+	}
+	rows.Close()
+	q := `SELECT DISTINCT cap FROM group_caps WHERE gid IN (` + strings.TrimSuffix(strings.Repeat("?,", len(id.Gids)), ",") + `) ORDER BY cap`
+	args := make([]any, len(id.Gids))
+	for i, g := range id.Gids {
+		args[i] = g
+	}
+	rows, err = k.Store.R.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, E("identity", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c string
+		rows.Scan(&c)
+		id.Capabilities = append(id.Capabilities, c)
+	}
+	return id, rows.Err()
+}
+
+// identityForHostUID maps a host uid to its user, or to nobody.
+func (k *Kernel) identityForHostUID(ctx context.Context, hostUID int) (*Identity, error) {
+	var uid uint32
+	err := k.Store.R.QueryRowContext(ctx, `SELECT uid FROM users WHERE host_uid=?`, hostUID).Scan(&uid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nobody(hostUID), nil
+	}
+	if err != nil {
+		return nil, E("identity", err)
+	}
+	return k.identity(ctx, uid)
+}
+
+// User is a user record, as /etc/passwd shows it.
+type User struct {
+	Uid      uint32 `json:"uid"`
+	Gid      uint32 `json:"gid"`
+	Username string `json:"username"`
+	Home     string `json:"home"`
+	Gecos    string `json:"gecos"`
+	HostUID  *int   `json:"hostUid"`
+	Created  int64  `json:"createdAt"`
+}
+
+// Group is a group record, as /etc/group shows it.
+type Group struct {
+	Gid     uint32   `json:"gid"`
+	Name    string   `json:"name"`
+	Members []string `json:"members"`
+}
+
+var validUsername = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+
+type userAddArgs struct {
+	Username string `json:"username"`
+	HostUID  *int   `json:"hostUid"`
+	Gecos    string `json:"gecos"`
+	Uid      *int   `json:"uid"`
+}
+
+type setupArgs struct {
+	Username string `json:"username"`
+	HostUID  *int   `json:"hostUid"`
+	Timezone string `json:"timezone"`
+	AI       *struct {
+		Provider string `json:"provider"`
+		Model    string `json:"model"`
+		APIKey   string `json:"apiKey"`
+	} `json:"ai"`
+}
+
+func (k *Kernel) registerUsers() {
+	Handle(k, "sys.whoami", 0, func(ctx context.Context, c *Caller, _ *struct{}) (any, error) {
+		id := c.Identity
+		return map[string]any{
+			"role": id.Role,
+			"process": map[string]any{
+				"uid": id.Uid, "gid": id.Gid, "gids": id.Gids, "username": id.Username,
+				"home": id.Home, "cwd": id.Cwd, "workspaceId": id.WorkspaceID,
+			},
+			"capabilities": id.Capabilities,
+		}, nil
+	})
+
+	Handle(k, "sys.setup", BeforeSetup, func(ctx context.Context, c *Caller, a *setupArgs) (any, error) {
+		if !c.IsRoot() {
+			return nil, E(Permission, msg("only root or the kernel may set the system up"))
+		}
+		if k.isSetUp() {
+			return nil, E(Busy, msg("already set up"))
+		}
+		if a.Timezone != "" {
+			if _, err := time.LoadLocation(a.Timezone); err != nil {
+				return nil, E(Invalid, Msgf("unknown time zone %q", a.Timezone))
+			}
+		}
+		var u *User
+		var err error
+		if a.Username == "" || a.Username == "root" || (a.HostUID != nil && *a.HostUID == 0) {
+			u, err = k.userByUID(ctx, RootUID)
+		} else {
+			u, err = k.addUser(ctx, userAddArgs{Username: a.Username, HostUID: a.HostUID})
+		}
+		if err != nil {
+			return nil, err
+		}
+		err = k.Store.Tx(ctx, func(tx *sql.Tx) error {
+			set := func(key, val string) error {
+				_, err := tx.Exec(`INSERT INTO config(key,value) VALUES(?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value`, key, val)
+				return err
+			}
+			if a.Timezone != "" {
+				if err := set("config/system/timezone", a.Timezone); err != nil {
+					return err
+				}
+			}
+			if a.AI != nil {
+				for key, val := range map[string]string{"config/ai/provider": a.AI.Provider, "config/ai/model": a.AI.Model, "config/ai/api_key": a.AI.APIKey} {
+					if val != "" {
+						if err := set(key, val); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			return set("sys/setup", time.Now().UTC().Format(time.RFC3339))
+		})
+		if err != nil {
+			return nil, E(err)
+		}
+		k.setUp.Store(true)
+		id, err := k.identity(ctx, u.Uid)
+		if err != nil {
+			return nil, err
+		}
+		k.signal("sys.setup", map[string]any{"uid": u.Uid, "username": u.Username}, audience{all: true})
+		return map[string]any{"user": id, "rootLocked": true}, nil
+	})
+
+	Handle(k, "sys.user.add", 0, func(ctx context.Context, c *Caller, a *userAddArgs) (*User, error) {
+		if !c.IsRoot() {
+			return nil, E(Permission, msg("only root may add users"))
+		}
+		u, err := k.addUser(ctx, *a)
+		if err != nil {
+			return nil, err
+		}
+		k.signal("sys.user.added", map[string]any{"uid": u.Uid, "username": u.Username}, audience{all: true})
+		return u, nil
+	})
+
+	Handle(k, "sys.user.list", 0, func(ctx context.Context, c *Caller, _ *struct{}) (map[string]any, error) {
+		us, err := k.users(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"users": us}, nil
+	})
+
+	Handle(k, "sys.group.list", 0, func(ctx context.Context, c *Caller, _ *struct{}) (map[string]any, error) {
+		gs, err := k.groups(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"groups": gs}, nil
+	})
+}
+
+// addUser creates a user in the users group, with a home.
+func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
+	if !validUsername.MatchString(a.Username) {
+		return nil, E("sys.user.add", a.Username, Invalid, msg("user names are 1-32 of [a-z0-9_-], starting with a letter or _"))
+	}
+	if strings.ContainsAny(a.Gecos, ":\n\x00") {
+		return nil, E("sys.user.add", a.Username, Invalid, msg("gecos may not contain ':' or newlines"))
+	}
+	if a.HostUID != nil && (*a.HostUID < 0 || *a.HostUID == 0) {
+		return nil, E("sys.user.add", a.Username, Invalid, msg("host uid 0 is root's; give a positive host uid"))
+	}
+	u := &User{Gid: UsersGID, Username: a.Username, Home: "/home/" + a.Username, Gecos: a.Gecos, HostUID: a.HostUID, Created: now()}
+	err := k.Store.Tx(ctx, func(tx *sql.Tx) error {
+		var n int
+		tx.QueryRow(`SELECT count(*) FROM users WHERE username=?`, a.Username).Scan(&n)
+		if n > 0 {
+			return E("sys.user.add", a.Username, Busy, msg("user already exists"))
+		}
+		if a.HostUID != nil {
+			tx.QueryRow(`SELECT count(*) FROM users WHERE host_uid=?`, *a.HostUID).Scan(&n)
+			if n > 0 {
+				return E("sys.user.add", a.Username, Busy, Msgf("host uid %d already maps to a user", *a.HostUID))
+			}
+		}
+		if a.Uid != nil {
+			if *a.Uid < FirstUID || *a.Uid > 60000 {
+				return E("sys.user.add", a.Username, Invalid, msg("uids are 1000-60000"))
+			}
+			u.Uid = uint32(*a.Uid)
+		} else {
+			var max sql.NullInt64
+			tx.QueryRow(`SELECT max(uid) FROM users WHERE uid >= ? AND uid < 60000`, FirstUID).Scan(&max)
+			u.Uid = FirstUID
+			if max.Valid {
+				u.Uid = uint32(max.Int64) + 1
+			}
+		}
+		if _, err := tx.Exec(`INSERT INTO users(uid,username,gid,home,host_uid,gecos,created_at) VALUES(?,?,?,?,?,?,?)`,
+			u.Uid, u.Username, u.Gid, u.Home, a.HostUID, u.Gecos, u.Created); err != nil {
+			return E("sys.user.add", a.Username, Busy, err)
+		}
+		_, err := tx.Exec(`INSERT INTO group_members(gid,uid) VALUES(?,?)`, UsersGID, u.Uid)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := k.makeHome(u.Username); err != nil {
+		return nil, E("sys.user.add", a.Username, err)
+	}
+	return u, nil
+}
+
+func (k *Kernel) userByUID(ctx context.Context, uid uint32) (*User, error) {
+	us, err := k.queryUsers(ctx, `WHERE uid=?`, uid)
+	if err != nil {
+		return nil, err
+	}
+	if len(us) == 0 {
+		return nil, E("user", NotExist, Msgf("no user with uid %d", uid))
+	}
+	return &us[0], nil
+}
+
+func (k *Kernel) userByName(ctx context.Context, name string) (*User, error) {
+	us, err := k.queryUsers(ctx, `WHERE username=?`, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(us) == 0 {
+		return nil, E("user", name, NotExist, msg("no such user"))
+	}
+	return &us[0], nil
+}
+
+func (k *Kernel) users(ctx context.Context) ([]User, error) { return k.queryUsers(ctx, "") }
+
+func (k *Kernel) queryUsers(ctx context.Context, where string, args ...any) ([]User, error) {
+	rows, err := k.Store.R.QueryContext(ctx, `SELECT uid,gid,username,home,gecos,host_uid,created_at FROM users `+where+` ORDER BY uid`, args...)
+	if err != nil {
+		return nil, E("users", err)
+	}
+	defer rows.Close()
+	var out []User
+	for rows.Next() {
+		var u User
+		var host sql.NullInt64
+		if err := rows.Scan(&u.Uid, &u.Gid, &u.Username, &u.Home, &u.Gecos, &host, &u.Created); err != nil {
+			return nil, E("users", err)
+		}
+		if host.Valid {
+			h := int(host.Int64)
+			u.HostUID = &h
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
+func (k *Kernel) groups(ctx context.Context) ([]Group, error) {
+	rows, err := k.Store.R.QueryContext(ctx, `SELECT g.gid, g.name, u.username FROM groups g
+		LEFT JOIN group_members m ON m.gid=g.gid LEFT JOIN users u ON u.uid=m.uid ORDER BY g.gid, u.uid`)
+	if err != nil {
+		return nil, E("groups", err)
+	}
+	defer rows.Close()
+	var out []Group
+	for rows.Next() {
+		var g Group
+		var member sql.NullString
+		if err := rows.Scan(&g.Gid, &g.Name, &member); err != nil {
+			return nil, E("groups", err)
+		}
+		if n := len(out); n > 0 && out[n-1].Gid == g.Gid {
+			if member.Valid {
+				out[n-1].Members = append(out[n-1].Members, member.String)
+			}
+			continue
+		}
+		g.Members = []string{}
+		if member.Valid {
+			g.Members = append(g.Members, member.String)
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// renderPasswd renders users as /etc/passwd.
+func renderPasswd(us []User) []byte {
+	var b strings.Builder
+	for _, u := range us {
+		fmt.Fprintf(&b, "%s:x:%d:%d:%s:%s:/bin/sh\n", u.Username, u.Uid, u.Gid, u.Gecos, u.Home)
+	}
+	return []byte(b.String())
+}
+
+// renderGroup renders groups as /etc/group.
+func renderGroup(gs []Group) []byte {
+	var b strings.Builder
+	for _, g := range gs {
+		fmt.Fprintf(&b, "%s:x:%d:%s\n", g.Name, g.Gid, strings.Join(g.Members, ","))
+	}
+	return []byte(b.String())
+}
+
+var _ = slices.Contains[[]string]

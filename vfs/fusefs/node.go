@@ -1,0 +1,430 @@
+package fusefs
+
+import (
+	"context"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// node is the go-fuse inode of one vfs node, directory or file. Its inode
+// number is the node's Attr.Ino, so a node keeps its inode across lookups.
+type node struct {
+	fs.Inode
+	srv *Server
+	st  atomic.Pointer[nodeState]
+}
+
+// nodeState is what a node last learnt about its vfs node. A later lookup
+// of the same identity may bring a fresh vfs.Node value (a FuncDir builds
+// its children on each call); it replaces the old one.
+type nodeState struct {
+	vn        vfs.Node
+	ino       uint64 // Attr.Ino as the tree reported it (0: none)
+	synthetic bool
+}
+
+var (
+	_ fs.InodeEmbedder = (*node)(nil)
+	_ fs.NodeLookuper  = (*node)(nil)
+	_ fs.NodeReaddirer = (*node)(nil)
+	_ fs.NodeGetattrer = (*node)(nil)
+	_ fs.NodeSetattrer = (*node)(nil)
+	_ fs.NodeAccesser  = (*node)(nil)
+	_ fs.NodeStatfser  = (*node)(nil)
+	_ fs.NodeOpener    = (*node)(nil)
+	_ fs.NodeCreater   = (*node)(nil)
+	_ fs.NodeMkdirer   = (*node)(nil)
+	_ fs.NodeUnlinker  = (*node)(nil)
+	_ fs.NodeRmdirer   = (*node)(nil)
+	_ fs.NodeRenamer   = (*node)(nil)
+)
+
+func newNode(s *Server, vn vfs.Node, a vfs.Attr) *node {
+	n := &node{srv: s}
+	n.set(vn, a)
+	return n
+}
+
+func (n *node) state() *nodeState { return n.st.Load() }
+func (n *node) vnode() vfs.Node   { return n.st.Load().vn }
+
+func (n *node) set(vn vfs.Node, a vfs.Attr) {
+	n.st.Store(&nodeState{vn: vn, ino: a.Ino, synthetic: a.Synthetic})
+}
+
+// noteAttr records what a fresh Attr says about the node.
+func (n *node) noteAttr(a vfs.Attr) {
+	st := n.state()
+	if st.synthetic != a.Synthetic {
+		n.st.Store(&nodeState{vn: st.vn, ino: st.ino, synthetic: a.Synthetic})
+	}
+}
+
+// child returns the inode for vn, found as name in n with attributes a. An
+// inode the kernel already knows under that name and identity is reused,
+// with its vfs node refreshed.
+func (n *node) child(ctx context.Context, name string, vn vfs.Node, a vfs.Attr) *fs.Inode {
+	st := fs.StableAttr{Ino: a.Ino, Mode: typeBits(a.Mode)}
+	if c := n.GetChild(name); c != nil {
+		if cn, ok := c.Operations().(*node); ok && c.Mode() == st.Mode {
+			if (a.Ino != 0 && c.StableAttr().Ino == a.Ino) || (a.Ino == 0 && cn.state().ino == 0) {
+				cn.set(vn, a)
+				return c
+			}
+		}
+	}
+	return n.NewInode(ctx, newNode(n.srv, vn, a), st)
+}
+
+// dir returns n's vfs node as a directory.
+func (n *node) dir() (vfs.Dir, syscall.Errno) {
+	d, ok := n.vnode().(vfs.Dir)
+	if !ok {
+		return nil, syscall.ENOTDIR
+	}
+	return d, 0
+}
+
+// Lookup implements fs.NodeLookuper with vfs.Dir.Lookup.
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	cred, e := n.srv.cred(ctx)
+	if e != 0 {
+		return nil, e
+	}
+	d, e := n.dir()
+	if e != 0 {
+		return nil, e
+	}
+	vn, err := d.Lookup(ctx, cred, name)
+	if err != nil {
+		return nil, n.srv.errno("lookup", err, "name", name)
+	}
+	a, err := vn.Attr(ctx, cred)
+	if err != nil {
+		return nil, n.srv.errno("lookup attr", err, "name", name)
+	}
+	fillAttr(&out.Attr, a)
+	return n.child(ctx, name, vn, a), 0
+}
+
+// Readdir implements fs.NodeReaddirer with vfs.Dir.ReadDir. Children whose
+// Attr fails are left out.
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	cred, e := n.srv.cred(ctx)
+	if e != 0 {
+		return nil, e
+	}
+	d, e := n.dir()
+	if e != 0 {
+		return nil, e
+	}
+	ents, err := d.ReadDir(ctx, cred)
+	if err != nil {
+		return nil, n.srv.errno("readdir", err)
+	}
+	parent := n.EmbeddedInode()
+	if _, p := n.Parent(); p != nil {
+		parent = p
+	}
+	list := make([]fuse.DirEntry, 0, len(ents)+2)
+	list = append(list,
+		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: n.StableAttr().Ino},
+		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: parent.StableAttr().Ino},
+	)
+	for _, ent := range ents {
+		a, err := ent.Node.Attr(ctx, cred)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, syscall.EINTR
+			}
+			n.srv.log.Debug("fusefs: readdir: leaving out a child", "name", ent.Name, "err", err)
+			continue
+		}
+		list = append(list, fuse.DirEntry{Name: ent.Name, Mode: typeBits(a.Mode), Ino: a.Ino})
+	}
+	return fs.NewListDirStream(list), 0
+}
+
+// Getattr implements fs.NodeGetattrer with vfs.Node.Attr.
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	cred, e := n.srv.cred(ctx)
+	if e != 0 {
+		return e
+	}
+	a, err := n.vnode().Attr(ctx, cred)
+	if err != nil {
+		return n.srv.errno("getattr", err)
+	}
+	n.noteAttr(a)
+	fillAttr(&out.Attr, a)
+	return 0
+}
+
+// Setattr implements fs.NodeSetattrer: chmod, truncate and utimes go to a
+// vfs.Setter. A node that is not a Setter accepts only a truncate, done by
+// the vfs.Truncater handle it is opened with (ftruncate), or by any open
+// Truncater handle of the node. Changing the owner fails with EPERM; the
+// access time is ignored.
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	cred, e := n.srv.cred(ctx)
+	if e != 0 {
+		return e
+	}
+	vn := n.vnode()
+	cur, err := vn.Attr(ctx, cred)
+	if err != nil {
+		return n.srv.errno("setattr attr", err)
+	}
+	if uid, ok := in.GetUID(); ok && uid != cur.Uid {
+		return syscall.EPERM
+	}
+	if gid, ok := in.GetGID(); ok && gid != cur.Gid {
+		return syscall.EPERM
+	}
+	var sa vfs.SetAttr
+	if m, ok := in.GetMode(); ok {
+		fm := fileMode(m)
+		sa.Mode = &fm
+	}
+	if sz, ok := in.GetSize(); ok {
+		v := int64(sz)
+		sa.Size = &v
+	}
+	if mt, ok := in.GetMTime(); ok {
+		sa.Mtime = &mt
+	}
+	a := cur
+	switch {
+	case sa.Mode == nil && sa.Size == nil && sa.Mtime == nil:
+		// Nothing the tree keeps (atime, ctime, an unchanged owner).
+	case isSetter(vn):
+		a, err = vn.(vfs.Setter).SetAttr(ctx, cred, sa)
+		if err != nil {
+			return n.srv.errno("setattr", err)
+		}
+	case sa.Mode == nil && sa.Mtime == nil:
+		h, _ := f.(*handle)
+		if h == nil || !isTruncater(h.h) {
+			h = n.srv.truncater(n)
+		}
+		if h == nil {
+			return syscall.EPERM
+		}
+		if err := h.h.(vfs.Truncater).Truncate(ctx, *sa.Size); err != nil {
+			return n.srv.errno("truncate", err)
+		}
+		if a, err = vn.Attr(ctx, cred); err != nil {
+			return n.srv.errno("setattr attr", err)
+		}
+	default:
+		return syscall.EPERM
+	}
+	n.noteAttr(a)
+	fillAttr(&out.Attr, a)
+	return 0
+}
+
+func isSetter(vn vfs.Node) bool     { _, ok := vn.(vfs.Setter); return ok }
+func isTruncater(h vfs.Handle) bool { _, ok := h.(vfs.Truncater); return ok }
+
+// accesser is a node that answers access(2) (the vfs kinds do, through
+// their Meta).
+type accesser interface {
+	Access(ctx context.Context, cred vfs.Cred, want vfs.Want) error
+}
+
+// Access implements fs.NodeAccesser (access(2), and the search permission
+// chdir(2) needs) with the node's Access method; a node without one allows
+// everything.
+func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
+	want := vfs.Want(mask & 7)
+	if want == 0 {
+		return 0
+	}
+	ac, ok := n.vnode().(accesser)
+	if !ok {
+		return 0
+	}
+	cred, e := n.srv.cred(ctx)
+	if e != 0 {
+		return e
+	}
+	if err := ac.Access(ctx, cred, want); err != nil {
+		return n.srv.errno("access", err)
+	}
+	return 0
+}
+
+// Statfs implements fs.NodeStatfser with fixed values: the tree has no
+// notion of space.
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	*out = fuse.StatfsOut{Bsize: 4096, Frsize: 4096, NameLen: 255}
+	return 0
+}
+
+// Open implements fs.NodeOpener with vfs.File.Open.
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	cred, e := n.srv.cred(ctx)
+	if e != 0 {
+		return nil, 0, e
+	}
+	st := n.state()
+	f, ok := st.vn.(vfs.File)
+	if !ok {
+		if _, isDir := st.vn.(vfs.Dir); isDir {
+			return nil, 0, syscall.EISDIR
+		}
+		return nil, 0, syscall.ENOTSUP
+	}
+	h, err := f.Open(ctx, cred, openFlags(flags))
+	if err != nil {
+		return nil, 0, n.srv.errno("open", err)
+	}
+	fh, fl := n.srv.newHandle(n, h, st.synthetic)
+	return fh, fl, 0
+}
+
+// Create implements fs.NodeCreater with vfs.Creator.Create; a directory
+// that is not a Creator is read-only (EROFS).
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	cred, e := n.srv.cred(ctx)
+	if e != 0 {
+		return nil, nil, 0, e
+	}
+	d, e := n.dir()
+	if e != 0 {
+		return nil, nil, 0, e
+	}
+	c, ok := d.(vfs.Creator)
+	if !ok {
+		return nil, nil, 0, syscall.EROFS
+	}
+	vn, h, err := c.Create(ctx, cred, name, openFlags(flags)|syscall.O_CREAT, fileMode(mode))
+	if err != nil {
+		return nil, nil, 0, n.srv.errno("create", err, "name", name)
+	}
+	a, err := vn.Attr(ctx, cred)
+	if err == nil && a.Mode.IsDir() {
+		err = vfs.ErrIsDir
+	}
+	if err != nil {
+		h.Close(context.WithoutCancel(ctx))
+		return nil, nil, 0, n.srv.errno("create attr", err, "name", name)
+	}
+	fillAttr(&out.Attr, a)
+	ch := n.child(ctx, name, vn, a)
+	fh, fl := n.srv.newHandle(ch.Operations().(*node), h, a.Synthetic)
+	return ch, fh, fl, 0
+}
+
+// Mkdir implements fs.NodeMkdirer with vfs.Creator.Mkdir; a directory that
+// is not a Creator is read-only (EROFS).
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	cred, e := n.srv.cred(ctx)
+	if e != 0 {
+		return nil, e
+	}
+	d, e := n.dir()
+	if e != 0 {
+		return nil, e
+	}
+	c, ok := d.(vfs.Creator)
+	if !ok {
+		return nil, syscall.EROFS
+	}
+	vn, err := c.Mkdir(ctx, cred, name, fileMode(mode))
+	if err != nil {
+		return nil, n.srv.errno("mkdir", err, "name", name)
+	}
+	a, err := vn.Attr(ctx, cred)
+	if err != nil {
+		return nil, n.srv.errno("mkdir attr", err, "name", name)
+	}
+	if !a.Mode.IsDir() {
+		n.srv.log.Debug("fusefs: mkdir made a non-directory", "name", name, "mode", a.Mode)
+		return nil, syscall.EIO
+	}
+	fillAttr(&out.Attr, a)
+	return n.child(ctx, name, vn, a), 0
+}
+
+func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno {
+	cred, e := n.srv.cred(ctx)
+	if e != 0 {
+		return e
+	}
+	d, e := n.dir()
+	if e != 0 {
+		return e
+	}
+	r, ok := d.(vfs.Remover)
+	if !ok {
+		return syscall.EROFS
+	}
+	if err := r.Remove(ctx, cred, name, dir); err != nil {
+		return n.srv.errno("remove", err, "name", name)
+	}
+	return 0
+}
+
+// Unlink implements fs.NodeUnlinker with vfs.Remover.Remove; a directory
+// that is not a Remover is read-only (EROFS).
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	return n.remove(ctx, name, false)
+}
+
+// Rmdir implements fs.NodeRmdirer with vfs.Remover.Remove; a directory that
+// is not a Remover is read-only (EROFS).
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return n.remove(ctx, name, true)
+}
+
+// renameNoreplace is RENAME_NOREPLACE of renameat2(2).
+const renameNoreplace = 1
+
+// Rename implements fs.NodeRenamer with vfs.Renamer.Rename. A directory
+// that is not a Renamer is read-only (EROFS). RENAME_NOREPLACE is honoured
+// with a lookup first; RENAME_EXCHANGE and RENAME_WHITEOUT are EINVAL.
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if flags&^renameNoreplace != 0 {
+		return syscall.EINVAL
+	}
+	cred, e := n.srv.cred(ctx)
+	if e != 0 {
+		return e
+	}
+	d, e := n.dir()
+	if e != 0 {
+		return e
+	}
+	np, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	nd, e := np.dir()
+	if e != 0 {
+		return e
+	}
+	r, ok := d.(vfs.Renamer)
+	if !ok {
+		return syscall.EROFS
+	}
+	if flags&renameNoreplace != 0 {
+		_, err := nd.Lookup(ctx, cred, newName)
+		if err == nil {
+			return syscall.EEXIST
+		}
+		if en := vfs.Errno(err); en != syscall.ENOENT {
+			return n.srv.errno("rename lookup", err, "name", newName)
+		}
+	}
+	if err := r.Rename(ctx, cred, name, nd, newName); err != nil {
+		return n.srv.errno("rename", err, "name", name, "new", newName)
+	}
+	return 0
+}

@@ -170,7 +170,6 @@ var (
 	errInternal        = errors.New("internal server error")
 	errReplyTooLarge   = errors.New("reply too large for msize")
 	errNotFile         = errors.New("not a file")
-	errClosedByVersion = errors.New("session reset by Tversion")
 )
 
 // ServeConn serves 9P on c until the peer hangs up, ctx ends, a malformed

@@ -19,6 +19,11 @@
 // Lookup, and the nodes' Access method for access(2) and chdir(2)). When the
 // daemon runs as root the mount is made with allow_other, so every host user
 // reaches the tree and the tree decides.
+//
+// The kernel interrupts a request whenever the calling process receives a
+// signal, including the SIGURG the Go runtime uses for preemption: a Go
+// program reading a stream file through the mount sees EINTR now and then,
+// and os.File retries it.
 package fusefs
 
 import (
@@ -47,7 +52,8 @@ const credTTL = time.Second
 
 // Options configure a mount. The zero value is usable.
 type Options struct {
-	// Debug logs every FUSE request and reply at slog debug level.
+	// Debug logs every FUSE request and reply at slog debug level (the
+	// Logger's handler must enable that level to show them).
 	Debug bool
 	// Logger receives the binding's structured logs. Nil means
 	// slog.Default().
@@ -70,6 +76,9 @@ type Server struct {
 	fuse *fuse.Server
 
 	creds sync.Map // credKey -> *credEntry
+
+	unmountMu sync.Mutex
+	detached  bool // Unmount detached the mount lazily
 
 	mu   sync.Mutex
 	open map[*handle]struct{} // handles not yet released
@@ -175,6 +184,11 @@ func (s *Server) Dir() string { return s.dir }
 // serving ends (Wait returns) when the last user lets go. Unmounting an
 // unmounted Server returns nil.
 func (s *Server) Unmount() error {
+	s.unmountMu.Lock()
+	defer s.unmountMu.Unlock()
+	if s.detached {
+		return nil
+	}
 	err := s.fuse.Unmount()
 	if err == nil {
 		return nil
@@ -183,6 +197,7 @@ func (s *Server) Unmount() error {
 	if derr := detach(s.dir); derr != nil {
 		return fmt.Errorf("fusefs: unmount %s: %w (lazy detach: %v)", s.dir, err, derr)
 	}
+	s.detached = true
 	return nil
 }
 
@@ -272,18 +287,20 @@ func (s *Server) closeAll() {
 	}
 }
 
-// detachStale lazily detaches dir if it is a FUSE mount whose daemon is
-// gone (stat fails with ENOTCONN).
+// detachStale lazily detaches dir while it is a FUSE mount whose daemon is
+// gone (stat fails with ENOTCONN); stale mounts may be stacked.
 func detachStale(dir string, log *slog.Logger) error {
-	_, err := os.Stat(dir)
-	if err == nil || !errors.Is(err, syscall.ENOTCONN) {
-		return nil
+	for range 8 {
+		_, err := os.Stat(dir)
+		if err == nil || !errors.Is(err, syscall.ENOTCONN) {
+			return nil
+		}
+		log.Info("fusefs: detaching stale mount", "dir", dir)
+		if err := detach(dir); err != nil {
+			return fmt.Errorf("fusefs: detach stale mount %s: %w", dir, err)
+		}
 	}
-	log.Info("fusefs: detaching stale mount", "dir", dir)
-	if err := detach(dir); err != nil {
-		return fmt.Errorf("fusefs: detach stale mount %s: %w", dir, err)
-	}
-	return nil
+	return fmt.Errorf("fusefs: %s: still a stale mount after detaching", dir)
 }
 
 // detach lazily unmounts dir: umount2(MNT_DETACH) as root, fusermount3 -u -z

@@ -135,9 +135,9 @@ func TestView(t *testing.T) {
 	if got := strings.TrimSpace(must(t, mnt, `stat -c '%s %i %a %F' "$M/view"`)); got != want {
 		t.Errorf("stat view = %q, want %q", got, want)
 	}
-	ls := must(t, mnt, `ls "$M"`)
-	if got := strings.Fields(ls); strings.Join(got, " ") != "call ctl data stream view" {
-		t.Errorf("ls = %q", ls)
+	ls := must(t, mnt, `ls -a "$M"`)
+	if got := strings.Fields(ls); strings.Join(got, " ") != ". .. call ctl data stream view" {
+		t.Errorf("ls -a = %q", ls)
 	}
 	if _, errs, err := sh(mnt, `echo x > "$M/view"`); err == nil || !strings.Contains(errs, "Permission denied") {
 		t.Errorf("writing view: err %v, stderr %q", err, errs)

@@ -47,6 +47,10 @@ func (s *Server) newHandle(n *node, h vfs.Handle, synthetic bool) (*handle, uint
 // the file, not an error; data read before an error is returned.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	n, err := h.h.Read(ctx, dest, off)
+	if n < 0 || n > len(dest) {
+		h.n.srv.log.Debug("fusefs: read returned a bad count", "n", n, "len", len(dest))
+		return nil, syscall.EIO
+	}
 	if err != nil && n == 0 && !errors.Is(err, io.EOF) {
 		return nil, h.n.srv.errno("read", err)
 	}
@@ -58,6 +62,10 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	n, err := h.h.Write(ctx, data, off)
 	if err != nil {
 		return 0, h.n.srv.errno("write", err)
+	}
+	if n < 0 || n > len(data) {
+		h.n.srv.log.Debug("fusefs: write returned a bad count", "n", n, "len", len(data))
+		return 0, syscall.EIO
 	}
 	return uint32(n), 0
 }

@@ -29,19 +29,20 @@ type nodeState struct {
 }
 
 var (
-	_ fs.InodeEmbedder = (*node)(nil)
-	_ fs.NodeLookuper  = (*node)(nil)
-	_ fs.NodeReaddirer = (*node)(nil)
-	_ fs.NodeGetattrer = (*node)(nil)
-	_ fs.NodeSetattrer = (*node)(nil)
-	_ fs.NodeAccesser  = (*node)(nil)
-	_ fs.NodeStatfser  = (*node)(nil)
-	_ fs.NodeOpener    = (*node)(nil)
-	_ fs.NodeCreater   = (*node)(nil)
-	_ fs.NodeMkdirer   = (*node)(nil)
-	_ fs.NodeUnlinker  = (*node)(nil)
-	_ fs.NodeRmdirer   = (*node)(nil)
-	_ fs.NodeRenamer   = (*node)(nil)
+	_ fs.InodeEmbedder      = (*node)(nil)
+	_ fs.NodeLookuper       = (*node)(nil)
+	_ fs.NodeReaddirer      = (*node)(nil)
+	_ fs.NodeGetattrer      = (*node)(nil)
+	_ fs.NodeSetattrer      = (*node)(nil)
+	_ fs.NodeAccesser       = (*node)(nil)
+	_ fs.NodeStatfser       = (*node)(nil)
+	_ fs.NodeOpener         = (*node)(nil)
+	_ fs.NodeCreater        = (*node)(nil)
+	_ fs.NodeMkdirer        = (*node)(nil)
+	_ fs.NodeUnlinker       = (*node)(nil)
+	_ fs.NodeRmdirer        = (*node)(nil)
+	_ fs.NodeRenamer        = (*node)(nil)
+	_ fs.NodeCopyFileRanger = (*node)(nil)
 )
 
 func newNode(s *Server, vn vfs.Node, a vfs.Attr) *node {
@@ -59,9 +60,12 @@ func (n *node) set(vn vfs.Node, a vfs.Attr) {
 
 // noteAttr records what a fresh Attr says about the node.
 func (n *node) noteAttr(a vfs.Attr) {
-	st := n.state()
-	if st.synthetic != a.Synthetic {
-		n.st.Store(&nodeState{vn: st.vn, ino: st.ino, synthetic: a.Synthetic})
+	for {
+		st := n.state()
+		if st.synthetic == a.Synthetic ||
+			n.st.CompareAndSwap(st, &nodeState{vn: st.vn, ino: st.ino, synthetic: a.Synthetic}) {
+			return
+		}
 	}
 }
 
@@ -168,23 +172,24 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 // Setattr implements fs.NodeSetattrer: chmod, truncate and utimes go to a
 // vfs.Setter. A node that is not a Setter accepts only a truncate, done by
 // the vfs.Truncater handle it is opened with (ftruncate), or by any open
-// Truncater handle of the node. Changing the owner fails with EPERM; the
-// access time is ignored.
+// Truncater handle of the node; anything else is EPERM. Changing the owner
+// is EPERM; the access time is ignored.
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	cred, e := n.srv.cred(ctx)
 	if e != 0 {
 		return e
 	}
 	vn := n.vnode()
-	cur, err := vn.Attr(ctx, cred)
-	if err != nil {
-		return n.srv.errno("setattr attr", err)
-	}
-	if uid, ok := in.GetUID(); ok && uid != cur.Uid {
-		return syscall.EPERM
-	}
-	if gid, ok := in.GetGID(); ok && gid != cur.Gid {
-		return syscall.EPERM
+	uid, setUID := in.GetUID()
+	gid, setGID := in.GetGID()
+	if setUID || setGID {
+		cur, err := vn.Attr(ctx, cred)
+		if err != nil {
+			return n.srv.errno("setattr attr", err)
+		}
+		if (setUID && uid != cur.Uid) || (setGID && gid != cur.Gid) {
+			return syscall.EPERM
+		}
 	}
 	var sa vfs.SetAttr
 	if m, ok := in.GetMode(); ok {
@@ -198,13 +203,16 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if mt, ok := in.GetMTime(); ok {
 		sa.Mtime = &mt
 	}
-	a := cur
-	switch {
+	var (
+		a   vfs.Attr
+		err error
+	)
+	switch setter, isSetter := vn.(vfs.Setter); {
 	case sa.Mode == nil && sa.Size == nil && sa.Mtime == nil:
 		// Nothing the tree keeps (atime, ctime, an unchanged owner).
-	case isSetter(vn):
-		a, err = vn.(vfs.Setter).SetAttr(ctx, cred, sa)
-		if err != nil {
+		a, err = vn.Attr(ctx, cred)
+	case isSetter:
+		if a, err = setter.SetAttr(ctx, cred, sa); err != nil {
 			return n.srv.errno("setattr", err)
 		}
 	case sa.Mode == nil && sa.Mtime == nil:
@@ -218,18 +226,18 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if err := h.h.(vfs.Truncater).Truncate(ctx, *sa.Size); err != nil {
 			return n.srv.errno("truncate", err)
 		}
-		if a, err = vn.Attr(ctx, cred); err != nil {
-			return n.srv.errno("setattr attr", err)
-		}
+		a, err = vn.Attr(ctx, cred)
 	default:
 		return syscall.EPERM
+	}
+	if err != nil {
+		return n.srv.errno("setattr attr", err)
 	}
 	n.noteAttr(a)
 	fillAttr(&out.Attr, a)
 	return 0
 }
 
-func isSetter(vn vfs.Node) bool     { _, ok := vn.(vfs.Setter); return ok }
 func isTruncater(h vfs.Handle) bool { _, ok := h.(vfs.Truncater); return ok }
 
 // accesser is a node that answers access(2) (the vfs kinds do, through
@@ -427,4 +435,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return n.srv.errno("rename", err, "name", name, "new", newName)
 	}
 	return 0
+}
+
+// CopyFileRange implements fs.NodeCopyFileRanger with ENOSYS, which makes
+// the kernel stop asking and copy with reads and writes.
+func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, len uint64, flags uint64) (uint32, syscall.Errno) {
+	return 0, syscall.ENOSYS
 }

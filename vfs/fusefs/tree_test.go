@@ -56,8 +56,8 @@ type testTree struct {
 	hub  *hub
 	data *memDir
 
-	mu   sync.Mutex
-	ctl  []string // "cred line" per executed ctl command
+	mu  sync.Mutex
+	ctl []string // "cred line" per executed ctl command
 }
 
 func newTestTree() *testTree {

@@ -1,0 +1,225 @@
+// Command gsvfs runs the GSV kernel and serves its namespace: mounted with
+// FUSE (gsvfs mount DIR) and exported over 9P on a unix socket in the state
+// directory, and on TCP with --listen tcp!host!port (token authenticated).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ninep"
+	"gsvfs.dev/gsvfs/vfs"
+	"gsvfs.dev/gsvfs/vfs/fusefs"
+)
+
+func main() {
+	if err := rootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "gsvfs:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	state    string
+	listen   []string
+	logLevel string
+	debug    bool
+}
+
+func rootCmd() *cobra.Command {
+	var o options
+	root := &cobra.Command{
+		Use:           "gsvfs",
+		Short:         "GSV kernel: the agent operating system's namespace over FUSE and 9P",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&o.state, "state", DefaultStateDir(), "state directory (SQLite database, homes, 9P socket); $GSV_STATE")
+	root.PersistentFlags().StringArrayVar(&o.listen, "listen", nil, "also serve 9P on this dial string, e.g. tcp!127.0.0.1!5640 (attach needs a token)")
+	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	mount := &cobra.Command{
+		Use:   "mount DIR",
+		Short: "Mount the namespace on DIR with FUSE and serve 9P; Ctrl-C unmounts",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return run(cmd.Context(), o, args[0])
+		},
+	}
+	mount.Flags().BoolVar(&o.debug, "fuse-debug", false, "log every FUSE request")
+	serve := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the namespace over 9P only",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return run(cmd.Context(), o, "")
+		},
+	}
+	root.AddCommand(mount, serve)
+	return root
+}
+
+// DefaultStateDir is $GSV_STATE, else ~/.local/share/gsv.
+func DefaultStateDir() string {
+	if s := os.Getenv("GSV_STATE"); s != "" {
+		return s
+	}
+	if d, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(d, ".local", "share", "gsv")
+	}
+	return "/var/lib/gsv"
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// run starts the kernel, the 9P listeners and, if mountDir is not "", the
+// FUSE mount, and serves until SIGINT or SIGTERM.
+func run(ctx context.Context, o options, mountDir string) error {
+	start := time.Now()
+	log, err := newLogger(o.logLevel)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(log)
+	if mountDir != "" {
+		abs, err := filepath.Abs(mountDir)
+		if err != nil {
+			return err
+		}
+		mountDir = abs
+		if st, err := filepath.Abs(o.state); err == nil && (st == mountDir || strings.HasPrefix(st, mountDir+"/")) {
+			return fmt.Errorf("the state directory %s may not be inside the mount point %s", st, mountDir)
+		}
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	k, err := kernel.Open(kernel.Config{StateDir: o.state, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	if err := k.EnsureSetup(ctx, hostUser(), os.Getuid()); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+
+	srv := &ninep.Server{Root: k.Root(), Auth: k, Logger: log}
+	sock := k.SocketPath()
+	ul, err := listenUnix(sock)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(sock)
+	go srv.Serve(ctx, ul, unixPeer)
+	for _, addr := range o.listen {
+		l, err := listenDial(addr)
+		if err != nil {
+			return err
+		}
+		log.Info("serving 9P", "addr", l.Addr().String(), "auth", "token")
+		go srv.Serve(ctx, l, func(net.Conn) vfs.Peer { return vfs.Peer{Transport: "9p-tcp", HostUID: -1, HostGID: -1} })
+	}
+
+	var fsrv *fusefs.Server
+	if mountDir != "" {
+		fsrv, err = fusefs.Mount(mountDir, k.Root(), k, fusefs.Options{Logger: log, Debug: o.debug, FsName: "gsv"})
+		if err != nil {
+			return fmt.Errorf("mount %s: %w", mountDir, err)
+		}
+	}
+	log.Info("ready", "mount", mountDir, "socket", sock, "state", o.state, "startup", time.Since(start).Round(time.Millisecond))
+
+	if fsrv != nil {
+		done := make(chan struct{})
+		go func() { fsrv.Wait(); close(done) }()
+		select {
+		case <-ctx.Done():
+		case <-done:
+			log.Warn("the mount went away", "mount", mountDir)
+			return nil
+		}
+		log.Info("unmounting", "mount", mountDir)
+		if err := fsrv.Unmount(); err != nil {
+			log.Error("unmount", "err", err)
+			return err
+		}
+		return nil
+	}
+	<-ctx.Done()
+	log.Info("stopping")
+	return nil
+}
+
+func hostUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if s := os.Getenv("USER"); s != "" {
+		return s
+	}
+	return fmt.Sprintf("u%d", os.Getuid())
+}
+
+// listenUnix listens on the socket path, clearing a stale socket left by a
+// daemon that died, and refusing to steal a live one.
+func listenUnix(path string) (net.Listener, error) {
+	if _, err := os.Stat(path); err == nil {
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("another gsvfs is serving %s", path)
+		}
+		os.Remove(path)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	// Anyone may connect; who they are is their SO_PEERCRED uid.
+	os.Chmod(path, 0o666)
+	return l, nil
+}
+
+// listenDial listens on a Plan 9 dial string: tcp!host!port or unix!path.
+func listenDial(addr string) (net.Listener, error) {
+	f := strings.Split(addr, "!")
+	switch {
+	case len(f) == 3 && (f[0] == "tcp" || f[0] == "net"):
+		host := f[1]
+		if host == "*" {
+			host = ""
+		}
+		return net.Listen("tcp", net.JoinHostPort(host, f[2]))
+	case len(f) == 2 && f[0] == "unix":
+		return listenUnix(f[1])
+	}
+	return nil, errors.New("--listen " + addr + ": want tcp!host!port")
+}
+
+// unixPeer identifies a unix-socket peer by SO_PEERCRED.
+func unixPeer(c net.Conn) vfs.Peer {
+	p := vfs.Peer{Transport: "9p-unix", HostUID: -1, HostGID: -1}
+	if uc, ok := c.(*net.UnixConn); ok {
+		if uid, gid, err := ninep.PeerCred(uc); err == nil {
+			p.HostUID, p.HostGID = uid, gid
+		}
+	}
+	return p
+}

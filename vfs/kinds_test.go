@@ -1,0 +1,193 @@
+package vfs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+type allow struct{}
+
+func (allow) Attr(ctx context.Context, cred Cred) (Attr, error) { return Attr{Mode: 0o666}, nil }
+func (allow) Access(ctx context.Context, cred Cred, want Want) error {
+	return nil
+}
+
+func TestLines(t *testing.T) {
+	big := strings.Repeat("x", LargeWrite)
+	tests := []struct {
+		name   string
+		writes []string
+		want   []string // lines completed, in order, across writes
+		rest   string
+		err    bool
+	}{
+		{"newline", []string{"a\n"}, []string{"a"}, "", false},
+		{"no newline short write", []string{"a"}, []string{"a"}, "", false},
+		{"two lines", []string{"a\nb\n"}, []string{"a", "b"}, "", false},
+		{"trailing fragment", []string{"a\nb"}, []string{"a", "b"}, "", false},
+		{"large chunks join", []string{big, big, "end\n"}, []string{big + big + "end"}, "", false},
+		{"large chunk then short", []string{big, "z"}, []string{big + "z"}, "", false},
+		{"large pending at close", []string{big}, nil, big, false},
+		{"too long", []string{strings.Repeat("y", MaxLine+1)}, nil, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l lines
+			var got []string
+			var err error
+			for _, w := range tt.writes {
+				var ls [][]byte
+				ls, err = l.add([]byte(w))
+				for _, x := range ls {
+					got = append(got, string(x))
+				}
+			}
+			if (err != nil) != tt.err {
+				t.Fatalf("err = %v", err)
+			}
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Fatalf("lines %d, want %d", len(got), len(tt.want))
+			}
+			if r := string(l.rest()); r != tt.rest {
+				t.Fatalf("rest %d bytes, want %d", len(r), len(tt.rest))
+			}
+		})
+	}
+}
+
+func TestCtlReadBack(t *testing.T) {
+	var ran []string
+	c := &Ctl{Meta: allow{}, Exec: func(ctx context.Context, cred Cred, line string) (string, error) {
+		if ctx.Err() != nil {
+			t.Error("command ran with a cancelled context")
+		}
+		ran = append(ran, line)
+		if line == "bad" {
+			return "", Errorf(syscall.EINVAL, "unknown verb bad")
+		}
+		return "done " + line, nil
+	}}
+	h, _ := c.Open(context.Background(), nil, os.O_RDWR)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a cancelled context must not stop the command
+	if _, err := h.Write(ctx, []byte("one\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 100)
+	n, _ := h.Read(context.Background(), buf, 0)
+	if string(buf[:n]) != "done one\n" {
+		t.Fatalf("read back %q", buf[:n])
+	}
+	_, err := h.Write(context.Background(), []byte("bad"), 0)
+	if Errno(err) != syscall.EINVAL {
+		t.Fatalf("bad line: %v", err)
+	}
+	n, _ = h.Read(context.Background(), buf, 0)
+	if string(buf[:n]) != "unknown verb bad\n" {
+		t.Fatalf("error read back %q", buf[:n])
+	}
+	big := bytes.Repeat([]byte("z"), LargeWrite)
+	h.Write(context.Background(), big, 0)
+	if len(ran) != 2 {
+		t.Fatalf("large write ran early: %d", len(ran))
+	}
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(ran) != 3 || len(ran[2]) != LargeWrite {
+		t.Fatalf("pending line not run at close: %d", len(ran))
+	}
+}
+
+func TestCallQueues(t *testing.T) {
+	c := &Call{Meta: allow{}, Do: func(ctx context.Context, cred Cred, req []byte) []byte {
+		return bytes.ToUpper(req)
+	}}
+	h, _ := c.Open(context.Background(), nil, os.O_RDWR)
+	h.Write(context.Background(), []byte("a\nb\n"), 0)
+	buf := make([]byte, 100)
+	n, _ := h.Read(context.Background(), buf, 999)
+	if string(buf[:n]) != "A\nB\n" {
+		t.Fatalf("got %q", buf[:n])
+	}
+	if n, _ := h.Read(context.Background(), buf, 0); n != 0 {
+		t.Fatal("no EOF after the response")
+	}
+}
+
+type chanSub struct {
+	ch     chan []byte
+	closed bool
+}
+
+func (s *chanSub) Next(ctx context.Context) ([]byte, error) {
+	select {
+	case b := <-s.ch:
+		return b, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+func (s *chanSub) Poll() ([]byte, bool) {
+	select {
+	case b := <-s.ch:
+		return b, true
+	default:
+		return nil, false
+	}
+}
+func (s *chanSub) Close() { s.closed = true }
+
+func TestStreamConcurrentReadsCancel(t *testing.T) {
+	sub := &chanSub{ch: make(chan []byte, 10)}
+	s := &Stream{Meta: allow{}, Subscribe: func(ctx context.Context, cred Cred) (Subscription, error) { return sub, nil }}
+	if _, err := s.Open(context.Background(), nil, os.O_WRONLY); err == nil {
+		t.Fatal("stream opened for writing")
+	}
+	h, _ := s.Open(context.Background(), nil, os.O_RDONLY)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := h.Read(ctx, make([]byte, 10), 0)
+			errs <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("blocked reads did not end on cancel")
+	}
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, context.Canceled) || Errno(err) != syscall.EINTR {
+			t.Fatalf("err %v", err)
+		}
+	}
+	sub.ch <- []byte("r1\n")
+	sub.ch <- []byte("r2\n")
+	buf := make([]byte, 4)
+	n, _ := h.Read(context.Background(), buf, 0)
+	m, _ := h.Read(context.Background(), buf[n:], 0)
+	if string(buf[:n+m]) != "r1\nr" {
+		t.Fatalf("got %q", buf[:n+m])
+	}
+	h.Close(context.Background())
+	if !sub.closed {
+		t.Fatal("subscription not closed")
+	}
+}

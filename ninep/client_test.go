@@ -1,13 +1,16 @@
 package ninep
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
@@ -30,7 +33,9 @@ func readAll(t *testing.T, fsys *client.Fsys, name string) string {
 func mountTest(t *testing.T) (*testTree, string, *client.Fsys) {
 	t.Helper()
 	tt := newTestTree()
-	sock := serveUnix(t, &Server{Root: tt.root, Auth: testAuth{}})
+	// A real debug-level handler exercises the logging paths under -race.
+	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	sock := serveUnix(t, &Server{Root: tt.root, Auth: testAuth{}, Logger: log})
 	fsys, err := Mount("unix!"+sock, "glenda", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -321,5 +326,16 @@ func TestParseAddr(t *testing.T) {
 	}
 	if _, err := Dial("unix!" + strings.Repeat("x", 10) + "/nonexistent"); err == nil {
 		t.Errorf("Dial of a missing socket succeeded")
+	}
+}
+
+func TestErrorTruncation(t *testing.T) {
+	long := errors.New(strings.Repeat("é", 1000))
+	r := errorFcall(7, long, MinMsize)
+	if n := len(r.Compose()); n > MinMsize {
+		t.Errorf("Rerror is %d bytes, msize %d", n, MinMsize)
+	}
+	if !utf8.ValidString(r.Ename) || r.Tag != 7 {
+		t.Errorf("truncated Rerror %v", r)
 	}
 }

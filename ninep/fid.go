@@ -85,6 +85,16 @@ func (f *fid) snapshot() (l *loc, qid proto.Qid, state openState, omode proto.Mo
 	return f.loc, f.qid, f.state, f.omode, f.handle
 }
 
+// abandonOpen returns a fid left opening by a failed Topen or Tcreate to
+// the closed state; it does nothing once the open has succeeded.
+func (f *fid) abandonOpen() {
+	f.mu.Lock()
+	if f.state == fidOpening {
+		f.state = fidClosed
+	}
+	f.mu.Unlock()
+}
+
 // reserveFid puts a fid numbered num in the table, not yet ready. It fails
 // if num is in use (or is NOFID).
 func (c *conn) reserveFid(num uint32) (*fid, error) {

@@ -261,6 +261,7 @@ func (c *conn) open(r *request, m *proto.TOpen) (proto.FCall, error) {
 	f.state = fidOpening
 	l, qid := f.loc, f.qid
 	f.mu.Unlock()
+	defer f.abandonOpen() // if the node fails or panics
 
 	var h vfs.Handle
 	if qid.Qtype&qtDir != 0 {
@@ -274,12 +275,10 @@ func (c *conn) open(r *request, m *proto.TOpen) (proto.FCall, error) {
 	} else {
 		h, err = file.Open(r.ctx, f.cred, flags)
 	}
-	f.mu.Lock()
 	if err != nil {
-		f.state = fidClosed
-		f.mu.Unlock()
 		return nil, err
 	}
+	f.mu.Lock()
 	f.state, f.omode, f.handle = fidOpen, m.Mode, h
 	f.mu.Unlock()
 	f.dirMu.Lock()
@@ -329,14 +328,13 @@ func (c *conn) create(r *request, m *proto.TCreate) (proto.FCall, error) {
 	f.state = fidOpening
 	parent := f.loc
 	f.mu.Unlock()
+	defer f.abandonOpen() // if the node fails or panics
 
 	node, h, qid, err := c.doCreate(r, f.cred, parent, m.Name, m.Perm, isDir, flags)
-	f.mu.Lock()
 	if err != nil {
-		f.state = fidClosed
-		f.mu.Unlock()
 		return nil, err
 	}
+	f.mu.Lock()
 	f.loc = &loc{node: node, name: m.Name, parent: parent}
 	f.qid = qid
 	f.state, f.omode, f.handle = fidOpen, proto.Mode(m.Mode), h
@@ -561,14 +559,15 @@ func (c *conn) clunk(r *request, m *proto.TClunk) (proto.FCall, error) {
 // finish flushes an unlinked fid's handle and drops the caller's reference,
 // returning the first error of Flush and (if it is the last reference)
 // Close.
-func (c *conn) finish(r *request, f *fid) error {
+func (c *conn) finish(r *request, f *fid) (err error) {
+	defer func() { // deferred so that a panicking Flush still releases f
+		if cerr := c.putFid(f); err == nil {
+			err = cerr
+		}
+	}()
 	_, _, _, _, h := f.snapshot()
-	var err error
 	if fl, ok := h.(vfs.Flusher); ok {
 		err = fl.Flush(r.ctx)
-	}
-	if cerr := c.putFid(f); err == nil {
-		err = cerr
 	}
 	return err
 }
@@ -577,7 +576,7 @@ func (c *conn) finish(r *request, f *fid) error {
 // auth fid; its directory implements vfs.Remover. The fid is clunked
 // (as by Tclunk) whether or not the removal succeeds; the removal's error
 // comes first. Always answered, even if flushed.
-func (c *conn) remove(r *request, m *proto.TRemove) (proto.FCall, error) {
+func (c *conn) remove(r *request, m *proto.TRemove) (reply proto.FCall, err error) {
 	f, err := c.getFid(m.Fid)
 	if err != nil {
 		return nil, err
@@ -586,6 +585,11 @@ func (c *conn) remove(r *request, m *proto.TRemove) (proto.FCall, error) {
 		c.putFid(f)
 		return nil, errUnknownFid
 	}
+	defer func() { // deferred so that a panicking Remove still clunks
+		if ferr := c.finish(r, f); err == nil && ferr != nil {
+			reply, err = nil, ferr
+		}
+	}()
 	l, qid, _, _, _ := f.snapshot()
 	switch {
 	case f.auth != nil:
@@ -598,9 +602,6 @@ func (c *conn) remove(r *request, m *proto.TRemove) (proto.FCall, error) {
 		} else {
 			err = rm.Remove(r.ctx, f.cred, l.name, qid.Qtype&qtDir != 0)
 		}
-	}
-	if ferr := c.finish(r, f); err == nil {
-		err = ferr
 	}
 	if err != nil {
 		return nil, err

@@ -6,6 +6,18 @@
 // and Twstat renames), and carries the vfs.Cred that Server.Auth returned for
 // the Tattach it descends from.
 //
+// # Authentication
+//
+// With Server.Auth set, Tauth makes an auth fid (qid type QTAUTH) that the
+// client writes a secret to (a token; at most 8 KiB; reads return nothing)
+// without opening it. A Tattach naming that afid, with the same uname and
+// aname, calls Auth.Authenticate with the connection's vfs.Peer plus User =
+// uname and Secret = the bytes written. A Tattach with afid NOFID calls it
+// with no secret: whether that suffices (say, for a unix socket peer whose
+// host uid came from SO_PEERCRED) is the Authenticator's decision. An
+// Authenticate error is the Rerror. The Cred returned belongs to the new
+// fid and to every fid walked from it.
+//
 // # Framing
 //
 // Messages are decoded with github.com/knusbaum/go9p/proto, whose parser is
@@ -22,13 +34,19 @@
 // # Concurrency, back-pressure and flush
 //
 // Each request other than Tversion and Tflush runs in its own goroutine with
-// its own context. At most Server.MaxInflight requests of one connection run
-// at once; when the budget is spent the connection loop stops reading the
-// socket (TCP back-pressure: nothing is dropped, nothing panics) until a
-// request finishes. While paused it still notices the peer hanging up, which
-// cancels everything in flight. Since a paused connection reads nothing, a
-// client that keeps MaxInflight requests blocked cannot flush them; such a
-// client must close the connection (or keep fewer requests outstanding).
+// its own context. Requests therefore run concurrently and in no particular
+// order: as with srv9p, a client must not send a request that depends on the
+// effect of another (a Topen of the newfid of a Twalk, a Tread racing a
+// Tclunk of its fid) before that other one is answered. At most
+// Server.MaxInflight requests of one connection run at once; when the budget
+// is spent the connection loop stops reading the socket (TCP back-pressure:
+// nothing is dropped, nothing panics) until a request finishes. While paused
+// it still notices the peer hanging up (which cancels everything in flight)
+// provided the peer has no unread bytes queued; a peer that hangs up with
+// more requests queued behind the spent budget is noticed when a request
+// finishes or ctx ends. Since a paused connection reads nothing, a client
+// that keeps MaxInflight requests blocked cannot flush them; such a client
+// must close the connection (or keep fewer requests outstanding).
 //
 // Tflush and Tversion are handled by the connection loop itself. Tflush
 // cancels the old request's context; its Rflush is written after the old
@@ -100,9 +118,9 @@ const (
 	oTrunc     = 0x10
 	oRclose    = 0x40
 	statFixed  = 2 + 2 + 4 + 13 + 4 + 4 + 4 + 8 + 4*2 // a stat without its strings
-	rstatHdr   = 4 + 1 + 2 + 2                       // Rstat header before the stat
-	rerrorHdr  = 4 + 1 + 2 + 2                       // Rerror header before the text
-	authPathHi = 1 << 62                             // auth qid paths: never a PathIno (bit 63)
+	rstatHdr   = 4 + 1 + 2 + 2                        // Rstat header before the stat
+	rerrorHdr  = 4 + 1 + 2 + 2                        // Rerror header before the text
+	authPathHi = 1 << 62                              // auth qid paths: never a PathIno (bit 63)
 )
 
 // Server serves one vfs tree over 9P2000 connections. The zero value is not
@@ -131,45 +149,45 @@ type Server struct {
 // Errors sent as Rerror text for protocol misuse. The tree's own errors are
 // sent as their err.Error().
 var (
-	errUnknownFid      = errors.New("unknown fid")
-	errFidInUse        = errors.New("fid in use")
-	errDuplicateTag    = errors.New("duplicate tag")
-	errNoVersion       = errors.New("9P version not negotiated")
-	errMsizeTooSmall   = errors.New("msize too small")
-	errNoAuth          = errors.New("authentication not required")
-	errNotAuthFid      = errors.New("afid is not an auth fid")
-	errAuthFid         = errors.New("not allowed on an auth fid")
-	errAttachMismatch  = errors.New("attach does not match auth fid")
-	errSecretTooLong   = errors.New("auth secret too long")
-	errNoRoot          = errors.New("no file tree to attach to")
-	errWalkOpen        = errors.New("cannot walk an open fid")
-	errWalkNonDir      = errors.New("walk in non-directory")
-	errTooManyNames    = errors.New("too many names in walk")
-	errBadName         = errors.New("invalid file name")
-	errAlreadyOpen     = errors.New("fid already open")
-	errNotOpen         = errors.New("fid not open")
-	errNotOpenRead     = errors.New("fid not open for reading")
-	errNotOpenWrite    = errors.New("fid not open for writing")
-	errRclose          = errors.New("ORCLOSE not supported")
-	errCreateNonDir    = errors.New("create in non-directory")
-	errBadOffset       = errors.New("bad offset")
-	errDirOffset       = errors.New("bad offset in directory read")
-	errDirCount        = errors.New("read count too small for directory entry")
-	errRemoveRoot      = errors.New("cannot remove the root")
-	errRenameRoot      = errors.New("cannot rename the root")
-	errWstatType       = errors.New("wstat cannot change type")
-	errWstatDev        = errors.New("wstat cannot change dev")
-	errWstatQid        = errors.New("wstat cannot change qid")
-	errWstatMuid       = errors.New("wstat cannot change muid")
-	errWstatUid        = errors.New("wstat cannot change uid")
-	errWstatGid        = errors.New("wstat cannot change gid")
-	errWstatDMDIR      = errors.New("wstat cannot change DMDIR bit")
-	errWstatDirLength  = errors.New("wstat cannot change length of a directory")
-	errStatTooLarge    = errors.New("stat too large")
-	errBadCount        = errors.New("bad count from file")
-	errInternal        = errors.New("internal server error")
-	errReplyTooLarge   = errors.New("reply too large for msize")
-	errNotFile         = errors.New("not a file")
+	errUnknownFid     = errors.New("unknown fid")
+	errFidInUse       = errors.New("fid in use")
+	errDuplicateTag   = errors.New("duplicate tag")
+	errNoVersion      = errors.New("9P version not negotiated")
+	errMsizeTooSmall  = errors.New("msize too small")
+	errNoAuth         = errors.New("authentication not required")
+	errNotAuthFid     = errors.New("afid is not an auth fid")
+	errAuthFid        = errors.New("not allowed on an auth fid")
+	errAttachMismatch = errors.New("attach does not match auth fid")
+	errSecretTooLong  = errors.New("auth secret too long")
+	errNoRoot         = errors.New("no file tree to attach to")
+	errWalkOpen       = errors.New("cannot walk an open fid")
+	errWalkNonDir     = errors.New("walk in non-directory")
+	errTooManyNames   = errors.New("too many names in walk")
+	errBadName        = errors.New("invalid file name")
+	errAlreadyOpen    = errors.New("fid already open")
+	errNotOpen        = errors.New("fid not open")
+	errNotOpenRead    = errors.New("fid not open for reading")
+	errNotOpenWrite   = errors.New("fid not open for writing")
+	errRclose         = errors.New("ORCLOSE not supported")
+	errCreateNonDir   = errors.New("create in non-directory")
+	errBadOffset      = errors.New("bad offset")
+	errDirOffset      = errors.New("bad offset in directory read")
+	errDirCount       = errors.New("read count too small for directory entry")
+	errRemoveRoot     = errors.New("cannot remove the root")
+	errRenameRoot     = errors.New("cannot rename the root")
+	errWstatType      = errors.New("wstat cannot change type")
+	errWstatDev       = errors.New("wstat cannot change dev")
+	errWstatQid       = errors.New("wstat cannot change qid")
+	errWstatMuid      = errors.New("wstat cannot change muid")
+	errWstatUid       = errors.New("wstat cannot change uid")
+	errWstatGid       = errors.New("wstat cannot change gid")
+	errWstatDMDIR     = errors.New("wstat cannot change DMDIR bit")
+	errWstatDirLength = errors.New("wstat cannot change length of a directory")
+	errStatTooLarge   = errors.New("stat too large")
+	errBadCount       = errors.New("bad count from file")
+	errInternal       = errors.New("internal server error")
+	errReplyTooLarge  = errors.New("reply too large for msize")
+	errNotFile        = errors.New("not a file")
 )
 
 // ServeConn serves 9P on c until the peer hangs up, ctx ends, a malformed
@@ -189,8 +207,9 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, peer vfs.Peer) error
 
 // Serve accepts connections on l and serves each with ServeConn in its own
 // goroutine, with the peer peerOf returns (ConnPeer if peerOf is nil). It
-// closes l when ctx ends, and returns only after every connection it started
-// has finished: ctx.Err() if ctx ended, else the error from Accept.
+// closes l when ctx ends. It returns ctx.Err() if ctx ended, else the error
+// from Accept, and in either case only after ending every connection it
+// started and waiting for their ServeConn to return.
 // Transient accept errors (timeouts, EMFILE, ENFILE, ECONNABORTED) are
 // retried with a growing pause.
 func (s *Server) Serve(ctx context.Context, l net.Listener, peerOf func(net.Conn) vfs.Peer) error {
@@ -278,6 +297,7 @@ type conn struct {
 	cancel context.CancelFunc
 
 	msize    atomic.Uint32 // negotiated msize; 0 while unnegotiated
+	ended    atomic.Bool   // the connection loop has returned: write nothing more
 	sem      chan struct{} // the in-flight budget: one token per request
 	wg       sync.WaitGroup
 	authPath atomic.Uint64
@@ -336,21 +356,23 @@ func (c *conn) serve(parent context.Context) (err error) {
 	c.ctx, c.cancel = context.WithCancel(parent)
 	context.AfterFunc(c.ctx, func() { c.nc.Close() })
 	defer func() {
+		c.ended.Store(true)
 		c.cancel()
 		c.nc.Close()
 		c.wg.Wait()
 		c.clunkAll()
+		c.wmu.Lock()
+		werr := c.werr
+		c.wmu.Unlock()
+		if werr != nil {
+			err = werr // the connection loop failed because we closed c
+		}
 		switch {
 		case parent.Err() != nil:
 			err = parent.Err()
-		case errors.Is(err, io.EOF):
+		case hangup(err):
 			err = nil
 		}
-		c.wmu.Lock()
-		if c.werr != nil && err == nil {
-			err = c.werr
-		}
-		c.wmu.Unlock()
 		c.log.Debug("9p serve ended", "err", err)
 	}()
 
@@ -623,16 +645,22 @@ func (c *conn) send(fc proto.FCall) {
 // writeLocked writes one reply; c.wmu is held. A write error ends the
 // connection.
 func (c *conn) writeLocked(fc proto.FCall) {
-	if c.werr != nil {
+	if c.werr != nil || c.ended.Load() {
 		return
 	}
 	if c.log.Enabled(c.ctx, slog.LevelDebug) {
 		c.log.Debug("9p ->", "msg", fc.String())
 	}
-	if _, err := c.nc.Write(fc.Compose()); err != nil {
+	if _, err := c.nc.Write(fc.Compose()); err != nil && !c.ended.Load() {
 		c.werr = err
 		c.cancel()
 	}
+}
+
+// hangup reports whether err means the peer went away.
+func hangup(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // errorFcall returns an Rerror carrying err's text, cut to fit msize.

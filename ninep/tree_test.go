@@ -63,14 +63,15 @@ func (testAuth) Authenticate(ctx context.Context, p vfs.Peer) (vfs.Cred, error) 
 }
 
 type testTree struct {
-	root *vfs.StaticDir
-	feed chan []byte // records for the stream file
-	data *memDir
-	subs atomic.Int64 // open stream subscriptions
+	root    *vfs.StaticDir
+	feed    chan []byte // records for the stream file
+	data    *memDir
+	subs    atomic.Int64 // open stream subscriptions
+	waiting atomic.Int64 // stream reads blocked in Next
 }
 
 func newTestTree() *testTree {
-	tt := &testTree{feed: make(chan []byte), data: newMemDir(0777)}
+	tt := &testTree{feed: make(chan []byte), data: newMemDir(new(atomic.Uint64), 0777)}
 	tt.root = vfs.NewDir(allow{"/", true},
 		vfs.DirEntry{Name: "view", Node: &vfs.View{Meta: allow{path: "/view"},
 			Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) { return []byte("hello\n"), nil }}},
@@ -115,6 +116,8 @@ type testSub struct {
 }
 
 func (s *testSub) Next(ctx context.Context) ([]byte, error) {
+	s.tt.waiting.Add(1)
+	defer s.tt.waiting.Add(-1)
 	select {
 	case rec := <-s.tt.feed:
 		return rec, nil
@@ -154,10 +157,10 @@ func (h funcHandle) Write(ctx context.Context, p []byte, off int64) (int, error)
 }
 func (h funcHandle) Close(ctx context.Context) error { return nil }
 
-// memDir and memFile are a small writable in-memory tree.
-var memIno atomic.Uint64
-
+// memDir and memFile are a small writable in-memory tree. Inode numbers
+// come from a counter per tree, so they are the same in every run.
 type memDir struct {
+	next *atomic.Uint64
 	ino  uint64
 	mu   sync.Mutex
 	mode fs.FileMode
@@ -172,8 +175,8 @@ var (
 	_ vfs.Setter  = (*memFile)(nil)
 )
 
-func newMemDir(perm fs.FileMode) *memDir {
-	return &memDir{ino: memIno.Add(1), mode: perm, kids: map[string]vfs.Node{}}
+func newMemDir(next *atomic.Uint64, perm fs.FileMode) *memDir {
+	return &memDir{next: next, ino: next.Add(1), mode: perm, kids: map[string]vfs.Node{}}
 }
 
 func (d *memDir) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
@@ -210,7 +213,7 @@ func (d *memDir) Create(ctx context.Context, cred vfs.Cred, name string, flags i
 		return nil, nil, vfs.ErrExist
 	}
 	if !ok {
-		n = &memFile{ino: memIno.Add(1), mode: perm}
+		n = &memFile{ino: d.next.Add(1), mode: perm}
 		d.kids[name] = n
 	}
 	d.mu.Unlock()
@@ -228,7 +231,7 @@ func (d *memDir) Mkdir(ctx context.Context, cred vfs.Cred, name string, perm fs.
 	if _, ok := d.kids[name]; ok {
 		return nil, vfs.ErrExist
 	}
-	nd := newMemDir(perm)
+	nd := newMemDir(d.next, perm)
 	d.kids[name] = nd
 	return nd, nil
 }

@@ -287,7 +287,9 @@ func (k *Kernel) registerPosixFS() {
 		default:
 			return nil, err
 		}
-		f, err := k.data.OpenFile(a.Path, a.Flags|syscall.O_NOFOLLOW, a.Perm.Perm())
+		// O_APPEND is the transport's business: it sends the offsets, and
+		// WriteAt refuses files opened for appending.
+		f, err := k.data.OpenFile(a.Path, a.Flags&^os.O_APPEND|syscall.O_NOFOLLOW, a.Perm.Perm())
 		if err != nil {
 			return nil, E("/"+a.Path, err)
 		}

@@ -87,7 +87,10 @@ type CtlVerb func(l CtlLine) (call string, args any, err error)
 // Failures are remembered for dir's err view. The result text of a line is
 // its syscall result as JSON.
 func (k *Kernel) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl {
-	return &vfs.Ctl{Meta: meta, Exec: func(ctx context.Context, cred vfs.Cred, line string) (string, error) {
+	reject := func(ctx context.Context, cred vfs.Cred, err error) {
+		k.setLastError(ident(cred).Uid, dir, E(dir+"/ctl", Invalid, err))
+	}
+	return &vfs.Ctl{Meta: meta, Reject: reject, Exec: func(ctx context.Context, cred vfs.Cred, line string) (string, error) {
 		c := CallerOf(cred, dir)
 		l, err := ParseCtl(line)
 		if err != nil {

@@ -241,6 +241,9 @@ type Ctl struct {
 	Meta
 	// Exec runs one command line for cred and returns its result text.
 	Exec func(ctx context.Context, cred Cred, line string) (string, error)
+	// Reject, if set, is told of input the handle refused before any
+	// command ran (a line over MaxLine), so the owner can record it.
+	Reject func(ctx context.Context, cred Cred, err error)
 }
 
 var _ File = (*Ctl)(nil)
@@ -290,6 +293,9 @@ func (h *ctlHandle) Write(ctx context.Context, p []byte, off int64) (int, error)
 	}
 	if err != nil {
 		h.result = []byte(err.Error() + "\n")
+		if h.ctl.Reject != nil {
+			h.ctl.Reject(ctx, h.cred, err)
+		}
 		return 0, err
 	}
 	return len(p), nil

@@ -135,18 +135,25 @@ func allowed(id *Identity, o owner, mode fs.FileMode, want vfs.Want) bool {
 // access checks that id may search every directory above rel and use rel
 // itself as want says (want 0: only reach it). It returns rel's FileInfo.
 func (k *Kernel) access(ctx context.Context, id *Identity, rel string, want vfs.Want) (fs.FileInfo, error) {
-	parts := strings.Split(rel, "/")
-	for i := 1; i < len(parts); i++ {
-		dir := strings.Join(parts[:i], "/")
-		fi, err := k.data.Lstat(dir)
+	// Stats use the real path (one syscall each); everything that opens or
+	// changes a file goes through the os.Root, which no symlink escapes.
+	for i := 0; i < len(rel); i++ {
+		if rel[i] != '/' {
+			continue
+		}
+		dir := rel[:i]
+		fi, err := os.Lstat(k.dataPath + "/" + dir)
 		if err != nil {
 			return nil, E("/"+rel, err)
+		}
+		if !fi.IsDir() {
+			return nil, E("/"+rel, syscall.ENOTDIR)
 		}
 		if !allowed(id, k.ownerOf(ctx, dir), fi.Mode(), vfs.WantExec) {
 			return nil, E("/"+rel, Permission, msg("permission denied"))
 		}
 	}
-	fi, err := k.data.Lstat(rel)
+	fi, err := os.Lstat(k.dataPath + "/" + rel)
 	if err != nil {
 		return nil, E("/"+rel, err)
 	}
@@ -799,13 +806,14 @@ type dataDir struct{ dataNode }
 type dataFile struct{ dataNode }
 
 var (
-	_ vfs.Dir     = (*dataDir)(nil)
-	_ vfs.Creator = (*dataDir)(nil)
-	_ vfs.Remover = (*dataDir)(nil)
-	_ vfs.Renamer = (*dataDir)(nil)
-	_ vfs.Setter  = (*dataDir)(nil)
-	_ vfs.File    = (*dataFile)(nil)
-	_ vfs.Setter  = (*dataFile)(nil)
+	_ vfs.Dir          = (*dataDir)(nil)
+	_ vfs.AttrLookuper = (*dataDir)(nil)
+	_ vfs.Creator      = (*dataDir)(nil)
+	_ vfs.Remover      = (*dataDir)(nil)
+	_ vfs.Renamer      = (*dataDir)(nil)
+	_ vfs.Setter       = (*dataDir)(nil)
+	_ vfs.File         = (*dataFile)(nil)
+	_ vfs.Setter       = (*dataFile)(nil)
 )
 
 func (n *dataNode) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
@@ -831,15 +839,21 @@ func validName(name string) error {
 }
 
 func (d *dataDir) Lookup(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, error) {
+	n, _, err := d.LookupAttr(ctx, cred, name)
+	return n, err
+}
+
+// LookupAttr implements vfs.AttrLookuper: one fs.stat finds the child.
+func (d *dataDir) LookupAttr(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, vfs.Attr, error) {
 	if err := validName(name); err != nil {
-		return nil, err
+		return nil, vfs.Attr{}, err
 	}
 	rel := d.rel + "/" + name
 	a, err := Invoke[vfs.Attr](ctx, d.k, CallerOf(cred, ""), "fs.stat", &fsPathArgs{rel})
 	if err != nil {
-		return nil, err
+		return nil, vfs.Attr{}, err
 	}
-	return d.node(rel, a), nil
+	return d.node(rel, a), a, nil
 }
 
 func (d *dataDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {

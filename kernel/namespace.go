@@ -192,6 +192,30 @@ func (k *Kernel) configDir(prefix string) vfs.Dir {
 		errv = k.ErrView(path)
 	}
 	return &vfs.FuncDir{Meta: RootMeta(path, fs.ModeDir|0o555),
+		// Find answers ctl and err without asking the store, and other
+		// names by their own key prefix only.
+		Find: func(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, error) {
+			if top && name == "ctl" {
+				return ctl, nil
+			}
+			if top && name == "err" {
+				return errv, nil
+			}
+			key := prefixSlash(prefix) + name
+			res, err := Invoke[map[string]any](ctx, k, CallerOf(cred, ""), "sys.config.get", &configGetArgs{Key: key})
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range res["entries"].([]ConfigEntry) {
+				if e.Key == key {
+					return k.configValue(key), nil
+				}
+				if strings.HasPrefix(e.Key, key+"/") {
+					return k.configDir(key), nil
+				}
+			}
+			return nil, vfs.ErrNotExist
+		},
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
 			var out []vfs.DirEntry
 			if top {

@@ -186,14 +186,11 @@ func (c *conn) step(r *request, cred vfs.Cred, cur *loc, name string) (*loc, pro
 		if !validName(name) {
 			return nil, proto.Qid{}, errBadName
 		}
-		n, err := dir.Lookup(r.ctx, cred, name)
+		n, a, err := vfs.LookupAttr(r.ctx, dir, cred, name)
 		if err != nil {
 			return nil, proto.Qid{}, err
 		}
-		if n == nil {
-			return nil, proto.Qid{}, vfs.ErrNotExist
-		}
-		next = &loc{node: n, name: name, parent: cur}
+		return &loc{node: n, name: name, parent: cur}, qidOf(a), nil
 	}
 	a, err := next.node.Attr(r.ctx, cred)
 	if err != nil {

@@ -299,6 +299,7 @@ type conn struct {
 	msize    atomic.Uint32 // negotiated msize; 0 while unnegotiated
 	ended    atomic.Bool   // the connection loop has returned: write nothing more
 	sem      chan struct{} // the in-flight budget: one token per request
+	work     chan *request // idle workers wait here for a request
 	wg       sync.WaitGroup
 	authPath atomic.Uint64
 
@@ -346,6 +347,7 @@ func (s *Server) newConn(nc net.Conn, peer vfs.Peer) *conn {
 		log:      s.logger().With("transport", peer.Transport, "remote", remote),
 		maxMsize: max,
 		sem:      make(chan struct{}, inflight),
+		work:     make(chan *request),
 		fids:     map[uint32]*fid{},
 		reqs:     map[uint16]*request{},
 	}
@@ -532,7 +534,34 @@ func (c *conn) dispatch(fc proto.FCall) {
 	c.reqs[tag] = r
 	c.mu.Unlock()
 	c.wg.Add(1)
-	go c.run(r)
+	select {
+	case c.work <- r: // an idle worker takes it
+	default:
+		go c.worker(r)
+	}
+}
+
+// workerIdle is how long a handler goroutine waits for another request
+// before it exits. Reusing goroutines keeps their grown stacks: a fresh
+// goroutine per request spends much of its time growing its stack.
+const workerIdle = 2 * time.Second
+
+// worker runs r, then further requests handed to it by dispatch, until it
+// has been idle for workerIdle or the connection ends.
+func (c *conn) worker(r *request) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		c.run(r)
+		idle.Reset(workerIdle)
+		select {
+		case r = <-c.work:
+		case <-idle.C:
+			return
+		case <-c.ctx.Done():
+			return
+		}
+	}
 }
 
 // run handles one request and sends its reply.

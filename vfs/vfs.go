@@ -85,6 +85,29 @@ type Dir interface {
 	ReadDir(ctx context.Context, cred Cred) ([]DirEntry, error)
 }
 
+// AttrLookuper is a Dir that can find a child and report its attributes in
+// one step (the data tree stats a real file once instead of twice).
+type AttrLookuper interface {
+	LookupAttr(ctx context.Context, cred Cred, name string) (Node, Attr, error)
+}
+
+// LookupAttr finds the child name of d and its attributes, in one step if d
+// is an AttrLookuper.
+func LookupAttr(ctx context.Context, d Dir, cred Cred, name string) (Node, Attr, error) {
+	if l, ok := d.(AttrLookuper); ok {
+		return l.LookupAttr(ctx, cred, name)
+	}
+	n, err := d.Lookup(ctx, cred, name)
+	if err != nil {
+		return nil, Attr{}, err
+	}
+	if n == nil {
+		return nil, Attr{}, ErrNotExist
+	}
+	a, err := n.Attr(ctx, cred)
+	return n, a, err
+}
+
 // File is a non-directory node that can be opened.
 type File interface {
 	Node
@@ -184,12 +207,15 @@ func (e *errnoError) Is(target error) bool {
 // Errorf returns an error whose Errno is errno and whose text is msg.
 func Errorf(errno syscall.Errno, msg string) error { return &errnoError{errno, msg} }
 
-// Errno maps err to the errno a POSIX transport reports: the error's own
-// Errno() if it (or an error it wraps) has one, EINTR for a cancelled
-// context, the errno inside a *fs.PathError or syscall.Errno, EIO otherwise.
+// Errno maps err to the errno a POSIX transport reports: EINTR for a
+// cancelled context (whatever wraps it), the error's own Errno() if it (or
+// an error it wraps) has one, the errno inside a *fs.PathError or syscall.Errno, EIO otherwise.
 func Errno(err error) syscall.Errno {
 	if err == nil {
 		return 0
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return syscall.EINTR
 	}
 	var en interface{ Errno() syscall.Errno }
 	if errors.As(err, &en) {
@@ -198,9 +224,6 @@ func Errno(err error) syscall.Errno {
 	var se syscall.Errno
 	if errors.As(err, &se) {
 		return se
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return syscall.EINTR
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -104,13 +104,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if e != 0 {
 		return nil, e
 	}
-	vn, err := d.Lookup(ctx, cred, name)
+	vn, a, err := vfs.LookupAttr(ctx, d, cred, name)
 	if err != nil {
 		return nil, n.srv.errno("lookup", err, "name", name)
-	}
-	a, err := vn.Attr(ctx, cred)
-	if err != nil {
-		return nil, n.srv.errno("lookup attr", err, "name", name)
 	}
 	fillAttr(&out.Attr, a)
 	return n.child(ctx, name, vn, a), 0

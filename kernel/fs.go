@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -166,6 +168,58 @@ func (k *Kernel) access(ctx context.Context, id *Identity, rel string, want vfs.
 	return fi, nil
 }
 
+// accessStep is access for a path walked one name at a time, as the
+// transports walk: the directories above rel's parent were checked when
+// they were walked, so only the parent's search permission and rel itself
+// are checked (POSIX path walk semantics; an open node, like an open file
+// descriptor, keeps working if an ancestor's mode changes later).
+func (k *Kernel) accessStep(ctx context.Context, id *Identity, rel string, want vfs.Want) (fs.FileInfo, error) {
+	if i := strings.LastIndexByte(rel, '/'); i > 0 {
+		dir := rel[:i]
+		fi, err := os.Lstat(k.dataPath + "/" + dir)
+		if err != nil {
+			return nil, E("/"+rel, err)
+		}
+		if !fi.IsDir() {
+			return nil, E("/"+rel, syscall.ENOTDIR)
+		}
+		if !allowed(id, k.ownerOf(ctx, dir), fi.Mode(), vfs.WantExec) {
+			return nil, E("/"+rel, Permission, msg("permission denied"))
+		}
+	}
+	fi, err := os.Lstat(k.dataPath + "/" + rel)
+	if err != nil {
+		return nil, E("/"+rel, err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, E("/"+rel, Permission, msg("symbolic links are not followed"))
+	}
+	if want != 0 && !allowed(id, k.ownerOf(ctx, rel), fi.Mode(), want) {
+		return nil, E("/"+rel, Permission, msg("permission denied"))
+	}
+	return fi, nil
+}
+
+// openData opens rel beneath the data root without following any symbolic
+// link: one openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS) where the kernel
+// has it, the os.Root otherwise.
+func (k *Kernel) openData(rel string, flags int, perm fs.FileMode) (*os.File, error) {
+	if k.dataFD != nil {
+		fd, err := unix.Openat2(int(k.dataFD.Fd()), rel, &unix.OpenHow{
+			Flags:   uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW),
+			Mode:    uint64(perm.Perm()),
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+		})
+		if err == nil {
+			return os.NewFile(uintptr(fd), k.dataPath+"/"+rel), nil
+		}
+		if err != unix.ENOSYS {
+			return nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+		}
+	}
+	return k.data.OpenFile(rel, flags|syscall.O_NOFOLLOW, perm.Perm())
+}
+
 // accessParent checks write and search permission on rel's parent, as
 // creating, removing or renaming rel needs.
 func (k *Kernel) accessParent(ctx context.Context, id *Identity, rel string) error {
@@ -247,7 +301,7 @@ func (k *Kernel) registerFS() {
 // already resolved (the nodes hold them); each call checks permissions.
 func (k *Kernel) registerPosixFS() {
 	Handle(k, "fs.stat", Internal, func(ctx context.Context, c *Caller, a *fsPathArgs) (vfs.Attr, error) {
-		fi, err := k.access(ctx, c.Identity, a.Path, 0)
+		fi, err := k.accessStep(ctx, c.Identity, a.Path, 0)
 		if err != nil {
 			return vfs.Attr{}, err
 		}
@@ -278,7 +332,7 @@ func (k *Kernel) registerPosixFS() {
 		return out, nil
 	})
 	Handle(k, "fs.open", Internal, func(ctx context.Context, c *Caller, a *fsOpenArgs) (*os.File, error) {
-		fi, err := k.access(ctx, c.Identity, a.Path, vfs.WantOf(a.Flags))
+		fi, err := k.accessStep(ctx, c.Identity, a.Path, vfs.WantOf(a.Flags))
 		switch {
 		case err == nil:
 			if a.Flags&os.O_CREATE != 0 && a.Flags&os.O_EXCL != 0 {
@@ -296,7 +350,7 @@ func (k *Kernel) registerPosixFS() {
 		}
 		// O_APPEND is the transport's business: it sends the offsets, and
 		// WriteAt refuses files opened for appending.
-		f, err := k.data.OpenFile(a.Path, a.Flags&^os.O_APPEND|syscall.O_NOFOLLOW, a.Perm.Perm())
+		f, err := k.openData(a.Path, a.Flags&^os.O_APPEND, a.Perm)
 		if err != nil {
 			return nil, E("/"+a.Path, err)
 		}

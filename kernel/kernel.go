@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -42,6 +44,7 @@ type Kernel struct {
 
 	data     *os.Root // the data tree: home/, workspaces/, var/
 	owners   ownerCache
+	dataFD   *os.File // the data root opened O_PATH, for openat2; nil if unavailable
 	dataPath string
 
 	root *vfs.StaticDir // the namespace
@@ -72,7 +75,12 @@ func Open(cfg Config) (*Kernel, error) {
 		st.Close()
 		return nil, err
 	}
+	dataFD, err := os.OpenFile(dataPath, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		dataFD = nil
+	}
 	k := &Kernel{
+		dataFD:   dataFD,
 		cfg:      cfg,
 		log:      cfg.Logger,
 		Store:    st,
@@ -99,6 +107,9 @@ func Open(cfg Config) (*Kernel, error) {
 func (k *Kernel) Close() error {
 	k.bus.closeAll()
 	k.data.Close()
+	if k.dataFD != nil {
+		k.dataFD.Close()
+	}
 	return k.Store.Close()
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"syscall"
@@ -397,4 +399,36 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("bad response %q", out)
 		}
 	})
+}
+
+// A symbolic link planted in a home (by the host: GSV never makes one) is
+// neither followed nor listed, whichever way the file is reached.
+func TestSymlinkNotFollowed(t *testing.T) {
+	k, root, _, _ := newKernel(t)
+	ctx := context.Background()
+	os.WriteFile(filepath.Join(k.dataPath, "..", "outside"), []byte("secret"), 0o644)
+	if err := os.Symlink("../../../outside", filepath.Join(k.dataPath, "home/root/link")); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(k.dataPath, "home/root/d"), 0o755)
+	os.Symlink("/etc", filepath.Join(k.dataPath, "home/root/d/etc"))
+	c := &Caller{Identity: root}
+	for _, p := range []string{"home/root/link", "home/root/d/etc/passwd"} {
+		if f, err := k.Call(ctx, c, "fs.open", &fsOpenArgs{Path: p, Flags: os.O_RDONLY}); err == nil {
+			f.(*os.File).Close()
+			t.Errorf("fs.open %s followed a symlink", p)
+		}
+		if r, _ := k.Call(ctx, c, "fs.read", &fsReadArgs{Path: "/" + p}); r.(map[string]any)["ok"] != false {
+			t.Errorf("fs.read %s followed a symlink", p)
+		}
+	}
+	ents, err := Invoke[[]DirEnt](ctx, k, c, "fs.readdir", &fsPathArgs{"home/root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name == "link" {
+			t.Error("symlink listed")
+		}
+	}
 }

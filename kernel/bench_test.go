@@ -1,0 +1,41 @@
+package kernel
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// BenchmarkDataRead is the tree's share of a small-file read over either
+// transport: walk /home/root/small.txt one name at a time, open, read to
+// EOF, close, with no transport at all.
+func BenchmarkDataRead(b *testing.B) {
+	k, root, _, _ := newKernel(b)
+	ctx := context.Background()
+	k.Call(ctx, &Caller{Identity: root}, "fs.write", &fsWriteArgs{Path: "/home/root/small.txt", Content: string(make([]byte, 1024))})
+	buf := make([]byte, 8192)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var d vfs.Dir = k.Root()
+		var n vfs.Node
+		for _, name := range []string{"home", "root", "small.txt"} {
+			var err error
+			n, _, err = vfs.LookupAttr(ctx, d, root, name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			d, _ = n.(vfs.Dir)
+		}
+		h, err := n.(vfs.File).Open(ctx, root, os.O_RDONLY)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if m, _ := h.Read(ctx, buf, 0); m != 1024 {
+			b.Fatal("short read")
+		}
+		h.Read(ctx, buf, 1024)
+		h.Close(ctx)
+	}
+}

@@ -2,22 +2,24 @@ module gsvfs.dev/gsvfs
 
 go 1.26.0
 
-require modernc.org/sqlite v1.61.1
+require (
+	9fans.net/go v0.0.8-0.20250307142834-96bdba94b63f
+	github.com/hanwen/go-fuse/v2 v2.12.1
+	github.com/knusbaum/go9p v1.18.0
+	github.com/spf13/cobra v1.10.2
+	modernc.org/sqlite v1.61.1
+)
 
 require (
-	9fans.net/go v0.0.8-0.20250307142834-96bdba94b63f // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fhs/mux9p v0.3.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorhill/cronexpr v0.0.0-20180427100037-88b0669f7d75 // indirect
-	github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/knusbaum/go9p v1.18.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/rogpeppe/go-internal v1.16.0 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	modernc.org/libc v1.79.0 // indirect

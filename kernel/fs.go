@@ -29,6 +29,10 @@ import (
 // dataRoots are the top-level namespace directories backed by real files.
 var dataRoots = []string{"home", "workspaces"}
 
+// tmpDir, beside the data roots and outside the namespace, holds the
+// temporary files of atomic writes; the kernel empties it at start.
+const tmpDir = ".tmp"
+
 // resolve validates a namespace path for id and returns it relative to the
 // data root ("home/alice/notes.txt"). It resolves "~" and relative paths
 // against id's home and cwd, and refuses "..", NUL bytes, invalid UTF-8 and
@@ -333,6 +337,7 @@ func (k *Kernel) registerPosixFS() {
 	})
 	Handle(k, "fs.open", Internal, func(ctx context.Context, c *Caller, a *fsOpenArgs) (*os.File, error) {
 		fi, err := k.accessStep(ctx, c.Identity, a.Path, vfs.WantOf(a.Flags))
+		created := false
 		switch {
 		case err == nil:
 			if a.Flags&os.O_CREATE != 0 && a.Flags&os.O_EXCL != 0 {
@@ -345,6 +350,7 @@ func (k *Kernel) registerPosixFS() {
 			if err := k.accessParent(ctx, c.Identity, a.Path); err != nil {
 				return nil, err
 			}
+			created = true
 		default:
 			return nil, err
 		}
@@ -353,6 +359,11 @@ func (k *Kernel) registerPosixFS() {
 		f, err := k.openData(a.Path, a.Flags&^os.O_APPEND, a.Perm)
 		if err != nil {
 			return nil, E("/"+a.Path, err)
+		}
+		if created {
+			// The mode is the caller's (the transport applied its umask);
+			// the daemon's own umask must not narrow it.
+			f.Chmod(a.Perm.Perm())
 		}
 		return f, nil
 	})
@@ -379,6 +390,7 @@ func (k *Kernel) registerPosixFS() {
 		if err := k.data.Mkdir(a.Path, a.Perm.Perm()); err != nil {
 			return vfs.Attr{}, E("/"+a.Path, err)
 		}
+		k.data.Chmod(a.Path, a.Perm.Perm()) // not narrowed by the daemon's umask
 		fi, err := k.data.Lstat(a.Path)
 		if err != nil {
 			return vfs.Attr{}, E("/"+a.Path, err)
@@ -655,7 +667,7 @@ func (k *Kernel) writeFile(ctx context.Context, id *Identity, rel string, conten
 	default:
 		return err
 	}
-	tmp := path.Join(path.Dir(rel), "."+path.Base(rel)+".gsvtmp-"+randomText(5))
+	tmp := tmpDir + "/" + randomText(10)
 	f, err := k.data.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
 	if err != nil {
 		return E("/"+rel, err)

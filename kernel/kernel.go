@@ -57,16 +57,38 @@ func Open(cfg Config) (*Kernel, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+	// The state dir is searchable (others reach the 9P socket in it) but
+	// not readable; the database and the data tree are the daemon's alone:
+	// host users reach them only through the namespace.
+	if err := os.MkdirAll(cfg.StateDir, 0o711); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	if err := os.Chmod(cfg.StateDir, 0o711); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	dataPath := filepath.Join(cfg.StateDir, "fs")
-	for _, d := range []string{"home", "workspaces", "var"} {
+	if err := os.MkdirAll(dataPath, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	if err := os.Chmod(dataPath, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	for _, d := range []string{"home", "workspaces", "var", tmpDir} {
 		if err := os.MkdirAll(filepath.Join(dataPath, d), 0o755); err != nil {
 			return nil, fmt.Errorf("state dir: %w", err)
 		}
 	}
-	st, err := OpenStore(filepath.Join(cfg.StateDir, "gsv.db"))
+	// Temporary files of atomic writes that a crash left behind.
+	if ents, err := os.ReadDir(filepath.Join(dataPath, tmpDir)); err == nil {
+		for _, e := range ents {
+			os.Remove(filepath.Join(dataPath, tmpDir, e.Name()))
+		}
+	}
+	dbPath := filepath.Join(cfg.StateDir, "gsv.db")
+	if f, err := os.OpenFile(dbPath, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+		f.Close() // SQLite gives its -wal and -shm files the database's mode
+	}
+	st, err := OpenStore(dbPath)
 	if err != nil {
 		return nil, err
 	}

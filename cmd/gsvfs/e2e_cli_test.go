@@ -1,0 +1,61 @@
+package main_test
+
+// The gsv CLI against a real daemon, as testscript scripts in
+// testdata/script: each starts `gsvfs serve` in the background on its own
+// $WORK/state and drives it with gsv.
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+func TestE2ECLI(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: filepath.Join("testdata", "script"),
+		Setup: func(env *testscript.Env) error {
+			// The built gsvfs and gsv come first on PATH.
+			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
+			env.Setenv("GSV_ADDR", "unix!"+filepath.Join(env.WorkDir, "state", "9p.sock"))
+			env.Setenv("LC_ALL", "C")
+			env.Setenv("GORACE", strings.TrimPrefix(raceEnv, "GORACE="))
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitsock": cmdWaitSock,
+		},
+	})
+}
+
+// cmdWaitSock waits until the unix socket accepts a connection:
+//
+//	waitsock path [timeout]
+func cmdWaitSock(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: waitsock path [timeout]")
+	}
+	timeout := 15 * time.Second
+	if len(args) == 2 {
+		d, err := time.ParseDuration(args[1])
+		ts.Check(err)
+		timeout = d
+	}
+	path := ts.MkAbs(args[0])
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("%s: no server within %v: %v", path, timeout, strings.TrimSpace(err.Error()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -148,7 +148,7 @@ func (k *Kernel) access(ctx context.Context, id *Identity, rel string, want vfs.
 			continue
 		}
 		dir := rel[:i]
-		fi, err := os.Lstat(k.dataPath + "/" + dir)
+		fi, err := k.lstatData(dir)
 		if err != nil {
 			return nil, E("/"+rel, err)
 		}
@@ -159,7 +159,7 @@ func (k *Kernel) access(ctx context.Context, id *Identity, rel string, want vfs.
 			return nil, E("/"+rel, Permission, msg("permission denied"))
 		}
 	}
-	fi, err := os.Lstat(k.dataPath + "/" + rel)
+	fi, err := k.lstatData(rel)
 	if err != nil {
 		return nil, E("/"+rel, err)
 	}
@@ -180,7 +180,7 @@ func (k *Kernel) access(ctx context.Context, id *Identity, rel string, want vfs.
 func (k *Kernel) accessStep(ctx context.Context, id *Identity, rel string, want vfs.Want) (fs.FileInfo, error) {
 	if i := strings.LastIndexByte(rel, '/'); i > 0 {
 		dir := rel[:i]
-		fi, err := os.Lstat(k.dataPath + "/" + dir)
+		fi, err := k.lstatData(dir)
 		if err != nil {
 			return nil, E("/"+rel, err)
 		}
@@ -191,7 +191,7 @@ func (k *Kernel) accessStep(ctx context.Context, id *Identity, rel string, want 
 			return nil, E("/"+rel, Permission, msg("permission denied"))
 		}
 	}
-	fi, err := os.Lstat(k.dataPath + "/" + rel)
+	fi, err := k.lstatData(rel)
 	if err != nil {
 		return nil, E("/"+rel, err)
 	}
@@ -202,6 +202,64 @@ func (k *Kernel) accessStep(ctx context.Context, id *Identity, rel string, want 
 		return nil, E("/"+rel, Permission, msg("permission denied"))
 	}
 	return fi, nil
+}
+
+// lstatData stats rel (not following a final symlink) relative to the data
+// root: fstatat on the root's O_PATH descriptor resolves only rel's own
+// components, not the state dir's path.
+func (k *Kernel) lstatData(rel string) (fs.FileInfo, error) {
+	if k.dataFD == nil {
+		return os.Lstat(k.dataPath + "/" + rel)
+	}
+	var st unix.Stat_t
+	for {
+		err := unix.Fstatat(int(k.dataFD.Fd()), rel, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "lstat", Path: rel, Err: err}
+		}
+		return &statInfo{name: path.Base(rel), st: st}, nil
+	}
+}
+
+// statInfo is an fs.FileInfo from a stat(2) result.
+type statInfo struct {
+	name string
+	st   unix.Stat_t
+}
+
+func (s *statInfo) Name() string       { return s.name }
+func (s *statInfo) Size() int64        { return s.st.Size }
+func (s *statInfo) ModTime() time.Time { return time.Unix(s.st.Mtim.Unix()) }
+func (s *statInfo) IsDir() bool        { return s.Mode().IsDir() }
+func (s *statInfo) Sys() any           { return &syscall.Stat_t{Ino: s.st.Ino} }
+func (s *statInfo) Mode() fs.FileMode {
+	m := fs.FileMode(s.st.Mode & 0o777)
+	switch s.st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		m |= fs.ModeDir
+	case unix.S_IFLNK:
+		m |= fs.ModeSymlink
+	case unix.S_IFREG:
+	case unix.S_IFIFO:
+		m |= fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		m |= fs.ModeSocket
+	default:
+		m |= fs.ModeIrregular
+	}
+	if s.st.Mode&unix.S_ISUID != 0 {
+		m |= fs.ModeSetuid
+	}
+	if s.st.Mode&unix.S_ISGID != 0 {
+		m |= fs.ModeSetgid
+	}
+	if s.st.Mode&unix.S_ISVTX != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
 }
 
 // openData opens rel beneath the data root without following any symbolic

@@ -141,35 +141,14 @@ func allowed(id *Identity, o owner, mode fs.FileMode, want vfs.Want) bool {
 // access checks that id may search every directory above rel and use rel
 // itself as want says (want 0: only reach it). It returns rel's FileInfo.
 func (k *Kernel) access(ctx context.Context, id *Identity, rel string, want vfs.Want) (fs.FileInfo, error) {
-	// Stats use the real path (one syscall each); everything that opens or
-	// changes a file goes through the os.Root, which no symlink escapes.
 	for i := 0; i < len(rel); i++ {
-		if rel[i] != '/' {
-			continue
-		}
-		dir := rel[:i]
-		fi, err := k.lstatData(dir)
-		if err != nil {
-			return nil, E("/"+rel, err)
-		}
-		if !fi.IsDir() {
-			return nil, E("/"+rel, syscall.ENOTDIR)
-		}
-		if !allowed(id, k.ownerOf(ctx, dir), fi.Mode(), vfs.WantExec) {
-			return nil, E("/"+rel, Permission, msg("permission denied"))
+		if rel[i] == '/' {
+			if err := k.searchable(ctx, id, rel[:i], rel); err != nil {
+				return nil, err
+			}
 		}
 	}
-	fi, err := k.lstatData(rel)
-	if err != nil {
-		return nil, E("/"+rel, err)
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, E("/"+rel, Permission, msg("symbolic links are not followed"))
-	}
-	if want != 0 && !allowed(id, k.ownerOf(ctx, rel), fi.Mode(), want) {
-		return nil, E("/"+rel, Permission, msg("permission denied"))
-	}
-	return fi, nil
+	return k.usable(ctx, id, rel, want)
 }
 
 // accessStep is access for a path walked one name at a time, as the
@@ -179,18 +158,31 @@ func (k *Kernel) access(ctx context.Context, id *Identity, rel string, want vfs.
 // descriptor, keeps working if an ancestor's mode changes later).
 func (k *Kernel) accessStep(ctx context.Context, id *Identity, rel string, want vfs.Want) (fs.FileInfo, error) {
 	if i := strings.LastIndexByte(rel, '/'); i > 0 {
-		dir := rel[:i]
-		fi, err := k.lstatData(dir)
-		if err != nil {
-			return nil, E("/"+rel, err)
-		}
-		if !fi.IsDir() {
-			return nil, E("/"+rel, syscall.ENOTDIR)
-		}
-		if !allowed(id, k.ownerOf(ctx, dir), fi.Mode(), vfs.WantExec) {
-			return nil, E("/"+rel, Permission, msg("permission denied"))
+		if err := k.searchable(ctx, id, rel[:i], rel); err != nil {
+			return nil, err
 		}
 	}
+	return k.usable(ctx, id, rel, want)
+}
+
+// searchable checks that dir, above rel, is a directory id may search.
+func (k *Kernel) searchable(ctx context.Context, id *Identity, dir, rel string) error {
+	fi, err := k.lstatData(dir)
+	if err != nil {
+		return E("/"+rel, err)
+	}
+	if !fi.IsDir() {
+		return E("/"+rel, syscall.ENOTDIR)
+	}
+	if !allowed(id, k.ownerOf(ctx, dir), fi.Mode(), vfs.WantExec) {
+		return E("/"+rel, Permission, msg("permission denied"))
+	}
+	return nil
+}
+
+// usable stats rel, refuses a symbolic link, and checks want against its
+// mode and owner.
+func (k *Kernel) usable(ctx context.Context, id *Identity, rel string, want vfs.Want) (fs.FileInfo, error) {
 	fi, err := k.lstatData(rel)
 	if err != nil {
 		return nil, E("/"+rel, err)

@@ -502,3 +502,193 @@ func ModeOf(dir bool, perm fs.FileMode) fs.FileMode {
 	}
 	return perm
 }
+
+// Input is a write-only file whose handle collects everything written
+// between open and close and delivers it as one unit (one user message)
+// when the file is closed. Empty input delivers nothing. Deliver's error is
+// the error of close(2) (FUSE flush) or of the 9P clunk.
+type Input struct {
+	Meta
+	Deliver func(ctx context.Context, cred Cred, data []byte) error
+	// Max is the most bytes one open may collect; 0 means MaxLine.
+	Max int
+}
+
+var _ File = (*Input)(nil)
+
+// Open implements File. Input files cannot be read.
+func (in *Input) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {
+	if WantOf(flags)&WantRead != 0 {
+		return nil, ErrWriteOnly
+	}
+	if err := in.Access(ctx, cred, WantWrite); err != nil {
+		return nil, err
+	}
+	return &inputHandle{in: in, cred: cred}, nil
+}
+
+type inputHandle struct {
+	in   *Input
+	cred Cred
+	mu   sync.Mutex
+	buf  []byte
+	err  error
+}
+
+var (
+	_ Flusher   = (*inputHandle)(nil)
+	_ Truncater = (*inputHandle)(nil)
+)
+
+func (h *inputHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	return 0, ErrWriteOnly
+}
+
+// Write collects p. Offsets are ignored: the input is what was written, in
+// order.
+func (h *inputHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	max := h.in.Max
+	if max == 0 {
+		max = MaxLine
+	}
+	if len(h.buf)+len(p) > max {
+		h.err = ErrLineTooLong
+		return 0, h.err
+	}
+	h.buf = append(h.buf, p...)
+	return len(p), nil
+}
+
+// Flush delivers what has been collected since the last delivery. A flush
+// with nothing collected (a shell closes a duplicate descriptor before it
+// writes) delivers nothing.
+func (h *inputHandle) Flush(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		err := h.err
+		h.err, h.buf = nil, nil
+		return err
+	}
+	if len(h.buf) == 0 {
+		return nil
+	}
+	data := h.buf
+	h.buf = nil
+	return h.in.Deliver(context.WithoutCancel(ctx), h.cred, data)
+}
+
+func (h *inputHandle) Truncate(ctx context.Context, size int64) error { return nil }
+func (h *inputHandle) Close(ctx context.Context) error              { return h.Flush(ctx) }
+
+// Reader reads a rendering sequentially, in order, into p; it returns 0
+// and nil at the end. It is how a Sequential view streams content that is
+// too large to hold.
+type Reader interface {
+	Read(ctx context.Context, p []byte) (int, error)
+	Close() error
+}
+
+// Sequential is a read-only view rendered as a stream when opened: each
+// open gets a Reader (normally over one consistent snapshot of the state),
+// and reads at increasing offsets are served from it without holding the
+// whole rendering. A read at an earlier offset starts a fresh Reader and
+// skips forward.
+type Sequential struct {
+	Meta
+	Open_ func(ctx context.Context, cred Cred) (Reader, error)
+}
+
+var _ File = (*Sequential)(nil)
+
+// Open implements File.
+func (s *Sequential) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {
+	if WantOf(flags)&WantWrite != 0 {
+		return nil, ErrReadOnly
+	}
+	if err := s.Access(ctx, cred, WantRead); err != nil {
+		return nil, err
+	}
+	r, err := s.Open_(ctx, cred)
+	if err != nil {
+		return nil, err
+	}
+	return &seqHandle{s: s, cred: cred, r: r}, nil
+}
+
+type seqHandle struct {
+	s    *Sequential
+	cred Cred
+	mu   sync.Mutex
+	r    Reader
+	pos  int64  // offset of the first byte of left
+	left []byte // read from r, not yet returned
+	eof  bool
+}
+
+// Read serves off from the stream: bytes already read but not returned are
+// kept, so a transport that re-reads the tail of a short read is served.
+func (h *seqHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if off < h.pos {
+		// Rewind: start over and skip to off.
+		h.r.Close()
+		r, err := h.s.Open_(ctx, h.cred)
+		if err != nil {
+			return 0, err
+		}
+		h.r, h.pos, h.left, h.eof = r, 0, nil, false
+	}
+	// Drop what lies before off.
+	for h.pos+int64(len(h.left)) <= off && !h.eof {
+		h.pos += int64(len(h.left))
+		h.left = h.left[:0]
+		if err := h.fill(ctx, len(p)); err != nil {
+			return 0, err
+		}
+	}
+	if skip := off - h.pos; skip > 0 {
+		if skip >= int64(len(h.left)) {
+			return 0, nil
+		}
+		h.left = h.left[skip:]
+		h.pos = off
+	}
+	for len(h.left) < len(p) && !h.eof {
+		if err := h.fill(ctx, len(p)-len(h.left)); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, h.left)
+	h.left = h.left[n:]
+	h.pos += int64(n)
+	return n, nil
+}
+
+// fill appends up to want more bytes from the reader to left.
+func (h *seqHandle) fill(ctx context.Context, want int) error {
+	buf := make([]byte, max(want, 32<<10))
+	n, err := h.r.Read(ctx, buf)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		h.eof = true
+		return nil
+	}
+	h.left = append(h.left, buf[:n]...)
+	return nil
+}
+
+func (h *seqHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	return 0, ErrReadOnly
+}
+
+func (h *seqHandle) Close(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.r.Close()
+}

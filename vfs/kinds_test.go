@@ -191,3 +191,78 @@ func TestStreamConcurrentReadsCancel(t *testing.T) {
 		t.Fatal("subscription not closed")
 	}
 }
+
+func TestInputOneMessagePerOpen(t *testing.T) {
+	var got []string
+	in := &Input{Meta: allow{}, Deliver: func(ctx context.Context, cred Cred, data []byte) error {
+		got = append(got, string(data))
+		return nil
+	}}
+	if _, err := in.Open(context.Background(), nil, os.O_RDWR); err == nil {
+		t.Fatal("input opened for reading")
+	}
+	h, _ := in.Open(context.Background(), nil, os.O_WRONLY)
+	f := h.(Flusher)
+	f.Flush(context.Background()) // the shell's early close of a dup: nothing to deliver
+	h.Write(context.Background(), []byte("line one\n"), 0)
+	h.Write(context.Background(), []byte("line two\n"), 9)
+	if len(got) != 0 {
+		t.Fatal("delivered before close")
+	}
+	h.Close(context.Background())
+	if len(got) != 1 || got[0] != "line one\nline two\n" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+// strReader streams s in pieces of 7 bytes.
+type strReader struct {
+	s      string
+	closed *int
+}
+
+func (r *strReader) Read(ctx context.Context, p []byte) (int, error) {
+	n := copy(p[:min(len(p), 7)], r.s)
+	r.s = r.s[n:]
+	return n, nil
+}
+func (r *strReader) Close() error { *r.closed++; return nil }
+
+func TestSequential(t *testing.T) {
+	text := strings.Repeat("0123456789abcdef", 5000)
+	opens, closed := 0, 0
+	s := &Sequential{Meta: allow{}, Open_: func(ctx context.Context, cred Cred) (Reader, error) {
+		opens++
+		return &strReader{s: text, closed: &closed}, nil
+	}}
+	h, _ := s.Open(context.Background(), nil, os.O_RDONLY)
+	var out bytes.Buffer
+	buf := make([]byte, 4096)
+	for off := int64(0); ; {
+		n, err := h.Read(context.Background(), buf, off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		out.Write(buf[:n])
+		off += int64(n)
+	}
+	if out.String() != text || opens != 1 {
+		t.Fatalf("sequential read: %d bytes, %d opens", out.Len(), opens)
+	}
+	// A re-read of an earlier offset starts over.
+	n, _ := h.Read(context.Background(), buf[:10], 16)
+	if string(buf[:n]) != "0123456789" || opens != 2 {
+		t.Fatalf("rewind read %q opens %d", buf[:n], opens)
+	}
+	// Reading past the end is EOF.
+	if n, _ := h.Read(context.Background(), buf, int64(len(text)+5)); n != 0 {
+		t.Fatal("read past end")
+	}
+	h.Close(context.Background())
+	if closed != opens {
+		t.Fatalf("closed %d of %d readers", closed, opens)
+	}
+}

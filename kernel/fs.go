@@ -27,7 +27,7 @@ import (
 // the real files' own. /home and /workspaces themselves belong to root.
 
 // dataRoots are the top-level namespace directories backed by real files.
-var dataRoots = []string{"home", "workspaces"}
+var dataRoots = []string{"home", "workspaces", "var/sessions"}
 
 // tmpDir, beside the data roots and outside the namespace, holds the
 // temporary files of atomic writes; the kernel empties it at start.
@@ -60,13 +60,12 @@ func resolve(id *Identity, p string) (string, error) {
 	}
 	p = path.Clean(p)
 	rel := strings.TrimPrefix(p, "/")
-	top, _, _ := strings.Cut(rel, "/")
 	for _, r := range dataRoots {
-		if top == r {
+		if rel == r || strings.HasPrefix(rel, r+"/") {
 			return rel, nil
 		}
 	}
-	return "", E(NotExist, p, msg("not in the data tree (/home, /workspaces)"))
+	return "", E(NotExist, p, msg("not in the data tree (/home, /workspaces, /var/sessions)"))
 }
 
 // owner is who owns a data path.
@@ -86,11 +85,14 @@ type ownerCache struct {
 }
 
 func (k *Kernel) ownerOf(ctx context.Context, rel string) owner {
-	parts := strings.SplitN(rel, "/", 3)
-	if len(parts) < 2 || parts[0] != "home" {
+	var name string
+	if parts := strings.SplitN(rel, "/", 3); len(parts) >= 2 && parts[0] == "home" {
+		name = parts[1]
+	} else if parts := strings.SplitN(rel, "/", 4); len(parts) >= 3 && parts[0] == "var" && parts[1] == "sessions" {
+		name = parts[2] // /var/sessions/<user>/... belongs to <user>
+	} else {
 		return rootOwner
 	}
-	name := parts[1]
 	k.owners.mu.Lock()
 	o, ok := k.owners.m[name]
 	k.owners.mu.Unlock()
@@ -348,6 +350,78 @@ type (
 func (k *Kernel) registerFS() {
 	k.registerPosixFS()
 	k.registerSeedFS()
+	k.registerFileIO()
+}
+
+// FileArgs names a file of the data tree by its namespace path, for the
+// Internal syscalls fs.openread, fs.create and fs.readraw that subsystems
+// use to read and write real files (archives, context files) through the
+// dispatcher.
+type FileArgs struct {
+	Path string
+	// Perm is the mode of a file fs.create makes; its missing parent
+	// directories get Perm with search bits added.
+	Perm fs.FileMode
+}
+
+// registerFileIO registers the Internal file syscalls for subsystems.
+func (k *Kernel) registerFileIO() {
+	Handle(k, "fs.openread", Internal, func(ctx context.Context, c *Caller, a *FileArgs) (*os.File, error) {
+		rel, err := resolve(c.Identity, a.Path)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := k.access(ctx, c.Identity, rel, vfs.WantRead); err != nil {
+			return nil, err
+		}
+		f, err := k.openData(rel, os.O_RDONLY, 0)
+		if err != nil {
+			return nil, E("/"+rel, err)
+		}
+		return f, nil
+	})
+	Handle(k, "fs.readraw", Internal, func(ctx context.Context, c *Caller, a *FileArgs) ([]byte, error) {
+		rel, err := resolve(c.Identity, a.Path)
+		if err != nil {
+			return nil, err
+		}
+		fi, err := k.access(ctx, c.Identity, rel, vfs.WantRead)
+		if err != nil {
+			return nil, err
+		}
+		if fi.Size() > maxReadFile {
+			return nil, E("/"+rel, Invalid, Msgf("file is larger than %d bytes", maxReadFile))
+		}
+		f, err := k.openData(rel, os.O_RDONLY, 0)
+		if err != nil {
+			return nil, E("/"+rel, err)
+		}
+		defer f.Close()
+		b, err := io.ReadAll(f)
+		if err != nil {
+			return nil, E("/"+rel, err)
+		}
+		return b, nil
+	})
+	Handle(k, "fs.create", Internal, func(ctx context.Context, c *Caller, a *FileArgs) (*os.File, error) {
+		rel, err := resolve(c.Identity, a.Path)
+		if err != nil {
+			return nil, err
+		}
+		dirPerm := a.Perm.Perm() | (a.Perm.Perm()&0o444)>>2
+		if err := k.mkdirAllMode(ctx, c.Identity, path.Dir(rel), dirPerm); err != nil {
+			return nil, err
+		}
+		if err := k.accessParent(ctx, c.Identity, rel); err != nil {
+			return nil, err
+		}
+		f, err := k.openData(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, a.Perm)
+		if err != nil {
+			return nil, E("/"+rel, err)
+		}
+		f.Chmod(a.Perm.Perm())
+		return f, nil
+	})
 }
 
 // registerPosixFS registers the Internal syscalls that serve /home and
@@ -741,6 +815,11 @@ func (k *Kernel) writeFile(ctx context.Context, id *Identity, rel string, conten
 
 // mkdirAll makes rel and its missing parents, checking each step.
 func (k *Kernel) mkdirAll(ctx context.Context, id *Identity, rel string) error {
+	return k.mkdirAllMode(ctx, id, rel, 0o755)
+}
+
+// mkdirAllMode is mkdirAll making directories with mode perm.
+func (k *Kernel) mkdirAllMode(ctx context.Context, id *Identity, rel string, perm fs.FileMode) error {
 	if fi, err := k.access(ctx, id, rel, 0); err == nil {
 		if !fi.IsDir() {
 			return E("/"+rel, syscall.ENOTDIR)
@@ -750,16 +829,17 @@ func (k *Kernel) mkdirAll(ctx context.Context, id *Identity, rel string) error {
 		return err
 	}
 	if parent := path.Dir(rel); parent != "." {
-		if err := k.mkdirAll(ctx, id, parent); err != nil {
+		if err := k.mkdirAllMode(ctx, id, parent, perm); err != nil {
 			return err
 		}
 	}
 	if err := k.accessParent(ctx, id, rel); err != nil {
 		return err
 	}
-	if err := k.data.Mkdir(rel, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := k.data.Mkdir(rel, perm); err != nil && !errors.Is(err, fs.ErrExist) {
 		return E("/"+rel, err)
 	}
+	k.data.Chmod(rel, perm)
 	return nil
 }
 

@@ -8,6 +8,7 @@ package kernel
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -73,7 +74,7 @@ func Open(cfg Config) (*Kernel, error) {
 	if err := os.Chmod(dataPath, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	for _, d := range []string{"home", "workspaces", "var", tmpDir} {
+	for _, d := range []string{"home", "workspaces", "var", "var/sessions", tmpDir} {
 		if err := os.MkdirAll(filepath.Join(dataPath, d), 0o755); err != nil {
 			return nil, fmt.Errorf("state dir: %w", err)
 		}
@@ -121,6 +122,7 @@ func Open(cfg Config) (*Kernel, error) {
 	k.registerTokens()
 	k.registerFS()
 	k.registerEvents()
+	k.registerShell()
 	k.root = k.buildNamespace()
 	return k, nil
 }
@@ -149,6 +151,41 @@ func (k *Kernel) Root() vfs.Dir { return k.root }
 
 // Mount adds a subtree under the namespace root (e.g. "proc").
 func (k *Kernel) Mount(name string, n vfs.Node) { k.root.Add(name, n) }
+
+// MountAt adds n at the namespace path p (e.g. "/var/spool/cron"), making
+// the static directories above it as needed. It panics if a directory on
+// the way is not one the kernel made with MountAt or Mount.
+func (k *Kernel) MountAt(p string, n vfs.Node) {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	dir := k.root
+	for i, name := range parts[:len(parts)-1] {
+		child, err := dir.Lookup(context.Background(), nil, name)
+		if err != nil {
+			nd := vfs.NewDir(RootMeta("/"+strings.Join(parts[:i+1], "/"), fs.ModeDir|0o555))
+			dir.Add(name, nd)
+			child = nd
+		}
+		sd, ok := child.(*vfs.StaticDir)
+		if !ok {
+			panic("kernel: MountAt " + p + ": " + name + " is not a static directory")
+		}
+		dir = sd
+	}
+	dir.Add(parts[len(parts)-1], n)
+}
+
+// IdentityOf returns the identity of the user uid, as processes act.
+func (k *Kernel) IdentityOf(ctx context.Context, uid uint32) (*Identity, error) {
+	return k.identity(ctx, uid)
+}
+
+// UserOf returns the user record of uid.
+func (k *Kernel) UserOf(ctx context.Context, uid uint32) (*User, error) {
+	return k.userByUID(ctx, uid)
+}
+
+// Users lists every user.
+func (k *Kernel) Users(ctx context.Context) ([]User, error) { return k.users(ctx) }
 
 func (k *Kernel) isSetUp() bool { return k.setUp.Load() }
 

@@ -159,6 +159,8 @@ func (k *Kernel) buildNamespace() *vfs.StaticDir {
 		vfs.DirEntry{Name: "sys", Node: sys},
 		vfs.DirEntry{Name: "home", Node: &dataDir{dataNode{k, "home"}}},
 		vfs.DirEntry{Name: "workspaces", Node: &dataDir{dataNode{k, "workspaces"}}},
+		vfs.DirEntry{Name: "var", Node: vfs.NewDir(dir("/var"),
+			vfs.DirEntry{Name: "sessions", Node: &dataDir{dataNode{k, "var/sessions"}}})},
 	)
 }
 

@@ -84,6 +84,9 @@ type CtlVerb func(l CtlLine) (call string, args any, err error)
 
 // Ctl returns a ctl file at dir/ctl whose lines are dispatched by verbs.
 // A line that is only a JSON object goes to the verb "" if there is one.
+// A verb's JSON args are decoded into the args its CtlVerb returns (a
+// pointer), so a verb given JSON must return its defaults without
+// insisting on words.
 // Failures are remembered for dir's err view. The result text of a line is
 // its syscall result as JSON.
 func (k *Kernel) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl {
@@ -110,7 +113,15 @@ func (k *Kernel) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl 
 			return "", err
 		}
 		if l.JSON != nil {
-			args = l.JSON
+			// JSON args fill the verb's own args (which carry the
+			// file's context, such as its pid), or stand alone.
+			if args == nil {
+				args = l.JSON
+			} else if err := json.Unmarshal(l.JSON, args); err != nil {
+				err = E(dir+"/ctl", Invalid, Msgf("bad JSON args: %v", err))
+				k.setLastError(c.Uid, dir, err)
+				return "", err
+			}
 		}
 		res, err := k.Call(ctx, c, call, args)
 		if err != nil {

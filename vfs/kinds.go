@@ -263,6 +263,7 @@ type ctlHandle struct {
 	mu     sync.Mutex
 	lines  lines
 	result []byte
+	pos    int // read cursor into result; each command resets it
 }
 
 var (
@@ -270,13 +271,15 @@ var (
 	_ Truncater = (*ctlHandle)(nil)
 )
 
+// Read returns the last command's result from a cursor that each command
+// resets: offsets are ignored, because a shell's `exec 3<>ctl` shares one
+// file position between its writes and its reads.
 func (h *ctlHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if off >= int64(len(h.result)) {
-		return 0, nil
-	}
-	return copy(p, h.result[off:]), nil
+	n := copy(p, h.result[h.pos:])
+	h.pos += n
+	return n, nil
 }
 
 // Write runs every complete line in p. The commands run to completion even
@@ -292,7 +295,7 @@ func (h *ctlHandle) Write(ctx context.Context, p []byte, off int64) (int, error)
 		}
 	}
 	if err != nil {
-		h.result = []byte(err.Error() + "\n")
+		h.result, h.pos = []byte(err.Error()+"\n"), 0
 		if h.ctl.Reject != nil {
 			h.ctl.Reject(ctx, h.cred, err)
 		}
@@ -303,6 +306,7 @@ func (h *ctlHandle) Write(ctx context.Context, p []byte, off int64) (int, error)
 
 func (h *ctlHandle) run(ctx context.Context, line []byte) error {
 	res, err := h.ctl.Exec(context.WithoutCancel(ctx), h.cred, string(line))
+	h.pos = 0
 	if err != nil {
 		h.result = []byte(err.Error() + "\n")
 		return err
@@ -581,7 +585,7 @@ func (h *inputHandle) Flush(ctx context.Context) error {
 }
 
 func (h *inputHandle) Truncate(ctx context.Context, size int64) error { return nil }
-func (h *inputHandle) Close(ctx context.Context) error              { return h.Flush(ctx) }
+func (h *inputHandle) Close(ctx context.Context) error                { return h.Flush(ctx) }
 
 // Reader reads a rendering sequentially, in order, into p; it returns 0
 // and nil at the end. It is how a Sequential view streams content that is

@@ -21,6 +21,7 @@ import (
 
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ninep"
+	"gsvfs.dev/gsvfs/proc"
 	"gsvfs.dev/gsvfs/vfs"
 	"gsvfs.dev/gsvfs/vfs/fusefs"
 )
@@ -119,6 +120,9 @@ func run(ctx context.Context, o options, mountDir string) error {
 	defer k.Close()
 	if err := k.EnsureSetup(ctx, hostUser(), os.Getuid()); err != nil {
 		return fmt.Errorf("setup: %w", err)
+	}
+	if _, err := proc.Register(k, proc.Options{Logger: log}); err != nil {
+		return fmt.Errorf("processes: %w", err)
 	}
 
 	srv := &ninep.Server{Root: k.Root(), Auth: k, Logger: log}

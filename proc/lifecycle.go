@@ -1,0 +1,512 @@
+package proc
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/proc/model"
+)
+
+// Policy is the seed's ProcConversationContextPolicy.
+type Policy struct {
+	Overflow          string  `json:"overflow"`
+	CompactAtPressure float64 `json:"compactAtPressure"`
+	KeepLast          int     `json:"keepLast"`
+}
+
+func (m *Manager) policy(ctx context.Context, pid, cid string) (*Policy, error) {
+	var p Policy
+	err := m.st.R.QueryRowContext(ctx, `SELECT overflow,compact_at,keep_last FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).
+		Scan(&p.Overflow, &p.CompactAtPressure, &p.KeepLast)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, kernel.E(pid+"/"+cid, kernel.NotExist, kernel.Msgf("no such conversation"))
+	}
+	return &p, err
+}
+
+// Segment is the seed's ProcConversationSegment.
+type Segment struct {
+	ID               string `json:"id"`
+	ConversationID   string `json:"conversationId"`
+	Generation       int64  `json:"generation"`
+	Kind             string `json:"kind"`
+	FromMessageID    int64  `json:"fromMessageId"`
+	ToMessageID      int64  `json:"toMessageId"`
+	ArchivePath      string `json:"archivePath"`
+	SummaryMessageID *int64 `json:"summaryMessageId"`
+	Messages         int64  `json:"messages"`
+	CreatedAt        int64  `json:"createdAt"`
+	suffixTo         int64
+}
+
+func (m *Manager) segments(ctx context.Context, pid, cid, segID string) ([]Segment, error) {
+	q := `SELECT id,cid,generation,kind,from_id,to_id,archive_path,summary_message_id,messages,created_at,suffix_to FROM proc_segments WHERE pid=? AND cid=?`
+	args := []any{pid, cid}
+	if segID != "" {
+		q = `SELECT id,cid,generation,kind,from_id,to_id,archive_path,summary_message_id,messages,created_at,suffix_to FROM proc_segments WHERE pid=? AND id=?`
+		args = []any{pid, segID}
+	}
+	rows, err := m.st.R.QueryContext(ctx, q+` ORDER BY created_at, id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Segment{}
+	for rows.Next() {
+		var s Segment
+		if err := rows.Scan(&s.ID, &s.ConversationID, &s.Generation, &s.Kind, &s.FromMessageID, &s.ToMessageID, &s.ArchivePath, &s.SummaryMessageID, &s.Messages, &s.CreatedAt, &s.suffixTo); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+type compactArgs struct {
+	Pid              string  `json:"pid"`
+	ConversationID   string  `json:"conversationId"`
+	Summary          *string `json:"summary"`
+	GenerateSummary  bool    `json:"generateSummary"`
+	KeepLast         *int    `json:"keepLast"`
+	ThroughMessageID *int64  `json:"throughMessageId"`
+}
+
+// compact archives an old prefix of cid's active messages and replaces it
+// with one visible summary message at the boundary. inRun is set when the
+// run's own preflight compacts (the run is the caller, not a conflict).
+func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compactArgs, inRun bool) (map[string]any, error) {
+	if (a.KeepLast == nil) == (a.ThroughMessageID == nil) {
+		return nil, kernel.E(kernel.Invalid, kernel.Msgf("give exactly one selector: keep=<n> or through=<msgId>"))
+	}
+	if (a.Summary == nil || *a.Summary == "") == !a.GenerateSummary {
+		return nil, kernel.E(kernel.Invalid, kernel.Msgf("give a summary or generate (exactly one)"))
+	}
+	if a.KeepLast != nil && *a.KeepLast < 0 {
+		return nil, kernel.E(kernel.Invalid, kernel.Msgf("keep must be 0 or more"))
+	}
+	pr := m.proc(p.Pid, p.Uid)
+	if !inRun {
+		pr.mu.Lock()
+		defer pr.mu.Unlock()
+		if pr.run != nil && pr.run.cid == cid {
+			return nil, kernel.E(p.Pid+"/"+cid, kernel.Busy, kernel.Msgf("a run is active in this conversation: abort it or wait"))
+		}
+	}
+	c, err := m.conv(ctx, m.st.R, p.Pid, cid)
+	if err != nil {
+		return nil, err
+	}
+	type idRole struct {
+		id     int64
+		role   string
+		hasTCs bool
+	}
+	rows, err := m.st.R.QueryContext(ctx, `SELECT id,role,CASE WHEN role='assistant' AND instr(content,'"toolCalls"')>0 THEN 1 ELSE 0 END
+		FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id`, p.Pid, cid, c.Generation)
+	if err != nil {
+		return nil, kernel.E(err)
+	}
+	var ms []idRole
+	for rows.Next() {
+		var x idRole
+		rows.Scan(&x.id, &x.role, &x.hasTCs)
+		ms = append(ms, x)
+	}
+	rows.Close()
+	b := 0
+	if a.KeepLast != nil {
+		b = max(len(ms)-*a.KeepLast, 0)
+	} else {
+		found := false
+		for i, x := range ms {
+			if x.id == *a.ThroughMessageID {
+				b, found = i+1, true
+				break
+			}
+		}
+		if !found {
+			return nil, kernel.E(kernel.NotExist, kernel.Msgf("no message %d in the active conversation", *a.ThroughMessageID))
+		}
+	}
+	// Never split an assistant's tool calls from their results: move the
+	// boundary back before the assistant message.
+	for b > 0 && (b < len(ms) && ms[b].role == "toolResult" || ms[b-1].role == "assistant" && ms[b-1].hasTCs) {
+		b--
+	}
+	if b == 0 {
+		return nil, kernel.E(kernel.Invalid, kernel.Msgf("nothing to compact: the prefix is empty"))
+	}
+	from, to := ms[0].id, ms[b-1].id
+	suffixTo := ms[len(ms)-1].id
+	u, err := m.k.UserOf(ctx, p.Uid)
+	if err != nil {
+		return nil, err
+	}
+	segID := newID("seg_")
+	archive := fmt.Sprintf("/var/sessions/%s/%s/%s/%s.jsonl.gz", u.Username, p.Pid, cid, segID)
+	n, err := m.writeArchive(ctx, archive, p.Pid, cid, c.Generation, from, to)
+	if err != nil {
+		return nil, err
+	}
+	summary := ""
+	if a.Summary != nil {
+		summary = *a.Summary
+	}
+	if a.GenerateSummary {
+		summary, err = m.summarize(ctx, p, cid, c.Generation, from, to)
+		if err != nil {
+			return nil, kernel.E(kernel.Other, kernel.Msgf("generating the summary: %v", err))
+		}
+	}
+	text := fmt.Sprintf("[Process Event]: Compacted %d messages (ids %d-%d) into segment %s, archived at %s. Summary:\n%s", n, from, to, segID, archive, summary)
+	t := now()
+	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.Exec(`DELETE FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ?`, p.Pid, cid, c.Generation, from, to); err != nil {
+			return err
+		}
+		// The summary takes the last archived id: it sits at the boundary.
+		if _, err := tx.Exec(`INSERT INTO proc_messages(id,pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,'system',?,?)`, to, p.Pid, cid, c.Generation, string(jsonString(text)), t); err != nil {
+			return err
+		}
+		_, err := tx.Exec(`INSERT INTO proc_segments(id,pid,cid,generation,kind,from_id,to_id,suffix_to,archive_path,summary_message_id,messages,created_at)
+			VALUES(?,?,?,?,'compaction',?,?,?,?,?,?,?)`, segID, p.Pid, cid, c.Generation, from, to, suffixTo, archive, to, n, t)
+		return err
+	})
+	if err != nil {
+		return nil, kernel.E(err)
+	}
+	segs, _ := m.segments(ctx, p.Pid, cid, segID)
+	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "conversation.compacted", "conversationId": cid, "segmentId": segID, "archivedMessages": n})
+	return map[string]any{"ok": true, "pid": p.Pid, "conversationId": cid, "segment": segs[0], "archivedMessages": n, "archivedTo": archive, "summaryMessageId": to}, nil
+}
+
+// summarize asks the owner's model to summarize messages from..to (the
+// last 200 of them, at most 48 KiB of text).
+func (m *Manager) summarize(ctx context.Context, p *Process, cid string, gen, from, to int64) (string, error) {
+	prov, modelName, err := m.provider(ctx, p.Uid)
+	if err != nil {
+		return "", err
+	}
+	rows, err := m.st.R.QueryContext(ctx, `SELECT role,content FROM (SELECT id,role,content FROM proc_messages
+		WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id DESC LIMIT 200) ORDER BY id`, p.Pid, cid, gen, from, to)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for rows.Next() {
+		var role, content string
+		rows.Scan(&role, &content)
+		fmt.Fprintf(&b, "%s: %s\n", role, content)
+	}
+	rows.Close()
+	excerpt := b.String()
+	if len(excerpt) > 48<<10 {
+		excerpt = excerpt[len(excerpt)-48<<10:]
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	resp, err := prov.Complete(ctx, model.Request{Model: modelName,
+		System:   "Summarize this conversation for its own continuation: decisions, facts, open tasks. Be brief.",
+		Messages: []model.Message{{Role: model.User, Content: excerpt}}}, func(string) {})
+	if err != nil {
+		return "", err
+	}
+	return resp.Text, nil
+}
+
+// writeArchive writes the messages from..to of a conversation generation
+// (all of them when to is 0) as gzipped JSON lines to the namespace path,
+// streaming rows from the store. It returns how many it wrote.
+func (m *Manager) writeArchive(ctx context.Context, path, pid, cid string, gen, from, to int64) (int64, error) {
+	if to == 0 {
+		to = 1<<62 - 1
+	}
+	res, err := m.k.Call(ctx, m.k.KernelCaller(), "fs.create", &kernel.FileArgs{Path: path, Perm: 0o600})
+	if err != nil {
+		return 0, err
+	}
+	f := res.(*os.File)
+	bw := bufio.NewWriterSize(f, 64<<10)
+	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
+	rows, err := m.st.R.QueryContext(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id`, pid, cid, gen, from, to)
+	if err != nil {
+		f.Close()
+		return 0, err
+	}
+	var n int64
+	enc := json.NewEncoder(zw)
+	for rows.Next() {
+		var msg Message
+		var content string
+		rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp)
+		msg.Content = json.RawMessage(content)
+		if err := enc.Encode(&msg); err != nil {
+			rows.Close()
+			f.Close()
+			return 0, err
+		}
+		n++
+	}
+	rows.Close()
+	err = errors.Join(rows.Err(), zw.Close(), bw.Flush(), f.Sync(), f.Close())
+	if err != nil {
+		return 0, kernel.E(path, err)
+	}
+	return n, nil
+}
+
+// readArchive streams the messages of an archive to fn, as the caller.
+func (m *Manager) readArchive(ctx context.Context, c *kernel.Caller, path string, fn func(Message) bool) error {
+	res, err := m.k.Call(ctx, c, "fs.openread", &kernel.FileArgs{Path: path})
+	if err != nil {
+		return err
+	}
+	f := res.(*os.File)
+	defer f.Close()
+	zr, err := gzip.NewReader(bufio.NewReaderSize(f, 64<<10))
+	if err != nil {
+		return kernel.E(path, err)
+	}
+	dec := json.NewDecoder(zr)
+	for {
+		var msg Message
+		if err := dec.Decode(&msg); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return kernel.E(path, err)
+		}
+		if !fn(msg) {
+			return nil
+		}
+	}
+}
+
+type forkArgs struct {
+	Pid                  string  `json:"pid"`
+	ConversationID       string  `json:"conversationId"`
+	SegmentID            string  `json:"segmentId"`
+	ThroughMessageID     *int64  `json:"throughMessageId"`
+	TargetConversationID string  `json:"targetConversationId"`
+	Title                *string `json:"title"`
+	IncludeLiveSuffix    *bool   `json:"includeLiveSuffix"`
+}
+
+// fork branches cid through a live message, or restores a segment (with
+// the live suffix that followed it, unless told not to), into a new
+// conversation.
+func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid string, a forkArgs) (map[string]any, error) {
+	if (a.SegmentID == "") == (a.ThroughMessageID == nil) {
+		return nil, kernel.E(kernel.Invalid, kernel.Msgf("give exactly one of through=<msgId> or segment=<segId>"))
+	}
+	src, err := m.conv(ctx, m.st.R, p.Pid, cid)
+	if err != nil {
+		return nil, err
+	}
+	target := a.TargetConversationID
+	if target == "" {
+		target = "fork-" + newID("")[:8]
+	}
+	if err := validCid(target); err != nil {
+		return nil, err
+	}
+	var copied []Message
+	suffix := false
+	var seg *Segment
+	if a.ThroughMessageID != nil {
+		rows, err := m.st.R.QueryContext(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id<=? ORDER BY id`, p.Pid, cid, src.Generation, *a.ThroughMessageID)
+		if err != nil {
+			return nil, kernel.E(err)
+		}
+		found := false
+		for rows.Next() {
+			var msg Message
+			var content string
+			rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp)
+			msg.Content = json.RawMessage(content)
+			copied = append(copied, msg)
+			found = found || msg.ID == *a.ThroughMessageID
+		}
+		rows.Close()
+		if !found {
+			return nil, kernel.E(kernel.NotExist, kernel.Msgf("no message %d in the active conversation", *a.ThroughMessageID))
+		}
+	} else {
+		segs, err := m.segments(ctx, p.Pid, cid, a.SegmentID)
+		if err != nil || len(segs) == 0 || segs[0].ConversationID != cid {
+			return nil, kernel.E(a.SegmentID, kernel.NotExist, kernel.Msgf("no such segment"))
+		}
+		seg = &segs[0]
+		if err := m.readArchive(ctx, c, seg.ArchivePath, func(msg Message) bool { copied = append(copied, msg); return true }); err != nil {
+			return nil, err
+		}
+		if a.IncludeLiveSuffix == nil || *a.IncludeLiveSuffix {
+			suffix = true
+			rows, err := m.st.R.QueryContext(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? AND id<=? ORDER BY id`,
+				p.Pid, cid, seg.Generation, seg.ToMessageID, seg.suffixTo)
+			if err != nil {
+				return nil, kernel.E(err)
+			}
+			for rows.Next() {
+				var msg Message
+				var content string
+				rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp)
+				msg.Content = json.RawMessage(content)
+				copied = append(copied, msg)
+			}
+			rows.Close()
+		}
+	}
+	t := now()
+	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at) VALUES(?,?,?,?,?)`, p.Pid, target, a.Title, t, t); err != nil {
+			return kernel.E(p.Pid+"/"+target, kernel.Busy, kernel.Msgf("conversation already exists"))
+		}
+		st, err := tx.Prepare(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,1,?,?,?)`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, msg := range copied {
+			if _, err := st.Exec(p.Pid, target, msg.Role, string(msg.Content), msg.Timestamp); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	tc, _ := m.conv(ctx, m.st.R, p.Pid, target)
+	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "conversation.forked", "conversationId": cid, "targetConversationId": target})
+	res := map[string]any{"ok": true, "pid": p.Pid, "sourceConversationId": cid, "targetConversation": tc, "restoredMessages": len(copied), "includedLiveSuffix": suffix}
+	if seg != nil {
+		res["segment"] = seg
+	}
+	if a.ThroughMessageID != nil {
+		res["throughMessageId"] = *a.ThroughMessageID
+	}
+	return res, nil
+}
+
+// ArchiveEntry is the seed's ProcArchiveEntry.
+type ArchiveEntry struct {
+	ConversationID string `json:"conversationId"`
+	Generation     int64  `json:"generation"`
+	Messages       int64  `json:"messages"`
+	Path           string `json:"path"`
+}
+
+// resetConvs archives (unless archive is false) and clears conversations
+// cids of p, bumps their generations and drops their queued messages; an
+// active run in one of them is aborted first.
+func (m *Manager) resetConvs(ctx context.Context, p *Process, cids []string, archive bool) ([]ArchiveEntry, string, error) {
+	pr := m.proc(p.Pid, p.Uid)
+	pr.mu.Lock()
+	r := pr.run
+	pr.mu.Unlock()
+	for _, cid := range cids {
+		if r != nil && r.cid == cid {
+			if _, err := m.Abort(ctx, p); err != nil {
+				return nil, "", err
+			}
+			break
+		}
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if r := pr.run; r != nil {
+		for _, cid := range cids {
+			if r.cid == cid { // a queued message of this conversation started meanwhile
+				r.aborted = true
+				if r.cancel != nil {
+					r.cancel()
+				}
+				m.st.W.ExecContext(ctx, `UPDATE proc_runs SET status='aborted', finished_at=? WHERE run_id=?`, now(), r.id)
+				pr.run = nil
+			}
+		}
+	}
+	u, err := m.k.UserOf(ctx, p.Uid)
+	if err != nil {
+		return nil, "", err
+	}
+	archiveID := time.Now().UTC().Format("20060102T150405Z") + "-" + newID("")[:6]
+	dir := fmt.Sprintf("/var/sessions/%s/%s/%s", u.Username, p.Pid, archiveID)
+	entries := []ArchiveEntry{}
+	for _, cid := range cids {
+		c, err := m.conv(ctx, m.st.R, p.Pid, cid)
+		if err != nil {
+			return nil, "", err
+		}
+		if archive && c.MessageCount > 0 {
+			path := fmt.Sprintf("%s/%s.gen-%d.jsonl.gz", dir, cid, c.Generation)
+			n, err := m.writeArchive(ctx, path, p.Pid, cid, c.Generation, 0, 0)
+			if err != nil {
+				return nil, "", err
+			}
+			entries = append(entries, ArchiveEntry{cid, c.Generation, n, path})
+		}
+		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.Exec(`DELETE FROM proc_messages WHERE pid=? AND cid=? AND generation=?`, p.Pid, cid, c.Generation); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(`DELETE FROM proc_queue WHERE pid=? AND cid=?`, p.Pid, cid); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(`UPDATE proc_hil SET status='stale' WHERE pid=? AND cid=? AND status='pending'`, p.Pid, cid); err != nil {
+				return err
+			}
+			_, err := tx.Exec(`UPDATE proc_conversations SET generation=generation+1, status='open', updated_at=? WHERE pid=? AND cid=?`, now(), p.Pid, cid)
+			return err
+		})
+		if err != nil {
+			return nil, "", kernel.E(err)
+		}
+	}
+	if pr.run == nil {
+		m.promote(ctx, pr)
+	}
+	if len(entries) == 0 {
+		dir = ""
+	}
+	return entries, dir, nil
+}
+
+// allConvs lists every conversation id of pid.
+func (m *Manager) allConvs(ctx context.Context, pid string) ([]string, error) {
+	rows, err := m.st.R.QueryContext(ctx, `SELECT cid FROM proc_conversations WHERE pid=? ORDER BY cid`, pid)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var c string
+		rows.Scan(&c)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// validCid: 1-64 of [A-Za-z0-9_.-], not starting with a dot.
+func validCid(cid string) error {
+	if cid == "" || len(cid) > 64 || cid[0] == '.' || cid == "ctl" || cid == "err" {
+		return kernel.E(cid, kernel.Invalid, kernel.Msgf("conversation ids are 1-64 of [A-Za-z0-9_.-], not ctl or err"))
+	}
+	for _, r := range cid {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return kernel.E(cid, kernel.Invalid, kernel.Msgf("conversation ids are 1-64 of [A-Za-z0-9_.-], not ctl or err"))
+		}
+	}
+	return nil
+}

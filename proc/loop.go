@@ -1,0 +1,495 @@
+package proc
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/proc/model"
+)
+
+// errStale is returned when a run's work arrives after its conversation
+// moved on (reset, abort): the work is dropped.
+var errStale = errors.New("stale run")
+
+// tool maps a model tool to the syscall it makes.
+type tool struct {
+	def     model.ToolDef
+	syscall string
+	// args turns the model's arguments into the syscall's.
+	args func(raw json.RawMessage) (json.RawMessage, error)
+}
+
+func schema(s string) json.RawMessage { return json.RawMessage(s) }
+
+func passArgs(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("tool arguments are not a JSON object: %v", err)
+	}
+	delete(m, "target") // devices are not routable yet
+	return json.Marshal(m)
+}
+
+// tools are the agent's tools: each is a syscall made as the process.
+var tools = []tool{
+	{model.ToolDef{Name: "Read", Description: "Read a file (numbered lines) or list a directory.",
+		Schema: schema(`{"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer"},"limit":{"type":"integer"}},"required":["path"]}`)},
+		"fs.read", passArgs},
+	{model.ToolDef{Name: "Write", Description: "Create or replace a whole file.",
+		Schema: schema(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`)},
+		"fs.write", passArgs},
+	{model.ToolDef{Name: "Edit", Description: "Replace an exact string in a file.",
+		Schema: schema(`{"type":"object","properties":{"path":{"type":"string"},"oldString":{"type":"string"},"newString":{"type":"string"},"replaceAll":{"type":"boolean"}},"required":["path","oldString","newString"]}`)},
+		"fs.edit", passArgs},
+	{model.ToolDef{Name: "Delete", Description: "Delete a file or directory tree.",
+		Schema: schema(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
+		"fs.delete", passArgs},
+	{model.ToolDef{Name: "Search", Description: "Search files for a literal string.",
+		Schema: schema(`{"type":"object","properties":{"query":{"type":"string"},"path":{"type":"string"},"include":{"type":"string"}},"required":["query"]}`)},
+		"fs.search", passArgs},
+	{model.ToolDef{Name: "Shell", Description: "Run a shell command (/bin/sh -c) in the process's working directory.",
+		Schema: schema(`{"type":"object","properties":{"command":{"type":"string"},"cwd":{"type":"string"},"timeoutMs":{"type":"integer"}},"required":["command"]}`)},
+		"shell.exec", func(raw json.RawMessage) (json.RawMessage, error) {
+			var a map[string]any
+			if err := json.Unmarshal(raw, &a); err != nil {
+				return nil, fmt.Errorf("tool arguments are not a JSON object: %v", err)
+			}
+			if c, ok := a["command"]; ok {
+				a["input"] = c
+				delete(a, "command")
+			}
+			delete(a, "target")
+			return json.Marshal(a)
+		}},
+}
+
+func toolByName(name string) *tool {
+	for i := range tools {
+		if tools[i].def.Name == name {
+			return &tools[i]
+		}
+	}
+	return nil
+}
+
+// needsApproval is the default approval policy: shell.exec and fs.delete
+// ask a human; the other tools run.
+func needsApproval(syscall string) bool { return syscall == "shell.exec" || syscall == "fs.delete" }
+
+// execute runs r until it finishes, fails, or waits on a human. It
+// returns the run's status: done, error, aborted or waiting_hil.
+func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (string, error) {
+	p, err := m.get(ctx, pr.pid)
+	if err != nil {
+		return "error", err
+	}
+	id, err := m.k.IdentityOf(ctx, p.Uid)
+	if err != nil {
+		return "error", err
+	}
+	id.Cwd = p.Cwd
+	id.WorkspaceID = p.WorkspaceID
+	caller := &kernel.Caller{Identity: id}
+	for steps := 0; ; {
+		if ctx.Err() != nil {
+			return "aborted", nil
+		}
+		calls, err := pendingCalls(ctx, m.st.R, pr.pid, r.cid, r.gen)
+		if err != nil {
+			return "error", err
+		}
+		if len(calls) > 0 {
+			for _, c := range calls {
+				waiting, err := m.runTool(ctx, pr, r, p, caller, c)
+				if errors.Is(err, errStale) || ctx.Err() != nil {
+					return "aborted", nil
+				}
+				if err != nil {
+					return "error", err
+				}
+				if waiting {
+					if _, err := m.st.W.ExecContext(ctx, `UPDATE proc_runs SET status='waiting_hil' WHERE run_id=? AND status='running'`, r.id); err != nil {
+						return "error", err
+					}
+					return "waiting_hil", nil
+				}
+			}
+			continue
+		}
+		var role string
+		m.st.R.QueryRowContext(ctx, `SELECT role FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id DESC LIMIT 1`, pr.pid, r.cid, r.gen).Scan(&role)
+		if role == "assistant" {
+			return "done", nil
+		}
+		if steps >= m.opts.MaxSteps {
+			m.processEvent(ctx, pr, r, fmt.Sprintf("run stopped after %d model calls", steps))
+			return "error", fmt.Errorf("run stopped after %d model calls", steps)
+		}
+		steps++
+		if err := m.preflight(ctx, pr, r, p); err != nil {
+			m.processEvent(ctx, pr, r, "run refused: "+err.Error())
+			return "error", err
+		}
+		resp, err := m.callModel(ctx, pr, r, p)
+		if ctx.Err() != nil {
+			return "aborted", nil
+		}
+		if err != nil {
+			// Visible in the conversation; the user's message is kept.
+			m.processEvent(ctx, pr, r, "model error: "+err.Error())
+			return "error", err
+		}
+		for i := range resp.ToolCalls {
+			if resp.ToolCalls[i].ID == "" {
+				resp.ToolCalls[i].ID = newID("call_")
+			}
+			if len(resp.ToolCalls[i].Args) == 0 || !json.Valid(resp.ToolCalls[i].Args) {
+				resp.ToolCalls[i].Args = json.RawMessage("{}")
+			}
+		}
+		b, _ := json.Marshal(assistantContent{Text: resp.Text, ToolCalls: resp.ToolCalls})
+		if _, err := m.appendGuarded(ctx, pr.pid, r, "assistant", b); err != nil {
+			if errors.Is(err, errStale) {
+				return "aborted", nil
+			}
+			return "error", err
+		}
+		m.signal(pr.uid, "proc.run.output", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "text": resp.Text, "toolCalls": len(resp.ToolCalls)})
+	}
+}
+
+// appendGuarded appends a message to r's conversation if r is still the
+// conversation's live run: same generation, run still running.
+func (m *Manager) appendGuarded(ctx context.Context, pid string, r *activeRun, role string, content json.RawMessage) (int64, error) {
+	var id int64
+	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+		var gen int64
+		var status string
+		if err := tx.QueryRow(`SELECT c.generation, r.status FROM proc_conversations c, proc_runs r WHERE c.pid=? AND c.cid=? AND r.run_id=?`, pid, r.cid, r.id).Scan(&gen, &status); err != nil {
+			return errStale
+		}
+		if gen != r.gen || (status != "running" && status != "waiting_hil") {
+			return errStale
+		}
+		t := now()
+		res, err := tx.Exec(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,?,?)`, pid, r.cid, r.gen, role, string(content), t)
+		if err != nil {
+			return err
+		}
+		id, _ = res.LastInsertId()
+		_, err = tx.Exec(`UPDATE proc_conversations SET updated_at=? WHERE pid=? AND cid=?`, t, pid, r.cid)
+		return err
+	})
+	return id, err
+}
+
+// processEvent appends a visible "[Process Event]:" system message.
+func (m *Manager) processEvent(ctx context.Context, pr *process, r *activeRun, text string) {
+	m.appendGuarded(context.WithoutCancel(ctx), pr.pid, r, "system", jsonString("[Process Event]: "+text))
+}
+
+// runTool runs one tool call: asks a human first when the policy says so
+// (returning waiting=true), then makes the syscall as the process and
+// appends the result.
+func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *Process, caller *kernel.Caller, c model.ToolCall) (waiting bool, err error) {
+	t := toolByName(c.Name)
+	result := func(out string, isErr bool) error {
+		b, _ := json.Marshal(toolResultContent{ToolCallID: c.ID, ToolName: c.Name, Output: out, IsError: isErr})
+		_, err := m.appendGuarded(ctx, pr.pid, r, "toolResult", b)
+		m.signal(pr.uid, "proc.run.tool.finished", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "callId": c.ID, "toolName": c.Name, "isError": isErr})
+		return err
+	}
+	if t == nil {
+		return false, result(fmt.Sprintf("unknown tool %q", c.Name), true)
+	}
+	args, aerr := t.args(c.Args)
+	if aerr != nil {
+		return false, result(aerr.Error(), true)
+	}
+	if needsApproval(t.syscall) && !m.allowed(ctx, pr.pid, t.syscall) {
+		var status string
+		err := m.st.R.QueryRowContext(ctx, `SELECT status FROM proc_hil WHERE pid=? AND run_id=? AND call_id=? ORDER BY created_at DESC LIMIT 1`, pr.pid, r.id, c.ID).Scan(&status)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			h := HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: t.syscall, Args: args, CreatedAt: now()}
+			if _, err := m.st.W.ExecContext(ctx, `INSERT INTO proc_hil(request_id,pid,run_id,cid,generation,call_id,tool_name,syscall,args,created_at) VALUES(?,?,?,?,?,?,?,?,?,?)`,
+				h.RequestID, pr.pid, r.id, r.cid, r.gen, c.ID, c.Name, t.syscall, string(args), h.CreatedAt); err != nil {
+				return false, err
+			}
+			m.signal(pr.uid, "proc.run.hil.requested", map[string]any{"pid": pr.pid, "request": h})
+			return true, nil
+		case err != nil:
+			return false, err
+		case status == "pending":
+			return true, nil
+		case status == "denied":
+			return false, result("denied by user", true)
+		case status == "stale":
+			return false, result("interrupted", true)
+		}
+		// approved: run it.
+	}
+	m.signal(pr.uid, "proc.run.tool.started", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "callId": c.ID, "toolName": c.Name, "syscall": t.syscall})
+	res, err := m.k.Call(ctx, caller, t.syscall, args)
+	if ctx.Err() != nil {
+		return false, errStale // abort writes the "interrupted" result
+	}
+	if err != nil {
+		return false, result(err.Error(), true)
+	}
+	out, _ := json.Marshal(res)
+	isErr := false
+	if mres, ok := res.(map[string]any); ok && mres["ok"] == false {
+		isErr = true
+	}
+	return false, result(string(out), isErr)
+}
+
+// allowed says whether pid remembered an approval for syscall.
+func (m *Manager) allowed(ctx context.Context, pid, syscall string) bool {
+	var s string
+	m.st.R.QueryRowContext(ctx, `SELECT hil_allow FROM proc_processes WHERE pid=?`, pid).Scan(&s)
+	var list []string
+	json.Unmarshal([]byte(s), &list)
+	for _, x := range list {
+		if x == syscall {
+			return true
+		}
+	}
+	return false
+}
+
+// Hil answers a pending request: approve runs the call, deny gives the
+// model "denied by user"; remember (with approve) allows the syscall for
+// the rest of the process's life. A request that is not pending (answered,
+// or made stale by an abort or reset) is an error.
+func (m *Manager) Hil(ctx context.Context, p *Process, requestID, decision string, remember bool) (map[string]any, error) {
+	if decision != "approve" && decision != "deny" {
+		return nil, kernel.E(kernel.Invalid, kernel.Msgf("decision must be approve or deny, not %q", decision))
+	}
+	pr := m.proc(p.Pid, p.Uid)
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	var runID, syscall string
+	err := m.st.R.QueryRowContext(ctx, `SELECT run_id,syscall FROM proc_hil WHERE pid=? AND request_id=? AND status='pending'`, p.Pid, requestID).Scan(&runID, &syscall)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, kernel.E(requestID, kernel.NotExist, kernel.Msgf("no pending HIL request %s (answered, stale, or never asked)", requestID))
+	}
+	if err != nil {
+		return nil, kernel.E(err)
+	}
+	status := "approved"
+	if decision == "deny" {
+		status = "denied"
+	}
+	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.Exec(`UPDATE proc_hil SET status=? WHERE request_id=?`, status, requestID); err != nil {
+			return err
+		}
+		if remember && decision == "approve" {
+			var s string
+			tx.QueryRow(`SELECT hil_allow FROM proc_processes WHERE pid=?`, p.Pid).Scan(&s)
+			var list []string
+			json.Unmarshal([]byte(s), &list)
+			list = append(list, syscall)
+			sort.Strings(list)
+			b, _ := json.Marshal(compact(list))
+			if _, err := tx.Exec(`UPDATE proc_processes SET hil_allow=? WHERE pid=?`, string(b), p.Pid); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(`UPDATE proc_runs SET status='running' WHERE run_id=? AND status='waiting_hil'`, runID)
+		return err
+	})
+	if err != nil {
+		return nil, kernel.E(err)
+	}
+	resumed := false
+	if r := pr.run; r != nil && r.id == runID && r.done == nil {
+		m.launch(pr, r)
+		resumed = true
+	}
+	m.changed(p.Uid, p.Pid, "hil", map[string]any{"requestId": requestID, "decision": decision})
+	res := map[string]any{"ok": true, "pid": p.Pid, "requestId": requestID, "decision": decision, "resumed": resumed}
+	if remember && decision == "approve" {
+		res["remembered"] = true
+	}
+	return res, nil
+}
+
+func compact(s []string) []string {
+	out := s[:0]
+	for i, x := range s {
+		if i == 0 || x != s[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// pendingHil returns pid's pending HIL request, or nil.
+func (m *Manager) pendingHil(ctx context.Context, pid string) (*HilRequest, error) {
+	var h HilRequest
+	var args string
+	err := m.st.R.QueryRowContext(ctx, `SELECT request_id,run_id,cid,call_id,tool_name,syscall,args,created_at FROM proc_hil WHERE pid=? AND status='pending' ORDER BY created_at LIMIT 1`, pid).
+		Scan(&h.RequestID, &h.RunID, &h.ConversationID, &h.CallID, &h.ToolName, &h.Syscall, &args, &h.CreatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	h.Args = json.RawMessage(args)
+	return &h, nil
+}
+
+// aiConfig returns the owner's AI configuration: config/ai/* overridden by
+// users/<uid>/ai/*.
+func (m *Manager) aiConfig(ctx context.Context, uid uint32) map[string]string {
+	cfg := map[string]string{}
+	for _, prefix := range []string{"config/ai", fmt.Sprintf("users/%d/ai", uid)} {
+		res, err := m.k.Call(ctx, m.k.KernelCaller(), "sys.config.get", json.RawMessage(`{"key":"`+prefix+`"}`))
+		if err != nil {
+			continue
+		}
+		for _, e := range res.(map[string]any)["entries"].([]kernel.ConfigEntry) {
+			cfg[strings.TrimPrefix(e.Key, prefix+"/")] = e.Value
+		}
+	}
+	return cfg
+}
+
+// provider returns the model provider and model name for uid.
+func (m *Manager) provider(ctx context.Context, uid uint32) (model.Provider, string, error) {
+	if m.opts.Provider != nil {
+		return m.opts.Provider(ctx, uid)
+	}
+	cfg := m.aiConfig(ctx, uid)
+	timeout := 120 * time.Second
+	if s, err := strconv.Atoi(cfg["timeout_ms"]); err == nil && s > 0 {
+		timeout = time.Duration(s) * time.Millisecond
+	}
+	p, err := model.New(model.Config{Provider: cfg["provider"], Model: cfg["model"], BaseURL: cfg["base_url"],
+		APIKey: cfg["api_key"], Script: cfg["script"], Timeout: timeout})
+	return p, cfg["model"], err
+}
+
+// systemPrompt is the profile's prompt plus the owner's ~/context.d/*.md.
+func (m *Manager) systemPrompt(ctx context.Context, p *Process, caller *kernel.Caller) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "You are a GSV agent process (pid %s, profile %s) acting for user %s. Your working directory is %s.\n",
+		p.Pid, p.Profile, caller.Username, p.Cwd)
+	b.WriteString("Your tools are syscalls made with your owner's permissions. Messages that start with \"[Process Event]:\" are GSV runtime events (compaction summaries, errors, scheduled events), not the user speaking.\n")
+	res, err := m.k.Call(ctx, caller, "fs.read", json.RawMessage(`{"path":"~/context.d"}`))
+	if err != nil {
+		return b.String()
+	}
+	r, _ := res.(map[string]any)
+	files, _ := r["files"].([]string)
+	sort.Strings(files)
+	for _, f := range files {
+		if !strings.HasSuffix(f, ".md") {
+			continue
+		}
+		raw, err := m.k.Call(ctx, caller, "fs.readraw", &kernel.FileArgs{Path: "~/context.d/" + f})
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(&b, "\n## %s\n%s\n", f, raw.([]byte))
+	}
+	return b.String()
+}
+
+// history loads the active messages of a conversation as model messages.
+func (m *Manager) modelMessages(ctx context.Context, pid, cid string, gen int64) ([]model.Message, int, error) {
+	rows, err := m.st.R.QueryContext(ctx, `SELECT role,content FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id`, pid, cid, gen)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var out []model.Message
+	size := 0
+	for rows.Next() {
+		var role, content string
+		rows.Scan(&role, &content)
+		size += len(content)
+		switch role {
+		case "user", "system":
+			var s string
+			json.Unmarshal([]byte(content), &s)
+			out = append(out, model.Message{Role: model.User, Content: s})
+		case "assistant":
+			var ac assistantContent
+			json.Unmarshal([]byte(content), &ac)
+			out = append(out, model.Message{Role: model.Assistant, Content: ac.Text, ToolCalls: ac.ToolCalls})
+		case "toolResult":
+			var tr toolResultContent
+			json.Unmarshal([]byte(content), &tr)
+			out = append(out, model.Message{Role: model.Tool, Content: tr.Output, ToolCallID: tr.ToolCallID, ToolName: tr.ToolName, IsError: tr.IsError})
+		}
+	}
+	return out, size, rows.Err()
+}
+
+// callModel makes one model call for r, streaming deltas to the events.
+func (m *Manager) callModel(ctx context.Context, pr *process, r *activeRun, p *Process) (model.Response, error) {
+	prov, modelName, err := m.provider(ctx, p.Uid)
+	if err != nil {
+		return model.Response{}, err
+	}
+	id, err := m.k.IdentityOf(ctx, p.Uid)
+	if err != nil {
+		return model.Response{}, err
+	}
+	id.Cwd = p.Cwd
+	msgs, _, err := m.modelMessages(ctx, pr.pid, r.cid, r.gen)
+	if err != nil {
+		return model.Response{}, err
+	}
+	defs := make([]model.ToolDef, len(tools))
+	for i, t := range tools {
+		defs[i] = t.def
+	}
+	req := model.Request{Model: modelName, System: m.systemPrompt(ctx, p, &kernel.Caller{Identity: id}), Messages: msgs, Tools: defs}
+	return prov.Complete(ctx, req, func(text string) {
+		m.signal(pr.uid, "proc.run.stream", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "text": text})
+	})
+}
+
+// preflight applies the conversation's context policy before a model call:
+// auto-compact compacts when the estimated pressure passes the threshold;
+// fail refuses the run.
+func (m *Manager) preflight(ctx context.Context, pr *process, r *activeRun, p *Process) error {
+	pol, err := m.policy(ctx, pr.pid, r.cid)
+	if err != nil || pol.Overflow == "manual" {
+		return nil
+	}
+	_, size, err := m.modelMessages(ctx, pr.pid, r.cid, r.gen)
+	if err != nil {
+		return err
+	}
+	window := 128000
+	if s, err := strconv.Atoi(m.aiConfig(ctx, p.Uid)["context_window"]); err == nil && s > 0 {
+		window = s
+	}
+	pressure := float64(size/4) / float64(window)
+	if pressure < pol.CompactAtPressure {
+		return nil
+	}
+	if pol.Overflow == "fail" {
+		return fmt.Errorf("context pressure %.2f is over %.2f and the policy is fail", pressure, pol.CompactAtPressure)
+	}
+	_, err = m.compact(ctx, p, r.cid, compactArgs{KeepLast: &pol.KeepLast, GenerateSummary: true}, true)
+	return err
+}

@@ -1,0 +1,101 @@
+// Package model is the agent loop's view of a language model: a Provider
+// takes the conversation so far and the tools, streams text deltas, and
+// returns the assistant's reply (text and tool calls). Providers: offline
+// (the default, needs no key), scripted (replays testdata for tests),
+// openai (any OpenAI-compatible server) and anthropic.
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Role is who said a message.
+type Role string
+
+const (
+	User      Role = "user"
+	Assistant Role = "assistant"
+	// Tool is a tool result, answering the assistant's ToolCall ToolCallID.
+	Tool Role = "tool"
+)
+
+// Message is one entry of the conversation sent to a model. System events
+// reach the model as User messages starting "[Process Event]:".
+type Message struct {
+	Role    Role
+	Content string
+	// ToolCalls are the calls an Assistant message made.
+	ToolCalls []ToolCall
+	// ToolCallID and ToolName say which call a Tool message answers.
+	ToolCallID string
+	ToolName   string
+	// IsError marks a Tool result that is an error ("denied by user").
+	IsError bool
+}
+
+// ToolCall is a model's request to run a tool.
+type ToolCall struct {
+	ID   string          `json:"id"`
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args"`
+}
+
+// ToolDef describes a tool to the model.
+type ToolDef struct {
+	Name        string
+	Description string
+	// Schema is the JSON Schema of the tool's arguments (an object).
+	Schema json.RawMessage
+}
+
+// Request is one model call.
+type Request struct {
+	Model     string
+	System    string
+	Messages  []Message
+	Tools     []ToolDef
+	MaxTokens int
+}
+
+// Usage counts tokens, when the provider reports them.
+type Usage struct {
+	InputTokens  int
+	OutputTokens int
+}
+
+// Response is the assistant's complete reply to one Request.
+type Response struct {
+	Text       string
+	ToolCalls  []ToolCall
+	StopReason string // "end_turn", "tool_use", "max_tokens", ...
+	Usage      Usage
+}
+
+// Provider is a model backend. Complete calls delta with each piece of
+// text as it streams (it may never call it) and returns the whole reply.
+// It returns ctx.Err() promptly when ctx ends. Errors are values with
+// context: a timeout, an HTTP status, a malformed reply.
+type Provider interface {
+	// Name is the provider's name as configured ("offline", "openai", ...).
+	Name() string
+	Complete(ctx context.Context, req Request, delta func(text string)) (Response, error)
+}
+
+// Config selects and configures a provider; it comes from the kernel's
+// config (config/ai/* overridden by users/<uid>/ai/*).
+type Config struct {
+	Provider string // offline (default), scripted, openai, anthropic
+	Model    string
+	BaseURL  string // openai/anthropic: the server's base URL
+	APIKey   string
+	Script   string // scripted: path of the script file
+	// Timeout bounds each Complete call; zero means DefaultTimeout.
+	Timeout time.Duration
+	// MaxRetries is how often the openai and anthropic providers retry a
+	// request that failed transiently (connection error, 408, 409, 429,
+	// 5xx) before giving up: zero means DefaultMaxRetries, a negative
+	// value means no retries at all.
+	MaxRetries int
+}

@@ -1,0 +1,150 @@
+package proc
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// historyPage is how many messages a history reader asks for at a time.
+const historyPage = 1000
+
+// historyReader streams a conversation's active messages, rendered one by
+// one, by paging proc.history by message id: memory stays bounded however
+// long the conversation is. The generation is fixed at open.
+func (m *Manager) historyReader(ctx context.Context, c *kernel.Caller, pid, cid string, render func(*bytes.Buffer, *Message)) (vfs.Reader, error) {
+	res, err := kernel.Invoke[map[string]any](ctx, m.k, c, "proc.conversation.get", &convArgs{Pid: pid, ConversationID: cid})
+	if err != nil {
+		return nil, err
+	}
+	conv, _ := res["conversation"].(*Conversation)
+	if conv == nil {
+		return nil, kernel.E(pid+"/"+cid, kernel.NotExist, kernel.Msgf("no such conversation"))
+	}
+	return &histReader{m: m, c: c, pid: pid, cid: cid, gen: conv.Generation, render: render}, nil
+}
+
+type histReader struct {
+	m        *Manager
+	c        *kernel.Caller
+	pid, cid string
+	gen      int64
+	after    int64
+	done     bool
+	buf      bytes.Buffer
+	render   func(*bytes.Buffer, *Message)
+}
+
+func (r *histReader) Read(ctx context.Context, p []byte) (int, error) {
+	for r.buf.Len() == 0 && !r.done {
+		res, err := kernel.Invoke[map[string]any](ctx, r.m.k, r.c, "proc.history",
+			&historyArgs{Pid: r.pid, ConversationID: r.cid, Limit: historyPage, AfterID: &r.after, Generation: &r.gen})
+		if err != nil {
+			return 0, err
+		}
+		msgs := res["messages"].([]Message)
+		if len(msgs) < historyPage {
+			r.done = true
+		}
+		for i := range msgs {
+			r.render(&r.buf, &msgs[i])
+			r.after = msgs[i].ID
+		}
+	}
+	if r.buf.Len() == 0 {
+		return 0, nil // the end
+	}
+	return r.buf.Read(p)
+}
+
+func (r *histReader) Close() error { return nil }
+
+// renderJSONLine renders a message as one JSON line of history.
+func renderJSONLine(b *bytes.Buffer, msg *Message) {
+	json.NewEncoder(b).Encode(msg)
+}
+
+// renderTranscript renders a message as text a person reads.
+func renderTranscript(b *bytes.Buffer, msg *Message) {
+	t := time.UnixMilli(msg.Timestamp).UTC().Format("2006-01-02 15:04:05")
+	switch msg.Role {
+	case "user", "system":
+		var s string
+		json.Unmarshal(msg.Content, &s)
+		fmt.Fprintf(b, "[%s] #%d %s:\n%s\n\n", t, msg.ID, msg.Role, s)
+	case "assistant":
+		var ac assistantContent
+		json.Unmarshal(msg.Content, &ac)
+		fmt.Fprintf(b, "[%s] #%d assistant:\n", t, msg.ID)
+		if ac.Text != "" {
+			fmt.Fprintf(b, "%s\n", ac.Text)
+		}
+		for _, c := range ac.ToolCalls {
+			fmt.Fprintf(b, "  -> %s %s (%s)\n", c.Name, c.Args, c.ID)
+		}
+		b.WriteByte('\n')
+	case "toolResult":
+		var tr toolResultContent
+		json.Unmarshal(msg.Content, &tr)
+		out := tr.Output
+		if len(out) > 2000 {
+			out = out[:2000] + fmt.Sprintf("... [%d bytes]", len(tr.Output))
+		}
+		mark := ""
+		if tr.IsError {
+			mark = " (error)"
+		}
+		fmt.Fprintf(b, "[%s] #%d %s result%s:\n%s\n\n", t, msg.ID, tr.ToolName, mark, strings.TrimRight(out, "\n"))
+	}
+}
+
+// segmentReader streams a segment's archived messages (JSON lines) from
+// its archive, read as the caller: the segment must be the caller's and
+// the archive readable by them.
+func (m *Manager) segmentReader(ctx context.Context, c *kernel.Caller, pid, cid, segID string) (vfs.Reader, error) {
+	res, err := kernel.Invoke[map[string]any](ctx, m.k, c, "proc.conversation.segments", &convArgs{Pid: pid, ConversationID: cid})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range res["segments"].([]Segment) {
+		if s.ID != segID {
+			continue
+		}
+		f, err := kernel.Invoke[*os.File](ctx, m.k, c, "fs.openread", &kernel.FileArgs{Path: s.ArchivePath})
+		if err != nil {
+			return nil, err
+		}
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			f.Close()
+			return nil, kernel.E(s.ArchivePath, err)
+		}
+		return &gzReader{f: f, zr: zr}, nil
+	}
+	return nil, kernel.E(segID, kernel.NotExist, kernel.Msgf("no such segment"))
+}
+
+type gzReader struct {
+	f  *os.File
+	zr *gzip.Reader
+}
+
+func (r *gzReader) Read(ctx context.Context, p []byte) (int, error) {
+	n, err := r.zr.Read(p)
+	if n > 0 || err == nil || errors.Is(err, io.EOF) {
+		return n, nil
+	}
+	return 0, err
+}
+
+func (r *gzReader) Close() error { return r.f.Close() }

@@ -1,0 +1,93 @@
+package proc
+
+// migrations is the proc component's schema (see kernel.Store.Migrate).
+// Every message, queue entry, run and HIL record carries its conversation
+// id and generation: work of an old generation never touches a new one.
+var migrations = []string{
+	`CREATE TABLE proc_processes (
+		pid TEXT PRIMARY KEY,
+		uid INTEGER NOT NULL,
+		profile TEXT NOT NULL,
+		label TEXT,
+		parent_pid TEXT,
+		state TEXT NOT NULL DEFAULT 'idle',
+		cwd TEXT NOT NULL,
+		workspace_id TEXT,
+		created_at INTEGER NOT NULL,
+		hil_allow TEXT NOT NULL DEFAULT '[]'
+	);
+	CREATE INDEX proc_processes_uid ON proc_processes(uid);
+	CREATE TABLE proc_conversations (
+		pid TEXT NOT NULL,
+		cid TEXT NOT NULL,
+		generation INTEGER NOT NULL DEFAULT 1,
+		status TEXT NOT NULL DEFAULT 'open',
+		title TEXT,
+		created_at INTEGER NOT NULL,
+		updated_at INTEGER NOT NULL,
+		overflow TEXT NOT NULL DEFAULT 'manual',
+		compact_at REAL NOT NULL DEFAULT 0.9,
+		keep_last INTEGER NOT NULL DEFAULT 80,
+		PRIMARY KEY (pid, cid)
+	);
+	CREATE TABLE proc_messages (
+		id INTEGER PRIMARY KEY AUTOINCREMENT,
+		pid TEXT NOT NULL,
+		cid TEXT NOT NULL,
+		generation INTEGER NOT NULL,
+		role TEXT NOT NULL,
+		content TEXT NOT NULL,
+		created_at INTEGER NOT NULL
+	);
+	CREATE INDEX proc_messages_conv ON proc_messages(pid, cid, generation, id);
+	CREATE TABLE proc_queue (
+		id INTEGER PRIMARY KEY AUTOINCREMENT,
+		pid TEXT NOT NULL,
+		cid TEXT NOT NULL,
+		generation INTEGER NOT NULL,
+		run_id TEXT NOT NULL,
+		message TEXT NOT NULL,
+		created_at INTEGER NOT NULL
+	);
+	CREATE INDEX proc_queue_pid ON proc_queue(pid, id);
+	CREATE TABLE proc_runs (
+		run_id TEXT PRIMARY KEY,
+		pid TEXT NOT NULL,
+		cid TEXT NOT NULL,
+		generation INTEGER NOT NULL,
+		status TEXT NOT NULL,
+		started_at INTEGER NOT NULL,
+		finished_at INTEGER,
+		error TEXT
+	);
+	CREATE INDEX proc_runs_pid ON proc_runs(pid, status);
+	CREATE TABLE proc_hil (
+		request_id TEXT PRIMARY KEY,
+		pid TEXT NOT NULL,
+		run_id TEXT NOT NULL,
+		cid TEXT NOT NULL,
+		generation INTEGER NOT NULL,
+		call_id TEXT NOT NULL,
+		tool_name TEXT NOT NULL,
+		syscall TEXT NOT NULL,
+		args TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		status TEXT NOT NULL DEFAULT 'pending'
+	);
+	CREATE INDEX proc_hil_pid ON proc_hil(pid, status);
+	CREATE TABLE proc_segments (
+		id TEXT PRIMARY KEY,
+		pid TEXT NOT NULL,
+		cid TEXT NOT NULL,
+		generation INTEGER NOT NULL,
+		kind TEXT NOT NULL,
+		from_id INTEGER NOT NULL,
+		to_id INTEGER NOT NULL,
+		suffix_to INTEGER NOT NULL,
+		archive_path TEXT NOT NULL,
+		summary_message_id INTEGER,
+		messages INTEGER NOT NULL,
+		created_at INTEGER NOT NULL
+	);
+	CREATE INDEX proc_segments_conv ON proc_segments(pid, cid);`,
+}

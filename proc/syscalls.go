@@ -1,0 +1,571 @@
+package proc
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"gsvfs.dev/gsvfs/kernel"
+)
+
+// Profile is the seed's process profile record.
+type Profile struct {
+	ID          string `json:"id"`
+	Kind        string `json:"kind"`
+	DisplayName string `json:"displayName"`
+	Description string `json:"description"`
+	Interactive bool   `json:"interactive"`
+	Startable   bool   `json:"startable"`
+	Background  bool   `json:"background"`
+	SpawnMode   string `json:"spawnMode"`
+}
+
+var profiles = []Profile{
+	{"init", "system", "Init", "The user's long-lived home process.", true, false, false, "singleton"},
+	{"task", "system", "Task", "A process for one piece of work.", true, true, true, "new"},
+	{"review", "system", "Review", "Reviews work and reports findings.", true, true, true, "new"},
+	{"cron", "system", "Cron", "Runs scheduled work.", false, true, true, "new"},
+}
+
+type (
+	pidArgs struct {
+		Pid string `json:"pid"`
+	}
+	listArgs struct {
+		Uid *uint32 `json:"uid"`
+	}
+	spawnArgs struct {
+		Profile   string `json:"profile"`
+		Label     string `json:"label"`
+		Prompt    string `json:"prompt"`
+		ParentPid string `json:"parentPid"`
+		Workspace any    `json:"workspace"`
+	}
+	sendArgs struct {
+		Pid            string `json:"pid"`
+		ConversationID string `json:"conversationId"`
+		Message        string `json:"message"`
+	}
+	hilArgs struct {
+		Pid       string `json:"pid"`
+		RequestID string `json:"requestId"`
+		Decision  string `json:"decision"`
+		Remember  bool   `json:"remember"`
+	}
+	killArgs struct {
+		Pid     string `json:"pid"`
+		Archive *bool  `json:"archive"`
+	}
+	historyArgs struct {
+		Pid            string `json:"pid"`
+		ConversationID string `json:"conversationId"`
+		Limit          int    `json:"limit"`
+		Offset         int    `json:"offset"`
+		// AfterID pages by message id (ours): messages with a larger id.
+		AfterID *int64 `json:"afterId"`
+		// Generation reads a given generation (ours); a past one is gone.
+		Generation *int64 `json:"generation"`
+	}
+	convArgs struct {
+		Pid            string  `json:"pid"`
+		ConversationID string  `json:"conversationId"`
+		Title          *string `json:"title"`
+		IncludeClosed  bool    `json:"includeClosed"`
+		Archive        *bool   `json:"archive"`
+	}
+	policyArgs struct {
+		Pid               string   `json:"pid"`
+		ConversationID    string   `json:"conversationId"`
+		Overflow          *string  `json:"overflow"`
+		CompactAtPressure *float64 `json:"compactAtPressure"`
+		KeepLast          *int     `json:"keepLast"`
+	}
+	segReadArgs struct {
+		Pid            string `json:"pid"`
+		ConversationID string `json:"conversationId"`
+		SegmentID      string `json:"segmentId"`
+		Limit          int    `json:"limit"`
+		Offset         int    `json:"offset"`
+	}
+	setIdentityArgs struct {
+		Pid      string           `json:"pid"`
+		Identity *kernel.Identity `json:"identity"`
+		Profile  string           `json:"profile"`
+	}
+)
+
+func orDefault(cid string) string {
+	if cid == "" {
+		return "default"
+	}
+	return cid
+}
+
+func (m *Manager) registerSyscalls() {
+	k := m.k
+	kernel.Handle(k, "proc.list", 0, func(ctx context.Context, c *kernel.Caller, a *listArgs) (map[string]any, error) {
+		where, args := "WHERE uid=?", []any{c.Uid}
+		if c.IsRoot() {
+			where, args = "", nil
+			if a.Uid != nil {
+				where, args = "WHERE uid=?", []any{*a.Uid}
+			}
+		} else if a.Uid != nil && *a.Uid != c.Uid {
+			return nil, kernel.E(kernel.Permission, kernel.Msgf("only root may list another user's processes"))
+		}
+		// Every user has an init process.
+		if c.IsRoot() {
+			us, _ := m.k.Users(ctx)
+			for _, u := range us {
+				m.get(ctx, fmt.Sprintf("init:%d", u.Uid))
+			}
+		} else {
+			m.get(ctx, fmt.Sprintf("init:%d", c.Uid))
+		}
+		ps, err := m.list(ctx, where, args...)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"processes": ps}, nil
+	})
+	kernel.Handle(k, "proc.profile.list", 0, func(ctx context.Context, c *kernel.Caller, _ *struct{}) (map[string]any, error) {
+		return map[string]any{"profiles": profiles}, nil
+	})
+	kernel.Handle(k, "proc.spawn", 0, func(ctx context.Context, c *kernel.Caller, a *spawnArgs) (map[string]any, error) {
+		return m.spawn(ctx, c, a)
+	})
+	kernel.Handle(k, "proc.send", 0, func(ctx context.Context, c *kernel.Caller, a *sendArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		runID, queued, err := m.Send(ctx, p, orDefault(a.ConversationID), a.Message)
+		if err != nil {
+			return nil, err
+		}
+		res := map[string]any{"ok": true, "status": "started", "runId": runID}
+		if queued {
+			res["queued"] = true
+		}
+		return res, nil
+	})
+	kernel.Handle(k, "proc.abort", 0, func(ctx context.Context, c *kernel.Caller, a *pidArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		return m.Abort(ctx, p)
+	})
+	kernel.Handle(k, "proc.hil", 0, func(ctx context.Context, c *kernel.Caller, a *hilArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		return m.Hil(ctx, p, a.RequestID, a.Decision, a.Remember)
+	})
+	kernel.Handle(k, "proc.kill", 0, func(ctx context.Context, c *kernel.Caller, a *killArgs) (map[string]any, error) {
+		if a.Pid == "" {
+			return nil, kernel.E(kernel.Invalid, kernel.Msgf("pid is required"))
+		}
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		return m.resetProcess(ctx, p, a.Archive == nil || *a.Archive, "killed")
+	})
+	kernel.Handle(k, "proc.reset", 0, func(ctx context.Context, c *kernel.Caller, a *pidArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		return m.resetProcess(ctx, p, true, "reset")
+	})
+	kernel.Handle(k, "proc.history", 0, func(ctx context.Context, c *kernel.Caller, a *historyArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		return m.history(ctx, p, orDefault(a.ConversationID), a)
+	})
+	kernel.Handle(k, "proc.conversation.open", 0, func(ctx context.Context, c *kernel.Caller, a *convArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		cid := a.ConversationID
+		if cid == "" {
+			cid = "c-" + newID("")[:8]
+		}
+		if err := validCid(cid); err != nil {
+			return nil, err
+		}
+		var title *string
+		if a.Title != nil {
+			t := strings.TrimSpace(*a.Title)
+			title = &t
+		}
+		created := false
+		t := now()
+		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+			res, err := tx.Exec(`INSERT OR IGNORE INTO proc_conversations(pid,cid,title,created_at,updated_at) VALUES(?,?,?,?,?)`, p.Pid, cid, title, t, t)
+			if err != nil {
+				return err
+			}
+			n, _ := res.RowsAffected()
+			created = n > 0
+			if !created {
+				_, err = tx.Exec(`UPDATE proc_conversations SET status='open', title=coalesce(?,title), updated_at=? WHERE pid=? AND cid=?`, title, t, p.Pid, cid)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, kernel.E(err)
+		}
+		conv, err := m.conv(ctx, m.st.R, p.Pid, cid)
+		if err != nil {
+			return nil, err
+		}
+		m.changed(p.Uid, p.Pid, "conversation.open", map[string]any{"conversationId": cid})
+		return map[string]any{"ok": true, "pid": p.Pid, "conversation": conv, "created": created}, nil
+	})
+	kernel.Handle(k, "proc.conversation.list", 0, func(ctx context.Context, c *kernel.Caller, a *convArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		cs, err := m.convs(ctx, p.Pid, a.IncludeClosed)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"ok": true, "pid": p.Pid, "conversations": cs}, nil
+	})
+	kernel.Handle(k, "proc.conversation.get", 0, func(ctx context.Context, c *kernel.Caller, a *convArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		conv, err := m.conv(ctx, m.st.R, p.Pid, orDefault(a.ConversationID))
+		if err != nil {
+			conv = nil
+		}
+		return map[string]any{"ok": true, "pid": p.Pid, "conversation": conv}, nil
+	})
+	kernel.Handle(k, "proc.conversation.close", 0, func(ctx context.Context, c *kernel.Caller, a *convArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		if a.ConversationID == "" {
+			return nil, kernel.E(kernel.Invalid, kernel.Msgf("conversationId is required"))
+		}
+		res, err := m.st.W.ExecContext(ctx, `UPDATE proc_conversations SET status='closed', updated_at=? WHERE pid=? AND cid=?`, now(), p.Pid, a.ConversationID)
+		if err != nil {
+			return nil, kernel.E(err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil, kernel.E(p.Pid+"/"+a.ConversationID, kernel.NotExist, kernel.Msgf("no such conversation"))
+		}
+		m.changed(p.Uid, p.Pid, "conversation.close", map[string]any{"conversationId": a.ConversationID})
+		return map[string]any{"ok": true, "pid": p.Pid, "conversationId": a.ConversationID, "closed": true}, nil
+	})
+	kernel.Handle(k, "proc.conversation.reset", 0, func(ctx context.Context, c *kernel.Caller, a *convArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		cid := orDefault(a.ConversationID)
+		entries, dir, err := m.resetConvs(ctx, p, []string{cid}, a.Archive == nil || *a.Archive)
+		if err != nil {
+			return nil, err
+		}
+		conv, _ := m.conv(ctx, m.st.R, p.Pid, cid)
+		res := map[string]any{"ok": true, "pid": p.Pid, "conversationId": cid, "generation": conv.Generation, "archivedMessages": 0}
+		if len(entries) > 0 {
+			res["archivedMessages"] = entries[0].Messages
+			res["archivedTo"] = dir
+		}
+		m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "conversation.reset", "conversationId": cid})
+		return res, nil
+	})
+	kernel.Handle(k, "proc.conversation.policy.get", 0, func(ctx context.Context, c *kernel.Caller, a *policyArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		pol, err := m.policy(ctx, p.Pid, orDefault(a.ConversationID))
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"ok": true, "pid": p.Pid, "policy": pol}, nil
+	})
+	kernel.Handle(k, "proc.conversation.policy.set", 0, func(ctx context.Context, c *kernel.Caller, a *policyArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		cid := orDefault(a.ConversationID)
+		pol, err := m.policy(ctx, p.Pid, cid)
+		if err != nil {
+			return nil, err
+		}
+		if a.Overflow != nil {
+			switch *a.Overflow {
+			case "manual", "auto-compact", "fail":
+				pol.Overflow = *a.Overflow
+			default:
+				return nil, kernel.E(kernel.Invalid, kernel.Msgf("overflow must be manual, auto-compact or fail"))
+			}
+		}
+		if a.CompactAtPressure != nil {
+			if *a.CompactAtPressure <= 0 || *a.CompactAtPressure > 1 {
+				return nil, kernel.E(kernel.Invalid, kernel.Msgf("compactAtPressure must be in (0, 1]"))
+			}
+			pol.CompactAtPressure = *a.CompactAtPressure
+		}
+		if a.KeepLast != nil {
+			if *a.KeepLast < 0 {
+				return nil, kernel.E(kernel.Invalid, kernel.Msgf("keepLast must be 0 or more"))
+			}
+			pol.KeepLast = *a.KeepLast
+		}
+		if _, err := m.st.W.ExecContext(ctx, `UPDATE proc_conversations SET overflow=?, compact_at=?, keep_last=? WHERE pid=? AND cid=?`,
+			pol.Overflow, pol.CompactAtPressure, pol.KeepLast, p.Pid, cid); err != nil {
+			return nil, kernel.E(err)
+		}
+		m.changed(p.Uid, p.Pid, "policy", map[string]any{"conversationId": cid})
+		return map[string]any{"ok": true, "pid": p.Pid, "policy": pol}, nil
+	})
+	kernel.Handle(k, "proc.conversation.compact", 0, func(ctx context.Context, c *kernel.Caller, a *compactArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		return m.compact(ctx, p, orDefault(a.ConversationID), *a, false)
+	})
+	kernel.Handle(k, "proc.conversation.fork", 0, func(ctx context.Context, c *kernel.Caller, a *forkArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		return m.fork(ctx, c, p, orDefault(a.ConversationID), *a)
+	})
+	kernel.Handle(k, "proc.conversation.segments", 0, func(ctx context.Context, c *kernel.Caller, a *convArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		cid := orDefault(a.ConversationID)
+		if _, err := m.conv(ctx, m.st.R, p.Pid, cid); err != nil {
+			return nil, err
+		}
+		segs, err := m.segments(ctx, p.Pid, cid, "")
+		if err != nil {
+			return nil, kernel.E(err)
+		}
+		return map[string]any{"ok": true, "pid": p.Pid, "conversationId": cid, "segments": segs}, nil
+	})
+	kernel.Handle(k, "proc.conversation.segment.read", 0, func(ctx context.Context, c *kernel.Caller, a *segReadArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		cid := orDefault(a.ConversationID)
+		segs, err := m.segments(ctx, p.Pid, cid, a.SegmentID)
+		if err != nil || len(segs) == 0 || segs[0].ConversationID != cid {
+			return nil, kernel.E(a.SegmentID, kernel.NotExist, kernel.Msgf("no such segment"))
+		}
+		limit := a.Limit
+		if limit <= 0 || limit > 1000 {
+			limit = 1000
+		}
+		var msgs []Message
+		i := 0
+		truncated := false
+		err = m.readArchive(ctx, kernel.CallerOf(c.Identity, ""), segs[0].ArchivePath, func(msg Message) bool {
+			if i >= a.Offset {
+				if len(msgs) == limit {
+					truncated = true
+					return false
+				}
+				msgs = append(msgs, msg)
+			}
+			i++
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+		if msgs == nil {
+			msgs = []Message{}
+		}
+		return map[string]any{"ok": true, "pid": p.Pid, "conversationId": cid, "segment": segs[0], "messages": msgs,
+			"messageCount": segs[0].Messages, "truncated": truncated}, nil
+	})
+	kernel.Handle(k, "proc.setidentity", kernel.KernelOnly, func(ctx context.Context, c *kernel.Caller, a *setIdentityArgs) (map[string]any, error) {
+		if a.Identity == nil {
+			return nil, kernel.E(kernel.Invalid, kernel.Msgf("identity is required"))
+		}
+		res, err := m.st.W.ExecContext(ctx, `UPDATE proc_processes SET cwd=?, workspace_id=?, profile=coalesce(nullif(?,''),profile) WHERE pid=?`,
+			a.Identity.Cwd, a.Identity.WorkspaceID, a.Profile, a.Pid)
+		if err != nil {
+			return nil, kernel.E(err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil, kernel.E(a.Pid, kernel.NotExist, kernel.Msgf("no such process"))
+		}
+		return map[string]any{"ok": true}, nil
+	})
+}
+
+func (m *Manager) list(ctx context.Context, where string, args ...any) ([]Process, error) {
+	rows, err := m.st.R.QueryContext(ctx, `SELECT pid,uid,profile,parent_pid,state,label,created_at,workspace_id,cwd FROM proc_processes `+where+` ORDER BY created_at, pid`, args...)
+	if err != nil {
+		return nil, kernel.E(err)
+	}
+	defer rows.Close()
+	out := []Process{}
+	for rows.Next() {
+		var p Process
+		if err := rows.Scan(&p.Pid, &p.Uid, &p.Profile, &p.ParentPid, &p.State, &p.Label, &p.CreatedAt, &p.WorkspaceID, &p.Cwd); err != nil {
+			return nil, kernel.E(err)
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+func (m *Manager) convs(ctx context.Context, pid string, includeClosed bool) ([]Conversation, error) {
+	q := `SELECT cid FROM proc_conversations WHERE pid=?`
+	if !includeClosed {
+		q += ` AND status='open'`
+	}
+	rows, err := m.st.R.QueryContext(ctx, q+` ORDER BY created_at, cid`, pid)
+	if err != nil {
+		return nil, kernel.E(err)
+	}
+	var ids []string
+	for rows.Next() {
+		var c string
+		rows.Scan(&c)
+		ids = append(ids, c)
+	}
+	rows.Close()
+	out := []Conversation{}
+	for _, id := range ids {
+		c, err := m.conv(ctx, m.st.R, pid, id)
+		if err == nil {
+			out = append(out, *c)
+		}
+	}
+	return out, nil
+}
+
+func (m *Manager) spawn(ctx context.Context, c *kernel.Caller, a *spawnArgs) (map[string]any, error) {
+	var prof *Profile
+	for i := range profiles {
+		if profiles[i].ID == a.Profile {
+			prof = &profiles[i]
+		}
+	}
+	if prof == nil {
+		return nil, kernel.E(a.Profile, kernel.Invalid, kernel.Msgf("unknown profile (see proc.profile.list)"))
+	}
+	if w, ok := a.Workspace.(string); ok && w != "" && w != "none" {
+		return nil, kernel.E(kernel.Invalid, kernel.Msgf("workspace %q: only workspace=none is supported yet", w))
+	}
+	var parent *string
+	if a.ParentPid != "" {
+		pp, err := m.lookup(ctx, c, a.ParentPid)
+		if err != nil {
+			return nil, err
+		}
+		parent = &pp.Pid
+	}
+	pid := newID("")[:8] + "-" + newID("")[:4]
+	if prof.SpawnMode == "singleton" {
+		pid = fmt.Sprintf("init:%d", c.Uid)
+	}
+	var label *string
+	if a.Label != "" {
+		label = &a.Label
+	}
+	if err := m.create(ctx, pid, c.Uid, prof.ID, label, parent, c.Home); err != nil {
+		return nil, kernel.E(err)
+	}
+	p, err := m.get(ctx, pid)
+	if err != nil {
+		return nil, err
+	}
+	m.changed(c.Uid, pid, "spawn", map[string]any{"profile": prof.ID})
+	if a.Prompt != "" {
+		if _, _, err := m.Send(ctx, p, "default", a.Prompt); err != nil {
+			return nil, err
+		}
+	}
+	res := map[string]any{"ok": true, "pid": pid, "profile": prof.ID, "workspaceId": nil, "cwd": p.Cwd}
+	if label != nil {
+		res["label"] = *label
+	}
+	return res, nil
+}
+
+// history pages the active messages of a conversation.
+func (m *Manager) history(ctx context.Context, p *Process, cid string, a *historyArgs) (map[string]any, error) {
+	conv, err := m.conv(ctx, m.st.R, p.Pid, cid)
+	if err != nil {
+		return nil, err
+	}
+	limit, offset := a.Limit, a.Offset
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
+	}
+	gen := conv.Generation
+	if a.Generation != nil {
+		gen = *a.Generation
+	}
+	after := int64(-1)
+	if a.AfterID != nil {
+		after, offset = *a.AfterID, 0
+	}
+	rows, err := m.st.R.QueryContext(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? ORDER BY id LIMIT ? OFFSET ?`,
+		p.Pid, cid, gen, after, limit, max(offset, 0))
+	if err != nil {
+		return nil, kernel.E(err)
+	}
+	defer rows.Close()
+	msgs := []Message{}
+	for rows.Next() {
+		var msg Message
+		var content string
+		rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp)
+		msg.Content = []byte(content)
+		msgs = append(msgs, msg)
+	}
+	hil, _ := m.pendingHil(ctx, p.Pid)
+	return map[string]any{"ok": true, "pid": p.Pid, "conversationId": cid, "messages": msgs, "messageCount": conv.MessageCount,
+		"truncated": int64(offset+len(msgs)) < conv.MessageCount, "pendingHil": hil}, nil
+}
+
+// resetProcess archives every non-empty conversation of p under one
+// archive directory and clears them (proc.reset, proc.kill).
+func (m *Manager) resetProcess(ctx context.Context, p *Process, archive bool, event string) (map[string]any, error) {
+	cids, err := m.allConvs(ctx, p.Pid)
+	if err != nil {
+		return nil, kernel.E(err)
+	}
+	entries, dir, err := m.resetConvs(ctx, p, cids, archive)
+	if err != nil {
+		return nil, err
+	}
+	var total int64
+	for _, e := range entries {
+		total += e.Messages
+	}
+	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "process." + event})
+	res := map[string]any{"ok": true, "pid": p.Pid, "archivedMessages": total, "archives": entries}
+	if dir != "" {
+		res["archivedTo"] = dir
+	}
+	return res, nil
+}

@@ -1,0 +1,415 @@
+package proc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+	"time"
+
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// The /proc tree. Every file is a view, ctl, stream or input over proc.*
+// syscalls made as the caller; a process's files belong to its owner.
+
+func words(l kernel.CtlLine, n int, usage string) error {
+	if l.JSON == nil && len(l.Words) < n {
+		return kernel.E(kernel.Invalid, kernel.Msgf("usage: %s", usage))
+	}
+	return nil
+}
+
+func word(l kernel.CtlLine, i int) string {
+	if i < len(l.Words) {
+		return l.Words[i]
+	}
+	return ""
+}
+
+// spawnVerb parses "spawn <profile> [label=..] [prompt=..] [workspace=..]".
+func spawnVerb(l kernel.CtlLine) (string, any, error) {
+	if err := words(l, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none]"); err != nil {
+		return "", nil, err
+	}
+	a := &spawnArgs{Profile: word(l, 0), Label: l.Opts["label"], Prompt: l.Opts["prompt"]}
+	if w, ok := l.Opts["workspace"]; ok {
+		a.Workspace = w
+	}
+	return "proc.spawn", a, nil
+}
+
+func (m *Manager) tree() vfs.Dir {
+	root := kernel.RootMeta("/proc", fs.ModeDir|0o555)
+	ctl := m.k.Ctl("/proc", kernel.RootMeta("/proc/ctl", 0o666), map[string]kernel.CtlVerb{"spawn": spawnVerb})
+	// clone is a ctl whose result is the new pid: exec 3<>clone; echo
+	// 'spawn task' >&3; read pid <&3.
+	clone := &vfs.Ctl{Meta: kernel.RootMeta("/proc/clone", 0o666), Exec: func(ctx context.Context, cred vfs.Cred, line string) (string, error) {
+		c := kernel.CallerOf(cred, "/proc")
+		l, err := kernel.ParseCtl(line)
+		if err == nil && l.Verb != "spawn" {
+			err = kernel.E("/proc/clone", kernel.Invalid, kernel.Msgf("unknown verb %q (want spawn)", l.Verb))
+		}
+		var args any
+		if err == nil {
+			_, args, err = spawnVerb(l)
+		}
+		if err != nil {
+			return "", err
+		}
+		if l.JSON != nil {
+			json.Unmarshal(l.JSON, args)
+		}
+		res, err := m.k.Call(ctx, c, "proc.spawn", args)
+		if err != nil {
+			return "", err
+		}
+		return res.(map[string]any)["pid"].(string), nil
+	}}
+	errv := m.k.ErrView("/proc")
+	return &vfs.FuncDir{Meta: root,
+		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
+			out := []vfs.DirEntry{{Name: "ctl", Node: ctl}, {Name: "clone", Node: clone}, {Name: "err", Node: errv}}
+			res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), "proc.list", &listArgs{})
+			if err != nil {
+				return out, nil // nobody sees the fixed files only
+			}
+			for _, p := range res["processes"].([]Process) {
+				out = append(out, vfs.DirEntry{Name: p.Pid, Node: m.procDir(ctx, &p)})
+			}
+			return out, nil
+		},
+		Find: func(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, error) {
+			switch name {
+			case "ctl":
+				return ctl, nil
+			case "clone":
+				return clone, nil
+			case "err":
+				return errv, nil
+			}
+			p, err := m.lookup(ctx, kernel.CallerOf(cred, ""), name)
+			if err != nil || name == "" {
+				return nil, vfs.ErrNotExist
+			}
+			return m.procDir(ctx, p), nil
+		}}
+}
+
+// owned makes the Meta of a file of process p.
+func (m *Manager) owned(ctx context.Context, p *Process, path string, mode fs.FileMode) *kernel.Meta {
+	meta := &kernel.Meta{Path: path, Uid: p.Uid, Gid: kernel.UsersGID, Mode: mode, Owner: strconv.Itoa(int(p.Uid)), Group: "users", HostUID: int(p.Uid)}
+	if u, err := m.k.UserOf(ctx, p.Uid); err == nil {
+		meta.Owner, meta.Gid = u.Username, u.Gid
+		if u.HostUID != nil {
+			meta.HostUID = *u.HostUID
+		}
+		if u.Gid == kernel.RootGID {
+			meta.Group = "root"
+		}
+	}
+	return meta
+}
+
+// call makes a syscall as cred from dir and renders the result as JSON.
+func (m *Manager) jsonView(meta *kernel.Meta, call string, args any, pick func(map[string]any) any) *vfs.View {
+	return &vfs.View{Meta: meta, Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
+		res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), call, args)
+		if err != nil {
+			return nil, err
+		}
+		v := pick(res)
+		if v == nil || v == (*HilRequest)(nil) {
+			return nil, nil
+		}
+		b, err := json.MarshalIndent(v, "", "  ")
+		return append(b, '\n'), err
+	}}
+}
+
+func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
+	base := "/proc/" + p.Pid
+	pid := p.Pid
+	dirMode := fs.ModeDir | 0o500
+	status := &vfs.View{Meta: m.owned(ctx, p, base+"/status", 0o400), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
+		c := kernel.CallerOf(cred, "")
+		q, err := m.lookup(ctx, c, pid)
+		if err != nil {
+			return nil, err
+		}
+		return m.renderStatus(ctx, q), nil
+	}}
+	ctl := m.k.Ctl(base, m.owned(ctx, p, base+"/ctl", 0o600), map[string]kernel.CtlVerb{
+		"send": func(l kernel.CtlLine) (string, any, error) {
+			if l.JSON == nil && l.Rest == "" {
+				return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: send <text...>"))
+			}
+			return "proc.send", &sendArgs{Pid: pid, Message: l.Rest}, nil
+		},
+		"abort": func(l kernel.CtlLine) (string, any, error) { return "proc.abort", &pidArgs{Pid: pid}, nil },
+		"kill": func(l kernel.CtlLine) (string, any, error) {
+			a := &killArgs{Pid: pid}
+			if word(l, 0) == "noarchive" {
+				f := false
+				a.Archive = &f
+			} else if len(l.Words) > 0 {
+				return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: kill [noarchive]"))
+			}
+			return "proc.kill", a, nil
+		},
+		"reset": func(l kernel.CtlLine) (string, any, error) { return "proc.reset", &pidArgs{Pid: pid}, nil },
+		"hil": func(l kernel.CtlLine) (string, any, error) {
+			if err := words(l, 2, "hil <approve|deny> <requestId> [remember]"); err != nil {
+				return "", nil, err
+			}
+			return "proc.hil", &hilArgs{Pid: pid, Decision: word(l, 0), RequestID: word(l, 1), Remember: word(l, 2) == "remember"}, nil
+		},
+	})
+	events := &vfs.Stream{Meta: m.owned(ctx, p, base+"/events", 0o400), Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
+		c := kernel.CallerOf(cred, "")
+		if _, err := m.lookup(ctx, c, pid); err != nil {
+			return nil, err
+		}
+		return m.k.Subscribe(c.Identity, func(signal string, payload any) bool {
+			pl, ok := payload.(map[string]any)
+			return ok && pl["pid"] == pid
+		}), nil
+	}}
+	hil := m.jsonView(m.owned(ctx, p, base+"/hil", 0o400), "proc.history", &historyArgs{Pid: pid, Limit: 1}, func(r map[string]any) any { return r["pendingHil"] })
+	return vfs.NewDir(m.owned(ctx, p, base, dirMode),
+		vfs.DirEntry{Name: "status", Node: status},
+		vfs.DirEntry{Name: "ctl", Node: ctl},
+		vfs.DirEntry{Name: "err", Node: m.k.ErrView(base)},
+		vfs.DirEntry{Name: "events", Node: events},
+		vfs.DirEntry{Name: "hil", Node: hil},
+		vfs.DirEntry{Name: "conversations", Node: m.convsDir(ctx, p)},
+	)
+}
+
+func (m *Manager) renderStatus(ctx context.Context, p *Process) []byte {
+	var b strings.Builder
+	u, _ := m.k.UserOf(ctx, p.Uid)
+	user := ""
+	if u != nil {
+		user = u.Username
+	}
+	str := func(s *string) string {
+		if s == nil {
+			return "-"
+		}
+		return *s
+	}
+	pr := m.proc(p.Pid, p.Uid)
+	pr.mu.Lock()
+	run, state := "-", p.State
+	if pr.run != nil {
+		run = pr.run.id
+		if pr.run.done == nil {
+			state = "waiting"
+		} else {
+			state = "running"
+		}
+	} else if state == "running" {
+		state = "idle"
+	}
+	pr.mu.Unlock()
+	var queued int
+	m.st.R.QueryRowContext(ctx, `SELECT count(*) FROM proc_queue WHERE pid=?`, p.Pid).Scan(&queued)
+	fmt.Fprintf(&b, "pid: %s\nuid: %d\nuser: %s\nprofile: %s\nlabel: %s\nparent: %s\nstate: %s\nrun: %s\nqueued: %d\ncwd: %s\nworkspace: %s\ncreated: %s\n",
+		p.Pid, p.Uid, user, p.Profile, str(p.Label), str(p.ParentPid), state, run, queued, p.Cwd, str(p.WorkspaceID),
+		time.UnixMilli(p.CreatedAt).UTC().Format(time.RFC3339))
+	return []byte(b.String())
+}
+
+func (m *Manager) convsDir(ctx context.Context, p *Process) vfs.Dir {
+	base := "/proc/" + p.Pid + "/conversations"
+	pid := p.Pid
+	ctl := m.k.Ctl(base, m.owned(ctx, p, base+"/ctl", 0o600), map[string]kernel.CtlVerb{
+		"open": func(l kernel.CtlLine) (string, any, error) {
+			a := &convArgs{Pid: pid, ConversationID: word(l, 0)}
+			if t, ok := l.Opts["title"]; ok {
+				a.Title = &t
+			}
+			return "proc.conversation.open", a, nil
+		},
+		"close": func(l kernel.CtlLine) (string, any, error) {
+			if err := words(l, 1, "close <id>"); err != nil {
+				return "", nil, err
+			}
+			return "proc.conversation.close", &convArgs{Pid: pid, ConversationID: word(l, 0)}, nil
+		},
+	})
+	errv := m.k.ErrView(base)
+	return &vfs.FuncDir{Meta: m.owned(ctx, p, base, fs.ModeDir|0o500),
+		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
+			res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), "proc.conversation.list", &convArgs{Pid: pid, IncludeClosed: true})
+			if err != nil {
+				return nil, err
+			}
+			out := []vfs.DirEntry{{Name: "ctl", Node: ctl}, {Name: "err", Node: errv}}
+			for _, c := range res["conversations"].([]Conversation) {
+				out = append(out, vfs.DirEntry{Name: c.ID, Node: m.convDir(ctx, p, c.ID)})
+			}
+			return out, nil
+		},
+		Find: func(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, error) {
+			switch name {
+			case "ctl":
+				return ctl, nil
+			case "err":
+				return errv, nil
+			}
+			if _, err := m.lookup(ctx, kernel.CallerOf(cred, ""), pid); err != nil {
+				return nil, err
+			}
+			if _, err := m.conv(ctx, m.st.R, pid, name); err != nil {
+				return nil, vfs.ErrNotExist
+			}
+			return m.convDir(ctx, p, name), nil
+		}}
+}
+
+func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
+	base := "/proc/" + p.Pid + "/conversations/" + cid
+	pid := p.Pid
+	in := &vfs.Input{Meta: m.owned(ctx, p, base+"/in", 0o200), Deliver: func(ctx context.Context, cred vfs.Cred, data []byte) error {
+		_, err := m.k.Call(ctx, kernel.CallerOf(cred, base), "proc.send", &sendArgs{Pid: pid, ConversationID: cid, Message: strings.TrimSuffix(string(data), "\n")})
+		return err
+	}}
+	ctl := m.k.Ctl(base, m.owned(ctx, p, base+"/ctl", 0o600), map[string]kernel.CtlVerb{
+		"send": func(l kernel.CtlLine) (string, any, error) {
+			if l.JSON == nil && l.Rest == "" {
+				return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: send <text...>"))
+			}
+			return "proc.send", &sendArgs{Pid: pid, ConversationID: cid, Message: l.Rest}, nil
+		},
+		"compact": func(l kernel.CtlLine) (string, any, error) {
+			a := &compactArgs{Pid: pid, ConversationID: cid}
+			if v, ok := l.Opts["keep"]; ok {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("keep=%q is not a number", v))
+				}
+				a.KeepLast = &n
+			}
+			if v, ok := l.Opts["through"]; ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("through=%q is not a message id", v))
+				}
+				a.ThroughMessageID = &n
+			}
+			if v, ok := l.Opts["summary"]; ok {
+				a.Summary = &v
+			}
+			for _, w := range l.Words {
+				if w != "generate" {
+					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: compact keep=<n>|through=<msgId> [summary=<text>|generate]"))
+				}
+				a.GenerateSummary = true
+			}
+			return "proc.conversation.compact", a, nil
+		},
+		"reset": func(l kernel.CtlLine) (string, any, error) {
+			a := &convArgs{Pid: pid, ConversationID: cid}
+			if word(l, 0) == "noarchive" {
+				f := false
+				a.Archive = &f
+			}
+			return "proc.conversation.reset", a, nil
+		},
+		"fork": func(l kernel.CtlLine) (string, any, error) {
+			a := &forkArgs{Pid: pid, ConversationID: cid, SegmentID: l.Opts["segment"], TargetConversationID: l.Opts["as"]}
+			if v, ok := l.Opts["through"]; ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("through=%q is not a message id", v))
+				}
+				a.ThroughMessageID = &n
+			}
+			if t, ok := l.Opts["title"]; ok {
+				a.Title = &t
+			}
+			for _, w := range l.Words {
+				if w != "nosuffix" {
+					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: fork through=<msgId>|segment=<segId> [as=<id>] [title=..] [nosuffix]"))
+				}
+				f := false
+				a.IncludeLiveSuffix = &f
+			}
+			return "proc.conversation.fork", a, nil
+		},
+		"close": func(l kernel.CtlLine) (string, any, error) {
+			return "proc.conversation.close", &convArgs{Pid: pid, ConversationID: cid}, nil
+		},
+		"policy": func(l kernel.CtlLine) (string, any, error) {
+			a := &policyArgs{Pid: pid, ConversationID: cid}
+			if v, ok := l.Opts["overflow"]; ok {
+				a.Overflow = &v
+			}
+			if v, ok := l.Opts["pressure"]; ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("pressure=%q is not a number", v))
+				}
+				a.CompactAtPressure = &f
+			}
+			if v, ok := l.Opts["keep"]; ok {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("keep=%q is not a number", v))
+				}
+				a.KeepLast = &n
+			}
+			return "proc.conversation.policy.set", a, nil
+		},
+	})
+	info := m.jsonView(m.owned(ctx, p, base+"/info", 0o400), "proc.conversation.get", &convArgs{Pid: pid, ConversationID: cid}, func(r map[string]any) any { return r["conversation"] })
+	policy := m.jsonView(m.owned(ctx, p, base+"/policy", 0o400), "proc.conversation.policy.get", &policyArgs{Pid: pid, ConversationID: cid}, func(r map[string]any) any { return r["policy"] })
+	history := &vfs.Sequential{Meta: m.owned(ctx, p, base+"/history", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
+		return m.historyReader(ctx, kernel.CallerOf(cred, ""), pid, cid, renderJSONLine)
+	}}
+	transcript := &vfs.Sequential{Meta: m.owned(ctx, p, base+"/transcript", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
+		return m.historyReader(ctx, kernel.CallerOf(cred, ""), pid, cid, renderTranscript)
+	}}
+	return vfs.NewDir(m.owned(ctx, p, base, fs.ModeDir|0o500),
+		vfs.DirEntry{Name: "in", Node: in},
+		vfs.DirEntry{Name: "ctl", Node: ctl},
+		vfs.DirEntry{Name: "err", Node: m.k.ErrView(base)},
+		vfs.DirEntry{Name: "info", Node: info},
+		vfs.DirEntry{Name: "history", Node: history},
+		vfs.DirEntry{Name: "transcript", Node: transcript},
+		vfs.DirEntry{Name: "policy", Node: policy},
+		vfs.DirEntry{Name: "segments", Node: m.segmentsDir(ctx, p, cid)},
+	)
+}
+
+func (m *Manager) segmentsDir(ctx context.Context, p *Process, cid string) vfs.Dir {
+	base := "/proc/" + p.Pid + "/conversations/" + cid + "/segments"
+	pid := p.Pid
+	segDir := func(s Segment) vfs.Dir {
+		sbase := base + "/" + s.ID
+		meta := m.jsonView(m.owned(ctx, p, sbase+"/meta", 0o400), "proc.conversation.segment.read", &segReadArgs{Pid: pid, ConversationID: cid, SegmentID: s.ID, Limit: 1},
+			func(r map[string]any) any { return r["segment"] })
+		msgs := &vfs.Sequential{Meta: m.owned(ctx, p, sbase+"/messages", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
+			return m.segmentReader(ctx, kernel.CallerOf(cred, ""), pid, cid, s.ID)
+		}}
+		return vfs.NewDir(m.owned(ctx, p, sbase, fs.ModeDir|0o500),
+			vfs.DirEntry{Name: "meta", Node: meta}, vfs.DirEntry{Name: "messages", Node: msgs})
+	}
+	return &vfs.FuncDir{Meta: m.owned(ctx, p, base, fs.ModeDir|0o500),
+		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
+			res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), "proc.conversation.segments", &convArgs{Pid: pid, ConversationID: cid})
+			if err != nil {
+				return nil, err
+			}
+			var out []vfs.DirEntry
+			for _, s := range res["segments"].([]Segment) {
+				out = append(out, vfs.DirEntry{Name: s.ID, Node: segDir(s)})
+			}
+			return out, nil
+		}}
+}

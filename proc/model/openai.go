@@ -114,6 +114,10 @@ func (p *OpenAI) stream(ctx context.Context, params openai.ChatCompletionNewPara
 		if errors.As(err, &syn) || errors.As(err, &typ) {
 			return Response{}, fmt.Errorf("malformed stream chunk after %d chunks: %w", chunks, err)
 		}
+		var apiErr *openai.Error
+		if errors.As(err, &apiErr) && apiErr.Message != "" {
+			return Response{}, fmt.Errorf("%w: %s", err, apiErr.Message)
+		}
 		return Response{}, err
 	}
 	if finish == "" {

@@ -16,8 +16,11 @@ const DefaultTimeout = 120 * time.Second
 // a transient failure when Config.MaxRetries is zero.
 const DefaultMaxRetries = 2
 
-// Providers lists the valid values of Config.Provider ("" means offline).
-var Providers = []string{"offline", "scripted", "openai", "anthropic"}
+// ProviderNames returns the valid values of Config.Provider ("" also
+// means offline).
+func ProviderNames() []string {
+	return []string{"offline", "scripted", "openai", "anthropic"}
+}
 
 // New returns the provider cfg selects: "" or "offline" gives Offline,
 // "scripted" gives NewScripted(cfg.Script), "openai" an OpenAI-compatible
@@ -49,7 +52,7 @@ func New(cfg Config) (Provider, error) {
 	case "anthropic":
 		return NewAnthropic(cfg), nil
 	default:
-		return nil, fmt.Errorf("model: unknown provider %q (valid: %s)", cfg.Provider, strings.Join(Providers, ", "))
+		return nil, fmt.Errorf("model: unknown provider %q (valid: %s)", cfg.Provider, strings.Join(ProviderNames(), ", "))
 	}
 }
 

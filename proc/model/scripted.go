@@ -37,14 +37,17 @@ type ScriptTurn struct {
 
 // ScriptTool is one scripted tool call.
 type ScriptTool struct {
-	Name string          `json:"name"`
+	// Name is the tool's name (required).
+	Name string `json:"name"`
+	// Args is the call's arguments, a JSON object ({} when absent).
 	Args json.RawMessage `json:"args,omitempty"`
 }
 
 // Scripted is a provider for tests that replays a script: one ScriptTurn
 // per Complete call, in order. It is safe for concurrent use; each
-// Complete consumes the next turn (even if it then fails). Once the turns
-// are used up it replies ScriptExhausted.
+// Complete consumes the next turn (even if it then fails; a call whose ctx
+// has already ended consumes nothing). Once the turns are used up it
+// replies ScriptExhausted.
 type Scripted struct {
 	// Timeout, if positive, bounds each Complete (New sets it from
 	// Config.Timeout).

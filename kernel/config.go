@@ -14,7 +14,6 @@ var defaultConfig = map[string]string{
 	"config/server/name":     "gsv",
 	"config/system/timezone": "UTC",
 	"config/ai/provider":     "offline",
-	"config/ai/model":        "offline",
 	"config/ai/max_tokens":   "8192",
 }
 
@@ -39,6 +38,21 @@ func configWritable(id *Identity, key string) bool {
 	return id.IsRoot() || strings.HasPrefix(key, fmt.Sprintf("users/%d/ai/", id.Uid))
 }
 
+// normalizeKey turns a dotted key ("ai.provider") into the stored key it
+// means for id: a user's own override (users/<uid>/ai/provider) for the
+// ai.* keys users may set, the system key (config/ai/provider) for root and
+// for reads of everything else. Slash keys are returned unchanged.
+func normalizeKey(id *Identity, key string, set bool) string {
+	if strings.Contains(key, "/") || !strings.Contains(key, ".") {
+		return key
+	}
+	path := strings.ReplaceAll(key, ".", "/")
+	if !id.IsRoot() && strings.HasPrefix(path, "ai/") && set {
+		return fmt.Sprintf("users/%d/%s", id.Uid, path)
+	}
+	return "config/" + path
+}
+
 // ConfigEntry is one key and its value.
 type ConfigEntry struct {
 	Key   string `json:"key"`
@@ -59,7 +73,13 @@ var validKey = regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`)
 
 func (k *Kernel) registerConfig() {
 	Handle(k, "sys.config.get", 0, func(ctx context.Context, c *Caller, a *configGetArgs) (map[string]any, error) {
-		es, err := k.configGet(ctx, c.Identity, a.Key)
+		if own := normalizeKey(c.Identity, a.Key, true); own != a.Key && own != normalizeKey(c.Identity, a.Key, false) {
+			// A user's dotted ai.* key reads their override if they have one.
+			if es, err := k.configGet(ctx, c.Identity, own); err == nil && len(es) > 0 {
+				return map[string]any{"entries": es}, nil
+			}
+		}
+		es, err := k.configGet(ctx, c.Identity, normalizeKey(c.Identity, a.Key, false))
 		if err != nil {
 			return nil, err
 		}
@@ -67,6 +87,7 @@ func (k *Kernel) registerConfig() {
 	})
 
 	Handle(k, "sys.config.set", 0, func(ctx context.Context, c *Caller, a *configSetArgs) (map[string]any, error) {
+		a.Key = normalizeKey(c.Identity, a.Key, true)
 		if !validKey.MatchString(a.Key) {
 			return nil, E(a.Key, Invalid, msg("config keys are /-separated words of [A-Za-z0-9_.-]"))
 		}

@@ -432,3 +432,41 @@ func TestSymlinkNotFollowed(t *testing.T) {
 		}
 	}
 }
+
+func TestDottedConfigKeys(t *testing.T) {
+	k, root, alice, _ := newKernel(t)
+	ctx := context.Background()
+	set := func(id *Identity, key, val string) error {
+		v, _ := json.Marshal(val)
+		_, err := k.Call(ctx, &Caller{Identity: id}, "sys.config.set", &configSetArgs{Key: key, Value: v})
+		return err
+	}
+	get := func(id *Identity, key string) []ConfigEntry {
+		res, err := k.Call(ctx, &Caller{Identity: id}, "sys.config.get", &configGetArgs{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.(map[string]any)["entries"].([]ConfigEntry)
+	}
+	if err := set(root, "ai.provider", "openai"); err != nil {
+		t.Fatal(err)
+	}
+	if es := get(root, "config/ai/provider"); len(es) != 1 || es[0].Value != "openai" {
+		t.Fatalf("root ai.provider: %v", es)
+	}
+	if es := get(alice, "ai.provider"); len(es) != 1 || es[0].Value != "openai" {
+		t.Fatalf("alice reads system ai.provider: %v", es)
+	}
+	if err := set(alice, "ai.model", "small"); err != nil {
+		t.Fatal(err)
+	}
+	if es := get(alice, "users/1000/ai/model"); len(es) != 1 || es[0].Value != "small" {
+		t.Fatalf("alice ai.model: %v", es)
+	}
+	if es := get(alice, "ai.model"); len(es) != 1 || es[0].Value != "small" {
+		t.Fatalf("alice reads her own ai.model: %v", es)
+	}
+	if err := set(alice, "server.name", "x"); Code(err) != 403 {
+		t.Fatalf("alice server.name: %v", err)
+	}
+}

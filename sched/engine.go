@@ -1,0 +1,108 @@
+package sched
+
+import (
+	"container/heap"
+	"time"
+)
+
+// Clock is the engine's source of time; tests use a fake one.
+type Clock interface {
+	Now() time.Time
+	// After is time.After: a channel that receives once d has passed.
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// maxSleep bounds one wait of the engine: after a wall-clock jump the
+// engine re-reads the clock within this long. It is not a polling loop:
+// one wake a minute costs nothing, whatever the number of schedules.
+const maxSleep = time.Minute
+
+// entry is one schedule in the timer heap.
+type entry struct {
+	at int64 // next fire time, ms
+	id string
+}
+
+// timerHeap is a min-heap of entries by time. Entries go stale when a
+// schedule changes; the engine's next map says which entry is current.
+type timerHeap []entry
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)        { *h = append(*h, x.(entry)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// arm sets id's next fire time (0: none) and wakes the engine.
+func (m *Manager) arm(id string, at int64) {
+	m.emu.Lock()
+	if at == 0 {
+		delete(m.next, id)
+	} else {
+		m.next[id] = at
+		heap.Push(&m.heap, entry{at, id})
+	}
+	m.emu.Unlock()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// due pops the schedules due at or before now.
+func (m *Manager) due(now int64) []entry {
+	m.emu.Lock()
+	defer m.emu.Unlock()
+	var out []entry
+	for m.heap.Len() > 0 && m.heap[0].at <= now {
+		e := heap.Pop(&m.heap).(entry)
+		if m.next[e.id] != e.at {
+			continue // stale
+		}
+		delete(m.next, e.id)
+		out = append(out, e)
+	}
+	return out
+}
+
+// wait returns how long until the earliest entry, at most maxSleep.
+func (m *Manager) wait(now int64) time.Duration {
+	m.emu.Lock()
+	defer m.emu.Unlock()
+	for m.heap.Len() > 0 && m.next[m.heap[0].id] != m.heap[0].at {
+		heap.Pop(&m.heap) // drop stale heads
+	}
+	if m.heap.Len() == 0 {
+		return maxSleep
+	}
+	d := time.Duration(m.heap[0].at-now) * time.Millisecond
+	return min(max(d, 0), maxSleep)
+}
+
+// loop is the engine: it sleeps until the earliest fire time (or a kick:
+// a schedule changed), then dispatches every due schedule.
+func (m *Manager) loop() {
+	defer close(m.stopped)
+	for {
+		now := m.clock.Now().UnixMilli()
+		for _, e := range m.due(now) {
+			m.dispatch(e, now)
+		}
+		select {
+		case <-m.stop:
+			return
+		case <-m.kick:
+		case <-m.clock.After(m.wait(m.clock.Now().UnixMilli())):
+		}
+	}
+}

@@ -1,0 +1,590 @@
+package sched
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"gsvfs.dev/gsvfs/kernel"
+)
+
+// Options configure the scheduler.
+type Options struct {
+	Logger *slog.Logger
+	// Clock is the engine's clock; nil means the real one.
+	Clock Clock
+	// RunTimeout bounds one run's target syscall (default 5 minutes).
+	RunTimeout time.Duration
+}
+
+// Manager is the kernel scheduler.
+type Manager struct {
+	k     *kernel.Kernel
+	st    *kernel.Store
+	log   *slog.Logger
+	clock Clock
+	opts  Options
+
+	emu  sync.Mutex // guards heap and next
+	heap timerHeap
+	next map[string]int64
+
+	rmu     sync.Mutex
+	running map[string]bool // schedules with a run under way
+
+	kick    chan struct{}
+	stop    chan struct{}
+	stopped chan struct{}
+	wg      sync.WaitGroup
+}
+
+var migrations = []string{
+	`CREATE TABLE sched_schedules (
+		id TEXT PRIMARY KEY,
+		owner_uid INTEGER NOT NULL,
+		creator_uid INTEGER NOT NULL,
+		run_as_uid INTEGER NOT NULL,
+		name TEXT NOT NULL,
+		description TEXT,
+		enabled INTEGER NOT NULL DEFAULT 1,
+		expression TEXT NOT NULL,
+		target TEXT NOT NULL,
+		overlap TEXT NOT NULL DEFAULT 'skip',
+		misfire TEXT NOT NULL DEFAULT 'skip',
+		retry TEXT,
+		created_at INTEGER NOT NULL,
+		updated_at INTEGER NOT NULL,
+		next_run_at INTEGER,
+		running_at INTEGER,
+		last_run_at INTEGER,
+		last_status TEXT,
+		last_error TEXT,
+		last_duration_ms INTEGER,
+		run_count INTEGER NOT NULL DEFAULT 0,
+		attempt INTEGER NOT NULL DEFAULT 0,
+		UNIQUE (owner_uid, name)
+	);
+	CREATE INDEX sched_schedules_next ON sched_schedules(enabled, next_run_at);
+	CREATE TABLE sched_runs (
+		id INTEGER PRIMARY KEY AUTOINCREMENT,
+		schedule_id TEXT NOT NULL,
+		name TEXT NOT NULL,
+		owner_uid INTEGER NOT NULL,
+		scheduled_at INTEGER NOT NULL,
+		started_at INTEGER NOT NULL,
+		finished_at INTEGER NOT NULL,
+		status TEXT NOT NULL,
+		error TEXT,
+		summary TEXT,
+		duration_ms INTEGER NOT NULL
+	);
+	CREATE INDEX sched_runs_owner ON sched_runs(owner_uid, id);`,
+}
+
+// Register migrates the scheduler's schema, registers the sched.*
+// syscalls and its files, reloads every enabled schedule (applying each
+// one's misfire policy to what was missed while the daemon was down) and
+// starts the engine.
+func Register(k *kernel.Kernel, opts Options) (*Manager, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Clock == nil {
+		opts.Clock = realClock{}
+	}
+	if opts.RunTimeout == 0 {
+		opts.RunTimeout = 5 * time.Minute
+	}
+	if err := k.Store.Migrate("sched", migrations); err != nil {
+		return nil, err
+	}
+	m := &Manager{k: k, st: k.Store, log: opts.Logger, clock: opts.Clock, opts: opts,
+		next: map[string]int64{}, running: map[string]bool{},
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	m.registerSyscalls()
+	m.mountFiles()
+	if err := m.reload(context.Background()); err != nil {
+		return nil, err
+	}
+	go m.loop()
+	return m, nil
+}
+
+// Close stops the engine and waits for runs under way.
+func (m *Manager) Close() {
+	select {
+	case <-m.stop:
+	default:
+		close(m.stop)
+	}
+	<-m.stopped
+	m.wg.Wait()
+}
+
+func newID() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return "sch_" + hex.EncodeToString(b)
+}
+
+// nextAfter is the first fire time of s strictly after after (ms), or 0.
+func nextAfter(s *Schedule, after int64) int64 {
+	e := s.Expression
+	switch e.Kind {
+	case "at":
+		if e.AtMs > after {
+			return e.AtMs
+		}
+	case "after":
+		if at := s.CreatedAtMs + e.AfterMs; at > after {
+			return at
+		}
+	case "every":
+		anchor := s.CreatedAtMs
+		if e.AnchorMs != nil {
+			anchor = *e.AnchorMs
+		}
+		if after < anchor {
+			return anchor
+		}
+		k := (after-anchor)/e.EveryMs + 1
+		return anchor + k*e.EveryMs
+	case "cron":
+		c, err := ParseCron(e.Expr, e.Timezone)
+		if err != nil {
+			return 0
+		}
+		if t, ok := c.Next(time.UnixMilli(after)); ok {
+			return t.UnixMilli()
+		}
+	}
+	return 0
+}
+
+// reload arms every enabled schedule. A schedule whose next time passed
+// while the daemon was down follows its misfire policy: skip (the missed
+// occurrences collapse and the next future one is armed; a missed one-shot
+// is recorded as skipped) or run-once (one catch-up run now).
+func (m *Manager) reload(ctx context.Context) error {
+	now := m.clock.Now().UnixMilli()
+	rows, err := m.st.R.QueryContext(ctx, `SELECT id,next_run_at,misfire FROM sched_schedules WHERE enabled=1 AND next_run_at IS NOT NULL`)
+	if err != nil {
+		return err
+	}
+	type missed struct {
+		id      string
+		misfire string
+		at      int64
+	}
+	var miss []missed
+	m.emu.Lock()
+	for rows.Next() {
+		var id, misfire string
+		var at int64
+		if err := rows.Scan(&id, &at, &misfire); err != nil {
+			m.emu.Unlock()
+			rows.Close()
+			return err
+		}
+		if at > now {
+			m.next[id] = at
+			m.heap = append(m.heap, entry{at, id})
+			continue
+		}
+		miss = append(miss, missed{id, misfire, at})
+	}
+	heapInit(&m.heap)
+	m.emu.Unlock()
+	rows.Close()
+	// Runs that were under way when the daemon stopped are over.
+	m.st.W.ExecContext(ctx, `UPDATE sched_schedules SET running_at=NULL WHERE running_at IS NOT NULL`)
+	for _, x := range miss {
+		s, err := m.get(ctx, x.id)
+		if err != nil {
+			continue
+		}
+		if x.misfire == "run-once" {
+			m.arm(s.ID, now) // the catch-up run
+			continue
+		}
+		next := nextAfter(s, now)
+		if s.Expression.oneShot() {
+			m.record(ctx, s, x.at, now, now, "skipped", "missed while the daemon was down", "")
+			m.setNext(ctx, s.ID, 0)
+			continue
+		}
+		m.setNext(ctx, s.ID, next)
+		m.arm(s.ID, next)
+	}
+	return nil
+}
+
+func heapInit(h *timerHeap) {
+	// container/heap.Init, spelled out to keep the import local to engine.go.
+	n := h.Len()
+	for i := n/2 - 1; i >= 0; i-- {
+		down(h, i, n)
+	}
+}
+
+func down(h *timerHeap, i0, n int) {
+	i := i0
+	for {
+		j1 := 2*i + 1
+		if j1 >= n || j1 < 0 {
+			break
+		}
+		j := j1
+		if j2 := j1 + 1; j2 < n && h.Less(j2, j1) {
+			j = j2
+		}
+		if !h.Less(j, i) {
+			break
+		}
+		h.Swap(i, j)
+		i = j
+	}
+}
+
+func (m *Manager) setNext(ctx context.Context, id string, next int64) {
+	var v any
+	if next != 0 {
+		v = next
+	}
+	m.st.W.ExecContext(ctx, `UPDATE sched_schedules SET next_run_at=? WHERE id=?`, v, id)
+}
+
+// dispatch starts the run of a due schedule. The run's start time is the
+// dispatch time: lateness is dispatch minus due.
+func (m *Manager) dispatch(e entry, now int64) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.runScheduled(context.Background(), e.id, e.at, now, false)
+	}()
+}
+
+// RunResult is one entry of sched.run's results.
+type RunResult struct {
+	ScheduleID string `json:"scheduleId"`
+	Status     string `json:"status"`
+	Error      string `json:"error,omitempty"`
+	Summary    string `json:"summary,omitempty"`
+	DurationMs int64  `json:"durationMs"`
+	NextRunAt  *int64 `json:"nextRunAtMs"`
+}
+
+// runScheduled runs schedule id, due at dueAt and started at startAt, then
+// records it and arms its next time. force runs it even if disabled.
+func (m *Manager) runScheduled(ctx context.Context, id string, dueAt, startAt int64, force bool) RunResult {
+	res := RunResult{ScheduleID: id}
+	s, err := m.get(ctx, id)
+	if err != nil {
+		res.Status, res.Error = "error", err.Error()
+		return res
+	}
+	if !s.Enabled && !force {
+		res.Status = "skipped"
+		return res
+	}
+	m.rmu.Lock()
+	busy := m.running[id]
+	if !busy {
+		m.running[id] = true
+	}
+	m.rmu.Unlock()
+	if busy {
+		// Overlap policy skip: the run still going keeps going; this one is
+		// recorded as skipped and does not count.
+		m.record(ctx, s, dueAt, startAt, m.clock.Now().UnixMilli(), "skipped", "previous run still going", "")
+		res.Status = "skipped"
+		next := m.advance(ctx, s, dueAt, false)
+		res.NextRunAt = ptr(next)
+		return res
+	}
+	defer func() {
+		m.rmu.Lock()
+		delete(m.running, id)
+		m.rmu.Unlock()
+	}()
+	m.st.W.ExecContext(ctx, `UPDATE sched_schedules SET running_at=? WHERE id=?`, startAt, id)
+	rctx, cancel := context.WithTimeout(ctx, m.opts.RunTimeout)
+	summary, rerr := m.execute(rctx, s)
+	cancel()
+	end := m.clock.Now().UnixMilli()
+	status, errText := "ok", ""
+	if rerr != nil {
+		status, errText = "error", rerr.Error()
+	}
+	m.record(ctx, s, dueAt, startAt, end, status, errText, summary)
+	var next int64
+	if !force || s.Enabled {
+		next = m.advance(ctx, s, dueAt, rerr != nil)
+	}
+	res.Status, res.Error, res.Summary, res.DurationMs, res.NextRunAt = status, errText, summary, end-startAt, ptr(next)
+	return res
+}
+
+func ptr(v int64) *int64 {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}
+
+// advance computes and arms s's next time after a run due at dueAt. A
+// late run does not cause catch-up runs: the next time is the first one
+// after now. A failed one-shot is retried with capped exponential backoff.
+func (m *Manager) advance(ctx context.Context, s *Schedule, dueAt int64, failed bool) int64 {
+	now := m.clock.Now().UnixMilli()
+	var next int64
+	attempt := 0
+	switch {
+	case s.Expression.oneShot() && failed && s.RetryPolicy != nil && s.State.Attempt+1 < s.RetryPolicy.MaxAttempts:
+		attempt = s.State.Attempt + 1
+		backoff := s.RetryPolicy.BaseMs << (attempt - 1)
+		if backoff <= 0 || backoff > s.RetryPolicy.MaxMs {
+			backoff = s.RetryPolicy.MaxMs
+		}
+		next = now + backoff
+	case s.Expression.oneShot():
+		next = 0
+	default:
+		next = nextAfter(s, max(dueAt, now))
+	}
+	m.st.W.ExecContext(ctx, `UPDATE sched_schedules SET next_run_at=?, attempt=? WHERE id=?`, nullInt(next), attempt, s.ID)
+	if s.Enabled {
+		m.arm(s.ID, next)
+	}
+	return next
+}
+
+func nullInt(v int64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
+
+// record writes a run to the history and the schedule's state.
+func (m *Manager) record(ctx context.Context, s *Schedule, dueAt, start, end int64, status, errText, summary string) {
+	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.Exec(`INSERT INTO sched_runs(schedule_id,name,owner_uid,scheduled_at,started_at,finished_at,status,error,summary,duration_ms) VALUES(?,?,?,?,?,?,?,?,?,?)`,
+			s.ID, s.Name, s.OwnerUid, dueAt, start, end, status, nullStr(errText), nullStr(summary), end-start); err != nil {
+			return err
+		}
+		count := 1
+		if status == "skipped" {
+			count = 0
+		}
+		_, err := tx.Exec(`UPDATE sched_schedules SET running_at=CASE WHEN ?='skipped' THEN running_at ELSE NULL END, last_run_at=?, last_status=?, last_error=?, last_duration_ms=?, run_count=run_count+? WHERE id=?`,
+			status, start, status, nullStr(errText), end-start, count, s.ID)
+		return err
+	})
+	if err != nil {
+		m.log.Error("sched: record run", "schedule", s.ID, "err", err)
+	}
+	m.k.Signal("sched.run.finished", map[string]any{"scheduleId": s.ID, "name": s.Name, "status": status, "error": errText}, kernel.Audience{Uids: []uint32{s.OwnerUid}})
+}
+
+func nullStr(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// execute makes s's target syscall as its run-as user: a schedule can do
+// nothing its owner could not.
+func (m *Manager) execute(ctx context.Context, s *Schedule) (string, error) {
+	id, err := m.k.IdentityOf(ctx, s.RunAsUid)
+	if err != nil {
+		return "", err
+	}
+	c := &kernel.Caller{Identity: id}
+	t := s.Target
+	var call string
+	var args map[string]any
+	switch t.Kind {
+	case "process.spawn":
+		call, args = "proc.spawn", map[string]any{"profile": t.Profile, "prompt": t.Prompt}
+		if t.Label != "" {
+			args["label"] = t.Label
+		}
+	case "process.event":
+		call, args = "proc.send", map[string]any{"pid": t.Pid, "message": t.Message, "event": true}
+		if t.ConversationID != "" {
+			args["conversationId"] = t.ConversationID
+		}
+	case "process.lifecycle":
+		args = map[string]any{"pid": t.Pid}
+		if t.ConversationID != "" {
+			args["conversationId"] = t.ConversationID
+		}
+		switch t.Action {
+		case "compact":
+			call = "proc.conversation.compact"
+			keep := 80
+			if v, ok := t.Options["keep"].(float64); ok {
+				keep = int(v)
+			}
+			args["keepLast"] = keep
+			if sm, ok := t.Options["summary"].(string); ok && sm != "" {
+				args["summary"] = sm
+			} else {
+				args["generateSummary"] = true
+			}
+		case "reset":
+			call = "proc.conversation.reset"
+		case "checkpoint":
+			call = "proc.checkpoint"
+		}
+	default:
+		return "", fmt.Errorf("unknown target %q", t.Kind)
+	}
+	raw, _ := json.Marshal(args)
+	res, err := m.k.Call(ctx, c, call, json.RawMessage(raw))
+	if err != nil {
+		return "", err
+	}
+	if r, ok := res.(map[string]any); ok {
+		if r["ok"] == false {
+			return "", fmt.Errorf("%s: %v", call, r["error"])
+		}
+		if pid, ok := r["pid"].(string); ok && t.Kind == "process.spawn" {
+			return "spawned " + pid, nil
+		}
+	}
+	return call + " ok", nil
+}
+
+// get loads one schedule.
+func (m *Manager) get(ctx context.Context, id string) (*Schedule, error) {
+	ss, err := m.query(ctx, `WHERE id=?`, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(ss) == 0 {
+		return nil, kernel.E(id, kernel.NotExist, kernel.Msgf("no such schedule"))
+	}
+	return &ss[0], nil
+}
+
+const scheduleCols = `id,owner_uid,creator_uid,run_as_uid,name,description,enabled,expression,target,overlap,misfire,retry,created_at,updated_at,
+	next_run_at,running_at,last_run_at,last_status,last_error,last_duration_ms,run_count,attempt`
+
+func (m *Manager) query(ctx context.Context, where string, args ...any) ([]Schedule, error) {
+	rows, err := m.st.R.QueryContext(ctx, `SELECT `+scheduleCols+` FROM sched_schedules `+where, args...)
+	if err != nil {
+		return nil, kernel.E(err)
+	}
+	defer rows.Close()
+	out := []Schedule{}
+	for rows.Next() {
+		var s Schedule
+		var expr, target string
+		var retry sql.NullString
+		if err := rows.Scan(&s.ID, &s.OwnerUid, &s.CreatorUid, &s.RunAsUid, &s.Name, &s.Description, &s.Enabled, &expr, &target,
+			&s.OverlapPolicy, &s.MisfirePolicy, &retry, &s.CreatedAtMs, &s.UpdatedAtMs, &s.State.NextRunAtMs, &s.State.RunningAtMs,
+			&s.State.LastRunAtMs, &s.State.LastStatus, &s.State.LastError, &s.State.LastDurationMs, &s.State.RunCount, &s.State.Attempt); err != nil {
+			return nil, kernel.E(err)
+		}
+		json.Unmarshal([]byte(expr), &s.Expression)
+		json.Unmarshal([]byte(target), &s.Target)
+		if retry.Valid {
+			s.RetryPolicy = &Retry{}
+			json.Unmarshal([]byte(retry.String), s.RetryPolicy)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// AddArgs are sched.add's args.
+type AddArgs struct {
+	OwnerUid      *uint32    `json:"ownerUid"`
+	Name          string     `json:"name"`
+	Description   *string    `json:"description"`
+	Enabled       *bool      `json:"enabled"`
+	Expression    Expression `json:"expression"`
+	Target        Target     `json:"target"`
+	MisfirePolicy string     `json:"misfirePolicy"`
+	RetryPolicy   *Retry     `json:"retryPolicy"`
+}
+
+// add creates a schedule owned by owner; its name must be unused.
+func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner uint32, a *AddArgs) (*Schedule, error) {
+	if a.Name == "" {
+		a.Name = newID()[4:]
+	}
+	if !validName.MatchString(a.Name) {
+		return nil, kernel.E(a.Name, kernel.Invalid, kernel.Msgf("schedule names are 1-64 of [A-Za-z0-9_.-]"))
+	}
+	now := m.clock.Now()
+	if err := a.Expression.validate(now); err != nil {
+		return nil, kernel.E(a.Name, kernel.Invalid, err)
+	}
+	if err := a.Target.validate(); err != nil {
+		return nil, kernel.E(a.Name, kernel.Invalid, err)
+	}
+	if a.MisfirePolicy == "" {
+		a.MisfirePolicy = "skip"
+	}
+	if a.MisfirePolicy != "skip" && a.MisfirePolicy != "run-once" {
+		return nil, kernel.E(a.Name, kernel.Invalid, kernel.Msgf("misfirePolicy must be skip or run-once"))
+	}
+	if a.RetryPolicy != nil && (a.RetryPolicy.MaxAttempts < 1 || a.RetryPolicy.BaseMs < 1 || a.RetryPolicy.MaxMs < a.RetryPolicy.BaseMs) {
+		return nil, kernel.E(a.Name, kernel.Invalid, kernel.Msgf("retryPolicy needs maxAttempts >= 1 and 0 < baseMs <= maxMs"))
+	}
+	s := &Schedule{ID: newID(), OwnerUid: owner, CreatorUid: c.Uid, RunAsUid: owner, Name: a.Name, Description: a.Description,
+		Enabled: a.Enabled == nil || *a.Enabled, Expression: a.Expression, Target: a.Target, OverlapPolicy: "skip",
+		MisfirePolicy: a.MisfirePolicy, RetryPolicy: a.RetryPolicy, CreatedAtMs: now.UnixMilli(), UpdatedAtMs: now.UnixMilli()}
+	next := nextAfter(s, now.UnixMilli())
+	s.State.NextRunAtMs = ptr(next)
+	expr, _ := json.Marshal(s.Expression)
+	target, _ := json.Marshal(s.Target)
+	var retry any
+	if s.RetryPolicy != nil {
+		b, _ := json.Marshal(s.RetryPolicy)
+		retry = string(b)
+	}
+	_, err := q.ExecContext(ctx, `INSERT INTO sched_schedules(id,owner_uid,creator_uid,run_as_uid,name,description,enabled,expression,target,misfire,retry,created_at,updated_at,next_run_at)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, s.ID, s.OwnerUid, s.CreatorUid, s.RunAsUid, s.Name, s.Description, s.Enabled, string(expr), string(target),
+		s.MisfirePolicy, retry, s.CreatedAtMs, s.UpdatedAtMs, nullInt(next))
+	if err != nil {
+		return nil, kernel.E(a.Name, kernel.Busy, kernel.Msgf("a schedule named %q exists", a.Name))
+	}
+	return s, nil
+}
+
+// querier is *sql.DB or *sql.Tx.
+type querier interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+}
+
+// resolve finds a schedule by id or name that c may see (owner or root).
+func (m *Manager) resolve(ctx context.Context, c *kernel.Caller, ref string, owner *uint32) (*Schedule, error) {
+	uid := c.Uid
+	if owner != nil && c.IsRoot() {
+		uid = *owner
+	}
+	ss, err := m.query(ctx, `WHERE id=? OR (name=? AND owner_uid=?)`, ref, ref, uid)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ss {
+		if ss[i].OwnerUid == c.Uid || c.IsRoot() {
+			return &ss[i], nil
+		}
+	}
+	return nil, kernel.E(ref, kernel.NotExist, kernel.Msgf("no such schedule"))
+}

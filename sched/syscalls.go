@@ -1,0 +1,235 @@
+package sched
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+
+	"gsvfs.dev/gsvfs/kernel"
+)
+
+type listArgs struct {
+	OwnerUid        *uint32 `json:"ownerUid"`
+	IncludeDisabled *bool   `json:"includeDisabled"`
+	Limit           int     `json:"limit"`
+	Offset          int     `json:"offset"`
+}
+
+// Patch is sched.update's patch.
+type Patch struct {
+	Name          *string          `json:"name"`
+	Description   *json.RawMessage `json:"description"`
+	Enabled       *bool            `json:"enabled"`
+	Expression    *Expression      `json:"expression"`
+	Target        *Target          `json:"target"`
+	MisfirePolicy *string          `json:"misfirePolicy"`
+	RetryPolicy   *Retry           `json:"retryPolicy"`
+}
+
+type updateArgs struct {
+	ID       string  `json:"id"`
+	OwnerUid *uint32 `json:"ownerUid"`
+	Patch    Patch   `json:"patch"`
+}
+
+type idArgs struct {
+	ID       string  `json:"id"`
+	OwnerUid *uint32 `json:"ownerUid"`
+}
+
+type runArgs struct {
+	ID       string  `json:"id"`
+	OwnerUid *uint32 `json:"ownerUid"`
+	Mode     string  `json:"mode"`
+}
+
+// owner returns the uid a call acts for: the caller's, or any for root.
+func owner(c *kernel.Caller, uid *uint32) (uint32, error) {
+	if uid == nil || *uid == c.Uid {
+		return c.Uid, nil
+	}
+	if !c.IsRoot() {
+		return 0, kernel.E(kernel.Permission, kernel.Msgf("only root may act for another uid"))
+	}
+	return *uid, nil
+}
+
+func (m *Manager) registerSyscalls() {
+	k := m.k
+	kernel.Handle(k, "sched.list", 0, func(ctx context.Context, c *kernel.Caller, a *listArgs) (map[string]any, error) {
+		where, args := `WHERE owner_uid=?`, []any{c.Uid}
+		if c.IsRoot() {
+			where, args = `WHERE 1`, nil
+			if a.OwnerUid != nil {
+				where, args = `WHERE owner_uid=?`, []any{*a.OwnerUid}
+			}
+		} else if a.OwnerUid != nil && *a.OwnerUid != c.Uid {
+			return nil, kernel.E(kernel.Permission, kernel.Msgf("only root may list another uid's schedules"))
+		}
+		if a.IncludeDisabled != nil && !*a.IncludeDisabled {
+			where += ` AND enabled=1`
+		}
+		limit := a.Limit
+		if limit <= 0 || limit > 10000 {
+			limit = 10000
+		}
+		ss, err := m.query(ctx, where+` ORDER BY owner_uid, name LIMIT ? OFFSET ?`, append(args, limit, max(a.Offset, 0))...)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"schedules": ss, "count": len(ss)}, nil
+	})
+	kernel.Handle(k, "sched.add", 0, func(ctx context.Context, c *kernel.Caller, a *AddArgs) (map[string]any, error) {
+		uid, err := owner(c, a.OwnerUid)
+		if err != nil {
+			return nil, err
+		}
+		s, err := m.add(ctx, m.st.W, c, uid, a)
+		if err != nil {
+			return nil, err
+		}
+		if s.Enabled && s.State.NextRunAtMs != nil {
+			m.arm(s.ID, *s.State.NextRunAtMs)
+		}
+		m.changed(s.OwnerUid, s.ID, "added")
+		return map[string]any{"schedule": s}, nil
+	})
+	kernel.Handle(k, "sched.update", 0, func(ctx context.Context, c *kernel.Caller, a *updateArgs) (map[string]any, error) {
+		s, err := m.resolve(ctx, c, a.ID, a.OwnerUid)
+		if err != nil {
+			return nil, err
+		}
+		s, err = m.update(ctx, m.st.W, s, &a.Patch)
+		if err != nil {
+			return nil, err
+		}
+		m.rearm(s)
+		m.changed(s.OwnerUid, s.ID, "updated")
+		return map[string]any{"schedule": s}, nil
+	})
+	kernel.Handle(k, "sched.remove", 0, func(ctx context.Context, c *kernel.Caller, a *idArgs) (map[string]any, error) {
+		s, err := m.resolve(ctx, c, a.ID, a.OwnerUid)
+		if err != nil {
+			return map[string]any{"removed": false}, nil
+		}
+		if _, err := m.st.W.ExecContext(ctx, `DELETE FROM sched_schedules WHERE id=?`, s.ID); err != nil {
+			return nil, kernel.E(err)
+		}
+		m.arm(s.ID, 0)
+		m.changed(s.OwnerUid, s.ID, "removed")
+		return map[string]any{"removed": true}, nil
+	})
+	kernel.Handle(k, "sched.run", 0, func(ctx context.Context, c *kernel.Caller, a *runArgs) (map[string]any, error) {
+		now := m.clock.Now().UnixMilli()
+		var results []RunResult
+		switch {
+		case a.Mode == "force" || (a.Mode == "" && a.ID != ""):
+			if a.ID == "" {
+				return nil, kernel.E(kernel.Invalid, kernel.Msgf("force needs an id"))
+			}
+			s, err := m.resolve(ctx, c, a.ID, a.OwnerUid)
+			if err != nil {
+				return nil, err
+			}
+			results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, now, now, true))
+		case a.Mode == "due" || a.Mode == "":
+			uid, err := owner(c, a.OwnerUid)
+			if err != nil {
+				return nil, err
+			}
+			ss, err := m.query(ctx, `WHERE owner_uid=? AND enabled=1 AND next_run_at IS NOT NULL AND next_run_at<=?`, uid, now)
+			if err != nil {
+				return nil, err
+			}
+			for _, s := range ss {
+				m.arm(s.ID, 0) // the engine must not run it too
+				results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, *s.State.NextRunAtMs, now, false))
+			}
+		default:
+			return nil, kernel.E(kernel.Invalid, kernel.Msgf("mode must be due or force"))
+		}
+		if results == nil {
+			results = []RunResult{}
+		}
+		return map[string]any{"ran": len(results), "results": results}, nil
+	})
+}
+
+// update applies a patch to s and stores it.
+func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) (*Schedule, error) {
+	now := m.clock.Now()
+	if p.Name != nil {
+		if !validName.MatchString(*p.Name) {
+			return nil, kernel.E(*p.Name, kernel.Invalid, kernel.Msgf("schedule names are 1-64 of [A-Za-z0-9_.-]"))
+		}
+		s.Name = *p.Name
+	}
+	if p.Description != nil {
+		var d *string
+		json.Unmarshal(*p.Description, &d)
+		s.Description = d
+	}
+	if p.Enabled != nil {
+		s.Enabled = *p.Enabled
+	}
+	recompute := false
+	if p.Expression != nil {
+		if err := p.Expression.validate(now); err != nil {
+			return nil, kernel.E(s.Name, kernel.Invalid, err)
+		}
+		s.Expression = *p.Expression
+		s.CreatedAtMs = now.UnixMilli() // "after" counts from the change
+		recompute = true
+	}
+	if p.Target != nil {
+		if err := p.Target.validate(); err != nil {
+			return nil, kernel.E(s.Name, kernel.Invalid, err)
+		}
+		s.Target = *p.Target
+	}
+	if p.MisfirePolicy != nil {
+		if *p.MisfirePolicy != "skip" && *p.MisfirePolicy != "run-once" {
+			return nil, kernel.E(s.Name, kernel.Invalid, kernel.Msgf("misfirePolicy must be skip or run-once"))
+		}
+		s.MisfirePolicy = *p.MisfirePolicy
+	}
+	if p.RetryPolicy != nil {
+		s.RetryPolicy = p.RetryPolicy
+	}
+	if recompute || (p.Enabled != nil && *p.Enabled && s.State.NextRunAtMs == nil && !s.Expression.oneShot()) {
+		s.State.NextRunAtMs = ptr(nextAfter(s, now.UnixMilli()))
+	}
+	s.UpdatedAtMs = now.UnixMilli()
+	expr, _ := json.Marshal(s.Expression)
+	target, _ := json.Marshal(s.Target)
+	var retry any
+	if s.RetryPolicy != nil {
+		b, _ := json.Marshal(s.RetryPolicy)
+		retry = string(b)
+	}
+	var next any
+	if s.State.NextRunAtMs != nil {
+		next = *s.State.NextRunAtMs
+	}
+	_, err := q.ExecContext(ctx, `UPDATE sched_schedules SET name=?, description=?, enabled=?, expression=?, target=?, misfire=?, retry=?, updated_at=?, created_at=?, next_run_at=? WHERE id=?`,
+		s.Name, s.Description, s.Enabled, string(expr), string(target), s.MisfirePolicy, retry, s.UpdatedAtMs, s.CreatedAtMs, next, s.ID)
+	if err != nil {
+		return nil, kernel.E(s.Name, kernel.Busy, kernel.Msgf("a schedule named %q exists", s.Name))
+	}
+	return s, nil
+}
+
+// rearm arms s as stored.
+func (m *Manager) rearm(s *Schedule) {
+	if s.Enabled && s.State.NextRunAtMs != nil {
+		m.arm(s.ID, *s.State.NextRunAtMs)
+	} else {
+		m.arm(s.ID, 0)
+	}
+}
+
+func (m *Manager) changed(uid uint32, id, what string) {
+	m.k.Signal("sched.changed", map[string]any{"scheduleId": id, "change": what}, kernel.Audience{Uids: []uint32{uid}})
+}
+
+var _ = sql.ErrNoRows

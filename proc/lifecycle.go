@@ -96,11 +96,36 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 	}
 	pr := m.proc(p.Pid, p.Uid)
 	if !inRun {
+		// Fix: the compaction used to hold pr.mu throughout, including
+		// the model call of a generated summary (up to two minutes):
+		// status reads, sends, aborts and HIL answers of the whole
+		// process blocked meanwhile, and a second compaction of the
+		// conversation waited and then compacted again. Now the
+		// conversation is marked as being compacted instead: no run
+		// starts in it (messages to it queue) and a second compaction
+		// is refused.
 		pr.mu.Lock()
-		defer pr.mu.Unlock()
 		if pr.run != nil && pr.run.cid == cid {
+			pr.mu.Unlock()
 			return nil, kernel.E(p.Pid+"/"+cid, kernel.Busy, kernel.Msgf("a run is active in this conversation: abort it or wait"))
 		}
+		if pr.compacting[cid] {
+			pr.mu.Unlock()
+			return nil, kernel.E(p.Pid+"/"+cid, kernel.Busy, kernel.Msgf("this conversation is being compacted"))
+		}
+		if pr.compacting == nil {
+			pr.compacting = map[string]bool{}
+		}
+		pr.compacting[cid] = true
+		pr.mu.Unlock()
+		defer func() {
+			pr.mu.Lock()
+			delete(pr.compacting, cid)
+			if pr.run == nil {
+				m.promote(context.WithoutCancel(ctx), pr) // what queued meanwhile
+			}
+			pr.mu.Unlock()
+		}()
 	}
 	c, err := m.conv(ctx, m.st.R, p.Pid, cid)
 	if err != nil {
@@ -171,6 +196,12 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 	text := fmt.Sprintf("[Process Event]: Compacted %d messages (ids %d-%d) into segment %s, archived at %s. Summary:\n%s", n, from, to, segID, archive, summary)
 	t := now()
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+		// The process is not locked while the archive and summary are
+		// made: a reset may have moved the conversation on meanwhile.
+		var gen int64
+		if err := tx.QueryRow(`SELECT generation FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&gen); err != nil || gen != c.Generation {
+			return kernel.E(p.Pid+"/"+cid, kernel.Busy, kernel.Msgf("the conversation was reset during the compaction"))
+		}
 		if _, err := tx.Exec(`DELETE FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ?`, p.Pid, cid, c.Generation, from, to); err != nil {
 			return err
 		}
@@ -412,6 +443,17 @@ type ArchiveEntry struct {
 func (m *Manager) resetConvs(ctx context.Context, p *Process, cids []string, archive bool) ([]ArchiveEntry, string, error) {
 	pr := m.proc(p.Pid, p.Uid)
 	pr.mu.Lock()
+	// Fix: drop the conversations' queued messages before aborting their
+	// run. The abort starts the oldest queued message, which was often one
+	// of these: it reached the model (paid work for a message the reset
+	// discards), left a stray user message in the archive, and its run
+	// ended with no proc.run.finished.
+	for _, cid := range cids {
+		if _, err := m.st.W.ExecContext(ctx, `DELETE FROM proc_queue WHERE pid=? AND cid=?`, p.Pid, cid); err != nil {
+			pr.mu.Unlock()
+			return nil, "", kernel.E(err)
+		}
+	}
 	r := pr.run
 	pr.mu.Unlock()
 	for _, cid := range cids {

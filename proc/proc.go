@@ -60,6 +60,9 @@ type process struct {
 	uid uint32
 	mu  sync.Mutex
 	run *activeRun // nil when idle
+	// compacting holds the conversations a proc.conversation.compact is
+	// working on (without holding mu): messages to them queue meanwhile.
+	compacting map[string]bool
 }
 
 // activeRun is the run a process is executing or waiting on (for HIL).
@@ -303,7 +306,7 @@ func (m *Manager) Send(ctx context.Context, p *Process, cid, text string) (runID
 		}
 		gen = c.Generation
 		t := now()
-		if pr.run != nil || m.hasQueue(ctx, tx, p.Pid) {
+		if pr.run != nil || m.hasQueue(ctx, tx, p.Pid) || pr.compacting[cid] {
 			queued = true
 			_, err = tx.Exec(`INSERT INTO proc_queue(pid,cid,generation,run_id,message,created_at) VALUES(?,?,?,?,?,?)`, p.Pid, cid, gen, runID, text, t)
 			return err
@@ -382,7 +385,7 @@ func (m *Manager) launch(pr *process, r *activeRun) {
 			// relaunch it, and execute may even have marked the run
 			// waiting_hil after proc.hil marked it running. Without
 			// this check the run hung forever with nothing pending.
-			if false && !m.hilPending(r.id) {
+			if !m.hilPending(r.id) {
 				m.st.W.ExecContext(context.Background(), `UPDATE proc_runs SET status='running' WHERE run_id=? AND status='waiting_hil'`, r.id)
 				m.launch(pr, r)
 			}
@@ -466,6 +469,11 @@ func (m *Manager) promote(ctx context.Context, pr *process) {
 		err := m.st.W.QueryRowContext(ctx, `SELECT id,cid,generation,run_id,message FROM proc_queue WHERE pid=? ORDER BY id LIMIT 1`, pr.pid).
 			Scan(&id, &cid, &gen, &runID, &text)
 		if err != nil {
+			m.st.W.ExecContext(ctx, `UPDATE proc_processes SET state='idle' WHERE pid=? AND state='running'`, pr.pid)
+			return
+		}
+		if pr.compacting[cid] {
+			// FIFO: it waits for the compaction, which promotes it.
 			m.st.W.ExecContext(ctx, `UPDATE proc_processes SET state='idle' WHERE pid=? AND state='running'`, pr.pid)
 			return
 		}

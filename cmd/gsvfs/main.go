@@ -22,6 +22,7 @@ import (
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ninep"
 	"gsvfs.dev/gsvfs/proc"
+	"gsvfs.dev/gsvfs/sched"
 	"gsvfs.dev/gsvfs/vfs"
 	"gsvfs.dev/gsvfs/vfs/fusefs"
 )
@@ -124,6 +125,11 @@ func run(ctx context.Context, o options, mountDir string) error {
 	if _, err := proc.Register(k, proc.Options{Logger: log}); err != nil {
 		return fmt.Errorf("processes: %w", err)
 	}
+	sm, err := sched.Register(k, sched.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("scheduler: %w", err)
+	}
+	defer sm.Close()
 
 	srv := &ninep.Server{Root: k.Root(), Auth: k, Logger: log}
 	sock := k.SocketPath()

@@ -92,6 +92,7 @@ func Register(k *kernel.Kernel, opts Options) (*Manager, error) {
 	}
 	m := &Manager{k: k, st: k.Store, log: opts.Logger, opts: opts, procs: map[string]*process{}}
 	m.registerSyscalls()
+	m.registerCheckpoint()
 	k.Mount("proc", m.tree())
 	if err := m.resume(context.Background()); err != nil {
 		return nil, err
@@ -281,15 +282,24 @@ func (m *Manager) changed(uid uint32, pid, what string, extra map[string]any) {
 	m.signal(uid, "proc.changed", p)
 }
 
+// EventPrefix marks runtime events in a conversation.
+const EventPrefix = "[Process Event]: "
+
 // Send delivers message to conversation cid of p: it starts a run when
 // the process is idle, else queues the message (FIFO across the process's
-// conversations). The message is durable when Send returns.
-func (m *Manager) Send(ctx context.Context, p *Process, cid, text string) (runID string, queued bool, err error) {
+// conversations). The message is durable when Send returns. An event (a
+// scheduled or system event, not the user speaking) enters the
+// conversation as a visible system message "[Process Event]: <text>".
+func (m *Manager) Send(ctx context.Context, p *Process, cid, text string, event bool) (runID string, queued bool, err error) {
 	if cid == "" {
 		cid = "default"
 	}
 	if strings.TrimSpace(text) == "" {
 		return "", false, kernel.E(kernel.Invalid, kernel.Msgf("empty message"))
+	}
+	role := "user"
+	if event {
+		role, text = "system", EventPrefix+text
 	}
 	pr := m.proc(p.Pid, p.Uid)
 	pr.mu.Lock()
@@ -308,10 +318,10 @@ func (m *Manager) Send(ctx context.Context, p *Process, cid, text string) (runID
 		t := now()
 		if pr.run != nil || m.hasQueue(ctx, tx, p.Pid) || pr.compacting[cid] {
 			queued = true
-			_, err = tx.Exec(`INSERT INTO proc_queue(pid,cid,generation,run_id,message,created_at) VALUES(?,?,?,?,?,?)`, p.Pid, cid, gen, runID, text, t)
+			_, err = tx.Exec(`INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at) VALUES(?,?,?,?,?,?,?)`, p.Pid, cid, gen, runID, text, role, t)
 			return err
 		}
-		return m.startRunTx(ctx, tx, p.Pid, cid, gen, runID, "user", jsonString(text), t)
+		return m.startRunTx(ctx, tx, p.Pid, cid, gen, runID, role, jsonString(text), t)
 	})
 	if err != nil {
 		return "", false, err
@@ -465,9 +475,9 @@ func nullIf(s string) any {
 func (m *Manager) promote(ctx context.Context, pr *process) {
 	for {
 		var id, gen int64
-		var cid, runID, text string
-		err := m.st.W.QueryRowContext(ctx, `SELECT id,cid,generation,run_id,message FROM proc_queue WHERE pid=? ORDER BY id LIMIT 1`, pr.pid).
-			Scan(&id, &cid, &gen, &runID, &text)
+		var cid, runID, text, role string
+		err := m.st.W.QueryRowContext(ctx, `SELECT id,cid,generation,run_id,message,role FROM proc_queue WHERE pid=? ORDER BY id LIMIT 1`, pr.pid).
+			Scan(&id, &cid, &gen, &runID, &text, &role)
 		if err != nil {
 			m.st.W.ExecContext(ctx, `UPDATE proc_processes SET state='idle' WHERE pid=? AND state='running'`, pr.pid)
 			return
@@ -488,7 +498,7 @@ func (m *Manager) promote(ctx context.Context, pr *process) {
 				return nil
 			}
 			started = true
-			return m.startRunTx(ctx, tx, pr.pid, cid, gen, runID, "user", jsonString(text), now())
+			return m.startRunTx(ctx, tx, pr.pid, cid, gen, runID, role, jsonString(text), now())
 		})
 		if err != nil {
 			m.log.Error("proc: promote", "pid", pr.pid, "err", err)

@@ -90,4 +90,6 @@ var migrations = []string{
 		created_at INTEGER NOT NULL
 	);
 	CREATE INDEX proc_segments_conv ON proc_segments(pid, cid);`,
+	// 2: queued messages keep their role (user, or system for events).
+	`ALTER TABLE proc_queue ADD COLUMN role TEXT NOT NULL DEFAULT 'user'`,
 }

@@ -46,6 +46,9 @@ type (
 		Pid            string `json:"pid"`
 		ConversationID string `json:"conversationId"`
 		Message        string `json:"message"`
+		// Event (ours) delivers the message as a "[Process Event]:"
+		// system message, as scheduled events arrive.
+		Event bool `json:"event"`
 	}
 	hilArgs struct {
 		Pid       string `json:"pid"`
@@ -140,7 +143,7 @@ func (m *Manager) registerSyscalls() {
 		if err != nil {
 			return nil, err
 		}
-		runID, queued, err := m.Send(ctx, p, orDefault(a.ConversationID), a.Message)
+		runID, queued, err := m.Send(ctx, p, orDefault(a.ConversationID), a.Message, a.Event)
 		if err != nil {
 			return nil, err
 		}
@@ -499,7 +502,7 @@ func (m *Manager) spawn(ctx context.Context, c *kernel.Caller, a *spawnArgs) (ma
 	}
 	m.changed(c.Uid, pid, "spawn", map[string]any{"profile": prof.ID})
 	if a.Prompt != "" {
-		if _, _, err := m.Send(ctx, p, "default", a.Prompt); err != nil {
+		if _, _, err := m.Send(ctx, p, "default", a.Prompt, false); err != nil {
 			return nil, err
 		}
 	}

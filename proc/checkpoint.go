@@ -44,7 +44,8 @@ func (m *Manager) registerCheckpoint() {
 			}
 		}
 		write := func(path string, content []byte) error {
-			res, err := m.k.Call(ctx, c, "fs.write", map[string]any{"path": path, "content": string(content)})
+			args, _ := json.Marshal(map[string]any{"path": path, "content": string(content)})
+			res, err := m.k.Call(ctx, c, "fs.write", json.RawMessage(args))
 			if err != nil {
 				return err
 			}

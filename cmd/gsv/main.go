@@ -309,6 +309,8 @@ func rootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(userCmd)
 
 	c.addProcCommands(root)
+	root.AddCommand(c.schedCmd())
+	root.AddCommand(c.crontabCmd())
 	root.AddCommand(c.chatCmd())
 	return root
 }

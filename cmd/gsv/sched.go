@@ -1,0 +1,808 @@
+package main
+
+// The sched.* commands: gsv sched list, add, update, enable, disable,
+// remove and run. Each is one or two syscalls through /sys/call; crontab.go
+// adds gsv crontab, which edits all of a user's schedules as one text.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// The shapes of the sched.* records (seed 003 and the scheduler design), as
+// gsv reads them. A target is also kept as a map when it is patched, so
+// that fields gsv does not know survive an update.
+type (
+	schedExpr struct {
+		Kind     string `json:"kind"`
+		AtMs     int64  `json:"atMs,omitempty"`
+		AfterMs  int64  `json:"afterMs,omitempty"`
+		EveryMs  int64  `json:"everyMs,omitempty"`
+		AnchorMs *int64 `json:"anchorMs,omitempty"`
+		Expr     string `json:"expr,omitempty"`
+		Timezone string `json:"timezone,omitempty"`
+	}
+	schedTarget struct {
+		Kind           string         `json:"kind"`
+		Profile        string         `json:"profile"`
+		Label          string         `json:"label"`
+		Prompt         string         `json:"prompt"`
+		Pid            string         `json:"pid"`
+		ConversationID string         `json:"conversationId"`
+		Message        string         `json:"message"`
+		Action         string         `json:"action"`
+		Options        map[string]any `json:"options"`
+	}
+	schedRetry struct {
+		MaxAttempts int   `json:"maxAttempts"`
+		BaseMs      int64 `json:"baseMs"`
+		MaxMs       int64 `json:"maxMs"`
+	}
+	schedRec struct {
+		ID            string          `json:"id"`
+		OwnerUid      uint32          `json:"ownerUid"`
+		Name          string          `json:"name"`
+		Description   *string         `json:"description"`
+		Enabled       bool            `json:"enabled"`
+		Expression    schedExpr       `json:"expression"`
+		Target        json.RawMessage `json:"target"`
+		MisfirePolicy string          `json:"misfirePolicy"`
+		RetryPolicy   *schedRetry     `json:"retryPolicy"`
+		State         struct {
+			NextRunAtMs *int64  `json:"nextRunAtMs"`
+			LastStatus  *string `json:"lastStatus"`
+			LastError   *string `json:"lastError"`
+			RunCount    int64   `json:"runCount"`
+		} `json:"state"`
+	}
+	schedRunResult struct {
+		ScheduleID  string `json:"scheduleId"`
+		Status      string `json:"status"`
+		Error       string `json:"error"`
+		Summary     string `json:"summary"`
+		DurationMs  int64  `json:"durationMs"`
+		NextRunAtMs *int64 `json:"nextRunAtMs"`
+	}
+)
+
+// schedFlags are the flags add and update share: when a schedule fires,
+// what it does, and its policies.
+type schedFlags struct {
+	name, description       string
+	cron, tz, at, anchor    string
+	every, after            time.Duration
+	spawn, event, lifecycle string
+	conv, label             string
+	keep                    int
+	misfire                 string
+	retry                   int
+	retryBase, retryMax     time.Duration
+	disabled                bool
+}
+
+func (f *schedFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.name, "name", "", "the schedule's name (1-64 of [A-Za-z0-9_.-])")
+	fs.StringVar(&f.description, "description", "", "a description")
+	fs.StringVar(&f.cron, "cron", "", "fire on a cron expression: five fields or @hourly, @daily, ...")
+	fs.StringVar(&f.tz, "tz", "", "the IANA time zone of --cron (default UTC)")
+	fs.DurationVar(&f.every, "every", 0, "fire every DUR (90s, 15m, 1h30m)")
+	fs.StringVar(&f.anchor, "anchor", "", "the RFC 3339 time --every counts from (default: when it is created)")
+	fs.DurationVar(&f.after, "after", 0, "fire once, DUR from now")
+	fs.StringVar(&f.at, "at", "", "fire once, at this RFC 3339 time")
+	fs.StringVar(&f.spawn, "spawn", "", "target: spawn a process of PROFILE with the PROMPT given as arguments")
+	fs.StringVar(&f.event, "event", "", "target: send the MESSAGE given as arguments to process PID as an event")
+	fs.StringVar(&f.lifecycle, "lifecycle", "", "target: run compact, reset or checkpoint (the argument) on process PID")
+	fs.StringVar(&f.conv, "conv", "", "the conversation of an --event or --lifecycle target (default: default)")
+	fs.StringVar(&f.label, "label", "", "the label of the processes a --spawn target starts")
+	fs.IntVar(&f.keep, "keep", 0, "the messages a lifecycle compact keeps (default 80)")
+	fs.StringVar(&f.misfire, "misfire", "", "what to do about a time missed while the daemon was down: skip or run-once")
+	fs.IntVar(&f.retry, "retry", 0, "try a failed one-shot run up to N times in all")
+	fs.DurationVar(&f.retryBase, "retry-base", 30*time.Second, "the first retry's delay, doubled each time")
+	fs.DurationVar(&f.retryMax, "retry-max", 10*time.Minute, "the longest retry delay")
+	fs.BoolVar(&f.disabled, "disabled", false, "add it disabled (update: --disabled=false enables it)")
+}
+
+// durMs converts a positive duration flag to milliseconds.
+func durMs(flag string, d time.Duration) (int64, error) {
+	if d <= 0 || d.Milliseconds() == 0 {
+		return 0, fmt.Errorf("--%s %v: want a positive duration such as 90s, 15m or 1h30m", flag, d)
+	}
+	return d.Milliseconds(), nil
+}
+
+func rfc3339Ms(flag, s string) (int64, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return 0, fmt.Errorf("--%s %s: want an RFC 3339 time such as 2026-12-01T09:00:00Z", flag, s)
+	}
+	return t.UnixMilli(), nil
+}
+
+// expression builds the expression the flags ask for, starting from cur
+// (nil for add). It returns nil when no when-flag was given.
+func (f *schedFlags) expression(fs *pflag.FlagSet, cur *schedExpr) (*schedExpr, error) {
+	set := fs.Changed
+	kinds := 0
+	for _, k := range []string{"cron", "every", "after", "at"} {
+		if set(k) {
+			kinds++
+		}
+	}
+	if kinds > 1 {
+		return nil, errors.New("give only one of --cron, --every, --after and --at")
+	}
+	var e schedExpr
+	switch {
+	case set("cron"):
+		e = schedExpr{Kind: "cron", Expr: f.cron, Timezone: "UTC"}
+		if cur != nil && cur.Kind == "cron" && cur.Timezone != "" {
+			e.Timezone = cur.Timezone
+		}
+	case set("every"):
+		ms, err := durMs("every", f.every)
+		if err != nil {
+			return nil, err
+		}
+		e = schedExpr{Kind: "every", EveryMs: ms}
+		if cur != nil && cur.Kind == "every" {
+			e.AnchorMs = cur.AnchorMs
+		}
+	case set("after"):
+		ms, err := durMs("after", f.after)
+		if err != nil {
+			return nil, err
+		}
+		e = schedExpr{Kind: "after", AfterMs: ms}
+	case set("at"):
+		ms, err := rfc3339Ms("at", f.at)
+		if err != nil {
+			return nil, err
+		}
+		e = schedExpr{Kind: "at", AtMs: ms}
+	case set("tz") || set("anchor"):
+		if cur == nil {
+			return nil, errors.New("--tz goes with --cron and --anchor with --every")
+		}
+		e = *cur
+	default:
+		return nil, nil
+	}
+	if set("tz") {
+		if e.Kind != "cron" {
+			return nil, errors.New("--tz applies to cron schedules only")
+		}
+		e.Timezone = f.tz
+	}
+	if set("anchor") {
+		if e.Kind != "every" {
+			return nil, errors.New("--anchor applies to --every schedules only")
+		}
+		ms, err := rfc3339Ms("anchor", f.anchor)
+		if err != nil {
+			return nil, err
+		}
+		e.AnchorMs = &ms
+	}
+	return &e, nil
+}
+
+// target builds the target the flags and args ask for, starting from cur
+// (nil for add). It returns nil when nothing about the target was given.
+func (f *schedFlags) target(fs *pflag.FlagSet, cur map[string]any, args []string) (map[string]any, error) {
+	set := fs.Changed
+	verbs := 0
+	for _, k := range []string{"spawn", "event", "lifecycle"} {
+		if set(k) {
+			verbs++
+		}
+	}
+	if verbs > 1 {
+		return nil, errors.New("give only one of --spawn, --event and --lifecycle")
+	}
+	if verbs == 0 && len(args) == 0 && !set("conv") && !set("label") && !set("keep") {
+		return nil, nil
+	}
+	t := map[string]any{}
+	for k, v := range cur {
+		t[k] = v
+	}
+	kind, _ := t["kind"].(string)
+	setKind := func(k string) {
+		if kind != k {
+			t, kind = map[string]any{"kind": k}, k
+		}
+	}
+	switch {
+	case set("spawn"):
+		setKind("process.spawn")
+		t["profile"] = f.spawn
+	case set("event"):
+		setKind("process.event")
+		t["pid"] = f.event
+	case set("lifecycle"):
+		setKind("process.lifecycle")
+		t["pid"] = f.lifecycle
+	case kind == "":
+		return nil, errors.New("say what it does: --spawn PROFILE PROMPT..., --event PID MESSAGE... or --lifecycle PID compact|reset|checkpoint")
+	}
+	if len(args) > 0 {
+		switch kind {
+		case "process.spawn":
+			t["prompt"] = strings.Join(args, " ")
+		case "process.event":
+			t["message"] = strings.Join(args, " ")
+		case "process.lifecycle":
+			if len(args) != 1 {
+				return nil, fmt.Errorf("--lifecycle takes one action, compact, reset or checkpoint, not %q", strings.Join(args, " "))
+			}
+			t["action"] = args[0]
+		default:
+			return nil, fmt.Errorf("target kind %s: cannot set its text", kind)
+		}
+	}
+	text := func(k string) string { v, _ := t[k].(string); return strings.TrimSpace(v) }
+	switch {
+	case kind == "process.spawn" && set("spawn") && f.spawn == "":
+		return nil, errors.New("--spawn needs a profile, such as task")
+	case kind == "process.spawn" && text("prompt") == "":
+		return nil, errors.New("--spawn needs a prompt: --spawn PROFILE PROMPT...")
+	case kind == "process.event" && text("pid") == "":
+		return nil, errors.New("--event needs a pid: --event PID MESSAGE...")
+	case kind == "process.event" && text("message") == "":
+		return nil, errors.New("--event needs a message: --event PID MESSAGE...")
+	case kind == "process.lifecycle" && text("pid") == "":
+		return nil, errors.New("--lifecycle needs a pid: --lifecycle PID compact|reset|checkpoint")
+	case kind == "process.lifecycle" && text("action") == "":
+		return nil, errors.New("--lifecycle needs an action: --lifecycle PID compact|reset|checkpoint")
+	}
+	if set("conv") {
+		if kind == "process.spawn" {
+			return nil, errors.New("--conv goes with --event and --lifecycle")
+		}
+		if f.conv == "" {
+			delete(t, "conversationId")
+		} else {
+			t["conversationId"] = f.conv
+		}
+	}
+	if set("label") {
+		if kind != "process.spawn" {
+			return nil, errors.New("--label goes with --spawn")
+		}
+		if f.label == "" {
+			delete(t, "label")
+		} else {
+			t["label"] = f.label
+		}
+	}
+	if set("keep") {
+		if kind != "process.lifecycle" || t["action"] != "compact" {
+			return nil, errors.New("--keep goes with --lifecycle PID compact")
+		}
+		if f.keep < 1 {
+			return nil, errors.New("--keep wants a number of messages, at least 1")
+		}
+		opts := map[string]any{}
+		if o, ok := t["options"].(map[string]any); ok {
+			for k, v := range o {
+				opts[k] = v
+			}
+		}
+		opts["keep"] = f.keep
+		t["options"] = opts
+	}
+	return t, nil
+}
+
+// retryPolicy builds the retry policy from the flags, starting from cur
+// (nil for add), or nil when none was given.
+func (f *schedFlags) retryPolicy(fs *pflag.FlagSet, cur *schedRetry) (*schedRetry, error) {
+	if !fs.Changed("retry") && !fs.Changed("retry-base") && !fs.Changed("retry-max") {
+		return nil, nil
+	}
+	r := schedRetry{MaxAttempts: f.retry}
+	if cur != nil {
+		r = *cur
+		if fs.Changed("retry") {
+			r.MaxAttempts = f.retry
+		}
+	} else if !fs.Changed("retry") {
+		return nil, errors.New("--retry-base and --retry-max go with --retry N")
+	}
+	if cur == nil || fs.Changed("retry-base") {
+		ms, err := durMs("retry-base", f.retryBase)
+		if err != nil {
+			return nil, err
+		}
+		r.BaseMs = ms
+	}
+	if cur == nil || fs.Changed("retry-max") {
+		ms, err := durMs("retry-max", f.retryMax)
+		if err != nil {
+			return nil, err
+		}
+		r.MaxMs = ms
+	}
+	if r.MaxAttempts < 1 {
+		return nil, errors.New("--retry wants the number of attempts, at least 1")
+	}
+	if r.MaxMs < r.BaseMs {
+		return nil, errors.New("--retry-max must be at least --retry-base")
+	}
+	return &r, nil
+}
+
+func (f *schedFlags) checkMisfire(fs *pflag.FlagSet) error {
+	if fs.Changed("misfire") && f.misfire != "skip" && f.misfire != "run-once" {
+		return fmt.Errorf("--misfire %s: want skip or run-once", f.misfire)
+	}
+	return nil
+}
+
+// readText returns the words joined by spaces, or stdin when they are "-".
+func readText(cmd *cobra.Command, words []string) ([]string, error) {
+	if len(words) == 1 && words[0] == "-" {
+		b, err := io.ReadAll(cmd.InOrStdin())
+		if err != nil {
+			return nil, err
+		}
+		return []string{strings.TrimSuffix(string(b), "\n")}, nil
+	}
+	return words, nil
+}
+
+// formatDur renders milliseconds as a Go duration without the zero minutes
+// and seconds of whole hours and minutes ("1h", not "1h0m0s").
+func formatDur(ms int64) string {
+	s := (time.Duration(ms) * time.Millisecond).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+func localTime(ms int64) string {
+	return time.UnixMilli(ms).Local().Format(time.RFC3339)
+}
+
+// when renders an expression for the WHEN column.
+func (e schedExpr) when() string {
+	switch e.Kind {
+	case "cron":
+		tz := e.Timezone
+		if tz == "" {
+			tz = "UTC"
+		}
+		return strings.Join(strings.Fields(e.Expr), " ") + " " + tz
+	case "every":
+		s := "every " + formatDur(e.EveryMs)
+		if e.AnchorMs != nil {
+			s += " from " + localTime(*e.AnchorMs)
+		}
+		return s
+	case "after":
+		return "after " + formatDur(e.AfterMs)
+	case "at":
+		return "at " + localTime(e.AtMs)
+	}
+	return e.Kind
+}
+
+// short shortens free text for a table: its first line, at most n runes.
+func short(s string, n int) string {
+	s, _, cut := strings.Cut(strings.TrimSpace(s), "\n")
+	if r := []rune(s); len(r) > n {
+		s, cut = string(r[:n]), true
+	}
+	if cut {
+		s += "..."
+	}
+	return s
+}
+
+// summary renders a target for the TARGET column.
+func (t schedTarget) summary() string {
+	switch t.Kind {
+	case "process.spawn":
+		p := t.Profile
+		if p == "" {
+			p = "task"
+		}
+		return "spawn " + p + ": " + short(t.Prompt, 32)
+	case "process.event":
+		s := "event " + t.Pid
+		if t.ConversationID != "" {
+			s += "/" + t.ConversationID
+		}
+		return s + ": " + short(t.Message, 32)
+	case "process.lifecycle":
+		s := "lifecycle " + t.Pid
+		if t.ConversationID != "" {
+			s += "/" + t.ConversationID
+		}
+		s += " " + t.Action
+		if k, ok := t.Options["keep"].(float64); ok && t.Action == "compact" {
+			s += fmt.Sprintf(" keep=%d", int64(k))
+		}
+		return s
+	}
+	return t.Kind
+}
+
+func (c *cli) schedCmd() *cobra.Command {
+	var uid int
+	sched := &cobra.Command{
+		Use:   "sched",
+		Short: "List, add, change, run and remove schedules (sched.*)",
+		Long: "Schedules fire on a cron expression, every interval, once after a delay or once at a time,\n" +
+			"and then spawn a process, send a process an event, or compact, reset or checkpoint one of its\n" +
+			"conversations. A schedule is named by its id or its name. gsv crontab edits them all as text.",
+	}
+	sched.PersistentFlags().IntVar(&uid, "uid", -1, "act on this user's schedules (root only for another user)")
+	// owned adds ownerUid when --uid was given.
+	owned := func(a map[string]any) map[string]any {
+		if uid >= 0 {
+			a["ownerUid"] = uid
+		}
+		return a
+	}
+
+	var all bool
+	list := &cobra.Command{
+		Use:   "list [--all] [--uid N]",
+		Short: "List the enabled schedules (--all: disabled ones too)",
+		Long: "List schedules: yours, or with --uid N user N's (root without --uid sees everyone's). Only\n" +
+			"enabled ones unless --all. NEXT is the next fire time in local time, LAST the last run's status.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := c.call("sched.list", owned(map[string]any{"includeDisabled": all}))
+			if err != nil || c.json {
+				return c.orJSON(data, err)
+			}
+			var r struct {
+				Schedules []schedRec `json:"schedules"`
+			}
+			if err := decode(data, &r); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tENABLED\tWHEN\tTARGET\tNEXT\tLAST\tRUNS")
+			for _, s := range r.Schedules {
+				var t schedTarget
+				json.Unmarshal(s.Target, &t)
+				enabled, next := "no", "-"
+				if s.Enabled {
+					enabled = "yes"
+				}
+				if s.State.NextRunAtMs != nil {
+					next = localTime(*s.State.NextRunAtMs)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", s.ID, s.Name, enabled, s.Expression.when(),
+					t.summary(), next, str(s.State.LastStatus), s.State.RunCount)
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().BoolVar(&all, "all", false, "include disabled schedules")
+
+	var af schedFlags
+	add := &cobra.Command{
+		Use: "add --name N (--cron EXPR [--tz ZONE] | --every DUR [--anchor TIME] | --after DUR | --at TIME)\n" +
+			"    (--spawn PROFILE PROMPT... | --event PID MESSAGE... | --lifecycle PID compact|reset|checkpoint [--keep N])\n" +
+			"    [--conv CID] [--misfire skip|run-once] [--retry N [--retry-base DUR] [--retry-max DUR]] [--disabled] [--description D]",
+		Short: "Add a schedule and print its id (sched.add)",
+		Long: "Add a schedule and print its id. PROMPT and MESSAGE are the remaining arguments joined by\n" +
+			"spaces (\"-\" reads them from stdin). Durations are Go durations (90s, 15m, 1h30m), times RFC 3339.\n" +
+			"  gsv sched add --name nightly --cron '0 2 * * *' --tz UTC --spawn task 'run the backup check'",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fs := cmd.Flags()
+			if !fs.Changed("name") {
+				return errors.New("--name is required")
+			}
+			args, err := readText(cmd, args)
+			if err != nil {
+				return err
+			}
+			e, err := af.expression(fs, nil)
+			if err != nil {
+				return err
+			}
+			if e == nil {
+				return errors.New("say when it fires: --cron EXPR, --every DUR, --after DUR or --at TIME")
+			}
+			t, err := af.target(fs, nil, args)
+			if err != nil {
+				return err
+			}
+			if t == nil {
+				return errors.New("say what it does: --spawn PROFILE PROMPT..., --event PID MESSAGE... or --lifecycle PID compact|reset|checkpoint")
+			}
+			rp, err := af.retryPolicy(fs, nil)
+			if err != nil {
+				return err
+			}
+			if err := af.checkMisfire(fs); err != nil {
+				return err
+			}
+			a := owned(map[string]any{"name": af.name, "expression": e, "target": t})
+			if fs.Changed("description") {
+				a["description"] = af.description
+			}
+			if af.disabled {
+				a["enabled"] = false
+			}
+			setIf(a, "misfirePolicy", af.misfire)
+			if rp != nil {
+				a["retryPolicy"] = rp
+			}
+			data, err := c.call("sched.add", a)
+			if err != nil || c.json {
+				return c.orJSON(data, err)
+			}
+			var r struct {
+				Schedule schedRec `json:"schedule"`
+			}
+			if err := decode(data, &r); err != nil {
+				return err
+			}
+			fmt.Fprintln(c.out, r.Schedule.ID)
+			return nil
+		},
+	}
+	af.register(add.Flags())
+
+	var uf schedFlags
+	update := &cobra.Command{
+		Use:   "update ID|NAME [flags of add] [PROMPT...|MESSAGE...|ACTION]",
+		Short: "Change what the flags say of a schedule, and nothing else (sched.update)",
+		Long: "Change a schedule: only what is given changes. --name renames it; --tz alone changes a cron\n" +
+			"schedule's zone, --anchor alone an --every one's anchor; arguments after ID|NAME replace the\n" +
+			"prompt, the message or the lifecycle action; --description '' removes the description;\n" +
+			"--disabled disables it and --disabled=false enables it.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fs := cmd.Flags()
+			rest, err := readText(cmd, args[1:])
+			if err != nil {
+				return err
+			}
+			cur, err := c.findSchedule(args[0], owned(map[string]any{}))
+			if err != nil {
+				return err
+			}
+			patch := map[string]any{}
+			if fs.Changed("name") {
+				patch["name"] = uf.name
+			}
+			if fs.Changed("description") {
+				if uf.description == "" {
+					patch["description"] = nil
+				} else {
+					patch["description"] = uf.description
+				}
+			}
+			if fs.Changed("disabled") {
+				patch["enabled"] = !uf.disabled
+			}
+			e, err := uf.expression(fs, &cur.Expression)
+			if err != nil {
+				return err
+			}
+			if e != nil {
+				patch["expression"] = e
+			}
+			var curT map[string]any
+			if err := json.Unmarshal(cur.Target, &curT); err != nil {
+				return fmt.Errorf("schedule %s: bad target %s", cur.ID, cur.Target)
+			}
+			t, err := uf.target(fs, curT, rest)
+			if err != nil {
+				return err
+			}
+			if t != nil {
+				patch["target"] = t
+			}
+			if err := uf.checkMisfire(fs); err != nil {
+				return err
+			}
+			setIf(patch, "misfirePolicy", uf.misfire)
+			rp, err := uf.retryPolicy(fs, cur.RetryPolicy)
+			if err != nil {
+				return err
+			}
+			if rp != nil {
+				patch["retryPolicy"] = rp
+			}
+			if len(patch) == 0 {
+				return errors.New("nothing to change: give the flags of what changes")
+			}
+			data, err := c.call("sched.update", owned(map[string]any{"id": cur.ID, "patch": patch}))
+			if err != nil || c.json {
+				return c.orJSON(data, err)
+			}
+			return nil
+		},
+	}
+	uf.register(update.Flags())
+
+	setEnabled := func(use, short string, on bool) *cobra.Command {
+		return &cobra.Command{
+			Use:   use + " ID|NAME...",
+			Short: short,
+			Args:  cobra.MinimumNArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				for _, id := range args {
+					data, err := c.call("sched.update", owned(map[string]any{"id": id, "patch": map[string]any{"enabled": on}}))
+					if err != nil {
+						return err
+					}
+					if c.json {
+						if err := c.printJSON(data); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			},
+		}
+	}
+	enable := setEnabled("enable", "Enable schedules (a recurring one is armed for its next time)", true)
+	disable := setEnabled("disable", "Disable schedules (they stay, and do not fire)", false)
+
+	remove := &cobra.Command{
+		Use:   "remove ID|NAME...",
+		Short: "Remove schedules (sched.remove)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, id := range args {
+				data, err := c.call("sched.remove", owned(map[string]any{"id": id}))
+				if err != nil {
+					return err
+				}
+				if c.json {
+					if err := c.printJSON(data); err != nil {
+						return err
+					}
+					continue
+				}
+				var r struct {
+					Removed bool `json:"removed"`
+				}
+				if err := decode(data, &r); err != nil {
+					return err
+				}
+				if !r.Removed {
+					return fmt.Errorf("%s: no such schedule", id)
+				}
+			}
+			return nil
+		},
+	}
+
+	var due bool
+	runCmd := &cobra.Command{
+		Use:   "run ID|NAME | run --due",
+		Short: "Run a schedule now, even if disabled, or (--due) every one of yours that is due (sched.run)",
+		Long: "Run a schedule now (mode force: even a disabled one; its next time is not changed), or with\n" +
+			"--due every enabled schedule whose time has come. Each run prints the schedule id, its status\n" +
+			"and what it did; a run that failed makes gsv exit 1.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if due && len(args) != 0 || !due && len(args) != 1 {
+				return errors.New("give one ID|NAME, or --due")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a := owned(map[string]any{"mode": "due"})
+			if !due {
+				a["mode"], a["id"] = "force", args[0]
+			}
+			data, err := c.call("sched.run", a)
+			if err != nil || c.json {
+				return c.orJSON(data, err)
+			}
+			var r struct {
+				Results []schedRunResult `json:"results"`
+			}
+			if err := decode(data, &r); err != nil {
+				return err
+			}
+			var failed []string
+			for _, x := range r.Results {
+				what := x.Summary
+				if x.Status == "error" {
+					what = x.Error
+					failed = append(failed, x.ScheduleID+": "+x.Error)
+				}
+				next := "-"
+				if x.NextRunAtMs != nil {
+					next = localTime(*x.NextRunAtMs)
+				}
+				fmt.Fprintf(c.out, "%s %s %s (%s, next %s)\n", x.ScheduleID, x.Status, orDash(what),
+					(time.Duration(x.DurationMs) * time.Millisecond).String(), next)
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("run failed: %s", strings.Join(failed, "; "))
+			}
+			return nil
+		},
+	}
+	runCmd.Flags().BoolVar(&due, "due", false, "run every schedule that is due")
+
+	sched.AddCommand(list, add, update, enable, disable, remove, runCmd)
+	return sched
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// findSchedule finds a schedule by id, else by name, among those sched.list
+// shows the caller (a, with ownerUid when asked for).
+func (c *cli) findSchedule(ref string, a map[string]any) (*schedRec, error) {
+	a["includeDisabled"] = true
+	data, err := c.call("sched.list", a)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Schedules []schedRec `json:"schedules"`
+	}
+	if err := decode(data, &r); err != nil {
+		return nil, err
+	}
+	var named []*schedRec
+	for i := range r.Schedules {
+		s := &r.Schedules[i]
+		if s.ID == ref {
+			return s, nil
+		}
+		if s.Name == ref {
+			named = append(named, s)
+		}
+	}
+	switch len(named) {
+	case 0:
+		return nil, fmt.Errorf("%s: no such schedule", ref)
+	case 1:
+		return named[0], nil
+	}
+	// Root sees everyone's: a name is the caller's own.
+	data, err = c.call("sys.whoami", nil)
+	if err != nil {
+		return nil, err
+	}
+	var w struct {
+		Process struct {
+			Uid uint32 `json:"uid"`
+		} `json:"process"`
+	}
+	if err := decode(data, &w); err != nil {
+		return nil, err
+	}
+	for _, s := range named {
+		if s.OwnerUid == w.Process.Uid {
+			return s, nil
+		}
+	}
+	uids := make([]string, len(named))
+	for i, s := range named {
+		uids[i] = strconv.Itoa(int(s.OwnerUid))
+	}
+	return nil, fmt.Errorf("%s: schedules of uids %s have that name: say which with --uid", ref, strings.Join(uids, ", "))
+}

@@ -1,4 +1,740 @@
 package sched
 
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+const (
+	cronDirPath = "/var/spool/cron"
+	logPath     = "/var/log/gsv/scheduler"
+
+	// maxCrontab is the largest crontab a write may hold.
+	maxCrontab = 1 << 20
+	// Editors' scratch files in /var/spool/cron (temporary files, vim's
+	// 4913 probe, swap and backup files) are kept in memory, per caller:
+	// at most maxTemps of at most maxTempSize bytes each, dropped after
+	// tempTTL without use.
+	maxTemps    = 16
+	maxTempSize = 2 << 20
+	tempTTL     = time.Hour
+)
+
 // mountFiles adds /var/spool/cron and /var/log/gsv/scheduler.
-func (m *Manager) mountFiles() {}
+func (m *Manager) mountFiles() {
+	k := m.k
+	d := &cronDir{
+		Meta:  kernel.RootMeta(cronDirPath, fs.ModeDir|fs.ModeSticky|0o777),
+		m:     m,
+		errv:  k.ErrView(cronDirPath),
+		temps: map[uint32]map[string]*tempFile{},
+	}
+	d.ctl = k.Ctl(cronDirPath, kernel.RootMeta(cronDirPath+"/ctl", 0o666), m.ctlVerbs())
+	k.MountAt(cronDirPath, d)
+	k.MountAt(logPath, k.View(logPath, 0o444, "sched.log", nil, renderLog))
+}
+
+// ctlVerbs are the verbs of /var/spool/cron/ctl. Each takes an id or a
+// name and, for root, owner=<user|uid> to name another user's schedule.
+func (m *Manager) ctlVerbs() map[string]kernel.CtlVerb {
+	ref := func(l kernel.CtlLine, usage string) (string, *uint32, error) {
+		var uid *uint32
+		if o, ok := l.Opts["owner"]; ok {
+			u, err := m.uidOf(o)
+			if err != nil {
+				return "", nil, err
+			}
+			uid = &u
+		}
+		if l.JSON != nil {
+			return "", uid, nil
+		}
+		if len(l.Words) != 1 {
+			return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: %s", usage))
+		}
+		return l.Words[0], uid, nil
+	}
+	enable := func(on bool) kernel.CtlVerb {
+		verb := map[bool]string{true: "enable", false: "disable"}[on]
+		return func(l kernel.CtlLine) (string, any, error) {
+			id, uid, err := ref(l, verb+" <id|name> [owner=<user>]")
+			if err != nil {
+				return "", nil, err
+			}
+			return "sched.update", &updateArgs{ID: id, OwnerUid: uid, Patch: Patch{Enabled: &on}}, nil
+		}
+	}
+	return map[string]kernel.CtlVerb{
+		"run": func(l kernel.CtlLine) (string, any, error) {
+			id, uid, err := ref(l, "run <id|name>|due [owner=<user>]")
+			if err != nil {
+				return "", nil, err
+			}
+			if id == "due" {
+				return "sched.run", &runArgs{Mode: "due", OwnerUid: uid}, nil
+			}
+			mode := "force"
+			if l.JSON != nil {
+				mode = ""
+			}
+			return "sched.run", &runArgs{ID: id, Mode: mode, OwnerUid: uid}, nil
+		},
+		"enable":  enable(true),
+		"disable": enable(false),
+		"remove": func(l kernel.CtlLine) (string, any, error) {
+			id, uid, err := ref(l, "remove <id|name> [owner=<user>]")
+			if err != nil {
+				return "", nil, err
+			}
+			return "sched.remove", &idArgs{ID: id, OwnerUid: uid}, nil
+		},
+	}
+}
+
+// uidOf reads a uid or a user name.
+func (m *Manager) uidOf(s string) (uint32, error) {
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return uint32(n), nil
+	}
+	us, err := m.k.Users(context.Background())
+	if err != nil {
+		return 0, err
+	}
+	for _, u := range us {
+		if u.Username == s {
+			return u.Uid, nil
+		}
+	}
+	return 0, kernel.E(kernel.NotExist, kernel.Msgf("no such user %q", s))
+}
+
+// logLine is one line of /var/log/gsv/scheduler.
+type logLine struct {
+	Schedule    string  `json:"schedule"`
+	ScheduleID  string  `json:"scheduleId"`
+	ScheduledAt string  `json:"scheduledAt"`
+	StartedAt   string  `json:"startedAt"`
+	FinishedAt  string  `json:"finishedAt"`
+	Status      string  `json:"status"`
+	Error       *string `json:"error"`
+	DurationMs  int64   `json:"durationMs"`
+}
+
+func renderLog(res any) ([]byte, error) {
+	runs, _ := res.(map[string]any)["runs"].([]Run)
+	ts := func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+	var b []byte
+	for _, r := range runs {
+		line, err := json.Marshal(logLine{r.Name, r.ScheduleID, ts(r.ScheduledAtMs), ts(r.StartedAtMs), ts(r.FinishedAtMs), r.Status, r.Error, r.DurationMs})
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, line...), '\n')
+	}
+	return b, nil
+}
+
+// cronDir is /var/spool/cron: ctl, err, one crontab per user the caller
+// may see (their own; root: every user's, and those of uids that have
+// schedules but no user), and the caller's own scratch files.
+type cronDir struct {
+	*kernel.Meta
+	m    *Manager
+	ctl  *vfs.Ctl
+	errv *vfs.View
+
+	mu    sync.Mutex
+	temps map[uint32]map[string]*tempFile // by caller uid, then name
+}
+
+var (
+	_ vfs.Dir     = (*cronDir)(nil)
+	_ vfs.Creator = (*cronDir)(nil)
+	_ vfs.Remover = (*cronDir)(nil)
+	_ vfs.Renamer = (*cronDir)(nil)
+)
+
+// tab is one user's crontab as a directory entry.
+type tab struct {
+	name    string
+	uid     uint32
+	gid     uint32
+	hostUID int
+}
+
+func (d *cronDir) caller(cred vfs.Cred) *kernel.Caller { return kernel.CallerOf(cred, cronDirPath) }
+
+// tabs lists the crontabs c may see.
+func (d *cronDir) tabs(ctx context.Context, c *kernel.Caller) ([]tab, error) {
+	if !c.IsRoot() {
+		if c.Role == "nobody" || !c.Can("sched.crontab.get") {
+			return nil, nil
+		}
+		return []tab{{c.Username, c.Uid, c.Gid, c.HostUID}}, nil
+	}
+	us, err := d.m.k.Users(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []tab
+	seen := map[uint32]bool{}
+	for _, u := range us {
+		h := -1
+		if u.HostUID != nil {
+			h = *u.HostUID
+		}
+		out = append(out, tab{u.Username, u.Uid, u.Gid, h})
+		seen[u.Uid] = true
+	}
+	rows, err := d.m.st.R.QueryContext(ctx, `SELECT DISTINCT owner_uid FROM sched_schedules`)
+	if err != nil {
+		return nil, kernel.E(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var uid uint32
+		if err := rows.Scan(&uid); err != nil {
+			return nil, kernel.E(err)
+		}
+		if !seen[uid] {
+			out = append(out, tab{strconv.FormatUint(uint64(uid), 10), uid, uid, -1})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, rows.Err()
+}
+
+// findTab returns the crontab called name that c may see.
+func (d *cronDir) findTab(ctx context.Context, c *kernel.Caller, name string) (*tab, error) {
+	if !c.IsRoot() {
+		if name == c.Username && c.Role != "nobody" && c.Can("sched.crontab.get") {
+			return &tab{c.Username, c.Uid, c.Gid, c.HostUID}, nil
+		}
+		return nil, nil
+	}
+	ts, err := d.tabs(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ts {
+		if ts[i].name == name {
+			return &ts[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// isUser reports whether name is some user's name (whose crontab the
+// caller may not see): such a name cannot be a scratch file.
+func (d *cronDir) isUser(ctx context.Context, name string) bool {
+	us, err := d.m.k.Users(ctx)
+	if err != nil {
+		return true
+	}
+	for _, u := range us {
+		if u.Username == name {
+			return true
+		}
+	}
+	return false
+}
+
+// doc is the crontab file of t.
+func (d *cronDir) doc(t *tab) *vfs.Document {
+	group := strconv.FormatUint(uint64(t.gid), 10)
+	switch t.gid {
+	case 0:
+		group = "root"
+	case kernel.UsersGID:
+		group = "users"
+	}
+	uid := t.uid
+	meta := &kernel.Meta{Path: cronDirPath + "/" + t.name, Uid: t.uid, Gid: t.gid, Mode: 0o600,
+		Owner: t.name, Group: group, HostUID: t.hostUID}
+	return &vfs.Document{Meta: meta, Max: maxCrontab,
+		Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
+			return d.render(ctx, d.caller(cred), uid)
+		},
+		Apply: func(ctx context.Context, cred vfs.Cred, data []byte) error {
+			return d.apply(ctx, d.caller(cred), uid, data)
+		}}
+}
+
+func (d *cronDir) render(ctx context.Context, c *kernel.Caller, uid uint32) ([]byte, error) {
+	res, err := kernel.Invoke[map[string]any](ctx, d.m.k, c, "sched.crontab.get", &crontabGetArgs{OwnerUid: &uid})
+	if err != nil {
+		return nil, err
+	}
+	return []byte(res["text"].(string)), nil
+}
+
+func (d *cronDir) apply(ctx context.Context, c *kernel.Caller, uid uint32, data []byte) error {
+	_, err := d.m.k.Call(ctx, c, "sched.crontab.set", &crontabSetArgs{OwnerUid: &uid, Text: string(data)})
+	return err
+}
+
+// Lookup implements vfs.Dir.
+func (d *cronDir) Lookup(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, error) {
+	switch name {
+	case "ctl":
+		return d.ctl, nil
+	case "err":
+		return d.errv, nil
+	}
+	c := d.caller(cred)
+	t, err := d.findTab(ctx, c, name)
+	if err != nil {
+		return nil, err
+	}
+	if t != nil {
+		return d.doc(t), nil
+	}
+	if n := d.temp(c, name); n != nil {
+		return n, nil
+	}
+	return nil, vfs.ErrNotExist
+}
+
+// ReadDir implements vfs.Dir.
+func (d *cronDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
+	c := d.caller(cred)
+	out := []vfs.DirEntry{{Name: "ctl", Node: d.ctl}, {Name: "err", Node: d.errv}}
+	ts, err := d.tabs(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{"ctl": true, "err": true}
+	for i := range ts {
+		if !seen[ts[i].name] {
+			seen[ts[i].name] = true
+			out = append(out, vfs.DirEntry{Name: ts[i].name, Node: d.doc(&ts[i])})
+		}
+	}
+	d.mu.Lock()
+	var names []string
+	for name := range d.temps[c.Uid] {
+		if !seen[name] {
+			names = append(names, name)
+		}
+	}
+	d.mu.Unlock()
+	sort.Strings(names)
+	for _, name := range names {
+		if n := d.temp(c, name); n != nil {
+			out = append(out, vfs.DirEntry{Name: name, Node: n})
+		}
+	}
+	return out, nil
+}
+
+// validTempName says whether name may be a scratch file.
+func validTempName(name string) error {
+	switch {
+	case name == "" || name == "." || name == "..":
+		return vfs.Errorf(syscall.EINVAL, "bad name")
+	case len(name) > 255:
+		return vfs.Errorf(syscall.ENAMETOOLONG, "name too long")
+	case strings.ContainsAny(name, "/\x00"):
+		return vfs.Errorf(syscall.EINVAL, "bad name")
+	}
+	return nil
+}
+
+// Create implements vfs.Creator. A name that is a crontab the caller may
+// see opens it; any other name (that is no user's) is a scratch file of
+// the caller's, kept in memory: editors write a temporary file and rename
+// it over the crontab.
+func (d *cronDir) Create(ctx context.Context, cred vfs.Cred, name string, flags int, perm fs.FileMode) (vfs.Node, vfs.Handle, error) {
+	excl := flags&os.O_EXCL != 0
+	open := func(f vfs.File) (vfs.Node, vfs.Handle, error) {
+		if excl {
+			return nil, nil, vfs.ErrExist
+		}
+		h, err := f.Open(ctx, cred, flags&^(os.O_CREATE|os.O_EXCL))
+		if err != nil {
+			return nil, nil, err
+		}
+		return f, h, nil
+	}
+	switch name {
+	case "ctl":
+		return open(d.ctl)
+	case "err":
+		return open(d.errv)
+	}
+	if err := validTempName(name); err != nil {
+		return nil, nil, err
+	}
+	c := d.caller(cred)
+	t, err := d.findTab(ctx, c, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if t != nil {
+		return open(d.doc(t))
+	}
+	if n := d.temp(c, name); n != nil {
+		return open(n)
+	}
+	if c.Role == "nobody" || !c.Can("sched.crontab.set") {
+		return nil, nil, vfs.ErrPermission
+	}
+	if d.isUser(ctx, name) {
+		return nil, nil, vfs.Errorf(syscall.EACCES, "that is another user's crontab")
+	}
+	d.mu.Lock()
+	d.sweep()
+	ts := d.temps[c.Uid]
+	if ts == nil {
+		ts = map[string]*tempFile{}
+		d.temps[c.Uid] = ts
+	}
+	if f := ts[name]; f != nil { // made meanwhile
+		d.mu.Unlock()
+		return open(d.tempNode(c, name, f))
+	}
+	if len(ts) >= maxTemps {
+		d.mu.Unlock()
+		return nil, nil, vfs.Errorf(syscall.ENOSPC, fmt.Sprintf("too many scratch files in %s (at most %d)", cronDirPath, maxTemps))
+	}
+	f := &tempFile{mode: perm.Perm(), mtime: time.Now(), used: time.Now()}
+	ts[name] = f
+	d.mu.Unlock()
+	n := d.tempNode(c, name, f)
+	h, err := n.Open(ctx, cred, flags&^(os.O_CREATE|os.O_EXCL))
+	if err != nil {
+		return nil, nil, err
+	}
+	return n, h, nil
+}
+
+// Mkdir implements vfs.Creator: there are no directories here.
+func (d *cronDir) Mkdir(ctx context.Context, cred vfs.Cred, name string, perm fs.FileMode) (vfs.Node, error) {
+	return nil, vfs.Errorf(syscall.EPERM, "no directories in "+cronDirPath)
+}
+
+// Remove implements vfs.Remover: only scratch files can be removed; a
+// crontab is emptied by writing it empty.
+func (d *cronDir) Remove(ctx context.Context, cred vfs.Cred, name string, dir bool) error {
+	c := d.caller(cred)
+	d.mu.Lock()
+	f := d.temps[c.Uid][name]
+	if f != nil && !dir {
+		delete(d.temps[c.Uid], name)
+	}
+	d.mu.Unlock()
+	if f != nil {
+		if dir {
+			return vfs.ErrNotDir
+		}
+		return nil
+	}
+	if name == "ctl" || name == "err" {
+		return vfs.Errorf(syscall.EPERM, "cannot remove "+name)
+	}
+	t, err := d.findTab(ctx, c, name)
+	if err != nil {
+		return err
+	}
+	if t != nil {
+		return vfs.Errorf(syscall.EPERM, "a crontab cannot be removed: write it empty to remove every schedule")
+	}
+	return vfs.ErrNotExist
+}
+
+// Rename implements vfs.Renamer. Renaming a scratch file over a crontab
+// writes the crontab with its content (and the scratch file goes);
+// renaming a crontab to a scratch name (an editor's backup) copies its
+// rendering there and leaves the crontab as it is; scratch files rename
+// freely among themselves.
+func (d *cronDir) Rename(ctx context.Context, cred vfs.Cred, name string, newDir vfs.Dir, newName string) error {
+	if nd, ok := newDir.(*cronDir); !ok || nd != d {
+		return vfs.Errorf(syscall.EXDEV, "cross-directory rename")
+	}
+	if name == "ctl" || name == "err" || newName == "ctl" || newName == "err" {
+		return vfs.Errorf(syscall.EPERM, "cannot rename ctl or err")
+	}
+	c := d.caller(cred)
+	srcTab, err := d.findTab(ctx, c, name)
+	if err != nil {
+		return err
+	}
+	dstTab, err := d.findTab(ctx, c, newName)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	src := d.temps[c.Uid][name]
+	d.mu.Unlock()
+	switch {
+	case srcTab != nil && dstTab != nil:
+		if srcTab.uid == dstTab.uid {
+			return nil
+		}
+		return vfs.Errorf(syscall.EPERM, "cannot rename one crontab over another")
+	case srcTab != nil:
+		// An editor's backup: copy the rendering, keep the crontab.
+		if err := validTempName(newName); err != nil {
+			return err
+		}
+		if d.isUser(ctx, newName) {
+			return vfs.Errorf(syscall.EACCES, "that is another user's crontab")
+		}
+		b, err := d.render(ctx, c, srcTab.uid)
+		if err != nil {
+			return err
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		ts := d.temps[c.Uid]
+		if ts == nil {
+			ts = map[string]*tempFile{}
+			d.temps[c.Uid] = ts
+		}
+		if ts[newName] == nil && len(ts) >= maxTemps {
+			return vfs.Errorf(syscall.ENOSPC, fmt.Sprintf("too many scratch files in %s (at most %d)", cronDirPath, maxTemps))
+		}
+		ts[newName] = &tempFile{data: b, mode: 0o600, mtime: time.Now(), used: time.Now()}
+		return nil
+	case src == nil:
+		return vfs.ErrNotExist
+	case dstTab != nil:
+		if err := d.doc(dstTab).Access(ctx, cred, vfs.WantWrite); err != nil {
+			return err
+		}
+		if err := d.apply(ctx, c, dstTab.uid, src.bytes()); err != nil {
+			return err
+		}
+		d.mu.Lock()
+		if d.temps[c.Uid][name] == src {
+			delete(d.temps[c.Uid], name)
+		}
+		d.mu.Unlock()
+		return nil
+	default:
+		if err := validTempName(newName); err != nil {
+			return err
+		}
+		if d.isUser(ctx, newName) {
+			return vfs.Errorf(syscall.EACCES, "that is another user's crontab")
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		ts := d.temps[c.Uid]
+		if ts[name] == src {
+			delete(ts, name)
+		}
+		ts[newName] = src
+		return nil
+	}
+}
+
+// temp returns the caller's scratch file name, or nil.
+func (d *cronDir) temp(c *kernel.Caller, name string) *tempNode {
+	d.mu.Lock()
+	f := d.temps[c.Uid][name]
+	d.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return d.tempNode(c, name, f)
+}
+
+func (d *cronDir) tempNode(c *kernel.Caller, name string, f *tempFile) *tempNode {
+	host := c.HostUID
+	if host < 0 {
+		host = int(c.Uid)
+	}
+	return &tempNode{name: name, uid: c.Uid, gid: c.Gid, hostUID: uint32(host), user: c.Username, f: f}
+}
+
+// sweep drops scratch files unused for tempTTL. d.mu is held.
+func (d *cronDir) sweep() {
+	cut := time.Now().Add(-tempTTL)
+	for uid, ts := range d.temps {
+		for name, f := range ts {
+			f.mu.Lock()
+			old := f.used.Before(cut) && f.open == 0
+			f.mu.Unlock()
+			if old {
+				delete(ts, name)
+			}
+		}
+		if len(ts) == 0 {
+			delete(d.temps, uid)
+		}
+	}
+}
+
+// tempFile is the content of a scratch file.
+type tempFile struct {
+	mu    sync.Mutex
+	data  []byte
+	mode  fs.FileMode
+	mtime time.Time
+	used  time.Time
+	open  int // handles open
+}
+
+func (f *tempFile) bytes() []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.used = time.Now()
+	return append([]byte(nil), f.data...)
+}
+
+// tempNode is a scratch file as its owner sees it.
+type tempNode struct {
+	name    string
+	uid     uint32
+	gid     uint32
+	hostUID uint32
+	user    string
+	f       *tempFile
+}
+
+var (
+	_ vfs.File   = (*tempNode)(nil)
+	_ vfs.Setter = (*tempNode)(nil)
+)
+
+func (n *tempNode) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	return vfs.Attr{Ino: vfs.PathIno(fmt.Sprintf("%s/%s\x00%d", cronDirPath, n.name, n.uid)), Mode: n.f.mode,
+		Size: int64(len(n.f.data)), Mtime: n.f.mtime, Uid: n.hostUID, Gid: n.gid, User: n.user, Group: "users",
+		Synthetic: true}, nil
+}
+
+// Access lets only the owner in (the vfs kinds' Meta does this for the
+// others; fusefs asks for access(2)).
+func (n *tempNode) Access(ctx context.Context, cred vfs.Cred, want vfs.Want) error {
+	if kernel.CallerOf(cred, "").Uid != n.uid {
+		return vfs.ErrPermission
+	}
+	return nil
+}
+
+func (n *tempNode) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Handle, error) {
+	if err := n.Access(ctx, cred, vfs.WantOf(flags)); err != nil {
+		return nil, err
+	}
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	if flags&os.O_TRUNC != 0 && vfs.WantOf(flags)&vfs.WantWrite != 0 {
+		n.f.data, n.f.mtime = nil, time.Now()
+	}
+	n.f.used = time.Now()
+	n.f.open++
+	return &tempHandle{f: n.f, write: vfs.WantOf(flags)&vfs.WantWrite != 0, appendOnly: flags&os.O_APPEND != 0}, nil
+}
+
+func (n *tempNode) SetAttr(ctx context.Context, cred vfs.Cred, s vfs.SetAttr) (vfs.Attr, error) {
+	if err := n.Access(ctx, cred, vfs.WantWrite); err != nil {
+		return vfs.Attr{}, err
+	}
+	n.f.mu.Lock()
+	if s.Size != nil {
+		if err := n.f.resize(*s.Size); err != nil {
+			n.f.mu.Unlock()
+			return vfs.Attr{}, err
+		}
+	}
+	if s.Mode != nil {
+		n.f.mode = s.Mode.Perm()
+	}
+	if s.Mtime != nil {
+		n.f.mtime = *s.Mtime
+	}
+	n.f.mu.Unlock()
+	return n.Attr(ctx, cred)
+}
+
+// resize cuts or extends the data. f.mu is held.
+func (f *tempFile) resize(size int64) error {
+	switch {
+	case size < 0:
+		return vfs.Errorf(syscall.EINVAL, "negative size")
+	case size > maxTempSize:
+		return vfs.Errorf(syscall.EFBIG, "scratch file too large")
+	case size <= int64(len(f.data)):
+		f.data = f.data[:size]
+	default:
+		f.data = append(f.data, make([]byte, int(size)-len(f.data))...)
+	}
+	f.mtime, f.used = time.Now(), time.Now()
+	return nil
+}
+
+// tempHandle is an open scratch file: reads and writes at offsets, like
+// a file on disk.
+type tempHandle struct {
+	f          *tempFile
+	write      bool
+	appendOnly bool
+	once       sync.Once
+}
+
+var _ vfs.Truncater = (*tempHandle)(nil)
+
+func (h *tempHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	h.f.used = time.Now()
+	if off < 0 || off >= int64(len(h.f.data)) {
+		return 0, nil
+	}
+	return copy(p, h.f.data[off:]), nil
+}
+
+func (h *tempHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	if !h.write {
+		return 0, vfs.ErrReadOnly
+	}
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	if h.appendOnly {
+		off = int64(len(h.f.data))
+	}
+	end := off + int64(len(p))
+	if off < 0 || end > maxTempSize {
+		return 0, vfs.Errorf(syscall.EFBIG, "scratch file too large")
+	}
+	if end > int64(len(h.f.data)) {
+		h.f.data = append(h.f.data, make([]byte, int(end)-len(h.f.data))...)
+	}
+	copy(h.f.data[off:], p)
+	h.f.mtime, h.f.used = time.Now(), time.Now()
+	return len(p), nil
+}
+
+func (h *tempHandle) Truncate(ctx context.Context, size int64) error {
+	if !h.write {
+		return vfs.ErrReadOnly
+	}
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	return h.f.resize(size)
+}
+
+func (h *tempHandle) Close(ctx context.Context) error {
+	h.once.Do(func() {
+		h.f.mu.Lock()
+		h.f.open--
+		h.f.used = time.Now()
+		h.f.mu.Unlock()
+	})
+	return nil
+}

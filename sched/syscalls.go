@@ -169,6 +169,7 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 		json.Unmarshal(*p.Description, &d)
 		s.Description = d
 	}
+	wasEnabled := s.Enabled
 	if p.Enabled != nil {
 		s.Enabled = *p.Enabled
 	}
@@ -196,7 +197,11 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 	if p.RetryPolicy != nil {
 		s.RetryPolicy = p.RetryPolicy
 	}
-	if recompute || (p.Enabled != nil && *p.Enabled && s.State.NextRunAtMs == nil && !s.Expression.oneShot()) {
+	// Fix: re-enabling a recurring schedule whose stored next time passed
+	// while it was disabled armed that past time: an immediate, unscheduled
+	// catch-up run. It now takes the first occurrence after now.
+	stale := s.State.NextRunAtMs == nil || *s.State.NextRunAtMs <= now.UnixMilli()
+	if recompute || (!wasEnabled && s.Enabled && stale && !s.Expression.oneShot()) {
 		s.State.NextRunAtMs = ptr(nextAfter(s, now.UnixMilli()))
 	}
 	s.UpdatedAtMs = now.UnixMilli()
@@ -222,10 +227,24 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 // rearm arms s as stored.
 func (m *Manager) rearm(s *Schedule) {
 	if s.Enabled && s.State.NextRunAtMs != nil {
+		// Fix: a one-shot's stored next time is its due time until its run
+		// ends; re-arming it while that run goes on (an update of its
+		// metadata) fired it again at once, recorded as a spurious skipped
+		// run. The run's advance arms whatever follows.
+		if *s.State.NextRunAtMs <= m.clock.Now().UnixMilli() && m.isRunning(s.ID) {
+			return
+		}
 		m.arm(s.ID, *s.State.NextRunAtMs)
 	} else {
 		m.arm(s.ID, 0)
 	}
+}
+
+// isRunning says whether a run of id is under way.
+func (m *Manager) isRunning(id string) bool {
+	m.rmu.Lock()
+	defer m.rmu.Unlock()
+	return m.running[id]
 }
 
 func (m *Manager) changed(uid uint32, id, what string) {

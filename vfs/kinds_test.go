@@ -266,3 +266,156 @@ func TestSequential(t *testing.T) {
 		t.Fatalf("closed %d of %d readers", closed, opens)
 	}
 }
+
+// denyWrite lets everyone read and no one write.
+type denyWrite struct{ allow }
+
+func (denyWrite) Access(ctx context.Context, cred Cred, want Want) error {
+	if want&WantWrite != 0 {
+		return ErrPermission
+	}
+	return nil
+}
+
+func TestDocument(t *testing.T) {
+	ctx := context.Background()
+	state := "one\ntwo\n"
+	var applied []string
+	d := &Document{Meta: allow{}, Max: 64,
+		Render: func(ctx context.Context, cred Cred) ([]byte, error) { return []byte(state), nil },
+		Apply: func(ctx context.Context, cred Cred, data []byte) error {
+			if ctx.Err() != nil {
+				t.Error("applied with a cancelled context")
+			}
+			applied = append(applied, string(data))
+			if strings.Contains(string(data), "bad") {
+				return Errorf(syscall.EINVAL, "bad line")
+			}
+			state = string(data)
+			return nil
+		}}
+	read := func(h Handle) string {
+		var out []byte
+		buf := make([]byte, 3)
+		for {
+			n, err := h.Read(ctx, buf, int64(len(out)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				return string(out)
+			}
+			out = append(out, buf[:n]...)
+		}
+	}
+	open := func(flags int) Handle {
+		h, err := d.Open(ctx, nil, flags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	write := func(h Handle, s string, off int64) {
+		if _, err := h.Write(ctx, []byte(s), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush := func(h Handle) error { return h.(Flusher).Flush(ctx) }
+
+	// A read-only open is a snapshot and applies nothing.
+	h := open(os.O_RDONLY)
+	state = "changed\n"
+	if got := read(h); got != "one\ntwo\n" {
+		t.Errorf("snapshot %q", got)
+	}
+	if _, err := h.Write(ctx, []byte("x"), 0); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("write to a read-only open: %v", err)
+	}
+	h.Close(ctx)
+	if applied != nil {
+		t.Fatalf("applied %q", applied)
+	}
+
+	// O_TRUNC: a flush before any write (a shell closing a duplicate)
+	// applies nothing; the writes are applied, whole, at the next flush.
+	h = open(os.O_WRONLY | os.O_TRUNC)
+	if err := flush(h); err != nil || applied != nil {
+		t.Fatalf("early flush: %v %q", err, applied)
+	}
+	write(h, "new ", 0)
+	write(h, "text\n", 4)
+	if err := flush(h); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(applied, "|") != "new text\n" {
+		t.Fatalf("applied %q", applied)
+	}
+
+	// O_APPEND starts from the rendering and writes at its end whatever
+	// the offset; the handle reads its own writes.
+	applied = nil
+	h = open(os.O_RDWR | os.O_APPEND)
+	write(h, "more\n", 0)
+	if got := read(h); got != "new text\nmore\n" {
+		t.Errorf("read back %q", got)
+	}
+	if err := h.Close(ctx); err != nil || strings.Join(applied, "|") != "new text\nmore\n" {
+		t.Fatalf("append: %v %q", err, applied)
+	}
+
+	// Offsets and ftruncate, as an editor writing in place does.
+	applied = nil
+	h = open(os.O_WRONLY)
+	write(h, "NEW", 0)
+	if err := h.(Truncater).Truncate(ctx, 9); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(ctx); err != nil || strings.Join(applied, "|") != "NEW text\n" {
+		t.Fatalf("in place: %v %q", err, applied)
+	}
+
+	// Apply's error is close's; the state stays.
+	applied = nil
+	h = open(os.O_WRONLY | os.O_TRUNC)
+	write(h, "bad\n", 0)
+	if err := flush(h); Errno(err) != syscall.EINVAL {
+		t.Fatalf("bad flush: %v", err)
+	}
+	if err := h.Close(ctx); err != nil || len(applied) != 1 || state != "NEW text\n" {
+		t.Fatalf("close after a failed flush: %v %q %q", err, applied, state)
+	}
+
+	// Truncated and never written: applied empty at release only.
+	applied = nil
+	h = open(os.O_WRONLY | os.O_TRUNC)
+	if err := flush(h); err != nil || applied != nil {
+		t.Fatalf("flush: %v %q", err, applied)
+	}
+	if err := h.Close(ctx); err != nil || len(applied) != 1 || applied[0] != "" {
+		t.Fatalf("release: %v %q", err, applied)
+	}
+
+	// Too large: the write fails and nothing is applied.
+	applied = nil
+	h = open(os.O_WRONLY | os.O_TRUNC)
+	if _, err := h.Write(ctx, make([]byte, 65), 0); Errno(err) != syscall.EFBIG {
+		t.Fatalf("large write: %v", err)
+	}
+	if err := flush(h); Errno(err) != syscall.EFBIG {
+		t.Fatalf("flush after a failed write: %v", err)
+	}
+	if err := h.Close(ctx); err != nil || applied != nil {
+		t.Fatalf("close after a failed write: %v %q", err, applied)
+	}
+
+	// Access and a nil Apply.
+	if _, err := (&Document{Meta: denyWrite{}, Render: d.Render, Apply: d.Apply}).Open(ctx, nil, os.O_WRONLY); !errors.Is(err, ErrPermission) {
+		t.Errorf("denied write: %v", err)
+	}
+	if _, err := (&Document{Meta: allow{}, Render: d.Render}).Open(ctx, nil, os.O_RDWR); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("nil Apply: %v", err)
+	}
+}

@@ -1,0 +1,269 @@
+package sched
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"gsvfs.dev/gsvfs/kernel"
+)
+
+type crontabGetArgs struct {
+	OwnerUid *uint32 `json:"ownerUid"`
+}
+
+type crontabSetArgs struct {
+	OwnerUid *uint32 `json:"ownerUid"`
+	Text     string  `json:"text"`
+}
+
+// CrontabResult is sched.crontab.set's result: the ids of the schedules
+// added, updated and removed, and how many lines were left as they were.
+type CrontabResult struct {
+	Added     []string `json:"added"`
+	Updated   []string `json:"updated"`
+	Removed   []string `json:"removed"`
+	Unchanged int      `json:"unchanged"`
+}
+
+type logArgs struct {
+	OwnerUid *uint32 `json:"ownerUid"`
+	Limit    int     `json:"limit"`
+}
+
+// registerCrontabSyscalls registers sched.crontab.get, sched.crontab.set
+// and sched.log.
+func (m *Manager) registerCrontabSyscalls() {
+	k := m.k
+	var setMu sync.Mutex // one reconciliation at a time
+	kernel.Handle(k, "sched.crontab.get", 0, func(ctx context.Context, c *kernel.Caller, a *crontabGetArgs) (map[string]any, error) {
+		uid, err := owner(c, a.OwnerUid)
+		if err != nil {
+			return nil, err
+		}
+		text, err := m.crontab(ctx, uid)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"text": text}, nil
+	})
+	kernel.Handle(k, "sched.crontab.set", 0, func(ctx context.Context, c *kernel.Caller, a *crontabSetArgs) (*CrontabResult, error) {
+		uid, err := owner(c, a.OwnerUid)
+		if err != nil {
+			return nil, err
+		}
+		setMu.Lock()
+		defer setMu.Unlock()
+		return m.reconcile(ctx, c, uid, a.Text)
+	})
+	kernel.Handle(k, "sched.log", 0, func(ctx context.Context, c *kernel.Caller, a *logArgs) (map[string]any, error) {
+		where, args := `WHERE owner_uid=?`, []any{c.Uid}
+		if c.IsRoot() {
+			where, args = ``, nil
+			if a.OwnerUid != nil {
+				where, args = `WHERE owner_uid=?`, []any{*a.OwnerUid}
+			}
+		} else if a.OwnerUid != nil && *a.OwnerUid != c.Uid {
+			return nil, kernel.E(kernel.Permission, kernel.Msgf("only root may read another uid's run history"))
+		}
+		limit := a.Limit
+		if limit <= 0 {
+			limit = 1000
+		}
+		limit = min(limit, 10000)
+		runs, err := m.runs(ctx, where+` ORDER BY id DESC LIMIT ?`, append(args, limit)...)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"runs": runs}, nil
+	})
+}
+
+// crontab renders uid's schedules in the order they were made.
+func (m *Manager) crontab(ctx context.Context, uid uint32) (string, error) {
+	ss, err := m.query(ctx, `WHERE owner_uid=? ORDER BY rowid`, uid)
+	if err != nil {
+		return "", err
+	}
+	return RenderCrontab(ss), nil
+}
+
+func (m *Manager) runs(ctx context.Context, where string, args ...any) ([]Run, error) {
+	rows, err := m.st.R.QueryContext(ctx, `SELECT id,schedule_id,name,owner_uid,scheduled_at,started_at,finished_at,status,error,summary,duration_ms FROM sched_runs `+where, args...)
+	if err != nil {
+		return nil, kernel.E(err)
+	}
+	defer rows.Close()
+	out := []Run{}
+	for rows.Next() {
+		var r Run
+		if err := rows.Scan(&r.ID, &r.ScheduleID, &r.Name, &r.OwnerUid, &r.ScheduledAtMs, &r.StartedAtMs, &r.FinishedAtMs,
+			&r.Status, &r.Error, &r.Summary, &r.DurationMs); err != nil {
+			return nil, kernel.E(err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// defaultZone is the zone of cron lines before any CRON_TZ= line: the
+// system's time zone (config/system/timezone), else UTC.
+func (m *Manager) defaultZone(ctx context.Context) string {
+	res, err := kernel.Invoke[map[string]any](ctx, m.k, m.k.KernelCaller(), "sys.config.get", json.RawMessage(`{"key":"config/system/timezone"}`))
+	if err != nil {
+		return "UTC"
+	}
+	es, _ := res["entries"].([]kernel.ConfigEntry)
+	for _, e := range es {
+		if e.Key == "config/system/timezone" {
+			if _, err := cronLocation(e.Value); err == nil && e.Value != "" {
+				return e.Value
+			}
+		}
+	}
+	return "UTC"
+}
+
+// lineError is err, which a crontab line caused, with the line's number
+// and err's kind.
+func lineError(line int, err error) error {
+	return kernel.E(kernel.Kind(kernel.Code(err)), kernel.Msgf("line %d: %v", line, err))
+}
+
+// reconcile makes uid's schedules what text says: the whole text is parsed
+// first (a bad line changes nothing), then, in one transaction, a line
+// whose id (or else name) matches one of uid's schedules updates it if it
+// differs, other lines add schedules, and schedules no line names are
+// removed. A line that is unchanged keeps its id, its next run time and the
+// start of its "after" interval.
+func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, text string) (*CrontabResult, error) {
+	lines, err := ParseCrontab(text, m.defaultZone(ctx))
+	if err != nil {
+		return nil, kernel.E(kernel.Invalid, err)
+	}
+	existing, err := m.query(ctx, `WHERE owner_uid=? ORDER BY rowid`, uid)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]*Schedule{}
+	byName := map[string]*Schedule{}
+	for i := range existing {
+		byID[existing[i].ID] = &existing[i]
+		byName[existing[i].Name] = &existing[i]
+	}
+	// Match lines to schedules: by id first, then by name.
+	match := make([]*Schedule, len(lines))
+	claimed := map[string]bool{}
+	for i, l := range lines {
+		if s := byID[l.ID]; l.ID != "" && s != nil && !claimed[s.ID] {
+			match[i], claimed[s.ID] = s, true
+		}
+	}
+	for i, l := range lines {
+		if s := byName[l.Name]; match[i] == nil && l.Name != "" && s != nil && !claimed[s.ID] {
+			match[i], claimed[s.ID] = s, true
+		}
+	}
+	res := &CrontabResult{Added: []string{}, Updated: []string{}, Removed: []string{}}
+	var removed []*Schedule
+	for i := range existing {
+		if !claimed[existing[i].ID] {
+			removed = append(removed, &existing[i])
+		}
+	}
+	type change struct {
+		line  int
+		s     *Schedule
+		patch *Patch
+	}
+	var changes []change
+	for i, l := range lines {
+		s := match[i]
+		if s == nil {
+			continue
+		}
+		p := &Patch{}
+		changed := false
+		if l.Name != "" && l.Name != s.Name {
+			p.Name, changed = &l.Name, true
+		}
+		if l.Disabled == s.Enabled {
+			enabled := !l.Disabled
+			p.Enabled, changed = &enabled, true
+		}
+		if whenKey(l.Expression) != whenKey(s.Expression) {
+			e := l.Expression
+			p.Expression, changed = &e, true
+		}
+		if renderTarget(l.Target) != renderTarget(s.Target) {
+			t := mergeTarget(s.Target, l.Target)
+			p.Target, changed = &t, true
+		}
+		if changed {
+			changes = append(changes, change{l.Line, s, p})
+		} else {
+			res.Unchanged++
+		}
+	}
+	var added, updated []*Schedule
+	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+		for _, s := range removed {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM sched_schedules WHERE id=?`, s.ID); err != nil {
+				return kernel.E(err)
+			}
+		}
+		// Names may move between schedules (a swap): park every renamed
+		// schedule under a name no schedule can have first.
+		for _, ch := range changes {
+			if ch.patch.Name != nil {
+				if _, err := tx.ExecContext(ctx, `UPDATE sched_schedules SET name=? WHERE id=?`, "\x00"+ch.s.ID, ch.s.ID); err != nil {
+					return kernel.E(err)
+				}
+			}
+		}
+		for _, ch := range changes {
+			s, err := m.update(ctx, tx, ch.s, ch.patch)
+			if err != nil {
+				return lineError(ch.line, err)
+			}
+			updated = append(updated, s)
+		}
+		for i, l := range lines {
+			if match[i] != nil {
+				continue
+			}
+			enabled := !l.Disabled
+			s, err := m.add(ctx, tx, c, uid, &AddArgs{Name: l.Name, Enabled: &enabled, Expression: l.Expression, Target: l.Target})
+			if err != nil {
+				return lineError(l.Line, err)
+			}
+			added = append(added, s)
+		}
+		return nil
+	})
+	if err != nil {
+		var ke *kernel.Error
+		if !errors.As(err, &ke) {
+			err = kernel.E(err)
+		}
+		return nil, err
+	}
+	for _, s := range removed {
+		m.arm(s.ID, 0)
+		m.changed(uid, s.ID, "removed")
+		res.Removed = append(res.Removed, s.ID)
+	}
+	for _, s := range updated {
+		m.rearm(s)
+		m.changed(uid, s.ID, "updated")
+		res.Updated = append(res.Updated, s.ID)
+	}
+	for _, s := range added {
+		m.rearm(s)
+		m.changed(uid, s.ID, "added")
+		res.Added = append(res.Added, s.ID)
+	}
+	return res, nil
+}

@@ -631,10 +631,10 @@ var scenarios = []scenario{
 			t.Fatalf("sys.config.get has no config/server/name=gsv: %s", f.Data)
 		}
 		// No type or id: still answered.
-		f = x.frame(t, `{"call":"sys.config.get","args":{"key":"config/ai/model"}}`)
+		f = x.frame(t, `{"call":"sys.config.get","args":{"key":"config/ai/provider"}}`)
 		mustOK(t, f, &r)
 		if len(r.Entries) != 1 || r.Entries[0].Value != "offline" {
-			t.Fatalf("sys.config.get config/ai/model: %s", f.Data)
+			t.Fatalf("sys.config.get config/ai/provider: %s", f.Data)
 		}
 	}},
 	{name: "CallUnknown", run: func(t *testing.T, x *cenv) {
@@ -673,14 +673,14 @@ var scenarios = []scenario{
 		}
 	}},
 	{name: "ViewsAreReadOnly", run: func(t *testing.T, x *cenv) {
-		for _, p := range []string{"/etc/passwd", "/etc/group", "/sys/config/config/ai/model", "/sys/config/err"} {
+		for _, p := range []string{"/etc/passwd", "/etc/group", "/sys/config/config/ai/provider", "/sys/config/err"} {
 			err := x.ns.WriteFile(p, "pwned")
 			wantErr(t, x.ns, err, syscall.EACCES, "read-only")
 		}
 		if s := x.read(t, "/etc/passwd"); !strings.HasPrefix(s, passwdRoot) || strings.Contains(s, "pwned") {
 			t.Fatalf("/etc/passwd after a refused write: %q", s)
 		}
-		x.wantContent(t, "/sys/config/config/ai/model", "offline\n")
+		x.wantContent(t, "/sys/config/config/ai/provider", "offline\n")
 	}},
 	{name: "DotDotNotReachable", run: func(t *testing.T, x *cenv) {
 		// Through syscalls, no path with ".." is accepted.

@@ -14,6 +14,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -122,9 +123,11 @@ func run(ctx context.Context, o options, mountDir string) error {
 	if err := k.EnsureSetup(ctx, hostUser(), os.Getuid()); err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
-	if _, err := proc.Register(k, proc.Options{Logger: log}); err != nil {
+	pm, err := proc.Register(k, proc.Options{Logger: log})
+	if err != nil {
 		return fmt.Errorf("processes: %w", err)
 	}
+	defer pm.Close() // before k.Close: runs stop, their state stays for the next start
 	sm, err := sched.Register(k, sched.Options{Logger: log})
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
@@ -138,14 +141,21 @@ func run(ctx context.Context, o options, mountDir string) error {
 		return err
 	}
 	defer os.Remove(sock)
-	go srv.Serve(ctx, ul, unixPeer)
+	// The 9P servers stop, and are waited for, before the subsystems and
+	// the kernel close (the defers above run after this one).
+	serveCtx, stopServing := context.WithCancel(ctx)
+	var serving sync.WaitGroup
+	defer func() { stopServing(); serving.Wait() }()
+	serving.Go(func() { srv.Serve(serveCtx, ul, unixPeer) })
 	for _, addr := range o.listen {
 		l, err := listenDial(addr)
 		if err != nil {
 			return err
 		}
 		log.Info("serving 9P", "addr", l.Addr().String(), "auth", "token")
-		go srv.Serve(ctx, l, func(net.Conn) vfs.Peer { return vfs.Peer{Transport: "9p-tcp", HostUID: -1, HostGID: -1} })
+		serving.Go(func() {
+			srv.Serve(serveCtx, l, func(net.Conn) vfs.Peer { return vfs.Peer{Transport: "9p-tcp", HostUID: -1, HostGID: -1} })
+		})
 	}
 
 	var fsrv *fusefs.Server

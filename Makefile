@@ -40,11 +40,13 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCtl$$' -fuzztime $(FUZZTIME) ./kernel
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./kernel
 	$(GO) test -run '^$$' -fuzz '^FuzzConn$$' -fuzztime $(FUZZTIME) ./ninep
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCron$$' -fuzztime $(FUZZTIME) ./sched
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCrontab$$' -fuzztime $(FUZZTIME) ./sched
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server).
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 20m ./cmd/gsvfs ./kernel
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 20m ./cmd/gsvfs ./kernel ./proc ./sched
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi

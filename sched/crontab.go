@@ -264,7 +264,7 @@ func escape(s string, word bool) string {
 		case c == '\t' && edge:
 			units[i] = `\t`
 		default:
-			units[i] = string(c)
+			units[i] = s[i : i+1]
 		}
 	}
 	// A backslash is doubled when what follows it in the output would

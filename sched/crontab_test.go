@@ -252,7 +252,7 @@ func TestFormatMs(t *testing.T) {
 }
 
 func TestEscape(t *testing.T) {
-	for _, s := range []string{"", "a", `\`, `\\`, `\#`, `\n`, "\\\n", `a\`, `\s`, ` `, "\t", " a ", `\ `, `#`, `=\`, "\r\n", `\\\`, `x\=y`, "a \t b"} {
+	for _, s := range []string{"", "a", `\`, `\\`, `\#`, `\n`, "\\\n", `a\`, `\s`, ` `, "\t", " a ", `\ `, `#`, `=\`, "\r\n", `\\\`, `x\=y`, "a \t b", "Іñ#\\"} {
 		for _, word := range []bool{true, false} {
 			e := escape(s, word)
 			if commentStart(e) >= 0 {

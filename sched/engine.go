@@ -95,8 +95,8 @@ func (m *Manager) loop() {
 	defer close(m.stopped)
 	for {
 		now := m.clock.Now().UnixMilli()
-		for _, e := range m.due(now) {
-			m.dispatch(e, now)
+		if due := m.due(now); len(due) > 0 {
+			m.dispatch(due, now)
 		}
 		select {
 		case <-m.stop:

@@ -396,6 +396,11 @@ func TestOverlapEngine(t *testing.T) {
 	h.clock.Advance(time.Minute) // the t0+1m run starts and blocks
 	b.waitEntered(t)
 	h.waitFor("the next occurrence to be armed", func() bool { return h.armed(s.ID) == t0+120_000 })
+	var list struct{ Schedules []Schedule }
+	h.must(h.alice, "sched.list", map[string]any{}, &list)
+	if st := list.Schedules[0].State; i64(st.RunningAtMs) != t0+60_000 || i64(st.NextRunAtMs) != t0+120_000 {
+		t.Fatalf("state during the run: runningAtMs t0%+d nextRunAtMs t0%+d, want t0+60000, t0+120000", i64(st.RunningAtMs)-t0, i64(st.NextRunAtMs)-t0)
+	}
 	time.Sleep(20 * time.Millisecond) // let the loop go back to sleep
 	h.clock.Advance(time.Minute)      // t0+2m falls due while t0+1m runs
 	h.waitFor("the skipped run", func() bool { return len(h.runs(s.ID)) == 1 })

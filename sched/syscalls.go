@@ -244,7 +244,8 @@ func (m *Manager) rearm(s *Schedule) {
 func (m *Manager) isRunning(id string) bool {
 	m.rmu.Lock()
 	defer m.rmu.Unlock()
-	return m.running[id]
+	_, ok := m.running[id]
+	return ok
 }
 
 func (m *Manager) changed(uid uint32, id, what string) {

@@ -239,6 +239,16 @@ func checkHistory(data []byte) error {
 	return nil
 }
 
+// loadAvg returns the 1-minute load average: wall times depend on what
+// else the machine runs.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
 // catFile is the timed operation: cat path > /dev/null.
 func catFile(path string) error {
 	cmd := exec.Command("cat", path)
@@ -470,9 +480,9 @@ func BenchmarkHistoryCat(b *testing.B) {
 		b.ReportMetric(l/mm, "loop/mem")
 		b.ReportMetric(mem.heapMB, "heap-grow-MB")
 		b.ReportMetric(mem.rssMB, "rss-grow-MB")
-		msg := fmt.Sprintf("%d messages, %.1f MB: ours %.0f ms (%.0f MB/s)  loop %.0f ms (%.0f MB/s)  loop/ours %.3f  target >= %.1f: %s | tree (no FUSE, no cat) %.0f ms, one SQL SELECT of the rows %.0f ms | with the history fix %.0f ms  loop/fix %.3f | our binding serving the bytes from memory %.0f ms  loop/mem %.3f | this process (with the loopback): HeapInuse +%.1f MB, Go Sys +%.1f MB, RSS peak +%.1f MB",
+		msg := fmt.Sprintf("%d messages, %.1f MB: ours %.0f ms (%.0f MB/s)  loop %.0f ms (%.0f MB/s)  loop/ours %.3f  target >= %.1f: %s | tree (no FUSE, no cat) %.0f ms, one SQL SELECT of the rows %.0f ms | with the history fix %.0f ms  loop/fix %.3f | our binding serving the bytes from memory %.0f ms  loop/mem %.3f | this process (with the loopback): HeapInuse +%.1f MB, Go Sys +%.1f MB, RSS peak +%.1f MB | load average %s",
 			historyMessages, mb, o/1e6, mb/(o/1e9), l/1e6, mb/(l/1e9), l/o, targetHistoryRatio, verdict(l/o >= targetHistoryRatio),
-			tr/1e6, sq/1e6, fx/1e6, l/fx, mm/1e6, l/mm, mem.heapMB, mem.sysMB, mem.rssMB)
+			tr/1e6, sq/1e6, fx/1e6, l/fx, mm/1e6, l/mm, mem.heapMB, mem.sysMB, mem.rssMB, loadAvg())
 		b.Logf("N=%d SUMMARY HistoryCat/inproc: %s", b.N, msg)
 		note("HistoryCat/inproc", "%s", msg)
 	})
@@ -607,8 +617,8 @@ func BenchmarkHistoryCat(b *testing.B) {
 		}
 		b.Logf("N=%d daemon pid %d: VmRSS before the first cat %.1f MB, after %.1f MB, VmHWM %.1f MB, sampled peak +%.1f MB over %d samples (%s)",
 			b.N, m.pid, m.baseRSS/1024, m.lastRSS/1024, m.lastHWM/1024, m.sampledPeakGrowthMB, m.samples, hwmNote)
-		msg := fmt.Sprintf("%d messages, %.1f MB: ours %.0f ms (%.0f MB/s)  loop %.0f ms (%.0f MB/s)  loop/ours %.3f  target >= %.1f: %s (both subprocesses)",
-			historyMessages, mb, o/1e6, mb/(o/1e9), l/1e6, mb/(l/1e9), l/o, targetHistoryRatio, verdict(l/o >= targetHistoryRatio))
+		msg := fmt.Sprintf("%d messages, %.1f MB: ours %.0f ms (%.0f MB/s)  loop %.0f ms (%.0f MB/s)  loop/ours %.3f  target >= %.1f: %s (both subprocesses) | load average %s",
+			historyMessages, mb, o/1e6, mb/(o/1e9), l/1e6, mb/(l/1e9), l/o, targetHistoryRatio, verdict(l/o >= targetHistoryRatio), loadAvg())
 		rss := fmt.Sprintf("daemon VmRSS %.1f MB before the first cat, %.1f MB after the last; peak (VmHWM) %.1f MB: growth %.1f MB  target < %.0f MB: %s",
 			m.baseRSS/1024, m.lastRSS/1024, m.lastHWM/1024, m.growthMB, targetHistoryMemMB, verdict(m.growthMB < targetHistoryMemMB))
 		b.Logf("SUMMARY HistoryCat/daemon: %s", msg)

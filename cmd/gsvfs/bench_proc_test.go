@@ -414,10 +414,15 @@ func BenchmarkHistoryCat(b *testing.B) {
 		if err := checkHistory(data); err != nil {
 			b.Fatal(err)
 		}
-		loop := mountLoopback(b, writeLoopbackSource(b, data), false)
+		src := writeLoopbackSource(b, data)
+		loop := mountLoopback(b, src, false)
 		loopPath := filepath.Join(loop, "history")
-		if got, err := os.ReadFile(loopPath); err != nil || !bytes.Equal(got, data) {
-			b.Fatalf("the loopback's history differs (%d bytes, want %d): %v", len(got), len(data), err)
+		// The second baseline (bench_proc_loop_test.go): passthrough off.
+		loopNP := filepath.Join(mountLoopbackNoPassthrough(b, src), "history")
+		for _, p := range []string{loopPath, loopNP} {
+			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
+				b.Fatalf("the loopback's %s differs (%d bytes, want %d): %v", p, len(got), len(data), err)
+			}
 		}
 		// The what-ifs (bench_proc_fix_test.go): the fixed reader and the
 		// bytes from memory, served by our binding on a second mount.
@@ -458,15 +463,17 @@ func BenchmarkHistoryCat(b *testing.B) {
 			}
 			return rows.Err()
 		}}
+		sLoopNP := &side{name: "loopback without passthrough", op: func() error { return catFile(loopNP) }}
 		sFix := &side{name: "ours with the history fix", op: func() error { return catFile(fixPath) }}
 		sMem := &side{name: "our binding, bytes from memory", op: func() error { return catFile(memPath) }}
 		mem := startSelfMem()
-		interleave(b, sOurs, sLoop, sTree, sSQL, sFix, sMem)
+		interleave(b, sOurs, sLoop, sLoopNP, sTree, sSQL, sFix, sMem)
 		mem.finish()
 		if treeSize != int64(len(data)) {
 			b.Fatalf("tree read %d bytes, want %d", treeSize, len(data))
 		}
 		o, l, tr, sq, fx, mm := sOurs.nsPerOp(), sLoop.nsPerOp(), sTree.nsPerOp(), sSQL.nsPerOp(), sFix.nsPerOp(), sMem.nsPerOp()
+		lnp := sLoopNP.nsPerOp()
 		mb := float64(len(data)) / (1 << 20)
 		b.ReportMetric(o, "ns/op")
 		b.ReportMetric(o/1e6, "ours-ms")
@@ -474,15 +481,17 @@ func BenchmarkHistoryCat(b *testing.B) {
 		b.ReportMetric(tr/1e6, "tree-ms")
 		b.ReportMetric(sq/1e6, "sql-ms")
 		b.ReportMetric(l/o, "loop/ours")
+		b.ReportMetric(lnp/1e6, "loopnp-ms")
+		b.ReportMetric(lnp/o, "loopnp/ours")
 		b.ReportMetric(fx/1e6, "fix-ms")
 		b.ReportMetric(l/fx, "loop/fix")
 		b.ReportMetric(mm/1e6, "mem-ms")
 		b.ReportMetric(l/mm, "loop/mem")
 		b.ReportMetric(mem.heapMB, "heap-grow-MB")
 		b.ReportMetric(mem.rssMB, "rss-grow-MB")
-		msg := fmt.Sprintf("%d messages, %.1f MB: ours %.0f ms (%.0f MB/s)  loop %.0f ms (%.0f MB/s)  loop/ours %.3f  target >= %.1f: %s | tree (no FUSE, no cat) %.0f ms, one SQL SELECT of the rows %.0f ms | with the history fix %.0f ms  loop/fix %.3f | our binding serving the bytes from memory %.0f ms  loop/mem %.3f | this process (with the loopback): HeapInuse +%.1f MB, Go Sys +%.1f MB, RSS peak +%.1f MB | load average %s",
+		msg := fmt.Sprintf("%d messages, %.1f MB: ours %.0f ms (%.0f MB/s)  loop %.0f ms (%.0f MB/s)  loop/ours %.3f  target >= %.1f: %s | loopback without passthrough %.0f ms  loopnp/ours %.3f, loopnp/fix %.3f, loopnp/mem %.3f | tree (no FUSE, no cat) %.0f ms, one SQL SELECT of the rows %.0f ms | with the history fix %.0f ms  loop/fix %.3f | our binding serving the bytes from memory %.0f ms  loop/mem %.3f | this process (with the loopback): HeapInuse +%.1f MB, Go Sys +%.1f MB, RSS peak +%.1f MB | load average %s",
 			historyMessages, mb, o/1e6, mb/(o/1e9), l/1e6, mb/(l/1e9), l/o, targetHistoryRatio, verdict(l/o >= targetHistoryRatio),
-			tr/1e6, sq/1e6, fx/1e6, l/fx, mm/1e6, l/mm, mem.heapMB, mem.sysMB, mem.rssMB, loadAvg())
+			lnp/1e6, lnp/o, lnp/fx, lnp/mm, tr/1e6, sq/1e6, fx/1e6, l/fx, mm/1e6, l/mm, mem.heapMB, mem.sysMB, mem.rssMB, loadAvg())
 		b.Logf("N=%d SUMMARY HistoryCat/inproc: %s", b.N, msg)
 		note("HistoryCat/inproc", "%s", msg)
 	})

@@ -307,14 +307,19 @@ func (m *Manager) Send(ctx context.Context, p *Process, cid, text string, event 
 	runID = newID("run_")
 	var gen int64
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
-		c, err := m.conv(ctx, tx, p.Pid, cid)
+		// Only generation and status: counting the conversation's
+		// messages here would make every send scan it.
+		var status string
+		err := tx.QueryRow(`SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&gen, &status)
+		if errors.Is(err, sql.ErrNoRows) {
+			return kernel.E(p.Pid+"/"+cid, kernel.NotExist, kernel.Msgf("no such conversation"))
+		}
 		if err != nil {
 			return err
 		}
-		if c.Status != "open" {
+		if status != "open" {
 			return kernel.E(p.Pid+"/"+cid, kernel.Busy, kernel.Msgf("conversation is closed: open it again to send"))
 		}
-		gen = c.Generation
 		t := now()
 		if pr.run != nil || m.hasQueue(ctx, tx, p.Pid) || pr.compacting[cid] {
 			queued = true
@@ -336,7 +341,7 @@ func (m *Manager) Send(ctx context.Context, p *Process, cid, text string, event 
 
 func (m *Manager) hasQueue(ctx context.Context, q querier, pid string) bool {
 	var n int
-	q.QueryRowContext(ctx, `SELECT count(*) FROM proc_queue WHERE pid=?`, pid).Scan(&n)
+	q.QueryRowContext(ctx, `SELECT EXISTS(SELECT 1 FROM proc_queue WHERE pid=?)`, pid).Scan(&n)
 	return n > 0
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,9 +70,24 @@ func (r *histReader) Read(ctx context.Context, p []byte) (int, error) {
 
 func (r *histReader) Close() error { return nil }
 
-// renderJSONLine renders a message as one JSON line of history.
+// renderJSONLine renders a message as one JSON line of history, as
+// json.Marshal(msg) would: the stored content is compact JSON already and
+// is copied as it is.
 func renderJSONLine(b *bytes.Buffer, msg *Message) {
-	json.NewEncoder(b).Encode(msg)
+	b.WriteString(`{"id":`)
+	b.WriteString(strconv.FormatInt(msg.ID, 10))
+	b.WriteString(`,"role":`)
+	rb, _ := json.Marshal(msg.Role)
+	b.Write(rb)
+	b.WriteString(`,"content":`)
+	if json.Valid(msg.Content) {
+		b.Write(msg.Content)
+	} else {
+		b.WriteString("null")
+	}
+	b.WriteString(`,"timestamp":`)
+	b.WriteString(strconv.FormatInt(msg.Timestamp, 10))
+	b.WriteString("}\n")
 }
 
 // renderTranscript renders a message as text a person reads.

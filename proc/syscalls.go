@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -514,9 +515,25 @@ func (m *Manager) spawn(ctx context.Context, c *kernel.Caller, a *spawnArgs) (ma
 }
 
 // history pages the active messages of a conversation.
+//
+// Paging by id (afterId, as the history files do) looks up only the
+// conversation's generation: counting every message of a long
+// conversation for each page made reading it quadratic. messageCount and
+// truncated are reported when paging by offset.
 func (m *Manager) history(ctx context.Context, p *Process, cid string, a *historyArgs) (map[string]any, error) {
-	conv, err := m.conv(ctx, m.st.R, p.Pid, cid)
-	if err != nil {
+	var conv *Conversation
+	var err error
+	if a.AfterID != nil {
+		conv = &Conversation{ID: cid}
+		var status string
+		err = m.st.R.QueryRowContext(ctx, `SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&conv.Generation, &status)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, kernel.E(p.Pid+"/"+cid, kernel.NotExist, kernel.Msgf("no such conversation"))
+		}
+		if err != nil {
+			return nil, kernel.E(err)
+		}
+	} else if conv, err = m.conv(ctx, m.st.R, p.Pid, cid); err != nil {
 		return nil, err
 	}
 	limit, offset := a.Limit, a.Offset
@@ -545,9 +562,12 @@ func (m *Manager) history(ctx context.Context, p *Process, cid string, a *histor
 		msg.Content = []byte(content)
 		msgs = append(msgs, msg)
 	}
-	hil, _ := m.pendingHil(ctx, p.Pid)
-	return map[string]any{"ok": true, "pid": p.Pid, "conversationId": cid, "messages": msgs, "messageCount": conv.MessageCount,
-		"truncated": int64(offset+len(msgs)) < conv.MessageCount, "pendingHil": hil}, nil
+	res := map[string]any{"ok": true, "pid": p.Pid, "conversationId": cid, "messages": msgs}
+	if a.AfterID == nil {
+		hil, _ := m.pendingHil(ctx, p.Pid)
+		res["messageCount"], res["truncated"], res["pendingHil"] = conv.MessageCount, int64(offset+len(msgs)) < conv.MessageCount, hil
+	}
+	return res, nil
 }
 
 // resetProcess archives every non-empty conversation of p under one

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/vfs"
 )
 
 // Profile is the seed's process profile record.
@@ -132,6 +133,31 @@ func (m *Manager) registerSyscalls() {
 			return nil, err
 		}
 		return map[string]any{"processes": ps}, nil
+	})
+	// proc.get (Internal) is the namespace's lookup of a process record.
+	kernel.Handle(k, "proc.get", kernel.Internal, func(ctx context.Context, c *kernel.Caller, a *pidArgs) (*Process, error) {
+		return m.lookup(ctx, c, a.Pid)
+	})
+	// proc.status (ours) is what /proc/<pid>/status shows.
+	kernel.Handle(k, "proc.status", 0, func(ctx context.Context, c *kernel.Caller, a *pidArgs) (map[string]any, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"ok": true, "pid": p.Pid, "status": m.status(ctx, p)}, nil
+	})
+	// proc.events (Internal) opens a process's signal stream, from now: its
+	// result is a live subscription, which only the namespace can serve.
+	kernel.Handle(k, "proc.events", kernel.Internal, func(ctx context.Context, c *kernel.Caller, a *pidArgs) (vfs.Subscription, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		pid := p.Pid
+		return m.k.Subscribe(c.Identity, func(signal string, payload any) bool {
+			pl, ok := payload.(map[string]any)
+			return ok && pl["pid"] == pid
+		}), nil
 	})
 	kernel.Handle(k, "proc.profile.list", 0, func(ctx context.Context, c *kernel.Caller, _ *struct{}) (map[string]any, error) {
 		return map[string]any{"profiles": profiles}, nil

@@ -91,7 +91,7 @@ func (m *Manager) tree() vfs.Dir {
 			case "err":
 				return errv, nil
 			}
-			p, err := m.lookup(ctx, kernel.CallerOf(cred, ""), name)
+			p, err := kernel.Invoke[*Process](ctx, m.k, kernel.CallerOf(cred, ""), "proc.get", &pidArgs{Pid: name})
 			if err != nil || name == "" {
 				return nil, vfs.ErrNotExist
 			}
@@ -135,12 +135,16 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 	pid := p.Pid
 	dirMode := fs.ModeDir | 0o500
 	status := &vfs.View{Meta: m.owned(ctx, p, base+"/status", 0o400), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		c := kernel.CallerOf(cred, "")
-		q, err := m.lookup(ctx, c, pid)
+		res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), "proc.status", &pidArgs{Pid: pid})
 		if err != nil {
 			return nil, err
 		}
-		return m.renderStatus(ctx, q), nil
+		var b strings.Builder
+		st := res["status"].(map[string]any)
+		for _, k := range statusKeys {
+			fmt.Fprintf(&b, "%s: %v\n", k, st[k])
+		}
+		return []byte(b.String()), nil
 	}}
 	ctl := m.k.Ctl(base, m.owned(ctx, p, base+"/ctl", 0o600), map[string]kernel.CtlVerb{
 		"send": func(l kernel.CtlLine) (string, any, error) {
@@ -169,14 +173,7 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 		},
 	})
 	events := &vfs.Stream{Meta: m.owned(ctx, p, base+"/events", 0o400), Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
-		c := kernel.CallerOf(cred, "")
-		if _, err := m.lookup(ctx, c, pid); err != nil {
-			return nil, err
-		}
-		return m.k.Subscribe(c.Identity, func(signal string, payload any) bool {
-			pl, ok := payload.(map[string]any)
-			return ok && pl["pid"] == pid
-		}), nil
+		return kernel.Invoke[vfs.Subscription](ctx, m.k, kernel.CallerOf(cred, ""), "proc.events", &pidArgs{Pid: pid})
 	}}
 	hil := m.jsonView(m.owned(ctx, p, base+"/hil", 0o400), "proc.history", &historyArgs{Pid: pid, Limit: 1}, func(r map[string]any) any { return r["pendingHil"] })
 	return vfs.NewDir(m.owned(ctx, p, base, dirMode),
@@ -189,11 +186,13 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 	)
 }
 
-func (m *Manager) renderStatus(ctx context.Context, p *Process) []byte {
-	var b strings.Builder
-	u, _ := m.k.UserOf(ctx, p.Uid)
+// statusKeys is the order of /proc/<pid>/status.
+var statusKeys = []string{"pid", "uid", "user", "profile", "label", "parent", "state", "run", "queued", "cwd", "workspace", "created"}
+
+// status is proc.status's record of p.
+func (m *Manager) status(ctx context.Context, p *Process) map[string]any {
 	user := ""
-	if u != nil {
+	if u, _ := m.k.UserOf(ctx, p.Uid); u != nil {
 		user = u.Username
 	}
 	str := func(s *string) string {
@@ -218,10 +217,9 @@ func (m *Manager) renderStatus(ctx context.Context, p *Process) []byte {
 	pr.mu.Unlock()
 	var queued int
 	m.st.R.QueryRowContext(ctx, `SELECT count(*) FROM proc_queue WHERE pid=?`, p.Pid).Scan(&queued)
-	fmt.Fprintf(&b, "pid: %s\nuid: %d\nuser: %s\nprofile: %s\nlabel: %s\nparent: %s\nstate: %s\nrun: %s\nqueued: %d\ncwd: %s\nworkspace: %s\ncreated: %s\n",
-		p.Pid, p.Uid, user, p.Profile, str(p.Label), str(p.ParentPid), state, run, queued, p.Cwd, str(p.WorkspaceID),
-		time.UnixMilli(p.CreatedAt).UTC().Format(time.RFC3339))
-	return []byte(b.String())
+	return map[string]any{"pid": p.Pid, "uid": p.Uid, "user": user, "profile": p.Profile, "label": str(p.Label),
+		"parent": str(p.ParentPid), "state": state, "run": run, "queued": queued, "cwd": p.Cwd,
+		"workspace": str(p.WorkspaceID), "created": time.UnixMilli(p.CreatedAt).UTC().Format(time.RFC3339)}
 }
 
 func (m *Manager) convsDir(ctx context.Context, p *Process) vfs.Dir {
@@ -262,10 +260,11 @@ func (m *Manager) convsDir(ctx context.Context, p *Process) vfs.Dir {
 			case "err":
 				return errv, nil
 			}
-			if _, err := m.lookup(ctx, kernel.CallerOf(cred, ""), pid); err != nil {
+			res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), "proc.conversation.get", &convArgs{Pid: pid, ConversationID: name})
+			if err != nil {
 				return nil, err
 			}
-			if _, err := m.conv(ctx, m.st.R, pid, name); err != nil {
+			if c, _ := res["conversation"].(*Conversation); c == nil {
 				return nil, vfs.ErrNotExist
 			}
 			return m.convDir(ctx, p, name), nil

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -268,5 +267,3 @@ func (k *Kernel) Serve(ctx context.Context, c *Caller, frame []byte) []byte {
 	}
 	return append(b, '\n')
 }
-
-var _ = slog.Default

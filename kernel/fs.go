@@ -1152,5 +1152,3 @@ func (h *dataHandle) Sync(ctx context.Context) error {
 }
 
 func (h *dataHandle) Close(ctx context.Context) error { return h.f.Close() }
-
-var _ = time.Now

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 )
@@ -429,5 +428,3 @@ func renderGroup(gs []Group) []byte {
 	}
 	return []byte(b.String())
 }
-
-var _ = slices.Contains[[]string]

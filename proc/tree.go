@@ -122,7 +122,7 @@ func (m *Manager) jsonView(meta *kernel.Meta, call string, args any, pick func(m
 			return nil, err
 		}
 		v := pick(res)
-		if v == nil || v == (*HilRequest)(nil) {
+		if v == nil {
 			return nil, nil
 		}
 		b, err := json.MarshalIndent(v, "", "  ")
@@ -175,7 +175,12 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 	events := &vfs.Stream{Meta: m.owned(ctx, p, base+"/events", 0o400), Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
 		return kernel.Invoke[vfs.Subscription](ctx, m.k, kernel.CallerOf(cred, ""), "proc.events", &pidArgs{Pid: pid})
 	}}
-	hil := m.jsonView(m.owned(ctx, p, base+"/hil", 0o400), "proc.history", &historyArgs{Pid: pid, Limit: 1}, func(r map[string]any) any { return r["pendingHil"] })
+	hil := m.jsonView(m.owned(ctx, p, base+"/hil", 0o400), "proc.history", &historyArgs{Pid: pid, Limit: 1}, func(r map[string]any) any {
+		if h, _ := r["pendingHil"].(*HilRequest); h != nil {
+			return h
+		}
+		return nil // no request: the view is empty
+	})
 	return vfs.NewDir(m.owned(ctx, p, base, dirMode),
 		vfs.DirEntry{Name: "status", Node: status},
 		vfs.DirEntry{Name: "ctl", Node: ctl},

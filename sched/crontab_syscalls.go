@@ -38,6 +38,27 @@ type logArgs struct {
 func (m *Manager) registerCrontabSyscalls() {
 	k := m.k
 	var setMu sync.Mutex // one reconciliation at a time
+	// sched.owners (Internal) lists the uids that own schedules: all of
+	// them for root, the caller's own otherwise.
+	kernel.Handle(k, "sched.owners", kernel.Internal, func(ctx context.Context, c *kernel.Caller, _ *struct{}) ([]uint32, error) {
+		if !c.IsRoot() {
+			return []uint32{c.Uid}, nil
+		}
+		rows, err := m.st.R.QueryContext(ctx, `SELECT DISTINCT owner_uid FROM sched_schedules ORDER BY owner_uid`)
+		if err != nil {
+			return nil, kernel.E(err)
+		}
+		defer rows.Close()
+		var out []uint32
+		for rows.Next() {
+			var uid uint32
+			if err := rows.Scan(&uid); err != nil {
+				return nil, kernel.E(err)
+			}
+			out = append(out, uid)
+		}
+		return out, rows.Err()
+	})
 	kernel.Handle(k, "sched.crontab.get", 0, func(ctx context.Context, c *kernel.Caller, a *crontabGetArgs) (map[string]any, error) {
 		uid, err := owner(c, a.OwnerUid)
 		if err != nil {

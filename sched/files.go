@@ -184,13 +184,19 @@ func (d *cronDir) tabs(ctx context.Context, c *kernel.Caller) ([]tab, error) {
 		}
 		return []tab{{c.Username, c.Uid, c.Gid, c.HostUID}}, nil
 	}
-	us, err := d.m.k.Users(ctx)
+	// Root sees every user's crontab and those of owners with no user:
+	// both lists are syscalls, as every read of the namespace is.
+	res, err := kernel.Invoke[map[string]any](ctx, d.m.k, c, "sys.user.list", nil)
+	if err != nil {
+		return nil, err
+	}
+	owners, err := kernel.Invoke[[]uint32](ctx, d.m.k, c, "sched.owners", nil)
 	if err != nil {
 		return nil, err
 	}
 	var out []tab
 	seen := map[uint32]bool{}
-	for _, u := range us {
+	for _, u := range res["users"].([]kernel.User) {
 		h := -1
 		if u.HostUID != nil {
 			h = *u.HostUID
@@ -198,22 +204,13 @@ func (d *cronDir) tabs(ctx context.Context, c *kernel.Caller) ([]tab, error) {
 		out = append(out, tab{u.Username, u.Uid, u.Gid, h})
 		seen[u.Uid] = true
 	}
-	rows, err := d.m.st.R.QueryContext(ctx, `SELECT DISTINCT owner_uid FROM sched_schedules`)
-	if err != nil {
-		return nil, kernel.E(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var uid uint32
-		if err := rows.Scan(&uid); err != nil {
-			return nil, kernel.E(err)
-		}
+	for _, uid := range owners {
 		if !seen[uid] {
 			out = append(out, tab{strconv.FormatUint(uint64(uid), 10), uid, uid, -1})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out, rows.Err()
+	return out, nil
 }
 
 // findTab returns the crontab called name that c may see.

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"container/heap"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -264,7 +265,7 @@ func (m *Manager) reload(ctx context.Context) error {
 		m.next[id] = at
 		m.heap = append(m.heap, entry{at, id})
 	}
-	heapInit(&m.heap)
+	heap.Init(&m.heap)
 	m.emu.Unlock()
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -327,7 +328,7 @@ func (m *Manager) reload(ctx context.Context) error {
 		m.next[e.id] = e.at
 		m.heap = append(m.heap, e)
 	}
-	heapInit(&m.heap)
+	heap.Init(&m.heap)
 	m.emu.Unlock()
 	return nil
 }
@@ -354,33 +355,6 @@ func (m *Manager) missed(ctx context.Context, now int64) ([]Schedule, error) {
 		out = append(out, s)
 	}
 	return out, rows.Err()
-}
-
-func heapInit(h *timerHeap) {
-	// container/heap.Init, spelled out to keep the import local to engine.go.
-	n := h.Len()
-	for i := n/2 - 1; i >= 0; i-- {
-		down(h, i, n)
-	}
-}
-
-func down(h *timerHeap, i0, n int) {
-	i := i0
-	for {
-		j1 := 2*i + 1
-		if j1 >= n || j1 < 0 {
-			break
-		}
-		j := j1
-		if j2 := j1 + 1; j2 < n && h.Less(j2, j1) {
-			j = j2
-		}
-		if !h.Less(j, i) {
-			break
-		}
-		h.Swap(i, j)
-		i = j
-	}
 }
 
 // dispatchChunk is how many due schedules dispatch loads per query.

@@ -2,7 +2,6 @@ package sched
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 
 	"gsvfs.dev/gsvfs/kernel"
@@ -251,5 +250,3 @@ func (m *Manager) isRunning(id string) bool {
 func (m *Manager) changed(uid uint32, id, what string) {
 	m.k.Signal("sched.changed", map[string]any{"scheduleId": id, "change": what}, kernel.Audience{Uids: []uint32{uid}})
 }
-
-var _ = sql.ErrNoRows

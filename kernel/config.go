@@ -98,7 +98,7 @@ func (k *Kernel) registerConfig() {
 		if !utf8.ValidString(val) || strings.ContainsRune(val, 0) {
 			return nil, E(a.Key, Invalid, msg("value must be UTF-8 text without NUL"))
 		}
-		if _, err := k.Store.W.ExecContext(ctx, `INSERT INTO config(key,value) VALUES(?,?)
+		if _, err := k.Store.Exec(ctx, `INSERT INTO config(key,value) VALUES(?,?)
 			ON CONFLICT(key) DO UPDATE SET value=excluded.value`, a.Key, val); err != nil {
 			return nil, E(a.Key, err)
 		}

@@ -3,9 +3,12 @@ package kernel
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
@@ -15,15 +18,45 @@ import (
 // serialises writers anyway; one connection makes that explicit and avoids
 // SQLITE_BUSY) and a bounded pool of read-only connections. The database is
 // in WAL mode so readers never block the writer.
+//
+// Every write goes through Tx (or Exec), which commits concurrent
+// transactions together: one goroutine owns the writer connection and runs
+// each waiting transaction inside its own savepoint of one SQLite
+// transaction, so one commit serves many callers while each caller's
+// changes still stand or fall alone (group commit).
 type Store struct {
-	W *sql.DB // the one writer
-	R *sql.DB // read-only pool
+	// R is the read-only pool. A read sees only committed data: a Tx that
+	// has returned nil is visible to every read that starts after it.
+	R *sql.DB
+
+	w      *sql.DB // the one writer connection, owned by the committer
+	writes chan *writeReq
+	quit   chan struct{} // closed by Close: no more writes
+	done   chan struct{} // closed when the committer has ended
+	mu     sync.RWMutex  // held (read) while sending to writes; Close takes it
+	closed bool
+
+	rstmts stmtCache // statements of the read pool
+	wstmts stmtCache // statements of the writer (see TxExec)
 
 	migMu sync.Mutex
 }
 
 // ReadPool is the number of read connections.
 const ReadPool = 4
+
+// maxBatch bounds how many transactions one commit carries.
+const maxBatch = 256
+
+// ErrStoreClosed is returned by a write to a closed store.
+var ErrStoreClosed = errors.New("store closed")
+
+// writeReq is one transaction waiting for the committer.
+type writeReq struct {
+	ctx  context.Context
+	fn   func(tx *sql.Tx) error
+	done chan error // buffered: the committer never blocks on it
+}
 
 // OpenStore opens (creating if needed) the database file path.
 func OpenStore(path string) (*Store, error) {
@@ -65,7 +98,9 @@ func OpenStore(path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(ReadPool)
 	r.SetMaxIdleConns(ReadPool)
-	s := &Store{W: w, R: r}
+	s := &Store{R: r, w: w, writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), done: make(chan struct{})}
+	s.rstmts.db, s.wstmts.db = r, w
+	go s.committer()
 	if err := s.Migrate("kernel", kernelMigrations); err != nil {
 		s.Close()
 		return nil, err
@@ -73,15 +108,29 @@ func OpenStore(path string) (*Store, error) {
 	return s, nil
 }
 
-// Close closes both pools.
+// Close stops taking writes, lets the committer finish the transactions
+// already handed to it, and closes both pools.
 func (s *Store) Close() error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.quit)
+	}
+	s.mu.Unlock()
+	<-s.done
+	s.rstmts.close()
+	s.wstmts.close()
 	err1 := s.R.Close()
-	err2 := s.W.Close()
+	err2 := s.w.Close()
 	if err1 != nil {
 		return err1
 	}
 	return err2
 }
+
+// WriterStats reports the writer connection's pool statistics (for
+// benchmarks: how long writes waited for it).
+func (s *Store) WriterStats() sql.DBStats { return s.w.Stats() }
 
 // Migrate applies, in order and each in its own transaction, the steps of
 // component's schema that the database has not seen yet. Step i is version
@@ -89,47 +138,200 @@ func (s *Store) Close() error {
 func (s *Store) Migrate(component string, steps []string) error {
 	s.migMu.Lock()
 	defer s.migMu.Unlock()
-	if _, err := s.W.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+	ctx := context.Background()
+	if _, err := s.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		component TEXT PRIMARY KEY, version INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("migrate %s: %w", component, err)
 	}
-	var have int
-	err := s.W.QueryRow(`SELECT version FROM schema_migrations WHERE component=?`, component).Scan(&have)
-	if err != nil && err != sql.ErrNoRows {
-		return fmt.Errorf("migrate %s: %w", component, err)
-	}
-	for v := have; v < len(steps); v++ {
-		tx, err := s.W.Begin()
+	for {
+		applied := false
+		err := s.Tx(ctx, func(tx *sql.Tx) error {
+			var have int
+			err := tx.QueryRow(`SELECT version FROM schema_migrations WHERE component=?`, component).Scan(&have)
+			if err != nil && err != sql.ErrNoRows {
+				return err
+			}
+			if have >= len(steps) {
+				return nil
+			}
+			if _, err := tx.Exec(steps[have]); err != nil {
+				return fmt.Errorf("to version %d: %w", have+1, err)
+			}
+			applied = true
+			_, err = tx.Exec(`INSERT INTO schema_migrations(component, version) VALUES(?, ?)
+				ON CONFLICT(component) DO UPDATE SET version=excluded.version`, component, have+1)
+			return err
+		})
 		if err != nil {
-			return err
+			return fmt.Errorf("migrate %s: %w", component, err)
 		}
-		if _, err := tx.Exec(steps[v]); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("migrate %s to version %d: %w", component, v+1, err)
+		if !applied {
+			return nil
 		}
-		if _, err := tx.Exec(`INSERT INTO schema_migrations(component, version) VALUES(?, ?)
-			ON CONFLICT(component) DO UPDATE SET version=excluded.version`, component, v+1); err != nil {
-			tx.Rollback()
-			return err
+	}
+}
+
+// Tx runs fn in a write transaction and returns when fn's changes are
+// committed (nil) or discarded (fn's error, or the commit's). fn may run
+// in the same SQLite transaction as other callers' fns, each inside its own
+// savepoint: fn sees their earlier changes, as a serial execution would,
+// and an error from fn rolls back fn's changes only. fn runs on the
+// committer's goroutine: it must not call Tx or Exec itself, and it should
+// use tx's context-free methods (Exec, QueryRow), because a cancelled
+// statement inside a transaction can make SQLite roll the whole
+// transaction back. If ctx ends before fn starts, fn does not run and Tx
+// returns ctx's error; once fn has started, Tx waits for the commit.
+func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return ErrStoreClosed
+	}
+	select {
+	case s.writes <- req:
+	case <-ctx.Done():
+		s.mu.RUnlock()
+		return ctx.Err()
+	}
+	s.mu.RUnlock()
+	return <-req.done
+}
+
+// Prepare prepares query on the writer connection, for use inside a Tx
+// with tx.Stmt (which then reuses it: the writer has one connection).
+func (s *Store) Prepare(query string) (*sql.Stmt, error) { return s.w.Prepare(query) }
+
+// Exec runs one statement in a write transaction (see Tx).
+func (s *Store) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	var res sql.Result
+	err := s.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		res, err = tx.Exec(query, args...)
+		return err
+	})
+	return res, err
+}
+
+// committer owns the writer connection: it takes the transactions waiting
+// in s.writes, as many as are there (up to maxBatch), and commits them
+// together. It ends when the store is closed, after finishing the
+// transactions already taken and answering those still queued.
+func (s *Store) committer() {
+	defer close(s.done)
+	batch := make([]*writeReq, 0, maxBatch)
+	for {
+		var req *writeReq
+		select {
+		case req = <-s.writes:
+		case <-s.quit:
+			// Every Tx that got in before Close is answered.
+			for {
+				select {
+				case r := <-s.writes:
+					batch = append(batch[:0], r)
+					for len(batch) > 0 {
+						batch = s.commit(batch)
+					}
+				default:
+					return
+				}
+			}
 		}
-		if err := tx.Commit(); err != nil {
-			return err
+		batch = append(batch[:0], req)
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-s.writes:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
 		}
+		for len(batch) > 0 {
+			batch = s.commit(batch)
+		}
+		// The writer connection is free: prepare the statements that
+		// TxExec met for the first time.
+		s.wstmts.prepareWanted()
+	}
+}
+
+// commit runs batch in one transaction and answers each request. If the
+// transaction is lost part way (SQLite rolled it back by itself), the
+// requests already run are answered with the error and the rest are
+// returned, to run in a new transaction.
+func (s *Store) commit(batch []*writeReq) (rest []*writeReq) {
+	tx, err := s.w.BeginTx(context.Background(), nil)
+	if err != nil {
+		for _, r := range batch {
+			r.done <- err
+		}
+		return nil
+	}
+	errs := make([]error, len(batch))
+	single := len(batch) == 1
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if single {
+			errs[i] = runFn(r.fn, tx)
+			break
+		}
+		if _, err := tx.Exec(`SAVEPOINT w`); err != nil {
+			return s.abandon(tx, batch, errs, i, err)
+		}
+		if errs[i] = runFn(r.fn, tx); errs[i] != nil {
+			if _, err := tx.Exec(`ROLLBACK TO w`); err != nil {
+				return s.abandon(tx, batch, errs, i+1, err)
+			}
+		}
+		if _, err := tx.Exec(`RELEASE w`); err != nil {
+			return s.abandon(tx, batch, errs, i+1, err)
+		}
+	}
+	if single && errs[0] != nil {
+		tx.Rollback()
+		batch[0].done <- errs[0]
+		return nil
+	}
+	cerr := tx.Commit()
+	for i, r := range batch {
+		if errs[i] == nil {
+			errs[i] = cerr
+		}
+		r.done <- errs[i]
 	}
 	return nil
 }
 
-// Tx runs fn in a write transaction, committing if fn returns nil.
-func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.W.BeginTx(ctx, nil)
-	if err != nil {
-		return err
+// abandon ends a transaction that SQLite no longer holds (or that cannot
+// go on): the first n requests of batch are answered, with their own error
+// or the transaction's, and the rest are returned to be run again.
+func (s *Store) abandon(tx *sql.Tx, batch []*writeReq, errs []error, n int, cause error) []*writeReq {
+	tx.Rollback()
+	slog.Warn("store: transaction lost, retrying the rest of the batch", "err", cause, "answered", n, "retried", len(batch)-n)
+	for i := 0; i < n; i++ {
+		if errs[i] == nil { // its changes went with the transaction
+			errs[i] = fmt.Errorf("store: transaction rolled back: %w", cause)
+		}
+		batch[i].done <- errs[i]
 	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return batch[n:]
+}
+
+// runFn runs fn, turning a panic into an error so that the committer, and
+// the other callers in its batch, survive it.
+func runFn(fn func(*sql.Tx) error, tx *sql.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			slog.Error("store: transaction panicked", "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("store: transaction panicked: %v", p)
+		}
+	}()
+	return fn(tx)
 }
 
 var kernelMigrations = []string{
@@ -175,4 +377,121 @@ var kernelMigrations = []string{
 		key TEXT PRIMARY KEY,
 		value TEXT NOT NULL
 	);`,
+}
+
+// maxCachedStmts bounds each statement cache; queries beyond it run
+// unprepared (queries are the program's constants, so it is not reached).
+const maxCachedStmts = 512
+
+// stmtCache keeps one prepared statement per query text. SQLite spends
+// more on parsing a short statement than on running it; database/sql
+// prepares a pool statement again on each connection it meets, once.
+type stmtCache struct {
+	db     *sql.DB
+	mu     sync.Mutex
+	m      map[string]*sql.Stmt
+	wanted map[string]bool // writer: to prepare when the connection is free
+}
+
+// get returns query's statement, preparing it on c.db if it is new (nil if
+// the cache is full or the query does not prepare: the caller runs it
+// unprepared and meets the error there).
+func (c *stmtCache) get(query string) *sql.Stmt {
+	c.mu.Lock()
+	st, full := c.m[query], len(c.m) >= maxCachedStmts
+	c.mu.Unlock()
+	if st != nil {
+		return st
+	}
+	if full {
+		return nil
+	}
+	st, err := c.db.Prepare(query)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*sql.Stmt{}
+	}
+	if old := c.m[query]; old != nil {
+		st.Close()
+		return old
+	}
+	c.m[query] = st
+	return st
+}
+
+// lookup returns query's statement if it is prepared, else notes it for
+// prepareWanted and returns nil.
+func (c *stmtCache) lookup(query string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.m[query]; st != nil {
+		return st
+	}
+	if len(c.m)+len(c.wanted) < maxCachedStmts {
+		if c.wanted == nil {
+			c.wanted = map[string]bool{}
+		}
+		c.wanted[query] = true
+	}
+	return nil
+}
+
+// prepareWanted prepares the statements lookup missed. The writer's one
+// connection must be free (it is, between the committer's batches).
+func (c *stmtCache) prepareWanted() {
+	c.mu.Lock()
+	wanted := c.wanted
+	c.wanted = nil
+	c.mu.Unlock()
+	for q := range wanted {
+		c.get(q)
+	}
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.m {
+		st.Close()
+	}
+	c.m = nil
+}
+
+// QueryRow runs a query on the read pool with a cached prepared statement.
+func (s *Store) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := s.rstmts.get(query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return s.R.QueryRowContext(ctx, query, args...)
+}
+
+// Query runs a query on the read pool with a cached prepared statement.
+func (s *Store) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := s.rstmts.get(query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return s.R.QueryContext(ctx, query, args...)
+}
+
+// TxExec runs a statement in tx, a transaction of Tx, with a cached
+// prepared statement (prepared after its first use, when the writer is
+// free).
+func (s *Store) TxExec(tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	if st := s.wstmts.lookup(query); st != nil {
+		return tx.Stmt(st).Exec(args...)
+	}
+	return tx.Exec(query, args...)
+}
+
+// TxQueryRow runs a query in tx, a transaction of Tx, with a cached
+// prepared statement.
+func (s *Store) TxQueryRow(tx *sql.Tx, query string, args ...any) *sql.Row {
+	if st := s.wstmts.lookup(query); st != nil {
+		return tx.Stmt(st).QueryRow(args...)
+	}
+	return tx.QueryRow(query, args...)
 }

@@ -100,7 +100,7 @@ func (k *Kernel) registerTokens() {
 		t := &Token{TokenID: "tok_" + randomText(8), Token: raw, TokenPrefix: raw[:len("gsv_"+a.Kind+"_")+4],
 			Uid: uid, Kind: a.Kind, Label: a.Label, AllowedRole: &role, AllowedDeviceID: a.AllowedDeviceID,
 			CreatedAt: now(), ExpiresAt: a.ExpiresAt}
-		_, err = k.Store.W.ExecContext(ctx, `INSERT INTO tokens(token_id,hash,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,expires_at)
+		_, err = k.Store.Exec(ctx, `INSERT INTO tokens(token_id,hash,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,expires_at)
 			VALUES(?,?,?,?,?,?,?,?,?,?)`, t.TokenID, hashToken(raw), t.TokenPrefix, t.Uid, t.Kind, t.Label, t.AllowedRole, t.AllowedDeviceID, t.CreatedAt, t.ExpiresAt)
 		if err != nil {
 			return nil, E(err)
@@ -143,7 +143,7 @@ func (k *Kernel) registerTokens() {
 			q += ` AND uid=?`
 			args = append(args, c.Uid)
 		}
-		res, err := k.Store.W.ExecContext(ctx, q, args...)
+		res, err := k.Store.Exec(ctx, q, args...)
 		if err != nil {
 			return nil, E(err)
 		}
@@ -180,6 +180,6 @@ func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Ident
 	if user != "" && user != id.Username {
 		return nil, deny
 	}
-	k.Store.W.ExecContext(ctx, `UPDATE tokens SET last_used_at=? WHERE hash=?`, now(), hash)
+	k.Store.Exec(ctx, `UPDATE tokens SET last_used_at=? WHERE hash=?`, now(), hash)
 	return id, nil
 }

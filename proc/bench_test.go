@@ -409,14 +409,13 @@ func benchCPU() time.Duration {
 
 // benchConnSampler samples whether db's connections are in use.
 type benchConnSampler struct {
-	db         *sql.DB
 	stop, done chan struct{}
 	mu         sync.Mutex
 	busy, n    int
 }
 
-func startBenchConnSampler(db *sql.DB) *benchConnSampler {
-	s := &benchConnSampler{db: db, stop: make(chan struct{}), done: make(chan struct{})}
+func startBenchConnSampler(stats func() sql.DBStats) *benchConnSampler {
+	s := &benchConnSampler{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(200 * time.Microsecond)
@@ -427,7 +426,7 @@ func startBenchConnSampler(db *sql.DB) *benchConnSampler {
 				return
 			case <-t.C:
 			}
-			st := db.Stats()
+			st := stats()
 			s.mu.Lock()
 			s.n++
 			if st.InUse > 0 {
@@ -492,8 +491,8 @@ func benchSendScenario(b *testing.B, parked bool) benchSendResult {
 	var queued atomic.Int64
 	lat := make([][]time.Duration, benchSendProcs)
 	var wg sync.WaitGroup
-	w0 := e.k.Store.W.Stats()
-	cs := startBenchConnSampler(e.k.Store.W)
+	w0 := e.k.Store.WriterStats()
+	cs := startBenchConnSampler(e.k.Store.WriterStats)
 	defer cs.finish()
 	b.StartTimer()
 	t0, c0 := time.Now(), benchCPU()
@@ -540,7 +539,7 @@ func benchSendScenario(b *testing.B, parked bool) benchSendResult {
 	b.StopTimer()
 	busyDrain := cs.take()
 	c2 := benchCPU()
-	w1 := e.k.Store.W.Stats()
+	w1 := e.k.Store.WriterStats()
 
 	// Verify, from SQLite.
 	if err := e.waitIdle(30 * time.Second); err != nil {

@@ -449,7 +449,7 @@ func (m *Manager) resetConvs(ctx context.Context, p *Process, cids []string, arc
 	// discards), left a stray user message in the archive, and its run
 	// ended with no proc.run.finished.
 	for _, cid := range cids {
-		if _, err := m.st.W.ExecContext(ctx, `DELETE FROM proc_queue WHERE pid=? AND cid=?`, p.Pid, cid); err != nil {
+		if _, err := m.st.Exec(ctx, `DELETE FROM proc_queue WHERE pid=? AND cid=?`, p.Pid, cid); err != nil {
 			pr.mu.Unlock()
 			return nil, "", kernel.E(err)
 		}
@@ -473,7 +473,7 @@ func (m *Manager) resetConvs(ctx context.Context, p *Process, cids []string, arc
 				if r.cancel != nil {
 					r.cancel()
 				}
-				m.st.W.ExecContext(ctx, `UPDATE proc_runs SET status='aborted', finished_at=? WHERE run_id=?`, now(), r.id)
+				m.st.Exec(ctx, `UPDATE proc_runs SET status='aborted', finished_at=? WHERE run_id=?`, now(), r.id)
 				pr.run = nil
 			}
 		}

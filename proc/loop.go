@@ -119,7 +119,7 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 					return "error", err
 				}
 				if waiting {
-					if _, err := m.st.W.ExecContext(ctx, `UPDATE proc_runs SET status='waiting_hil' WHERE run_id=? AND status='running'`, r.id); err != nil {
+					if _, err := m.st.Exec(ctx, `UPDATE proc_runs SET status='waiting_hil' WHERE run_id=? AND status='running'`, r.id); err != nil {
 						return "error", err
 					}
 					return "waiting_hil", nil
@@ -243,7 +243,7 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *Pro
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			h := HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: t.syscall, Args: args, CreatedAt: now()}
-			if _, err := m.st.W.ExecContext(ctx, `INSERT INTO proc_hil(request_id,pid,run_id,cid,generation,call_id,tool_name,syscall,args,created_at) VALUES(?,?,?,?,?,?,?,?,?,?)`,
+			if _, err := m.st.Exec(ctx, `INSERT INTO proc_hil(request_id,pid,run_id,cid,generation,call_id,tool_name,syscall,args,created_at) VALUES(?,?,?,?,?,?,?,?,?,?)`,
 				h.RequestID, pr.pid, r.id, r.cid, r.gen, c.ID, c.Name, t.syscall, string(args), h.CreatedAt); err != nil {
 				return false, err
 			}

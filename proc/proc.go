@@ -401,7 +401,7 @@ func (m *Manager) launch(pr *process, r *activeRun) {
 			// waiting_hil after proc.hil marked it running. Without
 			// this check the run hung forever with nothing pending.
 			if !m.hilPending(r.id) {
-				m.st.W.ExecContext(context.Background(), `UPDATE proc_runs SET status='running' WHERE run_id=? AND status='waiting_hil'`, r.id)
+				m.st.Exec(context.Background(), `UPDATE proc_runs SET status='running' WHERE run_id=? AND status='waiting_hil'`, r.id)
 				m.launch(pr, r)
 			}
 			return // else proc.hil resumes it
@@ -414,7 +414,7 @@ func (m *Manager) launch(pr *process, r *activeRun) {
 // answer.
 func (m *Manager) hilPending(runID string) bool {
 	var n int
-	m.st.W.QueryRowContext(context.Background(), `SELECT count(*) FROM proc_hil WHERE run_id=? AND status='pending'`, runID).Scan(&n)
+	m.st.R.QueryRowContext(context.Background(), `SELECT count(*) FROM proc_hil WHERE run_id=? AND status='pending'`, runID).Scan(&n)
 	return n > 0
 }
 
@@ -448,15 +448,21 @@ func (m *Manager) Close() error {
 }
 
 // finish records the end of r and starts the next queued message (pr.mu
-// held).
+// held): one transaction does both.
 func (m *Manager) finish(pr *process, r *activeRun, status string, rerr error) {
 	ctx := context.Background()
 	errText := ""
 	if rerr != nil {
 		errText = rerr.Error()
 	}
-	m.st.W.ExecContext(ctx, `UPDATE proc_runs SET status=?, finished_at=?, error=? WHERE run_id=?`, status, now(), nullIf(errText), r.id)
 	pr.run = nil
+	next, err := m.advance(ctx, pr, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`UPDATE proc_runs SET status=?, finished_at=?, error=? WHERE run_id=?`, status, now(), nullIf(errText), r.id)
+		return err
+	})
+	if err != nil {
+		m.log.Error("proc: finish run", "pid", pr.pid, "run", r.id, "err", err)
+	}
 	payload := map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "status": status}
 	if status == "aborted" {
 		payload["aborted"] = true
@@ -465,7 +471,9 @@ func (m *Manager) finish(pr *process, r *activeRun, status string, rerr error) {
 		payload["error"] = errText
 	}
 	m.signal(pr.uid, "proc.run.finished", payload)
-	m.promote(ctx, pr)
+	if next != nil {
+		m.launch(pr, next)
+	}
 }
 
 func nullIf(s string) any {
@@ -476,44 +484,63 @@ func nullIf(s string) any {
 }
 
 // promote starts the oldest queued message of pr, if any (pr.mu held).
-// Entries of an old generation are dropped: their conversation was reset.
 func (m *Manager) promote(ctx context.Context, pr *process) {
-	for {
-		var id, gen int64
-		var cid, runID, text, role string
-		err := m.st.W.QueryRowContext(ctx, `SELECT id,cid,generation,run_id,message,role FROM proc_queue WHERE pid=? ORDER BY id LIMIT 1`, pr.pid).
-			Scan(&id, &cid, &gen, &runID, &text, &role)
-		if err != nil {
-			m.st.W.ExecContext(ctx, `UPDATE proc_processes SET state='idle' WHERE pid=? AND state='running'`, pr.pid)
-			return
+	next, err := m.advance(ctx, pr, nil)
+	if err != nil {
+		m.log.Error("proc: promote", "pid", pr.pid, "err", err)
+	}
+	if next != nil {
+		m.launch(pr, next)
+	}
+}
+
+// advance runs before (if not nil) and then, in the same transaction,
+// takes the oldest queued message of pr and records the run it starts,
+// returning that run for the caller to launch; with nothing to start it
+// marks the process idle and returns nil. Entries of an old generation or
+// of a closed conversation are dropped: their conversation was reset or
+// closed. A message queued behind a compaction of its conversation waits
+// for it (FIFO); the compaction promotes it. pr.mu is held.
+func (m *Manager) advance(ctx context.Context, pr *process, before func(*sql.Tx) error) (*activeRun, error) {
+	var next *activeRun
+	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+		next = nil
+		if before != nil {
+			if err := before(tx); err != nil {
+				return err
+			}
 		}
-		if pr.compacting[cid] {
-			// FIFO: it waits for the compaction, which promotes it.
-			m.st.W.ExecContext(ctx, `UPDATE proc_processes SET state='idle' WHERE pid=? AND state='running'`, pr.pid)
-			return
-		}
-		started := false
-		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+		for {
+			var id, gen int64
+			var cid, runID, text, role string
+			err := tx.QueryRow(`SELECT id,cid,generation,run_id,message,role FROM proc_queue WHERE pid=? ORDER BY id LIMIT 1`, pr.pid).
+				Scan(&id, &cid, &gen, &runID, &text, &role)
+			if errors.Is(err, sql.ErrNoRows) || (err == nil && pr.compacting[cid]) {
+				_, err = tx.Exec(`UPDATE proc_processes SET state='idle' WHERE pid=? AND state='running'`, pr.pid)
+				return err
+			}
+			if err != nil {
+				return err
+			}
 			if _, err := tx.Exec(`DELETE FROM proc_queue WHERE id=?`, id); err != nil {
 				return err
 			}
 			var cur int64
 			var status string
 			if err := tx.QueryRow(`SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, pr.pid, cid).Scan(&cur, &status); err != nil || cur != gen || status != "open" {
-				return nil
+				continue
 			}
-			started = true
-			return m.startRunTx(ctx, tx, pr.pid, cid, gen, runID, role, jsonString(text), now())
-		})
-		if err != nil {
-			m.log.Error("proc: promote", "pid", pr.pid, "err", err)
-			return
+			if err := m.startRunTx(ctx, tx, pr.pid, cid, gen, runID, role, jsonString(text), now()); err != nil {
+				return err
+			}
+			next = &activeRun{id: runID, cid: cid, gen: gen}
+			return nil
 		}
-		if started {
-			m.launch(pr, &activeRun{id: runID, cid: cid, gen: gen})
-			return
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	return next, nil
 }
 
 // resume restarts, after a daemon restart, the runs that were under way:
@@ -548,7 +575,7 @@ func (m *Manager) resume(ctx context.Context) error {
 		r := x.run
 		if pr.run != nil {
 			// Two live runs for one process cannot be: end the later.
-			m.st.W.ExecContext(ctx, `UPDATE proc_runs SET status='error', error='superseded at restart' WHERE run_id=?`, r.id)
+			m.st.Exec(ctx, `UPDATE proc_runs SET status='error', error='superseded at restart' WHERE run_id=?`, r.id)
 		} else if x.status == "waiting_hil" {
 			pr.run = &r
 		} else {

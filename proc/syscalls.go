@@ -289,7 +289,7 @@ func (m *Manager) registerSyscalls() {
 		if a.ConversationID == "" {
 			return nil, kernel.E(kernel.Invalid, kernel.Msgf("conversationId is required"))
 		}
-		res, err := m.st.W.ExecContext(ctx, `UPDATE proc_conversations SET status='closed', updated_at=? WHERE pid=? AND cid=?`, now(), p.Pid, a.ConversationID)
+		res, err := m.st.Exec(ctx, `UPDATE proc_conversations SET status='closed', updated_at=? WHERE pid=? AND cid=?`, now(), p.Pid, a.ConversationID)
 		if err != nil {
 			return nil, kernel.E(err)
 		}
@@ -359,7 +359,7 @@ func (m *Manager) registerSyscalls() {
 			}
 			pol.KeepLast = *a.KeepLast
 		}
-		if _, err := m.st.W.ExecContext(ctx, `UPDATE proc_conversations SET overflow=?, compact_at=?, keep_last=? WHERE pid=? AND cid=?`,
+		if _, err := m.st.Exec(ctx, `UPDATE proc_conversations SET overflow=?, compact_at=?, keep_last=? WHERE pid=? AND cid=?`,
 			pol.Overflow, pol.CompactAtPressure, pol.KeepLast, p.Pid, cid); err != nil {
 			return nil, kernel.E(err)
 		}
@@ -436,7 +436,7 @@ func (m *Manager) registerSyscalls() {
 		if a.Identity == nil {
 			return nil, kernel.E(kernel.Invalid, kernel.Msgf("identity is required"))
 		}
-		res, err := m.st.W.ExecContext(ctx, `UPDATE proc_processes SET cwd=?, workspace_id=?, profile=coalesce(nullif(?,''),profile) WHERE pid=?`,
+		res, err := m.st.Exec(ctx, `UPDATE proc_processes SET cwd=?, workspace_id=?, profile=coalesce(nullif(?,''),profile) WHERE pid=?`,
 			a.Identity.Cwd, a.Identity.WorkspaceID, a.Profile, a.Pid)
 		if err != nil {
 			return nil, kernel.E(err)

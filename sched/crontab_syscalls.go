@@ -231,7 +231,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 	var added, updated []*Schedule
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 		for _, s := range removed {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM sched_schedules WHERE id=?`, s.ID); err != nil {
+			if _, err := tx.Exec(`DELETE FROM sched_schedules WHERE id=?`, s.ID); err != nil {
 				return kernel.E(err)
 			}
 		}
@@ -239,7 +239,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 		// schedule under a name no schedule can have first.
 		for _, ch := range changes {
 			if ch.patch.Name != nil {
-				if _, err := tx.ExecContext(ctx, `UPDATE sched_schedules SET name=? WHERE id=?`, "\x00"+ch.s.ID, ch.s.ID); err != nil {
+				if _, err := tx.Exec(`UPDATE sched_schedules SET name=? WHERE id=?`, "\x00"+ch.s.ID, ch.s.ID); err != nil {
 					return kernel.E(err)
 				}
 			}

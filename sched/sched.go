@@ -157,13 +157,18 @@ func (m *Manager) prepare() error {
 		sql string
 	}{
 		{m.st.R, &m.getStmt, `SELECT ` + scheduleCols + ` FROM sched_schedules WHERE id=?`},
-		{m.st.W, &m.insRunStmt, `INSERT INTO sched_runs(schedule_id,name,owner_uid,scheduled_at,started_at,finished_at,status,error,summary,duration_ms) VALUES(?,?,?,?,?,?,?,?,?,?)`},
-		{m.st.W, &m.updStateStmt, `UPDATE sched_schedules SET running_at=NULL, last_run_at=?, last_status=?, last_error=?, last_duration_ms=?, run_count=run_count+? WHERE id=?`},
+		{nil, &m.insRunStmt, `INSERT INTO sched_runs(schedule_id,name,owner_uid,scheduled_at,started_at,finished_at,status,error,summary,duration_ms) VALUES(?,?,?,?,?,?,?,?,?,?)`},
+		{nil, &m.updStateStmt, `UPDATE sched_schedules SET running_at=NULL, last_run_at=?, last_status=?, last_error=?, last_duration_ms=?, run_count=run_count+? WHERE id=?`},
 		// The next time is stored only if the expression is still the one
 		// the run had (sched.update sets created_at with a new one).
-		{m.st.W, &m.advStmt, `UPDATE sched_schedules SET next_run_at=?, attempt=? WHERE id=? AND created_at=? RETURNING enabled`},
+		{nil, &m.advStmt, `UPDATE sched_schedules SET next_run_at=?, attempt=? WHERE id=? AND created_at=? RETURNING enabled`},
 	} {
-		if *p.st, err = p.db.Prepare(p.sql); err != nil {
+		if p.db == nil {
+			*p.st, err = m.st.Prepare(p.sql) // on the writer connection
+		} else {
+			*p.st, err = p.db.Prepare(p.sql)
+		}
+		if err != nil {
 			return fmt.Errorf("sched: prepare: %w", err)
 		}
 	}
@@ -797,7 +802,7 @@ func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner ui
 		b, _ := json.Marshal(s.RetryPolicy)
 		retry = string(b)
 	}
-	_, err := q.ExecContext(ctx, `INSERT INTO sched_schedules(id,owner_uid,creator_uid,run_as_uid,name,description,enabled,expression,target,misfire,retry,created_at,updated_at,next_run_at)
+	_, err := q.Exec(`INSERT INTO sched_schedules(id,owner_uid,creator_uid,run_as_uid,name,description,enabled,expression,target,misfire,retry,created_at,updated_at,next_run_at)
 		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, s.ID, s.OwnerUid, s.CreatorUid, s.RunAsUid, s.Name, s.Description, s.Enabled, string(expr), string(target),
 		s.MisfirePolicy, retry, s.CreatedAtMs, s.UpdatedAtMs, nullInt(next))
 	if err != nil {
@@ -806,9 +811,11 @@ func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner ui
 	return s, nil
 }
 
-// querier is *sql.DB or *sql.Tx.
+// querier is a write transaction (*sql.Tx). Its statements take no
+// context: a statement cancelled inside a transaction can roll back the
+// whole (group-committed) transaction.
 type querier interface {
-	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+	Exec(q string, args ...any) (sql.Result, error)
 }
 
 // resolve finds a schedule by id or name that c may see (owner or root).

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 
 	"gsvfs.dev/gsvfs/kernel"
@@ -83,7 +84,12 @@ func (m *Manager) registerSyscalls() {
 		if err != nil {
 			return nil, err
 		}
-		s, err := m.add(ctx, m.st.W, c, uid, a)
+		var s *Schedule
+		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+			var err error
+			s, err = m.add(ctx, tx, c, uid, a)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +104,11 @@ func (m *Manager) registerSyscalls() {
 		if err != nil {
 			return nil, err
 		}
-		s, err = m.update(ctx, m.st.W, s, &a.Patch)
+		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+			var err error
+			s, err = m.update(ctx, tx, s, &a.Patch)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -111,7 +121,7 @@ func (m *Manager) registerSyscalls() {
 		if err != nil {
 			return map[string]any{"removed": false}, nil
 		}
-		if _, err := m.st.W.ExecContext(ctx, `DELETE FROM sched_schedules WHERE id=?`, s.ID); err != nil {
+		if _, err := m.st.Exec(ctx, `DELETE FROM sched_schedules WHERE id=?`, s.ID); err != nil {
 			return nil, kernel.E(err)
 		}
 		m.arm(s.ID, 0)
@@ -215,7 +225,7 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 	if s.State.NextRunAtMs != nil {
 		next = *s.State.NextRunAtMs
 	}
-	_, err := q.ExecContext(ctx, `UPDATE sched_schedules SET name=?, description=?, enabled=?, expression=?, target=?, misfire=?, retry=?, updated_at=?, created_at=?, next_run_at=? WHERE id=?`,
+	_, err := q.Exec(`UPDATE sched_schedules SET name=?, description=?, enabled=?, expression=?, target=?, misfire=?, retry=?, updated_at=?, created_at=?, next_run_at=? WHERE id=?`,
 		s.Name, s.Description, s.Enabled, string(expr), string(target), s.MisfirePolicy, retry, s.UpdatedAtMs, s.CreatedAtMs, next, s.ID)
 	if err != nil {
 		return nil, kernel.E(s.Name, kernel.Busy, kernel.Msgf("a schedule named %q exists", s.Name))

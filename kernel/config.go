@@ -136,7 +136,7 @@ func coerce(raw json.RawMessage) string {
 // configGet returns the visible entries: key exactly, or everything under
 // the prefix key, or everything for "".
 func (k *Kernel) configGet(ctx context.Context, id *Identity, key string) ([]ConfigEntry, error) {
-	rows, err := k.Store.R.QueryContext(ctx, `SELECT key,value FROM config WHERE key=? OR ?='' OR substr(key,1,length(?)+1)=?||'/' OR (substr(?,-1)='/' AND substr(key,1,length(?))=?) ORDER BY key`,
+	rows, err := k.Store.QueryContext(ctx, `SELECT key,value FROM config WHERE key=? OR ?='' OR substr(key,1,length(?)+1)=?||'/' OR (substr(?,-1)='/' AND substr(key,1,length(?))=?) ORDER BY key`,
 		key, key, key, key, key, key, key)
 	if err != nil {
 		return nil, E(err)

@@ -461,16 +461,16 @@ func (c *stmtCache) close() {
 	c.m = nil
 }
 
-// QueryRow runs a query on the read pool with a cached prepared statement.
-func (s *Store) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+// QueryRowContext runs a query on the read pool with a cached prepared statement.
+func (s *Store) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	if st := s.rstmts.get(query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
 	return s.R.QueryRowContext(ctx, query, args...)
 }
 
-// Query runs a query on the read pool with a cached prepared statement.
-func (s *Store) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+// QueryContext runs a query on the read pool with a cached prepared statement.
+func (s *Store) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	if st := s.rstmts.get(query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}

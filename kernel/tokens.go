@@ -119,7 +119,7 @@ func (k *Kernel) registerTokens() {
 		} else if a.Uid != nil && *a.Uid != c.Uid {
 			return nil, E(Permission, msg("permission denied: only root may list another uid's tokens"))
 		}
-		rows, err := k.Store.R.QueryContext(ctx, `SELECT token_id,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,last_used_at,expires_at,revoked_at,revoked_reason
+		rows, err := k.Store.QueryContext(ctx, `SELECT token_id,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,last_used_at,expires_at,revoked_at,revoked_reason
 			FROM tokens `+where+` ORDER BY created_at, token_id`, args...)
 		if err != nil {
 			return nil, E(err)
@@ -162,7 +162,7 @@ func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Ident
 	var uid uint32
 	var hash string
 	var expires, revoked sql.NullInt64
-	err := k.Store.R.QueryRowContext(ctx, `SELECT uid,hash,expires_at,revoked_at FROM tokens WHERE hash=?`, hashToken(raw)).
+	err := k.Store.QueryRowContext(ctx, `SELECT uid,hash,expires_at,revoked_at FROM tokens WHERE hash=?`, hashToken(raw)).
 		Scan(&uid, &hash, &expires, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, deny

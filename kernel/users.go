@@ -92,7 +92,7 @@ func (k *Kernel) makeHome(name string) error {
 func (k *Kernel) identity(ctx context.Context, uid uint32) (*Identity, error) {
 	id := &Identity{Role: "user", Uid: uid, HostUID: -1}
 	var host sql.NullInt64
-	err := k.Store.R.QueryRowContext(ctx, `SELECT username,gid,home,host_uid FROM users WHERE uid=?`, uid).
+	err := k.Store.QueryRowContext(ctx, `SELECT username,gid,home,host_uid FROM users WHERE uid=?`, uid).
 		Scan(&id.Username, &id.Gid, &id.Home, &host)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, E("identity", NotExist, Msgf("no user with uid %d", uid))
@@ -104,7 +104,7 @@ func (k *Kernel) identity(ctx context.Context, uid uint32) (*Identity, error) {
 		id.HostUID = int(host.Int64)
 	}
 	id.Cwd = id.Home
-	rows, err := k.Store.R.QueryContext(ctx, `SELECT gid FROM group_members WHERE uid=? ORDER BY gid`, uid)
+	rows, err := k.Store.QueryContext(ctx, `SELECT gid FROM group_members WHERE uid=? ORDER BY gid`, uid)
 	if err != nil {
 		return nil, E("identity", err)
 	}
@@ -122,7 +122,7 @@ func (k *Kernel) identity(ctx context.Context, uid uint32) (*Identity, error) {
 	for i, g := range id.Gids {
 		args[i] = g
 	}
-	rows, err = k.Store.R.QueryContext(ctx, q, args...)
+	rows, err = k.Store.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, E("identity", err)
 	}
@@ -138,7 +138,7 @@ func (k *Kernel) identity(ctx context.Context, uid uint32) (*Identity, error) {
 // identityForHostUID maps a host uid to its user, or to nobody.
 func (k *Kernel) identityForHostUID(ctx context.Context, hostUID int) (*Identity, error) {
 	var uid uint32
-	err := k.Store.R.QueryRowContext(ctx, `SELECT uid FROM users WHERE host_uid=?`, hostUID).Scan(&uid)
+	err := k.Store.QueryRowContext(ctx, `SELECT uid FROM users WHERE host_uid=?`, hostUID).Scan(&uid)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nobody(hostUID), nil
 	}
@@ -361,7 +361,7 @@ func (k *Kernel) userByName(ctx context.Context, name string) (*User, error) {
 func (k *Kernel) users(ctx context.Context) ([]User, error) { return k.queryUsers(ctx, "") }
 
 func (k *Kernel) queryUsers(ctx context.Context, where string, args ...any) ([]User, error) {
-	rows, err := k.Store.R.QueryContext(ctx, `SELECT uid,gid,username,home,gecos,host_uid,created_at FROM users `+where+` ORDER BY uid`, args...)
+	rows, err := k.Store.QueryContext(ctx, `SELECT uid,gid,username,home,gecos,host_uid,created_at FROM users `+where+` ORDER BY uid`, args...)
 	if err != nil {
 		return nil, E("users", err)
 	}
@@ -383,7 +383,7 @@ func (k *Kernel) queryUsers(ctx context.Context, where string, args ...any) ([]U
 }
 
 func (k *Kernel) groups(ctx context.Context) ([]Group, error) {
-	rows, err := k.Store.R.QueryContext(ctx, `SELECT g.gid, g.name, u.username FROM groups g
+	rows, err := k.Store.QueryContext(ctx, `SELECT g.gid, g.name, u.username FROM groups g
 		LEFT JOIN group_members m ON m.gid=g.gid LEFT JOIN users u ON u.uid=m.uid ORDER BY g.gid, u.uid`)
 	if err != nil {
 		return nil, E("groups", err)

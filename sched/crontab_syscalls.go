@@ -44,7 +44,7 @@ func (m *Manager) registerCrontabSyscalls() {
 		if !c.IsRoot() {
 			return []uint32{c.Uid}, nil
 		}
-		rows, err := m.st.R.QueryContext(ctx, `SELECT DISTINCT owner_uid FROM sched_schedules ORDER BY owner_uid`)
+		rows, err := m.st.QueryContext(ctx, `SELECT DISTINCT owner_uid FROM sched_schedules ORDER BY owner_uid`)
 		if err != nil {
 			return nil, kernel.E(err)
 		}
@@ -112,7 +112,7 @@ func (m *Manager) crontab(ctx context.Context, uid uint32) (string, error) {
 }
 
 func (m *Manager) runs(ctx context.Context, where string, args ...any) ([]Run, error) {
-	rows, err := m.st.R.QueryContext(ctx, `SELECT id,schedule_id,name,owner_uid,scheduled_at,started_at,finished_at,status,error,summary,duration_ms FROM sched_runs `+where, args...)
+	rows, err := m.st.QueryContext(ctx, `SELECT id,schedule_id,name,owner_uid,scheduled_at,started_at,finished_at,status,error,summary,duration_ms FROM sched_runs `+where, args...)
 	if err != nil {
 		return nil, kernel.E(err)
 	}

@@ -254,7 +254,7 @@ func parseCronCached(expr, tz string) (*Cron, error) {
 // is recorded as skipped) or run-once (one catch-up run now).
 func (m *Manager) reload(ctx context.Context) error {
 	now := m.clock.Now().UnixMilli()
-	rows, err := m.st.R.QueryContext(ctx, `SELECT id,next_run_at FROM sched_schedules WHERE enabled=1 AND next_run_at>?`, now)
+	rows, err := m.st.QueryContext(ctx, `SELECT id,next_run_at FROM sched_schedules WHERE enabled=1 AND next_run_at>?`, now)
 	if err != nil {
 		return err
 	}
@@ -343,7 +343,7 @@ func (m *Manager) reload(ctx context.Context) error {
 // policy, creation and next time): a full query decodes every column and
 // the target, twice the cost for a large catch-up.
 func (m *Manager) missed(ctx context.Context, now int64) ([]Schedule, error) {
-	rows, err := m.st.R.QueryContext(ctx, `SELECT id,owner_uid,name,expression,misfire,created_at,next_run_at FROM sched_schedules
+	rows, err := m.st.QueryContext(ctx, `SELECT id,owner_uid,name,expression,misfire,created_at,next_run_at FROM sched_schedules
 		WHERE enabled=1 AND next_run_at IS NOT NULL AND next_run_at<=?`, now)
 	if err != nil {
 		return nil, err
@@ -707,7 +707,7 @@ const scheduleCols = `id,owner_uid,creator_uid,run_as_uid,name,description,enabl
 	next_run_at,running_at,last_run_at,last_status,last_error,last_duration_ms,run_count,attempt`
 
 func (m *Manager) query(ctx context.Context, where string, args ...any) ([]Schedule, error) {
-	rows, err := m.st.R.QueryContext(ctx, `SELECT `+scheduleCols+` FROM sched_schedules `+where, args...)
+	rows, err := m.st.QueryContext(ctx, `SELECT `+scheduleCols+` FROM sched_schedules `+where, args...)
 	if err != nil {
 		return nil, kernel.E(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 
 	"gsvfs.dev/gsvfs/kernel"
 )
@@ -118,8 +119,13 @@ func (m *Manager) registerSyscalls() {
 	})
 	kernel.Handle(k, "sched.remove", 0, func(ctx context.Context, c *kernel.Caller, a *idArgs) (map[string]any, error) {
 		s, err := m.resolve(ctx, c, a.ID, a.OwnerUid)
-		if err != nil {
+		if ke := (*kernel.Error)(nil); errors.As(err, &ke) && ke.Kind == kernel.NotExist {
+			// The seed's answer for a schedule that is not there, or
+			// is another user's (which, to its caller, is not there).
 			return map[string]any{"removed": false}, nil
+		}
+		if err != nil {
+			return nil, err
 		}
 		if _, err := m.st.Exec(ctx, `DELETE FROM sched_schedules WHERE id=?`, s.ID); err != nil {
 			return nil, kernel.E(err)

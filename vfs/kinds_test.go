@@ -277,6 +277,62 @@ func (denyWrite) Access(ctx context.Context, cred Cred, want Want) error {
 	return nil
 }
 
+func TestBacked(t *testing.T) {
+	path := t.TempDir() + "/f"
+	if err := os.WriteFile(path, []byte("hello, world\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opens := 0
+	b := &Backed{Meta: allow{}, OpenFile: func(ctx context.Context, cred Cred) (*os.File, error) {
+		opens++
+		return os.Open(path)
+	}}
+	ctx := context.Background()
+	if _, err := b.Open(ctx, nil, os.O_RDWR); Errno(err) != syscall.EACCES {
+		t.Fatalf("open for writing: %v", err)
+	}
+	if opens != 0 {
+		t.Fatal("OpenFile called for a refused open")
+	}
+	h, err := b.Open(ctx, nil, os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf, ok := h.(BackingFiler)
+	if !ok || bf.BackingFile() == nil {
+		t.Fatal("a Backed handle does not offer its file")
+	}
+	buf := make([]byte, 5)
+	for _, c := range []struct {
+		off  int64
+		want string
+	}{{0, "hello"}, {7, "world"}, {10, "ld\n"}, {13, ""}, {100, ""}} {
+		n, err := h.Read(ctx, buf, c.off)
+		if err != nil || string(buf[:n]) != c.want {
+			t.Errorf("read at %d: %q, %v; want %q, nil", c.off, buf[:n], err, c.want)
+		}
+	}
+	if _, err := h.Read(ctx, buf, -1); Errno(err) != syscall.EINVAL {
+		t.Errorf("read at -1: %v", err)
+	}
+	if _, err := h.Write(ctx, []byte("x"), 0); Errno(err) != syscall.EACCES {
+		t.Errorf("write: %v", err)
+	}
+	// The file grows: the handle reads on.
+	f, _ := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString("more\n")
+	f.Close()
+	if n, err := h.Read(ctx, buf, 13); err != nil || string(buf[:n]) != "more\n" {
+		t.Errorf("read after growth: %q, %v", buf[:n], err)
+	}
+	if err := h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bf.BackingFile().Stat(); err == nil {
+		t.Error("Close left the file open")
+	}
+}
+
 func TestDocument(t *testing.T) {
 	ctx := context.Background()
 	state := "one\ntwo\n"

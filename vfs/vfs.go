@@ -59,7 +59,9 @@ type Attr struct {
 	Uid, Gid    uint32
 	User, Group string
 	// Synthetic marks files whose content is rendered by the tree: the FUSE
-	// binding serves them with direct I/O and no kernel caching.
+	// binding serves them with direct I/O and no kernel caching (a handle
+	// that is a BackingFiler may instead be read by the kernel from its
+	// real file: FUSE passthrough).
 	Synthetic bool
 }
 

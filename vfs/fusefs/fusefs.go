@@ -12,7 +12,10 @@
 // Attr.Synthetic is set are served with direct I/O (every read(2) and
 // write(2) becomes one vfs Read or Write, offsets as the caller sees them)
 // and report size 0; other files go through the page cache, which is dropped
-// on every open.
+// on every open. A synthetic file whose handle is a vfs.BackingFiler (a
+// vfs.Backed file) is read by the kernel itself from the handle's real file
+// (FUSE passthrough) when the daemon may register backing files (root), and
+// otherwise with direct I/O like the rest; see backedHandle.
 //
 // Permissions are the tree's: the mount is made without default_permissions,
 // so the kernel checks nothing itself and asks the tree (through Open,
@@ -82,6 +85,11 @@ type Server struct {
 
 	mu   sync.Mutex
 	open map[*handle]struct{} // handles not yet released
+
+	// opening holds the backed handles whose OPEN is being answered,
+	// keyed by the request's cancel channel (unique among requests in
+	// flight): rawFS.Open settles their open flags (see backedHandle).
+	opening sync.Map // <-chan struct{} -> *backedHandle
 
 	done chan struct{} // closed when serving has ended and handles are closed
 }
@@ -161,8 +169,13 @@ func Mount(dir string, root vfs.Dir, auth vfs.Authenticator, opts Options) (*Ser
 	}
 	rootNode := &node{srv: s}
 	rootNode.st.Store(&nodeState{vn: root})
-	fsrv, err := fs.Mount(abs, rootNode, fo)
+	// fs.Mount, with the node file system wrapped (see rawFS).
+	fsrv, err := fuse.NewServer(&rawFS{RawFileSystem: fs.NewNodeFS(rootNode, fo), srv: s}, abs, &fo.MountOptions)
 	if err != nil {
+		return nil, fmt.Errorf("fusefs: mount %s: %w", abs, err)
+	}
+	go fsrv.Serve()
+	if err := fsrv.WaitMount(); err != nil {
 		return nil, fmt.Errorf("fusefs: mount %s: %w", abs, err)
 	}
 	s.fuse = fsrv
@@ -173,6 +186,23 @@ func Mount(dir string, root vfs.Dir, auth vfs.Authenticator, opts Options) (*Ser
 	}()
 	log.Debug("fusefs: mounted", "dir", abs, "direct", asRoot, "allow_other", fo.AllowOther)
 	return s, nil
+}
+
+// rawFS is go-fuse's node file system with one addition: once go-fuse has
+// answered an OPEN of a backed file (and decided whether the open uses
+// passthrough, after our node's Open returned), it settles the handle's
+// open flags; see backedHandle.
+type rawFS struct {
+	fuse.RawFileSystem
+	srv *Server
+}
+
+func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	st := r.RawFileSystem.Open(cancel, in, out)
+	if v, ok := r.srv.opening.LoadAndDelete(cancel); ok && st == fuse.OK {
+		v.(*backedHandle).settle(out)
+	}
+	return st
 }
 
 // Dir returns the absolute path of the mount point.

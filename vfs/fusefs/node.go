@@ -17,6 +17,9 @@ type node struct {
 	fs.Inode
 	srv *Server
 	st  atomic.Pointer[nodeState]
+	// backing is the identity of the file last registered as this
+	// inode's passthrough backing file (see backedHandle).
+	backing atomic.Pointer[fileID]
 }
 
 // nodeState is what a node last learnt about its vfs node. A later lookup
@@ -288,6 +291,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	h, err := f.Open(ctx, cred, openFlags(flags))
 	if err != nil {
 		return nil, 0, n.srv.errno("open", err)
+	}
+	if bf, ok := h.(vfs.BackingFiler); ok {
+		if fh := n.srv.newBackedHandle(ctx, n, h, bf.BackingFile(), flags); fh != nil {
+			return fh, 0, 0 // flags settled by rawFS.Open
+		}
 	}
 	fh, fl := n.srv.newHandle(n, h, st.synthetic)
 	return fh, fl, 0

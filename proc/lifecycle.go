@@ -209,6 +209,11 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 		if _, err := tx.Exec(`INSERT INTO proc_messages(id,pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,'system',?,?)`, to, p.Pid, cid, c.Generation, string(jsonString(text)), t); err != nil {
 			return err
 		}
+		// A new epoch: the history is no longer an extension of its
+		// earlier renderings (cache.go).
+		if _, err := tx.Exec(`UPDATE proc_conversations SET epoch=epoch+1 WHERE pid=? AND cid=?`, p.Pid, cid); err != nil {
+			return err
+		}
 		_, err := tx.Exec(`INSERT INTO proc_segments(id,pid,cid,generation,kind,from_id,to_id,suffix_to,archive_path,summary_message_id,messages,created_at)
 			VALUES(?,?,?,?,'compaction',?,?,?,?,?,?,?)`, segID, p.Pid, cid, c.Generation, from, to, suffixTo, archive, to, n, t)
 		return err

@@ -52,6 +52,8 @@ type Manager struct {
 
 	provMu    sync.Mutex
 	provCache map[string]model.Provider // see provider
+
+	cache *renderCache // history and transcript files (cache.go)
 }
 
 // process is the runtime state of one process: at most one active run.
@@ -93,6 +95,9 @@ func Register(k *kernel.Kernel, opts Options) (*Manager, error) {
 	m := &Manager{k: k, st: k.Store, log: opts.Logger, opts: opts, procs: map[string]*process{}}
 	m.registerSyscalls()
 	m.registerCheckpoint()
+	if err := m.registerNamespace(); err != nil {
+		return nil, err
+	}
 	k.Mount("proc", m.tree())
 	if err := m.resume(context.Background()); err != nil {
 		return nil, err

@@ -22,7 +22,8 @@ const historyPage = 1000
 
 // historyReader streams a conversation's active messages, rendered one by
 // one, by paging proc.history by message id: memory stays bounded however
-// long the conversation is. The generation is fixed at open.
+// long the conversation is. The generation is fixed at open. (The
+// checkpoint renders with it; /proc's history files are cache.go's.)
 func (m *Manager) historyReader(ctx context.Context, c *kernel.Caller, pid, cid string, render func(*bytes.Buffer, *Message)) (vfs.Reader, error) {
 	res, err := kernel.Invoke[map[string]any](ctx, m.k, c, "proc.conversation.get", &convArgs{Pid: pid, ConversationID: cid})
 	if err != nil {

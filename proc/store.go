@@ -92,4 +92,7 @@ var migrations = []string{
 	CREATE INDEX proc_segments_conv ON proc_segments(pid, cid);`,
 	// 2: queued messages keep their role (user, or system for events).
 	`ALTER TABLE proc_queue ADD COLUMN role TEXT NOT NULL DEFAULT 'user'`,
+	// 3: a conversation's epoch counts the rewrites of its live generation
+	// (compactions); the render cache starts a new file when it changes.
+	`ALTER TABLE proc_conversations ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0`,
 }

@@ -2,9 +2,12 @@ package proc
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +43,34 @@ func spawnVerb(l kernel.CtlLine) (string, any, error) {
 		a.Workspace = w
 	}
 	return "proc.spawn", a, nil
+}
+
+// registerNamespace registers the Internal syscalls that serve the /proc
+// tree alone: proc.conversation.lookup, and proc.history.open with its
+// render cache (cache.go).
+func (m *Manager) registerNamespace() error {
+	// proc.conversation.lookup (Internal) is the namespace's lookup of a
+	// conversation: its record without messageCount (counting every
+	// message of a long conversation at each path walk was most of the
+	// cost of opening its history).
+	kernel.Handle(m.k, "proc.conversation.lookup", kernel.Internal, func(ctx context.Context, c *kernel.Caller, a *convArgs) (*Conversation, error) {
+		p, err := m.lookup(ctx, c, a.Pid)
+		if err != nil {
+			return nil, err
+		}
+		cid := orDefault(a.ConversationID)
+		conv := Conversation{}
+		err = m.st.QueryRowContext(ctx, `SELECT cid,generation,status,title,created_at,updated_at FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).
+			Scan(&conv.ID, &conv.Generation, &conv.Status, &conv.Title, &conv.CreatedAt, &conv.UpdatedAt)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, kernel.E(p.Pid+"/"+cid, kernel.NotExist, kernel.Msgf("no such conversation"))
+		}
+		if err != nil {
+			return nil, kernel.E(err)
+		}
+		return &conv, nil
+	})
+	return m.registerRenderCache()
 }
 
 func (m *Manager) tree() vfs.Dir {
@@ -265,12 +296,8 @@ func (m *Manager) convsDir(ctx context.Context, p *Process) vfs.Dir {
 			case "err":
 				return errv, nil
 			}
-			res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), "proc.conversation.get", &convArgs{Pid: pid, ConversationID: name})
-			if err != nil {
-				return nil, err
-			}
-			if c, _ := res["conversation"].(*Conversation); c == nil {
-				return nil, vfs.ErrNotExist
+			if _, err := kernel.Invoke[*Conversation](ctx, m.k, kernel.CallerOf(cred, ""), "proc.conversation.lookup", &convArgs{Pid: pid, ConversationID: name}); err != nil {
+				return nil, err // ENOENT for a conversation that is not there
 			}
 			return m.convDir(ctx, p, name), nil
 		}}
@@ -373,12 +400,15 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 	})
 	info := m.jsonView(m.owned(ctx, p, base+"/info", 0o400), "proc.conversation.get", &convArgs{Pid: pid, ConversationID: cid}, func(r map[string]any) any { return r["conversation"] })
 	policy := m.jsonView(m.owned(ctx, p, base+"/policy", 0o400), "proc.conversation.policy.get", &policyArgs{Pid: pid, ConversationID: cid}, func(r map[string]any) any { return r["policy"] })
-	history := &vfs.Sequential{Meta: m.owned(ctx, p, base+"/history", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
-		return m.historyReader(ctx, kernel.CallerOf(cred, ""), pid, cid, renderJSONLine)
-	}}
-	transcript := &vfs.Sequential{Meta: m.owned(ctx, p, base+"/transcript", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
-		return m.historyReader(ctx, kernel.CallerOf(cred, ""), pid, cid, renderTranscript)
-	}}
+	// history and transcript are proc's cached renderings (cache.go),
+	// brought up to date by proc.history.open at each open and then read
+	// as real files.
+	rendering := func(kind string) *vfs.Backed {
+		return &vfs.Backed{Meta: m.owned(ctx, p, base+"/"+kind, 0o400), OpenFile: func(ctx context.Context, cred vfs.Cred) (*os.File, error) {
+			return kernel.Invoke[*os.File](ctx, m.k, kernel.CallerOf(cred, ""), "proc.history.open", &historyOpenArgs{Pid: pid, ConversationID: cid, Kind: kind})
+		}}
+	}
+	history, transcript := rendering("history"), rendering("transcript")
 	return vfs.NewDir(m.owned(ctx, p, base, fs.ModeDir|0o500),
 		vfs.DirEntry{Name: "in", Node: in},
 		vfs.DirEntry{Name: "ctl", Node: ctl},

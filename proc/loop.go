@@ -105,7 +105,7 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 		if ctx.Err() != nil {
 			return "aborted", nil
 		}
-		calls, err := pendingCalls(ctx, m.st.R, pr.pid, r.cid, r.gen)
+		calls, err := pendingCalls(ctx, m.st, pr.pid, r.cid, r.gen)
 		if err != nil {
 			return "error", err
 		}
@@ -128,7 +128,7 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 			continue
 		}
 		var role string
-		m.st.R.QueryRowContext(ctx, `SELECT role FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id DESC LIMIT 1`, pr.pid, r.cid, r.gen).Scan(&role)
+		m.st.QueryRowContext(ctx, `SELECT role FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id DESC LIMIT 1`, pr.pid, r.cid, r.gen).Scan(&role)
 		if role == "assistant" {
 			return "done", nil
 		}
@@ -185,7 +185,7 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 // tool call with id callID.
 func (m *Manager) callIDUsed(ctx context.Context, pid, runID, callID string) bool {
 	var n int
-	m.st.R.QueryRowContext(ctx, `SELECT count(*) FROM proc_hil WHERE pid=? AND run_id=? AND call_id=?`, pid, runID, callID).Scan(&n)
+	m.st.QueryRowContext(ctx, `SELECT count(*) FROM proc_hil WHERE pid=? AND run_id=? AND call_id=?`, pid, runID, callID).Scan(&n)
 	return n > 0
 }
 
@@ -196,19 +196,19 @@ func (m *Manager) appendGuarded(ctx context.Context, pid string, r *activeRun, r
 	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
 		var gen int64
 		var status string
-		if err := tx.QueryRow(`SELECT c.generation, r.status FROM proc_conversations c, proc_runs r WHERE c.pid=? AND c.cid=? AND r.run_id=?`, pid, r.cid, r.id).Scan(&gen, &status); err != nil {
+		if err := m.st.TxQueryRow(tx, `SELECT c.generation, r.status FROM proc_conversations c, proc_runs r WHERE c.pid=? AND c.cid=? AND r.run_id=?`, pid, r.cid, r.id).Scan(&gen, &status); err != nil {
 			return errStale
 		}
 		if gen != r.gen || (status != "running" && status != "waiting_hil") {
 			return errStale
 		}
 		t := now()
-		res, err := tx.Exec(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,?,?)`, pid, r.cid, r.gen, role, string(content), t)
+		res, err := m.st.TxExec(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,?,?)`, pid, r.cid, r.gen, role, string(content), t)
 		if err != nil {
 			return err
 		}
 		id, _ = res.LastInsertId()
-		_, err = tx.Exec(`UPDATE proc_conversations SET updated_at=? WHERE pid=? AND cid=?`, t, pid, r.cid)
+		_, err = m.st.TxExec(tx, `UPDATE proc_conversations SET updated_at=? WHERE pid=? AND cid=?`, t, pid, r.cid)
 		return err
 	})
 	return id, err
@@ -239,7 +239,7 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *Pro
 	}
 	if needsApproval(t.syscall) && !m.allowed(ctx, pr.pid, t.syscall) {
 		var status string
-		err := m.st.R.QueryRowContext(ctx, `SELECT status FROM proc_hil WHERE pid=? AND run_id=? AND call_id=? ORDER BY created_at DESC LIMIT 1`, pr.pid, r.id, c.ID).Scan(&status)
+		err := m.st.QueryRowContext(ctx, `SELECT status FROM proc_hil WHERE pid=? AND run_id=? AND call_id=? ORDER BY created_at DESC LIMIT 1`, pr.pid, r.id, c.ID).Scan(&status)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			h := HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: t.syscall, Args: args, CreatedAt: now()}
@@ -279,7 +279,7 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *Pro
 // allowed says whether pid remembered an approval for syscall.
 func (m *Manager) allowed(ctx context.Context, pid, syscall string) bool {
 	var s string
-	m.st.R.QueryRowContext(ctx, `SELECT hil_allow FROM proc_processes WHERE pid=?`, pid).Scan(&s)
+	m.st.QueryRowContext(ctx, `SELECT hil_allow FROM proc_processes WHERE pid=?`, pid).Scan(&s)
 	var list []string
 	json.Unmarshal([]byte(s), &list)
 	for _, x := range list {
@@ -302,7 +302,7 @@ func (m *Manager) Hil(ctx context.Context, p *Process, requestID, decision strin
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	var runID, syscall string
-	err := m.st.R.QueryRowContext(ctx, `SELECT run_id,syscall FROM proc_hil WHERE pid=? AND request_id=? AND status='pending'`, p.Pid, requestID).Scan(&runID, &syscall)
+	err := m.st.QueryRowContext(ctx, `SELECT run_id,syscall FROM proc_hil WHERE pid=? AND request_id=? AND status='pending'`, p.Pid, requestID).Scan(&runID, &syscall)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, kernel.E(requestID, kernel.NotExist, kernel.Msgf("no pending HIL request %s (answered, stale, or never asked)", requestID))
 	}
@@ -314,22 +314,22 @@ func (m *Manager) Hil(ctx context.Context, p *Process, requestID, decision strin
 		status = "denied"
 	}
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.Exec(`UPDATE proc_hil SET status=? WHERE request_id=?`, status, requestID); err != nil {
+		if _, err := m.st.TxExec(tx, `UPDATE proc_hil SET status=? WHERE request_id=?`, status, requestID); err != nil {
 			return err
 		}
 		if remember && decision == "approve" {
 			var s string
-			tx.QueryRow(`SELECT hil_allow FROM proc_processes WHERE pid=?`, p.Pid).Scan(&s)
+			m.st.TxQueryRow(tx, `SELECT hil_allow FROM proc_processes WHERE pid=?`, p.Pid).Scan(&s)
 			var list []string
 			json.Unmarshal([]byte(s), &list)
 			list = append(list, syscall)
 			sort.Strings(list)
 			b, _ := json.Marshal(compact(list))
-			if _, err := tx.Exec(`UPDATE proc_processes SET hil_allow=? WHERE pid=?`, string(b), p.Pid); err != nil {
+			if _, err := m.st.TxExec(tx, `UPDATE proc_processes SET hil_allow=? WHERE pid=?`, string(b), p.Pid); err != nil {
 				return err
 			}
 		}
-		_, err := tx.Exec(`UPDATE proc_runs SET status='running' WHERE run_id=? AND status='waiting_hil'`, runID)
+		_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status='running' WHERE run_id=? AND status='waiting_hil'`, runID)
 		return err
 	})
 	if err != nil {
@@ -362,7 +362,7 @@ func compact(s []string) []string {
 func (m *Manager) pendingHil(ctx context.Context, pid string) (*HilRequest, error) {
 	var h HilRequest
 	var args string
-	err := m.st.R.QueryRowContext(ctx, `SELECT request_id,run_id,cid,call_id,tool_name,syscall,args,created_at FROM proc_hil WHERE pid=? AND status='pending' ORDER BY created_at LIMIT 1`, pid).
+	err := m.st.QueryRowContext(ctx, `SELECT request_id,run_id,cid,call_id,tool_name,syscall,args,created_at FROM proc_hil WHERE pid=? AND status='pending' ORDER BY created_at LIMIT 1`, pid).
 		Scan(&h.RequestID, &h.RunID, &h.ConversationID, &h.CallID, &h.ToolName, &h.Syscall, &args, &h.CreatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -452,7 +452,7 @@ func (m *Manager) systemPrompt(ctx context.Context, p *Process, caller *kernel.C
 
 // history loads the active messages of a conversation as model messages.
 func (m *Manager) modelMessages(ctx context.Context, pid, cid string, gen int64) ([]model.Message, int, error) {
-	rows, err := m.st.R.QueryContext(ctx, `SELECT role,content FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id`, pid, cid, gen)
+	rows, err := m.st.QueryContext(ctx, `SELECT role,content FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id`, pid, cid, gen)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -202,7 +202,7 @@ func (m *Manager) lookup(ctx context.Context, c *kernel.Caller, pid string) (*Pr
 
 func (m *Manager) get(ctx context.Context, pid string) (*Process, error) {
 	var p Process
-	err := m.st.R.QueryRowContext(ctx, `SELECT pid,uid,profile,parent_pid,state,label,created_at,workspace_id,cwd FROM proc_processes WHERE pid=?`, pid).
+	err := m.st.QueryRowContext(ctx, `SELECT pid,uid,profile,parent_pid,state,label,created_at,workspace_id,cwd FROM proc_processes WHERE pid=?`, pid).
 		Scan(&p.Pid, &p.Uid, &p.Profile, &p.ParentPid, &p.State, &p.Label, &p.CreatedAt, &p.WorkspaceID, &p.Cwd)
 	if errors.Is(err, sql.ErrNoRows) {
 		if strings.HasPrefix(pid, "init:") {
@@ -237,7 +237,7 @@ func (m *Manager) ensureInit(ctx context.Context, pid string) (*Process, error) 
 func (m *Manager) create(ctx context.Context, pid string, uid uint32, profile string, label, parent *string, cwd string) error {
 	t := now()
 	return m.st.Tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.Exec(`INSERT OR IGNORE INTO proc_processes(pid,uid,profile,label,parent_pid,cwd,created_at) VALUES(?,?,?,?,?,?,?)`,
+		res, err := m.st.TxExec(tx, `INSERT OR IGNORE INTO proc_processes(pid,uid,profile,label,parent_pid,cwd,created_at) VALUES(?,?,?,?,?,?,?)`,
 			pid, uid, profile, label, parent, cwd, t)
 		if err != nil {
 			return err
@@ -245,7 +245,7 @@ func (m *Manager) create(ctx context.Context, pid string, uid uint32, profile st
 		if n, _ := res.RowsAffected(); n == 0 {
 			return nil
 		}
-		_, err = tx.Exec(`INSERT OR IGNORE INTO proc_conversations(pid,cid,created_at,updated_at) VALUES(?,?,?,?)`, pid, "default", t, t)
+		_, err = m.st.TxExec(tx, `INSERT OR IGNORE INTO proc_conversations(pid,cid,created_at,updated_at) VALUES(?,?,?,?)`, pid, "default", t, t)
 		return err
 	})
 }
@@ -266,11 +266,11 @@ func (m *Manager) conv(ctx context.Context, q querier, pid, cid string) (*Conver
 	return &c, nil
 }
 
-// querier is *sql.DB or *sql.Tx.
+// querier reads: the store (its read pool, with cached statements), or a
+// *sql.Tx.
 type querier interface {
 	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
 	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
-	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
 }
 
 // signal publishes a process signal to the owner (and root).
@@ -315,7 +315,7 @@ func (m *Manager) Send(ctx context.Context, p *Process, cid, text string, event 
 		// Only generation and status: counting the conversation's
 		// messages here would make every send scan it.
 		var status string
-		err := tx.QueryRow(`SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&gen, &status)
+		err := m.st.TxQueryRow(tx, `SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&gen, &status)
 		if errors.Is(err, sql.ErrNoRows) {
 			return kernel.E(p.Pid+"/"+cid, kernel.NotExist, kernel.Msgf("no such conversation"))
 		}
@@ -326,9 +326,9 @@ func (m *Manager) Send(ctx context.Context, p *Process, cid, text string, event 
 			return kernel.E(p.Pid+"/"+cid, kernel.Busy, kernel.Msgf("conversation is closed: open it again to send"))
 		}
 		t := now()
-		if pr.run != nil || m.hasQueue(ctx, tx, p.Pid) || pr.compacting[cid] {
+		if pr.run != nil || m.queued(tx, p.Pid) || pr.compacting[cid] {
 			queued = true
-			_, err = tx.Exec(`INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at) VALUES(?,?,?,?,?,?,?)`, p.Pid, cid, gen, runID, text, role, t)
+			_, err = m.st.TxExec(tx, `INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at) VALUES(?,?,?,?,?,?,?)`, p.Pid, cid, gen, runID, text, role, t)
 			return err
 		}
 		return m.startRunTx(ctx, tx, p.Pid, cid, gen, runID, role, jsonString(text), t)
@@ -344,24 +344,26 @@ func (m *Manager) Send(ctx context.Context, p *Process, cid, text string, event 
 	return runID, false, nil
 }
 
-func (m *Manager) hasQueue(ctx context.Context, q querier, pid string) bool {
+// queued says whether pid has messages queued (in tx, a transaction of
+// the store's Tx).
+func (m *Manager) queued(tx *sql.Tx, pid string) bool {
 	var n int
-	q.QueryRowContext(ctx, `SELECT EXISTS(SELECT 1 FROM proc_queue WHERE pid=?)`, pid).Scan(&n)
+	m.st.TxQueryRow(tx, `SELECT EXISTS(SELECT 1 FROM proc_queue WHERE pid=?)`, pid).Scan(&n)
 	return n > 0
 }
 
 // startRunTx appends the message that starts a run and records the run.
 func (m *Manager) startRunTx(ctx context.Context, tx *sql.Tx, pid, cid string, gen int64, runID, role string, content json.RawMessage, t int64) error {
-	if _, err := tx.Exec(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,?,?)`, pid, cid, gen, role, string(content), t); err != nil {
+	if _, err := m.st.TxExec(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,?,?)`, pid, cid, gen, role, string(content), t); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(`UPDATE proc_conversations SET updated_at=? WHERE pid=? AND cid=?`, t, pid, cid); err != nil {
+	if _, err := m.st.TxExec(tx, `UPDATE proc_conversations SET updated_at=? WHERE pid=? AND cid=?`, t, pid, cid); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(`INSERT INTO proc_runs(run_id,pid,cid,generation,status,started_at) VALUES(?,?,?,?,'running',?)`, runID, pid, cid, gen, t); err != nil {
+	if _, err := m.st.TxExec(tx, `INSERT INTO proc_runs(run_id,pid,cid,generation,status,started_at) VALUES(?,?,?,?,'running',?)`, runID, pid, cid, gen, t); err != nil {
 		return err
 	}
-	_, err := tx.Exec(`UPDATE proc_processes SET state='running' WHERE pid=?`, pid)
+	_, err := m.st.TxExec(tx, `UPDATE proc_processes SET state='running' WHERE pid=?`, pid)
 	return err
 }
 
@@ -419,7 +421,7 @@ func (m *Manager) launch(pr *process, r *activeRun) {
 // answer.
 func (m *Manager) hilPending(runID string) bool {
 	var n int
-	m.st.R.QueryRowContext(context.Background(), `SELECT count(*) FROM proc_hil WHERE run_id=? AND status='pending'`, runID).Scan(&n)
+	m.st.QueryRowContext(context.Background(), `SELECT count(*) FROM proc_hil WHERE run_id=? AND status='pending'`, runID).Scan(&n)
 	return n > 0
 }
 
@@ -462,7 +464,7 @@ func (m *Manager) finish(pr *process, r *activeRun, status string, rerr error) {
 	}
 	pr.run = nil
 	next, err := m.advance(ctx, pr, func(tx *sql.Tx) error {
-		_, err := tx.Exec(`UPDATE proc_runs SET status=?, finished_at=?, error=? WHERE run_id=?`, status, now(), nullIf(errText), r.id)
+		_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status=?, finished_at=?, error=? WHERE run_id=?`, status, now(), nullIf(errText), r.id)
 		return err
 	})
 	if err != nil {
@@ -518,21 +520,21 @@ func (m *Manager) advance(ctx context.Context, pr *process, before func(*sql.Tx)
 		for {
 			var id, gen int64
 			var cid, runID, text, role string
-			err := tx.QueryRow(`SELECT id,cid,generation,run_id,message,role FROM proc_queue WHERE pid=? ORDER BY id LIMIT 1`, pr.pid).
+			err := m.st.TxQueryRow(tx, `SELECT id,cid,generation,run_id,message,role FROM proc_queue WHERE pid=? ORDER BY id LIMIT 1`, pr.pid).
 				Scan(&id, &cid, &gen, &runID, &text, &role)
 			if errors.Is(err, sql.ErrNoRows) || (err == nil && pr.compacting[cid]) {
-				_, err = tx.Exec(`UPDATE proc_processes SET state='idle' WHERE pid=? AND state='running'`, pr.pid)
+				_, err = m.st.TxExec(tx, `UPDATE proc_processes SET state='idle' WHERE pid=? AND state='running'`, pr.pid)
 				return err
 			}
 			if err != nil {
 				return err
 			}
-			if _, err := tx.Exec(`DELETE FROM proc_queue WHERE id=?`, id); err != nil {
+			if _, err := m.st.TxExec(tx, `DELETE FROM proc_queue WHERE id=?`, id); err != nil {
 				return err
 			}
 			var cur int64
 			var status string
-			if err := tx.QueryRow(`SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, pr.pid, cid).Scan(&cur, &status); err != nil || cur != gen || status != "open" {
+			if err := m.st.TxQueryRow(tx, `SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, pr.pid, cid).Scan(&cur, &status); err != nil || cur != gen || status != "open" {
 				continue
 			}
 			if err := m.startRunTx(ctx, tx, pr.pid, cid, gen, runID, role, jsonString(text), now()); err != nil {
@@ -552,7 +554,7 @@ func (m *Manager) advance(ctx context.Context, pr *process, before func(*sql.Tx)
 // a running run continues from its stored history; a run waiting on a
 // human keeps waiting; a process with only queued messages starts one.
 func (m *Manager) resume(ctx context.Context) error {
-	rows, err := m.st.R.QueryContext(ctx, `SELECT r.run_id,r.pid,r.cid,r.generation,r.status,p.uid FROM proc_runs r
+	rows, err := m.st.QueryContext(ctx, `SELECT r.run_id,r.pid,r.cid,r.generation,r.status,p.uid FROM proc_runs r
 		JOIN proc_processes p ON p.pid=r.pid WHERE r.status IN ('running','waiting_hil') ORDER BY r.started_at`)
 	if err != nil {
 		return err
@@ -589,7 +591,7 @@ func (m *Manager) resume(ctx context.Context) error {
 		busy[x.pid] = true
 		pr.mu.Unlock()
 	}
-	rows, err = m.st.R.QueryContext(ctx, `SELECT DISTINCT q.pid, p.uid FROM proc_queue q JOIN proc_processes p ON p.pid=q.pid`)
+	rows, err = m.st.QueryContext(ctx, `SELECT DISTINCT q.pid, p.uid FROM proc_queue q JOIN proc_processes p ON p.pid=q.pid`)
 	if err != nil {
 		return err
 	}
@@ -668,12 +670,12 @@ func (m *Manager) interruptPending(ctx context.Context, pid string, r *activeRun
 		t := now()
 		for _, c := range calls {
 			b, _ := json.Marshal(toolResultContent{ToolCallID: c.ID, ToolName: c.Name, Output: "interrupted", IsError: true})
-			if _, err := tx.Exec(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,'toolResult',?,?)`, pid, r.cid, r.gen, string(b), t); err != nil {
+			if _, err := m.st.TxExec(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,'toolResult',?,?)`, pid, r.cid, r.gen, string(b), t); err != nil {
 				return err
 			}
 			n++
 		}
-		_, err = tx.Exec(`UPDATE proc_hil SET status='stale' WHERE pid=? AND run_id=? AND status='pending'`, pid, r.id)
+		_, err = m.st.TxExec(tx, `UPDATE proc_hil SET status='stale' WHERE pid=? AND run_id=? AND status='pending'`, pid, r.id)
 		return err
 	})
 	return n, err

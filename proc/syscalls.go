@@ -252,7 +252,7 @@ func (m *Manager) registerSyscalls() {
 		if err != nil {
 			return nil, kernel.E(err)
 		}
-		conv, err := m.conv(ctx, m.st.R, p.Pid, cid)
+		conv, err := m.conv(ctx, m.st, p.Pid, cid)
 		if err != nil {
 			return nil, err
 		}
@@ -275,7 +275,7 @@ func (m *Manager) registerSyscalls() {
 		if err != nil {
 			return nil, err
 		}
-		conv, err := m.conv(ctx, m.st.R, p.Pid, orDefault(a.ConversationID))
+		conv, err := m.conv(ctx, m.st, p.Pid, orDefault(a.ConversationID))
 		if err != nil {
 			conv = nil
 		}
@@ -309,7 +309,7 @@ func (m *Manager) registerSyscalls() {
 		if err != nil {
 			return nil, err
 		}
-		conv, _ := m.conv(ctx, m.st.R, p.Pid, cid)
+		conv, _ := m.conv(ctx, m.st, p.Pid, cid)
 		res := map[string]any{"ok": true, "pid": p.Pid, "conversationId": cid, "generation": conv.Generation, "archivedMessages": 0}
 		if len(entries) > 0 {
 			res["archivedMessages"] = entries[0].Messages
@@ -386,7 +386,7 @@ func (m *Manager) registerSyscalls() {
 			return nil, err
 		}
 		cid := orDefault(a.ConversationID)
-		if _, err := m.conv(ctx, m.st.R, p.Pid, cid); err != nil {
+		if _, err := m.conv(ctx, m.st, p.Pid, cid); err != nil {
 			return nil, err
 		}
 		segs, err := m.segments(ctx, p.Pid, cid, "")
@@ -449,7 +449,7 @@ func (m *Manager) registerSyscalls() {
 }
 
 func (m *Manager) list(ctx context.Context, where string, args ...any) ([]Process, error) {
-	rows, err := m.st.R.QueryContext(ctx, `SELECT pid,uid,profile,parent_pid,state,label,created_at,workspace_id,cwd FROM proc_processes `+where+` ORDER BY created_at, pid`, args...)
+	rows, err := m.st.QueryContext(ctx, `SELECT pid,uid,profile,parent_pid,state,label,created_at,workspace_id,cwd FROM proc_processes `+where+` ORDER BY created_at, pid`, args...)
 	if err != nil {
 		return nil, kernel.E(err)
 	}
@@ -470,7 +470,7 @@ func (m *Manager) convs(ctx context.Context, pid string, includeClosed bool) ([]
 	if !includeClosed {
 		q += ` AND status='open'`
 	}
-	rows, err := m.st.R.QueryContext(ctx, q+` ORDER BY created_at, cid`, pid)
+	rows, err := m.st.QueryContext(ctx, q+` ORDER BY created_at, cid`, pid)
 	if err != nil {
 		return nil, kernel.E(err)
 	}
@@ -483,7 +483,7 @@ func (m *Manager) convs(ctx context.Context, pid string, includeClosed bool) ([]
 	rows.Close()
 	out := []Conversation{}
 	for _, id := range ids {
-		c, err := m.conv(ctx, m.st.R, pid, id)
+		c, err := m.conv(ctx, m.st, pid, id)
 		if err == nil {
 			out = append(out, *c)
 		}
@@ -552,14 +552,14 @@ func (m *Manager) history(ctx context.Context, p *Process, cid string, a *histor
 	if a.AfterID != nil {
 		conv = &Conversation{ID: cid}
 		var status string
-		err = m.st.R.QueryRowContext(ctx, `SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&conv.Generation, &status)
+		err = m.st.QueryRowContext(ctx, `SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&conv.Generation, &status)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, kernel.E(p.Pid+"/"+cid, kernel.NotExist, kernel.Msgf("no such conversation"))
 		}
 		if err != nil {
 			return nil, kernel.E(err)
 		}
-	} else if conv, err = m.conv(ctx, m.st.R, p.Pid, cid); err != nil {
+	} else if conv, err = m.conv(ctx, m.st, p.Pid, cid); err != nil {
 		return nil, err
 	}
 	limit, offset := a.Limit, a.Offset
@@ -574,7 +574,7 @@ func (m *Manager) history(ctx context.Context, p *Process, cid string, a *histor
 	if a.AfterID != nil {
 		after, offset = *a.AfterID, 0
 	}
-	rows, err := m.st.R.QueryContext(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? ORDER BY id LIMIT ? OFFSET ?`,
+	rows, err := m.st.QueryContext(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? ORDER BY id LIMIT ? OFFSET ?`,
 		p.Pid, cid, gen, after, limit, max(offset, 0))
 	if err != nil {
 		return nil, kernel.E(err)

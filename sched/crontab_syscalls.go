@@ -272,7 +272,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 		return nil, err
 	}
 	for _, s := range removed {
-		m.arm(s.ID, 0)
+		m.armChange(s.ID, 0)
 		m.changed(uid, s.ID, "removed")
 		res.Removed = append(res.Removed, s.ID)
 	}

@@ -59,6 +59,35 @@ func (m *Manager) arm(id string, at int64) {
 	}
 }
 
+// armChange arms id for a change made by a syscall (update, remove, a
+// crontab write). If a run of id is under way, it marks the run touched:
+// the run's own arms (armOwn), computed from the schedule as it was, then
+// leave the engine alone.
+func (m *Manager) armChange(id string, at int64) {
+	m.rmu.Lock()
+	defer m.rmu.Unlock()
+	if _, ok := m.running[id]; ok {
+		m.touched[id] = true
+	}
+	m.arm(id, at)
+}
+
+// armOwn arms id for its run under way (the next occurrence, computed at
+// the run's start or end), unless a change re-armed it since the run
+// began.
+//
+// Fix: the next occurrence armed at the start of a run, from a goroutine
+// beside the target call, could land after a sched.update made during the
+// run had armed the new expression's time, and replaced it: the engine
+// then ran the old expression once more.
+func (m *Manager) armOwn(id string, at int64) {
+	m.rmu.Lock()
+	defer m.rmu.Unlock()
+	if !m.touched[id] {
+		m.arm(id, at)
+	}
+}
+
 // due pops the schedules due at or before now.
 func (m *Manager) due(now int64) []entry {
 	m.emu.Lock()

@@ -47,6 +47,7 @@ type Manager struct {
 
 	rmu     sync.Mutex
 	running map[string]int64 // schedules with a run under way: its start (ms)
+	touched map[string]bool  // running schedules re-armed by a change since their run began
 
 	// Prepared statements of the run path (a statement given as text is
 	// parsed again at every call: a third of the CPU of a run).
@@ -119,7 +120,7 @@ func Register(k *kernel.Kernel, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{k: k, st: k.Store, log: opts.Logger, clock: opts.Clock, opts: opts,
-		next: map[string]int64{}, running: map[string]int64{},
+		next: map[string]int64{}, running: map[string]int64{}, touched: map[string]bool{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	if err := m.prepare(); err != nil {
 		return nil, err
@@ -460,6 +461,7 @@ func (m *Manager) run(ctx context.Context, s *Schedule, dueAt, startAt int64, fo
 	defer func() {
 		m.rmu.Lock()
 		delete(m.running, id)
+		delete(m.touched, id)
 		m.rmu.Unlock()
 	}()
 	var pre int64
@@ -477,7 +479,7 @@ func (m *Manager) run(ctx context.Context, s *Schedule, dueAt, startAt int64, fo
 		go func() {
 			defer close(preDone)
 			pre = nextAfter(s, max(dueAt, startAt))
-			m.arm(id, pre)
+			m.armOwn(id, pre)
 		}()
 	}
 	// Fix (lateness): nothing is written before the target call. The run
@@ -582,7 +584,7 @@ func (m *Manager) finish(ctx context.Context, s *Schedule, dueAt, start, end int
 		return 0
 	}
 	if !stale && err == nil && enabled {
-		m.arm(s.ID, next)
+		m.armOwn(s.ID, next)
 	}
 	return next
 }

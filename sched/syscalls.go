@@ -130,7 +130,7 @@ func (m *Manager) registerSyscalls() {
 		if _, err := m.st.Exec(ctx, `DELETE FROM sched_schedules WHERE id=?`, s.ID); err != nil {
 			return nil, kernel.E(err)
 		}
-		m.arm(s.ID, 0)
+		m.armChange(s.ID, 0)
 		m.changed(s.OwnerUid, s.ID, "removed")
 		return map[string]any{"removed": true}, nil
 	})
@@ -249,9 +249,9 @@ func (m *Manager) rearm(s *Schedule) {
 		if *s.State.NextRunAtMs <= m.clock.Now().UnixMilli() && m.isRunning(s.ID) {
 			return
 		}
-		m.arm(s.ID, *s.State.NextRunAtMs)
+		m.armChange(s.ID, *s.State.NextRunAtMs)
 	} else {
-		m.arm(s.ID, 0)
+		m.armChange(s.ID, 0)
 	}
 }
 

@@ -172,7 +172,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 		}
 	}()
 	if e.path == "" || gen != e.gen || epoch != e.epoch {
-		name := fmt.Sprintf("%d.%s.%s.%s", c.seq.Add(1), fileSafe(k.pid), k.cid, k.kind)
+		name := fmt.Sprintf("%d.%s.%s.%s", c.seq.Add(1), fileSafe(k.pid), fileSafe(k.cid), k.kind)
 		path := filepath.Join(c.dir, name)
 		nf, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {

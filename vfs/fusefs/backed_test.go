@@ -79,6 +79,7 @@ func (t *backedTree) use(path string) {
 }
 
 // mountRoot mounts root on a temporary directory until the test ends.
+// FUSEFS_TEST_DEBUG=1 logs every FUSE request.
 func mountRoot(t *testing.T, root vfs.Dir) string {
 	t.Helper()
 	mountable(t)

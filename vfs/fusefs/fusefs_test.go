@@ -61,27 +61,8 @@ func mountable(t *testing.T) {
 // when the test ends.
 func mountTree(t *testing.T) (*testTree, string) {
 	t.Helper()
-	mountable(t)
-	dir := t.TempDir()
 	tree := newTestTree()
-	// FUSEFS_TEST_DEBUG=1 logs every FUSE request.
-	srv, err := Mount(dir, tree.root, testAuth{}, Options{
-		Logger: testLogger(t),
-		Debug:  os.Getenv("FUSEFS_TEST_DEBUG") != "",
-	})
-	if errors.Is(err, syscall.EPERM) {
-		t.Skipf("cannot mount: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Unmount(); err != nil {
-			t.Errorf("Unmount: %v", err)
-		}
-		srv.Wait()
-	})
-	return tree, dir
+	return tree, mountRoot(t, tree.root)
 }
 
 // sh runs script with sh -c, with $M set to the mount point, and returns

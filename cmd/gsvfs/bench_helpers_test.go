@@ -361,6 +361,25 @@ func startProc(mnt string, args ...string) (*daemonProc, error) {
 	return p, nil
 }
 
+// startProcReady starts args like startProc, stops it when b ends, and
+// waits up to 10 s until path exists. It only returns errors: it may run
+// in a sub-benchmark's goroutine, where the parent's b may not Fatal.
+func startProcReady(b *testing.B, mnt, path string, args ...string) (*daemonProc, error) {
+	p, err := startProc(mnt, args...)
+	if err != nil {
+		return nil, err
+	}
+	b.Cleanup(func() {
+		if err := p.stop(); err != nil {
+			b.Error(err)
+		}
+	})
+	if _, err := p.waitFor(time.Now(), 10*time.Second, func() bool { _, err := os.Stat(path); return err == nil }); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
 // waitFor polls until ok() (a file of the mount is there) and returns the
 // time since t0; it fails if the daemon exits or after timeout.
 func (p *daemonProc) waitFor(t0 time.Time, timeout time.Duration, ok func() bool) (time.Duration, error) {

@@ -545,33 +545,14 @@ func BenchmarkHistoryCat(b *testing.B) {
 		if l := os.Getenv("GSVFS_BENCH_DAEMON_LOG"); l != "" {
 			level = l
 		}
-		p, err := startProc(mnt, gsvfsBin, "mount", mnt, "--state", state, "--log-level", level)
-		if err != nil {
-			d.err = err
-			return
-		}
-		b.Cleanup(func() {
-			if err := p.stop(); err != nil {
-				b.Error(err)
-			}
-		})
 		ours := filepath.Join(append([]string{mnt}, historyElems(hs.pid)...)...)
-		if _, err := p.waitFor(time.Now(), 10*time.Second, func() bool { _, err := os.Stat(ours); return err == nil }); err != nil {
-			d.err = err
-			return
-		}
-		l, err := startProc(lmnt, loopBin, "-q", "-directmountstrict", lmnt, lsrc)
+		p, err := startProcReady(b, mnt, ours, gsvfsBin, "mount", mnt, "--state", state, "--log-level", level)
 		if err != nil {
 			d.err = err
 			return
 		}
-		b.Cleanup(func() {
-			if err := l.stop(); err != nil {
-				b.Error(err)
-			}
-		})
 		loop := filepath.Join(lmnt, "history")
-		if _, err := l.waitFor(time.Now(), 10*time.Second, func() bool { _, err := os.Stat(loop); return err == nil }); err != nil {
+		if _, err := startProcReady(b, lmnt, loop, loopBin, "-q", "-directmountstrict", lmnt, lsrc); err != nil {
 			d.err = err
 			return
 		}

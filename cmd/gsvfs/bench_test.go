@@ -327,18 +327,9 @@ func BenchmarkFUSECtlRoundTrip(b *testing.B) {
 		if l := os.Getenv("GSVFS_BENCH_DAEMON_LOG"); l != "" {
 			level = l
 		}
-		d, err := startProc(mnt, gsvfsBin, "mount", mnt, "--state", filepath.Join(dir, "state"), "--log-level", level)
-		if err != nil {
-			procs.err = err
-			return
-		}
-		b.Cleanup(func() {
-			if err := d.stop(); err != nil {
-				b.Error(err)
-			}
-		})
 		ctl := filepath.Join(mnt, ctlPath)
-		if _, err := d.waitFor(time.Now(), 10*time.Second, func() bool { _, err := os.Stat(ctl); return err == nil }); err != nil {
+		d, err := startProcReady(b, mnt, ctl, gsvfsBin, "mount", mnt, "--state", filepath.Join(dir, "state"), "--log-level", level)
+		if err != nil {
 			procs.err = err
 			return
 		}
@@ -358,18 +349,8 @@ func BenchmarkFUSECtlRoundTrip(b *testing.B) {
 			procs.err = err
 			return
 		}
-		l, err := startProc(lmnt, loopBin, "-q", "-directmountstrict", lmnt, lsrc)
-		if err != nil {
-			procs.err = err
-			return
-		}
-		b.Cleanup(func() {
-			if err := l.stop(); err != nil {
-				b.Error(err)
-			}
-		})
 		lctl := filepath.Join(lmnt, ctlPath)
-		if _, err := l.waitFor(time.Now(), 10*time.Second, func() bool { _, err := os.Stat(lctl); return err == nil }); err != nil {
+		if _, err := startProcReady(b, lmnt, lctl, loopBin, "-q", "-directmountstrict", lmnt, lsrc); err != nil {
 			procs.err = err
 			return
 		}

@@ -70,7 +70,8 @@ type authState struct {
 	secret []byte
 }
 
-// dirState is the progress of a directory read on an open fid.
+// dirState is the progress of a directory read on an open fid. A fid is
+// opened at most once, so it starts zero.
 type dirState struct {
 	ents    []vfs.DirEntry // the listing taken at offset 0
 	next    int            // next entry of ents to encode
@@ -83,6 +84,19 @@ func (f *fid) snapshot() (l *loc, qid proto.Qid, state openState, omode proto.Mo
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.loc, f.qid, f.state, f.omode, f.handle
+}
+
+// beginOpen moves a closed fid to the opening state (which keeps other
+// Topens and Tcreates off it) and returns where it is. The caller must
+// defer abandonOpen.
+func (f *fid) beginOpen() (*loc, proto.Qid, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.state != fidClosed {
+		return nil, proto.Qid{}, errAlreadyOpen
+	}
+	f.state = fidOpening
+	return f.loc, f.qid, nil
 }
 
 // abandonOpen returns a fid left opening by a failed Topen or Tcreate to
@@ -140,6 +154,19 @@ func (c *conn) getFid(num uint32) (*fid, error) {
 	return f, nil
 }
 
+// fileFid is getFid for a request that an auth fid may not make.
+func (c *conn) fileFid(num uint32) (*fid, error) {
+	f, err := c.getFid(num)
+	if err != nil {
+		return nil, err
+	}
+	if f.auth != nil {
+		c.putFid(f)
+		return nil, errAuthFid
+	}
+	return f, nil
+}
+
 // putFid drops a reference to f. Dropping the last one closes f's handle
 // and returns Close's error.
 func (c *conn) putFid(f *fid) error {
@@ -175,9 +202,6 @@ func (c *conn) closeHandle(f *fid) error {
 	f.handle = nil
 	f.state = fidClosed
 	f.mu.Unlock()
-	f.dirMu.Lock()
-	f.dir = dirState{}
-	f.dirMu.Unlock()
 	if h == nil {
 		return nil
 	}

@@ -112,14 +112,11 @@ func (c *conn) attach(r *request, m *proto.TAttach) (proto.FCall, error) {
 // (fid itself never moves unless the whole walk succeeds). Cancellation
 // ends the walk at the current name.
 func (c *conn) walk(r *request, m *proto.TWalk) (proto.FCall, error) {
-	f, err := c.getFid(m.Fid)
+	f, err := c.fileFid(m.Fid)
 	if err != nil {
 		return nil, err
 	}
 	defer c.putFid(f)
-	if f.auth != nil {
-		return nil, errAuthFid
-	}
 	if len(m.Wname) > maxWelem {
 		return nil, errTooManyNames
 	}
@@ -176,27 +173,25 @@ func (c *conn) step(r *request, cred vfs.Cred, cur *loc, name string) (*loc, pro
 	if !ok {
 		return nil, proto.Qid{}, errWalkNonDir
 	}
-	var next *loc
 	if name == ".." {
-		next = cur
+		next := cur
 		if cur.parent != nil {
 			next = cur.parent
 		}
-	} else {
-		if !validName(name) {
-			return nil, proto.Qid{}, errBadName
-		}
-		n, a, err := vfs.LookupAttr(r.ctx, dir, cred, name)
+		a, err := next.node.Attr(r.ctx, cred)
 		if err != nil {
 			return nil, proto.Qid{}, err
 		}
-		return &loc{node: n, name: name, parent: cur}, qidOf(a), nil
+		return next, qidOf(a), nil
 	}
-	a, err := next.node.Attr(r.ctx, cred)
+	if !validName(name) {
+		return nil, proto.Qid{}, errBadName
+	}
+	n, a, err := vfs.LookupAttr(r.ctx, dir, cred, name)
 	if err != nil {
 		return nil, proto.Qid{}, err
 	}
-	return next, qidOf(a), nil
+	return &loc{node: n, name: name, parent: cur}, qidOf(a), nil
 }
 
 // validName reports whether name may be a file name: not empty, ".", ".."
@@ -238,26 +233,19 @@ type accessor interface {
 // O_RDWR, plus O_TRUNC for OTRUNC. Cancellation ends File.Open; the fid then
 // stays unopened.
 func (c *conn) open(r *request, m *proto.TOpen) (proto.FCall, error) {
-	f, err := c.getFid(m.Fid)
+	f, err := c.fileFid(m.Fid)
 	if err != nil {
 		return nil, err
 	}
 	defer c.putFid(f)
-	if f.auth != nil {
-		return nil, errAuthFid
-	}
 	flags, err := openFlags(m.Mode)
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	if f.state != fidClosed {
-		f.mu.Unlock()
-		return nil, errAlreadyOpen
+	l, qid, err := f.beginOpen()
+	if err != nil {
+		return nil, err
 	}
-	f.state = fidOpening
-	l, qid := f.loc, f.qid
-	f.mu.Unlock()
 	defer f.abandonOpen() // if the node fails or panics
 
 	var h vfs.Handle
@@ -278,9 +266,6 @@ func (c *conn) open(r *request, m *proto.TOpen) (proto.FCall, error) {
 	f.mu.Lock()
 	f.state, f.omode, f.handle = fidOpen, m.Mode, h
 	f.mu.Unlock()
-	f.dirMu.Lock()
-	f.dir = dirState{}
-	f.dirMu.Unlock()
 	return &proto.ROpen{Header: hdr(r, proto.Ropen), Qid: qid, Iounit: c.iounit()}, nil
 }
 
@@ -292,14 +277,11 @@ func (c *conn) open(r *request, m *proto.TOpen) (proto.FCall, error) {
 // name). perm's permission bits are passed; the tree applies its own policy.
 // On success fid is the new file, open. Cancellation ends the node call.
 func (c *conn) create(r *request, m *proto.TCreate) (proto.FCall, error) {
-	f, err := c.getFid(m.Fid)
+	f, err := c.fileFid(m.Fid)
 	if err != nil {
 		return nil, err
 	}
 	defer c.putFid(f)
-	if f.auth != nil {
-		return nil, errAuthFid
-	}
 	if !validName(m.Name) {
 		return nil, errBadName
 	}
@@ -311,21 +293,14 @@ func (c *conn) create(r *request, m *proto.TCreate) (proto.FCall, error) {
 	if isDir && flags != os.O_RDONLY {
 		return nil, vfs.ErrIsDir
 	}
-	f.mu.Lock()
-	switch {
-	case f.state != fidClosed:
-		err = errAlreadyOpen
-	case f.qid.Qtype&qtDir == 0:
-		err = errCreateNonDir
-	}
+	parent, pqid, err := f.beginOpen()
 	if err != nil {
-		f.mu.Unlock()
 		return nil, err
 	}
-	f.state = fidOpening
-	parent := f.loc
-	f.mu.Unlock()
 	defer f.abandonOpen() // if the node fails or panics
+	if pqid.Qtype&qtDir == 0 {
+		return nil, errCreateNonDir
+	}
 
 	node, h, qid, err := c.doCreate(r, f.cred, parent, m.Name, m.Perm, isDir, flags)
 	if err != nil {
@@ -336,9 +311,6 @@ func (c *conn) create(r *request, m *proto.TCreate) (proto.FCall, error) {
 	f.qid = qid
 	f.state, f.omode, f.handle = fidOpen, proto.Mode(m.Mode), h
 	f.mu.Unlock()
-	f.dirMu.Lock()
-	f.dir = dirState{}
-	f.dirMu.Unlock()
 	return &proto.RCreate{Header: hdr(r, proto.Rcreate), Qid: qid, Iounit: c.iounit()}, nil
 }
 
@@ -355,13 +327,6 @@ func (c *conn) doCreate(r *request, cred vfs.Cred, parent *loc, name string, per
 		node, err = cr.Mkdir(r.ctx, cred, name, mode)
 	} else {
 		node, h, err = cr.Create(r.ctx, cred, name, flags|os.O_CREATE|os.O_EXCL, mode)
-		if err == nil && h == nil && node != nil {
-			if file, ok := node.(vfs.File); ok {
-				h, err = file.Open(r.ctx, cred, flags)
-			} else {
-				err = errNotFile
-			}
-		}
 	}
 	if err == nil && node == nil {
 		err = vfs.ErrNotExist
@@ -657,19 +622,9 @@ func qidOf(a vfs.Attr) proto.Qid {
 // DMAPPEND, DMEXCL, DMTMP) | permission bits, atime = mtime, length = Size
 // (0 for directories), uid/gid/muid = User/Group (or the numbers if empty).
 func statOf(a vfs.Attr, name string) (proto.Stat, error) {
-	mode := uint32(a.Mode.Perm())
-	if a.Mode.IsDir() {
-		mode |= proto.DMDIR
-	}
-	if a.Mode&fs.ModeAppend != 0 {
-		mode |= proto.DMAPPEND
-	}
-	if a.Mode&fs.ModeExclusive != 0 {
-		mode |= proto.DMEXCL
-	}
-	if a.Mode&fs.ModeTemporary != 0 {
-		mode |= proto.DMTMP
-	}
+	qid := qidOf(a)
+	// The DM type bits are the qid type bits in the top byte.
+	mode := uint32(qid.Qtype)<<24 | uint32(a.Mode.Perm())
 	var length uint64
 	if !a.Mode.IsDir() && a.Size > 0 {
 		length = uint64(a.Size)
@@ -687,7 +642,7 @@ func statOf(a vfs.Attr, name string) (proto.Stat, error) {
 	if gid == "" {
 		gid = strconv.FormatUint(uint64(a.Gid), 10)
 	}
-	st := proto.Stat{Qid: qidOf(a), Mode: mode, Atime: mtime, Mtime: mtime,
+	st := proto.Stat{Qid: qid, Mode: mode, Atime: mtime, Mtime: mtime,
 		Length: length, Name: name, Uid: uid, Gid: gid, Muid: uid}
 	if statFixed+len(st.Name)+len(st.Uid)+len(st.Gid)+len(st.Muid) > MaxMsize-rstatHdr {
 		return proto.Stat{}, errStatTooLarge
@@ -705,14 +660,11 @@ func statOf(a vfs.Attr, name string) (proto.Stat, error) {
 // that touches nothing is a sync: an open vfs.Syncer handle is synced.
 // atime is ignored. Cancellation ends the node calls.
 func (c *conn) wstat(r *request, m *proto.TWstat) (proto.FCall, error) {
-	f, err := c.getFid(m.Fid)
+	f, err := c.fileFid(m.Fid)
 	if err != nil {
 		return nil, err
 	}
 	defer c.putFid(f)
-	if f.auth != nil {
-		return nil, errAuthFid
-	}
 	d := &m.Stat
 	switch {
 	case d.Type != 0xFFFF:

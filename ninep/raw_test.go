@@ -7,8 +7,6 @@ import (
 	"errors"
 	"math/rand"
 	"net"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -300,16 +298,7 @@ func TestFlushOrder(t *testing.T) {
 func TestBudget(t *testing.T) {
 	tt := newTestTree()
 	srv := &Server{Root: tt.root, Auth: testAuth{}, MaxInflight: 4}
-	dir, err := os.MkdirTemp("", "ninep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	l, err := net.Listen("unix", filepath.Join(dir, "s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := listenUnix(t)
 	done := make(chan error, 1)
 	go func() {
 		sc, err := l.Accept()
@@ -654,15 +643,7 @@ func TestClunkFlushError(t *testing.T) {
 // Cancelling Serve's context ends connections with requests in flight.
 func TestServeShutdown(t *testing.T) {
 	tt := newTestTree()
-	dir, err := os.MkdirTemp("", "ninep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	l, err := net.Listen("unix", filepath.Join(dir, "s"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := listenUnix(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- (&Server{Root: tt.root}).Serve(ctx, l, nil) }()

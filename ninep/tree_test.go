@@ -366,18 +366,26 @@ func (h memHandle) Close(ctx context.Context) error { return nil }
 // returns the socket path. Serve is stopped, and must return, at cleanup.
 func serveUnix(t testing.TB, srv *Server) string {
 	t.Helper()
+	l := listenUnix(t)
+	serveListener(t, srv, l)
+	return l.Addr().String()
+}
+
+// listenUnix listens on a unix socket in a fresh directory (under os.TempDir:
+// t.TempDir's paths may be too long for a socket), closed at cleanup.
+func listenUnix(t testing.TB) net.Listener {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "ninep")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "9p.sock")
-	l, err := net.Listen("unix", sock)
+	l, err := net.Listen("unix", filepath.Join(dir, "9p.sock"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveListener(t, srv, l)
-	return sock
+	t.Cleanup(func() { l.Close() })
+	return l
 }
 
 func serveListener(t testing.TB, srv *Server, l net.Listener) {

@@ -290,15 +290,17 @@ func (s *Server) dropHandle(h *handle) {
 	s.mu.Unlock()
 }
 
-// truncater returns an open handle of n that is a vfs.Truncater, if any.
-func (s *Server) truncater(n *node) *handle {
+// truncater returns the vfs handle of an open of n that is a
+// vfs.Truncater, if any.
+func (s *Server) truncater(n *node) vfs.Truncater {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for h := range s.open {
-		if h.n == n {
-			if _, ok := h.h.(vfs.Truncater); ok {
-				return h
-			}
+		if h.n != n {
+			continue
+		}
+		if t, ok := h.h.(vfs.Truncater); ok {
+			return t
 		}
 	}
 	return nil

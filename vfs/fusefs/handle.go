@@ -145,8 +145,8 @@ func fileIDOf(f *os.File) (fileID, error) {
 //   - passthrough with this handle's own file as the inode's backing
 //     file: plain passthrough, the kernel reads the file;
 //   - passthrough with another file as the backing file (an older open of
-//     the node, still open, got an earlier file: a history compacted or
-//     reset since): FOPEN_PASSTHROUGH stays (the kernel refuses a
+//     the node, still open, got an earlier file: the tree's owner has
+//     replaced the file since): FOPEN_PASSTHROUGH stays (the kernel refuses a
 //     non-passthrough open of an inode that has a backing file) and direct
 //     I/O is added, which the kernel honours over passthrough: reads come
 //     to Read, which reads this handle's own file.

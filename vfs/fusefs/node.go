@@ -97,13 +97,20 @@ func (n *node) dir() (vfs.Dir, syscall.Errno) {
 	return d, 0
 }
 
-// Lookup implements fs.NodeLookuper with vfs.Dir.Lookup.
-func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+// credDir returns the caller's Cred and n's vfs node as a directory: the
+// start of every directory operation.
+func (n *node) credDir(ctx context.Context) (vfs.Cred, vfs.Dir, syscall.Errno) {
 	cred, e := n.srv.cred(ctx)
 	if e != 0 {
-		return nil, e
+		return nil, nil, e
 	}
 	d, e := n.dir()
+	return cred, d, e
+}
+
+// Lookup implements fs.NodeLookuper with vfs.Dir.Lookup.
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	cred, d, e := n.credDir(ctx)
 	if e != 0 {
 		return nil, e
 	}
@@ -118,11 +125,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 // Readdir implements fs.NodeReaddirer with vfs.Dir.ReadDir. Children whose
 // Attr fails are left out.
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	cred, e := n.srv.cred(ctx)
-	if e != 0 {
-		return nil, e
-	}
-	d, e := n.dir()
+	cred, d, e := n.credDir(ctx)
 	if e != 0 {
 		return nil, e
 	}
@@ -215,14 +218,17 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			return n.srv.errno("setattr", err)
 		}
 	case sa.Mode == nil && sa.Mtime == nil:
-		h, _ := f.(*handle)
-		if h == nil || !isTruncater(h.h) {
-			h = n.srv.truncater(n)
+		var t vfs.Truncater
+		if h, ok := f.(*handle); ok {
+			t, _ = h.h.(vfs.Truncater)
 		}
-		if h == nil {
+		if t == nil {
+			t = n.srv.truncater(n)
+		}
+		if t == nil {
 			return syscall.EPERM
 		}
-		if err := h.h.(vfs.Truncater).Truncate(ctx, *sa.Size); err != nil {
+		if err := t.Truncate(ctx, *sa.Size); err != nil {
 			return n.srv.errno("truncate", err)
 		}
 		a, err = vn.Attr(ctx, cred)
@@ -236,8 +242,6 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	fillAttr(&out.Attr, a)
 	return 0
 }
-
-func isTruncater(h vfs.Handle) bool { _, ok := h.(vfs.Truncater); return ok }
 
 // accesser is a node that answers access(2) (the vfs kinds do, through
 // their Meta).
@@ -304,11 +308,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // Create implements fs.NodeCreater with vfs.Creator.Create; a directory
 // that is not a Creator is read-only (EROFS).
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	cred, e := n.srv.cred(ctx)
-	if e != 0 {
-		return nil, nil, 0, e
-	}
-	d, e := n.dir()
+	cred, d, e := n.credDir(ctx)
 	if e != 0 {
 		return nil, nil, 0, e
 	}
@@ -337,11 +337,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 // Mkdir implements fs.NodeMkdirer with vfs.Creator.Mkdir; a directory that
 // is not a Creator is read-only (EROFS).
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	cred, e := n.srv.cred(ctx)
-	if e != 0 {
-		return nil, e
-	}
-	d, e := n.dir()
+	cred, d, e := n.credDir(ctx)
 	if e != 0 {
 		return nil, e
 	}
@@ -366,11 +362,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 }
 
 func (n *node) remove(ctx context.Context, name string, dir bool) syscall.Errno {
-	cred, e := n.srv.cred(ctx)
-	if e != 0 {
-		return e
-	}
-	d, e := n.dir()
+	cred, d, e := n.credDir(ctx)
 	if e != 0 {
 		return e
 	}
@@ -406,11 +398,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if flags&^renameNoreplace != 0 {
 		return syscall.EINVAL
 	}
-	cred, e := n.srv.cred(ctx)
-	if e != 0 {
-		return e
-	}
-	d, e := n.dir()
+	cred, d, e := n.credDir(ctx)
 	if e != 0 {
 		return e
 	}

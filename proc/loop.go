@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -137,7 +138,8 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 			return "error", fmt.Errorf("run stopped after %d model calls", steps)
 		}
 		steps++
-		if err := m.preflight(ctx, pr, r, p); err != nil {
+		msgs, err := m.preflight(ctx, pr, r, p)
+		if err != nil {
 			if ctx.Err() != nil {
 				// Fix: an abort (or Close) during preflight is not a
 				// refusal to record in the conversation.
@@ -146,7 +148,7 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 			m.processEvent(ctx, pr, r, "run refused: "+err.Error())
 			return "error", err
 		}
-		resp, err := m.callModel(ctx, pr, r, p)
+		resp, err := m.callModel(ctx, pr, r, p, caller, msgs)
 		if ctx.Err() != nil {
 			return "aborted", nil
 		}
@@ -282,12 +284,7 @@ func (m *Manager) allowed(ctx context.Context, pid, syscall string) bool {
 	m.st.QueryRowContext(ctx, `SELECT hil_allow FROM proc_processes WHERE pid=?`, pid).Scan(&s)
 	var list []string
 	json.Unmarshal([]byte(s), &list)
-	for _, x := range list {
-		if x == syscall {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(list, syscall)
 }
 
 // Hil answers a pending request: approve runs the call, deny gives the
@@ -323,8 +320,8 @@ func (m *Manager) Hil(ctx context.Context, p *Process, requestID, decision strin
 			var list []string
 			json.Unmarshal([]byte(s), &list)
 			list = append(list, syscall)
-			sort.Strings(list)
-			b, _ := json.Marshal(compact(list))
+			slices.Sort(list)
+			b, _ := json.Marshal(slices.Compact(list))
 			if _, err := m.st.TxExec(tx, `UPDATE proc_processes SET hil_allow=? WHERE pid=?`, string(b), p.Pid); err != nil {
 				return err
 			}
@@ -346,16 +343,6 @@ func (m *Manager) Hil(ctx context.Context, p *Process, requestID, decision strin
 		res["remembered"] = true
 	}
 	return res, nil
-}
-
-func compact(s []string) []string {
-	out := s[:0]
-	for i, x := range s {
-		if i == 0 || x != s[i-1] {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // pendingHil returns pid's pending HIL request, or nil.
@@ -450,7 +437,8 @@ func (m *Manager) systemPrompt(ctx context.Context, p *Process, caller *kernel.C
 	return b.String()
 }
 
-// history loads the active messages of a conversation as model messages.
+// modelMessages loads the active messages of a conversation as model
+// messages, and their stored size.
 func (m *Manager) modelMessages(ctx context.Context, pid, cid string, gen int64) ([]model.Message, int, error) {
 	rows, err := m.st.QueryContext(ctx, `SELECT role,content FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id`, pid, cid, gen)
 	if err != nil {
@@ -481,26 +469,29 @@ func (m *Manager) modelMessages(ctx context.Context, pid, cid string, gen int64)
 	return out, size, rows.Err()
 }
 
-// callModel makes one model call for r, streaming deltas to the events.
-func (m *Manager) callModel(ctx context.Context, pr *process, r *activeRun, p *Process) (model.Response, error) {
-	prov, modelName, err := m.provider(ctx, p.Uid)
-	if err != nil {
-		return model.Response{}, err
-	}
-	id, err := m.k.IdentityOf(ctx, p.Uid)
-	if err != nil {
-		return model.Response{}, err
-	}
-	id.Cwd = p.Cwd
-	msgs, _, err := m.modelMessages(ctx, pr.pid, r.cid, r.gen)
-	if err != nil {
-		return model.Response{}, err
-	}
+// toolDefs are the tools' definitions, as a model request lists them.
+var toolDefs = func() []model.ToolDef {
 	defs := make([]model.ToolDef, len(tools))
 	for i, t := range tools {
 		defs[i] = t.def
 	}
-	req := model.Request{Model: modelName, System: m.systemPrompt(ctx, p, &kernel.Caller{Identity: id}), Messages: msgs, Tools: defs}
+	return defs
+}()
+
+// callModel makes one model call for r as caller (the process),
+// streaming deltas to the events. msgs are the conversation's model
+// messages if the preflight read them, else nil.
+func (m *Manager) callModel(ctx context.Context, pr *process, r *activeRun, p *Process, caller *kernel.Caller, msgs []model.Message) (model.Response, error) {
+	prov, modelName, err := m.provider(ctx, p.Uid)
+	if err != nil {
+		return model.Response{}, err
+	}
+	if msgs == nil {
+		if msgs, _, err = m.modelMessages(ctx, pr.pid, r.cid, r.gen); err != nil {
+			return model.Response{}, err
+		}
+	}
+	req := model.Request{Model: modelName, System: m.systemPrompt(ctx, p, caller), Messages: msgs, Tools: toolDefs}
 	return prov.Complete(ctx, req, func(text string) {
 		m.signal(pr.uid, "proc.run.stream", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "text": text})
 	})
@@ -508,15 +499,17 @@ func (m *Manager) callModel(ctx context.Context, pr *process, r *activeRun, p *P
 
 // preflight applies the conversation's context policy before a model call:
 // auto-compact compacts when the estimated pressure passes the threshold;
-// fail refuses the run.
-func (m *Manager) preflight(ctx context.Context, pr *process, r *activeRun, p *Process) error {
+// fail refuses the run. It returns the conversation's model messages when
+// it read them and left them as they are (nil otherwise), so that the
+// model call need not read them again.
+func (m *Manager) preflight(ctx context.Context, pr *process, r *activeRun, p *Process) ([]model.Message, error) {
 	pol, err := m.policy(ctx, pr.pid, r.cid)
 	if err != nil || pol.Overflow == "manual" {
-		return nil
+		return nil, nil
 	}
-	_, size, err := m.modelMessages(ctx, pr.pid, r.cid, r.gen)
+	msgs, size, err := m.modelMessages(ctx, pr.pid, r.cid, r.gen)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	window := 128000
 	if s, err := strconv.Atoi(m.aiConfig(ctx, p.Uid)["context_window"]); err == nil && s > 0 {
@@ -524,11 +517,11 @@ func (m *Manager) preflight(ctx context.Context, pr *process, r *activeRun, p *P
 	}
 	pressure := float64(size/4) / float64(window)
 	if pressure < pol.CompactAtPressure {
-		return nil
+		return msgs, nil
 	}
 	if pol.Overflow == "fail" {
-		return fmt.Errorf("context pressure %.2f is over %.2f and the policy is fail", pressure, pol.CompactAtPressure)
+		return nil, fmt.Errorf("context pressure %.2f is over %.2f and the policy is fail", pressure, pol.CompactAtPressure)
 	}
 	_, err = m.compact(ctx, p, r.cid, compactArgs{KeepLast: &pol.KeepLast, GenerateSummary: true}, true)
-	return err
+	return nil, err
 }

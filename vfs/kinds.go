@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -46,6 +47,15 @@ type Meta interface {
 	// Access returns nil if cred may use the node as want says, else an
 	// error (normally one whose Errno is EACCES).
 	Access(ctx context.Context, cred Cred, want Want) error
+}
+
+// openRead is the check at the open of a read-only file: flags must not ask
+// for writing (ErrReadOnly) and cred must be allowed to read m.
+func openRead(ctx context.Context, m Meta, cred Cred, flags int) error {
+	if WantOf(flags)&WantWrite != 0 {
+		return ErrReadOnly
+	}
+	return m.Access(ctx, cred, WantRead)
 }
 
 // PathIno returns a stable inode number for a synthetic path. The top bit is
@@ -165,10 +175,7 @@ var _ File = (*View)(nil)
 
 // Open implements File. Opening for writing fails with EACCES.
 func (v *View) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {
-	if WantOf(flags)&WantWrite != 0 {
-		return nil, ErrReadOnly
-	}
-	if err := v.Access(ctx, cred, WantRead); err != nil {
+	if err := openRead(ctx, v, cred, flags); err != nil {
 		return nil, err
 	}
 	b, err := v.Render(ctx, cred)
@@ -440,10 +447,7 @@ var _ File = (*Stream)(nil)
 
 // Open implements File.
 func (s *Stream) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {
-	if WantOf(flags)&WantWrite != 0 {
-		return nil, ErrReadOnly
-	}
-	if err := s.Access(ctx, cred, WantRead); err != nil {
+	if err := openRead(ctx, s, cred, flags); err != nil {
 		return nil, err
 	}
 	sub, err := s.Subscribe(ctx, cred)
@@ -611,10 +615,7 @@ var _ File = (*Sequential)(nil)
 
 // Open implements File.
 func (s *Sequential) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {
-	if WantOf(flags)&WantWrite != 0 {
-		return nil, ErrReadOnly
-	}
-	if err := s.Access(ctx, cred, WantRead); err != nil {
+	if err := openRead(ctx, s, cred, flags); err != nil {
 		return nil, err
 	}
 	r, err := s.Open_(ctx, cred)
@@ -674,10 +675,11 @@ func (h *seqHandle) Read(ctx context.Context, p []byte, off int64) (int, error) 
 	return n, nil
 }
 
-// fill appends up to want more bytes from the reader to left.
+// fill reads more bytes from the reader (want of them, or 32 KiB if more)
+// straight into the free end of left.
 func (h *seqHandle) fill(ctx context.Context, want int) error {
-	buf := make([]byte, max(want, 32<<10))
-	n, err := h.r.Read(ctx, buf)
+	h.left = slices.Grow(h.left, max(want, 32<<10))
+	n, err := h.r.Read(ctx, h.left[len(h.left):cap(h.left)])
 	if err != nil {
 		return err
 	}
@@ -685,7 +687,7 @@ func (h *seqHandle) fill(ctx context.Context, want int) error {
 		h.eof = true
 		return nil
 	}
-	h.left = append(h.left, buf[:n]...)
+	h.left = h.left[:len(h.left)+n]
 	return nil
 }
 
@@ -731,10 +733,7 @@ var _ File = (*Backed)(nil)
 
 // Open implements File. Opening for writing fails with EACCES.
 func (b *Backed) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {
-	if WantOf(flags)&WantWrite != 0 {
-		return nil, ErrReadOnly
-	}
-	if err := b.Access(ctx, cred, WantRead); err != nil {
+	if err := openRead(ctx, b, cred, flags); err != nil {
 		return nil, err
 	}
 	f, err := b.OpenFile(ctx, cred)

@@ -1,7 +1,6 @@
 package ninep
 
 import (
-	"context"
 	"errors"
 	"io"
 	"io/fs"
@@ -220,12 +219,6 @@ func openFlags(mode proto.Mode) (int, error) {
 	return flags, nil
 }
 
-// accessor is a node that can check access itself: every node kind of
-// package vfs embeds a vfs.Meta.
-type accessor interface {
-	Access(ctx context.Context, cred vfs.Cred, want vfs.Want) error
-}
-
 // open handles Topen. Checked: fid exists, is not an auth fid and is not
 // open (or being opened); the mode has no ORCLOSE; a directory is opened for
 // reading only (and, if the node has an Access method, with WantRead). A
@@ -249,10 +242,12 @@ func (c *conn) open(r *request, m *proto.TOpen) (proto.FCall, error) {
 	defer f.abandonOpen() // if the node fails or panics
 
 	var h vfs.Handle
+	// A directory with an Access method (a vfs.Meta, which every vfs kind
+	// embeds) is asked whether cred may read it.
 	if qid.Qtype&qtDir != 0 {
 		if flags != os.O_RDONLY {
 			err = vfs.ErrIsDir
-		} else if a, ok := l.node.(accessor); ok {
+		} else if a, ok := l.node.(vfs.Meta); ok {
 			err = a.Access(r.ctx, f.cred, vfs.WantRead)
 		}
 	} else if file, ok := l.node.(vfs.File); !ok {

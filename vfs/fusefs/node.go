@@ -243,12 +243,6 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	return 0
 }
 
-// accesser is a node that answers access(2) (the vfs kinds do, through
-// their Meta).
-type accesser interface {
-	Access(ctx context.Context, cred vfs.Cred, want vfs.Want) error
-}
-
 // Access implements fs.NodeAccesser (access(2), and the search permission
 // chdir(2) needs) with the node's Access method; a node without one allows
 // everything.
@@ -257,7 +251,8 @@ func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
 	if want == 0 {
 		return 0
 	}
-	ac, ok := n.vnode().(accesser)
+	// A node with an Access method is a vfs.Meta (every vfs kind embeds one).
+	ac, ok := n.vnode().(vfs.Meta)
 	if !ok {
 		return 0
 	}

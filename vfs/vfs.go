@@ -211,7 +211,8 @@ func Errorf(errno syscall.Errno, msg string) error { return &errnoError{errno, m
 
 // Errno maps err to the errno a POSIX transport reports: EINTR for a
 // cancelled context (whatever wraps it), the error's own Errno() if it (or
-// an error it wraps) has one, the errno inside a *fs.PathError or syscall.Errno, EIO otherwise.
+// an error it wraps) has one, the errno inside a *fs.PathError or
+// syscall.Errno, EIO otherwise.
 func Errno(err error) syscall.Errno {
 	if err == nil {
 		return 0

@@ -58,27 +58,19 @@ func (h *ptHarness) addMessages(pid, cid string, n int) {
 }
 
 // oldRendering is what the history files served before the cache: the
-// proc.history pages (historyReader), rendered message by message.
+// proc.history pages (renderHistory), rendered message by message.
 func (h *ptHarness) oldRendering(pid, cid, kind string) string {
 	h.t.Helper()
 	ctx := context.Background()
-	r, err := h.m.historyReader(ctx, &kernel.Caller{Identity: h.alice}, pid, cid, renderKinds[kind])
+	conv, err := h.m.conv(ctx, h.m.st, pid, cid)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	defer r.Close()
-	var out bytes.Buffer
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.Read(ctx, buf)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		if n == 0 {
-			return out.String()
-		}
-		out.Write(buf[:n])
+	b, err := h.m.renderHistory(ctx, &kernel.Caller{Identity: h.alice}, pid, cid, conv.Generation, renderKinds[kind])
+	if err != nil {
+		h.t.Fatal(err)
 	}
+	return string(b)
 }
 
 // checkRenderings reads pid/cid's history and transcript files through the

@@ -64,9 +64,8 @@ func (m *Manager) registerCheckpoint() {
 				return nil, err
 			}
 			base := fmt.Sprintf("%s/.gsv/processes/%s/conversations/%s", dir, p.Pid, cid)
-			var chat bytes.Buffer
 			var last string
-			r, err := m.historyReader(ctx, c, p.Pid, cid, func(b *bytes.Buffer, msg *Message) {
+			chat, err := m.renderHistory(ctx, c, p.Pid, cid, conv.Generation, func(b *bytes.Buffer, msg *Message) {
 				renderJSONLine(b, msg)
 				if msg.Role == "assistant" {
 					var ac assistantContent
@@ -79,17 +78,6 @@ func (m *Manager) registerCheckpoint() {
 			if err != nil {
 				return nil, err
 			}
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := r.Read(ctx, buf)
-				if err != nil {
-					return nil, err
-				}
-				if n == 0 {
-					break
-				}
-				chat.Write(buf[:n])
-			}
 			var segs bytes.Buffer
 			ss, err := m.segments(ctx, p.Pid, cid, "")
 			if err != nil {
@@ -101,7 +89,7 @@ func (m *Manager) registerCheckpoint() {
 			for _, f := range []struct {
 				path string
 				data []byte
-			}{{base + "/chat.jsonl", chat.Bytes()}, {base + "/segments.jsonl", segs.Bytes()}} {
+			}{{base + "/chat.jsonl", chat}, {base + "/segments.jsonl", segs.Bytes()}} {
 				if err := write(f.path, f.data); err != nil {
 					return nil, err
 				}

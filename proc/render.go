@@ -17,59 +17,32 @@ import (
 	"gsvfs.dev/gsvfs/vfs"
 )
 
-// historyPage is how many messages a history reader asks for at a time.
+// historyPage is how many messages a page of proc.history holds when a
+// whole history is rendered (the checkpoint, the render cache).
 const historyPage = 1000
 
-// historyReader streams a conversation's active messages, rendered one by
-// one, by paging proc.history by message id: memory stays bounded however
-// long the conversation is. The generation is fixed at open. (The
-// checkpoint renders with it; /proc's history files are cache.go's.)
-func (m *Manager) historyReader(ctx context.Context, c *kernel.Caller, pid, cid string, render func(*bytes.Buffer, *Message)) (vfs.Reader, error) {
-	res, err := kernel.Invoke[map[string]any](ctx, m.k, c, "proc.conversation.get", &convArgs{Pid: pid, ConversationID: cid})
-	if err != nil {
-		return nil, err
-	}
-	conv, _ := res["conversation"].(*Conversation)
-	if conv == nil {
-		return nil, kernel.E(pid+"/"+cid, kernel.NotExist, kernel.Msgf("no such conversation"))
-	}
-	return &histReader{m: m, c: c, pid: pid, cid: cid, gen: conv.Generation, render: render}, nil
-}
-
-type histReader struct {
-	m        *Manager
-	c        *kernel.Caller
-	pid, cid string
-	gen      int64
-	after    int64
-	done     bool
-	buf      bytes.Buffer
-	render   func(*bytes.Buffer, *Message)
-}
-
-func (r *histReader) Read(ctx context.Context, p []byte) (int, error) {
-	for r.buf.Len() == 0 && !r.done {
-		res, err := kernel.Invoke[map[string]any](ctx, r.m.k, r.c, "proc.history",
-			&historyArgs{Pid: r.pid, ConversationID: r.cid, Limit: historyPage, AfterID: &r.after, Generation: &r.gen})
+// renderHistory renders generation gen of conversation cid of pid, message
+// by message, by paging proc.history by message id as c. (The checkpoint
+// renders with it; /proc's history files are cache.go's.)
+func (m *Manager) renderHistory(ctx context.Context, c *kernel.Caller, pid, cid string, gen int64, render func(*bytes.Buffer, *Message)) ([]byte, error) {
+	var b bytes.Buffer
+	var after int64
+	for {
+		res, err := kernel.Invoke[map[string]any](ctx, m.k, c, "proc.history",
+			&historyArgs{Pid: pid, ConversationID: cid, Limit: historyPage, AfterID: &after, Generation: &gen})
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		msgs := res["messages"].([]Message)
-		if len(msgs) < historyPage {
-			r.done = true
-		}
 		for i := range msgs {
-			r.render(&r.buf, &msgs[i])
-			r.after = msgs[i].ID
+			render(&b, &msgs[i])
+			after = msgs[i].ID
+		}
+		if len(msgs) < historyPage {
+			return b.Bytes(), nil
 		}
 	}
-	if r.buf.Len() == 0 {
-		return 0, nil // the end
-	}
-	return r.buf.Read(p)
 }
-
-func (r *histReader) Close() error { return nil }
 
 // renderJSONLine renders a message as one JSON line of history, as
 // json.Marshal(msg) would: the stored content is compact JSON already and

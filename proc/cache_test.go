@@ -62,7 +62,7 @@ func (h *ptHarness) addMessages(pid, cid string, n int) {
 func (h *ptHarness) oldRendering(pid, cid, kind string) string {
 	h.t.Helper()
 	ctx := context.Background()
-	conv, err := h.m.conv(ctx, h.m.st, pid, cid)
+	conv, err := h.m.conv(ctx, pid, cid)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func (m *Manager) registerCheckpoint() {
 		fmt.Fprintf(&summary, "# Process %s\n\nProfile %s, owner uid %d, checkpointed %s.\n\n## Conversations\n\n",
 			p.Pid, p.Profile, p.Uid, time.Now().UTC().Format(time.RFC3339))
 		for _, cid := range cids {
-			conv, err := m.conv(ctx, m.st.R, p.Pid, cid)
+			conv, err := m.conv(ctx, p.Pid, cid)
 			if err != nil {
 				return nil, err
 			}

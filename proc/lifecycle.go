@@ -127,7 +127,7 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 			pr.mu.Unlock()
 		}()
 	}
-	c, err := m.conv(ctx, m.st.R, p.Pid, cid)
+	c, err := m.conv(ctx, p.Pid, cid)
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +344,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid st
 	if (a.SegmentID == "") == (a.ThroughMessageID == nil) {
 		return nil, kernel.E(kernel.Invalid, kernel.Msgf("give exactly one of through=<msgId> or segment=<segId>"))
 	}
-	src, err := m.conv(ctx, m.st.R, p.Pid, cid)
+	src, err := m.conv(ctx, p.Pid, cid)
 	if err != nil {
 		return nil, err
 	}
@@ -359,21 +359,11 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid st
 	suffix := false
 	var seg *Segment
 	if a.ThroughMessageID != nil {
-		rows, err := m.st.R.QueryContext(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id<=? ORDER BY id`, p.Pid, cid, src.Generation, *a.ThroughMessageID)
+		copied, err = m.readMessages(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id<=? ORDER BY id`, p.Pid, cid, src.Generation, *a.ThroughMessageID)
 		if err != nil {
 			return nil, kernel.E(err)
 		}
-		found := false
-		for rows.Next() {
-			var msg Message
-			var content string
-			rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp)
-			msg.Content = json.RawMessage(content)
-			copied = append(copied, msg)
-			found = found || msg.ID == *a.ThroughMessageID
-		}
-		rows.Close()
-		if !found {
+		if len(copied) == 0 || copied[len(copied)-1].ID != *a.ThroughMessageID {
 			return nil, kernel.E(kernel.NotExist, kernel.Msgf("no message %d in the active conversation", *a.ThroughMessageID))
 		}
 	} else {
@@ -387,19 +377,12 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid st
 		}
 		if a.IncludeLiveSuffix == nil || *a.IncludeLiveSuffix {
 			suffix = true
-			rows, err := m.st.R.QueryContext(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? AND id<=? ORDER BY id`,
+			live, err := m.readMessages(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? AND id<=? ORDER BY id`,
 				p.Pid, cid, seg.Generation, seg.ToMessageID, seg.suffixTo)
 			if err != nil {
 				return nil, kernel.E(err)
 			}
-			for rows.Next() {
-				var msg Message
-				var content string
-				rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp)
-				msg.Content = json.RawMessage(content)
-				copied = append(copied, msg)
-			}
-			rows.Close()
+			copied = append(copied, live...)
 		}
 	}
 	t := now()
@@ -422,7 +405,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid st
 	if err != nil {
 		return nil, err
 	}
-	tc, _ := m.conv(ctx, m.st.R, p.Pid, target)
+	tc, _ := m.conv(ctx, p.Pid, target)
 	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "conversation.forked", "conversationId": cid, "targetConversationId": target})
 	res := map[string]any{"ok": true, "pid": p.Pid, "sourceConversationId": cid, "targetConversation": tc, "restoredMessages": len(copied), "includedLiveSuffix": suffix}
 	if seg != nil {
@@ -491,7 +474,7 @@ func (m *Manager) resetConvs(ctx context.Context, p *Process, cids []string, arc
 	dir := fmt.Sprintf("/var/sessions/%s/%s/%s", u.Username, p.Pid, archiveID)
 	entries := []ArchiveEntry{}
 	for _, cid := range cids {
-		c, err := m.conv(ctx, m.st.R, p.Pid, cid)
+		c, err := m.conv(ctx, p.Pid, cid)
 		if err != nil {
 			return nil, "", err
 		}

@@ -251,9 +251,9 @@ func (m *Manager) create(ctx context.Context, pid string, uid uint32, profile st
 }
 
 // conv returns one conversation of pid.
-func (m *Manager) conv(ctx context.Context, q querier, pid, cid string) (*Conversation, error) {
+func (m *Manager) conv(ctx context.Context, pid, cid string) (*Conversation, error) {
 	var c Conversation
-	err := q.QueryRowContext(ctx, `SELECT cid,generation,status,title,created_at,updated_at,
+	err := m.st.QueryRowContext(ctx, `SELECT cid,generation,status,title,created_at,updated_at,
 		(SELECT count(*) FROM proc_messages m WHERE m.pid=c.pid AND m.cid=c.cid AND m.generation=c.generation)
 		FROM proc_conversations c WHERE pid=? AND cid=?`, pid, cid).
 		Scan(&c.ID, &c.Generation, &c.Status, &c.Title, &c.CreatedAt, &c.UpdatedAt, &c.MessageCount)
@@ -264,6 +264,41 @@ func (m *Manager) conv(ctx context.Context, q querier, pid, cid string) (*Conver
 		return nil, kernel.E(err)
 	}
 	return &c, nil
+}
+
+// convRecord returns one conversation of pid without its messageCount
+// (counting the messages of a long conversation is most of the cost of a
+// lookup).
+func (m *Manager) convRecord(ctx context.Context, pid, cid string) (*Conversation, error) {
+	c := Conversation{}
+	err := m.st.QueryRowContext(ctx, `SELECT cid,generation,status,title,created_at,updated_at FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).
+		Scan(&c.ID, &c.Generation, &c.Status, &c.Title, &c.CreatedAt, &c.UpdatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, kernel.E(pid+"/"+cid, kernel.NotExist, kernel.Msgf("no such conversation"))
+	}
+	if err != nil {
+		return nil, kernel.E(err)
+	}
+	return &c, nil
+}
+
+// readMessages returns the messages a query of id,role,content,created_at
+// selects.
+func (m *Manager) readMessages(ctx context.Context, query string, args ...any) ([]Message, error) {
+	rows, err := m.st.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	msgs := []Message{}
+	for rows.Next() {
+		var msg Message
+		var content string
+		rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp)
+		msg.Content = json.RawMessage(content)
+		msgs = append(msgs, msg)
+	}
+	return msgs, rows.Err()
 }
 
 // querier reads: the store (its read pool, with cached statements), or a

@@ -3,7 +3,6 @@ package proc
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -252,7 +251,7 @@ func (m *Manager) registerSyscalls() {
 		if err != nil {
 			return nil, kernel.E(err)
 		}
-		conv, err := m.conv(ctx, m.st, p.Pid, cid)
+		conv, err := m.conv(ctx, p.Pid, cid)
 		if err != nil {
 			return nil, err
 		}
@@ -275,7 +274,7 @@ func (m *Manager) registerSyscalls() {
 		if err != nil {
 			return nil, err
 		}
-		conv, err := m.conv(ctx, m.st, p.Pid, orDefault(a.ConversationID))
+		conv, err := m.conv(ctx, p.Pid, orDefault(a.ConversationID))
 		if err != nil {
 			conv = nil
 		}
@@ -309,7 +308,7 @@ func (m *Manager) registerSyscalls() {
 		if err != nil {
 			return nil, err
 		}
-		conv, _ := m.conv(ctx, m.st, p.Pid, cid)
+		conv, _ := m.conv(ctx, p.Pid, cid)
 		res := map[string]any{"ok": true, "pid": p.Pid, "conversationId": cid, "generation": conv.Generation, "archivedMessages": 0}
 		if len(entries) > 0 {
 			res["archivedMessages"] = entries[0].Messages
@@ -386,7 +385,7 @@ func (m *Manager) registerSyscalls() {
 			return nil, err
 		}
 		cid := orDefault(a.ConversationID)
-		if _, err := m.conv(ctx, m.st, p.Pid, cid); err != nil {
+		if _, err := m.conv(ctx, p.Pid, cid); err != nil {
 			return nil, err
 		}
 		segs, err := m.segments(ctx, p.Pid, cid, "")
@@ -483,7 +482,7 @@ func (m *Manager) convs(ctx context.Context, pid string, includeClosed bool) ([]
 	rows.Close()
 	out := []Conversation{}
 	for _, id := range ids {
-		c, err := m.conv(ctx, m.st, pid, id)
+		c, err := m.conv(ctx, pid, id)
 		if err == nil {
 			out = append(out, *c)
 		}
@@ -547,19 +546,12 @@ func (m *Manager) spawn(ctx context.Context, c *kernel.Caller, a *spawnArgs) (ma
 // conversation for each page made reading it quadratic. messageCount and
 // truncated are reported when paging by offset.
 func (m *Manager) history(ctx context.Context, p *Process, cid string, a *historyArgs) (map[string]any, error) {
-	var conv *Conversation
-	var err error
+	lookup := m.conv
 	if a.AfterID != nil {
-		conv = &Conversation{ID: cid}
-		var status string
-		err = m.st.QueryRowContext(ctx, `SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&conv.Generation, &status)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, kernel.E(p.Pid+"/"+cid, kernel.NotExist, kernel.Msgf("no such conversation"))
-		}
-		if err != nil {
-			return nil, kernel.E(err)
-		}
-	} else if conv, err = m.conv(ctx, m.st, p.Pid, cid); err != nil {
+		lookup = m.convRecord
+	}
+	conv, err := lookup(ctx, p.Pid, cid)
+	if err != nil {
 		return nil, err
 	}
 	limit, offset := a.Limit, a.Offset
@@ -574,19 +566,10 @@ func (m *Manager) history(ctx context.Context, p *Process, cid string, a *histor
 	if a.AfterID != nil {
 		after, offset = *a.AfterID, 0
 	}
-	rows, err := m.st.QueryContext(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? ORDER BY id LIMIT ? OFFSET ?`,
+	msgs, err := m.readMessages(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? ORDER BY id LIMIT ? OFFSET ?`,
 		p.Pid, cid, gen, after, limit, max(offset, 0))
 	if err != nil {
 		return nil, kernel.E(err)
-	}
-	defer rows.Close()
-	msgs := []Message{}
-	for rows.Next() {
-		var msg Message
-		var content string
-		rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp)
-		msg.Content = []byte(content)
-		msgs = append(msgs, msg)
 	}
 	res := map[string]any{"ok": true, "pid": p.Pid, "conversationId": cid, "messages": msgs}
 	if a.AfterID == nil {

@@ -2,9 +2,7 @@ package proc
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -58,17 +56,7 @@ func (m *Manager) registerNamespace() error {
 		if err != nil {
 			return nil, err
 		}
-		cid := orDefault(a.ConversationID)
-		conv := Conversation{}
-		err = m.st.QueryRowContext(ctx, `SELECT cid,generation,status,title,created_at,updated_at FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).
-			Scan(&conv.ID, &conv.Generation, &conv.Status, &conv.Title, &conv.CreatedAt, &conv.UpdatedAt)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, kernel.E(p.Pid+"/"+cid, kernel.NotExist, kernel.Msgf("no such conversation"))
-		}
-		if err != nil {
-			return nil, kernel.E(err)
-		}
-		return &conv, nil
+		return m.convRecord(ctx, p.Pid, orDefault(a.ConversationID))
 	})
 	return m.registerRenderCache()
 }

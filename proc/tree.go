@@ -118,22 +118,33 @@ func (m *Manager) tree() vfs.Dir {
 		}}
 }
 
-// owned makes the Meta of a file of process p.
-func (m *Manager) owned(ctx context.Context, p *Process, path string, mode fs.FileMode) *kernel.Meta {
-	meta := &kernel.Meta{Path: path, Uid: p.Uid, Gid: kernel.UsersGID, Mode: mode, Owner: strconv.Itoa(int(p.Uid)), Group: "users", HostUID: int(p.Uid)}
+// owner is the owner part of the Meta of a process's files: one user
+// lookup serves a directory and its files.
+type owner kernel.Meta
+
+// owner looks up the owner of p's files.
+func (m *Manager) owner(ctx context.Context, p *Process) owner {
+	o := owner{Uid: p.Uid, Gid: kernel.UsersGID, Owner: strconv.Itoa(int(p.Uid)), Group: "users", HostUID: int(p.Uid)}
 	if u, err := m.k.UserOf(ctx, p.Uid); err == nil {
-		meta.Owner, meta.Gid = u.Username, u.Gid
+		o.Owner, o.Gid = u.Username, u.Gid
 		if u.HostUID != nil {
-			meta.HostUID = *u.HostUID
+			o.HostUID = *u.HostUID
 		}
 		if u.Gid == kernel.RootGID {
-			meta.Group = "root"
+			o.Group = "root"
 		}
 	}
-	return meta
+	return o
 }
 
-// call makes a syscall as cred from dir and renders the result as JSON.
+// at makes the Meta of the file at path.
+func (o owner) at(path string, mode fs.FileMode) *kernel.Meta {
+	meta := kernel.Meta(o)
+	meta.Path, meta.Mode = path, mode
+	return &meta
+}
+
+// jsonView is a view of the syscall call made as the reader, shown as JSON.
 func (m *Manager) jsonView(meta *kernel.Meta, call string, args any, pick func(map[string]any) any) *vfs.View {
 	return &vfs.View{Meta: meta, Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
 		res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), call, args)
@@ -150,10 +161,11 @@ func (m *Manager) jsonView(meta *kernel.Meta, call string, args any, pick func(m
 }
 
 func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
+	own := m.owner(ctx, p)
 	base := "/proc/" + p.Pid
 	pid := p.Pid
 	dirMode := fs.ModeDir | 0o500
-	status := &vfs.View{Meta: m.owned(ctx, p, base+"/status", 0o400), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
+	status := &vfs.View{Meta: own.at(base+"/status", 0o400), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
 		res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), "proc.status", &pidArgs{Pid: pid})
 		if err != nil {
 			return nil, err
@@ -165,7 +177,7 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 		}
 		return []byte(b.String()), nil
 	}}
-	ctl := m.k.Ctl(base, m.owned(ctx, p, base+"/ctl", 0o600), map[string]kernel.CtlVerb{
+	ctl := m.k.Ctl(base, own.at(base+"/ctl", 0o600), map[string]kernel.CtlVerb{
 		"send": func(l kernel.CtlLine) (string, any, error) {
 			if l.JSON == nil && l.Rest == "" {
 				return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: send <text...>"))
@@ -191,22 +203,22 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 			return "proc.hil", &hilArgs{Pid: pid, Decision: word(l, 0), RequestID: word(l, 1), Remember: word(l, 2) == "remember"}, nil
 		},
 	})
-	events := &vfs.Stream{Meta: m.owned(ctx, p, base+"/events", 0o400), Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
+	events := &vfs.Stream{Meta: own.at(base+"/events", 0o400), Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
 		return kernel.Invoke[vfs.Subscription](ctx, m.k, kernel.CallerOf(cred, ""), "proc.events", &pidArgs{Pid: pid})
 	}}
-	hil := m.jsonView(m.owned(ctx, p, base+"/hil", 0o400), "proc.history", &historyArgs{Pid: pid, Limit: 1}, func(r map[string]any) any {
+	hil := m.jsonView(own.at(base+"/hil", 0o400), "proc.history", &historyArgs{Pid: pid, Limit: 1}, func(r map[string]any) any {
 		if h, _ := r["pendingHil"].(*HilRequest); h != nil {
 			return h
 		}
 		return nil // no request: the view is empty
 	})
-	return vfs.NewDir(m.owned(ctx, p, base, dirMode),
+	return vfs.NewDir(own.at(base, dirMode),
 		vfs.DirEntry{Name: "status", Node: status},
 		vfs.DirEntry{Name: "ctl", Node: ctl},
 		vfs.DirEntry{Name: "err", Node: m.k.ErrView(base)},
 		vfs.DirEntry{Name: "events", Node: events},
 		vfs.DirEntry{Name: "hil", Node: hil},
-		vfs.DirEntry{Name: "conversations", Node: m.convsDir(ctx, p)},
+		vfs.DirEntry{Name: "conversations", Node: m.convsDir(p, own)},
 	)
 }
 
@@ -246,10 +258,10 @@ func (m *Manager) status(ctx context.Context, p *Process) map[string]any {
 		"workspace": str(p.WorkspaceID), "created": time.UnixMilli(p.CreatedAt).UTC().Format(time.RFC3339)}
 }
 
-func (m *Manager) convsDir(ctx context.Context, p *Process) vfs.Dir {
+func (m *Manager) convsDir(p *Process, own owner) vfs.Dir {
 	base := "/proc/" + p.Pid + "/conversations"
 	pid := p.Pid
-	ctl := m.k.Ctl(base, m.owned(ctx, p, base+"/ctl", 0o600), map[string]kernel.CtlVerb{
+	ctl := m.k.Ctl(base, own.at(base+"/ctl", 0o600), map[string]kernel.CtlVerb{
 		"open": func(l kernel.CtlLine) (string, any, error) {
 			a := &convArgs{Pid: pid, ConversationID: word(l, 0)}
 			if t, ok := l.Opts["title"]; ok {
@@ -265,7 +277,7 @@ func (m *Manager) convsDir(ctx context.Context, p *Process) vfs.Dir {
 		},
 	})
 	errv := m.k.ErrView(base)
-	return &vfs.FuncDir{Meta: m.owned(ctx, p, base, fs.ModeDir|0o500),
+	return &vfs.FuncDir{Meta: own.at(base, fs.ModeDir|0o500),
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
 			res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), "proc.conversation.list", &convArgs{Pid: pid, IncludeClosed: true})
 			if err != nil {
@@ -292,13 +304,14 @@ func (m *Manager) convsDir(ctx context.Context, p *Process) vfs.Dir {
 }
 
 func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
+	own := m.owner(ctx, p)
 	base := "/proc/" + p.Pid + "/conversations/" + cid
 	pid := p.Pid
-	in := &vfs.Input{Meta: m.owned(ctx, p, base+"/in", 0o200), Deliver: func(ctx context.Context, cred vfs.Cred, data []byte) error {
+	in := &vfs.Input{Meta: own.at(base+"/in", 0o200), Deliver: func(ctx context.Context, cred vfs.Cred, data []byte) error {
 		_, err := m.k.Call(ctx, kernel.CallerOf(cred, base), "proc.send", &sendArgs{Pid: pid, ConversationID: cid, Message: strings.TrimSuffix(string(data), "\n")})
 		return err
 	}}
-	ctl := m.k.Ctl(base, m.owned(ctx, p, base+"/ctl", 0o600), map[string]kernel.CtlVerb{
+	ctl := m.k.Ctl(base, own.at(base+"/ctl", 0o600), map[string]kernel.CtlVerb{
 		"send": func(l kernel.CtlLine) (string, any, error) {
 			if l.JSON == nil && l.Rest == "" {
 				return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: send <text...>"))
@@ -386,18 +399,18 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			return "proc.conversation.policy.set", a, nil
 		},
 	})
-	info := m.jsonView(m.owned(ctx, p, base+"/info", 0o400), "proc.conversation.get", &convArgs{Pid: pid, ConversationID: cid}, func(r map[string]any) any { return r["conversation"] })
-	policy := m.jsonView(m.owned(ctx, p, base+"/policy", 0o400), "proc.conversation.policy.get", &policyArgs{Pid: pid, ConversationID: cid}, func(r map[string]any) any { return r["policy"] })
+	info := m.jsonView(own.at(base+"/info", 0o400), "proc.conversation.get", &convArgs{Pid: pid, ConversationID: cid}, func(r map[string]any) any { return r["conversation"] })
+	policy := m.jsonView(own.at(base+"/policy", 0o400), "proc.conversation.policy.get", &policyArgs{Pid: pid, ConversationID: cid}, func(r map[string]any) any { return r["policy"] })
 	// history and transcript are proc's cached renderings (cache.go),
 	// brought up to date by proc.history.open at each open and then read
 	// as real files.
 	rendering := func(kind string) *vfs.Backed {
-		return &vfs.Backed{Meta: m.owned(ctx, p, base+"/"+kind, 0o400), OpenFile: func(ctx context.Context, cred vfs.Cred) (*os.File, error) {
+		return &vfs.Backed{Meta: own.at(base+"/"+kind, 0o400), OpenFile: func(ctx context.Context, cred vfs.Cred) (*os.File, error) {
 			return kernel.Invoke[*os.File](ctx, m.k, kernel.CallerOf(cred, ""), "proc.history.open", &historyOpenArgs{Pid: pid, ConversationID: cid, Kind: kind})
 		}}
 	}
 	history, transcript := rendering("history"), rendering("transcript")
-	return vfs.NewDir(m.owned(ctx, p, base, fs.ModeDir|0o500),
+	return vfs.NewDir(own.at(base, fs.ModeDir|0o500),
 		vfs.DirEntry{Name: "in", Node: in},
 		vfs.DirEntry{Name: "ctl", Node: ctl},
 		vfs.DirEntry{Name: "err", Node: m.k.ErrView(base)},
@@ -405,24 +418,24 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 		vfs.DirEntry{Name: "history", Node: history},
 		vfs.DirEntry{Name: "transcript", Node: transcript},
 		vfs.DirEntry{Name: "policy", Node: policy},
-		vfs.DirEntry{Name: "segments", Node: m.segmentsDir(ctx, p, cid)},
+		vfs.DirEntry{Name: "segments", Node: m.segmentsDir(p, own, cid)},
 	)
 }
 
-func (m *Manager) segmentsDir(ctx context.Context, p *Process, cid string) vfs.Dir {
+func (m *Manager) segmentsDir(p *Process, own owner, cid string) vfs.Dir {
 	base := "/proc/" + p.Pid + "/conversations/" + cid + "/segments"
 	pid := p.Pid
 	segDir := func(s Segment) vfs.Dir {
 		sbase := base + "/" + s.ID
-		meta := m.jsonView(m.owned(ctx, p, sbase+"/meta", 0o400), "proc.conversation.segment.read", &segReadArgs{Pid: pid, ConversationID: cid, SegmentID: s.ID, Limit: 1},
+		meta := m.jsonView(own.at(sbase+"/meta", 0o400), "proc.conversation.segment.read", &segReadArgs{Pid: pid, ConversationID: cid, SegmentID: s.ID, Limit: 1},
 			func(r map[string]any) any { return r["segment"] })
-		msgs := &vfs.Sequential{Meta: m.owned(ctx, p, sbase+"/messages", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
+		msgs := &vfs.Sequential{Meta: own.at(sbase+"/messages", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
 			return m.segmentReader(ctx, kernel.CallerOf(cred, ""), pid, cid, s.ID)
 		}}
-		return vfs.NewDir(m.owned(ctx, p, sbase, fs.ModeDir|0o500),
+		return vfs.NewDir(own.at(sbase, fs.ModeDir|0o500),
 			vfs.DirEntry{Name: "meta", Node: meta}, vfs.DirEntry{Name: "messages", Node: msgs})
 	}
-	return &vfs.FuncDir{Meta: m.owned(ctx, p, base, fs.ModeDir|0o500),
+	return &vfs.FuncDir{Meta: own.at(base, fs.ModeDir|0o500),
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
 			res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), "proc.conversation.segments", &convArgs{Pid: pid, ConversationID: cid})
 			if err != nil {

@@ -49,10 +49,6 @@ type Manager struct {
 	running map[string]int64 // schedules with a run under way: its start (ms)
 	touched map[string]bool  // running schedules re-armed by a change since their run began
 
-	// Prepared statements of the run path (a statement given as text is
-	// parsed again at every call: a third of the CPU of a run).
-	getStmt, insRunStmt, updStateStmt, advStmt *sql.Stmt
-
 	kick    chan struct{}
 	stop    chan struct{}
 	stopped chan struct{}
@@ -122,9 +118,6 @@ func Register(k *kernel.Kernel, opts Options) (*Manager, error) {
 	m := &Manager{k: k, st: k.Store, log: opts.Logger, clock: opts.Clock, opts: opts,
 		next: map[string]int64{}, running: map[string]int64{}, touched: map[string]bool{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
-	if err := m.prepare(); err != nil {
-		return nil, err
-	}
 	m.registerSyscalls()
 	m.registerCrontabSyscalls()
 	m.mountFiles()
@@ -144,36 +137,6 @@ func (m *Manager) Close() {
 	}
 	<-m.stopped
 	m.wg.Wait()
-	for _, st := range []*sql.Stmt{m.getStmt, m.insRunStmt, m.updStateStmt, m.advStmt} {
-		st.Close()
-	}
-}
-
-// prepare prepares the statements of the run path.
-func (m *Manager) prepare() error {
-	var err error
-	for _, p := range []struct {
-		db  *sql.DB
-		st  **sql.Stmt
-		sql string
-	}{
-		{m.st.R, &m.getStmt, `SELECT ` + scheduleCols + ` FROM sched_schedules WHERE id=?`},
-		{nil, &m.insRunStmt, `INSERT INTO sched_runs(schedule_id,name,owner_uid,scheduled_at,started_at,finished_at,status,error,summary,duration_ms) VALUES(?,?,?,?,?,?,?,?,?,?)`},
-		{nil, &m.updStateStmt, `UPDATE sched_schedules SET running_at=NULL, last_run_at=?, last_status=?, last_error=?, last_duration_ms=?, run_count=run_count+? WHERE id=?`},
-		// The next time is stored only if the expression is still the one
-		// the run had (sched.update sets created_at with a new one).
-		{nil, &m.advStmt, `UPDATE sched_schedules SET next_run_at=?, attempt=? WHERE id=? AND created_at=? RETURNING enabled`},
-	} {
-		if p.db == nil {
-			*p.st, err = m.st.Prepare(p.sql) // on the writer connection
-		} else {
-			*p.st, err = p.db.Prepare(p.sql)
-		}
-		if err != nil {
-			return fmt.Errorf("sched: prepare: %w", err)
-		}
-	}
-	return nil
 }
 
 func newID() string {
@@ -564,7 +527,10 @@ func (m *Manager) finish(ctx context.Context, s *Schedule, dueAt, start, end int
 		if !advance {
 			return nil
 		}
-		err := tx.Stmt(m.advStmt).QueryRow(nullInt(next), attempt, s.ID, s.CreatedAtMs).Scan(&enabled)
+		// The next time is stored only if the expression is still the one
+		// the run had (sched.update sets created_at with a new one).
+		err := m.st.TxQueryRow(tx, `UPDATE sched_schedules SET next_run_at=?, attempt=? WHERE id=? AND created_at=? RETURNING enabled`,
+			nullInt(next), attempt, s.ID, s.CreatedAtMs).Scan(&enabled)
 		if err == sql.ErrNoRows {
 			// Removed, or a new expression: sched.update stored and armed
 			// its next time.
@@ -598,14 +564,16 @@ func nullInt(v int64) any {
 
 // recordTx writes a run to the history and the schedule's state, in tx.
 func (m *Manager) recordTx(tx *sql.Tx, s *Schedule, dueAt, start, end int64, status, errText, summary string) error {
-	if _, err := tx.Stmt(m.insRunStmt).Exec(s.ID, s.Name, s.OwnerUid, dueAt, start, end, status, nullStr(errText), nullStr(summary), end-start); err != nil {
+	if _, err := m.st.TxExec(tx, `INSERT INTO sched_runs(schedule_id,name,owner_uid,scheduled_at,started_at,finished_at,status,error,summary,duration_ms) VALUES(?,?,?,?,?,?,?,?,?,?)`,
+		s.ID, s.Name, s.OwnerUid, dueAt, start, end, status, nullStr(errText), nullStr(summary), end-start); err != nil {
 		return err
 	}
 	count := 1 // a skipped run does not count
 	if status == "skipped" {
 		count = 0
 	}
-	_, err := tx.Stmt(m.updStateStmt).Exec(start, status, nullStr(errText), end-start, count, s.ID)
+	_, err := m.st.TxExec(tx, `UPDATE sched_schedules SET running_at=NULL, last_run_at=?, last_status=?, last_error=?, last_duration_ms=?, run_count=run_count+? WHERE id=?`,
+		start, status, nullStr(errText), end-start, count, s.ID)
 	return err
 }
 
@@ -691,11 +659,7 @@ func (m *Manager) execute(ctx context.Context, s *Schedule) (string, error) {
 
 // get loads one schedule.
 func (m *Manager) get(ctx context.Context, id string) (*Schedule, error) {
-	rows, err := m.getStmt.QueryContext(ctx, id)
-	if err != nil {
-		return nil, kernel.E(err)
-	}
-	ss, err := m.scan(rows)
+	ss, err := m.query(ctx, `WHERE id=?`, id)
 	if err != nil {
 		return nil, err
 	}

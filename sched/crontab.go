@@ -57,10 +57,7 @@ func (e *CrontabError) Error() string { return fmt.Sprintf("line %d: %s", e.Line
 // MaxCrontabLines is the most schedule lines one crontab may hold.
 const MaxCrontabLines = 10000
 
-var (
-	validScheduleID = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-	settingLine     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*[ \t]*=`)
-)
+var settingLine = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*[ \t]*=`)
 
 // ParseCrontab parses a crontab. tz is the time zone of cron lines before
 // the first CRON_TZ= line ("" means UTC). Blank lines and comments are
@@ -494,7 +491,7 @@ func parseTrailer(comment string, cl *CronLine) error {
 			if cl.ID != "" {
 				return fmt.Errorf("trailing comment: id= given twice")
 			}
-			if !validScheduleID.MatchString(val) {
+			if !validName.MatchString(val) { // ids are of the names' alphabet
 				return fmt.Errorf("trailing comment: bad id %q", val)
 			}
 			cl.ID = val

@@ -108,7 +108,7 @@ func (m *Manager) uidOf(s string) (uint32, error) {
 	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
 		return uint32(n), nil
 	}
-	us, err := m.k.Users(context.Background())
+	us, err := m.users(context.Background())
 	if err != nil {
 		return 0, err
 	}
@@ -118,6 +118,18 @@ func (m *Manager) uidOf(s string) (uint32, error) {
 		}
 	}
 	return 0, kernel.E(kernel.NotExist, kernel.Msgf("no such user %q", s))
+}
+
+// users lists every user through sys.user.list, made by the kernel: the
+// caller of a ctl line or a scratch file's name need not be able to list
+// them.
+func (m *Manager) users(ctx context.Context) ([]kernel.User, error) {
+	res, err := kernel.Invoke[map[string]any](ctx, m.k, m.k.KernelCaller(), "sys.user.list", nil)
+	if err != nil {
+		return nil, err
+	}
+	us, _ := res["users"].([]kernel.User)
+	return us, nil
 }
 
 // logLine is one line of /var/log/gsv/scheduler.
@@ -215,12 +227,6 @@ func (d *cronDir) tabs(ctx context.Context, c *kernel.Caller) ([]tab, error) {
 
 // findTab returns the crontab called name that c may see.
 func (d *cronDir) findTab(ctx context.Context, c *kernel.Caller, name string) (*tab, error) {
-	if !c.IsRoot() {
-		if name == c.Username && c.Role != "nobody" && c.Can("sched.crontab.get") {
-			return &tab{c.Username, c.Uid, c.Gid, c.HostUID}, nil
-		}
-		return nil, nil
-	}
 	ts, err := d.tabs(ctx, c)
 	if err != nil {
 		return nil, err
@@ -236,7 +242,7 @@ func (d *cronDir) findTab(ctx context.Context, c *kernel.Caller, name string) (*
 // isUser reports whether name is some user's name (whose crontab the
 // caller may not see): such a name cannot be a scratch file.
 func (d *cronDir) isUser(ctx context.Context, name string) bool {
-	us, err := d.m.k.Users(ctx)
+	us, err := d.m.users(ctx)
 	if err != nil {
 		return true
 	}
@@ -393,18 +399,14 @@ func (d *cronDir) Create(ctx context.Context, cred vfs.Cred, name string, flags 
 	}
 	d.mu.Lock()
 	d.sweep()
-	ts := d.temps[c.Uid]
-	if ts == nil {
-		ts = map[string]*tempFile{}
-		d.temps[c.Uid] = ts
-	}
+	ts := d.tempsOf(c.Uid)
 	if f := ts[name]; f != nil { // made meanwhile
 		d.mu.Unlock()
 		return open(d.tempNode(c, name, f))
 	}
 	if len(ts) >= maxTemps {
 		d.mu.Unlock()
-		return nil, nil, vfs.Errorf(syscall.ENOSPC, fmt.Sprintf("too many scratch files in %s (at most %d)", cronDirPath, maxTemps))
+		return nil, nil, errTooManyTemps()
 	}
 	f := &tempFile{mode: perm.Perm(), mtime: time.Now(), used: time.Now()}
 	ts[name] = f
@@ -495,13 +497,9 @@ func (d *cronDir) Rename(ctx context.Context, cred vfs.Cred, name string, newDir
 		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		ts := d.temps[c.Uid]
-		if ts == nil {
-			ts = map[string]*tempFile{}
-			d.temps[c.Uid] = ts
-		}
+		ts := d.tempsOf(c.Uid)
 		if ts[newName] == nil && len(ts) >= maxTemps {
-			return vfs.Errorf(syscall.ENOSPC, fmt.Sprintf("too many scratch files in %s (at most %d)", cronDirPath, maxTemps))
+			return errTooManyTemps()
 		}
 		ts[newName] = &tempFile{data: b, mode: 0o600, mtime: time.Now(), used: time.Now()}
 		return nil
@@ -555,6 +553,21 @@ func (d *cronDir) tempNode(c *kernel.Caller, name string, f *tempFile) *tempNode
 		host = int(c.Uid)
 	}
 	return &tempNode{name: name, uid: c.Uid, gid: c.Gid, hostUID: uint32(host), user: c.Username, f: f}
+}
+
+// tempsOf returns uid's scratch files, making the map if need be. d.mu is
+// held.
+func (d *cronDir) tempsOf(uid uint32) map[string]*tempFile {
+	ts := d.temps[uid]
+	if ts == nil {
+		ts = map[string]*tempFile{}
+		d.temps[uid] = ts
+	}
+	return ts
+}
+
+func errTooManyTemps() error {
+	return vfs.Errorf(syscall.ENOSPC, fmt.Sprintf("too many scratch files in %s (at most %d)", cronDirPath, maxTemps))
 }
 
 // sweep drops scratch files unused for tempTTL. d.mu is held.

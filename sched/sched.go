@@ -737,8 +737,8 @@ func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner ui
 	if a.Name == "" {
 		a.Name = newID()[4:]
 	}
-	if !validName.MatchString(a.Name) {
-		return nil, kernel.E(a.Name, kernel.Invalid, kernel.Msgf("schedule names are 1-64 of [A-Za-z0-9_.-]"))
+	if err := checkName(a.Name); err != nil {
+		return nil, err
 	}
 	now := m.clock.Now()
 	if err := a.Expression.validate(now); err != nil {
@@ -750,8 +750,8 @@ func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner ui
 	if a.MisfirePolicy == "" {
 		a.MisfirePolicy = "skip"
 	}
-	if a.MisfirePolicy != "skip" && a.MisfirePolicy != "run-once" {
-		return nil, kernel.E(a.Name, kernel.Invalid, kernel.Msgf("misfirePolicy must be skip or run-once"))
+	if err := checkMisfire(a.Name, a.MisfirePolicy); err != nil {
+		return nil, err
 	}
 	if a.RetryPolicy != nil && (a.RetryPolicy.MaxAttempts < 1 || a.RetryPolicy.BaseMs < 1 || a.RetryPolicy.MaxMs < a.RetryPolicy.BaseMs) {
 		return nil, kernel.E(a.Name, kernel.Invalid, kernel.Msgf("retryPolicy needs maxAttempts >= 1 and 0 < baseMs <= maxMs"))
@@ -761,20 +761,40 @@ func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner ui
 		MisfirePolicy: a.MisfirePolicy, RetryPolicy: a.RetryPolicy, CreatedAtMs: now.UnixMilli(), UpdatedAtMs: now.UnixMilli()}
 	next := nextAfter(s, now.UnixMilli())
 	s.State.NextRunAtMs = ptr(next)
-	expr, _ := json.Marshal(s.Expression)
-	target, _ := json.Marshal(s.Target)
-	var retry any
-	if s.RetryPolicy != nil {
-		b, _ := json.Marshal(s.RetryPolicy)
-		retry = string(b)
-	}
+	expr, target, retry := s.columns()
 	_, err := q.Exec(`INSERT INTO sched_schedules(id,owner_uid,creator_uid,run_as_uid,name,description,enabled,expression,target,misfire,retry,created_at,updated_at,next_run_at)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, s.ID, s.OwnerUid, s.CreatorUid, s.RunAsUid, s.Name, s.Description, s.Enabled, string(expr), string(target),
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, s.ID, s.OwnerUid, s.CreatorUid, s.RunAsUid, s.Name, s.Description, s.Enabled, expr, target,
 		s.MisfirePolicy, retry, s.CreatedAtMs, s.UpdatedAtMs, nullInt(next))
 	if err != nil {
 		return nil, kernel.E(a.Name, kernel.Busy, kernel.Msgf("a schedule named %q exists", a.Name))
 	}
 	return s, nil
+}
+
+func checkName(name string) error {
+	if !validName.MatchString(name) {
+		return kernel.E(name, kernel.Invalid, kernel.Msgf("schedule names are 1-64 of [A-Za-z0-9_.-]"))
+	}
+	return nil
+}
+
+func checkMisfire(name, policy string) error {
+	if policy != "skip" && policy != "run-once" {
+		return kernel.E(name, kernel.Invalid, kernel.Msgf("misfirePolicy must be skip or run-once"))
+	}
+	return nil
+}
+
+// columns is s's expression, target and retry policy as stored: JSON, and
+// NULL for no retry policy.
+func (s *Schedule) columns() (expr, target string, retry any) {
+	e, _ := json.Marshal(s.Expression)
+	t, _ := json.Marshal(s.Target)
+	if s.RetryPolicy != nil {
+		r, _ := json.Marshal(s.RetryPolicy)
+		retry = string(r)
+	}
+	return string(e), string(t), retry
 }
 
 // querier is a write transaction (*sql.Tx). Its statements take no

@@ -174,8 +174,8 @@ func (m *Manager) registerSyscalls() {
 func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) (*Schedule, error) {
 	now := m.clock.Now()
 	if p.Name != nil {
-		if !validName.MatchString(*p.Name) {
-			return nil, kernel.E(*p.Name, kernel.Invalid, kernel.Msgf("schedule names are 1-64 of [A-Za-z0-9_.-]"))
+		if err := checkName(*p.Name); err != nil {
+			return nil, err
 		}
 		s.Name = *p.Name
 	}
@@ -204,8 +204,8 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 		s.Target = *p.Target
 	}
 	if p.MisfirePolicy != nil {
-		if *p.MisfirePolicy != "skip" && *p.MisfirePolicy != "run-once" {
-			return nil, kernel.E(s.Name, kernel.Invalid, kernel.Msgf("misfirePolicy must be skip or run-once"))
+		if err := checkMisfire(s.Name, *p.MisfirePolicy); err != nil {
+			return nil, err
 		}
 		s.MisfirePolicy = *p.MisfirePolicy
 	}
@@ -220,19 +220,13 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 		s.State.NextRunAtMs = ptr(nextAfter(s, now.UnixMilli()))
 	}
 	s.UpdatedAtMs = now.UnixMilli()
-	expr, _ := json.Marshal(s.Expression)
-	target, _ := json.Marshal(s.Target)
-	var retry any
-	if s.RetryPolicy != nil {
-		b, _ := json.Marshal(s.RetryPolicy)
-		retry = string(b)
-	}
+	expr, target, retry := s.columns()
 	var next any
 	if s.State.NextRunAtMs != nil {
 		next = *s.State.NextRunAtMs
 	}
 	_, err := q.Exec(`UPDATE sched_schedules SET name=?, description=?, enabled=?, expression=?, target=?, misfire=?, retry=?, updated_at=?, created_at=?, next_run_at=? WHERE id=?`,
-		s.Name, s.Description, s.Enabled, string(expr), string(target), s.MisfirePolicy, retry, s.UpdatedAtMs, s.CreatedAtMs, next, s.ID)
+		s.Name, s.Description, s.Enabled, expr, target, s.MisfirePolicy, retry, s.UpdatedAtMs, s.CreatedAtMs, next, s.ID)
 	if err != nil {
 		return nil, kernel.E(s.Name, kernel.Busy, kernel.Msgf("a schedule named %q exists", s.Name))
 	}

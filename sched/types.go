@@ -91,7 +91,7 @@ type Run struct {
 // oneShot says whether e fires once.
 func (e Expression) oneShot() bool { return e.Kind == "at" || e.Kind == "after" }
 
-// validate checks an expression; created is when its schedule was made.
+// validate checks an expression at now.
 func (e *Expression) validate(now time.Time) error {
 	switch e.Kind {
 	case "at":
@@ -107,7 +107,8 @@ func (e *Expression) validate(now time.Time) error {
 			return fmt.Errorf("every must be at least 1s")
 		}
 	case "cron":
-		if _, err := ParseCron(e.Expr, e.Timezone); err != nil {
+		// Through the cache: nextAfter parses it next.
+		if _, err := parseCronCached(e.Expr, e.Timezone); err != nil {
 			return err
 		}
 	default:

@@ -324,10 +324,8 @@ func (c *cli) chatCmd() *cobra.Command {
 			}
 			defer evs.close()
 			in := cmd.InOrStdin()
-			if f, ok := in.(*os.File); ok {
-				if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-					c.isTTY = true
-				}
+			if f, ok := in.(*os.File); ok && isTerminal(f) {
+				c.isTTY = true
 			}
 			sigs := make(chan os.Signal, 2)
 			signal.Notify(sigs, os.Interrupt)

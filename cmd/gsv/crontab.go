@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"strconv"
@@ -114,20 +115,8 @@ func (c *cli) lookupUid(name string) (uint32, error) {
 	return 0, fmt.Errorf("crontab: user %s unknown", name)
 }
 
-// crontabArgs copies a (ownerUid) and adds more.
-func crontabArgs(a map[string]any, kv ...any) map[string]any {
-	b := map[string]any{}
-	for k, v := range a {
-		b[k] = v
-	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		b[kv[i].(string)] = kv[i+1]
-	}
-	return b
-}
-
 func (c *cli) crontabGet(a map[string]any) (string, error) {
-	data, err := c.call("sched.crontab.get", crontabArgs(a))
+	data, err := c.call("sched.crontab.get", a)
 	if err != nil {
 		return "", err
 	}
@@ -144,7 +133,9 @@ func (c *cli) crontabGet(a map[string]any) (string, error) {
 }
 
 func (c *cli) crontabSet(a map[string]any, text string) error {
-	data, err := c.call("sched.crontab.set", crontabArgs(a, "text", text))
+	b := maps.Clone(a) // a (ownerUid) serves every call of crontab -e
+	b["text"] = text
+	data, err := c.call("sched.crontab.set", b)
 	if err != nil || !c.json {
 		return err
 	}
@@ -211,7 +202,7 @@ func (c *cli) crontabEdit(cmd *cobra.Command, a map[string]any) error {
 		if err == nil {
 			return nil
 		}
-		if !strings.HasSuffix(err.Error(), "(400)") {
+		if ce := (*callError)(nil); !errors.As(err, &ce) || ce.Code != 400 {
 			// Not a crontab that does not parse: asking again would not help.
 			keep = true
 			return fmt.Errorf("%w; edits left in %s", err, path)

@@ -387,7 +387,7 @@ func (c *cli) call(name string, args any) (json.RawMessage, error) {
 		if resp.Error == nil {
 			return nil, errors.New(name + ": failed")
 		}
-		return nil, fmt.Errorf("%s (%d)", resp.Error.Message, resp.Error.Code)
+		return nil, &callError{resp.Error.Message, resp.Error.Code}
 	}
 	var op struct {
 		OK    *bool  `json:"ok"`
@@ -398,6 +398,14 @@ func (c *cli) call(name string, args any) (json.RawMessage, error) {
 	}
 	return resp.Data, nil
 }
+
+// callError is a failed request frame: the syscall's message and code.
+type callError struct {
+	Message string
+	Code    int
+}
+
+func (e *callError) Error() string { return fmt.Sprintf("%s (%d)", e.Message, e.Code) }
 
 func (c *cli) orJSON(data json.RawMessage, err error) error {
 	if err != nil {

@@ -197,15 +197,11 @@ func (c *cli) sendCmd() *cobra.Command {
 			"when the run has finished (or waits for a human: see gsv hil).",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			msg := strings.Join(args, " ")
-			if len(args) == 1 && args[0] == "-" {
-				b, err := io.ReadAll(cmd.InOrStdin())
-				if err != nil {
-					return err
-				}
-				msg = strings.TrimSuffix(string(b), "\n")
+			words, err := readText(cmd, args)
+			if err != nil {
+				return err
 			}
-			a := map[string]any{"message": msg}
+			a := map[string]any{"message": strings.Join(words, " ")}
 			setIf(a, "pid", pid)
 			setIf(a, "conversationId", conv)
 			if !wait {

@@ -195,6 +195,8 @@ func (f *schedFlags) expression(fs *pflag.FlagSet, cur *schedExpr) (*schedExpr, 
 	return &e, nil
 }
 
+var errNoTarget = errors.New("say what it does: --spawn PROFILE PROMPT..., --event PID MESSAGE... or --lifecycle PID compact|reset|checkpoint")
+
 // target builds the target the flags and args ask for, starting from cur
 // (nil for add). It returns nil when nothing about the target was given.
 func (f *schedFlags) target(fs *pflag.FlagSet, cur map[string]any, args []string) (map[string]any, error) {
@@ -232,7 +234,7 @@ func (f *schedFlags) target(fs *pflag.FlagSet, cur map[string]any, args []string
 		setKind("process.lifecycle")
 		t["pid"] = f.lifecycle
 	case kind == "":
-		return nil, errors.New("say what it does: --spawn PROFILE PROMPT..., --event PID MESSAGE... or --lifecycle PID compact|reset|checkpoint")
+		return nil, errNoTarget
 	}
 	if len(args) > 0 {
 		switch kind {
@@ -527,7 +529,7 @@ func (c *cli) schedCmd() *cobra.Command {
 				return err
 			}
 			if t == nil {
-				return errors.New("say what it does: --spawn PROFILE PROMPT..., --event PID MESSAGE... or --lifecycle PID compact|reset|checkpoint")
+				return errNoTarget
 			}
 			rp, err := af.retryPolicy(fs, nil)
 			if err != nil {

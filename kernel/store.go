@@ -198,10 +198,6 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return <-req.done
 }
 
-// Prepare prepares query on the writer connection, for use inside a Tx
-// with tx.Stmt (which then reuses it: the writer has one connection).
-func (s *Store) Prepare(query string) (*sql.Stmt, error) { return s.w.Prepare(query) }
-
 // Exec runs one statement in a write transaction (see Tx).
 func (s *Store) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	var res sql.Result

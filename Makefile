@@ -4,10 +4,17 @@ MOUNT    ?= /gsv
 FUZZTIME ?= 5s
 PKGS     := ./...
 
-.PHONY: build run test bench fuzz lint deps clean
+.PHONY: build install run test bench fuzz lint deps clean
+
+PREFIX   ?= /usr/local
 
 build:
 	$(GO) build -o bin/ ./cmd/gsvfs ./cmd/gsv
+
+# install: gsv and gsvfs into $(PREFIX)/bin.
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 bin/gsv bin/gsvfs $(DESTDIR)$(PREFIX)/bin/
 
 # run: mount the namespace on $(MOUNT) with an embedded default state
 # (~/.local/share/gsv or $$GSV_STATE). Ctrl-C unmounts.

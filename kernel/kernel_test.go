@@ -95,6 +95,7 @@ func TestFrames(t *testing.T) {
 		{"trailing", alice, `{"call":"sys.whoami"} {}`, false, 400},
 		{"args not object", alice, `{"call":"sys.whoami","args":[1]}`, false, 400},
 		{"bad args type", alice, `{"call":"sys.config.get","args":{"key":5}}`, false, 400},
+		{"unknown field", alice, `{"call":"sys.config.get","args":{"key":"x","uid":1}}`, false, 400},
 		{"wrong type", alice, `{"type":"res","call":"sys.whoami"}`, false, 400},
 		{"no call", alice, `{"args":{}}`, false, 400},
 		{"not root", alice, `{"call":"sys.user.add","args":{"username":"eve"}}`, false, 403},
@@ -112,7 +113,14 @@ func TestFrames(t *testing.T) {
 			}
 		})
 	}
-	r := frame(t, k, alice, `{"id":"x1","call":"sys.whoami"}`)
+	r := frame(t, k, alice, `{"call":"sys.config.set","args":{"key":"ai.model","value":"m","uid":0}}`)
+	if r.OK || r.Error.Code != 400 || r.Error.Message != `sys.config.set: unknown field "uid"` {
+		t.Fatalf("unknown field: %+v", r.Error)
+	}
+	if r := frame(t, k, alice, `{"call":"sys.config.get","args":{"key":"ai.model"}}`); strings.Contains(string(mustJSON(t, r.Data)), `"m"`) {
+		t.Fatalf("a frame with an unknown field ran: %s", mustJSON(t, r.Data))
+	}
+	r = frame(t, k, alice, `{"id":"x1","call":"sys.whoami"}`)
 	if r.ID != "x1" {
 		t.Fatalf("id not echoed: %+v", r)
 	}
@@ -349,6 +357,7 @@ func TestParseCtl(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, err := ParseCtl(tt.line)
+		got.read = nil // bookkeeping of the verbs, not the parse
 		if (err != nil) != tt.err {
 			t.Errorf("%q: err %v", tt.line, err)
 			continue
@@ -399,6 +408,56 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("bad response %q", out)
 		}
 	})
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A ctl line's key=value options and JSON args are as strict as a frame's
+// args: one the verb does not read is a 400 naming it, and nothing runs.
+func TestCtlUnknownOption(t *testing.T) {
+	k, _, alice, _ := newKernel(t)
+	ctx := context.Background()
+	ran := 0
+	Handle(k, "fs.testopt", 0, func(ctx context.Context, c *Caller, a *configGetArgs) (string, error) {
+		ran++
+		return a.Key, nil
+	})
+	ctl := k.Ctl("/test", RootMeta("/test/ctl", 0o666), map[string]CtlVerb{
+		"get": func(l CtlLine) (string, any, error) {
+			return "fs.testopt", &configGetArgs{Key: l.Opt("key")}, nil
+		},
+		"say": func(l CtlLine) (string, any, error) {
+			return "fs.testopt", &configGetArgs{Key: l.Text()}, nil
+		},
+	})
+	for _, tc := range []struct {
+		line, want, err string
+	}{
+		{"get key=a", `"a"`, ""},
+		{"get key=a uid=0", "", `/test/ctl: unknown option "uid"`},
+		{"get {\"key\":\"b\"}", `"b"`, ""},
+		{"get {\"key\":\"b\",\"uid\":0}", "", `/test/ctl: unknown field "uid"`},
+		{"say a=b c", `"a=b c"`, ""},
+	} {
+		before := ran
+		out, err := ctl.Exec(ctx, alice, tc.line)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err || Code(err) != 400 || ran != before {
+				t.Errorf("%q: got %q, %v (ran %d times), want 400 %q", tc.line, out, err, ran-before, tc.err)
+			}
+			continue
+		}
+		if err != nil || out != tc.want {
+			t.Errorf("%q: got %q, %v, want %q", tc.line, out, err, tc.want)
+		}
+	}
 }
 
 // A symbolic link planted in a home (by the host: GSV never makes one) is

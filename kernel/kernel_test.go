@@ -460,10 +460,11 @@ func TestCtlUnknownOption(t *testing.T) {
 	}
 }
 
-// A symbolic link planted in a home (by the host: GSV never makes one) is
-// neither followed nor listed, whichever way the file is reached.
+// A symbolic link in a home is listed and read as a link, and never
+// followed by the daemon, whichever way the file is reached; its target
+// may point anywhere (it is data).
 func TestSymlinkNotFollowed(t *testing.T) {
-	k, root, _, _ := newKernel(t)
+	k, root, alice, _ := newKernel(t)
 	ctx := context.Background()
 	os.WriteFile(filepath.Join(k.dataPath, "..", "outside"), []byte("secret"), 0o644)
 	if err := os.Symlink("../../../outside", filepath.Join(k.dataPath, "home/root/link")); err != nil {
@@ -485,10 +486,108 @@ func TestSymlinkNotFollowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	listed := false
 	for _, e := range ents {
 		if e.Name == "link" {
-			t.Error("symlink listed")
+			listed = e.Attr.Mode&fs.ModeSymlink != 0 && e.Attr.Size == int64(len("../../../outside"))
 		}
+	}
+	if !listed {
+		t.Errorf("symlink not listed as a link: %+v", ents)
+	}
+	if tgt, err := Invoke[string](ctx, k, c, "fs.readlink", &fsPathArgs{"home/root/link"}); err != nil || tgt != "../../../outside" {
+		t.Errorf("fs.readlink = %q, %v", tgt, err)
+	}
+	if _, err := Invoke[string](ctx, k, c, "fs.readlink", &fsPathArgs{"home/root/d"}); Code(err) != 400 {
+		t.Errorf("fs.readlink of a directory: %v", err)
+	}
+	// A link in a path is never walked: not by stat, mkdir, symlink,
+	// rename or setattr.
+	ac := &Caller{Identity: alice}
+	if err := os.Symlink("../root", filepath.Join(k.dataPath, "home/alice/r")); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range []struct {
+		name string
+		args any
+	}{
+		{"fs.stat", &fsPathArgs{"home/alice/r/d"}},
+		{"fs.mkdir", &fsMkdirArgs{"home/alice/r/new", 0o755}},
+		{"fs.symlink", &fsSymlinkArgs{"x", "home/alice/r/new"}},
+		{"fs.link", &fsRenameArgs{"home/root/link", "home/alice/r/new"}},
+		{"fs.rename", &fsRenameArgs{"home/alice/r", "home/alice/r/new"}},
+		{"fs.setattr", &fsSetattrArgs{"home/alice/r", vfs.SetAttr{Mode: ptr(fs.FileMode(0o700))}}},
+	} {
+		if _, err := k.Call(ctx, ac, call.name, call.args); err == nil {
+			t.Errorf("%s %+v through a link succeeded", call.name, call.args)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(k.dataPath, "home/root/new")); err == nil {
+		t.Error("made a file through a link")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// fs.symlink, fs.link and fs.readlink: links within one owner's tree.
+func TestLinks(t *testing.T) {
+	k, _, alice, bob := newKernel(t)
+	ctx := context.Background()
+	ac, bc := &Caller{Identity: alice}, &Caller{Identity: bob}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(k.dataPath, "home/alice/f"), []byte("hi"), 0o644))
+	a, err := Invoke[vfs.Attr](ctx, k, ac, "fs.symlink", &fsSymlinkArgs{"/usr/bin/python3", "home/alice/py"})
+	must(err)
+	if a.Mode&fs.ModeSymlink == 0 || a.Size != int64(len("/usr/bin/python3")) || a.User != "alice" {
+		t.Fatalf("fs.symlink attr %+v", a)
+	}
+	if tgt, err := Invoke[string](ctx, k, ac, "fs.readlink", &fsPathArgs{"home/alice/py"}); err != nil || tgt != "/usr/bin/python3" {
+		t.Fatalf("readlink = %q, %v", tgt, err)
+	}
+	a, err = Invoke[vfs.Attr](ctx, k, ac, "fs.link", &fsRenameArgs{"home/alice/f", "home/alice/g"})
+	must(err)
+	if a.Nlink != 2 || !a.Mode.IsRegular() {
+		t.Fatalf("fs.link attr %+v", a)
+	}
+	for _, tc := range []struct {
+		name  string
+		c     *Caller
+		call  string
+		args  any
+		errno syscall.Errno
+	}{
+		{"bob links into alice's home", bc, "fs.symlink", &fsSymlinkArgs{"x", "home/alice/x"}, syscall.EACCES},
+		{"bob hard-links alice's file", bc, "fs.link", &fsRenameArgs{"home/alice/f", "home/bob/f"}, syscall.EXDEV},
+		{"alice hard-links into bob's home", ac, "fs.link", &fsRenameArgs{"home/alice/f", "home/bob/f"}, syscall.EACCES},
+		{"link to a directory", ac, "fs.link", &fsRenameArgs{"home/alice", "home/alice/h"}, syscall.EPERM},
+		{"empty target", ac, "fs.symlink", &fsSymlinkArgs{"", "home/alice/e"}, syscall.EINVAL},
+		{"NUL in target", ac, "fs.symlink", &fsSymlinkArgs{"a\x00b", "home/alice/e"}, syscall.EINVAL},
+		{"name taken", ac, "fs.symlink", &fsSymlinkArgs{"x", "home/alice/f"}, syscall.EEXIST},
+		{"readlink of a file", ac, "fs.readlink", &fsPathArgs{"home/alice/f"}, syscall.EINVAL},
+		{"chmod of a link", ac, "fs.setattr", &fsSetattrArgs{"home/alice/py", vfs.SetAttr{Mode: ptr(fs.FileMode(0o600))}}, syscall.EOPNOTSUPP},
+	} {
+		if _, err := k.Call(ctx, tc.c, tc.call, tc.args); vfs.Errno(err) != tc.errno {
+			t.Errorf("%s: %v (errno %v), want %v", tc.name, err, vfs.Errno(err), tc.errno)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(k.dataPath, "home/bob/f")); err == nil {
+		t.Error("a refused link was made")
+	}
+	// fs.delete removes links, never what they point to.
+	must(os.WriteFile(filepath.Join(k.dataPath, "home/bob/keep"), []byte("b"), 0o644))
+	must(os.Mkdir(filepath.Join(k.dataPath, "home/alice/v"), 0o755))
+	must(os.Symlink("../../bob", filepath.Join(k.dataPath, "home/alice/v/b")))
+	r, _ := k.Call(ctx, ac, "fs.delete", &fsDeleteArgs{Path: "/home/alice/v"})
+	if r.(map[string]any)["ok"] != true {
+		t.Fatalf("fs.delete of a tree with a link: %v", r)
+	}
+	if _, err := os.Stat(filepath.Join(k.dataPath, "home/bob/keep")); err != nil {
+		t.Fatalf("fs.delete followed a link: %v", err)
 	}
 }
 

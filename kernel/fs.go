@@ -232,24 +232,24 @@ func (k *Kernel) usable(ctx context.Context, id *Identity, rel string, want vfs.
 	return fi, nil
 }
 
-// lstatData stats rel (not following a final symlink) relative to the data
-// root: fstatat on the root's O_PATH descriptor resolves only rel's own
-// components, not the state dir's path.
+// lstatData stats rel (a final symlink itself, not its target) beneath
+// the data root, following no symbolic link on the way: an O_PATH openat2
+// with RESOLVE_NO_SYMLINKS (which yields the link itself for a final one),
+// then fstat. A link in the middle of rel is ELOOP.
 func (k *Kernel) lstatData(rel string) (fs.FileInfo, error) {
 	if k.dataFD == nil {
-		return os.Lstat(k.dataPath + "/" + rel)
+		return k.data.Lstat(rel)
 	}
+	f, err := k.openData(rel, unix.O_PATH, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
 	var st unix.Stat_t
-	for {
-		err := unix.Fstatat(int(k.dataFD.Fd()), rel, &st, unix.AT_SYMLINK_NOFOLLOW)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "lstat", Path: rel, Err: err}
-		}
-		return &statInfo{name: path.Base(rel), st: st}, nil
+	if err := retryEINTR(func() error { return unix.Fstat(int(f.Fd()), &st) }); err != nil {
+		return nil, &fs.PathError{Op: "lstat", Path: rel, Err: err}
 	}
+	return &statInfo{name: path.Base(rel), st: st}, nil
 }
 
 // statInfo is an fs.FileInfo from a stat(2) result.

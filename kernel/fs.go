@@ -159,24 +159,37 @@ func (k *Kernel) access(ctx context.Context, id *Identity, rel string, want vfs.
 // are checked (POSIX path walk semantics; an open node, like an open file
 // descriptor, keeps working if an ancestor's mode changes later).
 func (k *Kernel) accessStep(ctx context.Context, id *Identity, rel string, want vfs.Want) (fs.FileInfo, error) {
-	if i := strings.LastIndexByte(rel, '/'); i > 0 {
-		if err := k.searchable(ctx, id, rel[:i], rel); err != nil {
-			return nil, err
-		}
+	fi, err := k.lstatStep(ctx, id, rel)
+	if err != nil {
+		return nil, err
 	}
-	return k.usable(ctx, id, rel, want)
+	return k.usableInfo(ctx, id, rel, want, fi)
 }
 
 // lstatStep is accessStep for a name that may be a symbolic link (stat
 // and readlink, which never follow it): it checks that rel's parent is
 // searchable and returns rel's own FileInfo.
 func (k *Kernel) lstatStep(ctx context.Context, id *Identity, rel string) (fs.FileInfo, error) {
-	if i := strings.LastIndexByte(rel, '/'); i > 0 {
-		if err := k.searchable(ctx, id, rel[:i], rel); err != nil {
-			return nil, err
+	i := strings.LastIndexByte(rel, '/')
+	if i <= 0 {
+		fi, err := k.lstatData(rel)
+		if err != nil {
+			return nil, E("/"+rel, err)
+		}
+		return fi, nil
+	}
+	dir, fi, err := k.lstatPair(rel)
+	if err != nil {
+		if dir == nil {
+			return nil, E("/"+rel, err)
+		}
+		if !dir.IsDir() {
+			return nil, E("/"+rel, syscall.ENOTDIR)
 		}
 	}
-	fi, err := k.lstatData(rel)
+	if err := k.searchableInfo(ctx, id, rel[:i], rel, dir); err != nil {
+		return nil, err
+	}
 	if err != nil {
 		return nil, E("/"+rel, err)
 	}
@@ -207,6 +220,11 @@ func (k *Kernel) searchable(ctx context.Context, id *Identity, dir, rel string) 
 	if err != nil {
 		return E("/"+rel, err)
 	}
+	return k.searchableInfo(ctx, id, dir, rel, fi)
+}
+
+// searchableInfo is searchable with dir's FileInfo at hand.
+func (k *Kernel) searchableInfo(ctx context.Context, id *Identity, dir, rel string, fi fs.FileInfo) error {
 	if !fi.IsDir() {
 		return E("/"+rel, syscall.ENOTDIR)
 	}
@@ -223,6 +241,11 @@ func (k *Kernel) usable(ctx context.Context, id *Identity, rel string, want vfs.
 	if err != nil {
 		return nil, E("/"+rel, err)
 	}
+	return k.usableInfo(ctx, id, rel, want, fi)
+}
+
+// usableInfo is usable with rel's FileInfo at hand.
+func (k *Kernel) usableInfo(ctx context.Context, id *Identity, rel string, want vfs.Want, fi fs.FileInfo) (fs.FileInfo, error) {
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		return nil, E("/"+rel, Permission, msg("symbolic links are not followed"))
 	}
@@ -240,16 +263,77 @@ func (k *Kernel) lstatData(rel string) (fs.FileInfo, error) {
 	if k.dataFD == nil {
 		return k.data.Lstat(rel)
 	}
-	f, err := k.openData(rel, unix.O_PATH, 0)
-	if err != nil {
-		return nil, err
+	// A raw descriptor: an *os.File costs more than the stat itself.
+	fd, err := k.openPath(rel, 0)
+	if err == unix.ENOSYS {
+		return k.data.Lstat(rel) // no openat2: the os.Root's own walk
 	}
-	defer f.Close()
+	if err != nil {
+		return nil, &fs.PathError{Op: "lstat", Path: rel, Err: err}
+	}
+	defer unix.Close(fd)
 	var st unix.Stat_t
-	if err := retryEINTR(func() error { return unix.Fstat(int(f.Fd()), &st) }); err != nil {
+	if err := retryEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
 		return nil, &fs.PathError{Op: "lstat", Path: rel, Err: err}
 	}
 	return &statInfo{name: path.Base(rel), st: st}, nil
+}
+
+// lstatPair stats rel's parent directory and rel itself (a final symlink
+// itself), following no symbolic link, with one path resolution: the
+// parent is opened O_PATH with RESOLVE_NO_SYMLINKS and rel's last name is
+// stat-ed relative to it. dir is nil if the parent could not be stat-ed;
+// otherwise err concerns rel (or says that dir is not a directory).
+func (k *Kernel) lstatPair(rel string) (dir, fi fs.FileInfo, err error) {
+	if k.dataFD == nil {
+		i := strings.LastIndexByte(rel, '/')
+		if dir, err = k.lstatData(rel[:i]); err != nil {
+			return nil, nil, err
+		}
+		fi, err = k.lstatData(rel)
+		return dir, fi, err
+	}
+	i := strings.LastIndexByte(rel, '/')
+	parent, name := rel[:i], rel[i+1:]
+	fd, err := k.openPath(parent, 0)
+	if err == unix.ENOSYS {
+		if dir, err = k.data.Lstat(parent); err != nil {
+			return nil, nil, err
+		}
+		fi, err = k.data.Lstat(rel)
+		return dir, fi, err
+	}
+	if err != nil {
+		return nil, nil, &fs.PathError{Op: "lstat", Path: parent, Err: err}
+	}
+	defer unix.Close(fd)
+	var pst, st unix.Stat_t
+	if err := retryEINTR(func() error { return unix.Fstat(fd, &pst) }); err != nil {
+		return nil, nil, &fs.PathError{Op: "lstat", Path: parent, Err: err}
+	}
+	dir = &statInfo{name: path.Base(parent), st: pst}
+	if !dir.IsDir() {
+		return dir, nil, &fs.PathError{Op: "lstat", Path: rel, Err: unix.ENOTDIR}
+	}
+	if err := retryEINTR(func() error { return unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+		return dir, nil, &fs.PathError{Op: "lstat", Path: rel, Err: err}
+	}
+	return dir, &statInfo{name: name, st: st}, nil
+}
+
+// openPath opens rel (a final symlink itself) with O_PATH|extra beneath the
+// data root, following no symbolic link, and returns the raw descriptor.
+// The data root's descriptor must be open.
+func (k *Kernel) openPath(rel string, extra int) (int, error) {
+	for {
+		fd, err := unix.Openat2(int(k.dataFD.Fd()), rel, &unix.OpenHow{
+			Flags:   uint64(unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC | extra),
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+		})
+		if err != unix.EINTR && err != unix.EAGAIN {
+			return fd, err
+		}
+	}
 }
 
 // statInfo is an fs.FileInfo from a stat(2) result.

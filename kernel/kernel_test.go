@@ -389,6 +389,34 @@ func FuzzParseCtl(f *testing.F) {
 	})
 }
 
+// FuzzDecodeArgs: DecodeArgs accepts an object only if every field it
+// names is one the args have (as encoding/json matches names: without
+// case), and a refusal is a 400.
+func FuzzDecodeArgs(f *testing.F) {
+	for _, s := range []string{`{"key":"a","value":1}`, `{"Key":"a"}`, `{"uid":1}`, `{"key":"a","key":"b"}`, `{"value":{"uid":1}}`, `{} {}`, `[1]`, `null`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var a configSetArgs
+		err := DecodeArgs(b, &a)
+		if err != nil {
+			if Code(err) != 400 {
+				t.Fatalf("refusal %v is not a 400", err)
+			}
+			return
+		}
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(b, &fields) != nil {
+			return // null or empty: nothing to check
+		}
+		for name := range fields {
+			if !strings.EqualFold(name, "key") && !strings.EqualFold(name, "value") {
+				t.Fatalf("accepted %q with the unknown field %q", b, name)
+			}
+		}
+	})
+}
+
 func FuzzDecodeRequest(f *testing.F) {
 	for _, s := range []string{`{"call":"sys.whoami"}`, `{"type":"req","id":"1","call":"x","args":{}}`, `{"call":"x","args":[]}`, `{`, `null`, `"x"`} {
 		f.Add([]byte(s))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -17,8 +18,71 @@ var defaultConfig = map[string]string{
 	"config/ai/max_tokens":   "8192",
 }
 
-// sensitive matches key names whose values only root may see.
-var sensitive = regexp.MustCompile(`(?i)(password|token|secret|api[-_ ]?key)`)
+// secretWords are the words of a key name that make its value secret.
+var secretWords = map[string]bool{
+	"password": true, "passwd": true, "passphrase": true,
+	"token": true, "secret": true, "secrets": true,
+	"credential": true, "credentials": true, "apikey": true,
+}
+
+// keyQualifiers are the words that make a following "key" a secret one
+// (api_key, apiKey, private-key, access.key).
+var keyQualifiers = map[string]bool{"api": true, "private": true, "access": true, "secret": true}
+
+// sensitiveKey reports whether only root may see key's value. It matches
+// whole words of the key name, not substrings: a key's words are split at
+// every character that is not a letter or digit and at camelCase humps,
+// and compared without case. So config/ai/api_key, users/1000/ai/apiKey,
+// config/bot/token and a/secret are sensitive; config/ai/max_tokens and
+// config/ai/tokenizer are not.
+func sensitiveKey(key string) bool {
+	words := keyWords(key)
+	for i, w := range words {
+		if secretWords[w] || (w == "key" && i > 0 && keyQualifiers[words[i-1]]) {
+			return true
+		}
+	}
+	return false
+}
+
+// keyWords splits key into lower-case words: runs of letters and digits,
+// cut again where a lower-case letter or digit meets an upper-case one
+// ("apiKey": api, key) and before the last capital of a run of capitals
+// followed by a lower-case letter ("APIKey": api, key).
+func keyWords(key string) []string {
+	var words []string
+	rs := []rune(key)
+	start := -1
+	flush := func(end int) {
+		if start >= 0 && end > start {
+			words = append(words, strings.ToLower(string(rs[start:end])))
+		}
+		start = -1
+	}
+	for i, r := range rs {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			flush(i)
+			continue
+		}
+		if start < 0 {
+			start = i
+			continue
+		}
+		prev := rs[i-1]
+		hump := unicode.IsUpper(r) && (unicode.IsLower(prev) || unicode.IsDigit(prev))
+		acronymEnd := unicode.IsUpper(prev) && unicode.IsLower(r) && i-1 > start && unicode.IsUpper(rs[i-2])
+		switch {
+		case hump:
+			flush(i)
+			start = i
+		case acronymEnd:
+			flush(i - 1)
+			start = i - 1
+		}
+	}
+	flush(len(rs))
+	return words
+}
 
 // configVisible says whether id may see key: root sees everything; others
 // see their own users/<uid>/ keys and the non-sensitive config/ keys.
@@ -29,7 +93,7 @@ func configVisible(id *Identity, key string) bool {
 	if strings.HasPrefix(key, fmt.Sprintf("users/%d/", id.Uid)) {
 		return true
 	}
-	return strings.HasPrefix(key, "config/") && !sensitive.MatchString(key)
+	return strings.HasPrefix(key, "config/") && !sensitiveKey(key)
 }
 
 // configWritable says whether id may set key: root anything, others only
@@ -102,7 +166,7 @@ func (k *Kernel) registerConfig() {
 			ON CONFLICT(key) DO UPDATE SET value=excluded.value`, a.Key, val); err != nil {
 			return nil, E(a.Key, err)
 		}
-		aud := audience{all: strings.HasPrefix(a.Key, "config/") && !sensitive.MatchString(a.Key)}
+		aud := audience{all: strings.HasPrefix(a.Key, "config/") && !sensitiveKey(a.Key)}
 		if !aud.all {
 			aud.uids = ownerOfConfigKey(a.Key)
 		}

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/json"
+	"sort"
 	"strings"
 	"unicode/utf8"
 )
@@ -20,6 +21,51 @@ type CtlLine struct {
 	Opts  map[string]string
 	Rest  string
 	JSON  json.RawMessage
+	// read records the options a verb read (Opt, LookupOpt); it is shared
+	// by copies of the line.
+	read map[string]bool
+}
+
+// Opt returns the value of the option key ("" if absent) and records that
+// the verb knows it.
+func (l CtlLine) Opt(key string) string {
+	v, _ := l.LookupOpt(key)
+	return v
+}
+
+// LookupOpt returns the value of the option key and whether the line has
+// it, and records that the verb knows it.
+func (l CtlLine) LookupOpt(key string) (string, bool) {
+	if l.read != nil {
+		l.read[key] = true
+	}
+	v, ok := l.Opts[key]
+	return v, ok
+}
+
+// unusedOpt returns a 400 naming an option the verb did not read, if any.
+func (l CtlLine) unusedOpt() error {
+	var unknown []string
+	for k := range l.Opts {
+		if !l.read[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	return E(Invalid, Msgf("unknown option %q", unknown[0]))
+}
+
+// Text returns the text after the verb (Rest) for verbs that carry free
+// text (send, set): its key=value words are part of the text, so all
+// options count as known.
+func (l CtlLine) Text() string {
+	for k := range l.Opts {
+		l.read[k] = true
+	}
+	return l.Rest
 }
 
 // ParseCtl parses one ctl line (a trailing newline is allowed).
@@ -58,6 +104,7 @@ func ParseCtl(line string) (CtlLine, error) {
 		if k, v, ok := strings.Cut(w.text, "="); ok && w.keyed && validOptKey(k) {
 			if l.Opts == nil {
 				l.Opts = map[string]string{}
+				l.read = map[string]bool{}
 			}
 			l.Opts[k] = v
 			continue

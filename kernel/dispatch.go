@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,11 +51,8 @@ func Handle[A any, R any](k *Kernel, name string, flags Flags, fn func(ctx conte
 		flags: flags,
 		decode: func(raw json.RawMessage) (any, error) {
 			a := new(A)
-			if len(raw) == 0 || string(raw) == "null" {
-				return a, nil
-			}
-			if err := json.Unmarshal(raw, a); err != nil {
-				return nil, E(name, Invalid, Msgf("bad args: %v", err))
+			if err := DecodeArgs(raw, a); err != nil {
+				return nil, E(name, err)
 			}
 			return a, nil
 		},
@@ -132,6 +130,28 @@ func (k *Kernel) call(ctx context.Context, c *Caller, def *syscallDef, name stri
 		k.log.Debug("syscall failed", "call", name, "uid", c.Uid, "err", err)
 	}
 	return res, err
+}
+
+// DecodeArgs decodes a syscall's JSON args object into v strictly: a field
+// v does not have is a 400 naming it (`unknown field "uid"`), so a
+// misspelt or misplaced argument never runs as if it were absent. Empty
+// args and null leave v as it is.
+func DecodeArgs(raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return E(Invalid, Msgf("unknown field %s", f))
+		}
+		return E(Invalid, Msgf("bad args: %v", err))
+	}
+	if dec.More() {
+		return E(Invalid, msg("bad args: trailing data after the args object"))
+	}
+	return nil
 }
 
 // Invoke is Call with a typed result.

@@ -181,7 +181,8 @@ func (e *Error) Errno() syscall.Errno {
 	if errors.As(e.Err, &errno) {
 		switch errno {
 		case syscall.ENOTDIR, syscall.EISDIR, syscall.EEXIST, syscall.ENOTEMPTY,
-			syscall.EXDEV, syscall.ENAMETOOLONG, syscall.ENOSPC, syscall.EROFS, syscall.EPERM:
+			syscall.EXDEV, syscall.ENAMETOOLONG, syscall.ENOSPC, syscall.EROFS, syscall.EPERM,
+			syscall.ELOOP, syscall.EOPNOTSUPP:
 			return errno
 		}
 	}

@@ -159,12 +159,59 @@ func (k *Kernel) access(ctx context.Context, id *Identity, rel string, want vfs.
 // are checked (POSIX path walk semantics; an open node, like an open file
 // descriptor, keeps working if an ancestor's mode changes later).
 func (k *Kernel) accessStep(ctx context.Context, id *Identity, rel string, want vfs.Want) (fs.FileInfo, error) {
-	if i := strings.LastIndexByte(rel, '/'); i > 0 {
-		if err := k.searchable(ctx, id, rel[:i], rel); err != nil {
-			return nil, err
+	fi, err := k.lstatStep(ctx, id, rel)
+	if err != nil {
+		return nil, err
+	}
+	return k.usableInfo(ctx, id, rel, want, fi)
+}
+
+// lstatStep is accessStep for a name that may be a symbolic link (stat
+// and readlink, which never follow it): it checks that rel's parent is
+// searchable and returns rel's own FileInfo.
+func (k *Kernel) lstatStep(ctx context.Context, id *Identity, rel string) (fs.FileInfo, error) {
+	i := strings.LastIndexByte(rel, '/')
+	if i <= 0 {
+		fi, err := k.lstatData(rel)
+		if err != nil {
+			return nil, E("/"+rel, err)
+		}
+		return fi, nil
+	}
+	dir, fi, err := k.lstatPair(rel)
+	if err != nil {
+		if dir == nil {
+			return nil, E("/"+rel, err)
+		}
+		if !dir.IsDir() {
+			return nil, E("/"+rel, syscall.ENOTDIR)
 		}
 	}
-	return k.usable(ctx, id, rel, want)
+	if err := k.searchableInfo(ctx, id, rel[:i], rel, dir); err != nil {
+		return nil, err
+	}
+	if err != nil {
+		return nil, E("/"+rel, err)
+	}
+	return fi, nil
+}
+
+// reach is access with want 0 for a name that may be a symbolic link: it
+// checks that every directory above rel is searchable and returns rel's
+// own FileInfo.
+func (k *Kernel) reach(ctx context.Context, id *Identity, rel string) (fs.FileInfo, error) {
+	for i := 0; i < len(rel); i++ {
+		if rel[i] == '/' {
+			if err := k.searchable(ctx, id, rel[:i], rel); err != nil {
+				return nil, err
+			}
+		}
+	}
+	fi, err := k.lstatData(rel)
+	if err != nil {
+		return nil, E("/"+rel, err)
+	}
+	return fi, nil
 }
 
 // searchable checks that dir, above rel, is a directory id may search.
@@ -173,6 +220,11 @@ func (k *Kernel) searchable(ctx context.Context, id *Identity, dir, rel string) 
 	if err != nil {
 		return E("/"+rel, err)
 	}
+	return k.searchableInfo(ctx, id, dir, rel, fi)
+}
+
+// searchableInfo is searchable with dir's FileInfo at hand.
+func (k *Kernel) searchableInfo(ctx context.Context, id *Identity, dir, rel string, fi fs.FileInfo) error {
 	if !fi.IsDir() {
 		return E("/"+rel, syscall.ENOTDIR)
 	}
@@ -189,6 +241,11 @@ func (k *Kernel) usable(ctx context.Context, id *Identity, rel string, want vfs.
 	if err != nil {
 		return nil, E("/"+rel, err)
 	}
+	return k.usableInfo(ctx, id, rel, want, fi)
+}
+
+// usableInfo is usable with rel's FileInfo at hand.
+func (k *Kernel) usableInfo(ctx context.Context, id *Identity, rel string, want vfs.Want, fi fs.FileInfo) (fs.FileInfo, error) {
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		return nil, E("/"+rel, Permission, msg("symbolic links are not followed"))
 	}
@@ -198,23 +255,84 @@ func (k *Kernel) usable(ctx context.Context, id *Identity, rel string, want vfs.
 	return fi, nil
 }
 
-// lstatData stats rel (not following a final symlink) relative to the data
-// root: fstatat on the root's O_PATH descriptor resolves only rel's own
-// components, not the state dir's path.
+// lstatData stats rel (a final symlink itself, not its target) beneath
+// the data root, following no symbolic link on the way: an O_PATH openat2
+// with RESOLVE_NO_SYMLINKS (which yields the link itself for a final one),
+// then fstat. A link in the middle of rel is ELOOP.
 func (k *Kernel) lstatData(rel string) (fs.FileInfo, error) {
 	if k.dataFD == nil {
-		return os.Lstat(k.dataPath + "/" + rel)
+		return k.data.Lstat(rel)
 	}
+	// A raw descriptor: an *os.File costs more than the stat itself.
+	fd, err := k.openPath(rel, 0)
+	if err == unix.ENOSYS {
+		return k.data.Lstat(rel) // no openat2: the os.Root's own walk
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "lstat", Path: rel, Err: err}
+	}
+	defer unix.Close(fd)
 	var st unix.Stat_t
+	if err := retryEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
+		return nil, &fs.PathError{Op: "lstat", Path: rel, Err: err}
+	}
+	return &statInfo{name: path.Base(rel), st: st}, nil
+}
+
+// lstatPair stats rel's parent directory and rel itself (a final symlink
+// itself), following no symbolic link, with one path resolution: the
+// parent is opened O_PATH with RESOLVE_NO_SYMLINKS and rel's last name is
+// stat-ed relative to it. dir is nil if the parent could not be stat-ed;
+// otherwise err concerns rel (or says that dir is not a directory).
+func (k *Kernel) lstatPair(rel string) (dir, fi fs.FileInfo, err error) {
+	if k.dataFD == nil {
+		i := strings.LastIndexByte(rel, '/')
+		if dir, err = k.lstatData(rel[:i]); err != nil {
+			return nil, nil, err
+		}
+		fi, err = k.lstatData(rel)
+		return dir, fi, err
+	}
+	i := strings.LastIndexByte(rel, '/')
+	parent, name := rel[:i], rel[i+1:]
+	fd, err := k.openPath(parent, 0)
+	if err == unix.ENOSYS {
+		if dir, err = k.data.Lstat(parent); err != nil {
+			return nil, nil, err
+		}
+		fi, err = k.data.Lstat(rel)
+		return dir, fi, err
+	}
+	if err != nil {
+		return nil, nil, &fs.PathError{Op: "lstat", Path: parent, Err: err}
+	}
+	defer unix.Close(fd)
+	var pst, st unix.Stat_t
+	if err := retryEINTR(func() error { return unix.Fstat(fd, &pst) }); err != nil {
+		return nil, nil, &fs.PathError{Op: "lstat", Path: parent, Err: err}
+	}
+	dir = &statInfo{name: path.Base(parent), st: pst}
+	if !dir.IsDir() {
+		return dir, nil, &fs.PathError{Op: "lstat", Path: rel, Err: unix.ENOTDIR}
+	}
+	if err := retryEINTR(func() error { return unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+		return dir, nil, &fs.PathError{Op: "lstat", Path: rel, Err: err}
+	}
+	return dir, &statInfo{name: name, st: st}, nil
+}
+
+// openPath opens rel (a final symlink itself) with O_PATH|extra beneath the
+// data root, following no symbolic link, and returns the raw descriptor.
+// The data root's descriptor must be open.
+func (k *Kernel) openPath(rel string, extra int) (int, error) {
 	for {
-		err := unix.Fstatat(int(k.dataFD.Fd()), rel, &st, unix.AT_SYMLINK_NOFOLLOW)
-		if err == unix.EINTR {
-			continue
+		fd, err := unix.Openat2(int(k.dataFD.Fd()), rel, &unix.OpenHow{
+			Flags:   uint64(unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC | extra),
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+		})
+		if err != unix.EINTR && err != unix.EAGAIN {
+			return fd, err
 		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "lstat", Path: rel, Err: err}
-		}
-		return &statInfo{name: path.Base(rel), st: st}, nil
 	}
 }
 
@@ -228,7 +346,7 @@ func (s *statInfo) Name() string       { return s.name }
 func (s *statInfo) Size() int64        { return s.st.Size }
 func (s *statInfo) ModTime() time.Time { return time.Unix(s.st.Mtim.Unix()) }
 func (s *statInfo) IsDir() bool        { return s.Mode().IsDir() }
-func (s *statInfo) Sys() any           { return &syscall.Stat_t{Ino: s.st.Ino} }
+func (s *statInfo) Sys() any           { return &syscall.Stat_t{Ino: s.st.Ino, Nlink: s.st.Nlink} }
 func (s *statInfo) Mode() fs.FileMode {
 	m := fs.FileMode(s.st.Mode & 0o777)
 	switch s.st.Mode & unix.S_IFMT {
@@ -303,6 +421,7 @@ func (k *Kernel) attrOf(ctx context.Context, rel string, fi fs.FileInfo) vfs.Att
 		Uid: uint32(o.hostUID), Gid: o.gid, User: o.name, Group: o.group}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		a.Ino = st.Ino
+		a.Nlink = uint32(st.Nlink)
 	}
 	if fi.IsDir() {
 		a.Size = 0
@@ -332,6 +451,7 @@ type (
 		Dir  bool
 	}
 	fsRenameArgs  struct{ Old, New string }
+	fsSymlinkArgs struct{ Target, Path string }
 	fsSetattrArgs struct {
 		Path string
 		Set  vfs.SetAttr
@@ -429,7 +549,7 @@ func (k *Kernel) registerFileIO() {
 // already resolved (the nodes hold them); each call checks permissions.
 func (k *Kernel) registerPosixFS() {
 	Handle(k, "fs.stat", Internal, func(ctx context.Context, c *Caller, a *fsPathArgs) (vfs.Attr, error) {
-		fi, err := k.accessStep(ctx, c.Identity, a.Path, 0)
+		fi, err := k.lstatStep(ctx, c.Identity, a.Path)
 		if err != nil {
 			return vfs.Attr{}, err
 		}
@@ -439,23 +559,14 @@ func (k *Kernel) registerPosixFS() {
 		if _, err := k.access(ctx, c.Identity, a.Path, vfs.WantRead); err != nil {
 			return nil, err
 		}
-		f, err := k.data.Open(a.Path)
-		if err != nil {
-			return nil, E("/"+a.Path, err)
-		}
-		defer f.Close()
-		ents, err := f.ReadDir(-1)
+		ents, err := k.readDirData(a.Path)
 		if err != nil {
 			return nil, E("/"+a.Path, err)
 		}
 		out := make([]DirEnt, 0, len(ents))
-		for _, e := range ents {
-			fi, err := e.Info()
-			if err != nil || fi.Mode()&fs.ModeSymlink != 0 {
-				continue
-			}
-			rel := a.Path + "/" + e.Name()
-			out = append(out, DirEnt{e.Name(), k.attrOf(ctx, rel, fi)})
+		for _, fi := range ents {
+			rel := a.Path + "/" + fi.Name()
+			out = append(out, DirEnt{fi.Name(), k.attrOf(ctx, rel, fi)})
 		}
 		return out, nil
 	})
@@ -511,11 +622,10 @@ func (k *Kernel) registerPosixFS() {
 		if err := k.accessParent(ctx, c.Identity, a.Path); err != nil {
 			return vfs.Attr{}, err
 		}
-		if err := k.data.Mkdir(a.Path, a.Perm.Perm()); err != nil {
+		if err := k.mkdirData(a.Path, a.Perm); err != nil {
 			return vfs.Attr{}, E("/"+a.Path, err)
 		}
-		k.data.Chmod(a.Path, a.Perm.Perm()) // not narrowed by the daemon's umask
-		fi, err := k.data.Lstat(a.Path)
+		fi, err := k.lstatData(a.Path)
 		if err != nil {
 			return vfs.Attr{}, E("/"+a.Path, err)
 		}
@@ -525,7 +635,7 @@ func (k *Kernel) registerPosixFS() {
 		if err := k.accessParent(ctx, c.Identity, a.Path); err != nil {
 			return struct{}{}, err
 		}
-		fi, err := k.data.Lstat(a.Path)
+		fi, err := k.lstatData(a.Path)
 		if err != nil {
 			return struct{}{}, E("/"+a.Path, err)
 		}
@@ -535,7 +645,7 @@ func (k *Kernel) registerPosixFS() {
 		if !a.Dir && fi.IsDir() {
 			return struct{}{}, E("/"+a.Path, Invalid, syscall.EISDIR)
 		}
-		if err := k.data.Remove(a.Path); err != nil {
+		if err := k.removeData(a.Path, fi.IsDir()); err != nil {
 			return struct{}{}, E("/"+a.Path, err)
 		}
 		return struct{}{}, nil
@@ -550,15 +660,76 @@ func (k *Kernel) registerPosixFS() {
 		if k.ownerOf(ctx, a.Old) != k.ownerOf(ctx, a.New) && !c.IsRoot() {
 			return struct{}{}, E("/"+a.Old, Permission, msg("cannot move a file into another user's tree"))
 		}
-		if err := k.data.Rename(a.Old, a.New); err != nil {
+		if err := k.renameData(a.Old, a.New); err != nil {
 			return struct{}{}, E("/"+a.Old, err)
 		}
 		return struct{}{}, nil
 	})
-	Handle(k, "fs.setattr", Internal, func(ctx context.Context, c *Caller, a *fsSetattrArgs) (vfs.Attr, error) {
-		fi, err := k.access(ctx, c.Identity, a.Path, 0)
+	Handle(k, "fs.readlink", Internal, func(ctx context.Context, c *Caller, a *fsPathArgs) (string, error) {
+		fi, err := k.lstatStep(ctx, c.Identity, a.Path)
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return "", E("/"+a.Path, Invalid, syscall.EINVAL)
+		}
+		t, err := k.readlinkData(a.Path)
+		if err != nil {
+			return "", E("/"+a.Path, err)
+		}
+		return t, nil
+	})
+	Handle(k, "fs.symlink", Internal, func(ctx context.Context, c *Caller, a *fsSymlinkArgs) (vfs.Attr, error) {
+		if err := checkLinkTarget(a.Target); err != nil {
+			return vfs.Attr{}, E("/"+a.Path, err)
+		}
+		if err := k.accessParent(ctx, c.Identity, a.Path); err != nil {
+			return vfs.Attr{}, err
+		}
+		if err := k.symlinkData(a.Target, a.Path); err != nil {
+			return vfs.Attr{}, E("/"+a.Path, err)
+		}
+		fi, err := k.lstatData(a.Path)
+		if err != nil {
+			return vfs.Attr{}, E("/"+a.Path, err)
+		}
+		return k.attrOf(ctx, a.Path, fi), nil
+	})
+	Handle(k, "fs.link", Internal, func(ctx context.Context, c *Caller, a *fsRenameArgs) (vfs.Attr, error) {
+		fi, err := k.reach(ctx, c.Identity, a.Old)
 		if err != nil {
 			return vfs.Attr{}, err
+		}
+		if fi.IsDir() {
+			return vfs.Attr{}, E("/"+a.Old, Permission, syscall.EPERM)
+		}
+		if err := k.accessParent(ctx, c.Identity, a.New); err != nil {
+			return vfs.Attr{}, err
+		}
+		o := k.ownerOf(ctx, a.Old)
+		if o != k.ownerOf(ctx, a.New) {
+			return vfs.Attr{}, E("/"+a.New, Permission, syscall.EXDEV) // links stay within one owner's tree
+		}
+		// As Linux's protected_hardlinks: only the owner, or who may read
+		// and write the file, links it.
+		if !c.IsRoot() && c.Uid != o.uid && !allowed(c.Identity, o, fi.Mode(), vfs.WantRead|vfs.WantWrite) {
+			return vfs.Attr{}, E("/"+a.Old, Permission, msg("permission denied"))
+		}
+		if err := k.linkData(a.Old, a.New); err != nil {
+			return vfs.Attr{}, E("/"+a.New, err)
+		}
+		if fi, err = k.lstatData(a.New); err != nil {
+			return vfs.Attr{}, E("/"+a.New, err)
+		}
+		return k.attrOf(ctx, a.New, fi), nil
+	})
+	Handle(k, "fs.setattr", Internal, func(ctx context.Context, c *Caller, a *fsSetattrArgs) (vfs.Attr, error) {
+		fi, err := k.reach(ctx, c.Identity, a.Path)
+		if err != nil {
+			return vfs.Attr{}, err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 && (a.Set.Mode != nil || a.Set.Size != nil) {
+			return vfs.Attr{}, E("/"+a.Path, syscall.EOPNOTSUPP)
 		}
 		o := k.ownerOf(ctx, a.Path)
 		isOwner := c.IsRoot() || c.Uid == o.uid
@@ -566,7 +737,7 @@ func (k *Kernel) registerPosixFS() {
 			if !isOwner {
 				return vfs.Attr{}, E("/"+a.Path, Permission, msg("only the owner may change the mode"))
 			}
-			if err := k.data.Chmod(a.Path, a.Set.Mode.Perm()); err != nil {
+			if err := k.chmodData(a.Path, *a.Set.Mode); err != nil {
 				return vfs.Attr{}, E("/"+a.Path, err)
 			}
 		}
@@ -574,7 +745,7 @@ func (k *Kernel) registerPosixFS() {
 			if !allowed(c.Identity, o, fi.Mode(), vfs.WantWrite) {
 				return vfs.Attr{}, E("/"+a.Path, Permission, msg("permission denied"))
 			}
-			f, err := k.data.OpenFile(a.Path, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+			f, err := k.openData(a.Path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
 			if err != nil {
 				return vfs.Attr{}, E("/"+a.Path, err)
 			}
@@ -585,18 +756,29 @@ func (k *Kernel) registerPosixFS() {
 			}
 		}
 		if a.Set.Mtime != nil {
-			if !isOwner && !allowed(c.Identity, o, fi.Mode(), vfs.WantWrite) {
+			if !isOwner && (fi.Mode()&fs.ModeSymlink != 0 || !allowed(c.Identity, o, fi.Mode(), vfs.WantWrite)) {
 				return vfs.Attr{}, E("/"+a.Path, Permission, msg("permission denied"))
 			}
-			if err := k.data.Chtimes(a.Path, *a.Set.Mtime, *a.Set.Mtime); err != nil {
+			if err := k.chtimesData(a.Path, *a.Set.Mtime); err != nil {
 				return vfs.Attr{}, E("/"+a.Path, err)
 			}
 		}
-		if fi, err = k.data.Lstat(a.Path); err != nil {
+		if fi, err = k.lstatData(a.Path); err != nil {
 			return vfs.Attr{}, E("/"+a.Path, err)
 		}
 		return k.attrOf(ctx, a.Path, fi), nil
 	})
+}
+
+// checkLinkTarget checks a symbolic link's target: text of 1 to 4095
+// bytes without NUL. The target is data: the daemon never resolves it
+// (its own walks follow no link), and a client resolves it on its own
+// side, as on any file system.
+func checkLinkTarget(t string) error {
+	if t == "" || len(t) >= unix.PathMax || strings.ContainsRune(t, 0) {
+		return E(Invalid, msg("a link target is 1 to 4095 bytes without NUL"))
+	}
+	return nil
 }
 
 // opErr is the seed's operation-level failure: {ok:false, error}.
@@ -718,12 +900,7 @@ func (k *Kernel) fsRead(ctx context.Context, id *Identity, a *fsReadArgs) (map[s
 		return nil, err
 	}
 	if fi.IsDir() {
-		ents, err := k.data.Open(rel)
-		if err != nil {
-			return nil, E("/"+rel, err)
-		}
-		defer ents.Close()
-		list, err := ents.ReadDir(-1)
+		list, err := k.readDirData(rel)
 		if err != nil {
 			return nil, E("/"+rel, err)
 		}
@@ -731,7 +908,7 @@ func (k *Kernel) fsRead(ctx context.Context, id *Identity, a *fsReadArgs) (map[s
 		for _, e := range list {
 			if e.IsDir() {
 				dirs = append(dirs, e.Name())
-			} else if e.Type().IsRegular() {
+			} else if e.Mode().IsRegular() {
 				files = append(files, e.Name())
 			}
 		}
@@ -740,7 +917,7 @@ func (k *Kernel) fsRead(ctx context.Context, id *Identity, a *fsReadArgs) (map[s
 	if fi.Size() > maxReadFile {
 		return nil, E("/"+rel, Invalid, Msgf("file is larger than %d bytes", maxReadFile))
 	}
-	b, err := k.data.ReadFile(rel)
+	b, err := k.readFileData(rel, maxReadFile)
 	if err != nil {
 		return nil, E("/"+rel, err)
 	}
@@ -804,7 +981,7 @@ func (k *Kernel) writeFile(ctx context.Context, id *Identity, rel string, conten
 		werr = k.data.Chmod(tmp, mode)
 	}
 	if werr == nil {
-		werr = k.data.Rename(tmp, rel)
+		werr = k.renameData(tmp, rel)
 	}
 	if werr != nil {
 		k.data.Remove(tmp)
@@ -836,10 +1013,9 @@ func (k *Kernel) mkdirAllMode(ctx context.Context, id *Identity, rel string, per
 	if err := k.accessParent(ctx, id, rel); err != nil {
 		return err
 	}
-	if err := k.data.Mkdir(rel, perm); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := k.mkdirData(rel, perm); err != nil && !errors.Is(err, fs.ErrExist) {
 		return E("/"+rel, err)
 	}
-	k.data.Chmod(rel, perm)
 	return nil
 }
 
@@ -854,7 +1030,7 @@ func (k *Kernel) fsEdit(ctx context.Context, id *Identity, a *fsEditArgs) (int, 
 	if _, err := k.access(ctx, id, rel, vfs.WantRead|vfs.WantWrite); err != nil {
 		return 0, rel, err
 	}
-	b, err := k.data.ReadFile(rel)
+	b, err := k.readFileData(rel, maxReadFile)
 	if err != nil {
 		return 0, rel, E("/"+rel, err)
 	}
@@ -881,7 +1057,7 @@ func (k *Kernel) deleteTree(ctx context.Context, id *Identity, rel string) error
 	if err := k.accessParent(ctx, id, rel); err != nil {
 		return err
 	}
-	fi, err := k.access(ctx, id, rel, 0)
+	fi, err := k.reach(ctx, id, rel)
 	if err != nil {
 		return err
 	}
@@ -889,7 +1065,7 @@ func (k *Kernel) deleteTree(ctx context.Context, id *Identity, rel string) error
 		if _, err := k.access(ctx, id, rel, vfs.WantWrite|vfs.WantExec|vfs.WantRead); err != nil {
 			return err
 		}
-		ents, err := fs.ReadDir(k.data.FS(), rel)
+		ents, err := k.readDirData(rel)
 		if err != nil {
 			return E("/"+rel, err)
 		}
@@ -899,7 +1075,7 @@ func (k *Kernel) deleteTree(ctx context.Context, id *Identity, rel string) error
 			}
 		}
 	}
-	if err := k.data.Remove(rel); err != nil {
+	if err := k.removeData(rel, fi.IsDir()); err != nil {
 		return E("/"+rel, err)
 	}
 	return nil
@@ -940,7 +1116,7 @@ func (k *Kernel) fsSearch(ctx context.Context, id *Identity, a *fsSearchArgs) (m
 			return nil // unreadable parts are skipped, as grep -r -s does
 		}
 		if fi.IsDir() {
-			ents, err := fs.ReadDir(k.data.FS(), rel)
+			ents, err := k.readDirData(rel)
 			if err != nil {
 				return nil
 			}
@@ -959,7 +1135,7 @@ func (k *Kernel) fsSearch(ctx context.Context, id *Identity, a *fsSearchArgs) (m
 				return nil
 			}
 		}
-		f, err := k.data.Open(rel)
+		f, err := k.openReadData(rel)
 		if err != nil {
 			return nil
 		}
@@ -1001,6 +1177,12 @@ type dataNode struct {
 type dataDir struct{ dataNode }
 type dataFile struct{ dataNode }
 
+// dataLink is a symbolic link of the data tree. Over FUSE the client's
+// kernel reads its target (Readlink) and resolves it on its own side. 9P2000
+// has no symbolic links: there a link is a read-only file whose content is
+// its target.
+type dataLink struct{ dataNode }
+
 var (
 	_ vfs.Dir          = (*dataDir)(nil)
 	_ vfs.AttrLookuper = (*dataDir)(nil)
@@ -1010,6 +1192,11 @@ var (
 	_ vfs.Setter       = (*dataDir)(nil)
 	_ vfs.File         = (*dataFile)(nil)
 	_ vfs.Setter       = (*dataFile)(nil)
+	_ vfs.Symlinker    = (*dataDir)(nil)
+	_ vfs.Linker       = (*dataDir)(nil)
+	_ vfs.Readlinker   = (*dataLink)(nil)
+	_ vfs.File         = (*dataLink)(nil)
+	_ vfs.Setter       = (*dataLink)(nil)
 )
 
 func (n *dataNode) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
@@ -1021,11 +1208,86 @@ func (n *dataNode) SetAttr(ctx context.Context, cred vfs.Cred, s vfs.SetAttr) (v
 }
 
 func (n *dataNode) node(rel string, a vfs.Attr) vfs.Node {
-	if a.Mode.IsDir() {
+	switch {
+	case a.Mode.IsDir():
 		return &dataDir{dataNode{n.k, rel}}
+	case a.Mode&fs.ModeSymlink != 0:
+		return &dataLink{dataNode{n.k, rel}}
 	}
 	return &dataFile{dataNode{n.k, rel}}
 }
+
+// Symlink implements vfs.Symlinker with fs.symlink.
+func (d *dataDir) Symlink(ctx context.Context, cred vfs.Cred, target, name string) (vfs.Node, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	rel := d.rel + "/" + name
+	a, err := Invoke[vfs.Attr](ctx, d.k, CallerOf(cred, ""), "fs.symlink", &fsSymlinkArgs{Target: target, Path: rel})
+	if err != nil {
+		return nil, err
+	}
+	return d.node(rel, a), nil
+}
+
+// Link implements vfs.Linker with fs.link: target must be a file or link
+// of the data tree.
+func (d *dataDir) Link(ctx context.Context, cred vfs.Cred, target vfs.Node, name string) (vfs.Node, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	var old string
+	switch t := target.(type) {
+	case *dataFile:
+		old = t.rel
+	case *dataLink:
+		old = t.rel
+	case *dataDir:
+		return nil, E("link", Permission, syscall.EPERM)
+	default:
+		return nil, E("link", Permission, syscall.EXDEV)
+	}
+	rel := d.rel + "/" + name
+	a, err := Invoke[vfs.Attr](ctx, d.k, CallerOf(cred, ""), "fs.link", &fsRenameArgs{Old: old, New: rel})
+	if err != nil {
+		return nil, err
+	}
+	return d.node(rel, a), nil
+}
+
+// Readlink implements vfs.Readlinker with fs.readlink.
+func (l *dataLink) Readlink(ctx context.Context, cred vfs.Cred) (string, error) {
+	return Invoke[string](ctx, l.k, CallerOf(cred, ""), "fs.readlink", &fsPathArgs{l.rel})
+}
+
+// Open serves the link to transports without symbolic links (9P2000): a
+// read-only file whose content is the target.
+func (l *dataLink) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Handle, error) {
+	if vfs.WantOf(flags)&vfs.WantWrite != 0 || flags&os.O_TRUNC != 0 {
+		return nil, E("/"+l.rel, Permission, msg("a symbolic link is read-only here; its content is its target"))
+	}
+	t, err := l.Readlink(ctx, cred)
+	if err != nil {
+		return nil, err
+	}
+	return &linkHandle{t: []byte(t)}, nil
+}
+
+// linkHandle reads a link's target.
+type linkHandle struct{ t []byte }
+
+func (h *linkHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	if off >= int64(len(h.t)) {
+		return 0, nil
+	}
+	return copy(p, h.t[off:]), nil
+}
+
+func (h *linkHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	return 0, vfs.ErrReadOnly
+}
+
+func (h *linkHandle) Close(ctx context.Context) error { return nil }
 
 func validName(name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || !utf8.ValidString(name) {

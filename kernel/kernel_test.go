@@ -95,6 +95,7 @@ func TestFrames(t *testing.T) {
 		{"trailing", alice, `{"call":"sys.whoami"} {}`, false, 400},
 		{"args not object", alice, `{"call":"sys.whoami","args":[1]}`, false, 400},
 		{"bad args type", alice, `{"call":"sys.config.get","args":{"key":5}}`, false, 400},
+		{"unknown field", alice, `{"call":"sys.config.get","args":{"key":"x","uid":1}}`, false, 400},
 		{"wrong type", alice, `{"type":"res","call":"sys.whoami"}`, false, 400},
 		{"no call", alice, `{"args":{}}`, false, 400},
 		{"not root", alice, `{"call":"sys.user.add","args":{"username":"eve"}}`, false, 403},
@@ -112,7 +113,14 @@ func TestFrames(t *testing.T) {
 			}
 		})
 	}
-	r := frame(t, k, alice, `{"id":"x1","call":"sys.whoami"}`)
+	r := frame(t, k, alice, `{"call":"sys.config.set","args":{"key":"ai.model","value":"m","uid":0}}`)
+	if r.OK || r.Error.Code != 400 || r.Error.Message != `sys.config.set: unknown field "uid"` {
+		t.Fatalf("unknown field: %+v", r.Error)
+	}
+	if r := frame(t, k, alice, `{"call":"sys.config.get","args":{"key":"ai.model"}}`); strings.Contains(string(mustJSON(t, r.Data)), `"m"`) {
+		t.Fatalf("a frame with an unknown field ran: %s", mustJSON(t, r.Data))
+	}
+	r = frame(t, k, alice, `{"id":"x1","call":"sys.whoami"}`)
 	if r.ID != "x1" {
 		t.Fatalf("id not echoed: %+v", r)
 	}
@@ -349,6 +357,7 @@ func TestParseCtl(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, err := ParseCtl(tt.line)
+		got.read = nil // bookkeeping of the verbs, not the parse
 		if (err != nil) != tt.err {
 			t.Errorf("%q: err %v", tt.line, err)
 			continue
@@ -380,6 +389,34 @@ func FuzzParseCtl(f *testing.F) {
 	})
 }
 
+// FuzzDecodeArgs: DecodeArgs accepts an object only if every field it
+// names is one the args have (as encoding/json matches names: without
+// case), and a refusal is a 400.
+func FuzzDecodeArgs(f *testing.F) {
+	for _, s := range []string{`{"key":"a","value":1}`, `{"Key":"a"}`, `{"uid":1}`, `{"key":"a","key":"b"}`, `{"value":{"uid":1}}`, `{} {}`, `[1]`, `null`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var a configSetArgs
+		err := DecodeArgs(b, &a)
+		if err != nil {
+			if Code(err) != 400 {
+				t.Fatalf("refusal %v is not a 400", err)
+			}
+			return
+		}
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(b, &fields) != nil {
+			return // null or empty: nothing to check
+		}
+		for name := range fields {
+			if !strings.EqualFold(name, "key") && !strings.EqualFold(name, "value") {
+				t.Fatalf("accepted %q with the unknown field %q", b, name)
+			}
+		}
+	})
+}
+
 func FuzzDecodeRequest(f *testing.F) {
 	for _, s := range []string{`{"call":"sys.whoami"}`, `{"type":"req","id":"1","call":"x","args":{}}`, `{"call":"x","args":[]}`, `{`, `null`, `"x"`} {
 		f.Add([]byte(s))
@@ -401,10 +438,61 @@ func FuzzDecodeRequest(f *testing.F) {
 	})
 }
 
-// A symbolic link planted in a home (by the host: GSV never makes one) is
-// neither followed nor listed, whichever way the file is reached.
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A ctl line's key=value options and JSON args are as strict as a frame's
+// args: one the verb does not read is a 400 naming it, and nothing runs.
+func TestCtlUnknownOption(t *testing.T) {
+	k, _, alice, _ := newKernel(t)
+	ctx := context.Background()
+	ran := 0
+	Handle(k, "fs.testopt", 0, func(ctx context.Context, c *Caller, a *configGetArgs) (string, error) {
+		ran++
+		return a.Key, nil
+	})
+	ctl := k.Ctl("/test", RootMeta("/test/ctl", 0o666), map[string]CtlVerb{
+		"get": func(l CtlLine) (string, any, error) {
+			return "fs.testopt", &configGetArgs{Key: l.Opt("key")}, nil
+		},
+		"say": func(l CtlLine) (string, any, error) {
+			return "fs.testopt", &configGetArgs{Key: l.Text()}, nil
+		},
+	})
+	for _, tc := range []struct {
+		line, want, err string
+	}{
+		{"get key=a", `"a"`, ""},
+		{"get key=a uid=0", "", `/test/ctl: unknown option "uid"`},
+		{"get {\"key\":\"b\"}", `"b"`, ""},
+		{"get {\"key\":\"b\",\"uid\":0}", "", `/test/ctl: unknown field "uid"`},
+		{"say a=b c", `"a=b c"`, ""},
+	} {
+		before := ran
+		out, err := ctl.Exec(ctx, alice, tc.line)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err || Code(err) != 400 || ran != before {
+				t.Errorf("%q: got %q, %v (ran %d times), want 400 %q", tc.line, out, err, ran-before, tc.err)
+			}
+			continue
+		}
+		if err != nil || out != tc.want {
+			t.Errorf("%q: got %q, %v, want %q", tc.line, out, err, tc.want)
+		}
+	}
+}
+
+// A symbolic link in a home is listed and read as a link, and never
+// followed by the daemon, whichever way the file is reached; its target
+// may point anywhere (it is data).
 func TestSymlinkNotFollowed(t *testing.T) {
-	k, root, _, _ := newKernel(t)
+	k, root, alice, _ := newKernel(t)
 	ctx := context.Background()
 	os.WriteFile(filepath.Join(k.dataPath, "..", "outside"), []byte("secret"), 0o644)
 	if err := os.Symlink("../../../outside", filepath.Join(k.dataPath, "home/root/link")); err != nil {
@@ -426,10 +514,110 @@ func TestSymlinkNotFollowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	listed := false
 	for _, e := range ents {
 		if e.Name == "link" {
-			t.Error("symlink listed")
+			listed = e.Attr.Mode&fs.ModeSymlink != 0 && e.Attr.Size == int64(len("../../../outside"))
 		}
+	}
+	if !listed {
+		t.Errorf("symlink not listed as a link: %+v", ents)
+	}
+	if tgt, err := Invoke[string](ctx, k, c, "fs.readlink", &fsPathArgs{"home/root/link"}); err != nil || tgt != "../../../outside" {
+		t.Errorf("fs.readlink = %q, %v", tgt, err)
+	}
+	if _, err := Invoke[string](ctx, k, c, "fs.readlink", &fsPathArgs{"home/root/d"}); Code(err) != 400 {
+		t.Errorf("fs.readlink of a directory: %v", err)
+	}
+	// A link in a path is never walked: not by stat, mkdir, symlink,
+	// rename or setattr.
+	ac := &Caller{Identity: alice}
+	os.WriteFile(filepath.Join(k.dataPath, "home/root/d/file"), nil, 0o644)
+	if err := os.Symlink("../root", filepath.Join(k.dataPath, "home/alice/r")); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range []struct {
+		name string
+		args any
+	}{
+		{"fs.stat", &fsPathArgs{"home/alice/r/d"}},
+		{"fs.stat", &fsPathArgs{"home/alice/r/d/file"}}, // a node walked before r became a link
+		{"fs.mkdir", &fsMkdirArgs{"home/alice/r/new", 0o755}},
+		{"fs.symlink", &fsSymlinkArgs{"x", "home/alice/r/new"}},
+		{"fs.link", &fsRenameArgs{"home/root/link", "home/alice/r/new"}},
+		{"fs.rename", &fsRenameArgs{"home/alice/r", "home/alice/r/new"}},
+		{"fs.setattr", &fsSetattrArgs{"home/alice/r", vfs.SetAttr{Mode: ptr(fs.FileMode(0o700))}}},
+	} {
+		if _, err := k.Call(ctx, ac, call.name, call.args); err == nil {
+			t.Errorf("%s %+v through a link succeeded", call.name, call.args)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(k.dataPath, "home/root/new")); err == nil {
+		t.Error("made a file through a link")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// fs.symlink, fs.link and fs.readlink: links within one owner's tree.
+func TestLinks(t *testing.T) {
+	k, _, alice, bob := newKernel(t)
+	ctx := context.Background()
+	ac, bc := &Caller{Identity: alice}, &Caller{Identity: bob}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(k.dataPath, "home/alice/f"), []byte("hi"), 0o644))
+	a, err := Invoke[vfs.Attr](ctx, k, ac, "fs.symlink", &fsSymlinkArgs{"/usr/bin/python3", "home/alice/py"})
+	must(err)
+	if a.Mode&fs.ModeSymlink == 0 || a.Size != int64(len("/usr/bin/python3")) || a.User != "alice" {
+		t.Fatalf("fs.symlink attr %+v", a)
+	}
+	if tgt, err := Invoke[string](ctx, k, ac, "fs.readlink", &fsPathArgs{"home/alice/py"}); err != nil || tgt != "/usr/bin/python3" {
+		t.Fatalf("readlink = %q, %v", tgt, err)
+	}
+	a, err = Invoke[vfs.Attr](ctx, k, ac, "fs.link", &fsRenameArgs{"home/alice/f", "home/alice/g"})
+	must(err)
+	if a.Nlink != 2 || !a.Mode.IsRegular() {
+		t.Fatalf("fs.link attr %+v", a)
+	}
+	for _, tc := range []struct {
+		name  string
+		c     *Caller
+		call  string
+		args  any
+		errno syscall.Errno
+	}{
+		{"bob links into alice's home", bc, "fs.symlink", &fsSymlinkArgs{"x", "home/alice/x"}, syscall.EACCES},
+		{"bob hard-links alice's file", bc, "fs.link", &fsRenameArgs{"home/alice/f", "home/bob/f"}, syscall.EXDEV},
+		{"alice hard-links into bob's home", ac, "fs.link", &fsRenameArgs{"home/alice/f", "home/bob/f"}, syscall.EACCES},
+		{"link to a directory", ac, "fs.link", &fsRenameArgs{"home/alice", "home/alice/h"}, syscall.EPERM},
+		{"empty target", ac, "fs.symlink", &fsSymlinkArgs{"", "home/alice/e"}, syscall.EINVAL},
+		{"NUL in target", ac, "fs.symlink", &fsSymlinkArgs{"a\x00b", "home/alice/e"}, syscall.EINVAL},
+		{"name taken", ac, "fs.symlink", &fsSymlinkArgs{"x", "home/alice/f"}, syscall.EEXIST},
+		{"readlink of a file", ac, "fs.readlink", &fsPathArgs{"home/alice/f"}, syscall.EINVAL},
+		{"chmod of a link", ac, "fs.setattr", &fsSetattrArgs{"home/alice/py", vfs.SetAttr{Mode: ptr(fs.FileMode(0o600))}}, syscall.EOPNOTSUPP},
+	} {
+		if _, err := k.Call(ctx, tc.c, tc.call, tc.args); vfs.Errno(err) != tc.errno {
+			t.Errorf("%s: %v (errno %v), want %v", tc.name, err, vfs.Errno(err), tc.errno)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(k.dataPath, "home/bob/f")); err == nil {
+		t.Error("a refused link was made")
+	}
+	// fs.delete removes links, never what they point to.
+	must(os.WriteFile(filepath.Join(k.dataPath, "home/bob/keep"), []byte("b"), 0o644))
+	must(os.Mkdir(filepath.Join(k.dataPath, "home/alice/v"), 0o755))
+	must(os.Symlink("../../bob", filepath.Join(k.dataPath, "home/alice/v/b")))
+	r, _ := k.Call(ctx, ac, "fs.delete", &fsDeleteArgs{Path: "/home/alice/v"})
+	if r.(map[string]any)["ok"] != true {
+		t.Fatalf("fs.delete of a tree with a link: %v", r)
+	}
+	if _, err := os.Stat(filepath.Join(k.dataPath, "home/bob/keep")); err != nil {
+		t.Fatalf("fs.delete followed a link: %v", err)
 	}
 }
 

@@ -79,7 +79,10 @@ func (k *Kernel) ErrView(dir string) *vfs.View {
 	}}
 }
 
-// CtlVerb turns one parsed ctl line into a syscall and its args.
+// CtlVerb turns one parsed ctl line into a syscall and its args. It reads
+// the line's key=value options with CtlLine.Opt or CtlLine.LookupOpt: an
+// option the verb did not read is unknown, and the line fails with 400
+// naming it.
 type CtlVerb func(l CtlLine) (call string, args any, err error)
 
 // Ctl returns a ctl file at dir/ctl whose lines are dispatched by verbs.
@@ -107,6 +110,9 @@ func (k *Kernel) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl 
 			return "", err
 		}
 		call, args, err := v(l)
+		if err == nil {
+			err = l.unusedOpt()
+		}
 		if err != nil {
 			err = E(dir+"/ctl", err)
 			k.setLastError(c.Uid, dir, err)
@@ -114,11 +120,12 @@ func (k *Kernel) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl 
 		}
 		if l.JSON != nil {
 			// JSON args fill the verb's own args (which carry the
-			// file's context, such as its pid), or stand alone.
+			// file's context, such as its pid), or stand alone; either
+			// way an unknown field is a 400.
 			if args == nil {
 				args = l.JSON
-			} else if err := json.Unmarshal(l.JSON, args); err != nil {
-				err = E(dir+"/ctl", Invalid, Msgf("bad JSON args: %v", err))
+			} else if err := DecodeArgs(l.JSON, args); err != nil {
+				err = E(dir+"/ctl", err)
 				k.setLastError(c.Uid, dir, err)
 				return "", err
 			}
@@ -194,7 +201,7 @@ func (k *Kernel) configDir(prefix string) vfs.Dir {
 				return "", nil, E(Invalid, msg("usage: set <key> <value...>"))
 			}
 			key := l.Words[0]
-			val := strings.TrimLeft(strings.TrimPrefix(l.Rest, key), " \t")
+			val := strings.TrimLeft(strings.TrimPrefix(l.Text(), key), " \t")
 			if len(l.Words) == 2 && len(l.Opts) == 0 {
 				val = l.Words[1] // rc-quoted single value
 			}

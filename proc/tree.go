@@ -36,8 +36,8 @@ func spawnVerb(l kernel.CtlLine) (string, any, error) {
 	if err := words(l, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none]"); err != nil {
 		return "", nil, err
 	}
-	a := &spawnArgs{Profile: word(l, 0), Label: l.Opts["label"], Prompt: l.Opts["prompt"]}
-	if w, ok := l.Opts["workspace"]; ok {
+	a := &spawnArgs{Profile: word(l, 0), Label: l.Opt("label"), Prompt: l.Opt("prompt")}
+	if w, ok := l.LookupOpt("workspace"); ok {
 		a.Workspace = w
 	}
 	return "proc.spawn", a, nil
@@ -182,7 +182,7 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 			if l.JSON == nil && l.Rest == "" {
 				return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: send <text...>"))
 			}
-			return "proc.send", &sendArgs{Pid: pid, Message: l.Rest}, nil
+			return "proc.send", &sendArgs{Pid: pid, Message: l.Text()}, nil
 		},
 		"abort": func(l kernel.CtlLine) (string, any, error) { return "proc.abort", &pidArgs{Pid: pid}, nil },
 		"kill": func(l kernel.CtlLine) (string, any, error) {
@@ -264,7 +264,7 @@ func (m *Manager) convsDir(p *Process, own owner) vfs.Dir {
 	ctl := m.k.Ctl(base, own.at(base+"/ctl", 0o600), map[string]kernel.CtlVerb{
 		"open": func(l kernel.CtlLine) (string, any, error) {
 			a := &convArgs{Pid: pid, ConversationID: word(l, 0)}
-			if t, ok := l.Opts["title"]; ok {
+			if t, ok := l.LookupOpt("title"); ok {
 				a.Title = &t
 			}
 			return "proc.conversation.open", a, nil
@@ -316,25 +316,25 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			if l.JSON == nil && l.Rest == "" {
 				return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: send <text...>"))
 			}
-			return "proc.send", &sendArgs{Pid: pid, ConversationID: cid, Message: l.Rest}, nil
+			return "proc.send", &sendArgs{Pid: pid, ConversationID: cid, Message: l.Text()}, nil
 		},
 		"compact": func(l kernel.CtlLine) (string, any, error) {
 			a := &compactArgs{Pid: pid, ConversationID: cid}
-			if v, ok := l.Opts["keep"]; ok {
+			if v, ok := l.LookupOpt("keep"); ok {
 				n, err := strconv.Atoi(v)
 				if err != nil {
 					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("keep=%q is not a number", v))
 				}
 				a.KeepLast = &n
 			}
-			if v, ok := l.Opts["through"]; ok {
+			if v, ok := l.LookupOpt("through"); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
 					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("through=%q is not a message id", v))
 				}
 				a.ThroughMessageID = &n
 			}
-			if v, ok := l.Opts["summary"]; ok {
+			if v, ok := l.LookupOpt("summary"); ok {
 				a.Summary = &v
 			}
 			for _, w := range l.Words {
@@ -354,15 +354,15 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			return "proc.conversation.reset", a, nil
 		},
 		"fork": func(l kernel.CtlLine) (string, any, error) {
-			a := &forkArgs{Pid: pid, ConversationID: cid, SegmentID: l.Opts["segment"], TargetConversationID: l.Opts["as"]}
-			if v, ok := l.Opts["through"]; ok {
+			a := &forkArgs{Pid: pid, ConversationID: cid, SegmentID: l.Opt("segment"), TargetConversationID: l.Opt("as")}
+			if v, ok := l.LookupOpt("through"); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
 					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("through=%q is not a message id", v))
 				}
 				a.ThroughMessageID = &n
 			}
-			if t, ok := l.Opts["title"]; ok {
+			if t, ok := l.LookupOpt("title"); ok {
 				a.Title = &t
 			}
 			for _, w := range l.Words {
@@ -379,17 +379,17 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 		},
 		"policy": func(l kernel.CtlLine) (string, any, error) {
 			a := &policyArgs{Pid: pid, ConversationID: cid}
-			if v, ok := l.Opts["overflow"]; ok {
+			if v, ok := l.LookupOpt("overflow"); ok {
 				a.Overflow = &v
 			}
-			if v, ok := l.Opts["pressure"]; ok {
+			if v, ok := l.LookupOpt("pressure"); ok {
 				f, err := strconv.ParseFloat(v, 64)
 				if err != nil {
 					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("pressure=%q is not a number", v))
 				}
 				a.CompactAtPressure = &f
 			}
-			if v, ok := l.Opts["keep"]; ok {
+			if v, ok := l.LookupOpt("keep"); ok {
 				n, err := strconv.Atoi(v)
 				if err != nil {
 					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("keep=%q is not a number", v))

@@ -51,7 +51,7 @@ func (m *Manager) mountFiles() {
 func (m *Manager) ctlVerbs() map[string]kernel.CtlVerb {
 	ref := func(l kernel.CtlLine, usage string) (string, *uint32, error) {
 		var uid *uint32
-		if o, ok := l.Opts["owner"]; ok {
+		if o, ok := l.LookupOpt("owner"); ok {
 			u, err := m.uidOf(o)
 			if err != nil {
 				return "", nil, err

@@ -58,6 +58,8 @@ type Attr struct {
 	// names 9P shows.
 	Uid, Gid    uint32
 	User, Group string
+	// Nlink is the number of names of the node (hard links); 0 means 1.
+	Nlink uint32
 	// Synthetic marks files whose content is rendered by the tree: the FUSE
 	// binding serves them with direct I/O and no kernel caching (a handle
 	// that is a BackingFiler may instead be read by the kernel from its
@@ -167,6 +169,26 @@ type Remover interface {
 // the same kind.
 type Renamer interface {
 	Rename(ctx context.Context, cred Cred, name string, newDir Dir, newName string) error
+}
+
+// Symlinker is a Dir in which symbolic links can be made. A link's target
+// is data: the tree stores it and never resolves it.
+type Symlinker interface {
+	// Symlink makes name a symbolic link to target.
+	Symlink(ctx context.Context, cred Cred, target, name string) (Node, error)
+}
+
+// Linker is a Dir in which hard links can be made.
+type Linker interface {
+	// Link makes name another name of the existing node target (a node of
+	// the same tree, not a directory).
+	Link(ctx context.Context, cred Cred, target Node, name string) (Node, error)
+}
+
+// Readlinker is a node that is a symbolic link: its Attr has
+// fs.ModeSymlink and Readlink returns its target.
+type Readlinker interface {
+	Readlink(ctx context.Context, cred Cred) (string, error)
 }
 
 // SetAttr says which attributes a Setter should change.

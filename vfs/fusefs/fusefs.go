@@ -385,11 +385,14 @@ func fileMode(mode uint32) iofs.FileMode {
 	return m
 }
 
-// typeBits returns the POSIX file type of m: a directory or a regular file
-// (the tree has nothing else).
+// typeBits returns the POSIX file type of m: a directory, a symbolic link
+// or a regular file (the tree has nothing else).
 func typeBits(m iofs.FileMode) uint32 {
-	if m.IsDir() {
+	switch {
+	case m.IsDir():
 		return syscall.S_IFDIR
+	case m&iofs.ModeSymlink != 0:
+		return syscall.S_IFLNK
 	}
 	return syscall.S_IFREG
 }
@@ -404,7 +407,7 @@ func fillAttr(out *fuse.Attr, a vfs.Attr) {
 	out.Size = uint64(size)
 	out.Blocks = (out.Size + 511) / 512
 	out.Blksize = 4096
-	out.Nlink = 1
+	out.Nlink = max(a.Nlink, 1)
 	out.Uid = a.Uid
 	out.Gid = a.Gid
 	if !a.Mtime.IsZero() {

@@ -46,6 +46,9 @@ var (
 	_ fs.NodeRmdirer        = (*node)(nil)
 	_ fs.NodeRenamer        = (*node)(nil)
 	_ fs.NodeCopyFileRanger = (*node)(nil)
+	_ fs.NodeSymlinker      = (*node)(nil)
+	_ fs.NodeLinker         = (*node)(nil)
+	_ fs.NodeReadlinker     = (*node)(nil)
 )
 
 func newNode(s *Server, vn vfs.Node, a vfs.Attr) *node {
@@ -428,4 +431,73 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 // the kernel stop asking and copy with reads and writes.
 func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, len uint64, flags uint64) (uint32, syscall.Errno) {
 	return 0, syscall.ENOSYS
+}
+
+// Symlink implements fs.NodeSymlinker with vfs.Symlinker.Symlink; a
+// directory that is not a Symlinker refuses links (EPERM, as a file system
+// without symbolic links does).
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	cred, d, e := n.credDir(ctx)
+	if e != 0 {
+		return nil, e
+	}
+	sl, ok := d.(vfs.Symlinker)
+	if !ok {
+		return nil, syscall.EPERM
+	}
+	vn, err := sl.Symlink(ctx, cred, target, name)
+	if err != nil {
+		return nil, n.srv.errno("symlink", err, "name", name)
+	}
+	return n.linked(ctx, cred, name, vn, out)
+}
+
+// Link implements fs.NodeLinker with vfs.Linker.Link. Both nodes must be
+// of this tree; a directory that is not a Linker refuses links (EPERM).
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	cred, d, e := n.credDir(ctx)
+	if e != 0 {
+		return nil, e
+	}
+	tn, ok := target.(*node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	l, ok := d.(vfs.Linker)
+	if !ok {
+		return nil, syscall.EPERM
+	}
+	vn, err := l.Link(ctx, cred, tn.vnode(), name)
+	if err != nil {
+		return nil, n.srv.errno("link", err, "name", name)
+	}
+	return n.linked(ctx, cred, name, vn, out)
+}
+
+// linked answers a new name vn made in n: its attributes and inode.
+func (n *node) linked(ctx context.Context, cred vfs.Cred, name string, vn vfs.Node, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	a, err := vn.Attr(ctx, cred)
+	if err != nil {
+		return nil, n.srv.errno("link attr", err, "name", name)
+	}
+	fillAttr(&out.Attr, a)
+	return n.child(ctx, name, vn, a), 0
+}
+
+// Readlink implements fs.NodeReadlinker with vfs.Readlinker.Readlink. The
+// kernel resolves the target on the client's side, as for any file system.
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	cred, e := n.srv.cred(ctx)
+	if e != 0 {
+		return nil, e
+	}
+	rl, ok := n.vnode().(vfs.Readlinker)
+	if !ok {
+		return nil, syscall.EINVAL
+	}
+	t, err := rl.Readlink(ctx, cred)
+	if err != nil {
+		return nil, n.srv.errno("readlink", err)
+	}
+	return []byte(t), 0
 }

@@ -48,8 +48,9 @@ type Kernel struct {
 	dataFD   *os.File // the data root opened O_PATH, for openat2; nil if unavailable
 	dataPath string
 
-	root *vfs.StaticDir // the namespace
-	kid  *Identity      // the kernel's own identity
+	root   *vfs.StaticDir // the namespace
+	kid    *Identity      // the kernel's own identity
+	shells shellJobs      // the running shell.exec commands
 }
 
 // Open opens the kernel on cfg.StateDir, creating it if needed, migrating
@@ -127,8 +128,10 @@ func Open(cfg Config) (*Kernel, error) {
 	return k, nil
 }
 
-// Close closes the store and the data tree.
+// Close kills every running shell.exec command's process group and reaps
+// its shell, then closes the store and the data tree.
 func (k *Kernel) Close() error {
+	k.shells.close()
 	k.bus.closeAll()
 	k.data.Close()
 	if k.dataFD != nil {

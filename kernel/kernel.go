@@ -128,10 +128,10 @@ func Open(cfg Config) (*Kernel, error) {
 	return k, nil
 }
 
-// Close kills every running shell.exec command's process group and reaps
-// its shell, then closes the store and the data tree.
+// Close ends the commands (EndCommands), then closes the store and the
+// data tree.
 func (k *Kernel) Close() error {
-	k.shells.close()
+	k.EndCommands()
 	k.bus.closeAll()
 	k.data.Close()
 	if k.dataFD != nil {
@@ -139,6 +139,12 @@ func (k *Kernel) Close() error {
 	}
 	return k.Store.Close()
 }
+
+// EndCommands kills every running shell.exec command's process group,
+// reaps its shell and refuses new commands from then on. A daemon calls it
+// as it begins to shut down, before it waits for its servers' requests, so
+// that no request waits on a command; Close calls it too.
+func (k *Kernel) EndCommands() { k.shells.close() }
 
 // StateDir returns the state directory.
 func (k *Kernel) StateDir() string { return k.cfg.StateDir }

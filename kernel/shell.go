@@ -313,6 +313,14 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 	}
 	pw.Close()
 	pid := cmd.Process.Pid
+	guard, guardW, err := startGuard(pid)
+	if err != nil {
+		killGroup(k, pid, syscall.SIGKILL)
+		cmd.Wait()
+		started <- E("shell", Msgf("starting the command's guard: %v", causeText(err)))
+		return
+	}
+	defer guardW.Close()
 	j.pgid = pid
 	started <- nil
 	k.log.Debug("shell.exec started", "uid", id.Uid, "user", id.Username, "dir", dir, "pgid", pid)
@@ -335,7 +343,9 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 		j.stop("timed out after " + strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64) + "s")
 	})
 	exited := make(chan struct{})
+	stopperDone := make(chan struct{})
 	go func() { // the stopper: SIGTERM, then SIGKILL after the grace
+		defer close(stopperDone)
 		select {
 		case <-exited:
 			return
@@ -370,6 +380,9 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 	killGroup(k, pid, syscall.SIGKILL)
 	pr.SetReadDeadline(time.Now())
 	<-drained
+	<-stopperDone
+	guard.Process.Kill() // the group is dead: the guard has nothing to do
+	guard.Wait()
 	if werr == nil {
 		werr = cmd.Wait()
 	} else {
@@ -406,6 +419,33 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 	k.log.Debug("shell.exec ended", "uid", id.Uid, "pgid", pid, "status", r["status"], "exitCode", r["exitCode"])
 	j.res = r
 	close(j.done)
+}
+
+// startGuard starts the guard of process group pgid: a /bin/sh outside
+// the group that reads its stdin, a pipe whose write end only the daemon
+// holds, and kills the group (SIGKILL) when it reads end of file, which
+// happens only when the daemon has died without killing the group itself.
+// It returns the guard and the pipe's write end, to be closed only after
+// the guard is killed and reaped. The daemon kills the guard before it
+// reaps the group's leader, so that the group's id is still the command's
+// whenever the guard may act.
+func startGuard(pgid int) (*exec.Cmd, *os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	g := exec.Command("/bin/sh", "-c", `read _; kill -s KILL -- "-$1"`, "gsv-shell-guard", strconv.Itoa(pgid))
+	g.Dir = "/"
+	g.Env = []string{"PATH=" + shellPath}
+	g.Stdin = r
+	g.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = g.Start()
+	r.Close()
+	if err != nil {
+		w.Close()
+		return nil, nil, err
+	}
+	return g, w, nil
 }
 
 // waitExited waits until the child pid has exited, leaving it unreaped.

@@ -34,9 +34,8 @@ const (
 	// reading output that its leftover background children still write to
 	// the inherited pipe before it kills them.
 	shellDrainGrace = 200 * time.Millisecond
-	// shellKillGrace is how long a command's process group has, after
-	// SIGTERM, before the shell is still running and the group gets
-	// SIGKILL.
+	// shellKillGrace is how long a stopped command's shell has to exit
+	// after its group gets SIGTERM; then the group gets SIGKILL.
 	shellKillGrace = time.Second
 	// shellPath is the PATH of a command's environment.
 	shellPath = "/usr/local/bin:/usr/bin:/bin"
@@ -97,17 +96,19 @@ type shellExecArgs struct {
 //     exited shellKillGrace later, SIGKILL; children that trap SIGTERM die
 //     all the same. A timed-out command's result says "timed out after Ns";
 //     a cancelled call returns ctx.Err() at once while the group is killed.
-//   - The shell has Pdeathsig SIGKILL, and the goroutine that starts and
-//     waits for it is locked to its OS thread until the shell is reaped,
-//     so the shell dies with the daemon however the daemon ends.
-//   - Close kills every command's group and returns after each shell is
-//     reaped.
+//   - Close (and EndCommands, which a daemon calls as it begins to shut
+//     down) stops every command this way and returns after each shell is
+//     reaped; commands asked for after it are refused.
+//   - A daemon that dies without doing so (SIGKILL, a crash) takes the
+//     group with it: the shell has Pdeathsig SIGKILL (the goroutine that
+//     starts and waits for it is locked to its OS thread until the shell
+//     is reaped, since Pdeathsig follows the forking thread), and a guard
+//     process outside the group kills the whole group when the pipe only
+//     the daemon writes to closes (see startGuard).
 //
 // Known limitations:
 //   - A process that leaves the group (setsid, setpgid) is no longer the
-//     command's, and nothing kills it. A daemon killed outright (SIGKILL,
-//     a crash) takes the shell with it (Pdeathsig), but not the shell's
-//     own children, which Pdeathsig does not reach.
+//     command's, and nothing kills it.
 //   - The working directory is always under the state dir, never inside
 //     the daemon's own FUSE mount, and the shell is /bin/sh with a PATH
 //     of system directories only: a child blocking on a path the daemon
@@ -130,7 +131,7 @@ func (k *Kernel) registerShell() {
 		}
 		timeout := defaultShellTimeout
 		if a.TimeoutMs > 0 {
-			timeout = min(time.Duration(a.TimeoutMs)*time.Millisecond, maxShellTimeout)
+			timeout = time.Duration(min(a.TimeoutMs, maxShellTimeout.Milliseconds())) * time.Millisecond
 		}
 		dir, err := k.shellDir(ctx, c.Identity, a.Cwd)
 		if err != nil {

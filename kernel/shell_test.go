@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -40,6 +41,11 @@ func TestShellExec(t *testing.T) {
 	r = shellExec(t, k, root, &shellExecArgs{Input: "cat; echo done"})
 	if r["output"] != "done\n" {
 		t.Fatalf("stdin: %v", r)
+	}
+	// A timeout too large for a time.Duration is the longest one.
+	r = shellExec(t, k, root, &shellExecArgs{Input: "sleep 0.1; echo slept", TimeoutMs: math.MaxInt64})
+	if r["status"] != "completed" || r["output"] != "slept\n" {
+		t.Fatalf("huge timeout: %v", r)
 	}
 }
 

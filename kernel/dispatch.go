@@ -40,6 +40,9 @@ type syscallDef struct {
 	flags  Flags
 	decode func(json.RawMessage) (any, error)
 	call   func(context.Context, *Caller, any) (any, error)
+	// admit, if set, is the syscall's own rule on who may make it, checked
+	// with the dispatcher's before anything runs.
+	admit func(*Caller) error
 }
 
 // Handle registers the syscall name, served by fn. A request frame's JSON
@@ -78,8 +81,8 @@ func Handle[A any, R any](k *Kernel, name string, flags Flags, fn func(ctx conte
 
 // Call is the single dispatcher: every syscall, from a request frame, a
 // ctl line, a view being rendered or a namespace node, passes here. It
-// checks that the call exists and that the caller may make it (setup state,
-// kernel-only, capabilities), runs it, and, when the caller names an Origin,
+// checks that the call exists and that the caller may make it (Permit),
+// runs it, and, when the caller names an Origin,
 // remembers a failure for that directory's err view. args is a
 // json.RawMessage (from a frame) or the syscall's Go args.
 func (k *Kernel) Call(ctx context.Context, c *Caller, name string, args any) (any, error) {
@@ -93,22 +96,55 @@ func (k *Kernel) Call(ctx context.Context, c *Caller, name string, args any) (an
 	return res, err
 }
 
-func (k *Kernel) call(ctx context.Context, c *Caller, def *syscallDef, name string, args any) (res any, err error) {
-	_, fromFrame := args.(json.RawMessage)
+// Permit reports whether c may make the syscall name, by the rules Call
+// checks before it runs anything: the call exists, setup state,
+// kernel-only, capabilities, and the syscall's own rule on who may make it
+// (shell.exec: root only). A caller that asks a human before a syscall
+// (the agent loop) checks Permit first, so that nobody approves a call
+// that is refused anyway.
+func (k *Kernel) Permit(c *Caller, name string) error {
+	k.mu.RLock()
+	def := k.calls[name]
+	k.mu.RUnlock()
+	return k.permit(c, def, name, false)
+}
+
+func (k *Kernel) permit(c *Caller, def *syscallDef, name string, fromFrame bool) error {
 	if def == nil || (fromFrame && def.flags&Internal != 0) {
-		return nil, E(name, Invalid, Msgf("unknown syscall %q", name))
+		return E(name, Invalid, Msgf("unknown syscall %q", name))
 	}
 	if c == nil || c.Identity == nil {
-		return nil, E(name, Permission, msg("no identity"))
+		return E(name, Permission, msg("no identity"))
 	}
 	if def.flags&KernelOnly != 0 && !c.isKernel() {
-		return nil, E(name, Permission, msg("kernel-only syscall"))
+		return E(name, Permission, msg("kernel-only syscall"))
 	}
 	if def.flags&BeforeSetup == 0 && !k.isSetUp() {
-		return nil, E(name, SetupRequired, msg("setup required: run sys.setup"))
+		return E(name, SetupRequired, msg("setup required: run sys.setup"))
 	}
 	if !c.Can(name) {
-		return nil, E(name, Permission, msg("permission denied"))
+		return E(name, Permission, msg("permission denied"))
+	}
+	if def.admit != nil {
+		if err := def.admit(c); err != nil {
+			return E(name, err)
+		}
+	}
+	return nil
+}
+
+// admit sets the syscall name's own rule on who may make it (see
+// syscallDef.admit). It panics if name is not registered.
+func (k *Kernel) admit(name string, fn func(*Caller) error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.calls[name].admit = fn
+}
+
+func (k *Kernel) call(ctx context.Context, c *Caller, def *syscallDef, name string, args any) (res any, err error) {
+	_, fromFrame := args.(json.RawMessage)
+	if err := k.permit(c, def, name, fromFrame); err != nil {
+		return nil, err
 	}
 	if fromFrame {
 		if args, err = def.decode(args.(json.RawMessage)); err != nil {

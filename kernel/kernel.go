@@ -48,8 +48,9 @@ type Kernel struct {
 	dataFD   *os.File // the data root opened O_PATH, for openat2; nil if unavailable
 	dataPath string
 
-	root *vfs.StaticDir // the namespace
-	kid  *Identity      // the kernel's own identity
+	root   *vfs.StaticDir // the namespace
+	kid    *Identity      // the kernel's own identity
+	shells shellJobs      // the running shell.exec commands
 }
 
 // Open opens the kernel on cfg.StateDir, creating it if needed, migrating
@@ -127,8 +128,10 @@ func Open(cfg Config) (*Kernel, error) {
 	return k, nil
 }
 
-// Close closes the store and the data tree.
+// Close ends the commands (EndCommands), then closes the store and the
+// data tree.
 func (k *Kernel) Close() error {
+	k.EndCommands()
 	k.bus.closeAll()
 	k.data.Close()
 	if k.dataFD != nil {
@@ -136,6 +139,12 @@ func (k *Kernel) Close() error {
 	}
 	return k.Store.Close()
 }
+
+// EndCommands kills every running shell.exec command's process group,
+// reaps its shell and refuses new commands from then on. A daemon calls it
+// as it begins to shut down, before it waits for its servers' requests, so
+// that no request waits on a command; Close calls it too.
+func (k *Kernel) EndCommands() { k.shells.close() }
 
 // StateDir returns the state directory.
 func (k *Kernel) StateDir() string { return k.cfg.StateDir }

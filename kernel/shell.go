@@ -5,12 +5,15 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"gsvfs.dev/gsvfs/vfs"
 )
@@ -29,11 +32,18 @@ const (
 	maxShellOutput = 64 << 10
 	// shellDrainGrace is how long, after the shell exits, shell.exec keeps
 	// reading output that its leftover background children still write to
-	// the inherited pipe before it stops listening.
+	// the inherited pipe before it kills them.
 	shellDrainGrace = 200 * time.Millisecond
+	// shellKillGrace is how long a stopped command's shell has to exit
+	// after its group gets SIGTERM; then the group gets SIGKILL.
+	shellKillGrace = time.Second
 	// shellPath is the PATH of a command's environment.
 	shellPath = "/usr/local/bin:/usr/bin:/bin"
 )
+
+// errShellNotRoot is why shell.exec refuses a caller that is not root.
+var errShellNotRoot = E(Permission, msg("only root may run host commands: they run on the host as the daemon's user, "+
+	"not as you; for other users they arrive with exec sessions"))
 
 type shellExecArgs struct {
 	Target    string `json:"target"`
@@ -45,12 +55,23 @@ type shellExecArgs struct {
 
 // registerShell registers shell.exec.
 //
-// shell.exec runs input with `/bin/sh -c` and returns the seed's result:
-// {status:"completed", output, exitCode, truncated?} when the shell exited
-// (whatever its exit code; a shell killed by a signal reports 128+signal),
-// {status:"failed", output, error, truncated?} when it timed out or could
-// not be waited for, and {ok:false, error} when it could not be started
-// (bad target aside, which is a 503 frame error as for fs.*).
+// shell.exec runs input with `/bin/sh -c` on the host as the daemon's own
+// host user. Only root (GSV uid 0, and the kernel) may make it: for any
+// other caller it is a 403 before anything starts, whatever the caller's
+// capabilities, because the command would run with the daemon's rights,
+// not the caller's. The agent's Shell tool makes the same syscall as the
+// process's owner, so for a non-root owner its result is that error (the
+// agent loop checks Permit before it asks a human). Commands for other
+// users arrive with exec sessions, which run them with the caller's own
+// authority.
+//
+// It returns the seed's result: {status:"completed", output, exitCode:0,
+// truncated?} when the shell exited 0; {status:"failed", output, exitCode,
+// error, truncated?} when it exited non-zero (a shell killed by a signal
+// reports 128+signal, as $? does); {status:"failed", output, error,
+// truncated?} when it timed out, the daemon shut down, or it could not be
+// waited for; and {ok:false, error} when it could not be started (bad
+// target aside, which is a 503 frame error as for fs.*).
 //
 // The command runs in cwd (default: the caller's cwd), a namespace path
 // ("~", "~/src", "/workspaces/x") that must be a directory of the data tree
@@ -62,25 +83,32 @@ type shellExecArgs struct {
 // Output is capped at maxShellOutput, keeping the tail; a truncated output
 // begins with a "[... N bytes truncated ...]" line.
 //
-// The command is its own process group. It runs until it exits or until
-// its timeout (timeoutMs, default 2m, at most 10m), when the whole group is
-// killed and the result says "timed out after Ns". Background children
-// still running when the shell exits are left alone (they lose the output
-// pipe after shellDrainGrace: redirect their output to keep them quiet).
-//
-// A cancelled ctx ends the wait, not the work: the dispatcher's callers
-// may cancel spuriously (a FUSE interrupt on the ctl write that carried
-// the call), so the command is bound only by its own timeout. When ctx ends
-// first the syscall returns ctx.Err() at once and the command runs on to
-// its end or its timeout in the background, where a goroutine reaps it.
+// The command is its own process group, and the kernel owns it until the
+// group is gone:
+//   - When the shell exits, whatever is left of its group (background
+//     children) may write to the output for shellDrainGrace more and is
+//     then killed (SIGKILL): no process outlives the command that started
+//     it. A server meant to outlive the call does not belong in shell.exec.
+//   - At its timeout (timeoutMs, default 2m, at most 10m), when ctx ends
+//     (the caller is gone: a client that closed its handle, Ctrl-C, a 9P
+//     Tflush or a closed connection; an agent run aborted) and when the
+//     kernel closes, the group gets SIGTERM and, if the shell has not
+//     exited shellKillGrace later, SIGKILL; children that trap SIGTERM die
+//     all the same. A timed-out command's result says "timed out after Ns";
+//     a cancelled call returns ctx.Err() at once while the group is killed.
+//   - Close (and EndCommands, which a daemon calls as it begins to shut
+//     down) stops every command this way and returns after each shell is
+//     reaped; commands asked for after it are refused.
+//   - A daemon that dies without doing so (SIGKILL, a crash) takes the
+//     group with it: the shell has Pdeathsig SIGKILL (the goroutine that
+//     starts and waits for it is locked to its OS thread until the shell
+//     is reaped, since Pdeathsig follows the forking thread), and a guard
+//     process outside the group kills the whole group when the pipe only
+//     the daemon writes to closes (see startGuard).
 //
 // Known limitations:
-//   - The command runs as the daemon's host user, not as the caller's
-//     mapped host user: it can read and write whatever the daemon can,
-//     including other users' files and the state dir. The cwd permission
-//     check is policy, not a sandbox. shell.exec is therefore gated by
-//     capability (the users group has it; tokens may drop it) and, for
-//     agents, by human approval.
+//   - A process that leaves the group (setsid, setpgid) is no longer the
+//     command's, and nothing kills it.
 //   - The working directory is always under the state dir, never inside
 //     the daemon's own FUSE mount, and the shell is /bin/sh with a PATH
 //     of system directories only: a child blocking on a path the daemon
@@ -103,7 +131,7 @@ func (k *Kernel) registerShell() {
 		}
 		timeout := defaultShellTimeout
 		if a.TimeoutMs > 0 {
-			timeout = min(time.Duration(a.TimeoutMs)*time.Millisecond, maxShellTimeout)
+			timeout = time.Duration(min(a.TimeoutMs, maxShellTimeout.Milliseconds())) * time.Millisecond
 		}
 		dir, err := k.shellDir(ctx, c.Identity, a.Cwd)
 		if err != nil {
@@ -117,12 +145,85 @@ func (k *Kernel) registerShell() {
 			return opErr(err), nil
 		}
 		select {
-		case res := <-job:
-			return res, nil
+		case <-job.done:
+			return job.res, nil
 		case <-ctx.Done():
-			k.log.Debug("shell.exec: caller gone, command left to run", "uid", c.Uid, "dir", dir)
+			k.log.Debug("shell.exec: caller gone, killing the command", "uid", c.Uid, "pgid", job.pgid)
+			job.stop("cancelled")
 			return nil, ctx.Err()
 		}
+	})
+	k.admit("shell.exec", func(c *Caller) error {
+		if !c.IsRoot() {
+			return errShellNotRoot
+		}
+		return nil
+	})
+}
+
+// shellJobs is the set of running commands; the kernel owns it.
+type shellJobs struct {
+	mu     sync.Mutex
+	m      map[*shellJob]struct{}
+	closed bool
+	wg     sync.WaitGroup // one per job until its shell is reaped
+}
+
+// add adds j, unless the set is closed.
+func (s *shellJobs) add(j *shellJob) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.m == nil {
+		s.m = map[*shellJob]struct{}{}
+	}
+	s.m[j] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+// remove removes j once its shell is reaped.
+func (s *shellJobs) remove(j *shellJob) {
+	s.mu.Lock()
+	delete(s.m, j)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// close refuses new commands, stops every running one and waits until
+// each shell is reaped.
+func (s *shellJobs) close() {
+	s.mu.Lock()
+	s.closed = true
+	for j := range s.m {
+		j.stop("the daemon is shutting down")
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// shellJob is one running command: a shell leading its process group.
+type shellJob struct {
+	pgid int
+	// stopping is closed by the first stop; why is its reason.
+	stopOnce sync.Once
+	stopping chan struct{}
+	why      string
+	// done is closed when the shell is reaped and its group killed; res
+	// is then the result.
+	done chan struct{}
+	res  map[string]any
+}
+
+// stop ends the command for the reason why (the result's error): SIGTERM
+// to its group now, SIGKILL if the shell still runs shellKillGrace later.
+// Only the first stop counts.
+func (j *shellJob) stop(why string) {
+	j.stopOnce.Do(func() {
+		j.why = why
+		close(j.stopping)
 	})
 }
 
@@ -163,15 +264,39 @@ func (k *Kernel) shellEnv(id *Identity, dir string) []string {
 	}
 }
 
-// startShell starts input under /bin/sh in dir and returns a channel that
-// receives the result once the command has ended (or timed out) and its
-// output is drained. The command's life is independent of any caller's
-// context: only timeout ends it early.
-func (k *Kernel) startShell(id *Identity, dir, input string, timeout time.Duration) (<-chan map[string]any, error) {
+// startShell starts input under /bin/sh in dir and returns its job, whose
+// done channel is closed once the command has ended (exited, timed out or
+// been stopped), its output is drained and its group is killed and
+// reaped. Only the job's stop, its timeout and the kernel's Close end it
+// early.
+func (k *Kernel) startShell(id *Identity, dir, input string, timeout time.Duration) (*shellJob, error) {
+	j := &shellJob{stopping: make(chan struct{}), done: make(chan struct{})}
+	if !k.shells.add(j) {
+		return nil, E("shell", Msgf("the daemon is shutting down"))
+	}
+	started := make(chan error, 1)
+	go k.runShell(j, id, dir, input, timeout, started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// runShell starts the command, reports the start on started, and waits
+// for it. It runs locked to its OS thread until the shell is reaped:
+// Pdeathsig fires when the thread that forked the shell ends, and a
+// locked thread ends only with its goroutine.
+func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout time.Duration, started chan<- error) {
+	defer k.shells.remove(j)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return nil, E("shell", Msgf("output pipe: %v", err))
+		started <- E("shell", Msgf("output pipe: %v", err))
+		return
 	}
+	defer pr.Close()
 	cmd := exec.Command("/bin/sh", "-c", input)
 	cmd.Dir = dir
 	cmd.Env = k.shellEnv(id, dir)
@@ -181,15 +306,25 @@ func (k *Kernel) startShell(id *Identity, dir, input string, timeout time.Durati
 	// holder of the pipe has closed it.
 	cmd.Stdout = pw
 	cmd.Stderr = pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		pr.Close()
 		pw.Close()
-		return nil, E("shell", Msgf("starting /bin/sh: %v", causeText(err)))
+		started <- E("shell", Msgf("starting /bin/sh: %v", causeText(err)))
+		return
 	}
 	pw.Close()
-	pgid := cmd.Process.Pid
-	k.log.Debug("shell.exec started", "uid", id.Uid, "user", id.Username, "dir", dir, "pgid", pgid)
+	pid := cmd.Process.Pid
+	guard, guardW, err := startGuard(pid)
+	if err != nil {
+		killGroup(k, pid, syscall.SIGKILL)
+		cmd.Wait()
+		started <- E("shell", Msgf("starting the command's guard: %v", causeText(err)))
+		return
+	}
+	defer guardW.Close()
+	j.pgid = pid
+	started <- nil
+	k.log.Debug("shell.exec started", "uid", id.Uid, "user", id.Username, "dir", dir, "pgid", pid)
 
 	out := &tailBuffer{max: maxShellOutput}
 	drained := make(chan struct{})
@@ -205,56 +340,131 @@ func (k *Kernel) startShell(id *Identity, dir, input string, timeout time.Durati
 		}
 	}()
 
-	res := make(chan map[string]any, 1)
-	go func() {
-		defer pr.Close()
-		var timedOut bool
-		var mu sync.Mutex
-		timer := time.AfterFunc(timeout, func() {
-			mu.Lock()
-			timedOut = true
-			mu.Unlock()
-			if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
-				k.log.Warn("shell.exec: killing timed-out command", "pgid", pgid, "err", err)
-			}
-		})
-		werr := cmd.Wait()
-		timer.Stop()
-		mu.Lock()
-		killed := timedOut
-		mu.Unlock()
-		// Output still in the pipe, or written by background children
-		// for a moment more; then stop listening.
+	timer := time.AfterFunc(timeout, func() {
+		j.stop("timed out after " + strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64) + "s")
+	})
+	exited := make(chan struct{})
+	stopperDone := make(chan struct{})
+	go func() { // the stopper: SIGTERM, then SIGKILL after the grace
+		defer close(stopperDone)
 		select {
-		case <-drained:
-		case <-time.After(shellDrainGrace):
-			pr.SetReadDeadline(time.Now())
-			<-drained
+		case <-exited:
+			return
+		case <-j.stopping:
 		}
-		output, truncated := out.text()
-		r := map[string]any{"output": output}
-		if truncated {
-			r["truncated"] = true
+		killGroup(k, pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(shellKillGrace):
+			killGroup(k, pid, syscall.SIGKILL)
 		}
-		var exitErr *exec.ExitError
+	}()
+
+	// Wait for the shell to exit without reaping it: its zombie keeps its
+	// pid, and so the group's id, from being reused until the group is
+	// killed below.
+	werr := waitExited(pid)
+	timer.Stop()
+	close(exited)
+	var stopped bool // whether the command was stopped before it exited
+	select {
+	case <-j.stopping:
+		stopped = true
+	default:
+	}
+	// Output still in the pipe, or written by background children for a
+	// moment more; then kill what is left of the group and stop listening.
+	select {
+	case <-drained:
+	case <-time.After(shellDrainGrace):
+	}
+	killGroup(k, pid, syscall.SIGKILL)
+	pr.SetReadDeadline(time.Now())
+	<-drained
+	<-stopperDone
+	guard.Process.Kill() // the group is dead: the guard has nothing to do
+	guard.Wait()
+	if werr == nil {
+		werr = cmd.Wait()
+	} else {
+		cmd.Wait()
+	}
+
+	output, truncated := out.text()
+	r := map[string]any{"output": output}
+	if truncated {
+		r["truncated"] = true
+	}
+	var exitErr *exec.ExitError
+	if stopped {
+		r["status"] = "failed"
+		r["error"] = j.why
+	} else {
 		switch {
-		case killed:
-			r["status"] = "failed"
-			r["error"] = "timed out after " + strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64) + "s"
 		case werr == nil:
 			r["status"] = "completed"
 			r["exitCode"] = 0
 		case errors.As(werr, &exitErr):
-			r["status"] = "completed"
-			r["exitCode"] = exitCode(exitErr)
+			code := exitCode(exitErr)
+			r["status"] = "failed"
+			r["exitCode"] = code
+			r["error"] = "exit code " + strconv.Itoa(code)
+			if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				r["error"] = "killed by " + unix.SignalName(ws.Signal()) + " (exit code " + strconv.Itoa(code) + ")"
+			}
 		default:
 			r["status"] = "failed"
 			r["error"] = "waiting for the command: " + causeText(werr)
 		}
-		k.log.Debug("shell.exec ended", "uid", id.Uid, "pgid", pgid, "status", r["status"], "exitCode", r["exitCode"])
-		res <- r
-	}()
-	return res, nil
+	}
+	k.log.Debug("shell.exec ended", "uid", id.Uid, "pgid", pid, "status", r["status"], "exitCode", r["exitCode"])
+	j.res = r
+	close(j.done)
+}
+
+// startGuard starts the guard of process group pgid: a /bin/sh outside
+// the group that reads its stdin, a pipe whose write end only the daemon
+// holds, and kills the group (SIGKILL) when it reads end of file, which
+// happens only when the daemon has died without killing the group itself.
+// It returns the guard and the pipe's write end, to be closed only after
+// the guard is killed and reaped. The daemon kills the guard before it
+// reaps the group's leader, so that the group's id is still the command's
+// whenever the guard may act.
+func startGuard(pgid int) (*exec.Cmd, *os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	g := exec.Command("/bin/sh", "-c", `read _; kill -s KILL -- "-$1"`, "gsv-shell-guard", strconv.Itoa(pgid))
+	g.Dir = "/"
+	g.Env = []string{"PATH=" + shellPath}
+	g.Stdin = r
+	g.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = g.Start()
+	r.Close()
+	if err != nil {
+		w.Close()
+		return nil, nil, err
+	}
+	return g, w, nil
+}
+
+// waitExited waits until the child pid has exited, leaving it unreaped.
+func waitExited(pid int) error {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// killGroup sends sig to the process group pgid.
+func killGroup(k *Kernel, pgid int, sig syscall.Signal) {
+	if err := syscall.Kill(-pgid, sig); err != nil && err != syscall.ESRCH {
+		k.log.Warn("shell.exec: signalling the command's group", "pgid", pgid, "signal", sig, "err", err)
+	}
 }
 
 // exitCode is the shell's exit code, or 128+signal if a signal killed it,

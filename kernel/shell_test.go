@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"gsvfs.dev/gsvfs/vfs"
 )
 
 // shellExec calls shell.exec as id and returns its data.
@@ -29,52 +27,74 @@ func shellExec(t *testing.T, k *Kernel, id *Identity, a *shellExecArgs) map[stri
 }
 
 func TestShellExec(t *testing.T) {
-	k, _, alice, _ := newKernel(t)
-	r := shellExec(t, k, alice, &shellExecArgs{Input: "echo hello; echo oops >&2"})
+	k, root, _, _ := newKernel(t)
+	r := shellExec(t, k, root, &shellExecArgs{Input: "echo hello; echo oops >&2"})
 	if r["status"] != "completed" || r["exitCode"] != 0 || r["output"] != "hello\noops\n" {
 		t.Fatalf("echo: %v", r)
 	}
-	if _, ok := r["truncated"]; ok {
-		t.Fatalf("echo truncated: %v", r)
-	}
-	r = shellExec(t, k, alice, &shellExecArgs{Input: "echo before; exit 3"})
-	if r["status"] != "completed" || r["exitCode"] != 3 || r["output"] != "before\n" {
-		t.Fatalf("exit 3: %v", r)
-	}
-	r = shellExec(t, k, alice, &shellExecArgs{Input: "kill -TERM $$"})
-	if r["status"] != "completed" || r["exitCode"] != 128+15 {
-		t.Fatalf("killed by SIGTERM: %v", r)
+	for _, f := range []string{"truncated", "error"} {
+		if _, ok := r[f]; ok {
+			t.Fatalf("echo has %s: %v", f, r)
+		}
 	}
 	// stdin is /dev/null: cat ends at once.
-	r = shellExec(t, k, alice, &shellExecArgs{Input: "cat; echo done"})
+	r = shellExec(t, k, root, &shellExecArgs{Input: "cat; echo done"})
 	if r["output"] != "done\n" {
 		t.Fatalf("stdin: %v", r)
+	}
+	// A timeout too large for a time.Duration is the longest one.
+	r = shellExec(t, k, root, &shellExecArgs{Input: "sleep 0.1; echo slept", TimeoutMs: math.MaxInt64})
+	if r["status"] != "completed" || r["output"] != "slept\n" {
+		t.Fatalf("huge timeout: %v", r)
+	}
+}
+
+// A non-zero exit is a failure that keeps its output and exit code.
+func TestShellExecFailed(t *testing.T) {
+	k, root, _, _ := newKernel(t)
+	for _, c := range []struct {
+		input, output, error string
+		code                 int
+	}{
+		{"echo before; exit 3", "before\n", "exit code 3", 3},
+		{"echo out; echo err >&2; false", "out\nerr\n", "exit code 1", 1},
+		{"echo term; kill -TERM $$", "term\n", "killed by SIGTERM (exit code 143)", 128 + 15},
+	} {
+		r := shellExec(t, k, root, &shellExecArgs{Input: c.input})
+		if r["status"] != "failed" || r["exitCode"] != c.code || r["output"] != c.output || r["error"] != c.error {
+			t.Errorf("%q: %v", c.input, r)
+		}
 	}
 }
 
 func TestShellExecFrames(t *testing.T) {
-	k, _, alice, _ := newKernel(t)
-	r := frame(t, k, alice, `{"call":"shell.exec","args":{"target":"gsv","input":"printf ok"}}`)
+	k, root, _, _ := newKernel(t)
+	r := frame(t, k, root, `{"call":"shell.exec","args":{"target":"gsv","input":"printf ok"}}`)
 	data, _ := r.Data.(map[string]any)
 	if !r.OK || data["status"] != "completed" || data["output"] != "ok" || data["exitCode"] != float64(0) {
 		t.Fatalf("gsv: %+v", r)
 	}
-	r = frame(t, k, alice, `{"call":"shell.exec","args":{"target":"laptop","input":"true"}}`)
+	r = frame(t, k, root, `{"call":"shell.exec","args":{"input":"printf no; exit 2"}}`)
+	data, _ = r.Data.(map[string]any)
+	if !r.OK || data["status"] != "failed" || data["output"] != "no" || data["exitCode"] != float64(2) {
+		t.Fatalf("exit 2: %+v", r)
+	}
+	r = frame(t, k, root, `{"call":"shell.exec","args":{"target":"laptop","input":"true"}}`)
 	if r.OK || r.Error.Code != 503 {
 		t.Fatalf("laptop: %+v", r)
 	}
-	r = frame(t, k, alice, `{"call":"shell.exec","args":{"sessionId":"sh_1","input":""}}`)
+	r = frame(t, k, root, `{"call":"shell.exec","args":{"sessionId":"sh_1","input":""}}`)
 	data, _ = r.Data.(map[string]any)
 	if !r.OK || data["ok"] != false || data["error"] != "shell sessions are not supported yet" {
 		t.Fatalf("session: %+v", r)
 	}
-	r = frame(t, k, alice, `{"call":"shell.exec","args":{"input":"  "}}`)
+	r = frame(t, k, root, `{"call":"shell.exec","args":{"input":"  "}}`)
 	data, _ = r.Data.(map[string]any)
 	if !r.OK || data["ok"] != false {
 		t.Fatalf("empty input: %+v", r)
 	}
 	// The capability gates the call.
-	noShell := *alice
+	noShell := *root
 	noShell.Capabilities = []string{"fs.*"}
 	r = frame(t, k, &noShell, `{"call":"shell.exec","args":{"input":"true"}}`)
 	if r.OK || r.Error.Code != 403 {
@@ -82,9 +102,47 @@ func TestShellExecFrames(t *testing.T) {
 	}
 }
 
-func TestShellCwd(t *testing.T) {
+// A command runs as the daemon's host user, so only root may run one:
+// anyone else is refused (403, saying why) before anything starts.
+func TestShellRefusesNonRoot(t *testing.T) {
 	k, root, alice, bob := newKernel(t)
-	ctx := context.Background()
+	marker := filepath.Join(k.dataPath, "home/alice/marker")
+	// A host user with no account has no capability to begin with.
+	if err := k.Permit(&Caller{Identity: nobody(1003)}, "shell.exec"); err == nil {
+		t.Fatal("nobody: Permit = nil")
+	}
+	for _, id := range []*Identity{alice, bob} {
+		_, err := k.Call(context.Background(), &Caller{Identity: id}, "shell.exec",
+			&shellExecArgs{Cwd: "/home/alice", Input: "id > /home/alice/marker; touch " + marker})
+		var ke *Error
+		if !errors.As(err, &ke) || ke.Kind != Permission || !strings.Contains(err.Error(), "only root may run host commands") {
+			t.Errorf("%s: err = %v", id.Username, err)
+		}
+		r := frame(t, k, id, `{"call":"shell.exec","args":{"input":"id"}}`)
+		if r.OK || r.Error.Code != 403 || !strings.Contains(r.Error.Message, "daemon's user") {
+			t.Errorf("%s: frame %+v", id.Username, r)
+		}
+		if err := k.Permit(&Caller{Identity: id}, "shell.exec"); err == nil || err.Error() != ke.Error() {
+			t.Errorf("%s: Permit = %v, want %v", id.Username, err, ke)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a refused command ran")
+	}
+	if err := k.Permit(&Caller{Identity: root}, "shell.exec"); err != nil {
+		t.Fatalf("root: Permit = %v", err)
+	}
+	if err := k.Permit(k.KernelCaller(), "shell.exec"); err != nil {
+		t.Fatalf("kernel: Permit = %v", err)
+	}
+	if err := k.Permit(&Caller{Identity: alice}, "fs.read"); err != nil {
+		t.Fatalf("alice fs.read: Permit = %v", err)
+	}
+}
+
+func TestShellCwd(t *testing.T) {
+	k, root, _, _ := newKernel(t)
 	real := func(rel string) string {
 		p, err := filepath.EvalSymlinks(filepath.Join(k.dataPath, rel))
 		if err != nil {
@@ -93,61 +151,49 @@ func TestShellCwd(t *testing.T) {
 		return p
 	}
 	// Default: the caller's cwd (its home).
-	r := shellExec(t, k, alice, &shellExecArgs{Input: "pwd -P"})
-	if r["output"] != real("home/alice")+"\n" {
+	r := shellExec(t, k, root, &shellExecArgs{Input: "pwd -P"})
+	if r["output"] != real("home/root")+"\n" {
 		t.Fatalf("default cwd: %v", r)
 	}
-	r = shellExec(t, k, alice, &shellExecArgs{Cwd: "~", Input: "pwd -P"})
-	if r["output"] != real("home/alice")+"\n" {
+	r = shellExec(t, k, root, &shellExecArgs{Cwd: "~", Input: "pwd -P"})
+	if r["output"] != real("home/root")+"\n" {
 		t.Fatalf("cwd ~: %v", r)
 	}
-	if w := shellExec(t, k, alice, &shellExecArgs{Input: "mkdir -p proj/src && echo x > proj/src/a.txt"}); w["exitCode"] != 0 {
+	if w := shellExec(t, k, root, &shellExecArgs{Input: "mkdir -p proj/src && echo x > proj/src/a.txt"}); w["exitCode"] != 0 {
 		t.Fatalf("mkdir: %v", w)
 	}
-	for _, cwd := range []string{"~/proj", "/home/alice/proj", "proj"} {
-		r = shellExec(t, k, alice, &shellExecArgs{Cwd: cwd, Input: "pwd -P; ls; echo $PWD"})
-		want := real("home/alice/proj") + "\nsrc\n" + k.dataPath + "/home/alice/proj\n"
+	for _, cwd := range []string{"~/proj", "/home/root/proj", "proj"} {
+		r = shellExec(t, k, root, &shellExecArgs{Cwd: cwd, Input: "pwd -P; ls; echo $PWD"})
+		want := real("home/root/proj") + "\nsrc\n" + k.dataPath + "/home/root/proj\n"
 		if r["output"] != want {
 			t.Fatalf("cwd %s: %q, want %q", cwd, r["output"], want)
 		}
 	}
+	if r := shellExec(t, k, root, &shellExecArgs{Cwd: "/home/bob", Input: "true"}); r["status"] != "completed" {
+		t.Fatalf("root in bob's home: %v", r)
+	}
 	// Not a directory, missing, outside the data tree, "..".
 	for _, cwd := range []string{"~/proj/src/a.txt", "~/absent", "/etc", "/home/alice/../bob"} {
-		r = shellExec(t, k, alice, &shellExecArgs{Cwd: cwd, Input: "pwd"})
+		r = shellExec(t, k, root, &shellExecArgs{Cwd: cwd, Input: "pwd"})
 		if r["ok"] != false || !strings.HasPrefix(r["error"].(string), "cwd: ") {
 			t.Errorf("cwd %s: %v", cwd, r)
 		}
 	}
-	// A directory alice may not search.
-	mode := fs.FileMode(0o700)
-	if _, err := k.Call(ctx, &Caller{Identity: bob}, "fs.setattr", &fsSetattrArgs{Path: "home/bob", Set: vfs.SetAttr{Mode: &mode}}); err != nil {
-		t.Fatal(err)
-	}
-	r = shellExec(t, k, alice, &shellExecArgs{Cwd: "/home/bob", Input: "touch /tmp/should-not-run"})
-	if r["ok"] != false || !strings.Contains(r["error"].(string), "permission denied") {
-		t.Fatalf("alice in bob's 0700 home: %v", r)
-	}
-	if r := shellExec(t, k, bob, &shellExecArgs{Cwd: "~", Input: "true"}); r["status"] != "completed" {
-		t.Fatalf("bob in his home: %v", r)
-	}
-	if r := shellExec(t, k, root, &shellExecArgs{Cwd: "/home/bob", Input: "true"}); r["status"] != "completed" {
-		t.Fatalf("root in bob's home: %v", r)
-	}
 }
 
 func TestShellEnv(t *testing.T) {
-	k, _, alice, _ := newKernel(t)
+	k, root, _, _ := newKernel(t)
 	t.Setenv("GSV_SHELL_TEST_SECRET", "hunter2")
-	r := shellExec(t, k, alice, &shellExecArgs{Input: "env"})
+	r := shellExec(t, k, root, &shellExecArgs{Input: "env"})
 	out := r["output"].(string)
 	if strings.Contains(out, "GSV_SHELL_TEST_SECRET") || strings.Contains(out, "hunter2") {
 		t.Fatalf("daemon env leaked: %q", out)
 	}
 	for _, want := range []string{
 		"PATH=/usr/local/bin:/usr/bin:/bin\n",
-		"HOME=" + k.dataPath + "/home/alice\n",
-		"USER=alice\n",
-		"GSV_UID=" + strconv.FormatUint(uint64(alice.Uid), 10) + "\n",
+		"HOME=" + k.dataPath + "/home/root\n",
+		"USER=root\n",
+		"GSV_UID=0\n",
 		"LANG=C.UTF-8\n",
 	} {
 		if !strings.Contains(out, want) {
@@ -157,12 +203,12 @@ func TestShellEnv(t *testing.T) {
 }
 
 func TestShellOutputCap(t *testing.T) {
-	k, _, alice, _ := newKernel(t)
+	k, root, _, _ := newKernel(t)
 	var full bytes.Buffer
 	for i := 1; i <= 100000; i++ {
 		fmt.Fprintf(&full, "%d\n", i)
 	}
-	r := shellExec(t, k, alice, &shellExecArgs{Input: "seq 1 100000"})
+	r := shellExec(t, k, root, &shellExecArgs{Input: "seq 1 100000"})
 	if r["status"] != "completed" || r["exitCode"] != 0 || r["truncated"] != true {
 		t.Fatalf("seq: status %v exit %v truncated %v", r["status"], r["exitCode"], r["truncated"])
 	}
@@ -233,12 +279,52 @@ func liveInGroup(pgid int) []string {
 	return live
 }
 
+// waitGroupGone waits up to d for process group pgid to have no live
+// process and fails the test otherwise.
+func waitGroupGone(t *testing.T, pgid int, d time.Duration) {
+	t.Helper()
+	var live []string
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if live = liveInGroup(pgid); len(live) == 0 {
+			return
+		}
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	t.Fatalf("group %d still has %v after %v", pgid, live, d)
+}
+
+// stubbornTree is a command whose process group has several processes
+// that survive SIGTERM: the shell itself, a child shell that ignores it,
+// a child that traps it, and their sleeps. It writes its pgid to the file
+// pgid once they all run.
+const stubbornTree = `trap "" TERM
+sh -c 'trap "" TERM; sleep 60' &
+sh -c 'trap "echo caught" TERM; while :; do sleep 1; done' &
+sleep 0.2; echo $$ > pgid.tmp && mv pgid.tmp pgid
+sleep 60`
+
+// readPgid waits for the file pgid in dir and returns its number.
+func readPgid(t *testing.T, dir string) int {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(filepath.Join(dir, "pgid"))
+		if err == nil {
+			n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatalf("pgid file %q", b)
+			}
+			return n
+		}
+	}
+	t.Fatal("the command did not write its pgid")
+	return 0
+}
+
 func TestShellTimeoutKillsGroup(t *testing.T) {
-	k, _, alice, _ := newKernel(t)
+	k, root, _, _ := newKernel(t)
 	start := time.Now()
-	r := shellExec(t, k, alice, &shellExecArgs{TimeoutMs: 500,
-		Input: "echo pgid=$$; sleep 100 & echo child=$!; wait"})
-	if el := time.Since(start); el > 5*time.Second {
+	r := shellExec(t, k, root, &shellExecArgs{TimeoutMs: 500, Input: "echo pgid=$$\n" + stubbornTree})
+	if el := time.Since(start); el > 500*time.Millisecond+shellKillGrace+time.Second {
 		t.Fatalf("timeout took %v", el)
 	}
 	if r["status"] != "failed" || r["error"] != "timed out after 0.5s" {
@@ -247,79 +333,96 @@ func TestShellTimeoutKillsGroup(t *testing.T) {
 	if _, ok := r["exitCode"]; ok {
 		t.Fatalf("timed-out command has an exit code: %v", r)
 	}
-	m := regexp.MustCompile(`pgid=(\d+)\nchild=(\d+)\n`).FindStringSubmatch(r["output"].(string))
+	m := regexp.MustCompile(`^pgid=(\d+)\n`).FindStringSubmatch(r["output"].(string))
 	if m == nil {
 		t.Fatalf("output so far: %q", r["output"])
 	}
 	pgid, _ := strconv.Atoi(m[1])
-	var live []string
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if live = liveInGroup(pgid); len(live) == 0 {
-			return
-		}
-	}
-	t.Fatalf("group %d survived the timeout: %v", pgid, live)
+	waitGroupGone(t, pgid, 500*time.Millisecond)
 }
 
-func TestShellCancelledContextLeavesCommand(t *testing.T) {
-	k, _, alice, _ := newKernel(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+// A caller gone (ctx cancelled) kills the command's whole group, children
+// that ignore or trap SIGTERM included.
+func TestShellCancelKillsGroup(t *testing.T) {
+	k, root, _, _ := newKernel(t)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	start := time.Now()
-	_, err := k.Call(ctx, &Caller{Identity: alice}, "shell.exec",
-		&shellExecArgs{Input: "sleep 0.3; echo done > marker"})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v", err)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := k.Call(ctx, &Caller{Identity: root}, "shell.exec", &shellExecArgs{Input: stubbornTree})
+		errc <- err
+	}()
+	pgid := readPgid(t, filepath.Join(k.dataPath, "home/root"))
+	if live := liveInGroup(pgid); len(live) < 5 {
+		t.Fatalf("group %d before the cancel: %v", pgid, live)
 	}
-	if el := time.Since(start); el > 250*time.Millisecond {
-		t.Fatalf("call returned after %v", el)
-	}
-	marker := filepath.Join(k.dataPath, "home/alice/marker")
-	if _, err := os.Stat(marker); err == nil {
-		t.Fatal("marker written before the command's sleep")
-	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if b, _ := os.ReadFile(marker); string(b) == "done\n" {
-			return
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v", err)
 		}
+	case <-time.After(time.Second):
+		t.Fatal("the call did not return when its ctx ended")
 	}
-	t.Fatal("the command did not run on after the caller left")
+	waitGroupGone(t, pgid, shellKillGrace+time.Second)
+}
+
+// Close kills every running command's group and reaps its shell before it
+// returns.
+func TestShellCloseKillsGroup(t *testing.T) {
+	k, root, _, _ := newKernel(t)
+	res := make(chan map[string]any, 1)
+	go func() {
+		r, _ := k.Call(context.Background(), &Caller{Identity: root}, "shell.exec", &shellExecArgs{Input: stubbornTree})
+		res <- r.(map[string]any)
+	}()
+	pgid := readPgid(t, filepath.Join(k.dataPath, "home/root"))
+	start := time.Now()
+	k.Close()
+	if el := time.Since(start); el > shellKillGrace+time.Second {
+		t.Fatalf("Close took %v", el)
+	}
+	waitGroupGone(t, pgid, 500*time.Millisecond) // SIGKILLed: dying, if not dead yet
+	if r := <-res; r["status"] != "failed" || r["error"] != "the daemon is shutting down" {
+		t.Fatalf("result: %v", r)
+	}
+	r, err := k.Call(context.Background(), &Caller{Identity: root}, "shell.exec", &shellExecArgs{Input: "true"})
+	if err != nil || r.(map[string]any)["ok"] != false {
+		t.Fatalf("after Close: %v %v", r, err)
+	}
 }
 
 func TestShellAlreadyCancelled(t *testing.T) {
-	k, _, alice, _ := newKernel(t)
+	k, root, _, _ := newKernel(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := k.Call(ctx, &Caller{Identity: alice}, "shell.exec", &shellExecArgs{Input: "echo x > marker"})
+	_, err := k.Call(ctx, &Caller{Identity: root}, "shell.exec", &shellExecArgs{Input: "echo x > marker"})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if _, err := os.Stat(filepath.Join(k.dataPath, "home/alice/marker")); err == nil {
+	if _, err := os.Stat(filepath.Join(k.dataPath, "home/root/marker")); err == nil {
 		t.Fatal("a command was started for a caller already gone")
 	}
 }
 
-func TestShellBackgroundChildDoesNotHold(t *testing.T) {
-	k, _, alice, _ := newKernel(t)
+// Background children still running when the shell exits neither hold the
+// call nor outlive it.
+func TestShellBackgroundChildKilled(t *testing.T) {
+	k, root, _, _ := newKernel(t)
 	start := time.Now()
-	// The background sleep keeps the output pipe open; the call still ends
-	// soon after the shell does.
-	r := shellExec(t, k, alice, &shellExecArgs{Input: "echo pgid=$$; sleep 3 & echo started"})
+	r := shellExec(t, k, root, &shellExecArgs{Input: "echo pgid=$$; sleep 30 & echo started"})
 	if el := time.Since(start); el > 2*time.Second {
 		t.Fatalf("call waited %v for a background child", el)
 	}
 	if r["status"] != "completed" || r["exitCode"] != 0 || !strings.HasSuffix(r["output"].(string), "started\n") {
 		t.Fatalf("background: %v", r)
 	}
-	// The child was left running; end it.
 	m := regexp.MustCompile(`pgid=(\d+)`).FindStringSubmatch(r["output"].(string))
 	if m == nil {
 		t.Fatalf("output: %q", r["output"])
 	}
 	pgid, _ := strconv.Atoi(m[1])
-	if len(liveInGroup(pgid)) == 0 {
-		t.Fatal("background child did not survive the shell")
-	}
-	syscall.Kill(-pgid, syscall.SIGKILL)
+	waitGroupGone(t, pgid, 500*time.Millisecond) // SIGKILLed: dying, if not dead yet
 }

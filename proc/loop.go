@@ -239,6 +239,10 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *Pro
 	if aerr != nil {
 		return false, result(aerr.Error(), true)
 	}
+	// A call the owner may not make is refused before anyone is asked.
+	if err := m.k.Permit(caller, t.syscall); err != nil {
+		return false, result(err.Error(), true)
+	}
 	if needsApproval(t.syscall) && !m.allowed(ctx, pr.pid, t.syscall) {
 		var status string
 		err := m.st.QueryRowContext(ctx, `SELECT status FROM proc_hil WHERE pid=? AND run_id=? AND call_id=? ORDER BY created_at DESC LIMIT 1`, pr.pid, r.id, c.ID).Scan(&status)

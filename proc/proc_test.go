@@ -650,9 +650,9 @@ func TestTools(t *testing.T) {
 // 3. Human in the loop: approve, deny, remember, stale answers.
 func TestHil(t *testing.T) {
 	h := newPTHarness(t)
-	h.setScript(1000, "hil.jsonl")
-	pid := h.spawn(h.alice, "hil")
-	sub := h.k.Subscribe(h.alice, func(signal string, payload any) bool {
+	h.setScript(0, "hil.jsonl")
+	pid := h.spawn(h.root, "hil")
+	sub := h.k.Subscribe(h.root, func(signal string, payload any) bool {
 		p, ok := payload.(map[string]any)
 		return ok && p["pid"] == pid && signal == "proc.run.hil.requested"
 	})
@@ -661,9 +661,9 @@ func TestHil(t *testing.T) {
 	// waitHil sends text and waits until its run asks a human.
 	waitHil := func(text string) (string, *HilRequest) {
 		t.Helper()
-		r := h.send(h.alice, pid, "", text)
+		r := h.send(h.root, pid, "", text)
 		h.waitRun(r.RunID, "waiting_hil")
-		hist := h.history(h.alice, pid, "default")
+		hist := h.history(h.root, pid, "default")
 		if hist.PendingHil == nil {
 			t.Fatal("no pending HIL request in proc.history")
 		}
@@ -674,7 +674,7 @@ func TestHil(t *testing.T) {
 	}
 	lastResult := func() toolResultContent {
 		t.Helper()
-		ms := h.history(h.alice, pid, "default").Messages
+		ms := h.history(h.root, pid, "default").Messages
 		for i := len(ms) - 1; i >= 0; i-- {
 			if ms[i].Role == "toolResult" {
 				return ptTool(t, ms[i])
@@ -696,7 +696,7 @@ func TestHil(t *testing.T) {
 		t.Fatalf("hil.requested event %+v", ev.Payload)
 	}
 	// The hil view and the status view show the wait.
-	view, err := h.readFile(h.alice, "/proc/"+pid+"/hil")
+	view, err := h.readFile(h.root, "/proc/"+pid+"/hil")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -704,18 +704,18 @@ func TestHil(t *testing.T) {
 	if err := json.Unmarshal([]byte(view), &viewed); err != nil || viewed.RequestID != req.RequestID || viewed.CallID != req.CallID {
 		t.Fatalf("hil view %q (%v)", view, err)
 	}
-	if st, _ := h.readFile(h.alice, "/proc/"+pid+"/status"); !strings.Contains(st, "state: waiting") || !strings.Contains(st, "run: "+run) {
+	if st, _ := h.readFile(h.root, "/proc/"+pid+"/status"); !strings.Contains(st, "state: waiting") || !strings.Contains(st, "run: "+run) {
 		t.Fatalf("status while waiting:\n%s", st)
 	}
 	// Answers that are not to a pending request.
-	if c := h.code(h.alice, "proc.hil", map[string]any{"pid": pid, "requestId": "hil_0000000000000000", "decision": "approve"}); c != 404 {
+	if c := h.code(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": "hil_0000000000000000", "decision": "approve"}); c != 404 {
 		t.Fatalf("unknown request id: code %d", c)
 	}
-	if c := h.code(h.alice, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "maybe"}); c != 400 {
+	if c := h.code(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "maybe"}); c != 400 {
 		t.Fatalf("bad decision: code %d", c)
 	}
 	var ans map[string]any
-	h.must(h.alice, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve"}, &ans)
+	h.must(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve"}, &ans)
 	if ans["resumed"] != true {
 		t.Fatalf("approve: %+v", ans)
 	}
@@ -725,16 +725,16 @@ func TestHil(t *testing.T) {
 	if res := lastResult(); res.IsError || !strings.Contains(res.Output, "approved-42") || !strings.Contains(res.Output, `"exitCode":0`) {
 		t.Fatalf("approved result %+v", res)
 	}
-	if c := h.code(h.alice, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve"}); c != 404 {
+	if c := h.code(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve"}); c != 404 {
 		t.Fatalf("answering an answered request: code %d", c)
 	}
-	if view, _ := h.readFile(h.alice, "/proc/"+pid+"/hil"); view != "" {
+	if view, _ := h.readFile(h.root, "/proc/"+pid+"/hil"); view != "" {
 		t.Fatalf("hil view after the answer: %q", view)
 	}
 
 	// Deny, through the process's ctl file; the run continues.
 	run, req = waitHil("deny it")
-	if err := h.writeFile(h.alice, "/proc/"+pid+"/ctl", "hil deny "+req.RequestID+"\n"); err != nil {
+	if err := h.writeFile(h.root, "/proc/"+pid+"/ctl", "hil deny "+req.RequestID+"\n"); err != nil {
 		t.Fatal(err)
 	}
 	if st := h.waitRun(run); st != "done" {
@@ -743,17 +743,17 @@ func TestHil(t *testing.T) {
 	if res := lastResult(); !res.IsError || res.Output != "denied by user" {
 		t.Fatalf("denied result %+v", res)
 	}
-	ms := h.history(h.alice, pid, "default").Messages
+	ms := h.history(h.root, pid, "default").Messages
 	if a := ptAssistant(t, ms[len(ms)-1]); a.Text != "Understood, I did not run it." {
 		t.Fatalf("reply after the denial %+v", a)
 	}
-	if _, err := os.Stat(h.realPath("/home/alice/denied.txt")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(h.realPath("/home/root/denied.txt")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the denied command ran: %v", err)
 	}
 
 	// Approve with remember: the run's second Shell call does not ask.
 	run, req = waitHil("remember")
-	h.must(h.alice, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve", "remember": true}, &ans)
+	h.must(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve", "remember": true}, &ans)
 	if ans["remembered"] != true {
 		t.Fatalf("approve remember: %+v", ans)
 	}
@@ -763,7 +763,7 @@ func TestHil(t *testing.T) {
 	if n := h.sqlCount(`SELECT count(*) FROM proc_hil WHERE run_id=?`, run); n != 1 {
 		t.Fatalf("%d HIL requests for the remembered run, want 1", n)
 	}
-	ms = h.history(h.alice, pid, "default").Messages
+	ms = h.history(h.root, pid, "default").Messages
 	var outs []string
 	for _, m := range ms[len(ms)-5:] {
 		if m.Role == "toolResult" {
@@ -783,16 +783,16 @@ func TestHil(t *testing.T) {
 // 4. Abort with two pending tool calls and a queued message.
 func TestAbortPendingToolCalls(t *testing.T) {
 	h := newPTHarness(t)
-	h.setScript(1000, "abort.jsonl")
-	pid := h.spawn(h.alice, "abort")
-	first := h.send(h.alice, pid, "", "first")
+	h.setScript(0, "abort.jsonl")
+	pid := h.spawn(h.root, "abort")
+	first := h.send(h.root, pid, "", "first")
 	h.waitRun(first.RunID, "waiting_hil")
-	req := h.history(h.alice, pid, "").PendingHil
-	second := h.send(h.alice, pid, "", "second")
+	req := h.history(h.root, pid, "").PendingHil
+	second := h.send(h.root, pid, "", "second")
 	if !second.Queued {
 		t.Fatalf("second send while the run waits: %+v", second)
 	}
-	if st, _ := h.readFile(h.alice, "/proc/"+pid+"/status"); !strings.Contains(st, "queued: 1") {
+	if st, _ := h.readFile(h.root, "/proc/"+pid+"/status"); !strings.Contains(st, "queued: 1") {
 		t.Fatalf("status:\n%s", st)
 	}
 	var res struct {
@@ -801,7 +801,7 @@ func TestAbortPendingToolCalls(t *testing.T) {
 		InterruptedToolCalls int    `json:"interruptedToolCalls"`
 		ContinuedQueuedRunID string `json:"continuedQueuedRunId"`
 	}
-	h.must(h.alice, "proc.abort", map[string]any{"pid": pid}, &res)
+	h.must(h.root, "proc.abort", map[string]any{"pid": pid}, &res)
 	if !res.Aborted || res.RunID != first.RunID || res.InterruptedToolCalls != 2 || res.ContinuedQueuedRunID != second.RunID {
 		t.Fatalf("abort: %+v (first %s, second %s)", res, first.RunID, second.RunID)
 	}
@@ -816,10 +816,10 @@ func TestAbortPendingToolCalls(t *testing.T) {
 	if hs != "stale" {
 		t.Fatalf("HIL request after abort: %q", hs)
 	}
-	if c := h.code(h.alice, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve"}); c != 404 {
+	if c := h.code(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve"}); c != 404 {
 		t.Fatalf("approving a stale request: code %d", c)
 	}
-	ms := h.history(h.alice, pid, "").Messages
+	ms := h.history(h.root, pid, "").Messages
 	if got := ptRoles(ms); got != "user,assistant,toolResult,toolResult,user,assistant" {
 		t.Fatalf("roles %s", got)
 	}
@@ -836,7 +836,7 @@ func TestAbortPendingToolCalls(t *testing.T) {
 	// Nothing to abort now.
 	h.waitIdle(pid)
 	var again map[string]any
-	h.must(h.alice, "proc.abort", map[string]any{"pid": pid}, &again)
+	h.must(h.root, "proc.abort", map[string]any{"pid": pid}, &again)
 	if again["aborted"] != false {
 		t.Fatalf("second abort %+v", again)
 	}
@@ -1577,41 +1577,41 @@ func TestRestart(t *testing.T) {
 
 	t.Run("pending HIL", func(t *testing.T) {
 		h := newPTHarness(t)
-		h.setScript(1000, "restart_hil.jsonl")
-		pid := h.spawn(h.alice, "restart-hil")
-		r := h.send(h.alice, pid, "", "shell please")
+		h.setScript(0, "restart_hil.jsonl")
+		pid := h.spawn(h.root, "restart-hil")
+		r := h.send(h.root, pid, "", "shell please")
 		h.waitRun(r.RunID, "waiting_hil")
-		req := h.history(h.alice, pid, "").PendingHil
+		req := h.history(h.root, pid, "").PendingHil
 		h.close()
-		h.setScript(1000, "restart_hil_after.jsonl")
+		h.setScript(0, "restart_hil_after.jsonl")
 		h.open()
 		h.identities()
-		hist := h.history(h.alice, pid, "")
+		hist := h.history(h.root, pid, "")
 		if hist.PendingHil == nil || hist.PendingHil.RequestID != req.RequestID {
 			t.Fatalf("pending HIL after the restart: %+v, want %+v", hist.PendingHil, req)
 		}
 		if st := h.runStatus(r.RunID); st != "waiting_hil" {
 			t.Fatalf("run %s", st)
 		}
-		if st, _ := h.readFile(h.alice, "/proc/"+pid+"/status"); !strings.Contains(st, "state: waiting") {
+		if st, _ := h.readFile(h.root, "/proc/"+pid+"/status"); !strings.Contains(st, "state: waiting") {
 			t.Fatalf("status:\n%s", st)
 		}
 		var ans map[string]any
-		h.must(h.alice, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve"}, &ans)
+		h.must(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve"}, &ans)
 		if ans["resumed"] != true {
 			t.Fatalf("approve after restart: %+v", ans)
 		}
 		// The new script's Shell call (numbered call_1 again) asks anew.
 		h.waitRun(r.RunID, "waiting_hil")
-		req2 := h.history(h.alice, pid, "").PendingHil
+		req2 := h.history(h.root, pid, "").PendingHil
 		if req2 == nil || req2.RequestID == req.RequestID {
 			t.Fatalf("second Shell call of the run did not ask: %+v", req2)
 		}
-		h.must(h.alice, "proc.hil", map[string]any{"pid": pid, "requestId": req2.RequestID, "decision": "approve"}, nil)
+		h.must(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": req2.RequestID, "decision": "approve"}, nil)
 		if st := h.waitRun(r.RunID); st != "done" {
 			t.Fatalf("run %s", st)
 		}
-		ms := h.history(h.alice, pid, "").Messages
+		ms := h.history(h.root, pid, "").Messages
 		if got := ptRoles(ms); got != "user,assistant,toolResult,assistant,toolResult,assistant" {
 			t.Fatalf("roles %s: %s", got, ptDump(ms))
 		}
@@ -1787,7 +1787,7 @@ func TestReadsAreFree(t *testing.T) {
 	h.openConv(h.alice, pid, "other")
 	h.chat(h.alice, pid, "other", "m1", "m2")
 	h.must(h.alice, "proc.conversation.compact", map[string]any{"pid": pid, "conversationId": "other", "keepLast": 2, "summary": "s"}, nil)
-	s := h.setScript(1000, "hil.jsonl")
+	s := h.setScript(1000, "hil_delete.jsonl")
 	r := h.send(h.alice, pid, "", "run it")
 	h.waitRun(r.RunID, "waiting_hil")
 	reqs := len(s.Requests())
@@ -1851,22 +1851,47 @@ func (shellLoopProvider) Complete(ctx context.Context, req model.Request, delta 
 func TestHilImmediateAnswer(t *testing.T) {
 	h := newPTHarness(t)
 	h.mu.Lock()
-	h.provs[1000] = shellLoopProvider{}
+	h.provs[0] = shellLoopProvider{}
 	h.mu.Unlock()
-	pid := h.spawn(h.alice, "hil-race")
-	sub := h.k.Subscribe(h.alice, func(signal string, payload any) bool {
+	pid := h.spawn(h.root, "hil-race")
+	sub := h.k.Subscribe(h.root, func(signal string, payload any) bool {
 		p, ok := payload.(map[string]any)
 		return ok && p["pid"] == pid && signal == "proc.run.hil.requested"
 	})
 	defer sub.Close()
 	for i := 0; i < 12; i++ {
-		r := h.send(h.alice, pid, "", fmt.Sprintf("go %d", i))
+		r := h.send(h.root, pid, "", fmt.Sprintf("go %d", i))
 		ev := ptEvents(t, sub, func(ptEvent) bool { return true })[0]
 		id := ev.Payload["request"].(map[string]any)["requestId"].(string)
-		h.must(h.alice, "proc.hil", map[string]any{"pid": pid, "requestId": id, "decision": "approve"}, nil)
+		h.must(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": id, "decision": "approve"}, nil)
 		if st := h.waitRun(r.RunID); st != "done" {
 			t.Fatalf("iteration %d: run %s", i, st)
 		}
+	}
+}
+
+// A Shell call of a process whose owner is not root is refused before
+// anyone is asked: commands run on the host as the daemon's user. The
+// model gets the refusal as the tool's result.
+func TestShellRefusedForNonRoot(t *testing.T) {
+	h := newPTHarness(t)
+	h.mu.Lock()
+	h.provs[1000] = shellLoopProvider{}
+	h.mu.Unlock()
+	pid := h.spawn(h.alice, "shell")
+	r := h.send(h.alice, pid, "", "go")
+	if st := h.waitRun(r.RunID); st != "done" {
+		t.Fatalf("run %s", st)
+	}
+	if n := h.sqlCount(`SELECT count(*) FROM proc_hil WHERE pid=?`, pid); n != 0 {
+		t.Fatalf("%d HIL requests for a refused call", n)
+	}
+	ms := h.history(h.alice, pid, "").Messages
+	if got := ptRoles(ms); got != "user,assistant,toolResult,assistant" {
+		t.Fatalf("roles %s: %s", got, ptDump(ms))
+	}
+	if res := ptTool(t, ms[2]); !res.IsError || !strings.HasPrefix(res.Output, "shell.exec: only root may run host commands") {
+		t.Fatalf("tool result %+v", res)
 	}
 }
 
@@ -1875,13 +1900,13 @@ func TestHilImmediateAnswer(t *testing.T) {
 // conversation's queued message run.
 func TestResetBusyConversation(t *testing.T) {
 	h := newPTHarness(t)
-	s := h.setScript(1000, "reset_busy.jsonl")
-	pid := h.spawn(h.alice, "reset-busy")
-	h.openConv(h.alice, pid, "other")
-	first := h.send(h.alice, pid, "", "first")
+	s := h.setScript(0, "reset_busy.jsonl")
+	pid := h.spawn(h.root, "reset-busy")
+	h.openConv(h.root, pid, "other")
+	first := h.send(h.root, pid, "", "first")
 	h.waitRun(first.RunID, "waiting_hil")
-	dropped := h.send(h.alice, pid, "", "queued for default")
-	other := h.send(h.alice, pid, "other", "for other")
+	dropped := h.send(h.root, pid, "", "queued for default")
+	other := h.send(h.root, pid, "other", "for other")
 	if !dropped.Queued || !other.Queued {
 		t.Fatal("not queued")
 	}
@@ -1890,7 +1915,7 @@ func TestResetBusyConversation(t *testing.T) {
 		ArchivedMessages int    `json:"archivedMessages"`
 		ArchivedTo       string `json:"archivedTo"`
 	}
-	h.must(h.alice, "proc.conversation.reset", map[string]any{"pid": pid}, &rr)
+	h.must(h.root, "proc.conversation.reset", map[string]any{"pid": pid}, &rr)
 	if st := h.waitRun(other.RunID); st != "done" {
 		t.Fatalf("other's run: %s", st)
 	}
@@ -1911,10 +1936,10 @@ func TestResetBusyConversation(t *testing.T) {
 	if n := len(s.Requests()); n != 2 {
 		t.Fatalf("%d model calls, want 2 (the dropped message must not reach the model)", n)
 	}
-	if n := h.history(h.alice, pid, "").MessageCount; n != 0 {
+	if n := h.history(h.root, pid, "").MessageCount; n != 0 {
 		t.Fatalf("default has %d messages after the reset", n)
 	}
-	om := h.history(h.alice, pid, "other").Messages
+	om := h.history(h.root, pid, "other").Messages
 	if len(om) != 2 || ptAssistant(t, om[1]).Text != "other reply" {
 		t.Fatalf("other: %s", ptDump(om))
 	}

@@ -142,10 +142,11 @@ func run(ctx context.Context, o options, mountDir string) error {
 	}
 	defer os.Remove(sock)
 	// The 9P servers stop, and are waited for, before the subsystems and
-	// the kernel close (the defers above run after this one).
+	// the kernel close (the defers above run after this one). Running
+	// shell.exec commands end first, so that no request waits on one.
 	serveCtx, stopServing := context.WithCancel(ctx)
 	var serving sync.WaitGroup
-	defer func() { stopServing(); serving.Wait() }()
+	defer func() { stopServing(); k.EndCommands(); serving.Wait() }()
 	serving.Go(func() { srv.Serve(serveCtx, ul, unixPeer) })
 	for _, addr := range o.listen {
 		l, err := listenDial(addr)
@@ -177,6 +178,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 			return nil
 		}
 		log.Info("unmounting", "mount", mountDir)
+		k.EndCommands() // a command running inside a write would hold the mount
 		if err := fsrv.Unmount(); err != nil {
 			log.Error("unmount", "err", err)
 			return err

@@ -1,0 +1,163 @@
+package main_test
+
+// shell.exec through the real daemon: who may run host commands, and that
+// no command's process outlives its caller or the daemon.
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"9fans.net/go/plan9/client"
+
+	"gsvfs.dev/gsvfs/ninep"
+)
+
+// shellTree is a command whose process group has several processes that
+// survive SIGTERM (an ignoring shell, a trapping one, their sleeps). It
+// writes its pgid to ~/pgid once they all run.
+const shellTree = `trap "" TERM
+sh -c 'trap "" TERM; sleep 60' &
+sh -c 'trap "echo caught" TERM; while :; do sleep 1; done' &
+sleep 0.2; echo $$ > pgid.tmp && mv pgid.tmp pgid
+sleep 60`
+
+// groupLive lists the processes of process group pgid that are not
+// zombies.
+func groupLive(pgid int) []string {
+	ents, _ := os.ReadDir("/proc")
+	var live []string
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:]) // state ppid pgrp ...
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if g, _ := strconv.Atoi(f[2]); g == pgid {
+			live = append(live, e.Name()+" "+s[:i+1])
+		}
+	}
+	return live
+}
+
+// waitPgid waits for the pgid file the shellTree command writes.
+func waitPgid(t *testing.T, path string) int {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil {
+			n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatalf("pgid file %q", b)
+			}
+			return n
+		}
+	}
+	t.Fatal("the command did not write its pgid")
+	return 0
+}
+
+// requireGroupGone waits up to d for group pgid to be empty.
+func requireGroupGone(t *testing.T, pgid int, d time.Duration) {
+	t.Helper()
+	var live []string
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if live = groupLive(pgid); len(live) == 0 {
+			return
+		}
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	t.Fatalf("group %d still has %v after %v", pgid, live, d)
+}
+
+// A non-root user's shell.exec is refused, saying why, and runs nothing;
+// root's runs.
+func TestE2EShellRootOnly(t *testing.T) {
+	requireRoot(t)
+	d := startDaemon(t, newBase(t), daemonOpts{})
+	root := d.dial(t)
+	addUser(t, root, "alice", aliceHost)
+	unixAddr := "GSV_ADDR=unix!" + d.sock
+	marker := filepath.Join(d.state, "fs", "home", "alice", "marker")
+
+	r := gsvAs(aliceHost, []string{unixAddr}, "call", "shell.exec", `{"input":"id; head -1 /etc/shadow; touch `+marker+`"}`)
+	if r.code != 1 || !strings.Contains(r.stderr, "only root may run host commands") || !strings.Contains(r.stderr, "(403)") ||
+		strings.Contains(r.stdout+r.stderr, "uid=0") || strings.Contains(r.stdout+r.stderr, "root:") {
+		t.Fatalf("alice: gsv call shell.exec: %v", r)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("alice's refused command ran")
+	}
+	r = gsvAs(0, []string{unixAddr}, "call", "shell.exec", `{"input":"id -u; exit 4"}`)
+	if r.code != 0 || !strings.Contains(r.stdout, `"output": "0\n"`) || !strings.Contains(r.stdout, `"status": "failed"`) ||
+		!strings.Contains(r.stdout, `"exitCode": 4`) {
+		t.Fatalf("root: gsv call shell.exec: %v", r)
+	}
+}
+
+// A command's whole group dies when the daemon is killed outright.
+func TestE2EShellDiesWithDaemon(t *testing.T) {
+	d := startDaemon(t, newBase(t), daemonOpts{})
+	root := d.dial(t)
+	go callRaw9p(root, "shell.exec", map[string]any{"input": shellTree})
+	pgid := waitPgid(t, filepath.Join(d.state, "fs", "home", "root", "pgid"))
+	if live := groupLive(pgid); len(live) < 5 {
+		t.Fatalf("group %d before the kill: %v", pgid, live)
+	}
+	d.kill()
+	requireGroupGone(t, pgid, 2*time.Second)
+}
+
+// A command's whole group dies when the daemon stops.
+func TestE2EShellDiesWithDaemonStop(t *testing.T) {
+	d := startDaemon(t, newBase(t), daemonOpts{})
+	root := d.dial(t)
+	go callRaw9p(root, "shell.exec", map[string]any{"input": shellTree})
+	pgid := waitPgid(t, filepath.Join(d.state, "fs", "home", "root", "pgid"))
+	d.stop()
+	requireGroupGone(t, pgid, 500*time.Millisecond)
+}
+
+// A 9P client that goes away while its call runs takes the command with
+// it: the connection's end cancels the call, which kills the group.
+func TestE2EShellClientGone(t *testing.T) {
+	d := startDaemon(t, newBase(t), daemonOpts{})
+	root := d.dial(t)
+	nc, err := ninep.Dial("unix!" + d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewConn(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller, err := c.Attach(nil, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		callRaw9p(caller, "shell.exec", map[string]any{"input": shellTree})
+		close(done)
+	}()
+	pgid := waitPgid(t, filepath.Join(d.state, "fs", "home", "root", "pgid"))
+	nc.Close() // the client is gone, its call unanswered
+	requireGroupGone(t, pgid, 3*time.Second)
+	<-done
+	// The daemon serves on.
+	mustOK(t, call9p(t, root, "sys.whoami", nil), nil)
+}

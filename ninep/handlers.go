@@ -32,7 +32,7 @@ func (c *conn) auth(r *request, m *proto.TAuth) (proto.FCall, error) {
 	if c.srv.Auth == nil {
 		return nil, errNoAuth
 	}
-	af, err := c.reserveFid(m.Afid)
+	af, err := c.reserveFid(m.Afid, c.peerP)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (c *conn) attach(r *request, m *proto.TAttach) (proto.FCall, error) {
 		secret = append([]byte{}, af.auth.secret...)
 		af.auth.mu.Unlock()
 	}
-	nf, err := c.reserveFid(m.Fid)
+	nf, err := c.reserveFid(m.Fid, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +89,13 @@ func (c *conn) attach(r *request, m *proto.TAttach) (proto.FCall, error) {
 			return nil, err
 		}
 	}
+	owner, err := c.useGrant(cred)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.chargeFid(nf, owner); err != nil {
+		return nil, err
+	}
 	a, err := root.Attr(r.ctx, cred)
 	if err != nil {
 		return nil, err
@@ -99,6 +106,7 @@ func (c *conn) attach(r *request, m *proto.TAttach) (proto.FCall, error) {
 	nf.loc = &loc{node: root, name: "/"}
 	nf.qid = q
 	c.publishFid(nf)
+	c.authed.Store(true)
 	ok = true
 	return &proto.RAttach{Header: hdr(r, proto.Rattach), Qid: q}, nil
 }
@@ -128,7 +136,13 @@ func (c *conn) walk(r *request, m *proto.TWalk) (proto.FCall, error) {
 	}
 	var nf *fid
 	if m.Newfid != m.Fid {
-		if nf, err = c.reserveFid(m.Newfid); err != nil {
+		c.mu.Lock()
+		owner := f.p
+		c.mu.Unlock()
+		if owner == nil {
+			owner = c.peerP
+		}
+		if nf, err = c.reserveFid(m.Newfid, owner); err != nil {
 			return nil, err
 		}
 		// unreserveFid is a no-op once nf is published.

@@ -16,7 +16,22 @@
 // with no secret: whether that suffices (say, for a unix socket peer whose
 // host uid came from SO_PEERCRED) is the Authenticator's decision. An
 // Authenticate error is the Rerror. The Cred returned belongs to the new
-// fid and to every fid walked from it.
+// fid and to every fid walked from it. A Cred that is a vfs.Lease naming a
+// grant ties the connection to the grant: when its Done channel closes, the
+// connection is closed (every session on it ends, blocked reads included).
+//
+// # Limits
+//
+// A connection must attach within Server.AuthTimeout of its start (or of a
+// Tversion that reset its session), or it is closed. Connections and fids
+// are counted per principal: a peer with a host uid is "uid N" for the
+// connection's life; a peer without one is "host ADDR" until it attaches
+// with a grant; and a connection attaching with a grant also counts once
+// against "token …" (vfs.Lease.Grant). A principal holds at most
+// Server.MaxConns connections and Server.MaxFids fids (every fid counts
+// against the principal of the Tattach it descends from; auth fids against
+// the connection's peer). Limits are per principal, so one at its caps
+// takes nothing from another.
 //
 // # Framing
 //

@@ -249,7 +249,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn, peer vfs.Peer) error
 	cn.peerP = p
 	if verdict == connRefuse {
 		cn.refuse = tooManyConns(name)
-		cn.log.Info("9p connection refused", "principal", name, "err", cn.refuse)
+		cn.log.Debug("9p connection refused", "principal", name, "err", cn.refuse)
 	} else {
 		cn.peerHeld = true
 	}
@@ -842,7 +842,7 @@ func (c *conn) authExpired() {
 	if c.authed.Load() {
 		return
 	}
-	c.log.Info("9p no attach within the authentication deadline: closing the connection", "timeout", c.srv.authTimeout())
+	c.log.Debug("9p no attach within the authentication deadline: closing the connection", "timeout", c.srv.authTimeout())
 	c.timedOut.Store(true)
 	c.cancel()
 }

@@ -46,8 +46,10 @@ func (c *conn) auth(r *request, m *proto.TAuth) (proto.FCall, error) {
 // fid made for the same uname and aname. It calls Server.Auth with the
 // connection's peer, User = uname and Secret = what was written to afid
 // (none if afid is NOFID) and gives fid the resulting Cred, at the root. The
-// aname is otherwise ignored: there is one tree. Cancellation ends the
-// Authenticate and Attr calls; fid is then not made.
+// aname is otherwise ignored: there is one tree. An Authenticate error on a
+// connection with no attached session also closes the connection after the
+// Rerror. Cancellation ends the Authenticate and Attr calls; fid is then
+// not made.
 func (c *conn) attach(r *request, m *proto.TAttach) (proto.FCall, error) {
 	root := c.srv.Root
 	if root == nil {
@@ -86,6 +88,9 @@ func (c *conn) attach(r *request, m *proto.TAttach) (proto.FCall, error) {
 		p.User = m.Uname
 		p.Secret = secret
 		if cred, err = c.srv.Auth.Authenticate(r.ctx, p); err != nil {
+			// A peer that cannot authenticate holds nothing: close a
+			// connection that has no attached session after the Rerror.
+			r.hangup = !c.authed.Load() && r.ctx.Err() == nil
 			return nil, err
 		}
 	}

@@ -100,16 +100,19 @@ func TestAuthDeadline(t *testing.T) {
 			mustR[*proto.TRVersion](t, rc.rpc(tversion(8192, "9P2000")))
 			closedWithin(t, rc, timeout+time.Second)
 		})
-		t.Run(network+"/failed attach", func(t *testing.T) {
+		t.Run(network+"/refused attach", func(t *testing.T) {
+			// A peer that cannot authenticate is closed at once.
 			rc := dial(t)
 			mustR[*proto.TRVersion](t, rc.rpc(tversion(8192, "9P2000")))
 			mustErr(t, rc.rpc(tattach(1, 0, NOFID, "evil")), "permission denied")
-			closedWithin(t, rc, timeout+time.Second)
+			closedWithin(t, rc, timeout/2)
 		})
 	}
 	t.Run("attached", func(t *testing.T) {
 		rc := dialRaw(t, sock)
 		rc.setup(8192)
+		// A refused attach on an attached connection does not close it.
+		mustErr(t, rc.rpc(tattach(2, 1, NOFID, "evil")), "permission denied")
 		time.Sleep(3 * timeout)
 		mustR[*proto.RStat](t, rc.rpc(tstat(2, 0)))
 		// A Tversion resets the session: the deadline runs again.

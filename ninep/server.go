@@ -15,7 +15,9 @@
 // uname and Secret = the bytes written. A Tattach with afid NOFID calls it
 // with no secret: whether that suffices (say, for a unix socket peer whose
 // host uid came from SO_PEERCRED) is the Authenticator's decision. An
-// Authenticate error is the Rerror. The Cred returned belongs to the new
+// Authenticate error is the Rerror; on a connection with no attached
+// session the connection is then closed, so that a peer that cannot
+// authenticate holds nothing. The Cred returned belongs to the new
 // fid and to every fid walked from it. A Cred that is a vfs.Lease naming a
 // grant ties the connection to the grant: when its Done channel closes, the
 // connection is closed (every session on it ends, blocked reads included).
@@ -395,6 +397,7 @@ type request struct {
 	// guarded by conn.mu
 	flushed bool     // a Tflush named this request
 	aborted bool     // a Tversion abandoned this request: send nothing
+	hangup  bool     // close the connection after the reply; set by the handler
 	flushes []uint16 // tags of Tflushes to answer after this request
 }
 
@@ -661,6 +664,9 @@ func (c *conn) run(r *request) {
 	defer r.cancel()
 	reply, err := c.handle(r)
 	c.respond(r, reply, err)
+	if r.hangup {
+		c.cancel()
+	}
 }
 
 // handle runs the handler for r, turning a panic into an error reply.

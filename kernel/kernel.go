@@ -51,6 +51,7 @@ type Kernel struct {
 	root   *vfs.StaticDir // the namespace
 	kid    *Identity      // the kernel's own identity
 	shells shellJobs      // the running shell.exec commands
+	leases leases         // the grants of tokens in use
 }
 
 // Open opens the kernel on cfg.StateDir, creating it if needed, migrating
@@ -128,10 +129,11 @@ func Open(cfg Config) (*Kernel, error) {
 	return k, nil
 }
 
-// Close ends the commands (EndCommands), then closes the store and the
-// data tree.
+// Close ends the commands (EndCommands) and the token leases, then closes
+// the store and the data tree.
 func (k *Kernel) Close() error {
 	k.EndCommands()
+	k.leases.stop()
 	k.bus.closeAll()
 	k.data.Close()
 	if k.dataFD != nil {
@@ -215,13 +217,35 @@ type Identity struct {
 	// HostUID is the host uid this user maps to, or -1.
 	HostUID int `json:"-"`
 	kernel  bool
+	lease   *lease // the token this identity attached with; nil if none
 }
+
+// Grant implements vfs.Lease: an identity that attached with a token names
+// it ("token tok_…"); any other names no grant.
+func (id *Identity) Grant() string {
+	if id == nil || id.lease == nil {
+		return ""
+	}
+	return "token " + id.lease.tokenID
+}
+
+// Done implements vfs.Lease: it is closed when the token the identity
+// attached with is revoked or expires; nil for an identity with no token.
+func (id *Identity) Done() <-chan struct{} {
+	if id == nil || id.lease == nil {
+		return nil
+	}
+	return id.lease.done
+}
+
+var _ vfs.Lease = (*Identity)(nil)
 
 func (id *Identity) isKernel() bool { return id != nil && id.kernel }
 
-// IsRoot reports whether id has root's authority.
+// IsRoot reports whether id has root's authority: the kernel, or uid 0
+// acting as a user (a service or driver token of root's is not root).
 func (id *Identity) IsRoot() bool {
-	return id != nil && (id.kernel || id.Uid == 0 && id.Role != "nobody")
+	return id != nil && (id.kernel || id.Uid == 0 && id.Role == "user")
 }
 
 // InGroup reports whether id is a member of gid.
@@ -259,7 +283,12 @@ func nobody(hostUID int) *Identity {
 
 // Authenticate implements vfs.Authenticator: a local peer (FUSE, the 9P
 // unix socket) is the user mapped to its host uid; a remote peer must prove
-// who it is with a token written to its 9P auth fid.
+// who it is with a token written to its 9P auth fid (see identityForToken
+// for what each kind of token attaches as).
+//
+// A host uid mapped to no GSV user is nobody over FUSE (the "other"
+// permission bits of the mount, like any file system), but its 9P attach
+// is refused: a 9P session is a GSV session, and nobody has none.
 func (k *Kernel) Authenticate(ctx context.Context, p vfs.Peer) (vfs.Cred, error) {
 	if len(p.Secret) > 0 {
 		id, err := k.identityForToken(ctx, strings.TrimSpace(string(p.Secret)), p.User)
@@ -274,6 +303,9 @@ func (k *Kernel) Authenticate(ctx context.Context, p vfs.Peer) (vfs.Cred, error)
 	id, err := k.identityForHostUID(ctx, p.HostUID)
 	if err != nil {
 		return nil, err
+	}
+	if id.Role == "nobody" && p.Transport != "fuse" {
+		return nil, E("attach", p.User, Permission, Msgf("host uid %d has no GSV account", p.HostUID))
 	}
 	return id, nil
 }

@@ -10,6 +10,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+	"sync"
+	"time"
 )
 
 // Token is a token's metadata; the raw value is shown only by create.
@@ -23,10 +25,11 @@ type Token struct {
 	AllowedRole     *string `json:"allowedRole"`
 	AllowedDeviceID *string `json:"allowedDeviceId"`
 	CreatedAt       int64   `json:"createdAt"`
-	LastUsedAt      *int64  `json:"lastUsedAt,omitempty"`
-	ExpiresAt       *int64  `json:"expiresAt"`
-	RevokedAt       *int64  `json:"revokedAt,omitempty"`
-	RevokedReason   *string `json:"revokedReason,omitempty"`
+	// LastUsedAt, RevokedAt and RevokedReason are null until set.
+	LastUsedAt    *int64  `json:"lastUsedAt"`
+	ExpiresAt     *int64  `json:"expiresAt"`
+	RevokedAt     *int64  `json:"revokedAt"`
+	RevokedReason *string `json:"revokedReason"`
 }
 
 type tokenCreateArgs struct {
@@ -74,8 +77,22 @@ func scopeUID(c *Caller, uid *uint32) (uint32, error) {
 	return *uid, nil
 }
 
+// userOnly refuses a caller that is not acting as a user: a service or a
+// driver (a device) acts for its owner in its own role, and must not mint
+// or revoke the owner's tokens (a service token would otherwise make
+// itself a user token).
+func userOnly(c *Caller) error {
+	if c.isKernel() || c.Role == "user" {
+		return nil
+	}
+	return E(Permission, Msgf("permission denied: only a user manages tokens, not a %s", c.Role))
+}
+
 func (k *Kernel) registerTokens() {
 	Handle(k, "sys.token.create", 0, func(ctx context.Context, c *Caller, a *tokenCreateArgs) (map[string]any, error) {
+		if err := userOnly(c); err != nil {
+			return nil, err
+		}
 		uid, err := scopeUID(c, a.Uid)
 		if err != nil {
 			return nil, err
@@ -138,6 +155,9 @@ func (k *Kernel) registerTokens() {
 	})
 
 	Handle(k, "sys.token.revoke", 0, func(ctx context.Context, c *Caller, a *tokenRevokeArgs) (map[string]any, error) {
+		if err := userOnly(c); err != nil {
+			return nil, err
+		}
 		q, args := `UPDATE tokens SET revoked_at=?, revoked_reason=? WHERE token_id=? AND revoked_at IS NULL`, []any{now(), a.Reason, a.TokenID}
 		if !c.IsRoot() {
 			q += ` AND uid=?`
@@ -149,6 +169,7 @@ func (k *Kernel) registerTokens() {
 		}
 		n, _ := res.RowsAffected()
 		if n > 0 {
+			k.leases.end(a.TokenID)
 			k.signal("sys.token.revoked", map[string]any{"tokenId": a.TokenID}, audience{uids: []uint32{c.Uid}})
 		}
 		return map[string]any{"revoked": n > 0}, nil
@@ -156,14 +177,21 @@ func (k *Kernel) registerTokens() {
 }
 
 // identityForToken checks a raw token (and, if given, that it belongs to
-// user) and returns its owner's identity.
+// user) and returns the identity it attaches as, which carries the token's
+// lease (see Identity.Done):
+//
+//   - a user token: its owner, as a user;
+//   - a service token: its owner in role "service" (root's is not root, and
+//     no service manages tokens);
+//   - a node token: refused. A node token attaches only as a device (role
+//     "driver", bound to its allowedDeviceId); devices are not served yet.
 func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Identity, error) {
 	deny := E("attach", user, Permission, msg("authentication failed"))
+	var tokenID, hash, kind string
 	var uid uint32
-	var hash string
 	var expires, revoked sql.NullInt64
-	err := k.Store.QueryRowContext(ctx, `SELECT uid,hash,expires_at,revoked_at FROM tokens WHERE hash=?`, hashToken(raw)).
-		Scan(&uid, &hash, &expires, &revoked)
+	err := k.Store.QueryRowContext(ctx, `SELECT token_id,uid,hash,kind,expires_at,revoked_at FROM tokens WHERE hash=?`, hashToken(raw)).
+		Scan(&tokenID, &uid, &hash, &kind, &expires, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, deny
 	}
@@ -180,6 +208,93 @@ func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Ident
 	if user != "" && user != id.Username {
 		return nil, deny
 	}
+	switch kind {
+	case "user":
+	case "service":
+		id.Role = "service"
+	case "node":
+		return nil, E("attach", user, Permission, msg("a node token attaches only as a device (role driver); devices are not served yet"))
+	default:
+		return nil, deny
+	}
+	l := k.leases.get(tokenID, expires)
+	select {
+	case <-l.done:
+		return nil, deny // revoked or expired since the query
+	default:
+	}
+	id.lease = l
 	k.Store.Exec(ctx, `UPDATE tokens SET last_used_at=? WHERE hash=?`, now(), hash)
 	return id, nil
+}
+
+// A lease is the life of one token in use: done is closed when the token
+// is revoked or expires, which ends every session attached with it.
+type lease struct {
+	tokenID string
+	done    chan struct{}
+	timer   *time.Timer // closes done at the token's expiry; nil if none
+}
+
+// leases are the leases of the tokens attached with since the kernel
+// started, by token id.
+type leases struct {
+	mu      sync.Mutex
+	m       map[string]*lease
+	stopped bool
+}
+
+// get returns the lease of tokenID, starting it (and its expiry timer) if
+// need be. The lease of a token revoked since the kernel started is
+// already done.
+func (ls *leases) get(tokenID string, expires sql.NullInt64) *lease {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l := ls.m[tokenID]; l != nil {
+		return l
+	}
+	l := &lease{tokenID: tokenID, done: make(chan struct{})}
+	if ls.m == nil {
+		ls.m = map[string]*lease{}
+	}
+	ls.m[tokenID] = l
+	if expires.Valid && !ls.stopped {
+		l.timer = time.AfterFunc(time.Until(time.UnixMilli(expires.Int64)), func() { ls.end(tokenID) })
+	}
+	return l
+}
+
+// end ends the lease of tokenID. A token not in use gets a lease that is
+// already done, so that an attach racing the revocation fails.
+func (ls *leases) end(tokenID string) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	l := ls.m[tokenID]
+	if l == nil {
+		if ls.m == nil {
+			ls.m = map[string]*lease{}
+		}
+		l = &lease{tokenID: tokenID, done: make(chan struct{})}
+		ls.m[tokenID] = l
+	}
+	select {
+	case <-l.done:
+	default:
+		close(l.done)
+	}
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+}
+
+// stop stops every expiry timer (the kernel is closing).
+func (ls *leases) stop() {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.stopped = true
+	for _, l := range ls.m {
+		if l.timer != nil {
+			l.timer.Stop()
+		}
+	}
 }

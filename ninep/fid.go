@@ -47,6 +47,7 @@ type fid struct {
 	num  uint32
 	cred vfs.Cred   // set before publication, then immutable
 	auth *authState // non-nil for auth fids; set before publication
+	p    *principal // what the fid counts against; guarded by conn.mu
 
 	refs  int  // guarded by conn.mu
 	ready bool // guarded by conn.mu
@@ -109,9 +110,10 @@ func (f *fid) abandonOpen() {
 	f.mu.Unlock()
 }
 
-// reserveFid puts a fid numbered num in the table, not yet ready. It fails
-// if num is in use (or is NOFID).
-func (c *conn) reserveFid(num uint32) (*fid, error) {
+// reserveFid puts a fid numbered num in the table, not yet ready, counted
+// against p (unless p is nil: see chargeFid). It fails if num is in use (or
+// is NOFID) or p holds Server.MaxFids fids.
+func (c *conn) reserveFid(num uint32, p *principal) (*fid, error) {
 	if num == NOFID {
 		return nil, errUnknownFid
 	}
@@ -120,9 +122,34 @@ func (c *conn) reserveFid(num uint32) (*fid, error) {
 	if _, ok := c.fids[num]; ok {
 		return nil, errFidInUse
 	}
-	f := &fid{num: num, refs: 1}
+	if p != nil {
+		if err := c.srv.acquireFid(p); err != nil {
+			return nil, err
+		}
+	}
+	f := &fid{num: num, refs: 1, p: p}
 	c.fids[num] = f
 	return f, nil
+}
+
+// chargeFid counts the reserved fid f, reserved with no principal, against
+// p, or fails if p holds Server.MaxFids fids.
+func (c *conn) chargeFid(f *fid, p *principal) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.srv.acquireFid(p); err != nil {
+		return err
+	}
+	f.p = p
+	return nil
+}
+
+// uncountLocked stops counting f, which has left the table. c.mu is held.
+func (c *conn) uncountLocked(f *fid) {
+	if f.p != nil {
+		c.srv.releaseFid(f.p)
+		f.p = nil
+	}
 }
 
 // publishFid makes a reserved fid visible to requests.
@@ -137,6 +164,7 @@ func (c *conn) unreserveFid(f *fid) {
 	c.mu.Lock()
 	if c.fids[f.num] == f && !f.ready {
 		delete(c.fids, f.num)
+		c.uncountLocked(f)
 	}
 	c.mu.Unlock()
 }
@@ -190,6 +218,7 @@ func (c *conn) unlinkFid(f *fid) bool {
 		return false
 	}
 	delete(c.fids, f.num)
+	c.uncountLocked(f)
 	f.refs--
 	return true
 }
@@ -220,6 +249,7 @@ func (c *conn) clunkAll() {
 	var last []*fid
 	for num, f := range c.fids {
 		delete(c.fids, num)
+		c.uncountLocked(f)
 		f.refs--
 		if f.refs == 0 {
 			last = append(last, f)

@@ -32,7 +32,7 @@ func (c *conn) auth(r *request, m *proto.TAuth) (proto.FCall, error) {
 	if c.srv.Auth == nil {
 		return nil, errNoAuth
 	}
-	af, err := c.reserveFid(m.Afid)
+	af, err := c.reserveFid(m.Afid, c.peerP)
 	if err != nil {
 		return nil, err
 	}
@@ -46,8 +46,10 @@ func (c *conn) auth(r *request, m *proto.TAuth) (proto.FCall, error) {
 // fid made for the same uname and aname. It calls Server.Auth with the
 // connection's peer, User = uname and Secret = what was written to afid
 // (none if afid is NOFID) and gives fid the resulting Cred, at the root. The
-// aname is otherwise ignored: there is one tree. Cancellation ends the
-// Authenticate and Attr calls; fid is then not made.
+// aname is otherwise ignored: there is one tree. An Authenticate error on a
+// connection with no attached session also closes the connection after the
+// Rerror. Cancellation ends the Authenticate and Attr calls; fid is then
+// not made.
 func (c *conn) attach(r *request, m *proto.TAttach) (proto.FCall, error) {
 	root := c.srv.Root
 	if root == nil {
@@ -70,7 +72,7 @@ func (c *conn) attach(r *request, m *proto.TAttach) (proto.FCall, error) {
 		secret = append([]byte{}, af.auth.secret...)
 		af.auth.mu.Unlock()
 	}
-	nf, err := c.reserveFid(m.Fid)
+	nf, err := c.reserveFid(m.Fid, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -86,8 +88,18 @@ func (c *conn) attach(r *request, m *proto.TAttach) (proto.FCall, error) {
 		p.User = m.Uname
 		p.Secret = secret
 		if cred, err = c.srv.Auth.Authenticate(r.ctx, p); err != nil {
+			// A peer that cannot authenticate holds nothing: close a
+			// connection that has no attached session after the Rerror.
+			r.hangup = !c.authed.Load() && r.ctx.Err() == nil
 			return nil, err
 		}
+	}
+	owner, err := c.useGrant(cred)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.chargeFid(nf, owner); err != nil {
+		return nil, err
 	}
 	a, err := root.Attr(r.ctx, cred)
 	if err != nil {
@@ -99,6 +111,7 @@ func (c *conn) attach(r *request, m *proto.TAttach) (proto.FCall, error) {
 	nf.loc = &loc{node: root, name: "/"}
 	nf.qid = q
 	c.publishFid(nf)
+	c.authed.Store(true)
 	ok = true
 	return &proto.RAttach{Header: hdr(r, proto.Rattach), Qid: q}, nil
 }
@@ -128,7 +141,13 @@ func (c *conn) walk(r *request, m *proto.TWalk) (proto.FCall, error) {
 	}
 	var nf *fid
 	if m.Newfid != m.Fid {
-		if nf, err = c.reserveFid(m.Newfid); err != nil {
+		c.mu.Lock()
+		owner := f.p
+		c.mu.Unlock()
+		if owner == nil {
+			owner = c.peerP
+		}
+		if nf, err = c.reserveFid(m.Newfid, owner); err != nil {
 			return nil, err
 		}
 		// unreserveFid is a no-op once nf is published.

@@ -15,8 +15,25 @@
 // uname and Secret = the bytes written. A Tattach with afid NOFID calls it
 // with no secret: whether that suffices (say, for a unix socket peer whose
 // host uid came from SO_PEERCRED) is the Authenticator's decision. An
-// Authenticate error is the Rerror. The Cred returned belongs to the new
-// fid and to every fid walked from it.
+// Authenticate error is the Rerror; on a connection with no attached
+// session the connection is then closed, so that a peer that cannot
+// authenticate holds nothing. The Cred returned belongs to the new
+// fid and to every fid walked from it. A Cred that is a vfs.Lease naming a
+// grant ties the connection to the grant: when its Done channel closes, the
+// connection is closed (every session on it ends, blocked reads included).
+//
+// # Limits
+//
+// A connection must attach within Server.AuthTimeout of its start (or of a
+// Tversion that reset its session), or it is closed. Connections and fids
+// are counted per principal: a peer with a host uid is "uid N" for the
+// connection's life; a peer without one is "host ADDR" until it attaches
+// with a grant; and a connection attaching with a grant also counts once
+// against "token …" (vfs.Lease.Grant). A principal holds at most
+// Server.MaxConns connections and Server.MaxFids fids (every fid counts
+// against the principal of the Tattach it descends from; auth fids against
+// the connection's peer). Limits are per principal, so one at its caps
+// takes nothing from another.
 //
 // # Framing
 //
@@ -144,6 +161,22 @@ type Server struct {
 	// Msize is the largest msize to negotiate; zero or anything above
 	// MaxMsize means MaxMsize, anything below MinMsize means MinMsize.
 	Msize uint32
+	// AuthTimeout is how long a connection may go without a successful
+	// Tattach, from its start or from a Tversion that resets its session,
+	// before it is closed. Zero means DefaultAuthTimeout; a negative value
+	// means no deadline.
+	AuthTimeout time.Duration
+	// MaxConns is how many connections one principal may hold at once
+	// (see the package comment); zero means DefaultMaxConns, a negative
+	// value no limit.
+	MaxConns int
+	// MaxFids is how many fids one principal may hold at once across all
+	// its connections; zero means DefaultMaxFids, a negative value no
+	// limit.
+	MaxFids int
+
+	pmu        sync.Mutex
+	principals map[string]*principal // guarded by pmu
 }
 
 // Errors sent as Rerror text for protocol misuse. The tree's own errors are
@@ -200,9 +233,43 @@ var (
 // contexts) and closes the handles of fids never clunked. It returns nil
 // when the peer hung up, ctx.Err() when ctx ended, and otherwise the error
 // that ended the connection.
+//
+// A connection over Server.MaxConns for its principal is served only to
+// tell the client why: Tversion is answered, then the first other request
+// gets the Rerror "too many connections for uid 1001" and the connection
+// is closed; one far over the cap is closed at once. ServeConn then returns
+// that error.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn, peer vfs.Peer) error {
+	name := peerPrincipal(peer, c)
+	p, verdict := s.acquireConn(name)
+	if verdict == connDrop {
+		c.Close()
+		s.logger().Debug("9p connection dropped", "principal", name, "err", "over the connection cap")
+		return tooManyConns(name)
+	}
 	cn := s.newConn(c, peer)
-	return cn.serve(ctx)
+	cn.peerP = p
+	if verdict == connRefuse {
+		cn.refuse = tooManyConns(name)
+		cn.log.Debug("9p connection refused", "principal", name, "err", cn.refuse)
+	} else {
+		cn.peerHeld = true
+	}
+	err := cn.serve(ctx)
+	cn.mu.Lock()
+	held := cn.peerHeld
+	cn.peerHeld = false
+	cn.mu.Unlock()
+	switch {
+	case verdict == connRefuse:
+		s.releaseConn(p, true)
+		if err == nil || errors.Is(err, net.ErrClosed) {
+			err = cn.refuse
+		}
+	case held:
+		s.releaseConn(p, false)
+	}
+	return err
 }
 
 // Serve accepts connections on l and serves each with ServeConn in its own
@@ -306,9 +373,18 @@ type conn struct {
 	wmu  sync.Mutex // serialises writes; held across a request's reply and its Rflushes
 	werr error      // first write error; guarded by wmu
 
-	mu   sync.Mutex
-	fids map[uint32]*fid
-	reqs map[uint16]*request
+	peerP     *principal  // what the connection counts against from its start
+	refuse    error       // non-nil: over the connection cap; refuse every request
+	authTimer *time.Timer // ends a connection that does not attach in time
+	authed    atomic.Bool // the session has a successful Tattach
+	timedOut  atomic.Bool // authTimer ended the connection
+	bg        sync.WaitGroup
+
+	mu       sync.Mutex
+	fids     map[uint32]*fid
+	reqs     map[uint16]*request
+	peerHeld bool                 // the connection is counted against peerP
+	grants   map[string]*grantRef // the grants the session attached with
 }
 
 // request is one T-message being handled in its own goroutine.
@@ -321,6 +397,7 @@ type request struct {
 	// guarded by conn.mu
 	flushed bool     // a Tflush named this request
 	aborted bool     // a Tversion abandoned this request: send nothing
+	hangup  bool     // close the connection after the reply; set by the handler
 	flushes []uint16 // tags of Tflushes to answer after this request
 }
 
@@ -357,12 +434,20 @@ func (s *Server) newConn(nc net.Conn, peer vfs.Peer) *conn {
 func (c *conn) serve(parent context.Context) (err error) {
 	c.ctx, c.cancel = context.WithCancel(parent)
 	context.AfterFunc(c.ctx, func() { c.nc.Close() })
+	if t := c.srv.authTimeout(); t > 0 {
+		c.authTimer = time.AfterFunc(t, c.authExpired)
+	}
 	defer func() {
 		c.ended.Store(true)
 		c.cancel()
 		c.nc.Close()
+		if c.authTimer != nil {
+			c.authTimer.Stop()
+		}
 		c.wg.Wait()
 		c.clunkAll()
+		c.dropGrants()
+		c.bg.Wait()
 		c.wmu.Lock()
 		werr := c.werr
 		c.wmu.Unlock()
@@ -372,6 +457,8 @@ func (c *conn) serve(parent context.Context) (err error) {
 		switch {
 		case parent.Err() != nil:
 			err = parent.Err()
+		case c.timedOut.Load():
+			err = errAuthTimeout
 		case hangup(err):
 			err = nil
 		}
@@ -521,6 +608,12 @@ func (c *conn) dispatch(fc proto.FCall) {
 		<-c.sem
 		return
 	}
+	if c.refuse != nil {
+		c.send(errorFcall(tag, c.refuse, c.msize.Load()))
+		<-c.sem
+		c.cancel()
+		return
+	}
 	r := &request{tag: tag, fc: fc}
 	r.ctx, r.cancel = context.WithCancel(c.ctx)
 	c.mu.Lock()
@@ -571,6 +664,9 @@ func (c *conn) run(r *request) {
 	defer r.cancel()
 	reply, err := c.handle(r)
 	c.respond(r, reply, err)
+	if r.hangup {
+		c.cancel()
+	}
 }
 
 // handle runs the handler for r, turning a panic into an error reply.
@@ -740,6 +836,21 @@ func (c *conn) abortSession() {
 	c.mu.Unlock()
 	c.wg.Wait()
 	c.clunkAll()
+	c.dropGrants()
+	c.authed.Store(false)
+	if c.authTimer != nil {
+		c.authTimer.Reset(c.srv.authTimeout())
+	}
+}
+
+// authExpired ends the connection if its session has not attached.
+func (c *conn) authExpired() {
+	if c.authed.Load() {
+		return
+	}
+	c.log.Debug("9p no attach within the authentication deadline: closing the connection", "timeout", c.srv.authTimeout())
+	c.timedOut.Store(true)
+	c.cancel()
 }
 
 // flush handles Tflush: see the package comment.

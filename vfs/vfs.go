@@ -46,6 +46,20 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, p Peer) (Cred, error)
 }
 
+// Lease is implemented by a Cred whose authority is a grant that can end
+// while a transport still holds the Cred (a token that is revoked or
+// expires). A transport that keeps a session attached with such a Cred
+// counts its connections and fids against the grant, and ends the session
+// when Done is closed. A Cred whose Grant is "" names no grant: its
+// authority lasts as long as its peer.
+type Lease interface {
+	// Grant names the grant for limits and messages, e.g. "token tok_x";
+	// every Cred of one grant returns the same name.
+	Grant() string
+	// Done is closed when the grant ends; nil if it never ends.
+	Done() <-chan struct{}
+}
+
 // Attr describes a node. Ino is stable for the life of the node's identity
 // and doubles as the 9P qid path. Mode carries the type bits (fs.ModeDir) and
 // the permission bits. Synthetic files report size 0.

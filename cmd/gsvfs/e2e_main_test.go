@@ -52,6 +52,10 @@ func TestMain(m *testing.M) {
 		// A helper run of the test binary (see TestE2EInterruptedReads).
 		os.Exit(readLoop(spec))
 	}
+	if spec := os.Getenv(holdEnv); spec != "" {
+		// A helper run of the test binary (see TestE2EConnectionLimits).
+		os.Exit(holdConns(spec))
+	}
 	os.Exit(runTests(m))
 }
 
@@ -76,6 +80,12 @@ func runTests(m *testing.M) int {
 	if testing.Verbose() {
 		fmt.Fprintf(os.Stderr, "e2e: built gsvfs and gsv (race=%v) in %v\n", raceEnabled, time.Since(start).Round(time.Millisecond))
 	}
+	ids, err := freeHostUIDs(3)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	aliceHost, bobHost, nobodyHost = ids[0], ids[1], ids[2]
 	binDir = dir
 	gsvfsBin = filepath.Join(dir, "gsvfs")
 	gsvBin = filepath.Join(dir, "gsv")
@@ -195,9 +205,10 @@ type daemon struct {
 }
 
 type daemonOpts struct {
-	mount    bool   // gsvfs mount (else gsvfs serve)
-	listen   string // --listen dial string
-	logLevel string // --log-level
+	mount    bool     // gsvfs mount (else gsvfs serve)
+	listen   string   // --listen dial string
+	logLevel string   // --log-level
+	args     []string // more flags
 }
 
 // startDaemon starts gsvfs on base's state (and mount point, with
@@ -231,6 +242,7 @@ func startDaemon(t testing.TB, base string, o daemonOpts) *daemon {
 	if o.logLevel != "" {
 		args = append(args, "--log-level", o.logLevel)
 	}
+	args = append(args, o.args...)
 	d.cmd = exec.Command(gsvfsBin, args...)
 	// The daemon's cwd must not be inside its own mount.
 	d.cmd.Dir = d.work

@@ -5,20 +5,45 @@ package main_test
 // over TCP the token written to the auth fid.
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-const (
-	aliceHost  = 1001
-	bobHost    = 1002
-	nobodyHost = 1003 // a host user with no GSV account
-)
+// The host uids the tests map GSV users to (and nobodyHost, a host uid
+// with no GSV account) are picked at run time among the uids and gids the
+// host's user database does not name (freeHostUIDs), so that what ls or
+// stat prints, and who a uid is, never depends on the machine.
+var aliceHost, bobHost, nobodyHost int
+
+// freeHostUIDs returns n numbers from 1001 up that name neither a host
+// user nor a host group.
+func freeHostUIDs(n int) ([]int, error) {
+	var out []int
+	for id := 1001; id < 60000 && len(out) < n; id++ {
+		s := strconv.Itoa(id)
+		var nu user.UnknownUserIdError
+		if _, err := user.LookupId(s); !errors.As(err, &nu) {
+			continue
+		}
+		var ng user.UnknownGroupIdError
+		if _, err := user.LookupGroupId(s); !errors.As(err, &ng) {
+			continue
+		}
+		out = append(out, id)
+	}
+	if len(out) < n {
+		return nil, fmt.Errorf("found only %d of %d free host uids", len(out), n)
+	}
+	return out, nil
+}
 
 func TestE2EPermissions(t *testing.T) {
 	requireRoot(t)
@@ -75,8 +100,8 @@ func TestE2EPermissions(t *testing.T) {
 			t.Fatalf("bob creates a file in alice's home: %v", r)
 		}
 		// He sees that it is there, and its mode: /home/alice is 0755.
-		r = d.shAs(bobHost, `ls -l "$1"`, d.p("/home/alice"))
-		if r.code != 0 || !strings.Contains(r.stdout, "-rw------- 1 1001 users") || !strings.Contains(r.stdout, " secret") {
+		r = d.shAs(bobHost, `ls -ln "$1"`, d.p("/home/alice"))
+		if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("-rw------- 1 %d 100 ", aliceHost)) || !strings.Contains(r.stdout, " secret") {
 			t.Fatalf("bob lists alice's home: %v", r)
 		}
 		// bob's own home is his.

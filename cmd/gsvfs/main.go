@@ -40,6 +40,10 @@ type options struct {
 	listen   []string
 	logLevel string
 	debug    bool
+
+	authTimeout time.Duration // ninep.Server.AuthTimeout
+	maxConns    int           // ninep.Server.MaxConns
+	maxFids     int           // ninep.Server.MaxFids
 }
 
 func rootCmd() *cobra.Command {
@@ -53,6 +57,9 @@ func rootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&o.state, "state", DefaultStateDir(), "state directory (SQLite database, homes, 9P socket); $GSV_STATE")
 	root.PersistentFlags().StringArrayVar(&o.listen, "listen", nil, "also serve 9P on this dial string, e.g. tcp!127.0.0.1!5640 (attach needs a token)")
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	root.PersistentFlags().DurationVar(&o.authTimeout, "9p-auth-timeout", ninep.DefaultAuthTimeout, "close a 9P connection that has not attached within this time (0: never)")
+	root.PersistentFlags().IntVar(&o.maxConns, "9p-max-conns", ninep.DefaultMaxConns, "9P connections one host uid, token, or not yet attached TCP address may hold at once (0: no limit)")
+	root.PersistentFlags().IntVar(&o.maxFids, "9p-max-fids", ninep.DefaultMaxFids, "9P fids one host uid or token may hold at once across its connections (0: no limit)")
 	mount := &cobra.Command{
 		Use:   "mount DIR",
 		Short: "Mount the namespace on DIR with FUSE and serve 9P; Ctrl-C unmounts",
@@ -134,7 +141,8 @@ func run(ctx context.Context, o options, mountDir string) error {
 	}
 	defer sm.Close()
 
-	srv := &ninep.Server{Root: k.Root(), Auth: k, Logger: log}
+	srv := &ninep.Server{Root: k.Root(), Auth: k, Logger: log,
+		AuthTimeout: noLimit(o.authTimeout), MaxConns: noLimit(o.maxConns), MaxFids: noLimit(o.maxFids)}
 	sock := k.SocketPath()
 	ul, err := listenUnix(sock)
 	if err != nil {
@@ -188,6 +196,15 @@ func run(ctx context.Context, o options, mountDir string) error {
 	<-ctx.Done()
 	log.Info("stopping")
 	return nil
+}
+
+// noLimit maps a flag's 0 ("no limit") to the negative value by which
+// ninep.Server says so (its zero means the default).
+func noLimit[T int | time.Duration](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 func hostUser() string {

@@ -1,0 +1,159 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// createToken makes a token as id and returns it.
+func createToken(t *testing.T, k *Kernel, id *Identity, a *tokenCreateArgs) *Token {
+	t.Helper()
+	res, err := k.Call(context.Background(), &Caller{Identity: id}, "sys.token.create", a)
+	if err != nil {
+		t.Fatalf("sys.token.create %+v: %v", a, err)
+	}
+	return res.(map[string]any)["token"].(*Token)
+}
+
+// TestTokenListNulls: the seed's sys.token.list shows lastUsedAt,
+// revokedAt and revokedReason as null until they are set.
+func TestTokenListNulls(t *testing.T) {
+	k, _, alice, _ := newKernel(t)
+	createToken(t, k, alice, &tokenCreateArgs{Kind: "user"})
+	out := k.Serve(context.Background(), &Caller{Identity: alice}, []byte(`{"call":"sys.token.list"}`))
+	var r struct {
+		Data struct {
+			Tokens []map[string]json.RawMessage `json:"tokens"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil || len(r.Data.Tokens) != 1 {
+		t.Fatalf("sys.token.list: %s (%v)", out, err)
+	}
+	for _, key := range []string{"lastUsedAt", "revokedAt", "revokedReason", "expiresAt", "label", "allowedDeviceId"} {
+		if v, ok := r.Data.Tokens[0][key]; !ok || string(v) != "null" {
+			t.Errorf("sys.token.list: %s = %s (present %v), want null; frame %s", key, v, ok, out)
+		}
+	}
+}
+
+// TestTokenKinds: a user token attaches as its owner, a service token as
+// a service (not root even when root's, and managing no tokens), a node
+// token not at all (it is for a device).
+func TestTokenKinds(t *testing.T) {
+	k, root, alice, _ := newKernel(t)
+	ctx := context.Background()
+	auth := func(raw, user string) (*Identity, error) {
+		cred, err := k.Authenticate(ctx, vfs.Peer{Transport: "9p-tcp", HostUID: -1, HostGID: -1, User: user, Secret: []byte(raw)})
+		if err != nil {
+			return nil, err
+		}
+		return cred.(*Identity), nil
+	}
+	user := createToken(t, k, alice, &tokenCreateArgs{Kind: "user"})
+	if id, err := auth(user.Token, "alice"); err != nil || id.Role != "user" || id.Uid != alice.Uid {
+		t.Fatalf("user token: %+v, %v", id, err)
+	}
+	node := createToken(t, k, alice, &tokenCreateArgs{Kind: "node"})
+	if _, err := auth(node.Token, "alice"); err == nil || !strings.Contains(err.Error(), "only as a device") {
+		t.Fatalf("node token attaches: err = %v, want refused: only as a device", err)
+	}
+	svc := createToken(t, k, root, &tokenCreateArgs{Kind: "service"})
+	id, err := auth(svc.Token, "")
+	if err != nil || id.Role != "service" || id.Uid != 0 {
+		t.Fatalf("root's service token: %+v, %v", id, err)
+	}
+	if id.IsRoot() {
+		t.Fatal("root's service token is root")
+	}
+	for _, call := range []struct {
+		name string
+		args any
+	}{
+		{"sys.token.create", &tokenCreateArgs{Kind: "user"}},
+		{"sys.token.revoke", &tokenRevokeArgs{TokenID: user.TokenID}},
+	} {
+		if _, err := k.Call(ctx, &Caller{Identity: id}, call.name, call.args); Code(err) != 403 {
+			t.Errorf("%s as a service: err = %v, want 403", call.name, err)
+		}
+	}
+	res, err := k.Call(ctx, &Caller{Identity: id}, "sys.whoami", &struct{}{})
+	if err != nil || res.(map[string]any)["role"] != "service" {
+		t.Fatalf("sys.whoami as a service: %v, %v", res, err)
+	}
+}
+
+// TestTokenLease: the identity a token attaches as carries a lease that
+// ends when the token is revoked or expires; a host uid's has none.
+func TestTokenLease(t *testing.T) {
+	k, _, alice, _ := newKernel(t)
+	ctx := context.Background()
+	attach := func(raw string) vfs.Lease {
+		t.Helper()
+		cred, err := k.Authenticate(ctx, vfs.Peer{Transport: "9p-tcp", HostUID: -1, HostGID: -1, Secret: []byte(raw)})
+		if err != nil {
+			t.Fatalf("attach: %v", err)
+		}
+		return cred.(vfs.Lease)
+	}
+	ended := func(l vfs.Lease, within time.Duration) bool {
+		select {
+		case <-l.Done():
+			return true
+		case <-time.After(within):
+			return false
+		}
+	}
+
+	tok := createToken(t, k, alice, &tokenCreateArgs{Kind: "user"})
+	l1, l2 := attach(tok.Token), attach(tok.Token)
+	if l1.Grant() != "token "+tok.TokenID || l2.Grant() != l1.Grant() {
+		t.Fatalf("grants %q %q, want token %s", l1.Grant(), l2.Grant(), tok.TokenID)
+	}
+	if ended(l1, 50*time.Millisecond) {
+		t.Fatal("lease ended before revocation")
+	}
+	if _, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.revoke", &tokenRevokeArgs{TokenID: tok.TokenID}); err != nil {
+		t.Fatal(err)
+	}
+	if !ended(l1, time.Second) || !ended(l2, time.Second) {
+		t.Fatal("revocation did not end the token's leases")
+	}
+
+	exp := time.Now().Add(400 * time.Millisecond).UnixMilli()
+	tok = createToken(t, k, alice, &tokenCreateArgs{Kind: "user", ExpiresAt: &exp})
+	l := attach(tok.Token)
+	if ended(l, 100*time.Millisecond) {
+		t.Fatal("lease ended before expiry")
+	}
+	if !ended(l, 1300*time.Millisecond) {
+		t.Fatal("expiry did not end the token's lease within a second")
+	}
+
+	cred, err := k.Authenticate(ctx, vfs.Peer{Transport: "9p-unix", HostUID: 1001, HostGID: 1001})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cred.(vfs.Lease); l.Grant() != "" || l.Done() != nil {
+		t.Fatalf("a host uid's identity names grant %q", l.Grant())
+	}
+}
+
+// TestUnmappedHostUID: a host uid with no GSV account is nobody over FUSE
+// but may not attach over 9P.
+func TestUnmappedHostUID(t *testing.T) {
+	k, _, _, _ := newKernel(t)
+	ctx := context.Background()
+	cred, err := k.Authenticate(ctx, vfs.Peer{Transport: "fuse", HostUID: 4242, HostGID: 4242})
+	if err != nil || cred.(*Identity).Role != "nobody" {
+		t.Fatalf("FUSE peer with no account: %+v, %v", cred, err)
+	}
+	_, err = k.Authenticate(ctx, vfs.Peer{Transport: "9p-unix", HostUID: 4242, HostGID: 4242})
+	if err == nil || !strings.Contains(err.Error(), "host uid 4242 has no GSV account") {
+		t.Fatalf("9P unix peer with no account: err = %v", err)
+	}
+}

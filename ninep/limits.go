@@ -1,0 +1,268 @@
+package ninep
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// Default limits of a Server (see Server.AuthTimeout, MaxConns, MaxFids).
+const (
+	// DefaultAuthTimeout is how long a connection may go without a
+	// successful Tattach.
+	DefaultAuthTimeout = 10 * time.Second
+	// DefaultMaxConns is how many connections one principal may hold.
+	DefaultMaxConns = 64
+	// DefaultMaxFids is how many fids one principal may hold across its
+	// connections.
+	DefaultMaxFids = 2048
+	// refuseSlack is how many connections over MaxConns one principal may
+	// have at once being told why they are refused (their Tattach gets the
+	// Rerror); any beyond that are closed as soon as they are accepted.
+	refuseSlack = 8
+)
+
+// errAuthTimeout ends a connection that did not attach in time.
+var errAuthTimeout = errors.New("ninep: no attach within the authentication deadline")
+
+// A principal is whoever the server's limits count connections and fids
+// against: a host uid ("uid 1001"), a grant named by a vfs.Lease Cred
+// ("token tok_…"), or, for a peer with no host uid that has not attached
+// with a grant yet, its network address ("host 127.0.0.1").
+type principal struct {
+	name    string
+	conns   int // connections counted against it
+	refused int // connections over MaxConns being refused
+	fids    int // fids counted against it
+}
+
+func (s *Server) authTimeout() time.Duration {
+	if s.AuthTimeout == 0 {
+		return DefaultAuthTimeout
+	}
+	return s.AuthTimeout
+}
+
+func (s *Server) maxConns() int {
+	if s.MaxConns == 0 {
+		return DefaultMaxConns
+	}
+	return s.MaxConns
+}
+
+func (s *Server) maxFids() int {
+	if s.MaxFids == 0 {
+		return DefaultMaxFids
+	}
+	return s.MaxFids
+}
+
+// peerPrincipal names the principal a new connection counts against
+// before it attaches.
+func peerPrincipal(peer vfs.Peer, nc net.Conn) string {
+	if peer.HostUID >= 0 {
+		return "uid " + strconv.Itoa(peer.HostUID)
+	}
+	addr := ""
+	if a := nc.RemoteAddr(); a != nil {
+		addr = a.String()
+	}
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		addr = h
+	}
+	if addr == "" {
+		addr = "unknown"
+	}
+	return "host " + addr
+}
+
+// connVerdict is what acquireConn decided about a new connection.
+type connVerdict uint8
+
+const (
+	connOK     connVerdict = iota // counted; serve it
+	connRefuse                    // over the cap: tell the client, then close
+	connDrop                      // far over the cap: close at once
+)
+
+// principalLocked returns the principal called name, making it if need be.
+// s.pmu is held.
+func (s *Server) principalLocked(name string) *principal {
+	if s.principals == nil {
+		s.principals = map[string]*principal{}
+	}
+	p := s.principals[name]
+	if p == nil {
+		p = &principal{name: name}
+		s.principals[name] = p
+	}
+	return p
+}
+
+// forgetLocked drops p from the table once nothing counts against it.
+// s.pmu is held.
+func (s *Server) forgetLocked(p *principal) {
+	if p.conns == 0 && p.refused == 0 && p.fids == 0 && s.principals[p.name] == p {
+		delete(s.principals, p.name)
+	}
+}
+
+// acquireConn counts a new connection against the principal called name.
+// With connRefuse the connection is counted as refused (release it with
+// releaseConn(p, true)); with connDrop it is not counted at all.
+func (s *Server) acquireConn(name string) (*principal, connVerdict) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	p := s.principalLocked(name)
+	max := s.maxConns()
+	switch {
+	case max < 0 || p.conns < max:
+		p.conns++
+		return p, connOK
+	case p.refused < refuseSlack:
+		p.refused++
+		return p, connRefuse
+	}
+	s.forgetLocked(p)
+	return p, connDrop
+}
+
+// tryConn counts one more connection against the principal called name,
+// or fails with the Rerror that says it has too many.
+func (s *Server) tryConn(name string) (*principal, error) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	p := s.principalLocked(name)
+	if max := s.maxConns(); max >= 0 && p.conns >= max {
+		s.forgetLocked(p)
+		return nil, tooManyConns(name)
+	}
+	p.conns++
+	return p, nil
+}
+
+// releaseConn uncounts a connection acquireConn or tryConn counted.
+func (s *Server) releaseConn(p *principal, refused bool) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	if refused {
+		p.refused--
+	} else {
+		p.conns--
+	}
+	s.forgetLocked(p)
+}
+
+// acquireFid counts one more fid against p, or fails with the Rerror that
+// says p has too many.
+func (s *Server) acquireFid(p *principal) error {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	if max := s.maxFids(); max >= 0 && p.fids >= max {
+		return fmt.Errorf("too many fids for %s", p.name)
+	}
+	p.fids++
+	return nil
+}
+
+// releaseFid uncounts a fid acquireFid counted.
+func (s *Server) releaseFid(p *principal) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	p.fids--
+	s.forgetLocked(p)
+}
+
+func tooManyConns(name string) error {
+	return fmt.Errorf("too many connections for %s", name)
+}
+
+// grantOf returns the grant a Cred names (see vfs.Lease), or "".
+func grantOf(cred vfs.Cred) (string, <-chan struct{}) {
+	l, ok := cred.(vfs.Lease)
+	if !ok {
+		return "", nil
+	}
+	name := l.Grant()
+	if name == "" {
+		return "", nil
+	}
+	return name, l.Done()
+}
+
+// grantRef is a grant a connection has attached with: the connection is
+// counted against it once, and watches it end.
+type grantRef struct {
+	p    *principal
+	stop chan struct{} // closed to stop watching
+}
+
+// useGrant counts the connection against the grant a Tattach's Cred
+// names, the first time it attaches with it, and ends the connection when
+// the grant ends. It returns the principal the attach's fids count
+// against: the grant's, or the connection's own if the Cred names none.
+func (c *conn) useGrant(cred vfs.Cred) (*principal, error) {
+	name, done := grantOf(cred)
+	if name == "" {
+		return c.peerP, nil
+	}
+	if done != nil {
+		select {
+		case <-done:
+			return nil, fmt.Errorf("%s has ended", name)
+		default:
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.grants[name]; g != nil {
+		return g.p, nil
+	}
+	p, err := c.srv.tryConn(name)
+	if err != nil {
+		return nil, err
+	}
+	g := &grantRef{p: p, stop: make(chan struct{})}
+	if c.grants == nil {
+		c.grants = map[string]*grantRef{}
+	}
+	c.grants[name] = g
+	if done != nil {
+		c.bg.Add(1)
+		go func() {
+			defer c.bg.Done()
+			select {
+			case <-done:
+				c.log.Info("9p grant ended: closing the connection", "grant", name)
+				c.cancel()
+			case <-g.stop:
+			case <-c.ctx.Done():
+			}
+		}()
+	}
+	// A peer known only by its address counts against its grant from now
+	// on, not against its address.
+	if c.peerHeld && c.peer.HostUID < 0 {
+		c.peerHeld = false
+		c.srv.releaseConn(c.peerP, false)
+	}
+	return p, nil
+}
+
+// dropGrants uncounts the connection from every grant it attached with
+// and stops watching them. It runs when the session or connection ends,
+// after every fid is gone.
+func (c *conn) dropGrants() {
+	c.mu.Lock()
+	grants := c.grants
+	c.grants = nil
+	c.mu.Unlock()
+	for _, g := range grants {
+		close(g.stop)
+		c.srv.releaseConn(g.p, false)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -42,12 +43,15 @@ func TestNew(t *testing.T) {
 	}{
 		{cfg: Config{}, name: "offline"},
 		{cfg: Config{Provider: "offline"}, name: "offline"},
-		{cfg: Config{Provider: "scripted", Script: "testdata/hello.jsonl"}, name: "scripted"},
+		{cfg: Config{Provider: "scripted", Script: "~/hello.jsonl", ScriptData: mustRead(t, "testdata/hello.jsonl")}, name: "scripted"},
+		{cfg: Config{Provider: "scripted", ScriptData: []byte{}}, name: "scripted"},
 		{cfg: Config{Provider: "openai", Model: "m", APIKey: "k"}, name: "openai"},
 		{cfg: Config{Provider: "anthropic", Model: "m", APIKey: "k"}, name: "anthropic"},
 		{cfg: Config{Provider: "gemini"}, errWants: []string{`"gemini"`, "offline", "scripted", "openai", "anthropic"}},
-		{cfg: Config{Provider: "scripted"}, errWants: []string{"script path"}},
-		{cfg: Config{Provider: "scripted", Script: "testdata/nonexistent.jsonl"}, errWants: []string{"scripted", "nonexistent.jsonl"}},
+		{cfg: Config{Provider: "scripted"}, errWants: []string{"needs a script"}},
+		// New never opens a file: the path only names the script.
+		{cfg: Config{Provider: "scripted", Script: "testdata/hello.jsonl"}, errWants: []string{"needs a script"}},
+		{cfg: Config{Provider: "scripted", Script: "~/bad.jsonl", ScriptData: []byte("{bad\n")}, errWants: []string{"line 1", "~/bad.jsonl"}},
 	}
 	for _, tt := range tests {
 		p, err := New(tt.cfg)
@@ -74,7 +78,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestNewTimeoutAppliesToScripted(t *testing.T) {
-	p, err := New(Config{Provider: "scripted", Script: "testdata/errors.jsonl", Timeout: 10 * time.Millisecond})
+	p, err := New(Config{Provider: "scripted", ScriptData: mustRead(t, "testdata/errors.jsonl"), Timeout: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,4 +325,13 @@ func TestScriptedConcurrent(t *testing.T) {
 	if len(ids) != turns {
 		t.Errorf("%d distinct tool ids, want %d", len(ids), turns)
 	}
+}
+
+func mustRead(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

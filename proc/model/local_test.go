@@ -335,3 +335,28 @@ func mustRead(t *testing.T, name string) []byte {
 	}
 	return b
 }
+
+// A script is a user's file parsed by the daemon: any bytes give a
+// provider or an error, never a panic, and a parsed script replays.
+func FuzzParseScript(f *testing.F) {
+	for _, name := range []string{"testdata/hello.jsonl", "testdata/tools.jsonl", "testdata/errors.jsonl"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("# c\n\n{\"text\":\"a\"}\n{\"tools\":[{\"name\":\"x\",\"args\":[]}]}\n"))
+	f.Add([]byte("{\"delayMs\":-1}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseScript(data)
+		if err != nil {
+			return
+		}
+		for i := 0; i < s.Remaining() && i < 4; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+			s.Complete(ctx, userReq("x"), nil)
+			cancel()
+		}
+	})
+}

@@ -584,10 +584,9 @@ func (m *Manager) preflight(ctx context.Context, pr *process, r *activeRun, p *P
 		return nil, err
 	}
 	window := 128000
-	if cfg, _ := m.aiConfig(ctx, p.Uid); cfg != nil {
-		if s, err := strconv.Atoi(cfg["context_window"]); err == nil && s > 0 {
-			window = s
-		}
+	cfg, _ := m.aiConfig(ctx, p.Uid)
+	if s, err := strconv.Atoi(cfg["context_window"]); err == nil && s > 0 {
+		window = s
 	}
 	pressure := float64(size/4) / float64(window)
 	if pressure < pol.CompactAtPressure {

@@ -221,3 +221,8 @@ func (k *Kernel) configGet(ctx context.Context, id *Identity, key string) ([]Con
 	}
 	return out, rows.Err()
 }
+
+// SensitiveKey reports whether a config key names a secret (a password,
+// token, secret or API key): only root may read it, and subsystems treat
+// its value as a credential.
+func SensitiveKey(key string) bool { return sensitive.MatchString(key) }

@@ -482,6 +482,9 @@ type FileArgs struct {
 	// Perm is the mode of a file fs.create makes; its missing parent
 	// directories get Perm with search bits added.
 	Perm fs.FileMode
+	// Max, if positive, is the largest file fs.readraw returns (else 25
+	// MiB); a larger file is a 400.
+	Max int64
 }
 
 // registerFileIO registers the Internal file syscalls for subsystems.
@@ -509,17 +512,33 @@ func (k *Kernel) registerFileIO() {
 		if err != nil {
 			return nil, err
 		}
-		if fi.Size() > maxReadFile {
-			return nil, E("/"+rel, Invalid, Msgf("file is larger than %d bytes", maxReadFile))
+		limit := int64(maxReadFile)
+		if a.Max > 0 {
+			limit = a.Max
 		}
-		f, err := k.openData(rel, os.O_RDONLY, 0)
+		notRegular := E("/"+rel, Invalid, msg("not a regular file"))
+		if !fi.Mode().IsRegular() {
+			return nil, notRegular
+		}
+		if fi.Size() > limit {
+			return nil, E("/"+rel, Invalid, Msgf("file is larger than %d bytes", limit))
+		}
+		// O_NONBLOCK: a file swapped for a FIFO since the check must
+		// not block the open; the descriptor is checked again.
+		f, err := k.openData(rel, os.O_RDONLY|unix.O_NONBLOCK, 0)
 		if err != nil {
 			return nil, E("/"+rel, err)
 		}
 		defer f.Close()
-		b, err := io.ReadAll(f)
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			return nil, notRegular
+		}
+		b, err := io.ReadAll(io.LimitReader(f, limit+1))
 		if err != nil {
 			return nil, E("/"+rel, err)
+		}
+		if int64(len(b)) > limit {
+			return nil, E("/"+rel, Invalid, Msgf("file is larger than %d bytes", limit))
 		}
 		return b, nil
 	})

@@ -162,6 +162,13 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 		if !found {
 			return nil, kernel.E(kernel.NotExist, kernel.Msgf("no message %d in the active conversation", *a.ThroughMessageID))
 		}
+		// Through an assistant message with tool calls: through their
+		// results too.
+		if ms[b-1].role == "assistant" && ms[b-1].hasTCs {
+			for b < len(ms) && ms[b].role == "toolResult" {
+				b++
+			}
+		}
 	}
 	// Never split an assistant's tool calls from their results: move the
 	// boundary back before the assistant message.
@@ -183,6 +190,13 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 	if err != nil {
 		return nil, err
 	}
+	// A compaction that does not happen leaves no archive behind.
+	committed := false
+	defer func() {
+		if !committed {
+			m.removeArchive(context.WithoutCancel(ctx), archive)
+		}
+	}()
 	summary := ""
 	if a.Summary != nil {
 		summary = *a.Summary
@@ -202,11 +216,17 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 		if err := tx.QueryRow(`SELECT generation FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&gen); err != nil || gen != c.Generation {
 			return kernel.E(p.Pid+"/"+cid, kernel.Busy, kernel.Msgf("the conversation was reset during the compaction"))
 		}
-		if _, err := tx.Exec(`DELETE FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ?`, p.Pid, cid, c.Generation, from, to); err != nil {
+		// The archive must hold exactly what is deleted.
+		res, err := tx.Exec(`DELETE FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ?`, p.Pid, cid, c.Generation, from, to)
+		if err != nil {
 			return err
 		}
-		// The summary takes the last archived id: it sits at the boundary.
-		if _, err := tx.Exec(`INSERT INTO proc_messages(id,pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,'system',?,?)`, to, p.Pid, cid, c.Generation, string(jsonString(text)), t); err != nil {
+		if gone, _ := res.RowsAffected(); gone != n {
+			return kernel.E(p.Pid+"/"+cid, kernel.Busy, kernel.Msgf("the history changed during the compaction"))
+		}
+		// The summary takes the first archived id: it stands where the
+		// archived messages began.
+		if _, err := tx.Exec(`INSERT INTO proc_messages(id,pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,'system',?,?)`, from, p.Pid, cid, c.Generation, string(jsonString(text)), t); err != nil {
 			return err
 		}
 		// A new epoch: the history is no longer an extension of its
@@ -214,16 +234,30 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 		if _, err := tx.Exec(`UPDATE proc_conversations SET epoch=epoch+1 WHERE pid=? AND cid=?`, p.Pid, cid); err != nil {
 			return err
 		}
-		_, err := tx.Exec(`INSERT INTO proc_segments(id,pid,cid,generation,kind,from_id,to_id,suffix_to,archive_path,summary_message_id,messages,created_at)
-			VALUES(?,?,?,?,'compaction',?,?,?,?,?,?,?)`, segID, p.Pid, cid, c.Generation, from, to, suffixTo, archive, to, n, t)
+		_, err = tx.Exec(`INSERT INTO proc_segments(id,pid,cid,generation,kind,from_id,to_id,suffix_to,archive_path,summary_message_id,messages,created_at)
+			VALUES(?,?,?,?,'compaction',?,?,?,?,?,?,?)`, segID, p.Pid, cid, c.Generation, from, to, suffixTo, archive, from, n, t)
 		return err
 	})
 	if err != nil {
 		return nil, kernel.E(err)
 	}
+	committed = true
 	segs, _ := m.segments(ctx, p.Pid, cid, segID)
 	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "conversation.compacted", "conversationId": cid, "segmentId": segID, "archivedMessages": n})
-	return map[string]any{"ok": true, "pid": p.Pid, "conversationId": cid, "segment": segs[0], "archivedMessages": n, "archivedTo": archive, "summaryMessageId": to}, nil
+	return map[string]any{"ok": true, "pid": p.Pid, "conversationId": cid, "segment": segs[0], "archivedMessages": n, "archivedTo": archive, "summaryMessageId": from}, nil
+}
+
+// removeArchive deletes an archive no segment records (the compaction
+// that wrote it did not happen).
+func (m *Manager) removeArchive(ctx context.Context, path string) {
+	b, _ := json.Marshal(map[string]string{"path": path})
+	res, err := m.k.Call(ctx, m.k.KernelCaller(), "fs.delete", json.RawMessage(b))
+	if r, ok := res.(map[string]any); err == nil && ok && r["ok"] == false {
+		err = fmt.Errorf("%v", r["error"])
+	}
+	if err != nil {
+		m.log.Warn("proc: removing an unused archive", "path", path, "err", err)
+	}
 }
 
 // summarize asks the owner's model to summarize messages from..to (the
@@ -355,6 +389,10 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid st
 	if err := validCid(target); err != nil {
 		return nil, err
 	}
+	title, err := checkTitle(a.Title)
+	if err != nil {
+		return nil, err
+	}
 	var copied []Message
 	suffix := false
 	var seg *Segment
@@ -387,7 +425,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid st
 	}
 	t := now()
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at) VALUES(?,?,?,?,?)`, p.Pid, target, a.Title, t, t); err != nil {
+		if _, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at) VALUES(?,?,?,?,?)`, p.Pid, target, title, t, t); err != nil {
 			return kernel.E(p.Pid+"/"+target, kernel.Busy, kernel.Msgf("conversation already exists"))
 		}
 		st, err := tx.Prepare(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,1,?,?,?)`)

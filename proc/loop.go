@@ -2,7 +2,9 @@ package proc
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -365,54 +367,124 @@ func (m *Manager) pendingHil(ctx context.Context, pid string) (*HilRequest, erro
 	return &h, nil
 }
 
-// aiConfig returns the owner's AI configuration: config/ai/* overridden by
-// users/<uid>/ai/*.
-func (m *Manager) aiConfig(ctx context.Context, uid uint32) map[string]string {
-	cfg := map[string]string{}
-	for _, prefix := range []string{"config/ai", fmt.Sprintf("users/%d/ai", uid)} {
+// aiEndpointKeys name where the model is: a secret of one config level
+// goes only to an endpoint of that level.
+var aiEndpointKeys = []string{"provider", "base_url"}
+
+// MaxScript is the largest script (config/ai/script) the scripted
+// provider reads.
+const MaxScript = 1 << 20
+
+// aiConfig returns the owner's AI configuration, resolved level by level
+// (resolveAI): config/ai/* and users/<uid>/ai/*. systemEndpoint says that
+// the endpoint is the system's.
+func (m *Manager) aiConfig(ctx context.Context, uid uint32) (cfg map[string]string, systemEndpoint bool) {
+	level := func(prefix string) map[string]string {
+		out := map[string]string{}
 		res, err := m.k.Call(ctx, m.k.KernelCaller(), "sys.config.get", json.RawMessage(`{"key":"`+prefix+`"}`))
 		if err != nil {
-			continue
+			return out
 		}
 		for _, e := range res.(map[string]any)["entries"].([]kernel.ConfigEntry) {
-			cfg[strings.TrimPrefix(e.Key, prefix+"/")] = e.Value
+			out[strings.TrimPrefix(e.Key, prefix+"/")] = e.Value
 		}
+		return out
 	}
-	return cfg
+	return resolveAI(level("config/ai"), level(fmt.Sprintf("users/%d/ai", uid)))
 }
 
-// provider returns the model provider and model name for uid.
+// resolveAI merges the system level sys and a user's level user of the ai
+// configuration: the user's keys override the system's, except that
+// credentials follow their endpoint. When the user sets any endpoint key
+// (provider, base_url), the endpoint is the user's and no secret of the
+// system level (kernel.SensitiveKey: api_key and any other) is kept: the
+// user's endpoint gets only the user's own secrets. The user's own
+// secrets are theirs to send anywhere, the system's endpoint included.
+func resolveAI(sys, user map[string]string) (cfg map[string]string, systemEndpoint bool) {
+	systemEndpoint = true
+	for _, k := range aiEndpointKeys {
+		if _, ok := user[k]; ok {
+			systemEndpoint = false
+		}
+	}
+	cfg = map[string]string{}
+	for k, v := range sys {
+		if !systemEndpoint && kernel.SensitiveKey(k) {
+			continue
+		}
+		cfg[k] = v
+	}
+	for k, v := range user {
+		cfg[k] = v
+	}
+	return cfg, systemEndpoint
+}
+
+// provider returns the model provider and model name for uid. A scripted
+// provider's script (config/ai/script) is a file of the namespace, read
+// as uid through the dispatcher (fs.readraw: a regular file the user may
+// read, MaxScript bytes at most) at each call: a changed script starts a
+// new replay. No lock is held across the read or the model's making.
 func (m *Manager) provider(ctx context.Context, uid uint32) (model.Provider, string, error) {
 	if m.opts.Provider != nil {
 		return m.opts.Provider(ctx, uid)
 	}
-	cfg := m.aiConfig(ctx, uid)
+	cfg, systemEndpoint := m.aiConfig(ctx, uid)
 	timeout := 120 * time.Second
 	if s, err := strconv.Atoi(cfg["timeout_ms"]); err == nil && s > 0 {
 		timeout = time.Duration(s) * time.Millisecond
 	}
 	mc := model.Config{Provider: cfg["provider"], Model: cfg["model"], BaseURL: cfg["base_url"],
-		APIKey: cfg["api_key"], Script: cfg["script"], Timeout: timeout}
-	// Fix: providers are kept per configuration instead of being made
-	// anew for every model call. A scripted provider is stateful (it
-	// replays its script turn by turn and numbers its tool calls): made
-	// per call, it replayed its first turn forever. The others keep their
-	// HTTP clients (and connections) this way.
-	key := strings.Join([]string{mc.Provider, mc.Model, mc.BaseURL, mc.APIKey, mc.Script, timeout.String()}, "\x00")
+		APIKey: cfg["api_key"], Script: cfg["script"], Timeout: timeout, UseEnvironment: systemEndpoint}
+	var scriptSum string
+	if strings.EqualFold(strings.TrimSpace(mc.Provider), "scripted") && mc.Script != "" {
+		data, err := m.readScript(ctx, uid, mc.Script)
+		if err != nil {
+			return nil, mc.Model, err
+		}
+		mc.ScriptData = data
+		sum := sha256.Sum256(data)
+		scriptSum = hex.EncodeToString(sum[:])
+	}
+	// Providers are kept per user and configuration: a scripted provider
+	// is stateful (it replays its script turn by turn and numbers its
+	// tool calls), and the others keep their HTTP connections.
+	key := strings.Join([]string{strconv.FormatUint(uint64(uid), 10), mc.Provider, mc.Model, mc.BaseURL, mc.APIKey,
+		mc.Script, scriptSum, timeout.String(), strconv.FormatBool(systemEndpoint)}, "\x00")
 	m.provMu.Lock()
-	defer m.provMu.Unlock()
-	if p, ok := m.provCache[key]; ok {
-		return p, cfg["model"], nil
+	p, ok := m.provCache[key]
+	m.provMu.Unlock()
+	if ok {
+		return p, mc.Model, nil
 	}
 	p, err := model.New(mc)
 	if err != nil {
-		return nil, cfg["model"], err
+		return nil, mc.Model, err
 	}
-	if m.provCache == nil || len(m.provCache) >= 64 {
+	m.provMu.Lock()
+	defer m.provMu.Unlock()
+	if q, ok := m.provCache[key]; ok {
+		return q, mc.Model, nil // another call made it meanwhile
+	}
+	if m.provCache == nil || len(m.provCache) >= 256 {
 		m.provCache = map[string]model.Provider{} // bounded: configurations change rarely
 	}
 	m.provCache[key] = p
-	return p, cfg["model"], nil
+	return p, mc.Model, nil
+}
+
+// readScript reads the scripted provider's script at path (a namespace
+// path; ~ is uid's home) as uid.
+func (m *Manager) readScript(ctx context.Context, uid uint32, path string) ([]byte, error) {
+	id, err := m.k.IdentityOf(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	data, err := kernel.Invoke[[]byte](ctx, m.k, &kernel.Caller{Identity: id}, "fs.readraw", &kernel.FileArgs{Path: path, Max: MaxScript})
+	if err != nil {
+		return nil, fmt.Errorf("config ai/script %s: %w", path, err)
+	}
+	return data, nil
 }
 
 // systemPrompt is the profile's prompt plus the owner's ~/context.d/*.md.
@@ -516,7 +588,8 @@ func (m *Manager) preflight(ctx context.Context, pr *process, r *activeRun, p *P
 		return nil, err
 	}
 	window := 128000
-	if s, err := strconv.Atoi(m.aiConfig(ctx, p.Uid)["context_window"]); err == nil && s > 0 {
+	cfg, _ := m.aiConfig(ctx, p.Uid)
+	if s, err := strconv.Atoi(cfg["context_window"]); err == nil && s > 0 {
 		window = s
 	}
 	pressure := float64(size/4) / float64(window)
@@ -526,6 +599,20 @@ func (m *Manager) preflight(ctx context.Context, pr *process, r *activeRun, p *P
 	if pol.Overflow == "fail" {
 		return nil, fmt.Errorf("context pressure %.2f is over %.2f and the policy is fail", pressure, pol.CompactAtPressure)
 	}
-	_, err = m.compact(ctx, p, r.cid, compactArgs{KeepLast: &pol.KeepLast, GenerateSummary: true}, true)
-	return nil, err
+	if _, err := m.compact(ctx, p, r.cid, compactArgs{KeepLast: &pol.KeepLast, GenerateSummary: true}, true); err != nil {
+		if kernel.Code(err) != 400 || size/4 > window {
+			return nil, err
+		}
+		return msgs, nil // nothing to compact, and it fits the window
+	}
+	// What the compaction kept must fit the window, or the model call
+	// fails (or is cut) at the provider: the run stops here instead.
+	msgs, size, err = m.modelMessages(ctx, pr.pid, r.cid, r.gen)
+	if err != nil {
+		return nil, err
+	}
+	if size/4 > window {
+		return nil, fmt.Errorf("context is still over the window after compaction: about %d tokens kept (keep=%d), the window is %d: compact more (keep=<n>) or raise config/ai/context_window", size/4, pol.KeepLast, window)
+	}
+	return msgs, nil
 }

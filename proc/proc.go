@@ -186,9 +186,16 @@ type HilRequest struct {
 
 // lookup returns pid's record if c may touch it: its owner or root.
 // Another user's process is reported as not existing.
+//
+// Another user's init process is refused before it is looked up: get
+// makes an init process on first use, and a refused read never writes.
 func (m *Manager) lookup(ctx context.Context, c *kernel.Caller, pid string) (*Process, error) {
+	own := fmt.Sprintf("init:%d", c.Uid)
 	if pid == "" {
-		pid = fmt.Sprintf("init:%d", c.Uid)
+		pid = own
+	}
+	if strings.HasPrefix(pid, "init:") && pid != own && !c.IsRoot() {
+		return nil, kernel.E(pid, kernel.NotExist, kernel.Msgf("no such process"))
 	}
 	p, err := m.get(ctx, pid)
 	if err != nil {
@@ -513,6 +520,10 @@ func (m *Manager) finish(pr *process, r *activeRun, status string, rerr error) {
 		payload["error"] = errText
 	}
 	m.signal(pr.uid, "proc.run.finished", payload)
+	// chat.complete is the seed's notification that a chat run ended;
+	// an aborted one says so (aborted: true).
+	m.signal(pr.uid, "chat.complete", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid,
+		"status": status, "aborted": status == "aborted"})
 	if next != nil {
 		m.launch(pr, next)
 	}

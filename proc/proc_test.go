@@ -919,9 +919,9 @@ func (h *ptHarness) checkCompacted(t *testing.T, pid, cid string, before []Messa
 	if !res.OK || res.ArchivedMessages != n {
 		t.Fatalf("compact: %+v, want %d archived", res, n)
 	}
-	boundary := before[n-1].ID
-	if res.SummaryMessageID != boundary {
-		t.Fatalf("summary id %d, want %d (the last archived id)", res.SummaryMessageID, boundary)
+	boundary, first := before[n-1].ID, before[0].ID
+	if res.SummaryMessageID != first {
+		t.Fatalf("summary id %d, want %d (the first archived id)", res.SummaryMessageID, first)
 	}
 	live := h.history(h.alice, pid, cid).Messages
 	if len(live) != len(before)-n+1 {
@@ -933,7 +933,7 @@ func (h *ptHarness) checkCompacted(t *testing.T, pid, cid string, before []Messa
 			systems++
 		}
 	}
-	if systems != 1 || live[0].Role != "system" || live[0].ID != boundary {
+	if systems != 1 || live[0].Role != "system" || live[0].ID != first {
 		t.Fatalf("live history does not start with the one summary: %s", ptDump(live))
 	}
 	txt := ptText(t, live[0])
@@ -944,7 +944,7 @@ func (h *ptHarness) checkCompacted(t *testing.T, pid, cid string, before []Messa
 
 	seg := res.Segment
 	if seg.Kind != "compaction" || seg.ConversationID != cid || seg.Messages != int64(n) || seg.FromMessageID != before[0].ID ||
-		seg.ToMessageID != boundary || seg.SummaryMessageID == nil || *seg.SummaryMessageID != boundary || seg.ArchivePath != res.ArchivedTo {
+		seg.ToMessageID != boundary || seg.SummaryMessageID == nil || *seg.SummaryMessageID != first || seg.ArchivePath != res.ArchivedTo {
 		t.Fatalf("segment %+v", seg)
 	}
 	if segs := h.segments(h.alice, pid, cid); len(segs) == 0 || segs[len(segs)-1].ID != seg.ID {
@@ -1060,7 +1060,7 @@ func TestCompact(t *testing.T) {
 		if len(segs) != 1 {
 			t.Fatalf("segments %+v", segs)
 		}
-		h.checkCompacted(t, pid, cid, before, 4, ptCompactRes{OK: true, Segment: segs[0], ArchivedMessages: 4, ArchivedTo: segs[0].ArchivePath, SummaryMessageID: segs[0].ToMessageID}, "all done")
+		h.checkCompacted(t, pid, cid, before, 4, ptCompactRes{OK: true, Segment: segs[0], ArchivedMessages: 4, ArchivedTo: segs[0].ArchivePath, SummaryMessageID: segs[0].FromMessageID}, "all done")
 		for _, line := range []string{"compact", "compact keep=2", "compact keep=x summary=s", "compact keep=2 summary=s generate", "compact keep=1 through=3 summary=s"} {
 			err := h.writeFile(h.alice, ctl, line+"\n")
 			if vfs.Errno(err) != 22 { // EINVAL
@@ -1074,25 +1074,36 @@ func TestCompact(t *testing.T) {
 		h.must(h.alice, "fs.write", map[string]any{"path": "~/b.txt", "content": "B\n"}, nil)
 		// u, a(2 calls), tr, tr, a, u, a
 		cases := []struct {
-			keep, want int
+			keep, through, want int // through: an index of before, or -1
 		}{
-			{4, 1}, // would split the second result from its call: back to before the call
-			{5, 1}, // would split the two results: likewise
-			{6, 1}, // just before the call: not moved
-			{3, 4}, // after the group: not moved
+			{4, -1, 1}, // would split the second result from its call: back to before the call
+			{5, -1, 1}, // would split the two results: likewise
+			{6, -1, 1}, // just before the call: not moved
+			{3, -1, 4}, // after the group: not moved
+			{0, 1, 4},  // through the call: through its results too
+			{0, 2, 1},  // through the first result: back to before the call
+			{0, 3, 4},  // through the last result: the group
 		}
 		for _, c := range cases {
-			t.Run(fmt.Sprintf("keep=%d", c.keep), func(t *testing.T) {
+			name := fmt.Sprintf("keep=%d", c.keep)
+			if c.through >= 0 {
+				name = fmt.Sprintf("through=%d", c.through)
+			}
+			t.Run(name, func(t *testing.T) {
 				h.setScript(1000, "tool_boundary.jsonl")
-				cid := fmt.Sprintf("tools-%d", c.keep)
+				cid := "tools-" + strings.ReplaceAll(name, "=", "-")
 				h.openConv(h.alice, pid, cid)
 				h.chat(h.alice, pid, cid, "read both", "thanks")
 				before := h.history(h.alice, pid, cid).Messages
 				if got := ptRoles(before); got != "user,assistant,toolResult,toolResult,assistant,user,assistant" {
 					t.Fatalf("roles %s", got)
 				}
+				args := map[string]any{"pid": pid, "conversationId": cid, "keepLast": c.keep, "summary": "s"}
+				if c.through >= 0 {
+					args = map[string]any{"pid": pid, "conversationId": cid, "throughMessageId": before[c.through].ID, "summary": "s"}
+				}
 				var res ptCompactRes
-				h.must(h.alice, "proc.conversation.compact", map[string]any{"pid": pid, "conversationId": cid, "keepLast": c.keep, "summary": "s"}, &res)
+				h.must(h.alice, "proc.conversation.compact", args, &res)
 				h.checkCompacted(t, pid, cid, before, c.want, res, "s")
 				live := h.history(h.alice, pid, cid).Messages
 				// No tool result is live without its call, and no call
@@ -2001,7 +2012,8 @@ func TestCompactDoesNotBlockProcess(t *testing.T) {
 // refuses the run; manual (the default) does neither.
 func TestPolicy(t *testing.T) {
 	h := newPTHarness(t)
-	h.must(h.root, "sys.config.set", map[string]any{"key": "config/ai/context_window", "value": "50"}, nil)
+	// A window the compacted tail (the summary, two short messages) fits.
+	h.must(h.root, "sys.config.set", map[string]any{"key": "config/ai/context_window", "value": "80"}, nil)
 	pid := h.spawn(h.alice, "policy")
 	for _, cid := range []string{"auto", "fail", "manual"} {
 		h.openConv(h.alice, pid, cid)

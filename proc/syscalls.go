@@ -229,10 +229,9 @@ func (m *Manager) registerSyscalls() {
 		if err := validCid(cid); err != nil {
 			return nil, err
 		}
-		var title *string
-		if a.Title != nil {
-			t := strings.TrimSpace(*a.Title)
-			title = &t
+		title, err := checkTitle(a.Title)
+		if err != nil {
+			return nil, err
 		}
 		created := false
 		t := now()
@@ -500,6 +499,9 @@ func (m *Manager) spawn(ctx context.Context, c *kernel.Caller, a *spawnArgs) (ma
 	if prof == nil {
 		return nil, kernel.E(a.Profile, kernel.Invalid, kernel.Msgf("unknown profile (see proc.profile.list)"))
 	}
+	if err := kernel.CheckText("label", a.Label, kernel.MaxLabel); err != nil {
+		return nil, err
+	}
 	if w, ok := a.Workspace.(string); ok && w != "" && w != "none" {
 		return nil, kernel.E(kernel.Invalid, kernel.Msgf("workspace %q: only workspace=none is supported yet", w))
 	}
@@ -600,4 +602,17 @@ func (m *Manager) resetProcess(ctx context.Context, p *Process, archive bool, ev
 		res["archivedTo"] = dir
 	}
 	return res, nil
+}
+
+// checkTitle returns a conversation title as it is stored: trimmed, and
+// a one-line name (kernel.CheckText).
+func checkTitle(title *string) (*string, error) {
+	if title == nil {
+		return nil, nil
+	}
+	t := strings.TrimSpace(*title)
+	if err := kernel.CheckText("title", t, kernel.MaxLabel); err != nil {
+		return nil, err
+	}
+	return &t, nil
 }

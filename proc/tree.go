@@ -173,7 +173,7 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 		var b strings.Builder
 		st := res["status"].(map[string]any)
 		for _, k := range statusKeys {
-			fmt.Fprintf(&b, "%s: %v\n", k, st[k])
+			fmt.Fprintf(&b, "%s: %s\n", k, field(st[k]))
 		}
 		return []byte(b.String()), nil
 	}}
@@ -220,6 +220,21 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 		vfs.DirEntry{Name: "hil", Node: hil},
 		vfs.DirEntry{Name: "conversations", Node: m.convsDir(p, own)},
 	)
+}
+
+// field renders v as one field of a line: a string that is not a
+// one-line name (kernel.CheckText: a control character, invalid UTF-8,
+// as a record stored before names were checked may hold) is quoted, Go
+// style, so that it can never start a line of its own.
+func field(v any) string {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Sprint(v)
+	}
+	if kernel.CheckText("", s, len(s)) != nil {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // statusKeys is the order of /proc/<pid>/status.
@@ -307,9 +322,18 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 	own := m.owner(ctx, p)
 	base := "/proc/" + p.Pid + "/conversations/" + cid
 	pid := p.Pid
-	in := &vfs.Input{Meta: own.at(base+"/in", 0o200), Deliver: func(ctx context.Context, cred vfs.Cred, data []byte) error {
+	in := &convInput{Input: &vfs.Input{Meta: own.at(base+"/in", 0o200), Deliver: func(ctx context.Context, cred vfs.Cred, data []byte) error {
 		_, err := m.k.Call(ctx, kernel.CallerOf(cred, base), "proc.send", &sendArgs{Pid: pid, ConversationID: cid, Message: strings.TrimSuffix(string(data), "\n")})
 		return err
+	}}, check: func(ctx context.Context, cred vfs.Cred) error {
+		c, err := kernel.Invoke[*Conversation](ctx, m.k, kernel.CallerOf(cred, base), "proc.conversation.lookup", &convArgs{Pid: pid, ConversationID: cid})
+		if err != nil {
+			return err
+		}
+		if c.Status != "open" {
+			return kernel.E(pid+"/"+cid, kernel.Busy, kernel.Msgf("conversation is closed: open it again to send"))
+		}
+		return nil
 	}}
 	ctl := m.k.Ctl(base, own.at(base+"/ctl", 0o600), map[string]kernel.CtlVerb{
 		"send": func(l kernel.CtlLine) (string, any, error) {
@@ -447,4 +471,55 @@ func (m *Manager) segmentsDir(p *Process, own owner, cid string) vfs.Dir {
 			}
 			return out, nil
 		}}
+}
+
+// convInput is a conversation's in file: a vfs.Input whose open and
+// writes fail (EBUSY) while the conversation is closed. The message is
+// delivered at close, whose errors shells ignore: refusing the open and
+// each write is what makes a writer see the failure, and no text is
+// taken that could not be delivered.
+type convInput struct {
+	*vfs.Input
+	check func(ctx context.Context, cred vfs.Cred) error
+}
+
+// Open implements vfs.File.
+func (in *convInput) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Handle, error) {
+	h, err := in.Input.Open(ctx, cred, flags)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.check(ctx, cred); err != nil {
+		h.Close(ctx) // nothing was written: it delivers nothing
+		return nil, err
+	}
+	return &convInputHandle{Handle: h, in: in, cred: cred}, nil
+}
+
+// convInputHandle checks the conversation before each write.
+type convInputHandle struct {
+	vfs.Handle
+	in   *convInput
+	cred vfs.Cred
+}
+
+func (h *convInputHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := h.in.check(ctx, h.cred); err != nil {
+		return 0, err
+	}
+	return h.Handle.Write(ctx, p, off)
+}
+
+func (h *convInputHandle) Flush(ctx context.Context) error {
+	if f, ok := h.Handle.(vfs.Flusher); ok {
+		return f.Flush(ctx)
+	}
+	return nil
+}
+
+func (h *convInputHandle) Truncate(ctx context.Context, size int64) error {
+	if t, ok := h.Handle.(vfs.Truncater); ok {
+		return t.Truncate(ctx, size)
+	}
+	return nil
 }

@@ -9,9 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 )
@@ -79,11 +82,29 @@ type (
 	}
 )
 
+// str renders an optional name as a table cell: "-" when unset.
 func str(s *string) string {
 	if s == nil || *s == "" {
 		return "-"
 	}
-	return *s
+	return cell(*s)
+}
+
+// cell renders a name as a table cell. A name that is not one line of
+// printable text (a control character such as a newline, tab or ESC, a
+// line separator, invalid UTF-8: a record stored before the daemon
+// refused such names) is quoted, Go style, so that it can never forge a
+// row or a terminal sequence.
+func cell(s string) string {
+	if !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 func stamp(ms int64) string {
@@ -137,7 +158,7 @@ func (c *cli) psCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "PID\tUID\tPROFILE\tSTATE\tLABEL\tCREATED")
 			for _, p := range r.Processes {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", p.Pid, p.Uid, p.Profile, p.State, str(p.Label), stamp(p.CreatedAt))
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", cell(p.Pid), p.Uid, cell(p.Profile), cell(p.State), str(p.Label), stamp(p.CreatedAt))
 			}
 			return tw.Flush()
 		},
@@ -491,7 +512,7 @@ func (c *cli) convCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tGEN\tSTATUS\tMESSAGES\tTITLE\tUPDATED")
 			for _, cv := range r.Conversations {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\n", cv.ID, cv.Generation, cv.Status, cv.MessageCount, str(cv.Title), stamp(cv.UpdatedAt))
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\n", cell(cv.ID), cv.Generation, cell(cv.Status), cv.MessageCount, str(cv.Title), stamp(cv.UpdatedAt))
 			}
 			return tw.Flush()
 		},

@@ -160,14 +160,15 @@ func epCheckRunEvents(t *testing.T, evs []sigFrame, pid string) {
 	}
 }
 
-// epWriteScript writes the scripted model's script and returns its path.
+// epWriteScript writes the scripted model's script into root's home (a
+// script is a file of the namespace, read as the process's owner) and
+// returns its namespace path.
 func epWriteScript(t *testing.T, d *daemon) string {
 	t.Helper()
-	p := filepath.Join(d.base, "script.jsonl")
-	if err := os.WriteFile(p, []byte(procScript), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(d.state, "fs/home/root/script.jsonl"), []byte(procScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return "/home/root/script.jsonl"
 }
 
 func TestE2EProcFUSE(t *testing.T) {
@@ -543,7 +544,7 @@ func ninepLines(t *testing.T, fsys *client.Fsys, p string) <-chan string {
 func TestE2EProcRestart(t *testing.T) {
 	base := newBase(t)
 	d := startDaemon(t, base, daemonOpts{})
-	script := filepath.Join(base, "script.jsonl")
+	script := filepath.Join(d.state, "fs/home/root/script.jsonl")
 	writeScript := func(s string) {
 		t.Helper()
 		if err := os.WriteFile(script, []byte(s), 0o644); err != nil {
@@ -561,7 +562,7 @@ func TestE2EProcRestart(t *testing.T) {
 		}
 	}
 	must(ns.Ctl("/sys/config/ctl", "set config/ai/provider scripted"))
-	must(ns.Ctl("/sys/config/ctl", "set config/ai/script "+script))
+	must(ns.Ctl("/sys/config/ctl", "set config/ai/script ~/script.jsonl"))
 	must(ns.Ctl("/proc/ctl", "spawn task label=slow"))
 	must(ns.Ctl("/proc/ctl", "spawn task label=hil"))
 	ps, err := ns.List("/proc")

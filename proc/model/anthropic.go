@@ -35,15 +35,18 @@ type Anthropic struct {
 }
 
 // NewAnthropic returns an Anthropic provider for cfg: cfg.BaseURL (when
-// set) and cfg.APIKey configure the client; when cfg.APIKey is empty the
-// SDK's environment defaults (ANTHROPIC_API_KEY, ...) apply, otherwise
-// they are ignored. cfg.Model is the default model, cfg.MaxRetries the
-// retries and cfg.Timeout (DefaultTimeout when zero) bounds each
-// Complete. It makes no network calls.
+// set) and cfg.APIKey configure the client; the SDK's environment
+// defaults (ANTHROPIC_API_KEY, profiles, ...) apply only when cfg.APIKey
+// is empty and cfg.UseEnvironment is set. cfg.Model is the default model,
+// cfg.MaxRetries the retries and cfg.Timeout (DefaultTimeout when zero)
+// bounds each Complete. It makes no network calls.
 func NewAnthropic(cfg Config) *Anthropic {
 	opts := []option.RequestOption{option.WithMaxRetries(maxRetries(cfg.MaxRetries))}
+	if cfg.APIKey != "" || !cfg.UseEnvironment {
+		opts = append(opts, option.WithoutEnvironmentDefaults())
+	}
 	if cfg.APIKey != "" {
-		opts = append(opts, option.WithoutEnvironmentDefaults(), option.WithAPIKey(cfg.APIKey))
+		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -42,12 +43,15 @@ func TestNew(t *testing.T) {
 	}{
 		{cfg: Config{}, name: "offline"},
 		{cfg: Config{Provider: "offline"}, name: "offline"},
-		{cfg: Config{Provider: "scripted", Script: "testdata/hello.jsonl"}, name: "scripted"},
+		{cfg: Config{Provider: "scripted", Script: "~/hello.jsonl", ScriptData: mustRead(t, "testdata/hello.jsonl")}, name: "scripted"},
+		{cfg: Config{Provider: "scripted", ScriptData: []byte{}}, name: "scripted"},
 		{cfg: Config{Provider: "openai", Model: "m", APIKey: "k"}, name: "openai"},
 		{cfg: Config{Provider: "anthropic", Model: "m", APIKey: "k"}, name: "anthropic"},
 		{cfg: Config{Provider: "gemini"}, errWants: []string{`"gemini"`, "offline", "scripted", "openai", "anthropic"}},
-		{cfg: Config{Provider: "scripted"}, errWants: []string{"script path"}},
-		{cfg: Config{Provider: "scripted", Script: "testdata/nonexistent.jsonl"}, errWants: []string{"scripted", "nonexistent.jsonl"}},
+		{cfg: Config{Provider: "scripted"}, errWants: []string{"needs a script"}},
+		// New never opens a file: the path only names the script.
+		{cfg: Config{Provider: "scripted", Script: "testdata/hello.jsonl"}, errWants: []string{"needs a script"}},
+		{cfg: Config{Provider: "scripted", Script: "~/bad.jsonl", ScriptData: []byte("{bad\n")}, errWants: []string{"line 1", "~/bad.jsonl"}},
 	}
 	for _, tt := range tests {
 		p, err := New(tt.cfg)
@@ -74,7 +78,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestNewTimeoutAppliesToScripted(t *testing.T) {
-	p, err := New(Config{Provider: "scripted", Script: "testdata/errors.jsonl", Timeout: 10 * time.Millisecond})
+	p, err := New(Config{Provider: "scripted", ScriptData: mustRead(t, "testdata/errors.jsonl"), Timeout: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,4 +325,38 @@ func TestScriptedConcurrent(t *testing.T) {
 	if len(ids) != turns {
 		t.Errorf("%d distinct tool ids, want %d", len(ids), turns)
 	}
+}
+
+func mustRead(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A script is a user's file parsed by the daemon: any bytes give a
+// provider or an error, never a panic, and a parsed script replays.
+func FuzzParseScript(f *testing.F) {
+	for _, name := range []string{"testdata/hello.jsonl", "testdata/tools.jsonl", "testdata/errors.jsonl"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("# c\n\n{\"text\":\"a\"}\n{\"tools\":[{\"name\":\"x\",\"args\":[]}]}\n"))
+	f.Add([]byte("{\"delayMs\":-1}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseScript(data)
+		if err != nil {
+			return
+		}
+		for i := 0; i < s.Remaining() && i < 4; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+			s.Complete(ctx, userReq("x"), nil)
+			cancel()
+		}
+	})
 }

@@ -83,14 +83,23 @@ type Provider interface {
 	Complete(ctx context.Context, req Request, delta func(text string)) (Response, error)
 }
 
-// Config selects and configures a provider; it comes from the kernel's
-// config (config/ai/* overridden by users/<uid>/ai/*).
+// Config selects and configures a provider; proc makes it from the
+// kernel's config (config/ai/* and users/<uid>/ai/*, see docs/processes.md).
 type Config struct {
 	Provider string // offline (default), scripted, openai, anthropic
 	Model    string
 	BaseURL  string // openai/anthropic: the server's base URL
 	APIKey   string
-	Script   string // scripted: path of the script file
+	// UseEnvironment lets the SDKs fill in what Config leaves empty from
+	// the daemon's environment and files (OPENAI_API_KEY, OPENAI_BASE_URL,
+	// ANTHROPIC_API_KEY, ANTHROPIC_PROFILE, ...). Those are the system's
+	// credentials: set it only for an endpoint the system configured.
+	UseEnvironment bool
+	// Script is where the script of the scripted provider came from (a
+	// namespace path), for messages; ScriptData is its content, read by
+	// the caller with the reader's permissions. New never opens a file.
+	Script     string
+	ScriptData []byte
 	// Timeout bounds each Complete call; zero means DefaultTimeout.
 	Timeout time.Duration
 	// MaxRetries is how often the openai and anthropic providers retry a

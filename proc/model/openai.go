@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -33,10 +34,11 @@ type OpenAI struct {
 }
 
 // NewOpenAI returns an OpenAI provider for cfg: cfg.BaseURL (when set)
-// and cfg.APIKey (when set; else the SDK's OPENAI_API_KEY) configure the
-// client, cfg.Model is the default model, cfg.MaxRetries the retries and
-// cfg.Timeout (DefaultTimeout when zero) bounds each Complete. It makes no
-// network calls.
+// and cfg.APIKey (when set) configure the client; the SDK's environment
+// defaults (OPENAI_API_KEY, OPENAI_BASE_URL, ...) fill in the rest only
+// when cfg.UseEnvironment is set. cfg.Model is the default model,
+// cfg.MaxRetries the retries and cfg.Timeout (DefaultTimeout when zero)
+// bounds each Complete. It makes no network calls.
 func NewOpenAI(cfg Config) *OpenAI {
 	opts := []option.RequestOption{option.WithMaxRetries(maxRetries(cfg.MaxRetries))}
 	if cfg.BaseURL != "" {
@@ -49,7 +51,21 @@ func NewOpenAI(cfg Config) *OpenAI {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return &OpenAI{client: openai.NewClient(opts...), model: cfg.Model, timeout: timeout}
+	var client openai.Client
+	if cfg.UseEnvironment {
+		client = openai.NewClient(opts...)
+	} else {
+		// The client NewClient makes, without its environment defaults.
+		var hc *http.Client
+		if t, ok := http.DefaultTransport.(*http.Transport); ok {
+			hc = &http.Client{Transport: t.Clone()}
+		} else {
+			hc = &http.Client{Transport: http.DefaultTransport}
+		}
+		opts = append([]option.RequestOption{option.WithHTTPClient(hc), option.WithEnvironmentProduction()}, opts...)
+		client = openai.Client{Options: opts, Chat: openai.NewChatService(opts...)}
+	}
+	return &OpenAI{client: client, model: cfg.Model, timeout: timeout}
 }
 
 // Name returns "openai".

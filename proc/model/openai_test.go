@@ -204,3 +204,52 @@ func TestOpenAINoKey(t *testing.T) {
 		t.Errorf("Authorization = %q, want none", got)
 	}
 }
+
+// The daemon's environment credentials are the system's: a provider
+// made without UseEnvironment never sends them, with it they fill in a
+// missing key.
+func TestEnvironmentCredentials(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-env-openai")
+	t.Setenv("ANTHROPIC_API_KEY", "sk-env-anthropic")
+	oa := newFakeServer(t, "/v1/chat/completions", func(f *fakeServer, w http.ResponseWriter, r *http.Request) {
+		sse(w, oaChunk(oaDelta(`{"content":"ok"}`, "stop"), ""), "[DONE]")
+	})
+	an := newFakeServer(t, "/v1/messages", func(f *fakeServer, w http.ResponseWriter, r *http.Request) {
+		sse(w, anTextStream("end_turn", "ok")...)
+	})
+	tests := []struct {
+		name   string
+		cfg    Config
+		f      *fakeServer
+		header string
+		want   string
+	}{
+		{"openai no env", Config{Provider: "openai", BaseURL: oa.URL + "/v1"}, oa, "Authorization", ""},
+		{"openai env", Config{Provider: "openai", BaseURL: oa.URL + "/v1", UseEnvironment: true}, oa, "Authorization", "Bearer sk-env-openai"},
+		{"openai own key", Config{Provider: "openai", BaseURL: oa.URL + "/v1", APIKey: "sk-own"}, oa, "Authorization", "Bearer sk-own"},
+		{"anthropic no env", Config{Provider: "anthropic", BaseURL: an.URL}, an, "X-Api-Key", ""},
+		{"anthropic env", Config{Provider: "anthropic", BaseURL: an.URL, UseEnvironment: true}, an, "X-Api-Key", "sk-env-anthropic"},
+		{"anthropic own key", Config{Provider: "anthropic", BaseURL: an.URL, APIKey: "sk-own"}, an, "X-Api-Key", "sk-own"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.Model, tt.cfg.MaxRetries = "m", -1
+			p, err := New(tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := len(tt.f.headers)
+			if _, err := p.Complete(context.Background(), userReq("hi"), nil); err != nil && tt.want != "" {
+				t.Fatal(err)
+			}
+			tt.f.mu.Lock()
+			defer tt.f.mu.Unlock()
+			if len(tt.f.headers) != n+1 {
+				t.Fatalf("%d requests, want 1", len(tt.f.headers)-n)
+			}
+			if got := tt.f.headers[n].Get(tt.header); got != tt.want {
+				t.Errorf("%s = %q, want %q", tt.header, got, tt.want)
+			}
+		})
+	}
+}

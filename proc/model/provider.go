@@ -23,7 +23,7 @@ func ProviderNames() []string {
 }
 
 // New returns the provider cfg selects: "" or "offline" gives Offline,
-// "scripted" gives NewScripted(cfg.Script), "openai" an OpenAI-compatible
+// "scripted" gives ParseScript(cfg.ScriptData), "openai" an OpenAI-compatible
 // server (cfg.BaseURL, default the OpenAI API) and "anthropic" the
 // Anthropic Messages API (cfg.BaseURL, default the Anthropic API). Each
 // Complete call of the returned provider is bounded by cfg.Timeout
@@ -38,11 +38,14 @@ func New(cfg Config) (Provider, error) {
 	case "", "offline":
 		return Offline{}, nil
 	case "scripted":
-		if cfg.Script == "" {
-			return nil, errors.New("model: provider scripted needs a script path (config/ai/script)")
+		if cfg.ScriptData == nil {
+			return nil, errors.New("model: provider scripted needs a script (config/ai/script, a file in your namespace)")
 		}
-		s, err := NewScripted(cfg.Script)
+		s, err := ParseScript(cfg.ScriptData)
 		if err != nil {
+			if cfg.Script != "" {
+				err = fmt.Errorf("%w (in %s)", err, cfg.Script)
+			}
 			return nil, err
 		}
 		s.Timeout = timeout

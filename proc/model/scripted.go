@@ -60,7 +60,10 @@ type Scripted struct {
 	requests []Request
 }
 
-// NewScripted reads the script at path (see ParseScript).
+// NewScripted reads the script at the host path path (see ParseScript),
+// for tests and tools. The daemon never opens a host path for a user: proc
+// reads config/ai/script from the namespace as the process's owner and
+// passes its content as Config.ScriptData.
 func NewScripted(path string) (*Scripted, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -226,6 +226,14 @@ func TestE2ETreeWalkers(t *testing.T) {
 				t.Fatalf("%s did not finish: %v", tool.name, r)
 			}
 			t.Logf("%s: exit %d in %v", tool.name, r.code, time.Since(start).Round(time.Millisecond))
+			// Refusals (write-only files) are expected; a stream that
+			// would block is not.
+			if strings.Contains(r.stderr, "temporarily unavailable") || strings.Contains(r.stderr, "Interrupted") {
+				t.Fatalf("%s: %s", tool.name, r.stderr)
+			}
+			for _, l := range strings.SplitN(r.stderr, "\n", 4)[:min(3, strings.Count(r.stderr, "\n"))] {
+				t.Logf("  %s", l)
+			}
 		})
 	}
 	// rsync copied the streams as empty files.

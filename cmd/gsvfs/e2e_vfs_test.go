@@ -72,11 +72,18 @@ func TestE2EFraming(t *testing.T) {
 	if got := userMessages(t, hist.stdout); len(got) != 1 {
 		t.Fatalf("a refused line ran: %d user messages", len(got))
 	}
+}
 
-	// Two pipelined requests, then two reads: one answer each.
-	r = d.sh(`exec 3<>"$1"
+// TestE2ECallFrames: a read of a call file returns one response frame, so
+// `read` in a shell gets one answer per request.
+func TestE2ECallFrames(t *testing.T) {
+	d := startDaemon(t, newBase(t), daemonOpts{mount: true})
+	// Two pipelined requests, then two reads: one answer each. (bash's
+	// read takes 128 bytes at a time from a seekable file and seeks back
+	// to the end of the line; dash's reads a byte at a time.)
+	r := runCmd(d.work, nil, nil, "bash", "-c", `exec 3<>"$1"
 printf '%s\n%s\n' '{"id":"one","call":"sys.whoami"}' '{"id":"two","call":"sys.whoami"}' >&3
-read -r a <&3; read -r b <&3; printf '%s\n%s\n' "$a" "$b"`, d.p("/sys/call"))
+read -r a <&3; read -r b <&3; printf '%s\n%s\n' "$a" "$b"`, "bash", d.p("/sys/call"))
 	ls := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if r.code != 0 || len(ls) != 2 || parseFrame(t, ls[0]).ID != "one" || parseFrame(t, ls[1]).ID != "two" {
 		t.Fatalf("two requests, two reads: %v", r)

@@ -48,7 +48,9 @@ type Authenticator interface {
 
 // Attr describes a node. Ino is stable for the life of the node's identity
 // and doubles as the 9P qid path. Mode carries the type bits (fs.ModeDir) and
-// the permission bits. Synthetic files report size 0.
+// the permission bits. Synthetic files report size 0, except those whose
+// size follows what a reader can read next (a Backed file's file; a
+// stream handle's own size, see Sizer).
 type Attr struct {
 	Ino   uint64
 	Mode  fs.FileMode

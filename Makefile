@@ -48,6 +48,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./kernel
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeArgs$$' -fuzztime $(FUZZTIME) ./kernel
 	$(GO) test -run '^$$' -fuzz '^FuzzConn$$' -fuzztime $(FUZZTIME) ./ninep
+	$(GO) test -run '^$$' -fuzz '^FuzzLines$$' -fuzztime $(FUZZTIME) ./vfs
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCron$$' -fuzztime $(FUZZTIME) ./sched
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCrontab$$' -fuzztime $(FUZZTIME) ./sched
 	$(GO) test -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME) ./proc/model

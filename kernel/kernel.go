@@ -125,6 +125,7 @@ func Open(cfg Config) (*Kernel, error) {
 	k.registerFS()
 	k.registerEvents()
 	k.registerShell()
+	k.registerStatfs()
 	k.root = k.buildNamespace()
 	return k, nil
 }
@@ -157,8 +158,9 @@ func (k *Kernel) SocketPath() string { return filepath.Join(k.cfg.StateDir, "9p.
 // KernelCaller is the kernel acting on its own behalf.
 func (k *Kernel) KernelCaller() *Caller { return &Caller{Identity: k.kid} }
 
-// Root returns the namespace tree.
-func (k *Kernel) Root() vfs.Dir { return k.root }
+// Root returns the namespace tree. It is a vfs.Statfser: the space of the
+// state directory.
+func (k *Kernel) Root() vfs.Dir { return rootDir{k.root, k} }
 
 // Mount adds a subtree under the namespace root (e.g. "proc").
 func (k *Kernel) Mount(name string, n vfs.Node) { k.root.Add(name, n) }

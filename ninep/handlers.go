@@ -470,8 +470,9 @@ func (c *conn) readDir(r *request, f *fid, l *loc, offset uint64, count uint32) 
 // or ORDWR) and is not a directory; the offset fits an int64. On an auth
 // fid the data is appended to the secret (at most 8 KiB in all). A file is
 // written with Handle.Write; a short count with an error reports the count.
-// Cancellation is passed to Handle.Write (ctl and call files finish a
-// command they started anyway).
+// Cancellation is passed to Handle.Write: a Tflush or the connection's end
+// abandons the write for good, and a ctl command it runs is cancelled (a
+// call file's write only queues its requests).
 func (c *conn) write(r *request, m *proto.TWrite) (proto.FCall, error) {
 	f, err := c.getFid(m.Fid)
 	if err != nil {

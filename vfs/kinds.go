@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"syscall"
 )
 
 // Want is the access an operation needs.
@@ -66,17 +67,11 @@ func PathIno(path string) uint64 {
 	return h.Sum64() | 1<<63
 }
 
-// LargeWrite is the size at or above which a write to a ctl or call file
-// that does not end in a newline is taken as one chunk of a longer line,
-// split by the transport: the line runs at the next newline, at a shorter
-// write, or when the file is closed.
-const LargeWrite = 32 << 10
-
 // MaxLine is the longest line a ctl or call file accepts.
 const MaxLine = 1 << 20
 
 // ErrLineTooLong is returned for a ctl or call line over MaxLine bytes.
-var ErrLineTooLong = Errorf(22 /* EINVAL */, "ctl write too large: a line may be at most 1 MiB")
+var ErrLineTooLong = Errorf(syscall.EINVAL, "line too long: a ctl or call line may be at most 1 MiB")
 
 // StaticDir is a directory whose children are added by the tree's builder.
 type StaticDir struct {
@@ -199,58 +194,122 @@ func (s *snapshot) Write(ctx context.Context, p []byte, off int64) (int, error) 
 }
 func (s *snapshot) Close(ctx context.Context) error { return nil }
 
-// lines accumulates the bytes written to a ctl or call handle and cuts them
-// into lines (see LargeWrite).
+// lines cuts the bytes written to a ctl or call handle into lines. A line
+// ends only at a newline, however many writes carry it (bash's echo writes
+// a long line in 4 KiB pieces, 9P clients in iounit pieces); a final line
+// without one is taken by rest, when the file is closed. A line longer than
+// max is refused whole: none of it is returned, and the rest of it, up to
+// its newline, is discarded as it arrives.
 type lines struct {
-	pending []byte
+	max      int // the longest line; 0 means MaxLine
+	pending  []byte
+	skipping bool // discarding the rest of a line
+	refusing bool // the line being discarded was refused (not dropped)
 }
 
-// add appends p and returns the lines now complete. A write shorter than
-// LargeWrite ends a line even without a newline.
-func (l *lines) add(p []byte) ([][]byte, error) {
-	if len(l.pending)+len(p) > MaxLine && bytes.IndexByte(p, '\n') < 0 {
-		l.pending = nil
-		return nil, ErrLineTooLong
+// piece is one thing the bytes written said, in order: a complete line, or
+// a refused one.
+type piece struct {
+	line    []byte
+	refused bool // a line over the cap; line is nil
+}
+
+// add takes the next bytes written and returns, in order, the lines they
+// complete and the lines they refuse. bad reports whether any byte of p
+// belongs to a refused line: the write that carries it fails with
+// ErrLineTooLong. The pieces depend only on the bytes written so far, not
+// on how the writes cut them.
+func (l *lines) add(p []byte) (out []piece, bad bool) {
+	max := l.max
+	if max <= 0 {
+		max = MaxLine
 	}
-	l.pending = append(l.pending, p...)
-	var out [][]byte
-	for {
-		i := bytes.IndexByte(l.pending, '\n')
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if l.skipping {
+			bad = bad || l.refusing
+			if i < 0 {
+				return out, bad
+			}
+			l.skipping = false
+			p = p[i+1:]
+			continue
+		}
+		seg := p
+		if i >= 0 {
+			seg = p[:i]
+		}
+		if len(l.pending)+len(seg) > max {
+			bad = true
+			out = append(out, piece{refused: true})
+			l.pending = nil
+			if i < 0 {
+				l.skipping, l.refusing = true, true
+				return out, bad
+			}
+			p = p[i+1:]
+			continue
+		}
 		if i < 0 {
-			break
+			l.pending = append(l.pending, seg...)
+			return out, bad
 		}
-		if i > MaxLine {
-			l.pending = l.pending[i+1:]
-			return out, ErrLineTooLong
-		}
-		out = append(out, l.pending[:i])
-		l.pending = l.pending[i+1:]
-	}
-	if len(l.pending) > 0 && len(p) < LargeWrite {
-		out = append(out, l.pending)
+		line := append(l.pending, seg...) // a fresh array, or pending's
 		l.pending = nil
+		out = append(out, piece{line: line})
+		p = p[i+1:]
 	}
-	if len(l.pending) == 0 {
-		l.pending = nil
-	}
-	return out, nil
+	return out, bad
 }
 
-// rest returns and clears a final line written without a newline.
+// drop discards what is pending after a write that failed part way: the
+// rest of a line the write began is not run either.
+func (l *lines) drop(p []byte) {
+	l.pending = nil
+	if len(p) > 0 && p[len(p)-1] != '\n' {
+		l.skipping, l.refusing = true, false
+	}
+}
+
+// rest returns and clears a final line written without a newline. The
+// rest of a refused line is nothing: its refusal was the error of the
+// write that carried it.
 func (l *lines) rest() []byte {
 	b := l.pending
-	l.pending = nil
+	l.pending, l.skipping, l.refusing = nil, false, false
 	return b
 }
 
-// Ctl is a write-only command file: each line written is one command,
-// executed before the write returns. A handle opened for reading and writing
-// reads back the result (or error text) of its last command.
+// opCtx returns the context a command runs with: it ends when ctx ends (a
+// transport abandoning the request for good) or when the handle is closed
+// (handle, the client gone), whichever comes first.
+func opCtx(ctx, handle context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(handle, cancel)
+	return c, func() { stop(); cancel() }
+}
+
+// Ctl is a command file: each line written is one command, executed before
+// the write that completes the line returns. A handle opened for reading
+// and writing reads back the result (or error text) of its last command.
+//
+// A line ends only at its newline; a final line without one runs when the
+// file is closed (close(2), 9P clunk), and its failure is then the error of
+// close(2), which shells ignore: the tree's owner records failures where
+// they can be read (the err view). A write fails with its first failing
+// command: the lines after it in that write, and the rest of a line the
+// write began, do not run. A line over MaxLine is refused whole (EINVAL on
+// every write that carries part of it, and Reject is told once); the lines
+// around it run as usual.
+//
+// A command runs with a context that ends when the write's does (9P Tflush
+// or the connection's end; FUSE never cancels a write) or when the handle
+// is closed.
 type Ctl struct {
 	Meta
 	// Exec runs one command line for cred and returns its result text.
 	Exec func(ctx context.Context, cred Cred, line string) (string, error)
-	// Reject, if set, is told of input the handle refused before any
+	// Reject, if set, is told of a line the handle refused before any
 	// command ran (a line over MaxLine), so the owner can record it.
 	Reject func(ctx context.Context, cred Cred, err error)
 }
@@ -262,12 +321,16 @@ func (c *Ctl) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {
 	if err := c.Access(ctx, cred, WantOf(flags)); err != nil {
 		return nil, err
 	}
-	return &ctlHandle{ctl: c, cred: cred}, nil
+	h := &ctlHandle{ctl: c, cred: cred}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	return h, nil
 }
 
 type ctlHandle struct {
-	ctl  *Ctl
-	cred Cred
+	ctl    *Ctl
+	cred   Cred
+	ctx    context.Context // ends when the handle is closed
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	lines  lines
@@ -291,30 +354,34 @@ func (h *ctlHandle) Read(ctx context.Context, p []byte, off int64) (int, error) 
 	return n, nil
 }
 
-// Write runs every complete line in p. The commands run to completion even
-// if ctx is cancelled: a cancelled context never undoes or abandons a
-// command that has started.
+// Write runs every line that p completes, in order (see Ctl).
 func (h *ctlHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ls, err := h.lines.add(p)
-	for _, l := range ls {
-		if err := h.run(ctx, l); err != nil {
+	ps, bad := h.lines.add(p)
+	for _, pc := range ps {
+		if pc.refused {
+			h.result, h.pos = []byte(ErrLineTooLong.Error()+"\n"), 0
+			if h.ctl.Reject != nil {
+				h.ctl.Reject(ctx, h.cred, ErrLineTooLong)
+			}
+			continue
+		}
+		if err := h.run(ctx, pc.line); err != nil {
+			h.lines.drop(p)
 			return 0, err
 		}
 	}
-	if err != nil {
-		h.result, h.pos = []byte(err.Error()+"\n"), 0
-		if h.ctl.Reject != nil {
-			h.ctl.Reject(ctx, h.cred, err)
-		}
-		return 0, err
+	if bad {
+		return 0, ErrLineTooLong
 	}
 	return len(p), nil
 }
 
 func (h *ctlHandle) run(ctx context.Context, line []byte) error {
-	res, err := h.ctl.Exec(context.WithoutCancel(ctx), h.cred, string(line))
+	ctx, cancel := opCtx(ctx, h.ctx)
+	defer cancel()
+	res, err := h.ctl.Exec(ctx, h.cred, string(line))
 	h.pos = 0
 	if err != nil {
 		h.result = []byte(err.Error() + "\n")
@@ -327,7 +394,7 @@ func (h *ctlHandle) run(ctx context.Context, line []byte) error {
 	return nil
 }
 
-// Flush runs a final line that is still pending.
+// Flush runs a final line written without a newline.
 func (h *ctlHandle) Flush(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -340,11 +407,31 @@ func (h *ctlHandle) Flush(ctx context.Context) error {
 // Truncate accepts O_TRUNC and ftruncate (shell redirection truncates).
 func (h *ctlHandle) Truncate(ctx context.Context, size int64) error { return nil }
 
-func (h *ctlHandle) Close(ctx context.Context) error { return h.Flush(ctx) }
+// Close runs a final line still pending, then ends the handle's context.
+func (h *ctlHandle) Close(ctx context.Context) error {
+	err := h.Flush(ctx)
+	h.cancel()
+	return err
+}
 
 // Call is a request/response file: each request written to a handle is
-// answered by a response that the same handle then reads. Offsets are
-// ignored; the response is read with a cursor that reaches EOF at its end.
+// answered by one response frame that the same handle then reads. A
+// request is one line (framed as for Ctl: it ends only at its newline, or
+// at close; over MaxLine it is refused with EINVAL). Offsets are ignored.
+//
+// A write queues its requests and returns at once; each handle answers its
+// requests in order, one at a time, off the write (so no caller's slow
+// request holds up a write of the same file by another). A read returns at
+// most one response frame: the rest of the frame being read, else the next
+// answer, waiting for it while a request is unanswered (until ctx ends;
+// ErrWouldBlock at once if ctx is Nonblocking); with nothing unanswered
+// and nothing unread it returns 0 (end of file). So `read` in a shell loop
+// gets exactly one answer per request, and `cat` gets the answers to the
+// requests written before it, then EOF.
+//
+// Requests run with a context that ends when the handle is closed (the
+// client is gone): a request whose answer nobody can read any more is
+// cancelled. Interrupting a read ends the wait, never the request.
 type Call struct {
 	Meta
 	// Do answers one request. Failures belong in the response.
@@ -358,17 +445,28 @@ func (c *Call) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {
 	if err := c.Access(ctx, cred, WantOf(flags)); err != nil {
 		return nil, err
 	}
-	return &callHandle{call: c, cred: cred}, nil
+	h := &callHandle{call: c, cred: cred, turn: make(chan struct{}, 1), ready: make(chan struct{})}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	return h, nil
 }
 
 type callHandle struct {
-	call *Call
-	cred Cred
+	call   *Call
+	cred   Cred
+	ctx    context.Context // the requests' context: ends when the handle is closed
+	cancel context.CancelFunc
+	turn   chan struct{} // serialises reads; a waiter gives up when its ctx ends
+	worker sync.WaitGroup
 
-	mu    sync.Mutex
-	lines lines
-	resp  []byte
-	pos   int
+	mu      sync.Mutex
+	lines   lines
+	queue   [][]byte      // requests not yet started
+	working bool          // the worker goroutine is running
+	unanswd int           // requests written and not yet answered
+	answers [][]byte      // responses not yet read in full, in order
+	pos     int           // read cursor into answers[0]
+	ready   chan struct{} // closed (and replaced) when an answer arrives
+	closed  bool
 }
 
 var (
@@ -376,55 +474,124 @@ var (
 	_ Truncater = (*callHandle)(nil)
 )
 
+// Read returns at most one response frame (see Call).
 func (h *callHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := copy(p, h.resp[h.pos:])
-	h.pos += n
-	return n, nil
+	select {
+	case h.turn <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	defer func() { <-h.turn }()
+	for {
+		h.mu.Lock()
+		if len(h.answers) > 0 {
+			a := h.answers[0]
+			n := copy(p, a[h.pos:])
+			h.pos += n
+			if h.pos == len(a) {
+				h.answers[0] = nil
+				h.answers, h.pos = h.answers[1:], 0
+			}
+			h.mu.Unlock()
+			return n, nil
+		}
+		if h.unanswd == 0 {
+			h.mu.Unlock()
+			return 0, nil
+		}
+		ready := h.ready
+		h.mu.Unlock()
+		if Nonblocking(ctx) {
+			return 0, ErrWouldBlock
+		}
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 }
 
+// Write queues the requests p completes and returns.
 func (h *callHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ls, err := h.lines.add(p)
-	if err != nil {
-		return 0, err
+	ps, bad := h.lines.add(p)
+	for _, pc := range ps {
+		if !pc.refused {
+			h.queueLocked(pc.line)
+		}
 	}
-	for _, l := range ls {
-		h.do(ctx, l)
+	if bad {
+		return 0, ErrLineTooLong
 	}
 	return len(p), nil
 }
 
-func (h *callHandle) do(ctx context.Context, req []byte) {
-	if len(bytes.TrimSpace(req)) == 0 {
+// queueLocked queues a request and starts the handle's worker if it is not
+// running. Blank lines are no requests.
+func (h *callHandle) queueLocked(req []byte) {
+	if len(bytes.TrimSpace(req)) == 0 || h.closed {
 		return
 	}
-	resp := h.call.Do(context.WithoutCancel(ctx), h.cred, req)
-	if len(resp) == 0 || resp[len(resp)-1] != '\n' {
-		resp = append(resp, '\n')
+	h.queue = append(h.queue, req)
+	h.unanswd++
+	if !h.working {
+		h.working = true
+		h.worker.Add(1)
+		go h.work()
 	}
-	if h.pos < len(h.resp) {
-		// An unread response is kept: responses queue in order.
-		h.resp = append(h.resp[h.pos:], resp...)
-	} else {
-		h.resp = resp
-	}
-	h.pos = 0
 }
 
+// work answers the queued requests in order, then ends; Close waits for it.
+func (h *callHandle) work() {
+	defer h.worker.Done()
+	for {
+		h.mu.Lock()
+		if len(h.queue) == 0 {
+			h.working = false
+			h.mu.Unlock()
+			return
+		}
+		req := h.queue[0]
+		h.queue[0] = nil
+		h.queue = h.queue[1:]
+		h.mu.Unlock()
+		resp := h.call.Do(h.ctx, h.cred, req)
+		if len(resp) == 0 || resp[len(resp)-1] != '\n' {
+			resp = append(resp, '\n')
+		}
+		h.mu.Lock()
+		h.answers = append(h.answers, resp)
+		h.unanswd--
+		close(h.ready)
+		h.ready = make(chan struct{})
+		h.mu.Unlock()
+	}
+}
+
+// Flush queues a final request written without a newline.
 func (h *callHandle) Flush(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if l := h.lines.rest(); len(l) > 0 {
-		h.do(ctx, l)
+		h.queueLocked(l)
 	}
 	return nil
 }
 
 func (h *callHandle) Truncate(ctx context.Context, size int64) error { return nil }
-func (h *callHandle) Close(ctx context.Context) error                { return nil }
+
+// Close cancels the requests still running or queued and waits for the
+// worker to end.
+func (h *callHandle) Close(ctx context.Context) error {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.cancel()
+	h.worker.Wait()
+	return nil
+}
 
 // Subscription is a stream of records, each one line of output.
 type Subscription interface {
@@ -438,6 +605,14 @@ type Subscription interface {
 
 // Stream is a file whose reads block until the next record arrives. Each
 // handle has its own subscription, starting at the time of the open.
+//
+// A read waits only for a reader that reads the file as a stream (cat):
+// a handle opened with O_NOFOLLOW (tree walkers: cp -r, tar, rsync,
+// grep -r) or whose own size was asked (tail, which seeks to the end) never
+// waits: a read returns the records pending, else 0 (end of file); and a
+// read on a non-blocking descriptor (O_NONBLOCK) that would wait fails
+// with ErrWouldBlock (EAGAIN). A handle's size (Sizer) is the bytes of the
+// records that have reached it, read or not, so tail -f sees it grow.
 type Stream struct {
 	Meta
 	Subscribe func(ctx context.Context, cred Cred) (Subscription, error)
@@ -454,18 +629,29 @@ func (s *Stream) Open(ctx context.Context, cred Cred, flags int) (Handle, error)
 	if err != nil {
 		return nil, err
 	}
-	return &streamHandle{sub: sub, turn: make(chan struct{}, 1)}, nil
+	return &streamHandle{sub: sub, turn: make(chan struct{}, 1), noWait: flags&syscall.O_NOFOLLOW != 0}, nil
 }
+
+// maxBuffered bounds the records a handle takes from its subscription
+// to report its size before they are read.
+const maxBuffered = 1 << 20
 
 type streamHandle struct {
 	sub  Subscription
 	turn chan struct{} // a lock that a waiter can give up on when ctx ends
-	left []byte
+
+	mu      sync.Mutex
+	left    []byte // records taken from sub, not yet read
+	read    int64  // bytes returned by reads
+	noWait  bool   // reads never wait (see Stream)
+	waiting bool   // a read is waiting in sub.Next: only it takes records
 }
 
-// Read returns buffered records, blocking for the first one until ctx ends.
-// Concurrent reads of one handle take turns; each gives up when its own ctx
-// ends. Offsets are ignored.
+var _ Sizer = (*streamHandle)(nil)
+
+// Read returns pending records, waiting for the first one unless the
+// handle or ctx says not to (see Stream). Concurrent reads of one handle
+// take turns; each gives up when its own ctx ends. Offsets are ignored.
 func (h *streamHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	select {
 	case h.turn <- struct{}{}:
@@ -473,27 +659,60 @@ func (h *streamHandle) Read(ctx context.Context, p []byte, off int64) (int, erro
 		return 0, ctx.Err()
 	}
 	defer func() { <-h.turn }()
-	if len(h.left) == 0 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for {
+		h.pollLocked(len(p))
+		if len(h.left) > 0 {
+			n := copy(p, h.left)
+			h.left = h.left[n:]
+			if len(h.left) == 0 {
+				h.left = nil
+			}
+			h.read += int64(n)
+			return n, nil
+		}
+		if h.noWait {
+			return 0, nil
+		}
+		if Nonblocking(ctx) {
+			return 0, ErrWouldBlock
+		}
+		h.waiting = true
+		h.mu.Unlock()
 		rec, err := h.sub.Next(ctx)
+		h.mu.Lock()
+		h.waiting = false
 		if err != nil {
 			return 0, err
 		}
-		h.left = rec
+		h.left = append(h.left, rec...)
 	}
-	n := 0
-	for {
-		c := copy(p[n:], h.left)
-		n += c
-		h.left = h.left[c:]
-		if len(h.left) > 0 || n == len(p) {
-			return n, nil
-		}
+}
+
+// pollLocked takes the records ready in the subscription until left holds
+// want bytes. Records are taken in order: never while a read waits in Next.
+func (h *streamHandle) pollLocked(want int) {
+	for !h.waiting && len(h.left) < want {
 		rec, ok := h.sub.Poll()
 		if !ok {
-			return n, nil
+			return
 		}
-		h.left = rec
+		h.left = append(h.left, rec...)
 	}
+}
+
+// Size implements Sizer: the bytes read so far and those pending. Asked
+// through this very handle (own), it makes reads never wait: the reader
+// follows the file's size.
+func (h *streamHandle) Size(own bool) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if own {
+		h.noWait = true
+	}
+	h.pollLocked(maxBuffered)
+	return h.read + int64(len(h.left))
 }
 
 func (h *streamHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
@@ -721,7 +940,9 @@ type BackingFiler interface {
 // for that file, opened for reading, and the handle serves it with ReadAt
 // and offers it as a BackingFiler. The identity check is the open: which
 // file an open gets is decided there (a later open may get another file),
-// and reads are the file's. Like every synthetic file it reports size 0.
+// and reads are the file's. Its size is that of the file an open would
+// get now (Attr asks OpenFile), so a reader that follows the size (tail -f)
+// sees what the owner adds.
 type Backed struct {
 	Meta
 	// OpenFile returns the file to serve to cred, opened read-only; the
@@ -730,6 +951,25 @@ type Backed struct {
 }
 
 var _ File = (*Backed)(nil)
+
+// Attr implements Node: the Meta's attributes, with the size of the file
+// an open by cred would get now. A cred that may not read the file, or a
+// file that cannot be had, reports the Meta's size.
+func (b *Backed) Attr(ctx context.Context, cred Cred) (Attr, error) {
+	a, err := b.Meta.Attr(ctx, cred)
+	if err != nil || b.Meta.Access(ctx, cred, WantRead) != nil {
+		return a, err
+	}
+	f, err := b.OpenFile(ctx, cred)
+	if err != nil {
+		return a, nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil {
+		a.Size = fi.Size()
+	}
+	return a, nil
+}
 
 // Open implements File. Opening for writing fails with EACCES.
 func (b *Backed) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,51 +21,111 @@ func (allow) Access(ctx context.Context, cred Cred, want Want) error {
 	return nil
 }
 
+// linesOf feeds writes to a lines with cap max and returns what it saw:
+// each line, "!" for a refused one (in the fuzz target, lines are marked
+// "L" and refusals "R"); and for each write whether it failed.
+func linesOf(max int, writes [][]byte) (seen []string, bad []bool, rest string) {
+	return linesMarked(max, writes, "", "!")
+}
+
+func linesMarked(max int, writes [][]byte, line, refused string) (seen []string, bad []bool, rest string) {
+	l := lines{max: max}
+	for _, w := range writes {
+		ps, b := l.add(w)
+		for _, p := range ps {
+			if p.refused {
+				seen = append(seen, refused)
+			} else {
+				seen = append(seen, line+string(p.line))
+			}
+		}
+		bad = append(bad, b)
+	}
+	return seen, bad, string(l.rest())
+}
+
 func TestLines(t *testing.T) {
-	big := strings.Repeat("x", LargeWrite)
+	const max = 8
 	tests := []struct {
 		name   string
 		writes []string
-		want   []string // lines completed, in order, across writes
+		want   []string // lines completed ("!" refused), in order, across writes
+		bad    []bool   // which writes fail with ErrLineTooLong
 		rest   string
-		err    bool
 	}{
-		{"newline", []string{"a\n"}, []string{"a"}, "", false},
-		{"no newline short write", []string{"a"}, []string{"a"}, "", false},
-		{"two lines", []string{"a\nb\n"}, []string{"a", "b"}, "", false},
-		{"trailing fragment", []string{"a\nb"}, []string{"a", "b"}, "", false},
-		{"large chunks join", []string{big, big, "end\n"}, []string{big + big + "end"}, "", false},
-		{"large chunk then short", []string{big, "z"}, []string{big + "z"}, "", false},
-		{"large pending at close", []string{big}, nil, big, false},
-		{"too long", []string{strings.Repeat("y", MaxLine+1)}, nil, "", true},
+		{"newline", []string{"a\n"}, []string{"a"}, []bool{false}, ""},
+		{"no newline waits for close", []string{"a"}, nil, []bool{false}, "a"},
+		{"two lines", []string{"a\nb\n"}, []string{"a", "b"}, []bool{false}, ""},
+		{"trailing fragment", []string{"a\nb"}, []string{"a"}, []bool{false}, "b"},
+		{"pieces join", []string{"se", "nd x", "yz\n"}, []string{"send xyz"}, []bool{false, false, false}, ""},
+		{"empty line", []string{"\n"}, []string{""}, []bool{false}, ""},
+		{"at the cap", []string{"12345678\n"}, []string{"12345678"}, []bool{false}, ""},
+		{"over the cap", []string{"123456789\nok\n"}, []string{"!", "ok"}, []bool{true}, ""},
+		{"over the cap in pieces", []string{"12345", "6789", "more", "x\nok\n"}, []string{"!", "ok"}, []bool{false, true, true, true}, ""},
+		{"refused line never runs at close", []string{"123456789"}, []string{"!"}, []bool{true}, ""},
+		{"line after a refused one", []string{"123456789\n", "ok"}, []string{"!"}, []bool{true, false}, "ok"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var l lines
-			var got []string
-			var err error
+			var ws [][]byte
 			for _, w := range tt.writes {
-				var ls [][]byte
-				ls, err = l.add([]byte(w))
-				for _, x := range ls {
-					got = append(got, string(x))
-				}
+				ws = append(ws, []byte(w))
 			}
-			if (err != nil) != tt.err {
-				t.Fatalf("err = %v", err)
+			seen, bad, rest := linesOf(max, ws)
+			if strings.Join(seen, "|") != strings.Join(tt.want, "|") {
+				t.Fatalf("lines %q, want %q", seen, tt.want)
 			}
-			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
-				t.Fatalf("lines %d, want %d", len(got), len(tt.want))
+			if fmt.Sprint(bad) != fmt.Sprint(tt.bad) {
+				t.Fatalf("failed writes %v, want %v", bad, tt.bad)
 			}
-			if r := string(l.rest()); r != tt.rest {
-				t.Fatalf("rest %d bytes, want %d", len(r), len(tt.rest))
+			if rest != tt.rest {
+				t.Fatalf("rest %q, want %q", rest, tt.rest)
 			}
 		})
 	}
 }
 
+// FuzzLines: however a byte stream is cut into writes, the lines (and
+// refusals) are those of one write of the whole stream.
+func FuzzLines(f *testing.F) {
+	f.Add([]byte("send hello\nkill noarchive\n"), []byte{3, 1, 200})
+	f.Add([]byte("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\nb\nccc"), []byte{5, 5, 5, 5, 5, 5, 5, 5, 5})
+	f.Add([]byte("\n\n\nx\n"), []byte{1})
+	f.Fuzz(func(t *testing.T, data, cuts []byte) {
+		const max = 16
+		var ws [][]byte
+		rest := data
+		for _, c := range cuts {
+			if len(rest) == 0 {
+				break
+			}
+			n := min(int(c)%(2*max)+1, len(rest))
+			ws = append(ws, rest[:n])
+			rest = rest[n:]
+		}
+		if len(rest) > 0 {
+			ws = append(ws, rest)
+		}
+		want, _, wantRest := linesMarked(max, [][]byte{data}, "L", "R")
+		got, bad, gotRest := linesMarked(max, ws, "L", "R")
+		if !slices.Equal(got, want) || gotRest != wantRest {
+			t.Fatalf("cut into %d writes: lines %q rest %q; one write: %q rest %q", len(ws), got, gotRest, want, wantRest)
+		}
+		for _, l := range got {
+			if len(l) > max+1 || strings.Contains(l, "\n") {
+				t.Fatalf("line %q: over the cap or holds a newline", l)
+			}
+		}
+		refused := slices.Contains(want, "R")
+		if refused != slices.Contains(bad, true) {
+			t.Fatalf("refused %v but failed writes %v", refused, bad)
+		}
+	})
+}
+
 func TestCtlReadBack(t *testing.T) {
 	var ran []string
+	var rejected int
 	c := &Ctl{Meta: allow{}, Exec: func(ctx context.Context, cred Cred, line string) (string, error) {
 		if ctx.Err() != nil {
 			t.Error("command ran with a cancelled context")
@@ -73,11 +135,9 @@ func TestCtlReadBack(t *testing.T) {
 			return "", Errorf(syscall.EINVAL, "unknown verb bad")
 		}
 		return "done " + line, nil
-	}}
+	}, Reject: func(ctx context.Context, cred Cred, err error) { rejected++ }}
 	h, _ := c.Open(context.Background(), nil, os.O_RDWR)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // a cancelled context must not stop the command
-	if _, err := h.Write(ctx, []byte("one\n"), 0); err != nil {
+	if _, err := h.Write(context.Background(), []byte("one\n"), 0); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 100)
@@ -85,7 +145,7 @@ func TestCtlReadBack(t *testing.T) {
 	if string(buf[:n]) != "done one\n" {
 		t.Fatalf("read back %q", buf[:n])
 	}
-	_, err := h.Write(context.Background(), []byte("bad"), 0)
+	_, err := h.Write(context.Background(), []byte("bad\nnot run\nnor this"), 0)
 	if Errno(err) != syscall.EINVAL {
 		t.Fatalf("bad line: %v", err)
 	}
@@ -93,17 +153,64 @@ func TestCtlReadBack(t *testing.T) {
 	if string(buf[:n]) != "unknown verb bad\n" {
 		t.Fatalf("error read back %q", buf[:n])
 	}
-	big := bytes.Repeat([]byte("z"), LargeWrite)
-	h.Write(context.Background(), big, 0)
+	// The rest of the line the failed write began is discarded too.
+	if _, err := h.Write(context.Background(), []byte(" one\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	// A long line in 4 KiB pieces is one command, run at its newline.
+	big := strings.Repeat("z", 16<<10)
+	for i := 0; i < len(big); i += 4096 {
+		if _, err := h.Write(context.Background(), []byte(big[i:i+4096]), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if len(ran) != 2 {
-		t.Fatalf("large write ran early: %d", len(ran))
+		t.Fatalf("a piece of a line ran: %d commands", len(ran))
+	}
+	h.Write(context.Background(), []byte("\n"), 0)
+	// Over the cap: refused whole, told once.
+	huge := bytes.Repeat([]byte("h"), MaxLine/2+1)
+	if _, err := h.Write(context.Background(), huge, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Write(context.Background(), huge, 0); err != ErrLineTooLong {
+		t.Fatalf("a line over the cap: %v", err)
+	}
+	if _, err := h.Write(context.Background(), []byte("hh\nlast"), 0); err != ErrLineTooLong {
+		t.Fatalf("the end of a refused line: %v", err)
 	}
 	if err := h.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(ran) != 3 || len(ran[2]) != LargeWrite {
-		t.Fatalf("pending line not run at close: %d", len(ran))
+	if want := []string{"one", "bad", big, "last"}; !slices.Equal(ran, want) || rejected != 1 {
+		t.Fatalf("ran %d commands (%.20q), rejected %d", len(ran), ran, rejected)
 	}
+}
+
+// TestCtlContext: a command runs until its write is abandoned for good or
+// the handle is closed.
+func TestCtlContext(t *testing.T) {
+	started := make(chan struct{})
+	c := &Ctl{Meta: allow{}, Exec: func(ctx context.Context, cred Cred, line string) (string, error) {
+		close(started)
+		<-ctx.Done()
+		return "", ctx.Err()
+	}}
+	h, _ := c.Open(context.Background(), nil, os.O_WRONLY)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := h.Write(ctx, []byte("wait\n"), 0); done <- err }()
+	<-started
+	select {
+	case err := <-done:
+		t.Fatalf("write returned %v before its context ended", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("write: %v", err)
+	}
+	h.Close(context.Background())
 }
 
 func TestCallQueues(t *testing.T) {
@@ -111,14 +218,78 @@ func TestCallQueues(t *testing.T) {
 		return bytes.ToUpper(req)
 	}}
 	h, _ := c.Open(context.Background(), nil, os.O_RDWR)
+	defer h.Close(context.Background())
 	h.Write(context.Background(), []byte("a\nb\n"), 0)
 	buf := make([]byte, 100)
-	n, _ := h.Read(context.Background(), buf, 999)
-	if string(buf[:n]) != "A\nB\n" {
-		t.Fatalf("got %q", buf[:n])
+	// One frame per read.
+	for _, want := range []string{"A\n", "B\n", ""} {
+		n, err := h.Read(context.Background(), buf, 999)
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("read %q (%v), want %q", buf[:n], err, want)
+		}
 	}
-	if n, _ := h.Read(context.Background(), buf, 0); n != 0 {
-		t.Fatal("no EOF after the response")
+	// A frame larger than the buffer is read in pieces, then the next.
+	h.Write(context.Background(), []byte("abcdef\nxy\n"), 0)
+	var got []string
+	small := make([]byte, 4)
+	for {
+		n, _ := h.Read(context.Background(), small, 0)
+		if n == 0 {
+			break
+		}
+		got = append(got, string(small[:n]))
+	}
+	if want := []string{"ABCD", "EF\n", "XY\n"}; !slices.Equal(got, want) {
+		t.Fatalf("reads %q, want %q", got, want)
+	}
+}
+
+// TestCallOffWrite: the write returns before the request is answered; the
+// read waits for the answer; an interrupted read ends the wait, not the
+// request; closing the handle cancels it.
+func TestCallOffWrite(t *testing.T) {
+	release := make(chan struct{})
+	cancelled := make(chan struct{})
+	c := &Call{Meta: allow{}, Do: func(ctx context.Context, cred Cred, req []byte) []byte {
+		if string(req) == "forever" {
+			<-ctx.Done()
+			close(cancelled)
+			return []byte("cancelled")
+		}
+		<-release
+		return []byte("answer " + string(req))
+	}}
+	h, _ := c.Open(context.Background(), nil, os.O_RDWR)
+	start := time.Now()
+	if _, err := h.Write(context.Background(), []byte("slow\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the write waited %v for the answer", d)
+	}
+	buf := make([]byte, 100)
+	if _, err := h.Read(WithNonblocking(context.Background()), buf, 0); err != ErrWouldBlock {
+		t.Fatalf("non-blocking read before the answer: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := h.Read(ctx, buf, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("interrupted read: %v", err)
+	}
+	go func() { time.Sleep(20 * time.Millisecond); close(release) }()
+	n, err := h.Read(context.Background(), buf, 0)
+	if err != nil || string(buf[:n]) != "answer slow\n" {
+		t.Fatalf("read %q (%v)", buf[:n], err)
+	}
+	h.Write(context.Background(), []byte("forever"), 0)
+	h.(Flusher).Flush(context.Background()) // the final line without a newline
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cancelled:
+	default:
+		t.Fatal("Close returned before the request's context ended")
 	}
 }
 
@@ -190,6 +361,68 @@ func TestStreamConcurrentReadsCancel(t *testing.T) {
 	if !sub.closed {
 		t.Fatal("subscription not closed")
 	}
+}
+
+// TestStreamNoWait: O_NOFOLLOW opens and size-followers never wait; a
+// non-blocking read that would wait is EAGAIN; the size grows with the
+// records that reach the handle.
+func TestStreamNoWait(t *testing.T) {
+	sub := &chanSub{ch: make(chan []byte, 10)}
+	s := &Stream{Meta: allow{}, Subscribe: func(ctx context.Context, cred Cred) (Subscription, error) { return sub, nil }}
+	buf := make([]byte, 64)
+	read := func(h Handle, ctx context.Context) (string, error) {
+		t.Helper()
+		done := make(chan struct{})
+		var n int
+		var err error
+		go func() { defer close(done); n, err = h.Read(ctx, buf, 0) }()
+		select {
+		case <-done:
+			return string(buf[:n]), err
+		case <-time.After(2 * time.Second):
+			t.Fatal("the read waited")
+			return "", nil
+		}
+	}
+
+	walker, _ := s.Open(context.Background(), nil, os.O_RDONLY|syscall.O_NOFOLLOW)
+	if got, err := read(walker, context.Background()); got != "" || err != nil {
+		t.Fatalf("O_NOFOLLOW read of an idle stream: %q %v, want EOF", got, err)
+	}
+	sub.ch <- []byte("r1\n")
+	if got, err := read(walker, context.Background()); got != "r1\n" || err != nil {
+		t.Fatalf("O_NOFOLLOW read with a record pending: %q %v", got, err)
+	}
+	walker.Close(context.Background())
+
+	h, _ := s.Open(context.Background(), nil, os.O_RDONLY)
+	if _, err := read(h, WithNonblocking(context.Background())); err != ErrWouldBlock || Errno(err) != syscall.EAGAIN {
+		t.Fatalf("non-blocking read of an idle stream: %v, want EAGAIN", err)
+	}
+	sz := h.(Sizer)
+	if n := sz.Size(false); n != 0 {
+		t.Fatalf("size %d before any record", n)
+	}
+	sub.ch <- []byte("r2\n")
+	sub.ch <- []byte("r3\n")
+	if n := sz.Size(false); n != 6 {
+		t.Fatalf("size %d with two records pending, want 6", n)
+	}
+	if got, _ := read(h, context.Background()); got != "r2\nr3\n" {
+		t.Fatalf("read %q", got)
+	}
+	if n := sz.Size(true); n != 6 {
+		t.Fatalf("size %d after reading them, want 6", n)
+	}
+	// Its size asked through the handle (tail), it no longer waits.
+	if got, err := read(h, context.Background()); got != "" || err != nil {
+		t.Fatalf("read of a size-followed stream: %q %v, want EOF", got, err)
+	}
+	sub.ch <- []byte("r4\n")
+	if n := sz.Size(false); n != 9 {
+		t.Fatalf("size %d, want 9", n)
+	}
+	h.Close(context.Background())
 }
 
 func TestInputOneMessagePerOpen(t *testing.T) {

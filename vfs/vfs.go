@@ -62,7 +62,9 @@ type Lease interface {
 
 // Attr describes a node. Ino is stable for the life of the node's identity
 // and doubles as the 9P qid path. Mode carries the type bits (fs.ModeDir) and
-// the permission bits. Synthetic files report size 0.
+// the permission bits. Synthetic files report size 0, except those whose
+// size follows what a reader can read next (a Backed file's file; a
+// stream handle's own size, see Sizer).
 type Attr struct {
 	Ino   uint64
 	Mode  fs.FileMode
@@ -130,7 +132,12 @@ func LookupAttr(ctx context.Context, d Dir, cred Cred, name string) (Node, Attr,
 type File interface {
 	Node
 	// Open checks that cred may open the file with flags (os.O_RDONLY,
-	// os.O_WRONLY, os.O_RDWR, possibly os.O_TRUNC) and returns a handle.
+	// os.O_WRONLY, os.O_RDWR, possibly os.O_TRUNC, os.O_APPEND) and
+	// returns a handle. A POSIX transport also passes syscall.O_NONBLOCK
+	// and syscall.O_NOFOLLOW as the opener gave them: a file whose reads
+	// can wait (a Stream) reads them as the opener's wish not to wait
+	// (tree walkers such as cp -r, tar, rsync and grep -r open with
+	// O_NOFOLLOW); other files ignore them.
 	Open(ctx context.Context, cred Cred, flags int) (Handle, error)
 }
 
@@ -138,12 +145,58 @@ type File interface {
 // by the transports; handles serialise as they need.
 type Handle interface {
 	// Read reads into p at off. A blocking read returns when ctx ends with
-	// ctx.Err() (mapped to EINTR).
+	// ctx.Err() (mapped to EINTR), and fails at once with ErrWouldBlock if
+	// ctx is Nonblocking.
 	Read(ctx context.Context, p []byte, off int64) (int, error)
-	// Write writes p at off and returns only when the write's effect is done.
+	// Write writes p at off and returns only when the write's effect is
+	// done. ctx ends only when the write is abandoned for good (a 9P
+	// Tflush, the connection's end); the FUSE binding never cancels a
+	// write, whose INTERRUPT may be a spurious one (the Go runtime's
+	// SIGURG).
 	Write(ctx context.Context, p []byte, off int64) (int, error)
 	// Close releases the handle. It is called exactly once.
 	Close(ctx context.Context) error
+}
+
+// Sizer is a Handle whose size is its own rather than its file's: a
+// stream's size is the bytes of the records that have reached the handle,
+// so that a reader that follows a file's size (tail -f) sees it grow. A
+// POSIX transport reports it for a stat made through an open file. own
+// says the request named this very handle (the FUSE kernel names it when a
+// reader seeks to the end of the file, as tail does to find where the file
+// ends); otherwise the transport picked one of the file's open handles to
+// answer a stat of the file.
+type Sizer interface {
+	Size(own bool) int64
+}
+
+// WithNonblocking returns a context for a Read that must not wait: the
+// reader's file descriptor is non-blocking (O_NONBLOCK). A Read that would
+// block then fails with ErrWouldBlock.
+func WithNonblocking(ctx context.Context) context.Context {
+	return context.WithValue(ctx, nonblockingKey{}, true)
+}
+
+// Nonblocking reports whether ctx was made by WithNonblocking.
+func Nonblocking(ctx context.Context) bool {
+	v, _ := ctx.Value(nonblockingKey{}).(bool)
+	return v
+}
+
+type nonblockingKey struct{}
+
+// StatFS is what df(1) shows of a tree: the figures of statfs(2).
+type StatFS struct {
+	Blocks, Bfree, Bavail uint64 // in units of Frsize
+	Files, Ffree          uint64
+	Bsize, Frsize         uint32
+	NameLen               uint32
+}
+
+// Statfser is a Dir, the root of a tree, that reports the space of the
+// storage behind it (statfs(2), df).
+type Statfser interface {
+	Statfs(ctx context.Context, cred Cred) (StatFS, error)
 }
 
 // Flusher is a Handle that has work to finish when its file descriptor is
@@ -227,6 +280,7 @@ var (
 	ErrWriteOnly  = Errorf(syscall.EACCES, "file is write-only")
 	ErrNotSupp    = Errorf(syscall.ENOTSUP, "operation not supported")
 	ErrExist      = Errorf(syscall.EEXIST, "file exists")
+	ErrWouldBlock = Errorf(syscall.EAGAIN, "nothing to read yet")
 )
 
 // errnoError is an error with a fixed errno.

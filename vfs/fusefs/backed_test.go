@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,7 +122,7 @@ func writeLines(t *testing.T, dir, prefix string, n int) (string, []byte) {
 
 // TestBacked: a backed file read with cat through the mount is its real
 // file's content, with FUSE passthrough when the daemon is root (no read
-// reaches the tree); it reports size 0 like any synthetic file.
+// reaches the tree); it reports its file's size, which follows appends.
 func TestBacked(t *testing.T) {
 	tree := newBackedTree()
 	src, want := writeLines(t, t.TempDir(), "a", 20000) // ~2 MB
@@ -137,8 +138,8 @@ func TestBacked(t *testing.T) {
 			t.Errorf("%d reads reached the tree: passthrough was not used", n)
 		}
 	}
-	if got := strings.TrimSpace(must(t, mnt, `stat -c %s "$M/backed"`)); got != "0" {
-		t.Errorf("size %s, want 0", got)
+	if got := strings.TrimSpace(must(t, mnt, `stat -c %s "$M/backed"`)); got != strconv.Itoa(len(want)) {
+		t.Errorf("size %s, want %d", got, len(want))
 	}
 	got, err := os.ReadFile(filepath.Join(mnt, "backed"))
 	if err != nil || !bytes.Equal(got, want) {
@@ -162,6 +163,9 @@ func TestBacked(t *testing.T) {
 	}
 	w.WriteString("appended\n")
 	w.Close()
+	if fi, err := f.Stat(); err != nil || fi.Size() != int64(len(want))+9 {
+		t.Errorf("fstat after append: %v (%v), want size %d", fi.Size(), err, len(want)+9)
+	}
 	if b, err := io.ReadAll(f); err != nil || string(b) != "appended\n" {
 		t.Errorf("read after append %q (%v)", b, err)
 	}

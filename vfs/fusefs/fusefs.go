@@ -11,8 +11,16 @@
 // are zero, so every path walk and stat reaches the tree. Files whose
 // Attr.Synthetic is set are served with direct I/O (every read(2) and
 // write(2) becomes one vfs Read or Write, offsets as the caller sees them)
-// and report size 0; other files go through the page cache, which is dropped
-// on every open. A synthetic file whose handle is a vfs.BackingFiler (a
+// and report the size the tree gives (0 for most; a vfs.Backed file its
+// file's size; a stat through an open vfs.Sizer handle that handle's
+// size); other files go through the page cache, which is dropped on every
+// open.
+//
+// A read on a non-blocking descriptor reaches the tree with a context
+// marked vfs.WithNonblocking; opens pass O_NONBLOCK and O_NOFOLLOW on to
+// vfs File.Open. Writes and flushes are never cancelled: their INTERRUPT
+// may be the Go runtime's SIGURG, and a command that has started runs to
+// its end (vfs.Handle.Write). A synthetic file whose handle is a vfs.BackingFiler (a
 // vfs.Backed file) is read by the kernel itself from the handle's real file
 // (FUSE passthrough) when the daemon may register backing files (root), and
 // otherwise with direct I/O like the rest; see backedHandle.
@@ -85,6 +93,16 @@ type Server struct {
 
 	mu   sync.Mutex
 	open map[*handle]struct{} // handles not yet released
+
+	// nonblocking holds the cancel channels of the READs in flight on a
+	// non-blocking file descriptor (O_NONBLOCK, which the kernel passes
+	// with every READ; a reader may set it after the open, as tail does).
+	nonblocking sync.Map // <-chan struct{} -> struct{}
+
+	// ownAttr holds the cancel channels of the GETATTRs in flight that
+	// name a file handle (FUSE_GETATTR_FH: an lseek to the end of the
+	// file), as opposed to those go-fuse answers with any open handle.
+	ownAttr sync.Map // <-chan struct{} -> struct{}
 
 	// opening holds the backed handles whose OPEN is being answered,
 	// keyed by the request's cancel channel (unique among requests in
@@ -188,10 +206,13 @@ func Mount(dir string, root vfs.Dir, auth vfs.Authenticator, opts Options) (*Ser
 	return s, nil
 }
 
-// rawFS is go-fuse's node file system with one addition: once go-fuse has
-// answered an OPEN of a backed file (and decided whether the open uses
-// passthrough, after our node's Open returned), it settles the handle's
-// open flags; see backedHandle.
+// rawFS is go-fuse's node file system with what its node API does not
+// pass on: once go-fuse has answered an OPEN of a backed file (and decided
+// whether the open uses passthrough, after our node's Open returned), it
+// settles the handle's open flags (see backedHandle); it notes the READs
+// of non-blocking descriptors and the GETATTRs that name a file handle,
+// keyed by the request's cancel channel (unique among requests in flight),
+// for handle.Read and node.Getattr.
 type rawFS struct {
 	fuse.RawFileSystem
 	srv *Server
@@ -203,6 +224,32 @@ func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 		v.(*backedHandle).settle(out)
 	}
 	return st
+}
+
+func (r *rawFS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	if in.Flags&syscall.O_NONBLOCK != 0 {
+		r.srv.nonblocking.Store(cancel, struct{}{})
+		defer r.srv.nonblocking.Delete(cancel)
+	}
+	return r.RawFileSystem.Read(cancel, in, buf)
+}
+
+func (r *rawFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	if in.Flags()&fuse.FUSE_GETATTR_FH != 0 {
+		r.srv.ownAttr.Store(cancel, struct{}{})
+		defer r.srv.ownAttr.Delete(cancel)
+	}
+	return r.RawFileSystem.GetAttr(cancel, in, out)
+}
+
+// flagged reports whether the request of ctx is in m (see rawFS).
+func flagged(ctx context.Context, m *sync.Map) bool {
+	fc, ok := ctx.(*fuse.Context)
+	if !ok || fc.Cancel == nil {
+		return false
+	}
+	_, ok = m.Load(fc.Cancel)
+	return ok
 }
 
 // Dir returns the absolute path of the mount point.
@@ -400,10 +447,7 @@ func typeBits(m iofs.FileMode) uint32 {
 // fillAttr converts a to the kernel's attributes.
 func fillAttr(out *fuse.Attr, a vfs.Attr) {
 	out.Mode = typeBits(a.Mode) | posixMode(a.Mode)
-	size := a.Size
-	if a.Synthetic || size < 0 {
-		size = 0
-	}
+	size := max(a.Size, 0)
 	out.Size = uint64(size)
 	out.Blocks = (out.Size + 511) / 512
 	out.Blksize = 4096
@@ -418,5 +462,6 @@ func fillAttr(out *fuse.Attr, a vfs.Attr) {
 
 // openFlags keeps the open(2) flags a vfs File understands.
 func openFlags(flags uint32) int {
-	return int(flags) & (syscall.O_ACCMODE | syscall.O_TRUNC | syscall.O_APPEND | syscall.O_CREAT | syscall.O_EXCL)
+	return int(flags) & (syscall.O_ACCMODE | syscall.O_TRUNC | syscall.O_APPEND | syscall.O_CREAT | syscall.O_EXCL |
+		syscall.O_NONBLOCK | syscall.O_NOFOLLOW)
 }

@@ -48,7 +48,11 @@ func (s *Server) newHandle(n *node, h vfs.Handle, synthetic bool) (*handle, uint
 // request, which makes a blocked vfs read return EINTR. io.EOF is the end of
 // the file, not an error; data read before an error is returned.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n, err := h.h.Read(ctx, dest, off)
+	vctx := ctx
+	if flagged(ctx, &h.n.srv.nonblocking) {
+		vctx = vfs.WithNonblocking(ctx)
+	}
+	n, err := h.h.Read(vctx, dest, off)
 	if n < 0 || n > len(dest) {
 		h.n.srv.log.Debug("fusefs: read returned a bad count", "n", n, "len", len(dest))
 		return nil, syscall.EIO
@@ -59,9 +63,10 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-// Write implements fs.FileWriter.
+// Write implements fs.FileWriter. The kernel's INTERRUPT does not cancel
+// it (see the package comment).
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	n, err := h.h.Write(ctx, data, off)
+	n, err := h.h.Write(context.WithoutCancel(ctx), data, off)
 	if err != nil {
 		return 0, h.n.srv.errno("write", err)
 	}
@@ -79,7 +84,7 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	if !ok {
 		return 0
 	}
-	if err := fl.Flush(ctx); err != nil {
+	if err := fl.Flush(context.WithoutCancel(ctx)); err != nil {
 		return h.n.srv.errno("flush", err)
 	}
 	return 0

@@ -159,7 +159,9 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	return fs.NewListDirStream(list), 0
 }
 
-// Getattr implements fs.NodeGetattrer with vfs.Node.Attr.
+// Getattr implements fs.NodeGetattrer with vfs.Node.Attr. A stat through
+// an open handle that is a vfs.Sizer reports that handle's size (f is the
+// handle the kernel named, or one go-fuse picked among the node's opens).
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	cred, e := n.srv.cred(ctx)
 	if e != 0 {
@@ -168,6 +170,11 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	a, err := n.vnode().Attr(ctx, cred)
 	if err != nil {
 		return n.srv.errno("getattr", err)
+	}
+	if h, ok := f.(*handle); ok {
+		if sz, ok := h.h.(vfs.Sizer); ok {
+			a.Size = sz.Size(flagged(ctx, &n.srv.ownAttr))
+		}
 	}
 	n.noteAttr(a)
 	fillAttr(&out.Attr, a)
@@ -269,10 +276,24 @@ func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
 	return 0
 }
 
-// Statfs implements fs.NodeStatfser with fixed values: the tree has no
-// notion of space.
+// Statfs implements fs.NodeStatfser with the root's vfs.Statfser; a tree
+// whose root is none reports no space.
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	*out = fuse.StatfsOut{Bsize: 4096, Frsize: 4096, NameLen: 255}
+	sf, ok := n.srv.root.(vfs.Statfser)
+	if !ok {
+		*out = fuse.StatfsOut{Bsize: 4096, Frsize: 4096, NameLen: 255}
+		return 0
+	}
+	cred, e := n.srv.cred(ctx)
+	if e != 0 {
+		return e
+	}
+	st, err := sf.Statfs(ctx, cred)
+	if err != nil {
+		return n.srv.errno("statfs", err)
+	}
+	*out = fuse.StatfsOut{Blocks: st.Blocks, Bfree: st.Bfree, Bavail: st.Bavail, Files: st.Files, Ffree: st.Ffree,
+		Bsize: st.Bsize, Frsize: st.Frsize, NameLen: st.NameLen}
 	return 0
 }
 

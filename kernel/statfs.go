@@ -1,0 +1,40 @@
+package kernel
+
+import (
+	"context"
+
+	"golang.org/x/sys/unix"
+
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// rootDir is the namespace root as the transports get it: the tree, and
+// the space of the storage behind it (vfs.Statfser, what df shows).
+type rootDir struct {
+	*vfs.StaticDir
+	k *Kernel
+}
+
+var _ vfs.Statfser = rootDir{}
+
+// Statfs implements vfs.Statfser with the syscall fs.statfs.
+func (r rootDir) Statfs(ctx context.Context, cred vfs.Cred) (vfs.StatFS, error) {
+	return Invoke[vfs.StatFS](ctx, r.k, CallerOf(cred, ""), "fs.statfs", nil)
+}
+
+// registerStatfs registers fs.statfs (Internal): statfs(2) of the state
+// directory, which holds the store and the data tree, so df on the mount
+// shows the space the namespace's files really have.
+func (k *Kernel) registerStatfs() {
+	Handle(k, "fs.statfs", Internal, func(ctx context.Context, c *Caller, _ *struct{}) (vfs.StatFS, error) {
+		var st unix.Statfs_t
+		if err := unix.Statfs(k.cfg.StateDir, &st); err != nil {
+			return vfs.StatFS{}, E(err)
+		}
+		return vfs.StatFS{
+			Blocks: st.Blocks, Bfree: st.Bfree, Bavail: st.Bavail,
+			Files: st.Files, Ffree: st.Ffree,
+			Bsize: uint32(st.Bsize), Frsize: uint32(st.Frsize), NameLen: uint32(st.Namelen),
+		}, nil
+	})
+}

@@ -29,13 +29,15 @@ var secretWords = map[string]bool{
 // (api_key, apiKey, private-key, access.key).
 var keyQualifiers = map[string]bool{"api": true, "private": true, "access": true, "secret": true}
 
-// sensitiveKey reports whether only root may see key's value. It matches
+// SensitiveKey reports whether a config key names a secret (a password,
+// token, secret or API key): only root may see its value, and subsystems
+// treat the value as a credential that follows its endpoint. It matches
 // whole words of the key name, not substrings: a key's words are split at
 // every character that is not a letter or digit and at camelCase humps,
 // and compared without case. So config/ai/api_key, users/1000/ai/apiKey,
 // config/bot/token and a/secret are sensitive; config/ai/max_tokens and
 // config/ai/tokenizer are not.
-func sensitiveKey(key string) bool {
+func SensitiveKey(key string) bool {
 	words := keyWords(key)
 	for i, w := range words {
 		if secretWords[w] || (w == "key" && i > 0 && keyQualifiers[words[i-1]]) {
@@ -93,7 +95,7 @@ func configVisible(id *Identity, key string) bool {
 	if strings.HasPrefix(key, fmt.Sprintf("users/%d/", id.Uid)) {
 		return true
 	}
-	return strings.HasPrefix(key, "config/") && !sensitiveKey(key)
+	return strings.HasPrefix(key, "config/") && !SensitiveKey(key)
 }
 
 // configWritable says whether id may set key: root anything, others only
@@ -166,7 +168,7 @@ func (k *Kernel) registerConfig() {
 			ON CONFLICT(key) DO UPDATE SET value=excluded.value`, a.Key, val); err != nil {
 			return nil, E(a.Key, err)
 		}
-		aud := audience{all: strings.HasPrefix(a.Key, "config/") && !sensitiveKey(a.Key)}
+		aud := audience{all: strings.HasPrefix(a.Key, "config/") && !SensitiveKey(a.Key)}
 		if !aud.all {
 			aud.uids = ownerOfConfigKey(a.Key)
 		}
@@ -222,7 +224,3 @@ func (k *Kernel) configGet(ctx context.Context, id *Identity, key string) ([]Con
 	return out, rows.Err()
 }
 
-// SensitiveKey reports whether a config key names a secret (a password,
-// token, secret or API key): only root may read it, and subsystems treat
-// its value as a credential.
-func SensitiveKey(key string) bool { return sensitive.MatchString(key) }

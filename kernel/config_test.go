@@ -32,8 +32,8 @@ func TestSensitiveKey(t *testing.T) {
 		{"config/passwords_policy", false},
 		{"", false},
 	} {
-		if got := sensitiveKey(tc.key); got != tc.want {
-			t.Errorf("sensitiveKey(%q) = %v, want %v (words %q)", tc.key, got, tc.want, keyWords(tc.key))
+		if got := SensitiveKey(tc.key); got != tc.want {
+			t.Errorf("SensitiveKey(%q) = %v, want %v (words %q)", tc.key, got, tc.want, keyWords(tc.key))
 		}
 	}
 }

@@ -223,4 +223,3 @@ func (k *Kernel) configGet(ctx context.Context, id *Identity, key string) ([]Con
 	}
 	return out, rows.Err()
 }
-

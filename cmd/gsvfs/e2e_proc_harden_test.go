@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,21 +21,6 @@ import (
 
 	_ "modernc.org/sqlite"
 )
-
-// epFreeHostUIDs returns n host uids that no host user has.
-func epFreeHostUIDs(t *testing.T, n int) []int {
-	t.Helper()
-	var out []int
-	for uid := 41000; len(out) < n && uid < 42000; uid++ {
-		if _, err := user.LookupId(strconv.Itoa(uid)); err != nil {
-			out = append(out, uid)
-		}
-	}
-	if len(out) < n {
-		t.Skip("no free host uids")
-	}
-	return out
-}
 
 // epCount runs a count query on the daemon's store, read-only.
 func epCount(t *testing.T, d *daemon, q string, args ...any) int {
@@ -83,8 +67,6 @@ func (s *epAuthServer) seen() []string {
 func TestE2EProcHardening(t *testing.T) {
 	requireRoot(t)
 	requireFUSE(t)
-	hosts := epFreeHostUIDs(t, 2)
-	aliceHost, bobHost := hosts[0], hosts[1]
 	base := newBase(t)
 	d := startDaemon(t, base, daemonOpts{mount: true})
 	root := d.dial(t)

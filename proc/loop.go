@@ -251,8 +251,17 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *Pro
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			h := HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: t.syscall, Args: args, CreatedAt: now()}
-			if _, err := m.st.Exec(ctx, `INSERT INTO proc_hil(request_id,pid,run_id,cid,generation,call_id,tool_name,syscall,args,created_at) VALUES(?,?,?,?,?,?,?,?,?,?)`,
-				h.RequestID, pr.pid, r.id, r.cid, r.gen, c.ID, c.Name, t.syscall, string(args), h.CreatedAt); err != nil {
+			// The request and the run's waiting state are one write, so
+			// whoever sees the request sees the run waiting on it.
+			err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+				if _, err := m.st.TxExec(tx, `INSERT INTO proc_hil(request_id,pid,run_id,cid,generation,call_id,tool_name,syscall,args,created_at) VALUES(?,?,?,?,?,?,?,?,?,?)`,
+					h.RequestID, pr.pid, r.id, r.cid, r.gen, c.ID, c.Name, t.syscall, string(args), h.CreatedAt); err != nil {
+					return err
+				}
+				_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status='waiting_hil' WHERE run_id=? AND status='running'`, r.id)
+				return err
+			})
+			if err != nil {
 				return false, err
 			}
 			m.signal(pr.uid, "proc.run.hil.requested", map[string]any{"pid": pr.pid, "request": h})

@@ -16,13 +16,13 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/proc"
 	"gsvfs.dev/gsvfs/vfs"
 	"gsvfs.dev/gsvfs/vfs/fusefs"
 )
 
-// ftHarness is a kernel with the scheduler registered (no proc: targets
-// fail, and their runs record the error) and users alice (host uid 1000)
-// and bob (host uid 1001).
+// ftHarness is a kernel with proc and the scheduler registered and users
+// alice (host uid 1000) and bob (host uid 1001).
 type ftHarness struct {
 	t                *testing.T
 	k                *kernel.Kernel
@@ -46,11 +46,15 @@ func newFTHarness(t *testing.T) *ftHarness {
 			t.Fatal(err)
 		}
 	}
+	pm, err := proc.Register(k, proc.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
 	m, err := Register(k, Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Close(); k.Close() })
+	t.Cleanup(func() { m.Close(); pm.Close(); k.Close() })
 	h := &ftHarness{t: t, k: k, m: m}
 	for uid, c := range map[int]*vfs.Cred{0: &h.root, 1000: &h.alice, 1001: &h.bob} {
 		if *c, err = k.Authenticate(ctx, vfs.Peer{Transport: "fuse", HostUID: uid, HostGID: 100}); err != nil {
@@ -347,7 +351,7 @@ func TestCrontabFilesVFS(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.SplitN(log, "\n", 2)[0]), &rec); err != nil {
 		t.Fatalf("log %q: %v", log, err)
 	}
-	if rec["schedule"] != "newyear" || rec["status"] != "error" || rec["scheduleId"] != byName(now)["newyear"].ID || rec["error"] == nil {
+	if rec["schedule"] != "newyear" || rec["status"] != "ok" || rec["scheduleId"] != byName(now)["newyear"].ID || rec["error"] != nil {
 		t.Errorf("log line %v", rec)
 	}
 	if bl, _ := h.read(h.bob, "/var/log/gsv", "scheduler"); bl != "" {
@@ -407,7 +411,7 @@ func TestCrontabReconcile(t *testing.T) {
 		}
 		return res["text"].(string)
 	}
-	if _, err := set("@every 1h event p a # name=a\n@every 1h event p b # name=b\n@daily event p c\n"); err != nil {
+	if _, err := set("@every 1h event init:1000 a # name=a\n@every 1h event init:1000 b # name=b\n@daily event init:1000 c\n"); err != nil {
 		t.Fatal(err)
 	}
 	ss := h.schedules(1000)
@@ -428,7 +432,7 @@ func TestCrontabReconcile(t *testing.T) {
 	}
 	// Changing the @every interval re-anchors it; an unchanged line keeps
 	// its next time.
-	res, err = set(strings.Replace(get(), "@every 1h event p a", "@every 2h event p a", 1))
+	res, err = set(strings.Replace(get(), "@every 1h event init:1000 a", "@every 2h event init:1000 a", 1))
 	if err != nil || len(res.Updated) != 1 || res.Unchanged != 2 {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -595,7 +599,7 @@ func TestCrontabFUSE(t *testing.T) {
 	if err := json.Unmarshal([]byte(log), &rec); err != nil {
 		t.Fatalf("log %q: %v", log, err)
 	}
-	if rec["schedule"] != "newyear" || rec["status"] != "error" {
+	if rec["schedule"] != "newyear" || rec["status"] != "ok" {
 		t.Errorf("log: %v", rec)
 	}
 	if _, err := sh(1000, "echo 'run nosuch' > $D/ctl"); err == nil {

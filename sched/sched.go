@@ -186,7 +186,7 @@ func nextAfter(s *Schedule, after int64) int64 {
 			next = t.UnixMilli()
 		}
 	}
-	if next <= after || next == math.MaxInt64 || next-after > HorizonMs {
+	if next <= after || next == math.MaxInt64 || next > addSat(after, HorizonMs) {
 		return 0
 	}
 	return next
@@ -841,11 +841,15 @@ func checkDescription(name string, d *string) error {
 	return nil
 }
 
-// checkReach refuses (404) a process.event or process.lifecycle target
-// whose process, or conversation, owner cannot reach. It asks proc through
+// checkReach checks t (400) and refuses (404) a process.event or
+// process.lifecycle target whose process, or conversation, owner cannot
+// reach. It asks proc through
 // the dispatcher, as owner, so it is the same rule the run meets. It makes
 // syscalls: call it outside a transaction of the store.
 func (m *Manager) checkReach(ctx context.Context, owner uint32, name string, t *Target) error {
+	if err := t.validate(); err != nil {
+		return kernel.E(name, kernel.Invalid, err)
+	}
 	if t.Kind != "process.event" && t.Kind != "process.lifecycle" {
 		return nil
 	}

@@ -137,7 +137,7 @@ func (e *Expression) validate(now time.Time) error {
 		if e.AtMs <= nowMs {
 			return fmt.Errorf("at %s is in the past", time.UnixMilli(e.AtMs).UTC().Format(time.RFC3339))
 		}
-		if e.AtMs-nowMs > HorizonMs {
+		if e.AtMs > addSat(nowMs, HorizonMs) {
 			return fmt.Errorf("at %s is more than 100 years away", time.UnixMilli(e.AtMs).UTC().Format(time.RFC3339))
 		}
 	case "after":
@@ -148,7 +148,7 @@ func (e *Expression) validate(now time.Time) error {
 		if e.EveryMs < MinEveryMs || e.EveryMs > HorizonMs {
 			return fmt.Errorf("everyMs must be at least 1s (%d ms) and at most 100 years (%d ms)", MinEveryMs, int64(HorizonMs))
 		}
-		if e.AnchorMs != nil && (*e.AnchorMs < nowMs-HorizonMs || *e.AnchorMs > nowMs+HorizonMs) {
+		if e.AnchorMs != nil && (*e.AnchorMs < addSat(nowMs, -HorizonMs) || *e.AnchorMs > addSat(nowMs, HorizonMs)) {
 			return fmt.Errorf("anchorMs must be within 100 years of now")
 		}
 	case "cron":

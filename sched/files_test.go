@@ -465,60 +465,8 @@ func TestCrontabReconcile(t *testing.T) {
 // TestCrontabFUSE drives the files through a real FUSE mount with shell
 // commands, as root and as host users 1000 (alice) and 1001 (bob).
 func TestCrontabFUSE(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (setpriv, a FUSE mount reachable by other uids)")
-	}
-	for _, tool := range []string{"bash", "setpriv", "sed"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
 	h := newFTHarness(t)
-	mnt, err := os.MkdirTemp("", "gsvcron-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(mnt, 0o755)
-	srv, err := fusefs.Mount(mnt, h.k.Root(), h.k, fusefs.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if errors.Is(err, syscall.EPERM) || errors.Is(err, os.ErrNotExist) {
-		os.Remove(mnt)
-		t.Skipf("cannot mount: %v", err)
-	}
-	if err != nil {
-		os.Remove(mnt)
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-		}
-		srv.Wait()
-		os.Remove(mnt)
-	})
-	spool := filepath.Join(mnt, "var/spool/cron")
-	// sh runs script as host uid (0: root), in bash, with $D the spool
-	// and $L the log; it returns the combined output and whether it failed.
-	sh := func(uid int, script string) (string, error) {
-		t.Helper()
-		args := []string{"bash", "-c", "set -e\n" + script}
-		if uid != 0 {
-			args = append([]string{"setpriv", "--reuid=" + strconv.Itoa(uid), "--regid=100", "--clear-groups"}, args...)
-		}
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Dir = "/"
-		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent", "LANG=C", "D=" + spool, "L=" + filepath.Join(mnt, "var/log/gsv/scheduler")}
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	mustSh := func(uid int, script string) string {
-		t.Helper()
-		out, err := sh(uid, script)
-		if err != nil {
-			t.Fatalf("%s\n%s: %v", script, out, err)
-		}
-		return out
-	}
-
+	sh, mustSh := h.mountShell()
 	// cat > crontab <<EOF, then cat shows the ids.
 	mustSh(1000, "cat > $D/alice <<'EOF'\n"+ftCrontab+"EOF")
 	ss := h.schedules(1000)
@@ -634,4 +582,164 @@ func TestCrontabFUSE(t *testing.T) {
 			t.Fatalf("after emptying: %+v", h.schedules(1000))
 		}
 	}
+}
+
+// TestCrontabWriteChecked: through FUSE with bash, a complete crontab
+// line that does not parse fails the write(2) that completes it (so the
+// shell sees it, although it ignores close(2)), the crontab keeps its
+// schedules and err says why; a line in many 4 KiB pieces is checked once
+// whole; editors' scratch file and rename flows still work.
+func TestCrontabWriteChecked(t *testing.T) {
+	h := newFTHarness(t)
+	sh, mustSh := h.mountShell()
+	mustSh(1000, "echo '@every 1h event init:1000 first # name=first' > $D/alice")
+	before := h.schedules(1000)
+	if len(before) != 1 {
+		t.Fatalf("schedules %+v", before)
+	}
+	bad := []struct{ why, script, msg string }{
+		{"echo >>", `echo 'bad line' >> $D/alice`, `line 2: `},
+		{"echo >", `echo '* * * * * frob x' > $D/alice`, `line 1: unknown target "frob"`},
+		{"every below 1s", `echo '@every 10ms event init:1000 x' >> $D/alice`, "at least 1s"},
+		{"ESC in a message", `printf '@every 1h event init:1000 hi [2J
+' >> $D/alice`, "control character"},
+		{"a long line in pieces", `echo '@every 1h event init:1000 ` + strings.Repeat("x", 20000) + `'$'\e' >> $D/alice`, "line 2: message has a control character"},
+		{"the second line of one write", `printf '@daily event init:1000 ok\n61 * * * * event init:1000 no\n' >> $D/alice`, "line 3: cron expression"},
+	}
+	for _, b := range bad {
+		out, err := sh(1000, b.script)
+		if err == nil {
+			t.Errorf("%s: the shell succeeded: %s", b.why, out)
+			continue
+		}
+		if !strings.Contains(out, "Invalid argument") {
+			t.Errorf("%s: %s", b.why, out)
+		}
+		if msg := mustSh(1000, "cat $D/err"); !strings.Contains(msg, b.msg) {
+			t.Errorf("%s: err %q, want %q", b.why, msg, b.msg)
+		}
+		sameSchedules(t, before, h.schedules(1000))
+	}
+	// A good line of 20,000 bytes, written by echo in 4 KiB pieces, is one
+	// line.
+	long := strings.Repeat("y", 20000)
+	mustSh(1000, "echo '@every 2h event init:1000 "+long+" # name=long' >> $D/alice")
+	if got := byName(h.schedules(1000))["long"]; got.Target.Message != long {
+		t.Fatalf("long line: message of %d bytes", len(got.Target.Message))
+	}
+	// Scratch file then rename (crontab -e, sed -i, vim's write).
+	mustSh(1000, `cat $D/alice > $D/.edit.tmp && echo '@hourly event init:1000 edited # name=edited' >> $D/.edit.tmp && mv $D/.edit.tmp $D/alice`)
+	mustSh(1000, `sed -i 's/ first / firsts /' $D/alice`)
+	got := byName(h.schedules(1000))
+	if got["edited"].ID == "" || got["first"].Target.Message != "firsts" || got["first"].ID != before[0].ID {
+		t.Fatalf("after editing: %+v", got)
+	}
+	// A bad scratch file can be written (it is not the crontab); its
+	// rename fails.
+	if out, err := sh(1000, `echo 'bad line' > $D/.bad.tmp; mv $D/.bad.tmp $D/alice`); err == nil {
+		t.Errorf("renaming a bad scratch file succeeded: %s", out)
+	}
+	if n := len(h.schedules(1000)); n != 3 {
+		t.Errorf("%d schedules after a bad rename, want 3", n)
+	}
+}
+
+// TestCronCtlRunFails: through FUSE, `echo 'run <name>' > ctl` whose run
+// fails fails the write with the run's errno, and err holds the message;
+// /var/log/gsv/scheduler lists runs oldest first, so tail shows the
+// latest.
+func TestCronCtlRunFails(t *testing.T) {
+	h := newFTHarness(t)
+	sh, mustSh := h.mountShell()
+	mustSh(1000, "printf '%s\n' '@daily spawn nosuchprofile do it # name=broken' '@daily event init:1000 fine # name=fine' > $D/alice")
+	out, err := sh(1000, "echo 'run broken' > $D/ctl")
+	if err == nil || !strings.Contains(out, "Invalid argument") {
+		t.Fatalf("a failed run: %v %s", err, out)
+	}
+	if msg := mustSh(1000, "cat $D/err"); !strings.Contains(msg, "run failed") || !strings.Contains(msg, "unknown profile") {
+		t.Errorf("err %q", msg)
+	}
+	mustSh(1000, "echo 'run fine' > $D/ctl")
+	for range 3 {
+		mustSh(1000, "echo 'run fine' > $D/ctl")
+	}
+	mustSh(1000, "echo 'run broken' > $D/ctl || true")
+	lines := strings.Split(strings.TrimSpace(mustSh(1000, "cat $L")), "\n")
+	var first, last map[string]any
+	json.Unmarshal([]byte(lines[0]), &first)
+	json.Unmarshal([]byte(mustSh(1000, "tail -n 1 $L")), &last)
+	if len(lines) != 6 || first["schedule"] != "broken" || last["schedule"] != "broken" || last["status"] != "error" {
+		t.Fatalf("log (want oldest first, 6 runs):\n%s", strings.Join(lines, "\n"))
+	}
+	for i := 1; i < len(lines); i++ {
+		var a, b map[string]any
+		json.Unmarshal([]byte(lines[i-1]), &a)
+		json.Unmarshal([]byte(lines[i]), &b)
+		if a["startedAt"].(string) > b["startedAt"].(string) {
+			t.Fatalf("log out of order at line %d:\n%s", i+1, strings.Join(lines, "\n"))
+		}
+	}
+}
+
+// mountShell mounts h's namespace with FUSE (skipping the test if it
+// cannot) and returns sh, which runs a bash script as a host uid (0:
+// root) with $D the spool and $L the log and returns its combined output
+// and whether it failed, and mustSh, which fails the test if it fails.
+func (h *ftHarness) mountShell() (sh func(uid int, script string) (string, error), mustSh func(uid int, script string) string) {
+	t := h.t
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (setpriv, a FUSE mount reachable by other uids)")
+	}
+	for _, tool := range []string{"bash", "setpriv", "sed"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s", tool)
+		}
+	}
+	mnt, err := os.MkdirTemp("", "gsvcron-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(mnt, 0o755)
+	srv, err := fusefs.Mount(mnt, h.k.Root(), h.k, fusefs.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, os.ErrNotExist) {
+		os.Remove(mnt)
+		t.Skipf("cannot mount: %v", err)
+	}
+	if err != nil {
+		os.Remove(mnt)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+		srv.Wait()
+		os.Remove(mnt)
+	})
+	spool := filepath.Join(mnt, "var/spool/cron")
+	// sh runs script as host uid (0: root), in bash, with $D the spool
+	// and $L the log; it returns the combined output and whether it failed.
+	sh = func(uid int, script string) (string, error) {
+		t.Helper()
+		args := []string{"bash", "-c", "set -e\n" + script}
+		if uid != 0 {
+			args = append([]string{"setpriv", "--reuid=" + strconv.Itoa(uid), "--regid=100", "--clear-groups"}, args...)
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = "/"
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent", "LANG=C", "D=" + spool, "L=" + filepath.Join(mnt, "var/log/gsv/scheduler")}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	mustSh = func(uid int, script string) string {
+		t.Helper()
+		out, err := sh(uid, script)
+		if err != nil {
+			t.Fatalf("%s\n%s: %v", script, out, err)
+		}
+		return out
+	}
+
+	return sh, mustSh
 }

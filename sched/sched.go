@@ -858,11 +858,11 @@ func (m *Manager) checkReach(ctx context.Context, owner uint32, name string, t *
 		return kernel.E(name, kernel.NotExist, kernel.Msgf("owner %d: %v", owner, err))
 	}
 	c := &kernel.Caller{Identity: id}
-	args, _ := json.Marshal(map[string]string{"pid": t.Pid, "conversationId": t.ConversationID})
-	call := "proc.status"
+	call, a := "proc.status", map[string]string{"pid": t.Pid}
 	if t.ConversationID != "" {
-		call = "proc.conversation.get"
+		call, a["conversationId"] = "proc.conversation.get", t.ConversationID
 	}
+	args, _ := json.Marshal(a)
 	res, err := m.k.Call(ctx, c, call, json.RawMessage(args))
 	if err != nil {
 		switch kernel.Kind(kernel.Code(err)) {

@@ -441,6 +441,11 @@ func (m *Manager) run(ctx context.Context, s *Schedule, dueAt, startAt int64, fo
 		res.Status = "skipped"
 		return res
 	}
+	if at := s.occurrence(); at != 0 && !force {
+		// Every attempt of a one-shot is a run of its one occurrence:
+		// its record names that time, not the retry's.
+		dueAt = at
+	}
 	m.rmu.Lock()
 	_, busy := m.running[id]
 	if !busy {
@@ -484,11 +489,6 @@ func (m *Manager) run(ctx context.Context, s *Schedule, dueAt, startAt int64, fo
 	// 10,000 schedules due at once the last targets started seconds late.
 	// The running state is in memory (m.running; query shows it) and an
 	// interrupted run, never recorded, is a missed occurrence at restart.
-	if at := s.occurrence(); at != 0 && !force {
-		// Every attempt of a one-shot is a run of its one occurrence:
-		// its record names that time, not the retry's.
-		dueAt = at
-	}
 	rctx, cancel := context.WithTimeout(ctx, m.opts.RunTimeout)
 	summary, rerr := m.execute(rctx, s)
 	cancel()

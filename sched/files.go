@@ -313,7 +313,7 @@ func (f *crontabFile) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.H
 		ch.line += bytes.Count(buf[:n], []byte{'\n'})
 		ch.size += int64(n)
 	}
-	ch.checked = ch.size
+	ch.checked, ch.scanned = ch.size, ch.size
 	return ch, nil
 }
 
@@ -328,6 +328,7 @@ type crontabHandle struct {
 	mu      sync.Mutex
 	size    int64 // the length of the copy
 	checked int64 // the copy before checked is complete lines, checked
+	scanned int64 // the copy from checked to scanned has no newline
 	line    int   // the number of lines before checked
 	err     error // a line failed: nothing is applied
 }
@@ -353,7 +354,9 @@ func (h *crontabHandle) Write(ctx context.Context, p []byte, off int64) (int, er
 	}
 	h.size = max(h.size, off+int64(n))
 	if off < h.checked {
-		h.checked, h.line = 0, 0 // a rewrite: check from the top
+		h.checked, h.line, h.scanned = 0, 0, 0 // a rewrite: check from the top
+	} else {
+		h.scanned = min(h.scanned, off)
 	}
 	if err := h.checkLocked(ctx); err != nil {
 		h.err = err
@@ -364,29 +367,42 @@ func (h *crontabHandle) Write(ctx context.Context, p []byte, off int64) (int, er
 
 // checkLocked checks the complete lines after h.checked. h.mu is held.
 func (h *crontabHandle) checkLocked(ctx context.Context) error {
-	region := make([]byte, h.size-h.checked)
-	for got := 0; got < len(region); {
-		n, err := h.Handle.Read(ctx, region[got:], h.checked+int64(got))
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			region = region[:got]
-			break
-		}
-		got += n
+	tail, err := h.readLocked(ctx, h.scanned, h.size)
+	if err != nil {
+		return err
 	}
-	i := bytes.LastIndexByte(region, '\n')
+	i := bytes.LastIndexByte(tail, '\n')
 	if i < 0 {
+		h.scanned = h.size // a line still under way: nothing to check
 		return nil
 	}
-	text := region[:i+1]
+	text, err := h.readLocked(ctx, h.checked, h.scanned+int64(i)+1)
+	if err != nil {
+		return err
+	}
 	if _, err := h.m.k.Call(ctx, h.c, "sched.crontab.check", &crontabCheckArgs{Text: string(text), Line: h.line + 1}); err != nil {
 		return err
 	}
-	h.checked += int64(i + 1)
+	h.checked += int64(len(text))
+	h.scanned = h.checked
 	h.line += bytes.Count(text, []byte{'\n'})
 	return nil
+}
+
+// readLocked reads the copy from off to end. h.mu is held.
+func (h *crontabHandle) readLocked(ctx context.Context, off, end int64) ([]byte, error) {
+	b := make([]byte, max(end-off, 0))
+	for got := 0; got < len(b); {
+		n, err := h.Handle.Read(ctx, b[got:], off+int64(got))
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return b[:got], nil
+		}
+		got += n
+	}
+	return b, nil
 }
 
 // Truncate cuts or extends the copy.
@@ -405,7 +421,9 @@ func (h *crontabHandle) Truncate(ctx context.Context, size int64) error {
 	}
 	h.size = size
 	if size < h.checked {
-		h.checked, h.line = 0, 0
+		h.checked, h.line, h.scanned = 0, 0, 0
+	} else {
+		h.scanned = min(h.scanned, size)
 	}
 	return nil
 }

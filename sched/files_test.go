@@ -644,6 +644,65 @@ func TestCrontabWriteChecked(t *testing.T) {
 	}
 }
 
+// TestCrontabHandleChecks drives a crontab handle with writes at offsets
+// and truncations: a line is checked when it is complete, a rewrite before
+// what was checked is checked again, and after a failed write nothing is
+// applied.
+func TestCrontabHandleChecks(t *testing.T) {
+	good := "@every 1h event init:1000 good # name=good\n"
+	type op struct {
+		off   int64 // -1: truncate to trunc
+		data  string
+		trunc int64
+		fail  bool
+	}
+	for _, c := range []struct {
+		why     string
+		flags   int
+		ops     []op
+		applied bool // the schedule "good" exists afterwards
+	}{
+		{"pieces of one good line", os.O_TRUNC, []op{{0, good[:10], 0, false}, {10, good[10:30], 0, false}, {30, good[30:], 0, false}}, true},
+		{"a bad line ends in the last piece", os.O_TRUNC, []op{{0, good, 0, false}, {int64(len(good)), "@every 1h fr", 0, false}, {int64(len(good)) + 12, "ob x\n", 0, true}}, false},
+		{"a bad final line without a newline fails only at close", os.O_TRUNC, []op{{0, good, 0, false}, {int64(len(good)), "@every 1h frob", 0, false}}, false},
+		{"a bad line overwritten before its newline", os.O_TRUNC, []op{{0, "@every 1h frob", 0, false}, {0, good, 0, false}}, true},
+		{"a checked line rewritten badly", os.O_TRUNC, []op{{0, good, 0, false}, {10, "frob frob frob\n", 0, true}}, false},
+		{"a bad tail cut off by truncate", os.O_TRUNC, []op{{0, good, 0, false}, {int64(len(good)), "@every", 0, false}, {-1, "", int64(len(good)), false}}, true},
+		{"truncate then a bad line", os.O_TRUNC, []op{{0, good + good, 0, false}, {-1, "", 0, false}, {0, "x\n", 0, true}}, false},
+	} {
+		t.Run(c.why, func(t *testing.T) {
+			h := newFTHarness(t)
+			ctx := context.Background()
+			n, err := h.dir(h.alice, "/var/spool/cron").Lookup(ctx, h.alice, "alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			hd, err := n.(vfs.File).Open(ctx, h.alice, os.O_WRONLY|c.flags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, o := range c.ops {
+				if o.off < 0 {
+					err = hd.(vfs.Truncater).Truncate(ctx, o.trunc)
+				} else {
+					_, err = hd.Write(ctx, []byte(o.data), o.off)
+				}
+				if (err != nil) != o.fail {
+					t.Fatalf("op %d (%+v): %v", i, o, err)
+				}
+				if err != nil && vfs.Errno(err) != syscall.EINVAL {
+					t.Fatalf("op %d: errno %v, want EINVAL", i, vfs.Errno(err))
+				}
+			}
+			hd.(vfs.Flusher).Flush(ctx)
+			hd.Close(ctx)
+			if _, ok := byName(h.schedules(1000))["good"]; ok != c.applied {
+				t.Fatalf("applied %v, want %v: %+v", ok, c.applied, h.schedules(1000))
+			}
+		})
+	}
+}
+
 // TestCronCtlRunFails: through FUSE, `echo 'run <name>' > ctl` whose run
 // fails fails the write with the run's errno, and err holds the message;
 // /var/log/gsv/scheduler lists runs oldest first, so tail shows the

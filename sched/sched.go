@@ -524,9 +524,8 @@ func ptr(v int64) *int64 {
 // that ended at now. A late run does not cause catch-up runs: the next
 // time is the first one after now. A failed one-shot is retried with
 // capped exponential backoff (at most MaxRetryAttempts attempts in all).
-// pre, if not 0, is the next time computed
-// when the run started: the first after max(dueAt, start), so still the
-// answer if now is before it.
+// pre, if not 0, is the next time computed when the run started: the
+// first after max(dueAt, start), so still the answer if now is before it.
 func following(s *Schedule, dueAt, now int64, failed bool, pre int64) (next int64, attempt int) {
 	switch {
 	case s.Expression.oneShot() && failed && s.RetryPolicy != nil && s.State.Attempt+1 < min(s.RetryPolicy.MaxAttempts, MaxRetryAttempts):
@@ -843,9 +842,9 @@ func checkDescription(name string, d *string) error {
 
 // checkReach checks t (400) and refuses (404) a process.event or
 // process.lifecycle target whose process, or conversation, owner cannot
-// reach. It asks proc through
-// the dispatcher, as owner, so it is the same rule the run meets. It makes
-// syscalls: call it outside a transaction of the store.
+// reach. It asks proc through the dispatcher, as owner, so that it is the
+// rule the run meets; it never imports proc. It makes syscalls: call it
+// outside a transaction of the store.
 func (m *Manager) checkReach(ctx context.Context, owner uint32, name string, t *Target) error {
 	if err := t.validate(); err != nil {
 		return kernel.E(name, kernel.Invalid, err)

@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -88,8 +87,10 @@ func (m *Manager) registerSyscalls() {
 		if err != nil {
 			return nil, err
 		}
-		if err := checkName(cmp.Or(a.Name, "x")); err != nil {
-			return nil, err
+		if a.Name != "" {
+			if err := checkName(a.Name); err != nil {
+				return nil, err
+			}
 		}
 		if err := m.checkReach(ctx, uid, a.Name, &a.Target); err != nil {
 			return nil, err

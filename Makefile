@@ -52,6 +52,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCron$$' -fuzztime $(FUZZTIME) ./sched
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCrontab$$' -fuzztime $(FUZZTIME) ./sched
 	$(GO) test -run '^$$' -fuzz '^FuzzParseScript$$' -fuzztime $(FUZZTIME) ./proc/model
+	$(GO) test -run '^$$' -fuzz '^FuzzSchedule$$' -fuzztime $(FUZZTIME) ./sched
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server).

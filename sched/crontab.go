@@ -70,68 +70,19 @@ func ParseCrontab(text, tz string) ([]CronLine, error) {
 	if _, err := cronLocation(tz); err != nil {
 		return nil, &CrontabError{0, err.Error()}
 	}
-	// Cron fields are checked in UTC (the zone of a line is checked at its
-	// CRON_TZ= line), once per distinct expression.
-	cronErrs := map[string]error{}
-	checkCron := func(expr string) error {
-		err, ok := cronErrs[expr]
-		if !ok {
-			_, err = ParseCron(expr, "")
-			cronErrs[expr] = err
-		}
-		return err
-	}
 	var out []CronLine
 	names := map[string]int{}
 	ids := map[string]int{}
-	zone := tz
+	p := newLineParser(tz)
 	for i, line := range strings.Split(text, "\n") {
 		n := i + 1
-		line = strings.TrimSuffix(line, "\r")
-		if !utf8.ValidString(line) {
-			return nil, &CrontabError{n, "not valid UTF-8"}
-		}
-		if strings.IndexByte(line, 0) >= 0 {
-			return nil, &CrontabError{n, "contains a NUL byte"}
-		}
-		t := trimBlank(line)
-		if t == "" {
-			continue
-		}
-		disabled := false
-		if t[0] == '#' {
-			rest, ok := strings.CutPrefix(t, "#disabled")
-			if !ok || (rest != "" && !isBlank(rest[0])) {
-				continue // a comment
-			}
-			if trimBlank(rest) == "" {
-				return nil, &CrontabError{n, "#disabled needs a schedule line after it"}
-			}
-			t, disabled = trimBlank(rest), true
-		} else if settingLine.MatchString(t) {
-			key, val, _ := strings.Cut(t, "=")
-			key = trimBlank(key)
-			if i := strings.IndexByte(val, '#'); i >= 0 {
-				val = val[:i] // a trailing comment
-			}
-			if key != "CRON_TZ" {
-				return nil, &CrontabError{n, fmt.Sprintf("unknown setting %s: only CRON_TZ=<zone> may be set", key)}
-			}
-			val = unquote(trimBlank(val))
-			if val == "" {
-				return nil, &CrontabError{n, "CRON_TZ needs an IANA time zone such as Europe/Paris"}
-			}
-			if _, err := cronLocation(val); err != nil {
-				return nil, &CrontabError{n, fmt.Sprintf("CRON_TZ: unknown time zone %q", val)}
-			}
-			zone = val
-			continue
-		}
-		cl, err := parseScheduleLine(t, zone, checkCron)
+		cl, err := p.parse(line, n)
 		if err != nil {
-			return nil, &CrontabError{n, err.Error()}
+			return nil, err
 		}
-		cl.Line, cl.Disabled = n, disabled
+		if cl == nil {
+			continue
+		}
 		if cl.Name != "" {
 			if prev, dup := names[cl.Name]; dup {
 				return nil, &CrontabError{n, fmt.Sprintf("name %q is also used on line %d", cl.Name, prev)}
@@ -147,9 +98,101 @@ func ParseCrontab(text, tz string) ([]CronLine, error) {
 		if len(out) == MaxCrontabLines {
 			return nil, &CrontabError{n, fmt.Sprintf("too many schedules: a crontab holds at most %d", MaxCrontabLines)}
 		}
-		out = append(out, cl)
+		out = append(out, *cl)
 	}
 	return out, nil
+}
+
+// CheckCrontabLines checks that each line of text, the complete lines of a
+// crontab from line number first on, parses as ParseCrontab would parse it
+// (a line's meaning does not depend on the lines before it but for its
+// zone, which ParseCrontab checks at the CRON_TZ= line). What only the
+// whole text can tell (a name or an id used twice, too many lines) is not
+// checked. The error names the line.
+func CheckCrontabLines(text string, first int) error {
+	p := newLineParser("UTC")
+	text = strings.TrimSuffix(text, "\n")
+	for i, line := range strings.Split(text, "\n") {
+		if _, err := p.parse(line, first+i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lineParser parses crontab lines one at a time, keeping the zone set by
+// CRON_TZ= lines.
+type lineParser struct {
+	zone string
+	// Cron fields are checked in UTC (the zone of a line is checked at
+	// its CRON_TZ= line), once per distinct expression.
+	cronErrs map[string]error
+}
+
+func newLineParser(zone string) *lineParser {
+	return &lineParser{zone: zone, cronErrs: map[string]error{}}
+}
+
+func (p *lineParser) checkCron(expr string) error {
+	err, ok := p.cronErrs[expr]
+	if !ok {
+		_, err = ParseCron(expr, "")
+		if len(p.cronErrs) < 1024 {
+			p.cronErrs[expr] = err
+		}
+	}
+	return err
+}
+
+// parse parses line number n: a schedule line, or nil for a blank line, a
+// comment or a CRON_TZ= line.
+func (p *lineParser) parse(line string, n int) (*CronLine, error) {
+	line = strings.TrimSuffix(line, "\r")
+	if !utf8.ValidString(line) {
+		return nil, &CrontabError{n, "not valid UTF-8"}
+	}
+	if strings.IndexByte(line, 0) >= 0 {
+		return nil, &CrontabError{n, "contains a NUL byte"}
+	}
+	t := trimBlank(line)
+	if t == "" {
+		return nil, nil
+	}
+	disabled := false
+	if t[0] == '#' {
+		rest, ok := strings.CutPrefix(t, "#disabled")
+		if !ok || (rest != "" && !isBlank(rest[0])) {
+			return nil, nil // a comment
+		}
+		if trimBlank(rest) == "" {
+			return nil, &CrontabError{n, "#disabled needs a schedule line after it"}
+		}
+		t, disabled = trimBlank(rest), true
+	} else if settingLine.MatchString(t) {
+		key, val, _ := strings.Cut(t, "=")
+		key = trimBlank(key)
+		if i := strings.IndexByte(val, '#'); i >= 0 {
+			val = val[:i] // a trailing comment
+		}
+		if key != "CRON_TZ" {
+			return nil, &CrontabError{n, fmt.Sprintf("unknown setting %s: only CRON_TZ=<zone> may be set", key)}
+		}
+		val = unquote(trimBlank(val))
+		if val == "" {
+			return nil, &CrontabError{n, "CRON_TZ needs an IANA time zone such as Europe/Paris"}
+		}
+		if _, err := cronLocation(val); err != nil {
+			return nil, &CrontabError{n, fmt.Sprintf("CRON_TZ: unknown time zone %q", val)}
+		}
+		p.zone = val
+		return nil, nil
+	}
+	cl, err := parseScheduleLine(t, p.zone, p.checkCron)
+	if err != nil {
+		return nil, &CrontabError{n, err.Error()}
+	}
+	cl.Line, cl.Disabled = n, disabled
+	return &cl, nil
 }
 
 func isBlank(c byte) bool { return c == ' ' || c == '\t' }
@@ -314,7 +357,13 @@ func parseScheduleLine(s, zone string, checkCron func(string) error) (CronLine, 
 			if ms == 0 {
 				return cl, fmt.Errorf("%s %s: the duration must be at least 1ms", kw, toks[1].text)
 			}
+			if ms > HorizonMs {
+				return cl, fmt.Errorf("%s %s: the duration must be at most 100 years", kw, toks[1].text)
+			}
 			if kw == "@every" {
+				if ms < MinEveryMs {
+					return cl, fmt.Errorf("@every %s: the interval must be at least 1s", toks[1].text)
+				}
 				cl.Expression = Expression{Kind: "every", EveryMs: ms}
 			} else {
 				cl.Expression = Expression{Kind: "after", AfterMs: ms}

@@ -28,6 +28,13 @@ type CrontabResult struct {
 	Unchanged int      `json:"unchanged"`
 }
 
+// crontabCheckArgs are sched.crontab.check's args: complete lines of a
+// crontab, the first of them line number Line.
+type crontabCheckArgs struct {
+	Text string
+	Line int
+}
+
 type logArgs struct {
 	OwnerUid *uint32 `json:"ownerUid"`
 	Limit    int     `json:"limit"`
@@ -78,6 +85,15 @@ func (m *Manager) registerCrontabSyscalls() {
 		setMu.Lock()
 		defer setMu.Unlock()
 		return m.reconcile(ctx, c, uid, a.Text)
+	})
+	// sched.crontab.check (Internal) checks complete crontab lines as they
+	// are written (CheckCrontabLines): a crontab file's write fails with
+	// this error, which the err view of /var/spool/cron then shows.
+	kernel.Handle(k, "sched.crontab.check", kernel.Internal, func(ctx context.Context, c *kernel.Caller, a *crontabCheckArgs) (struct{}, error) {
+		if err := CheckCrontabLines(a.Text, a.Line); err != nil {
+			return struct{}{}, kernel.E(kernel.Invalid, err)
+		}
+		return struct{}{}, nil
 	})
 	kernel.Handle(k, "sched.log", 0, func(ctx context.Context, c *kernel.Caller, a *logArgs) (map[string]any, error) {
 		where, args := `WHERE owner_uid=?`, []any{c.Uid}
@@ -226,6 +242,22 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 			changes = append(changes, change{l.Line, s, p})
 		} else {
 			res.Unchanged++
+		}
+	}
+	// Targets new or changed must be reachable by uid (syscalls: before
+	// the transaction).
+	for _, ch := range changes {
+		if ch.patch.Target != nil {
+			if err := m.checkReach(ctx, uid, ch.s.Name, ch.patch.Target); err != nil {
+				return nil, lineError(ch.line, err)
+			}
+		}
+	}
+	for i, l := range lines {
+		if match[i] == nil {
+			if err := m.checkReach(ctx, uid, l.Name, &lines[i].Target); err != nil {
+				return nil, lineError(l.Line, err)
+			}
 		}
 	}
 	var added, updated []*Schedule

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -83,13 +84,13 @@ func (m *Manager) ctlVerbs() map[string]kernel.CtlVerb {
 				return "", nil, err
 			}
 			if id == "due" {
-				return "sched.run", &runArgs{Mode: "due", OwnerUid: uid}, nil
+				return "sched.ctl.run", &runArgs{Mode: "due", OwnerUid: uid}, nil
 			}
 			mode := "force"
 			if l.JSON != nil {
 				mode = ""
 			}
-			return "sched.run", &runArgs{ID: id, Mode: mode, OwnerUid: uid}, nil
+			return "sched.ctl.run", &runArgs{ID: id, Mode: mode, OwnerUid: uid}, nil
 		},
 		"enable":  enable(true),
 		"disable": enable(false),
@@ -144,11 +145,14 @@ type logLine struct {
 	DurationMs  int64   `json:"durationMs"`
 }
 
+// renderLog renders sched.log's runs (the latest, newest first) as a log
+// is read: oldest first, so that tail shows the latest runs.
 func renderLog(res any) ([]byte, error) {
 	runs, _ := res.(map[string]any)["runs"].([]Run)
 	ts := func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 	var b []byte
-	for _, r := range runs {
+	for i := len(runs) - 1; i >= 0; i-- {
+		r := runs[i]
 		line, err := json.Marshal(logLine{r.Name, r.ScheduleID, ts(r.ScheduledAtMs), ts(r.StartedAtMs), ts(r.FinishedAtMs), r.Status, r.Error, r.DurationMs})
 		if err != nil {
 			return nil, err
@@ -255,7 +259,7 @@ func (d *cronDir) isUser(ctx context.Context, name string) bool {
 }
 
 // doc is the crontab file of t.
-func (d *cronDir) doc(t *tab) *vfs.Document {
+func (d *cronDir) doc(t *tab) *crontabFile {
 	group := strconv.FormatUint(uint64(t.gid), 10)
 	switch t.gid {
 	case 0:
@@ -266,13 +270,187 @@ func (d *cronDir) doc(t *tab) *vfs.Document {
 	uid := t.uid
 	meta := &kernel.Meta{Path: cronDirPath + "/" + t.name, Uid: t.uid, Gid: t.gid, Mode: 0o600,
 		Owner: t.name, Group: group, HostUID: t.hostUID}
-	return &vfs.Document{Meta: meta, Max: maxCrontab,
+	return &crontabFile{d.m, &vfs.Document{Meta: meta, Max: maxCrontab,
 		Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
 			return d.render(ctx, d.caller(cred), uid)
 		},
 		Apply: func(ctx context.Context, cred vfs.Cred, data []byte) error {
 			return d.apply(ctx, d.caller(cred), uid, data)
-		}}
+		}}}
+}
+
+// crontabFile is a user's crontab: a vfs.Document (the whole text is
+// applied at close) whose lines are checked as they are written. Shells
+// ignore close(2)'s error, so a complete line (one ending in a newline,
+// however many writes carry it) that does not parse fails the write(2)
+// that completes it with EINVAL; the handle then applies nothing, and
+// its later writes fail too.
+type crontabFile struct {
+	m *Manager
+	*vfs.Document
+}
+
+// Open implements vfs.File.
+func (f *crontabFile) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Handle, error) {
+	h, err := f.Document.Open(ctx, cred, flags)
+	if err != nil || vfs.WantOf(flags)&vfs.WantWrite == 0 {
+		return h, err
+	}
+	ch := &crontabHandle{Handle: h, m: f.m, c: kernel.CallerOf(cred, cronDirPath), appendOnly: flags&os.O_APPEND != 0}
+	// The copy starts as the rendering (nothing with O_TRUNC): its
+	// lines are the stored schedules', not checked again unless
+	// rewritten.
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := h.Read(ctx, buf, ch.size)
+		if err != nil {
+			h.Close(ctx)
+			return nil, err
+		}
+		if n == 0 {
+			break
+		}
+		ch.line += bytes.Count(buf[:n], []byte{'\n'})
+		ch.size += int64(n)
+	}
+	ch.checked, ch.scanned = ch.size, ch.size
+	return ch, nil
+}
+
+// crontabHandle is an open crontab: the document's handle, and how far
+// its copy has been checked.
+type crontabHandle struct {
+	vfs.Handle // the document's
+	m          *Manager
+	c          *kernel.Caller
+	appendOnly bool
+
+	mu      sync.Mutex
+	size    int64 // the length of the copy
+	checked int64 // the copy before checked is complete lines, checked
+	scanned int64 // the copy from checked to scanned has no newline
+	line    int   // the number of lines before checked
+	err     error // a line failed: nothing is applied
+}
+
+var (
+	_ vfs.Flusher   = (*crontabHandle)(nil)
+	_ vfs.Truncater = (*crontabHandle)(nil)
+)
+
+// Write writes to the copy, then checks the lines it completes.
+func (h *crontabHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return 0, h.err
+	}
+	if h.appendOnly {
+		off = h.size
+	}
+	n, err := h.Handle.Write(ctx, p, off)
+	if err != nil {
+		return n, err
+	}
+	h.size = max(h.size, off+int64(n))
+	if off < h.checked {
+		h.checked, h.line, h.scanned = 0, 0, 0 // a rewrite: check from the top
+	} else {
+		h.scanned = min(h.scanned, off)
+	}
+	if err := h.checkLocked(ctx); err != nil {
+		h.err = err
+		return 0, err
+	}
+	return n, nil
+}
+
+// checkLocked checks the complete lines after h.checked. h.mu is held.
+func (h *crontabHandle) checkLocked(ctx context.Context) error {
+	tail, err := h.readLocked(ctx, h.scanned, h.size)
+	if err != nil {
+		return err
+	}
+	i := bytes.LastIndexByte(tail, '\n')
+	if i < 0 {
+		h.scanned = h.size // a line still under way: nothing to check
+		return nil
+	}
+	text, err := h.readLocked(ctx, h.checked, h.scanned+int64(i)+1)
+	if err != nil {
+		return err
+	}
+	if _, err := h.m.k.Call(ctx, h.c, "sched.crontab.check", &crontabCheckArgs{Text: string(text), Line: h.line + 1}); err != nil {
+		return err
+	}
+	h.checked += int64(len(text))
+	h.scanned = h.checked
+	h.line += bytes.Count(text, []byte{'\n'})
+	return nil
+}
+
+// readLocked reads the copy from off to end. h.mu is held.
+func (h *crontabHandle) readLocked(ctx context.Context, off, end int64) ([]byte, error) {
+	b := make([]byte, max(end-off, 0))
+	for got := 0; got < len(b); {
+		n, err := h.Handle.Read(ctx, b[got:], off+int64(got))
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return b[:got], nil
+		}
+		got += n
+	}
+	return b, nil
+}
+
+// Truncate cuts or extends the copy.
+func (h *crontabHandle) Truncate(ctx context.Context, size int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return h.err
+	}
+	t, ok := h.Handle.(vfs.Truncater)
+	if !ok {
+		return vfs.ErrReadOnly
+	}
+	if err := t.Truncate(ctx, size); err != nil {
+		return err
+	}
+	h.size = size
+	if size < h.checked {
+		h.checked, h.line, h.scanned = 0, 0, 0
+	} else {
+		h.scanned = min(h.scanned, size)
+	}
+	return nil
+}
+
+// Flush applies the copy, unless a line failed.
+func (h *crontabHandle) Flush(ctx context.Context) error {
+	h.mu.Lock()
+	bad := h.err != nil
+	h.mu.Unlock()
+	if bad {
+		return nil // the write that failed said so
+	}
+	if f, ok := h.Handle.(vfs.Flusher); ok {
+		return f.Flush(ctx)
+	}
+	return nil
+}
+
+// Close applies what is still pending, unless a line failed.
+func (h *crontabHandle) Close(ctx context.Context) error {
+	h.mu.Lock()
+	bad := h.err != nil
+	h.mu.Unlock()
+	if bad {
+		return nil
+	}
+	return h.Handle.Close(ctx)
 }
 
 func (d *cronDir) render(ctx context.Context, c *kernel.Caller, uid uint32) ([]byte, error) {

@@ -16,13 +16,13 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/proc"
 	"gsvfs.dev/gsvfs/vfs"
 	"gsvfs.dev/gsvfs/vfs/fusefs"
 )
 
-// ftHarness is a kernel with the scheduler registered (no proc: targets
-// fail, and their runs record the error) and users alice (host uid 1000)
-// and bob (host uid 1001).
+// ftHarness is a kernel with proc and the scheduler registered and users
+// alice (host uid 1000) and bob (host uid 1001).
 type ftHarness struct {
 	t                *testing.T
 	k                *kernel.Kernel
@@ -46,11 +46,15 @@ func newFTHarness(t *testing.T) *ftHarness {
 			t.Fatal(err)
 		}
 	}
+	pm, err := proc.Register(k, proc.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
 	m, err := Register(k, Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Close(); k.Close() })
+	t.Cleanup(func() { m.Close(); pm.Close(); k.Close() })
 	h := &ftHarness{t: t, k: k, m: m}
 	for uid, c := range map[int]*vfs.Cred{0: &h.root, 1000: &h.alice, 1001: &h.bob} {
 		if *c, err = k.Authenticate(ctx, vfs.Peer{Transport: "fuse", HostUID: uid, HostGID: 100}); err != nil {
@@ -347,7 +351,7 @@ func TestCrontabFilesVFS(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.SplitN(log, "\n", 2)[0]), &rec); err != nil {
 		t.Fatalf("log %q: %v", log, err)
 	}
-	if rec["schedule"] != "newyear" || rec["status"] != "error" || rec["scheduleId"] != byName(now)["newyear"].ID || rec["error"] == nil {
+	if rec["schedule"] != "newyear" || rec["status"] != "ok" || rec["scheduleId"] != byName(now)["newyear"].ID || rec["error"] != nil {
 		t.Errorf("log line %v", rec)
 	}
 	if bl, _ := h.read(h.bob, "/var/log/gsv", "scheduler"); bl != "" {
@@ -407,7 +411,7 @@ func TestCrontabReconcile(t *testing.T) {
 		}
 		return res["text"].(string)
 	}
-	if _, err := set("@every 1h event p a # name=a\n@every 1h event p b # name=b\n@daily event p c\n"); err != nil {
+	if _, err := set("@every 1h event init:1000 a # name=a\n@every 1h event init:1000 b # name=b\n@daily event init:1000 c\n"); err != nil {
 		t.Fatal(err)
 	}
 	ss := h.schedules(1000)
@@ -428,7 +432,7 @@ func TestCrontabReconcile(t *testing.T) {
 	}
 	// Changing the @every interval re-anchors it; an unchanged line keeps
 	// its next time.
-	res, err = set(strings.Replace(get(), "@every 1h event p a", "@every 2h event p a", 1))
+	res, err = set(strings.Replace(get(), "@every 1h event init:1000 a", "@every 2h event init:1000 a", 1))
 	if err != nil || len(res.Updated) != 1 || res.Unchanged != 2 {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -461,60 +465,8 @@ func TestCrontabReconcile(t *testing.T) {
 // TestCrontabFUSE drives the files through a real FUSE mount with shell
 // commands, as root and as host users 1000 (alice) and 1001 (bob).
 func TestCrontabFUSE(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (setpriv, a FUSE mount reachable by other uids)")
-	}
-	for _, tool := range []string{"bash", "setpriv", "sed"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
 	h := newFTHarness(t)
-	mnt, err := os.MkdirTemp("", "gsvcron-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(mnt, 0o755)
-	srv, err := fusefs.Mount(mnt, h.k.Root(), h.k, fusefs.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if errors.Is(err, syscall.EPERM) || errors.Is(err, os.ErrNotExist) {
-		os.Remove(mnt)
-		t.Skipf("cannot mount: %v", err)
-	}
-	if err != nil {
-		os.Remove(mnt)
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-		}
-		srv.Wait()
-		os.Remove(mnt)
-	})
-	spool := filepath.Join(mnt, "var/spool/cron")
-	// sh runs script as host uid (0: root), in bash, with $D the spool
-	// and $L the log; it returns the combined output and whether it failed.
-	sh := func(uid int, script string) (string, error) {
-		t.Helper()
-		args := []string{"bash", "-c", "set -e\n" + script}
-		if uid != 0 {
-			args = append([]string{"setpriv", "--reuid=" + strconv.Itoa(uid), "--regid=100", "--clear-groups"}, args...)
-		}
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Dir = "/"
-		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent", "LANG=C", "D=" + spool, "L=" + filepath.Join(mnt, "var/log/gsv/scheduler")}
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	mustSh := func(uid int, script string) string {
-		t.Helper()
-		out, err := sh(uid, script)
-		if err != nil {
-			t.Fatalf("%s\n%s: %v", script, out, err)
-		}
-		return out
-	}
-
+	sh, mustSh := h.mountShell()
 	// cat > crontab <<EOF, then cat shows the ids.
 	mustSh(1000, "cat > $D/alice <<'EOF'\n"+ftCrontab+"EOF")
 	ss := h.schedules(1000)
@@ -595,7 +547,7 @@ func TestCrontabFUSE(t *testing.T) {
 	if err := json.Unmarshal([]byte(log), &rec); err != nil {
 		t.Fatalf("log %q: %v", log, err)
 	}
-	if rec["schedule"] != "newyear" || rec["status"] != "error" {
+	if rec["schedule"] != "newyear" || rec["status"] != "ok" {
 		t.Errorf("log: %v", rec)
 	}
 	if _, err := sh(1000, "echo 'run nosuch' > $D/ctl"); err == nil {
@@ -630,4 +582,223 @@ func TestCrontabFUSE(t *testing.T) {
 			t.Fatalf("after emptying: %+v", h.schedules(1000))
 		}
 	}
+}
+
+// TestCrontabWriteChecked: through FUSE with bash, a complete crontab
+// line that does not parse fails the write(2) that completes it (so the
+// shell sees it, although it ignores close(2)), the crontab keeps its
+// schedules and err says why; a line in many 4 KiB pieces is checked once
+// whole; editors' scratch file and rename flows still work.
+func TestCrontabWriteChecked(t *testing.T) {
+	h := newFTHarness(t)
+	sh, mustSh := h.mountShell()
+	mustSh(1000, "echo '@every 1h event init:1000 first # name=first' > $D/alice")
+	before := h.schedules(1000)
+	if len(before) != 1 {
+		t.Fatalf("schedules %+v", before)
+	}
+	bad := []struct{ why, script, msg string }{
+		{"echo >>", `echo 'bad line' >> $D/alice`, `line 2: `},
+		{"echo >", `echo '* * * * * frob x' > $D/alice`, `line 1: unknown target "frob"`},
+		{"every below 1s", `echo '@every 10ms event init:1000 x' >> $D/alice`, "at least 1s"},
+		{"ESC in a message", `printf '@every 1h event init:1000 hi [2J
+' >> $D/alice`, "control character"},
+		{"a long line in pieces", `echo '@every 1h event init:1000 ` + strings.Repeat("x", 20000) + `'$'\e' >> $D/alice`, "line 2: message has a control character"},
+		{"the second line of one write", `printf '@daily event init:1000 ok\n61 * * * * event init:1000 no\n' >> $D/alice`, "line 3: cron expression"},
+	}
+	for _, b := range bad {
+		out, err := sh(1000, b.script)
+		if err == nil {
+			t.Errorf("%s: the shell succeeded: %s", b.why, out)
+			continue
+		}
+		if !strings.Contains(out, "Invalid argument") {
+			t.Errorf("%s: %s", b.why, out)
+		}
+		if msg := mustSh(1000, "cat $D/err"); !strings.Contains(msg, b.msg) {
+			t.Errorf("%s: err %q, want %q", b.why, msg, b.msg)
+		}
+		sameSchedules(t, before, h.schedules(1000))
+	}
+	// A good line of 20,000 bytes, written by echo in 4 KiB pieces, is one
+	// line.
+	long := strings.Repeat("y", 20000)
+	mustSh(1000, "echo '@every 2h event init:1000 "+long+" # name=long' >> $D/alice")
+	if got := byName(h.schedules(1000))["long"]; got.Target.Message != long {
+		t.Fatalf("long line: message of %d bytes", len(got.Target.Message))
+	}
+	// Scratch file then rename (crontab -e, sed -i, vim's write).
+	mustSh(1000, `cat $D/alice > $D/.edit.tmp && echo '@hourly event init:1000 edited # name=edited' >> $D/.edit.tmp && mv $D/.edit.tmp $D/alice`)
+	mustSh(1000, `sed -i 's/ first / firsts /' $D/alice`)
+	got := byName(h.schedules(1000))
+	if got["edited"].ID == "" || got["first"].Target.Message != "firsts" || got["first"].ID != before[0].ID {
+		t.Fatalf("after editing: %+v", got)
+	}
+	// A bad scratch file can be written (it is not the crontab); its
+	// rename fails.
+	if out, err := sh(1000, `echo 'bad line' > $D/.bad.tmp; mv $D/.bad.tmp $D/alice`); err == nil {
+		t.Errorf("renaming a bad scratch file succeeded: %s", out)
+	}
+	if n := len(h.schedules(1000)); n != 3 {
+		t.Errorf("%d schedules after a bad rename, want 3", n)
+	}
+}
+
+// TestCrontabHandleChecks drives a crontab handle with writes at offsets
+// and truncations: a line is checked when it is complete, a rewrite before
+// what was checked is checked again, and after a failed write nothing is
+// applied.
+func TestCrontabHandleChecks(t *testing.T) {
+	good := "@every 1h event init:1000 good # name=good\n"
+	type op struct {
+		off   int64 // -1: truncate to trunc
+		data  string
+		trunc int64
+		fail  bool
+	}
+	for _, c := range []struct {
+		why     string
+		flags   int
+		ops     []op
+		applied bool // the schedule "good" exists afterwards
+	}{
+		{"pieces of one good line", os.O_TRUNC, []op{{0, good[:10], 0, false}, {10, good[10:30], 0, false}, {30, good[30:], 0, false}}, true},
+		{"a bad line ends in the last piece", os.O_TRUNC, []op{{0, good, 0, false}, {int64(len(good)), "@every 1h fr", 0, false}, {int64(len(good)) + 12, "ob x\n", 0, true}}, false},
+		{"a bad final line without a newline fails only at close", os.O_TRUNC, []op{{0, good, 0, false}, {int64(len(good)), "@every 1h frob", 0, false}}, false},
+		{"a bad line overwritten before its newline", os.O_TRUNC, []op{{0, "@every 1h frob", 0, false}, {0, good, 0, false}}, true},
+		{"a checked line rewritten badly", os.O_TRUNC, []op{{0, good, 0, false}, {10, "frob frob frob\n", 0, true}}, false},
+		{"a bad tail cut off by truncate", os.O_TRUNC, []op{{0, good, 0, false}, {int64(len(good)), "@every", 0, false}, {-1, "", int64(len(good)), false}}, true},
+		{"truncate then a bad line", os.O_TRUNC, []op{{0, good + good, 0, false}, {-1, "", 0, false}, {0, "x\n", 0, true}}, false},
+	} {
+		t.Run(c.why, func(t *testing.T) {
+			h := newFTHarness(t)
+			ctx := context.Background()
+			n, err := h.dir(h.alice, "/var/spool/cron").Lookup(ctx, h.alice, "alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			hd, err := n.(vfs.File).Open(ctx, h.alice, os.O_WRONLY|c.flags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, o := range c.ops {
+				if o.off < 0 {
+					err = hd.(vfs.Truncater).Truncate(ctx, o.trunc)
+				} else {
+					_, err = hd.Write(ctx, []byte(o.data), o.off)
+				}
+				if (err != nil) != o.fail {
+					t.Fatalf("op %d (%+v): %v", i, o, err)
+				}
+				if err != nil && vfs.Errno(err) != syscall.EINVAL {
+					t.Fatalf("op %d: errno %v, want EINVAL", i, vfs.Errno(err))
+				}
+			}
+			hd.(vfs.Flusher).Flush(ctx)
+			hd.Close(ctx)
+			if _, ok := byName(h.schedules(1000))["good"]; ok != c.applied {
+				t.Fatalf("applied %v, want %v: %+v", ok, c.applied, h.schedules(1000))
+			}
+		})
+	}
+}
+
+// TestCronCtlRunFails: through FUSE, `echo 'run <name>' > ctl` whose run
+// fails fails the write with the run's errno, and err holds the message;
+// /var/log/gsv/scheduler lists runs oldest first, so tail shows the
+// latest.
+func TestCronCtlRunFails(t *testing.T) {
+	h := newFTHarness(t)
+	sh, mustSh := h.mountShell()
+	mustSh(1000, "printf '%s\n' '@daily spawn nosuchprofile do it # name=broken' '@daily event init:1000 fine # name=fine' > $D/alice")
+	out, err := sh(1000, "echo 'run broken' > $D/ctl")
+	if err == nil || !strings.Contains(out, "Invalid argument") {
+		t.Fatalf("a failed run: %v %s", err, out)
+	}
+	if msg := mustSh(1000, "cat $D/err"); !strings.Contains(msg, "run failed") || !strings.Contains(msg, "unknown profile") {
+		t.Errorf("err %q", msg)
+	}
+	mustSh(1000, "echo 'run fine' > $D/ctl")
+	for range 3 {
+		mustSh(1000, "echo 'run fine' > $D/ctl")
+	}
+	mustSh(1000, "echo 'run broken' > $D/ctl || true")
+	lines := strings.Split(strings.TrimSpace(mustSh(1000, "cat $L")), "\n")
+	var first, last map[string]any
+	json.Unmarshal([]byte(lines[0]), &first)
+	json.Unmarshal([]byte(mustSh(1000, "tail -n 1 $L")), &last)
+	if len(lines) != 6 || first["schedule"] != "broken" || last["schedule"] != "broken" || last["status"] != "error" {
+		t.Fatalf("log (want oldest first, 6 runs):\n%s", strings.Join(lines, "\n"))
+	}
+	for i := 1; i < len(lines); i++ {
+		var a, b map[string]any
+		json.Unmarshal([]byte(lines[i-1]), &a)
+		json.Unmarshal([]byte(lines[i]), &b)
+		if a["startedAt"].(string) > b["startedAt"].(string) {
+			t.Fatalf("log out of order at line %d:\n%s", i+1, strings.Join(lines, "\n"))
+		}
+	}
+}
+
+// mountShell mounts h's namespace with FUSE (skipping the test if it
+// cannot) and returns sh, which runs a bash script as a host uid (0:
+// root) with $D the spool and $L the log and returns its combined output
+// and whether it failed, and mustSh, which fails the test if it fails.
+func (h *ftHarness) mountShell() (sh func(uid int, script string) (string, error), mustSh func(uid int, script string) string) {
+	t := h.t
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (setpriv, a FUSE mount reachable by other uids)")
+	}
+	for _, tool := range []string{"bash", "setpriv", "sed"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s", tool)
+		}
+	}
+	mnt, err := os.MkdirTemp("", "gsvcron-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(mnt, 0o755)
+	srv, err := fusefs.Mount(mnt, h.k.Root(), h.k, fusefs.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, os.ErrNotExist) {
+		os.Remove(mnt)
+		t.Skipf("cannot mount: %v", err)
+	}
+	if err != nil {
+		os.Remove(mnt)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+		srv.Wait()
+		os.Remove(mnt)
+	})
+	spool := filepath.Join(mnt, "var/spool/cron")
+	// sh runs script as host uid (0: root), in bash, with $D the spool
+	// and $L the log; it returns the combined output and whether it failed.
+	sh = func(uid int, script string) (string, error) {
+		t.Helper()
+		args := []string{"bash", "-c", "set -e\n" + script}
+		if uid != 0 {
+			args = append([]string{"setpriv", "--reuid=" + strconv.Itoa(uid), "--regid=100", "--clear-groups"}, args...)
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = "/"
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/nonexistent", "LANG=C", "D=" + spool, "L=" + filepath.Join(mnt, "var/log/gsv/scheduler")}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	mustSh = func(uid int, script string) string {
+		t.Helper()
+		out, err := sh(uid, script)
+		if err != nil {
+			t.Fatalf("%s\n%s: %v", script, out, err)
+		}
+		return out
+	}
+
+	return sh, mustSh
 }

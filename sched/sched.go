@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -145,38 +147,67 @@ func newID() string {
 	return "sch_" + hex.EncodeToString(b)
 }
 
-// nextAfter is the first fire time of s strictly after after (ms), or 0.
+// nextAfter is the first fire time of s strictly after after (ms), or 0
+// for none. Its arithmetic saturates: whatever the stored values, the
+// answer is 0 or a time in (after, after+HorizonMs], never a time at or
+// before after (which would fire again at once, in a loop).
 func nextAfter(s *Schedule, after int64) int64 {
 	e := s.Expression
+	var next int64
 	switch e.Kind {
-	case "at":
-		if e.AtMs > after {
-			return e.AtMs
-		}
-	case "after":
-		if at := s.CreatedAtMs + e.AfterMs; at > after {
-			return at
-		}
+	case "at", "after":
+		next = s.occurrence()
 	case "every":
+		if e.EveryMs < MinEveryMs {
+			return 0
+		}
 		anchor := s.CreatedAtMs
 		if e.AnchorMs != nil {
 			anchor = *e.AnchorMs
 		}
 		if after < anchor {
-			return anchor
+			next = anchor
+			break
 		}
-		k := (after-anchor)/e.EveryMs + 1
-		return anchor + k*e.EveryMs
+		// after-anchor as unsigned cannot overflow; the next grid time
+		// is after + (every - (after-anchor) mod every), in (after,
+		// after+every].
+		r := (uint64(after) - uint64(anchor)) % uint64(e.EveryMs)
+		next = addSat(after, e.EveryMs-int64(r))
 	case "cron":
+		if after < cronMinMs || after > cronMaxMs {
+			return 0
+		}
 		c, err := parseCronCached(e.Expr, e.Timezone)
 		if err != nil {
 			return 0
 		}
 		if t, ok := c.Next(time.UnixMilli(after)); ok {
-			return t.UnixMilli()
+			next = t.UnixMilli()
 		}
 	}
-	return 0
+	if next <= after || next == math.MaxInt64 || next > addSat(after, HorizonMs) {
+		return 0
+	}
+	return next
+}
+
+// The times (ms) cron expressions are evaluated between: years 1 to 9000.
+const (
+	cronMinMs = -62135596800000
+	cronMaxMs = 221845392000000
+)
+
+// addSat is a+b, saturated at the int64 bounds.
+func addSat(a, b int64) int64 {
+	c := a + b
+	switch {
+	case b > 0 && c < a:
+		return math.MaxInt64
+	case b < 0 && c > a:
+		return math.MinInt64
+	}
+	return c
 }
 
 // cronCache holds parsed cron expressions by expression and zone. Fix:
@@ -215,7 +246,7 @@ func parseCronCached(expr, tz string) (*Cron, error) {
 // reload arms every enabled schedule. A schedule whose next time passed
 // while the daemon was down follows its misfire policy: skip (the missed
 // occurrences collapse and the next future one is armed; a missed one-shot
-// is recorded as skipped) or run-once (one catch-up run now).
+// is recorded as skipped and disabled) or run-once (one catch-up run now).
 func (m *Manager) reload(ctx context.Context) error {
 	now := m.clock.Now().UnixMilli()
 	rows, err := m.st.QueryContext(ctx, `SELECT id,next_run_at FROM sched_schedules WHERE enabled=1 AND next_run_at>?`, now)
@@ -270,7 +301,7 @@ func (m *Manager) reload(ctx context.Context) error {
 				if err := m.recordTx(tx, s, *s.State.NextRunAtMs, now, now, "skipped", "missed while the daemon was down", ""); err != nil {
 					return err
 				}
-				if _, err := upd.Exec(nil, s.ID); err != nil {
+				if _, err := tx.Exec(`UPDATE sched_schedules SET next_run_at=NULL, enabled=0 WHERE id=?`, s.ID); err != nil {
 					return err
 				}
 				skipped = append(skipped, s)
@@ -388,6 +419,8 @@ type RunResult struct {
 	Summary    string `json:"summary,omitempty"`
 	DurationMs int64  `json:"durationMs"`
 	NextRunAt  *int64 `json:"nextRunAtMs"`
+
+	err error // the run's failure, with its kind
 }
 
 // runScheduled runs schedule id, due at dueAt and started at startAt, then
@@ -407,6 +440,11 @@ func (m *Manager) run(ctx context.Context, s *Schedule, dueAt, startAt int64, fo
 	if !s.Enabled && !force {
 		res.Status = "skipped"
 		return res
+	}
+	if at := s.occurrence(); at != 0 && !force {
+		// Every attempt of a one-shot is a run of its one occurrence:
+		// its record names that time, not the retry's.
+		dueAt = at
 	}
 	m.rmu.Lock()
 	_, busy := m.running[id]
@@ -464,6 +502,7 @@ func (m *Manager) run(ctx context.Context, s *Schedule, dueAt, startAt int64, fo
 	}
 	next := m.finish(ctx, s, dueAt, startAt, end, status, errText, summary, !force || s.Enabled, pre)
 	res.Status, res.Error, res.Summary, res.DurationMs, res.NextRunAt = status, errText, summary, end-startAt, ptr(next)
+	res.err = rerr
 	return res
 }
 
@@ -484,18 +523,17 @@ func ptr(v int64) *int64 {
 // following is s's next time and retry attempt after a run due at dueAt
 // that ended at now. A late run does not cause catch-up runs: the next
 // time is the first one after now. A failed one-shot is retried with
-// capped exponential backoff. pre, if not 0, is the next time computed
-// when the run started: the first after max(dueAt, start), so still the
-// answer if now is before it.
+// capped exponential backoff (at most MaxRetryAttempts attempts in all).
+// pre, if not 0, is the next time computed when the run started: the
+// first after max(dueAt, start), so still the answer if now is before it.
 func following(s *Schedule, dueAt, now int64, failed bool, pre int64) (next int64, attempt int) {
 	switch {
-	case s.Expression.oneShot() && failed && s.RetryPolicy != nil && s.State.Attempt+1 < s.RetryPolicy.MaxAttempts:
+	case s.Expression.oneShot() && failed && s.RetryPolicy != nil && s.State.Attempt+1 < min(s.RetryPolicy.MaxAttempts, MaxRetryAttempts):
 		attempt = s.State.Attempt + 1
-		backoff := s.RetryPolicy.BaseMs << (attempt - 1)
-		if backoff <= 0 || backoff > s.RetryPolicy.MaxMs {
-			backoff = s.RetryPolicy.MaxMs
+		if next = addSat(now, s.RetryPolicy.backoff(attempt)); next == math.MaxInt64 {
+			return 0, 0
 		}
-		return now + backoff, attempt
+		return next, attempt
 	case s.Expression.oneShot():
 		return 0, 0
 	default:
@@ -507,9 +545,9 @@ func following(s *Schedule, dueAt, now int64, failed bool, pre int64) (next int6
 }
 
 // finish records a run of s (status skipped, ok or error) and, if advance,
-// stores and arms s's next time, in one transaction (it used to be two
-// writes, record's and advance's). It returns the next time. pre is as for
-// following.
+// stores and arms s's next time, in one transaction. A one-shot with no
+// retry to come is done: it is disabled, with no next time. It returns the
+// next time. pre is as for following.
 //
 // Fix: the next time is stored and armed against the schedule as stored
 // now, not as it was when the run started. With the copy loaded before
@@ -519,6 +557,7 @@ func following(s *Schedule, dueAt, now int64, failed bool, pre int64) (next int6
 // old expression.
 func (m *Manager) finish(ctx context.Context, s *Schedule, dueAt, start, end int64, status, errText, summary string, advance bool, pre int64) int64 {
 	next, attempt := following(s, dueAt, m.clock.Now().UnixMilli(), status == "error", pre)
+	done := s.Expression.oneShot() && next == 0
 	var enabled, stale bool
 	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
 		if err := m.recordTx(tx, s, dueAt, start, end, status, errText, summary); err != nil {
@@ -529,8 +568,9 @@ func (m *Manager) finish(ctx context.Context, s *Schedule, dueAt, start, end int
 		}
 		// The next time is stored only if the expression is still the one
 		// the run had (sched.update sets created_at with a new one).
-		err := m.st.TxQueryRow(tx, `UPDATE sched_schedules SET next_run_at=?, attempt=? WHERE id=? AND created_at=? RETURNING enabled`,
-			nullInt(next), attempt, s.ID, s.CreatedAtMs).Scan(&enabled)
+		err := m.st.TxQueryRow(tx, `UPDATE sched_schedules SET next_run_at=?, attempt=?, enabled=CASE WHEN ? THEN 0 ELSE enabled END
+			WHERE id=? AND created_at=? RETURNING enabled`,
+			nullInt(next), attempt, done, s.ID, s.CreatedAtMs).Scan(&enabled)
 		if err == sql.ErrNoRows {
 			// Removed, or a new expression: sched.update stored and armed
 			// its next time.
@@ -697,6 +737,9 @@ func (m *Manager) scan(rows *sql.Rows) ([]Schedule, error) {
 			return nil, kernel.E(err)
 		}
 		json.Unmarshal([]byte(expr), &s.Expression)
+		if s.Expression.Kind == "cron" && s.Expression.Timezone == "" {
+			s.Expression.Timezone = "UTC" // the zone a record without one runs in
+		}
 		json.Unmarshal([]byte(target), &s.Target)
 		if retry.Valid {
 			s.RetryPolicy = &Retry{}
@@ -741,11 +784,17 @@ func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner ui
 		return nil, err
 	}
 	now := m.clock.Now()
+	if a.Expression.Kind == "cron" && a.Expression.Timezone == "" {
+		a.Expression.Timezone = m.defaultZone(ctx)
+	}
 	if err := a.Expression.validate(now); err != nil {
 		return nil, kernel.E(a.Name, kernel.Invalid, err)
 	}
 	if err := a.Target.validate(); err != nil {
 		return nil, kernel.E(a.Name, kernel.Invalid, err)
+	}
+	if err := checkDescription(a.Name, a.Description); err != nil {
+		return nil, err
 	}
 	if a.MisfirePolicy == "" {
 		a.MisfirePolicy = "skip"
@@ -753,8 +802,10 @@ func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner ui
 	if err := checkMisfire(a.Name, a.MisfirePolicy); err != nil {
 		return nil, err
 	}
-	if a.RetryPolicy != nil && (a.RetryPolicy.MaxAttempts < 1 || a.RetryPolicy.BaseMs < 1 || a.RetryPolicy.MaxMs < a.RetryPolicy.BaseMs) {
-		return nil, kernel.E(a.Name, kernel.Invalid, kernel.Msgf("retryPolicy needs maxAttempts >= 1 and 0 < baseMs <= maxMs"))
+	if a.RetryPolicy != nil {
+		if err := a.RetryPolicy.validate(); err != nil {
+			return nil, kernel.E(a.Name, kernel.Invalid, err)
+		}
 	}
 	s := &Schedule{ID: newID(), OwnerUid: owner, CreatorUid: c.Uid, RunAsUid: owner, Name: a.Name, Description: a.Description,
 		Enabled: a.Enabled == nil || *a.Enabled, Expression: a.Expression, Target: a.Target, OverlapPolicy: "skip",
@@ -776,6 +827,61 @@ func checkName(name string) error {
 		return kernel.E(name, kernel.Invalid, kernel.Msgf("schedule names are 1-64 of [A-Za-z0-9_.-]"))
 	}
 	return nil
+}
+
+// checkDescription checks a description as free text.
+func checkDescription(name string, d *string) error {
+	if d == nil {
+		return nil
+	}
+	if err := checkFreeText("description", *d); err != nil {
+		return kernel.E(name, kernel.Invalid, err)
+	}
+	return nil
+}
+
+// checkReach checks t (400) and refuses (404) a process.event or
+// process.lifecycle target whose process, or conversation, owner cannot
+// reach. It asks proc through the dispatcher, as owner, so that it is the
+// rule the run meets; it never imports proc. It makes syscalls: call it
+// outside a transaction of the store.
+func (m *Manager) checkReach(ctx context.Context, owner uint32, name string, t *Target) error {
+	if err := t.validate(); err != nil {
+		return kernel.E(name, kernel.Invalid, err)
+	}
+	if t.Kind != "process.event" && t.Kind != "process.lifecycle" {
+		return nil
+	}
+	id, err := m.k.IdentityOf(ctx, owner)
+	if err != nil {
+		return kernel.E(name, kernel.NotExist, kernel.Msgf("owner %d: %v", owner, err))
+	}
+	c := &kernel.Caller{Identity: id}
+	call, a := "proc.status", map[string]string{"pid": t.Pid}
+	if t.ConversationID != "" {
+		call, a["conversationId"] = "proc.conversation.get", t.ConversationID
+	}
+	args, _ := json.Marshal(a)
+	res, err := m.k.Call(ctx, c, call, json.RawMessage(args))
+	if err != nil {
+		switch kernel.Kind(kernel.Code(err)) {
+		case kernel.NotExist, kernel.Permission, kernel.Invalid:
+			return kernel.E(name, kernel.NotExist, kernel.Msgf("target %s: no such process for uid %d", t.Pid, owner))
+		}
+		return kernel.E(name, err)
+	}
+	if r, ok := res.(map[string]any); ok && t.ConversationID != "" {
+		if cv, ok := r["conversation"]; !ok || cv == nil || isNilPtr(cv) {
+			return kernel.E(name, kernel.NotExist, kernel.Msgf("target %s: no conversation %q", t.Pid, t.ConversationID))
+		}
+	}
+	return nil
+}
+
+// isNilPtr says whether v holds a nil pointer.
+func isNilPtr(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 func checkMisfire(name, policy string) error {

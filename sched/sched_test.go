@@ -7,6 +7,7 @@ package sched
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -545,13 +546,18 @@ func TestMisfire(t *testing.T) {
 }
 
 // TestRetry: a one-shot whose target fails is retried with capped
-// exponential backoff and stops after maxAttempts attempts.
+// exponential backoff and stops after maxAttempts attempts; every attempt
+// records the one occurrence as its scheduled time, and the schedule ends
+// disabled.
 func TestRetry(t *testing.T) {
 	h := newHarness(t, harnessStart)
 	t0 := h.clock.ms()
+	h.setHook(func(ctx context.Context, s *Schedule) (string, bool, error) {
+		return "", true, fmt.Errorf("no such process")
+	})
 	retry := func(name string, attempts int) Schedule {
 		return h.add(h.alice, map[string]any{"name": name, "expression": map[string]any{"kind": "at", "atMs": t0 + 10_000},
-			"target":      eventTarget("nope-0000"), // no such process: proc.send fails
+			"target":      eventTarget("init:1000"),
 			"retryPolicy": map[string]any{"maxAttempts": attempts, "baseMs": 1000, "maxMs": 2000}})
 	}
 	three := retry("three", 3)
@@ -573,19 +579,80 @@ func TestRetry(t *testing.T) {
 	}
 	h.step(time.Second) // t0+13s: attempt 3, the last
 	st := h.sched(three.ID).State
-	if rs := h.runs(three.ID); len(rs) != 3 || fmt.Sprint(scheduledAts(rs)) != fmt.Sprint([]int64{t0 + 10_000, t0 + 11_000, t0 + 13_000}) {
-		t.Fatalf("three: runs at %v", scheduledAts(rs))
+	if rs := h.runs(three.ID); len(rs) != 3 || fmt.Sprint(startedAts(rs)) != fmt.Sprint([]int64{t0 + 10_000, t0 + 11_000, t0 + 13_000}) ||
+		fmt.Sprint(scheduledAts(rs)) != fmt.Sprint([]int64{t0 + 10_000, t0 + 10_000, t0 + 10_000}) {
+		t.Fatalf("three: runs at %v, scheduled %v", startedAts(rs), scheduledAts(rs))
 	}
-	if st.NextRunAtMs != nil || st.RunCount != 3 || str(st.LastStatus) != "error" || h.armed(three.ID) != 0 {
-		t.Fatalf("three: final state %+v", st)
+	if s := h.sched(three.ID); st.NextRunAtMs != nil || st.RunCount != 3 || str(st.LastStatus) != "error" || h.armed(three.ID) != 0 || s.Enabled {
+		t.Fatalf("three: final state %+v enabled %v", st, s.Enabled)
+	}
+	// The fourth attempt's backoff, 4s, is capped at maxMs (2s).
+	if next := i64(h.sched(four.ID).State.NextRunAtMs); next != t0+15_000 {
+		t.Fatalf("four: attempt 4 at t0%+d, want t0+15000", next-t0)
 	}
 	h.step(time.Hour)
 	if n := len(h.runs(three.ID)); n != 3 {
 		t.Fatalf("three: %d runs, want 3", n)
 	}
-	// The fourth attempt's backoff, 4s, is capped at maxMs (2s).
-	if got := scheduledAts(h.runs(four.ID)); fmt.Sprint(got) != fmt.Sprint([]int64{t0 + 10_000, t0 + 11_000, t0 + 13_000, t0 + 15_000}) {
-		t.Fatalf("four: runs at %v", got)
+	if rs := h.runs(four.ID); len(rs) != 4 || rs[3].ScheduledAtMs != t0+10_000 {
+		t.Fatalf("four: runs %+v", rs)
+	}
+}
+
+func startedAts(rs []Run) []int64 {
+	var out []int64
+	for _, r := range rs {
+		out = append(out, r.StartedAtMs)
+	}
+	return out
+}
+
+// TestRetryCapped: a retry policy makes at most MaxRetryAttempts attempts
+// with a backoff of at most MaxRetryMs; a policy beyond either is a 400,
+// and a huge base never overflows into a retry at once.
+func TestRetryCapped(t *testing.T) {
+	h := newHarness(t, harnessStart)
+	h.setHook(func(ctx context.Context, s *Schedule) (string, bool, error) {
+		return "", true, fmt.Errorf("down")
+	})
+	t0 := h.clock.ms()
+	add := func(name string, retry map[string]any) int {
+		return h.code(h.alice, "sched.add", map[string]any{"name": name, "expression": map[string]any{"kind": "at", "atMs": t0 + 1000},
+			"target": eventTarget("init:1000"), "retryPolicy": retry})
+	}
+	for _, bad := range []map[string]any{
+		{"maxAttempts": 11, "baseMs": 1000, "maxMs": 1000},
+		{"maxAttempts": 1 << 40, "baseMs": 1000, "maxMs": 1000},
+		{"maxAttempts": 3, "baseMs": 1000, "maxMs": int64(1) << 62},
+		{"maxAttempts": 3, "baseMs": 0, "maxMs": 1000},
+	} {
+		if code := add("bad", bad); code != 400 {
+			t.Errorf("retry %v: code %d, want 400", bad, code)
+		}
+	}
+	if code := add("ten", map[string]any{"maxAttempts": 10, "baseMs": 1000, "maxMs": MaxRetryMs}); code != 0 {
+		t.Fatalf("ten attempts: code %d", code)
+	}
+	for range 12 {
+		h.step(MaxRetryMs * time.Millisecond)
+	}
+	var list struct{ Schedules []Schedule }
+	h.must(h.alice, "sched.list", map[string]any{}, &list)
+	rs := h.runs(list.Schedules[0].ID)
+	if len(rs) != MaxRetryAttempts {
+		t.Fatalf("%d attempts, want %d", len(rs), MaxRetryAttempts)
+	}
+	for i := 1; i < len(rs); i++ {
+		if gap := rs[i].StartedAtMs - rs[i-1].StartedAtMs; gap <= 0 || gap > MaxRetryMs {
+			t.Fatalf("attempt %d after %d ms", i+1, gap)
+		}
+	}
+	// The backoff itself saturates.
+	r := Retry{MaxAttempts: 10, BaseMs: math.MaxInt64 / 2, MaxMs: math.MaxInt64}
+	for n := 1; n <= 70; n++ {
+		if b := r.backoff(n); b < 1 || b > MaxRetryMs {
+			t.Fatalf("backoff(%d) = %d", n, b)
+		}
 	}
 }
 
@@ -607,7 +674,7 @@ func TestRetrySucceeds(t *testing.T) {
 	h.step(500 * time.Millisecond)
 	h.step(time.Hour)
 	rs := h.runs(s.ID)
-	if fmt.Sprint(statuses(rs)) != "[error ok]" || rs[1].ScheduledAtMs != t0+5500 {
+	if fmt.Sprint(statuses(rs)) != "[error ok]" || rs[1].ScheduledAtMs != t0+5000 || rs[1].StartedAtMs != t0+5500 {
 		t.Fatalf("runs %+v", rs)
 	}
 	if st := h.sched(s.ID).State; st.NextRunAtMs != nil || st.Attempt != 0 || st.RunCount != 2 {
@@ -701,8 +768,9 @@ func TestPermissions(t *testing.T) {
 }
 
 // TestRunsAsOwner: a schedule's target syscall is made as its owner, so
-// alice's process.event to bob's process fails with proc's error, while
-// the same to her own process works.
+// alice's process.event to bob's process is refused when it is added
+// (404, also when root adds it for her) and fails with proc's error if it
+// gets there anyway, while the same to her own process works.
 func TestRunsAsOwner(t *testing.T) {
 	h := newHarness(t, harnessStart)
 	var bobProc struct{ Pid string }
@@ -719,7 +787,25 @@ func TestRunsAsOwner(t *testing.T) {
 		h.must(h.alice, "sched.run", map[string]any{"id": s.ID, "mode": "force"}, &r)
 		return r.Results[0]
 	}
-	toBob := h.add(h.alice, map[string]any{"name": "to-bob", "expression": map[string]any{"kind": "every", "everyMs": 3_600_000}, "target": eventTarget(bobProc.Pid)})
+	toBobArgs := map[string]any{"name": "to-bob", "expression": map[string]any{"kind": "every", "everyMs": 3_600_000}, "target": eventTarget(bobProc.Pid)}
+	if code := h.code(h.alice, "sched.add", toBobArgs); code != 404 {
+		t.Fatalf("alice adds an event to bob's process: code %d, want 404", code)
+	}
+	toBobArgs["ownerUid"] = 1000
+	if code := h.code(h.root, "sched.add", toBobArgs); code != 404 {
+		t.Fatalf("root adds for alice an event to bob's process: code %d, want 404", code)
+	}
+	delete(toBobArgs, "ownerUid")
+	toBobArgs["target"] = eventTarget("init:1000")
+	toBob := h.add(h.alice, toBobArgs)
+	if code := h.code(h.alice, "sched.update", map[string]any{"id": toBob.ID, "patch": map[string]any{"target": eventTarget(bobProc.Pid)}}); code != 404 {
+		t.Fatalf("alice updates her target to bob's process: code %d, want 404", code)
+	}
+	// Stored anyway (as by an older version): the run, made as alice, fails.
+	if _, err := h.m.st.Exec(context.Background(), `UPDATE sched_schedules SET target=? WHERE id=?`,
+		fmt.Sprintf(`{"kind":"process.event","pid":%q,"message":"tick"}`, bobProc.Pid), toBob.ID); err != nil {
+		t.Fatal(err)
+	}
 	r := run(toBob)
 	if r.Status != "error" || !strings.Contains(r.Error, "no such process") {
 		t.Fatalf("alice -> bob's process: %+v, want proc's 'no such process'", r)
@@ -763,10 +849,15 @@ func TestRunsAsOwner(t *testing.T) {
 	if r := run(reset); r.Status != "ok" || r.Summary != "proc.conversation.reset ok" {
 		t.Fatalf("reset: %+v", r)
 	}
-	resetBob := h.add(h.alice, map[string]any{"name": "reset-bob", "expression": map[string]any{"kind": "every", "everyMs": 3_600_000},
-		"target": map[string]any{"kind": "process.lifecycle", "pid": bobProc.Pid, "action": "reset"}})
-	if r := run(resetBob); r.Status != "error" || !strings.Contains(r.Error, "no such process") {
-		t.Fatalf("reset of bob's process as alice: %+v", r)
+	resetBob := map[string]any{"name": "reset-bob", "expression": map[string]any{"kind": "every", "everyMs": 3_600_000},
+		"target": map[string]any{"kind": "process.lifecycle", "pid": bobProc.Pid, "action": "reset"}}
+	if code := h.code(h.alice, "sched.add", resetBob); code != 404 {
+		t.Fatalf("reset of bob's process as alice: code %d, want 404", code)
+	}
+	missingConv := map[string]any{"name": "reset-conv", "expression": map[string]any{"kind": "every", "everyMs": 3_600_000},
+		"target": map[string]any{"kind": "process.lifecycle", "pid": aliceProc.Pid, "conversationId": "nosuch", "action": "reset"}}
+	if code := h.code(h.alice, "sched.add", missingConv); code != 404 {
+		t.Fatalf("reset of a conversation that does not exist: code %d, want 404", code)
 	}
 }
 

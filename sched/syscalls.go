@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"time"
 
 	"gsvfs.dev/gsvfs/kernel"
 )
@@ -85,6 +87,14 @@ func (m *Manager) registerSyscalls() {
 		if err != nil {
 			return nil, err
 		}
+		if a.Name != "" {
+			if err := checkName(a.Name); err != nil {
+				return nil, err
+			}
+		}
+		if err := m.checkReach(ctx, uid, a.Name, &a.Target); err != nil {
+			return nil, err
+		}
 		var s *Schedule
 		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 			var err error
@@ -104,6 +114,11 @@ func (m *Manager) registerSyscalls() {
 		s, err := m.resolve(ctx, c, a.ID, a.OwnerUid)
 		if err != nil {
 			return nil, err
+		}
+		if a.Patch.Target != nil {
+			if err := m.checkReach(ctx, s.OwnerUid, s.Name, a.Patch.Target); err != nil {
+				return nil, err
+			}
 		}
 		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 			var err error
@@ -135,39 +150,84 @@ func (m *Manager) registerSyscalls() {
 		return map[string]any{"removed": true}, nil
 	})
 	kernel.Handle(k, "sched.run", 0, func(ctx context.Context, c *kernel.Caller, a *runArgs) (map[string]any, error) {
-		now := m.clock.Now().UnixMilli()
-		var results []RunResult
-		switch {
-		case a.Mode == "force" || (a.Mode == "" && a.ID != ""):
-			if a.ID == "" {
-				return nil, kernel.E(kernel.Invalid, kernel.Msgf("force needs an id"))
-			}
-			s, err := m.resolve(ctx, c, a.ID, a.OwnerUid)
-			if err != nil {
-				return nil, err
-			}
-			results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, now, now, true))
-		case a.Mode == "due" || a.Mode == "":
-			uid, err := owner(c, a.OwnerUid)
-			if err != nil {
-				return nil, err
-			}
-			ss, err := m.query(ctx, `WHERE owner_uid=? AND enabled=1 AND next_run_at IS NOT NULL AND next_run_at<=?`, uid, now)
-			if err != nil {
-				return nil, err
-			}
-			for _, s := range ss {
-				m.arm(s.ID, 0) // the engine must not run it too
-				results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, *s.State.NextRunAtMs, now, false))
-			}
-		default:
-			return nil, kernel.E(kernel.Invalid, kernel.Msgf("mode must be due or force"))
-		}
-		if results == nil {
-			results = []RunResult{}
+		results, err := m.runNow(ctx, c, a)
+		if err != nil {
+			return nil, err
 		}
 		return map[string]any{"ran": len(results), "results": results}, nil
 	})
+	// sched.ctl.run (Internal) is sched.run for /var/spool/cron/ctl: a run
+	// that fails, or is skipped because the previous run is still going,
+	// fails the call with the run's error (its kind and message), so that
+	// the write of the ctl line fails and the err view says why.
+	kernel.Handle(k, "sched.ctl.run", kernel.Internal, func(ctx context.Context, c *kernel.Caller, a *runArgs) (map[string]any, error) {
+		results, err := m.runNow(ctx, c, a)
+		if err != nil {
+			return nil, err
+		}
+		var failed []RunResult
+		for _, r := range results {
+			if r.Status == "error" || (r.Status == "skipped" && r.Error != "") {
+				failed = append(failed, r)
+			}
+		}
+		if len(failed) > 0 {
+			r := failed[0]
+			kind := kernel.Other
+			if r.err != nil {
+				kind = kernel.Kind(kernel.Code(r.err))
+			}
+			if r.Status == "skipped" {
+				kind = kernel.Busy
+			}
+			what := "run failed"
+			if r.Status == "skipped" {
+				what = "run skipped"
+			}
+			if len(results) > 1 {
+				what = fmt.Sprintf("%d of %d runs failed; the first", len(failed), len(results))
+			}
+			return nil, kernel.E("sched.run", r.ScheduleID, kind, kernel.Msgf("%s: %s", what, r.Error))
+		}
+		return map[string]any{"ran": len(results), "results": results}, nil
+	})
+}
+
+// runNow runs what a sched.run call asks: one schedule, forced, or the
+// caller's (root: ownerUid's) schedules that are due.
+func (m *Manager) runNow(ctx context.Context, c *kernel.Caller, a *runArgs) ([]RunResult, error) {
+	now := m.clock.Now().UnixMilli()
+	var results []RunResult
+	switch {
+	case a.Mode == "force" || (a.Mode == "" && a.ID != ""):
+		if a.ID == "" {
+			return nil, kernel.E(kernel.Invalid, kernel.Msgf("force needs an id"))
+		}
+		s, err := m.resolve(ctx, c, a.ID, a.OwnerUid)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, now, now, true))
+	case a.Mode == "due" || a.Mode == "":
+		uid, err := owner(c, a.OwnerUid)
+		if err != nil {
+			return nil, err
+		}
+		ss, err := m.query(ctx, `WHERE owner_uid=? AND enabled=1 AND next_run_at IS NOT NULL AND next_run_at<=?`, uid, now)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range ss {
+			m.arm(s.ID, 0) // the engine must not run it too
+			results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, *s.State.NextRunAtMs, now, false))
+		}
+	default:
+		return nil, kernel.E(kernel.Invalid, kernel.Msgf("mode must be due or force"))
+	}
+	if results == nil {
+		results = []RunResult{}
+	}
+	return results, nil
 }
 
 // update applies a patch to s and stores it.
@@ -181,7 +241,12 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 	}
 	if p.Description != nil {
 		var d *string
-		json.Unmarshal(*p.Description, &d)
+		if err := json.Unmarshal(*p.Description, &d); err != nil {
+			return nil, kernel.E(s.Name, kernel.Invalid, kernel.Msgf("description must be a string or null"))
+		}
+		if err := checkDescription(s.Name, d); err != nil {
+			return nil, err
+		}
 		s.Description = d
 	}
 	wasEnabled := s.Enabled
@@ -190,6 +255,9 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 	}
 	recompute := false
 	if p.Expression != nil {
+		if p.Expression.Kind == "cron" && p.Expression.Timezone == "" {
+			p.Expression.Timezone = m.defaultZone(ctx)
+		}
 		if err := p.Expression.validate(now); err != nil {
 			return nil, kernel.E(s.Name, kernel.Invalid, err)
 		}
@@ -210,14 +278,24 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 		s.MisfirePolicy = *p.MisfirePolicy
 	}
 	if p.RetryPolicy != nil {
+		if err := p.RetryPolicy.validate(); err != nil {
+			return nil, kernel.E(s.Name, kernel.Invalid, err)
+		}
 		s.RetryPolicy = p.RetryPolicy
 	}
-	// Fix: re-enabling a recurring schedule whose stored next time passed
-	// while it was disabled armed that past time: an immediate, unscheduled
-	// catch-up run. It now takes the first occurrence after now.
+	// Enabling a schedule arms its first occurrence after now: a recurring
+	// one never catches up on the times that passed while it was disabled,
+	// and a one-shot whose time has passed cannot be enabled (give it a
+	// new expression).
 	stale := s.State.NextRunAtMs == nil || *s.State.NextRunAtMs <= now.UnixMilli()
-	if recompute || (!wasEnabled && s.Enabled && stale && !s.Expression.oneShot()) {
+	enabling := !wasEnabled && s.Enabled
+	if recompute || (enabling && (stale || s.Expression.oneShot())) {
 		s.State.NextRunAtMs = ptr(nextAfter(s, now.UnixMilli()))
+		s.State.Attempt = 0
+		if s.State.NextRunAtMs == nil && s.Enabled && s.Expression.oneShot() {
+			return nil, kernel.E(s.Name, kernel.Invalid, kernel.Msgf("its time has passed (%s): a one-shot runs once; give it a new expression to enable it",
+				time.UnixMilli(s.occurrence()).UTC().Format(time.RFC3339)))
+		}
 	}
 	s.UpdatedAtMs = now.UnixMilli()
 	expr, target, retry := s.columns()
@@ -225,8 +303,8 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 	if s.State.NextRunAtMs != nil {
 		next = *s.State.NextRunAtMs
 	}
-	_, err := q.Exec(`UPDATE sched_schedules SET name=?, description=?, enabled=?, expression=?, target=?, misfire=?, retry=?, updated_at=?, created_at=?, next_run_at=? WHERE id=?`,
-		s.Name, s.Description, s.Enabled, expr, target, s.MisfirePolicy, retry, s.UpdatedAtMs, s.CreatedAtMs, next, s.ID)
+	_, err := q.Exec(`UPDATE sched_schedules SET name=?, description=?, enabled=?, expression=?, target=?, misfire=?, retry=?, updated_at=?, created_at=?, next_run_at=?, attempt=? WHERE id=?`,
+		s.Name, s.Description, s.Enabled, expr, target, s.MisfirePolicy, retry, s.UpdatedAtMs, s.CreatedAtMs, next, s.State.Attempt, s.ID)
 	if err != nil {
 		return nil, kernel.E(s.Name, kernel.Busy, kernel.Msgf("a schedule named %q exists", s.Name))
 	}

@@ -2,9 +2,14 @@ package sched
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"gsvfs.dev/gsvfs/kernel"
 )
 
 // Expression says when a schedule fires (the seed's ScheduleExpression).
@@ -91,20 +96,60 @@ type Run struct {
 // oneShot says whether e fires once.
 func (e Expression) oneShot() bool { return e.Kind == "at" || e.Kind == "after" }
 
-// validate checks an expression at now.
+// Limits of expressions and policies. No expression fires more often than
+// once a MinEveryMs, and every time an expression names or spans lies
+// within HorizonMs of now: together with the saturating arithmetic of
+// nextAfter, no value can make a schedule fire in a loop.
+const (
+	// MinEveryMs is the shortest interval of an every schedule (1 s).
+	MinEveryMs = 1000
+	// HorizonMs is the farthest an expression reaches (100 years): the
+	// largest everyMs and afterMs, and how far from now atMs and anchorMs
+	// may be.
+	HorizonMs = 100 * 36525 * 24 * 3600 * 10 // 100 × 365.25 days, in ms
+	// MaxRetryAttempts is the most attempts a retry policy may make.
+	MaxRetryAttempts = 10
+	// MaxRetryMs is the longest retry backoff (1 day).
+	MaxRetryMs = 24 * 3600 * 1000
+	// MaxText is the longest free text (a prompt, a message, a summary, a
+	// description), in bytes.
+	MaxText = 64 << 10
+)
+
+// occurrence is the one time a one-shot fires (0 for the other kinds):
+// the time its run records name, retries included.
+func (s *Schedule) occurrence() int64 {
+	switch s.Expression.Kind {
+	case "at":
+		return s.Expression.AtMs
+	case "after":
+		return addSat(s.CreatedAtMs, s.Expression.AfterMs)
+	}
+	return 0
+}
+
+// validate checks an expression at now: its kind, its fields and their
+// ranges (see HorizonMs).
 func (e *Expression) validate(now time.Time) error {
+	nowMs := now.UnixMilli()
 	switch e.Kind {
 	case "at":
-		if e.AtMs <= now.UnixMilli() {
+		if e.AtMs <= nowMs {
 			return fmt.Errorf("at %s is in the past", time.UnixMilli(e.AtMs).UTC().Format(time.RFC3339))
 		}
+		if e.AtMs > addSat(nowMs, HorizonMs) {
+			return fmt.Errorf("at %s is more than 100 years away", time.UnixMilli(e.AtMs).UTC().Format(time.RFC3339))
+		}
 	case "after":
-		if e.AfterMs <= 0 {
-			return fmt.Errorf("after must be positive")
+		if e.AfterMs <= 0 || e.AfterMs > HorizonMs {
+			return fmt.Errorf("afterMs must be positive and at most 100 years (%d ms)", int64(HorizonMs))
 		}
 	case "every":
-		if e.EveryMs < 1000 {
-			return fmt.Errorf("every must be at least 1s")
+		if e.EveryMs < MinEveryMs || e.EveryMs > HorizonMs {
+			return fmt.Errorf("everyMs must be at least 1s (%d ms) and at most 100 years (%d ms)", MinEveryMs, int64(HorizonMs))
+		}
+		if e.AnchorMs != nil && (*e.AnchorMs < addSat(nowMs, -HorizonMs) || *e.AnchorMs > addSat(nowMs, HorizonMs)) {
+			return fmt.Errorf("anchorMs must be within 100 years of now")
 		}
 	case "cron":
 		// Through the cache: nextAfter parses it next.
@@ -117,8 +162,61 @@ func (e *Expression) validate(now time.Time) error {
 	return nil
 }
 
-// validate checks a target's shape (the run-as principal's permissions are
-// checked when it runs, by the syscalls it makes).
+// validate checks a retry policy: 1 to MaxRetryAttempts attempts and a
+// backoff of 0 < baseMs <= maxMs <= MaxRetryMs.
+func (r *Retry) validate() error {
+	if r.MaxAttempts < 1 || r.MaxAttempts > MaxRetryAttempts || r.BaseMs < 1 || r.MaxMs < r.BaseMs || r.MaxMs > MaxRetryMs {
+		return fmt.Errorf("retryPolicy needs 1 <= maxAttempts <= %d and 0 < baseMs <= maxMs <= %d (1 day)", MaxRetryAttempts, MaxRetryMs)
+	}
+	return nil
+}
+
+// backoff is the wait before retry attempt n (1: the first retry): baseMs
+// doubled n-1 times, at most maxMs (and MaxRetryMs), without overflow.
+func (r *Retry) backoff(n int) int64 {
+	limit := min(max(r.MaxMs, 1), MaxRetryMs)
+	b := max(r.BaseMs, 1)
+	for i := 1; i < n && b < limit; i++ {
+		b *= 2 // b < limit <= MaxRetryMs: no overflow
+	}
+	return min(b, limit)
+}
+
+// checkFreeText checks free text (a prompt, a message): valid UTF-8, at
+// most MaxText bytes, and no control character but newline and tab (which
+// a crontab renders escaped), so that it never forges a line or a
+// terminal sequence where it is shown.
+func checkFreeText(field, s string) error {
+	if len(s) > MaxText {
+		return fmt.Errorf("%s is %d bytes; the limit is %d", field, len(s), MaxText)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s is not valid UTF-8", field)
+	}
+	for i, r := range s {
+		if r != '\n' && r != '\t' && (unicode.IsControl(r) || r == '\u2028' || r == '\u2029') {
+			return fmt.Errorf("%s has a control character %U at byte %d", field, r, i)
+		}
+	}
+	return nil
+}
+
+// checkWord checks a one-line field (a pid, a profile, a label, a
+// conversation id) with the kernel's rule for names.
+func checkWord(field, s string) error {
+	if err := kernel.CheckText(field, s, kernel.MaxLabel); err != nil {
+		var ke *kernel.Error
+		if errors.As(err, &ke) && ke.Err != nil {
+			return ke.Err
+		}
+		return err
+	}
+	return nil
+}
+
+// validate checks a target's shape and text (the run-as principal's
+// permissions are checked when it runs, by the syscalls it makes, and
+// whether its process can be reached, by sched.add and sched.update).
 func (t *Target) validate() error {
 	switch t.Kind {
 	case "process.spawn":
@@ -143,6 +241,17 @@ func (t *Target) validate() error {
 		}
 	default:
 		return fmt.Errorf("target kind %q: want process.spawn, process.event or process.lifecycle", t.Kind)
+	}
+	for _, w := range []struct{ field, s string }{{"profile", t.Profile}, {"label", t.Label}, {"pid", t.Pid}, {"conversationId", t.ConversationID}} {
+		if err := checkWord(w.field, w.s); err != nil {
+			return err
+		}
+	}
+	sum, _ := t.Options["summary"].(string)
+	for _, w := range []struct{ field, s string }{{"prompt", t.Prompt}, {"message", t.Message}, {"summary", sum}} {
+		if err := checkFreeText(w.field, w.s); err != nil {
+			return err
+		}
 	}
 	return nil
 }

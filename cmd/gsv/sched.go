@@ -94,7 +94,7 @@ func (f *schedFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.description, "description", "", "a description")
 	fs.StringVar(&f.cron, "cron", "", "fire on a cron expression: five fields or @hourly, @daily, ...")
 	fs.StringVar(&f.tz, "tz", "", "the IANA time zone of --cron (default UTC)")
-	fs.DurationVar(&f.every, "every", 0, "fire every DUR (90s, 15m, 1h30m)")
+	fs.DurationVar(&f.every, "every", 0, "fire every DUR (90s, 15m, 1h30m; 1s to 100 years)")
 	fs.StringVar(&f.anchor, "anchor", "", "the RFC 3339 time --every counts from (default: when it is created)")
 	fs.DurationVar(&f.after, "after", 0, "fire once, DUR from now")
 	fs.StringVar(&f.at, "at", "", "fire once, at this RFC 3339 time")
@@ -105,9 +105,9 @@ func (f *schedFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.label, "label", "", "the label of the processes a --spawn target starts")
 	fs.IntVar(&f.keep, "keep", 0, "the messages a lifecycle compact keeps (default 80)")
 	fs.StringVar(&f.misfire, "misfire", "", "what to do about a time missed while the daemon was down: skip or run-once")
-	fs.IntVar(&f.retry, "retry", 0, "try a failed one-shot run up to N times in all")
+	fs.IntVar(&f.retry, "retry", 0, "try a failed one-shot run up to N times in all (at most 10)")
 	fs.DurationVar(&f.retryBase, "retry-base", 30*time.Second, "the first retry's delay, doubled each time")
-	fs.DurationVar(&f.retryMax, "retry-max", 10*time.Minute, "the longest retry delay")
+	fs.DurationVar(&f.retryMax, "retry-max", 10*time.Minute, "the longest retry delay (at most 24h)")
 	fs.BoolVar(&f.disabled, "disabled", false, "add it disabled (update: --disabled=false enables it)")
 }
 

@@ -1,8 +1,10 @@
 package main_test
 
 import (
+	"math"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -79,5 +81,74 @@ EOF`, M)
 	run(`echo 'disable inbox' > "$1/var/spool/cron/ctl"`, M)
 	if tab := run(`cat "$1/var/spool/cron/root"`, M); !strings.Contains(tab, "#disabled") {
 		t.Fatalf("disable did not show: %s", tab)
+	}
+}
+
+// TestE2ESchedFailuresSeen: through the daemon's FUSE mount with bash,
+// every scheduler failure reaches the shell that caused it: a crontab line
+// that does not parse fails its echo (bash ignores close(2)) and changes
+// nothing, a forced run that fails fails its ctl echo with err saying why,
+// and the log is oldest first, so tail shows the latest run. Over 9P,
+// sched.add refuses an interval that would wrap around, control characters
+// and a target its owner cannot reach.
+func TestE2ESchedFailuresSeen(t *testing.T) {
+	d := startDaemon(t, newBase(t), daemonOpts{mount: true})
+	M := d.mnt
+	bash := func(script string) shResult {
+		return runCmd(d.work, nil, nil, "bash", "-c", script, "bash", M)
+	}
+	run := func(script string) string {
+		t.Helper()
+		r := bash(script)
+		if r.err != nil || r.code != 0 {
+			t.Fatalf("%s: %v", script, r)
+		}
+		return r.stdout
+	}
+	run(`echo '@daily event init:0 fine # name=fine' > "$1/var/spool/cron/root"`)
+	before := run(`cat "$1/var/spool/cron/root"`)
+	r := bash(`echo 'bad line' >> "$1/var/spool/cron/root"`)
+	if r.code == 0 || errnoOf(r.stderr) != syscall.EINVAL {
+		t.Fatalf("echo of a bad line: %v", r)
+	}
+	if e := run(`cat "$1/var/spool/cron/err"`); !strings.Contains(e, `line 3: cron expression "bad line"`) {
+		t.Fatalf("err: %q", e)
+	}
+	if after := run(`cat "$1/var/spool/cron/root"`); after != before {
+		t.Fatalf("a bad line changed the crontab:\n%s", after)
+	}
+	// A forced run that fails.
+	run(`echo '@daily spawn nosuchprofile hello # name=broken' >> "$1/var/spool/cron/root"`)
+	r = bash(`echo 'run broken' > "$1/var/spool/cron/ctl"`)
+	if r.code == 0 || errnoOf(r.stderr) != syscall.EINVAL {
+		t.Fatalf("a failed run: %v", r)
+	}
+	if e := run(`cat "$1/var/spool/cron/err"`); !strings.Contains(e, "unknown profile") {
+		t.Fatalf("err after a failed run: %q", e)
+	}
+	run(`echo 'run fine' > "$1/var/spool/cron/ctl"`)
+	if last := run(`tail -n 1 "$1/var/log/gsv/scheduler"`); !strings.Contains(last, `"schedule":"fine"`) || !strings.Contains(last, `"status":"ok"`) {
+		t.Fatalf("tail of the log is not the latest run: %q", last)
+	}
+	// sched.add over 9P.
+	fsys := d.dial(t)
+	for _, c := range []struct {
+		why  string
+		args map[string]any
+		code int
+	}{
+		{"everyMs 2^63-1", map[string]any{"name": "loop", "expression": map[string]any{"kind": "every", "everyMs": int64(math.MaxInt64)},
+			"target": map[string]any{"kind": "process.event", "pid": "init:0", "message": "x"}}, 400},
+		{"a newline in a name", map[string]any{"name": "a\nb", "expression": map[string]any{"kind": "every", "everyMs": 60000},
+			"target": map[string]any{"kind": "process.event", "pid": "init:0", "message": "x"}}, 400},
+		{"ESC in a message", map[string]any{"name": "esc", "expression": map[string]any{"kind": "every", "everyMs": 60000},
+			"target": map[string]any{"kind": "process.event", "pid": "init:0", "message": "x\x1b[2J"}}, 400},
+		{"no such process", map[string]any{"name": "nosuch", "expression": map[string]any{"kind": "every", "everyMs": 60000},
+			"target": map[string]any{"kind": "process.event", "pid": "0000dead-beef", "message": "x"}}, 404},
+	} {
+		f := call9p(t, fsys, "sched.add", c.args)
+		if f.OK || f.Error == nil || f.Error.Code != c.code {
+			t.Errorf("%s: %+v %s, want %d", c.why, f.Error, f.Data, c.code)
+		}
 	}
 }

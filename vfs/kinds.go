@@ -70,6 +70,14 @@ func PathIno(path string) uint64 {
 // MaxLine is the longest line a ctl or call file accepts.
 const MaxLine = 1 << 20
 
+// MaxCallBacklog is how many requests one call handle holds that are not
+// yet answered or whose answers are not yet read.
+const MaxCallBacklog = 64
+
+// ErrCallBacklog is returned by a write to a call handle that holds
+// MaxCallBacklog requests: read some answers first.
+var ErrCallBacklog = Errorf(syscall.EAGAIN, "too many requests: read the answers to the earlier ones first")
+
 // ErrLineTooLong is returned for a ctl or call line over MaxLine bytes.
 var ErrLineTooLong = Errorf(syscall.EINVAL, "line too long: a ctl or call line may be at most 1 MiB")
 
@@ -512,10 +520,15 @@ func (h *callHandle) Read(ctx context.Context, p []byte, off int64) (int, error)
 	}
 }
 
-// Write queues the requests p completes and returns.
+// Write queues the requests p completes and returns. A handle holding
+// MaxCallBacklog requests unanswered or unread refuses the write whole
+// (ErrCallBacklog): a client that never reads cannot grow the daemon.
 func (h *callHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.unanswd+len(h.answers) >= MaxCallBacklog {
+		return 0, ErrCallBacklog
+	}
 	ps, bad := h.lines.add(p)
 	for _, pc := range ps {
 		if !pc.refused {

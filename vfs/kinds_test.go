@@ -708,3 +708,26 @@ func TestDocument(t *testing.T) {
 		t.Errorf("nil Apply: %v", err)
 	}
 }
+
+// TestCallBacklog: a handle that is written to and never read holds at
+// most MaxCallBacklog requests; reading answers makes room again.
+func TestCallBacklog(t *testing.T) {
+	c := &Call{Meta: allow{}, Do: func(ctx context.Context, cred Cred, req []byte) []byte { return req }}
+	h, _ := c.Open(context.Background(), nil, os.O_RDWR)
+	defer h.Close(context.Background())
+	for i := 0; i < MaxCallBacklog; i++ {
+		if _, err := h.Write(context.Background(), []byte("x\n"), 0); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	if _, err := h.Write(context.Background(), []byte("y\n"), 0); !errors.Is(err, ErrCallBacklog) || Errno(err) != syscall.EAGAIN {
+		t.Fatalf("write over the backlog: %v, want ErrCallBacklog (EAGAIN)", err)
+	}
+	buf := make([]byte, 16)
+	if n, err := h.Read(context.Background(), buf, 0); err != nil || string(buf[:n]) != "x\n" {
+		t.Fatalf("read %q, %v", buf[:n], err)
+	}
+	if _, err := h.Write(context.Background(), []byte("z\n"), 0); err != nil {
+		t.Fatalf("write after a read: %v", err)
+	}
+}

@@ -36,8 +36,9 @@ type Kernel struct {
 	log   *slog.Logger
 	Store *Store
 
-	mu    sync.RWMutex
-	calls map[string]*syscallDef
+	mu        sync.RWMutex
+	calls     map[string]*syscallDef
+	userHooks []UserHook // see OnUserCreated; guarded by mu
 
 	setUp atomic.Bool
 	errs  lastErrors

@@ -2,8 +2,10 @@ package kernel
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -656,5 +658,75 @@ func TestDottedConfigKeys(t *testing.T) {
 	}
 	if err := set(alice, "server.name", "x"); Code(err) != 403 {
 		t.Fatalf("alice server.name: %v", err)
+	}
+}
+
+// The hooks of OnUserCreated run, in order, inside the transaction that
+// creates the user (sys.setup's first user, sys.user.add): they see the
+// user's row, their writes are committed with it, and an error from one
+// rolls the user and every write of the hooks back.
+func TestOnUserCreated(t *testing.T) {
+	k, err := Open(Config{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	ctx := context.Background()
+	if _, err := k.Store.Exec(ctx, `CREATE TABLE hook_log(uid INTEGER, username TEXT, hook INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2; i++ {
+		k.OnUserCreated(func(tx *sql.Tx, u *User) error {
+			var name string
+			if err := tx.QueryRow(`SELECT username FROM users WHERE uid=?`, u.Uid).Scan(&name); err != nil || name != u.Username {
+				return fmt.Errorf("hook %d: user %d in the transaction: %q, %v", i, u.Uid, name, err)
+			}
+			if _, err := tx.Exec(`INSERT INTO hook_log VALUES(?,?,?)`, u.Uid, u.Username, i); err != nil {
+				return err
+			}
+			if i == 2 && u.Username == "mallory" {
+				return E(Invalid, msg("refused by the hook"))
+			}
+			return nil
+		})
+	}
+	root, _ := k.identityForHostUID(ctx, 0)
+	count := func(q string, args ...any) int {
+		t.Helper()
+		var n int
+		if err := k.Store.R.QueryRow(q, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	tests := []struct {
+		name, req string
+		ok        bool
+		uid       uint32
+	}{
+		{"setup's first user", `{"call":"sys.setup","args":{"username":"ann","hostUid":1500}}`, true, 1000},
+		{"sys.user.add", `{"call":"sys.user.add","args":{"username":"carl"}}`, true, 1001},
+		{"refused by a hook", `{"call":"sys.user.add","args":{"username":"mallory","uid":1500}}`, false, 1500},
+	}
+	for _, tc := range tests {
+		r := frame(t, k, root, tc.req)
+		if r.OK != tc.ok {
+			t.Fatalf("%s: %+v", tc.name, r)
+		}
+		want := 0
+		if tc.ok {
+			want = 2
+		} else if r.Error.Code != 400 || !strings.Contains(r.Error.Message, "refused by the hook") {
+			t.Fatalf("%s: error %+v", tc.name, r.Error)
+		}
+		if n := count(`SELECT count(*) FROM hook_log WHERE uid=?`, tc.uid); n != want {
+			t.Fatalf("%s: %d hook rows, want %d", tc.name, n, want)
+		}
+		if n := count(`SELECT count(*) FROM users WHERE uid=?`, tc.uid); n != want/2 {
+			t.Fatalf("%s: %d user rows", tc.name, n)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(k.dataPath, "home", "mallory")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused user has a home: %v", err)
 	}
 }

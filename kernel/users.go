@@ -29,9 +29,49 @@ var userCaps = []string{
 	"sys.workspace.list", "sys.events", "sys.lasterror",
 }
 
+// UserHook is a function that OnUserCreated runs as a user is created.
+type UserHook func(tx *sql.Tx, u *User) error
+
+// OnUserCreated registers h to run whenever a user is created: by
+// sys.user.add, by sys.setup's first user, or by the seed of root. h runs
+// inside the store transaction that inserts the user (a fn of Store.Tx,
+// after the user's row and group membership are written), so that the
+// user and what h writes exist together or not at all: an error from h
+// rolls the user back and the creation fails with that error. Like any fn
+// of Store.Tx, h must not call Tx or Exec, and uses tx's context-free
+// methods. Hooks run in the order they were registered.
+//
+// Subsystems register their hooks before the kernel serves, as they
+// register their syscalls. A user created before a hook was registered
+// (root, whom Open makes) is not seen by it: a subsystem that keeps a
+// record per user makes the missing ones when it starts, from Users.
+func (k *Kernel) OnUserCreated(h UserHook) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.userHooks = append(k.userHooks, h)
+}
+
+// userCreatedHooks returns the hooks of OnUserCreated.
+func (k *Kernel) userCreatedHooks() []UserHook {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return append([]UserHook(nil), k.userHooks...)
+}
+
+// runUserHooks runs hooks for u in tx, the transaction that created u.
+func runUserHooks(tx *sql.Tx, hooks []UserHook, u *User) error {
+	for _, h := range hooks {
+		if err := h(tx, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // seed makes root, the root and users groups and the default config, once.
 func (k *Kernel) seed() error {
 	ctx := context.Background()
+	hooks := k.userCreatedHooks()
 	err := k.Store.Tx(ctx, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRow(`SELECT count(*) FROM users WHERE uid=0`).Scan(&n); err != nil {
@@ -40,13 +80,16 @@ func (k *Kernel) seed() error {
 		if n > 0 {
 			return nil
 		}
+		host := 0
+		root := &User{Uid: RootUID, Gid: RootGID, Username: "root", Home: "/home/root", Gecos: "root", HostUID: &host, Created: now()}
 		stmts := []struct {
 			q    string
 			args []any
 		}{
 			{`INSERT INTO groups(gid,name) VALUES(0,'root'),(100,'users')`, nil},
 			{`INSERT INTO group_caps(gid,cap) VALUES(0,'*')`, nil},
-			{`INSERT INTO users(uid,username,gid,home,host_uid,gecos,created_at) VALUES(0,'root',0,'/home/root',0,'root',?)`, []any{now()}},
+			{`INSERT INTO users(uid,username,gid,home,host_uid,gecos,created_at) VALUES(?,?,?,?,?,?,?)`,
+				[]any{root.Uid, root.Username, root.Gid, root.Home, *root.HostUID, root.Gecos, root.Created}},
 		}
 		for _, c := range userCaps {
 			stmts = append(stmts, struct {
@@ -65,7 +108,7 @@ func (k *Kernel) seed() error {
 				return err
 			}
 		}
-		return nil
+		return runUserHooks(tx, hooks, root)
 	})
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)
@@ -283,7 +326,8 @@ func (k *Kernel) registerUsers() {
 	})
 }
 
-// addUser creates a user in the users group, with a home.
+// addUser creates a user in the users group, with a home, running the
+// hooks of OnUserCreated in the creating transaction.
 func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
 	if !validUsername.MatchString(a.Username) {
 		return nil, E("sys.user.add", a.Username, Invalid, msg("user names are 1-32 of [a-z0-9_-], starting with a letter or _"))
@@ -295,6 +339,7 @@ func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
 		return nil, E("sys.user.add", a.Username, Invalid, msg("host uid 0 is root's; give a positive host uid"))
 	}
 	u := &User{Gid: UsersGID, Username: a.Username, Home: "/home/" + a.Username, Gecos: a.Gecos, HostUID: a.HostUID, Created: now()}
+	hooks := k.userCreatedHooks()
 	err := k.Store.Tx(ctx, func(tx *sql.Tx) error {
 		var n int
 		tx.QueryRow(`SELECT count(*) FROM users WHERE username=?`, a.Username).Scan(&n)
@@ -324,8 +369,13 @@ func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
 			u.Uid, u.Username, u.Gid, u.Home, a.HostUID, u.Gecos, u.Created); err != nil {
 			return E("sys.user.add", a.Username, Busy, err)
 		}
-		_, err := tx.Exec(`INSERT INTO group_members(gid,uid) VALUES(?,?)`, UsersGID, u.Uid)
-		return err
+		if _, err := tx.Exec(`INSERT INTO group_members(gid,uid) VALUES(?,?)`, UsersGID, u.Uid); err != nil {
+			return err
+		}
+		if err := runUserHooks(tx, hooks, u); err != nil {
+			return E("sys.user.add", a.Username, err)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ package proc
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +23,7 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/vfs"
 )
 
 // cfgHarness is a ptHarness whose models come from the kernel's config
@@ -276,9 +279,9 @@ func TestSlowScriptDoesNotBlockOthers(t *testing.T) {
 	h.must(h.alice, "proc.abort", map[string]any{"pid": ""}, nil)
 }
 
-// A refused read writes nothing: another user's init process is not made
-// by looking at it.
-func TestRefusedReadMakesNoInit(t *testing.T) {
+// Another user's init process does not exist for a user: every look at it
+// is a 404, and it is not walked to.
+func TestRefusedReadOfInit(t *testing.T) {
 	h := newPTHarness(t)
 	for _, call := range []string{"proc.status", "proc.history", "proc.conversation.list"} {
 		if c := h.code(h.alice, call, map[string]any{"pid": "init:1001"}); c != 404 {
@@ -288,13 +291,176 @@ func TestRefusedReadMakesNoInit(t *testing.T) {
 	if _, err := h.node(h.alice, "/proc/init:1001"); err == nil {
 		t.Fatal("alice walked to bob's init")
 	}
-	if n := h.sqlCount(`SELECT count(*) FROM proc_processes WHERE pid='init:1001'`); n != 0 {
-		t.Fatalf("bob's init was made by alice's refused reads")
-	}
-	// His own look makes it (every user has an init process).
 	h.must(h.bob, "proc.status", map[string]any{"pid": "init:1001"}, nil)
-	if n := h.sqlCount(`SELECT count(*) FROM proc_processes WHERE pid='init:1001'`); n != 1 {
-		t.Fatalf("bob's init after his own look: %d", n)
+}
+
+// dataVersion returns a function that reads PRAGMA data_version of the
+// store's database on a connection of its own: its value changes when any
+// other connection commits a change.
+func dataVersion(t *testing.T, dir string) func() int64 {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "gsv.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return func() int64 {
+		t.Helper()
+		var v int64
+		if err := conn.QueryRowContext(context.Background(), `PRAGMA data_version`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// Reads are free: a user has an init process from the moment they are
+// added, and looking at it (walking to it, its status, its default
+// conversation's history, root's list of every process) writes nothing.
+func TestInitExistsReadsWriteNothing(t *testing.T) {
+	h := newPTHarness(t)
+	var u kernel.User
+	h.must(h.root, "sys.user.add", map[string]any{"username": "carol"}, &u)
+	pid := fmt.Sprintf("init:%d", u.Uid)
+	if n := h.sqlCount(`SELECT count(*) FROM proc_processes WHERE pid=? AND uid=? AND profile='init' AND cwd='/home/carol'`, pid, u.Uid); n != 1 {
+		t.Fatalf("carol's init after sys.user.add: %d records", n)
+	}
+	if n := h.sqlCount(`SELECT count(*) FROM proc_conversations WHERE pid=? AND cid='default'`, pid); n != 1 {
+		t.Fatalf("carol's init's default conversation after sys.user.add: %d records", n)
+	}
+	carol, err := h.k.IdentityOf(context.Background(), u.Uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	version := dataVersion(t, h.dir)
+	procs := h.sqlCount(`SELECT count(*) FROM proc_processes`)
+	convs := h.sqlCount(`SELECT count(*) FROM proc_conversations`)
+	v0 := version()
+
+	reads := []struct {
+		name string
+		read func() error
+	}{
+		{"walk to /proc/" + pid, func() error { _, err := h.node(carol, "/proc/"+pid); return err }},
+		{"cat /proc/" + pid + "/status", func() error { _, err := h.readFile(carol, "/proc/"+pid+"/status"); return err }},
+		{"proc.status", func() error { return h.call(carol, "proc.status", map[string]any{"pid": pid}, nil) }},
+		{"proc.status of no pid", func() error { return h.call(carol, "proc.status", map[string]any{}, nil) }},
+		{"proc.list", func() error { return h.call(carol, "proc.list", map[string]any{}, nil) }},
+		{"proc.list as root", func() error { return h.call(h.root, "proc.list", map[string]any{}, nil) }},
+		{"proc.history", func() error {
+			return h.call(carol, "proc.history", map[string]any{"pid": pid, "conversationId": "default"}, nil)
+		}},
+		{"cat history", func() error {
+			_, err := h.readFile(carol, "/proc/"+pid+"/conversations/default/history")
+			return err
+		}},
+		{"ls /proc as root", func() error {
+			n, err := h.node(h.root, "/proc")
+			if err != nil {
+				return err
+			}
+			ents, err := n.(vfs.Dir).ReadDir(context.Background(), h.root)
+			for _, e := range ents {
+				if e.Name == pid {
+					return err
+				}
+			}
+			return fmt.Errorf("%s not listed in %v (%v)", pid, ents, err)
+		}},
+		{"walk to /proc/init:0 as root", func() error { _, err := h.node(h.root, "/proc/init:0"); return err }},
+	}
+	for _, r := range reads {
+		if err := r.read(); err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		if v := version(); v != v0 {
+			t.Fatalf("%s wrote to the store (data_version %d, was %d)", r.name, v, v0)
+		}
+	}
+	// A look at a user's init that is not stored is a 404 and makes nothing.
+	if c := h.code(h.root, "proc.status", map[string]any{"pid": "init:4242"}); c != 404 {
+		t.Fatalf("status of the init of no user: code %d", c)
+	}
+	if n := h.sqlCount(`SELECT count(*) FROM proc_processes`); n != procs {
+		t.Fatalf("reads made processes: %d, was %d", n, procs)
+	}
+	if n := h.sqlCount(`SELECT count(*) FROM proc_conversations`); n != convs {
+		t.Fatalf("reads made conversations: %d, was %d", n, convs)
+	}
+	if v := version(); v != v0 {
+		t.Fatalf("reads wrote to the store (data_version %d, was %d)", v, v0)
+	}
+}
+
+// A state whose users have no init process (made before every user had
+// one) gets them when proc starts, with their default conversations; a
+// start where every user has one writes no process.
+func TestInitBackfill(t *testing.T) {
+	h := newPTHarness(t)
+	h.close()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(h.dir, "gsv.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`DELETE FROM proc_processes WHERE pid IN ('init:0','init:1000')`,
+		`DELETE FROM proc_conversations WHERE pid IN ('init:0','init:1000')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	h.open()
+	h.identities()
+	for _, u := range []struct {
+		pid, home string
+	}{{"init:0", "/home/root"}, {"init:1000", "/home/alice"}, {"init:1001", "/home/bob"}} {
+		if n := h.sqlCount(`SELECT count(*) FROM proc_processes WHERE pid=? AND profile='init' AND cwd=?`, u.pid, u.home); n != 1 {
+			t.Fatalf("%s after start: %d records", u.pid, n)
+		}
+		if n := h.sqlCount(`SELECT count(*) FROM proc_conversations WHERE pid=? AND cid='default'`, u.pid); n != 1 {
+			t.Fatalf("%s's default conversation after start: %d records", u.pid, n)
+		}
+	}
+	h.must(h.alice, "proc.status", map[string]any{}, nil)
+
+	before := h.sqlCount(`SELECT count(*) FROM proc_processes`)
+	var created int64
+	h.k.Store.R.QueryRow(`SELECT created_at FROM proc_processes WHERE pid='init:1000'`).Scan(&created)
+	h.close()
+	h.open()
+	var again int64
+	h.k.Store.R.QueryRow(`SELECT created_at FROM proc_processes WHERE pid='init:1000'`).Scan(&again)
+	if n := h.sqlCount(`SELECT count(*) FROM proc_processes`); n != before || again != created {
+		t.Fatalf("second start: %d processes (was %d), alice's init made at %d (was %d)", n, before, again, created)
+	}
+}
+
+// A hook of kernel.OnUserCreated that fails rolls the user back, and
+// with it the init process made in the same transaction.
+func TestUserHookFailureLeavesNoInit(t *testing.T) {
+	h := newPTHarness(t)
+	h.k.OnUserCreated(func(tx *sql.Tx, u *kernel.User) error {
+		if u.Username == "mallory" {
+			return kernel.E(kernel.Invalid, kernel.Msgf("refused"))
+		}
+		return nil
+	})
+	if c := h.code(h.root, "sys.user.add", map[string]any{"username": "mallory", "uid": 1500}); c != 400 {
+		t.Fatalf("sys.user.add of a refused user: code %d", c)
+	}
+	if n := h.sqlCount(`SELECT count(*) FROM users WHERE username='mallory'`); n != 0 {
+		t.Fatal("the refused user was made")
+	}
+	if n := h.sqlCount(`SELECT count(*) FROM proc_processes WHERE pid='init:1500'`); n != 0 {
+		t.Fatal("the refused user's init was made")
 	}
 }
 

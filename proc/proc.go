@@ -79,8 +79,9 @@ type activeRun struct {
 	shutdown bool
 }
 
-// Register migrates the proc schema, registers the proc.* syscalls and
-// the /proc tree, and resumes the runs that were under way when the
+// Register migrates the proc schema, makes every user's init process
+// (kernel.OnUserCreated, and for the users that have none yet, at once),
+// registers the proc.* syscalls and the /proc tree, and resumes the runs that were under way when the
 // daemon stopped.
 func Register(k *kernel.Kernel, opts Options) (*Manager, error) {
 	if opts.Logger == nil {
@@ -93,6 +94,13 @@ func Register(k *kernel.Kernel, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{k: k, st: k.Store, log: opts.Logger, opts: opts, procs: map[string]*process{}}
+	// Every user has an init process from the moment they exist: users
+	// made from now on get it in the transaction that makes them, users
+	// made before (root, older states) get it here.
+	k.OnUserCreated(m.makeInitTx)
+	if err := m.backfillInits(context.Background()); err != nil {
+		return nil, err
+	}
 	m.registerSyscalls()
 	m.registerCheckpoint()
 	if err := m.registerNamespace(); err != nil {
@@ -186,16 +194,9 @@ type HilRequest struct {
 
 // lookup returns pid's record if c may touch it: its owner or root.
 // Another user's process is reported as not existing.
-//
-// Another user's init process is refused before it is looked up: get
-// makes an init process on first use, and a refused read never writes.
 func (m *Manager) lookup(ctx context.Context, c *kernel.Caller, pid string) (*Process, error) {
-	own := fmt.Sprintf("init:%d", c.Uid)
 	if pid == "" {
-		pid = own
-	}
-	if strings.HasPrefix(pid, "init:") && pid != own && !c.IsRoot() {
-		return nil, kernel.E(pid, kernel.NotExist, kernel.Msgf("no such process"))
+		pid = initPid(c.Uid)
 	}
 	p, err := m.get(ctx, pid)
 	if err != nil {
@@ -207,14 +208,13 @@ func (m *Manager) lookup(ctx context.Context, c *kernel.Caller, pid string) (*Pr
 	return p, nil
 }
 
+// get returns the record of pid. It only reads: a process that is not
+// stored, an init process included, does not exist.
 func (m *Manager) get(ctx context.Context, pid string) (*Process, error) {
 	var p Process
 	err := m.st.QueryRowContext(ctx, `SELECT pid,uid,profile,parent_pid,state,label,created_at,workspace_id,cwd FROM proc_processes WHERE pid=?`, pid).
 		Scan(&p.Pid, &p.Uid, &p.Profile, &p.ParentPid, &p.State, &p.Label, &p.CreatedAt, &p.WorkspaceID, &p.Cwd)
 	if errors.Is(err, sql.ErrNoRows) {
-		if strings.HasPrefix(pid, "init:") {
-			return m.ensureInit(ctx, pid)
-		}
 		return nil, kernel.E(pid, kernel.NotExist, kernel.Msgf("no such process"))
 	}
 	if err != nil {
@@ -223,38 +223,82 @@ func (m *Manager) get(ctx context.Context, pid string) (*Process, error) {
 	return &p, nil
 }
 
-// ensureInit makes init:<uid> for an existing user on first use: every user
-// has an init process.
-func (m *Manager) ensureInit(ctx context.Context, pid string) (*Process, error) {
-	var uid uint32
-	if _, err := fmt.Sscanf(pid, "init:%d", &uid); err != nil || fmt.Sprintf("init:%d", uid) != pid {
-		return nil, kernel.E(pid, kernel.NotExist, kernel.Msgf("no such process"))
-	}
-	u, err := m.k.UserOf(ctx, uid)
-	if err != nil {
-		return nil, kernel.E(pid, kernel.NotExist, kernel.Msgf("no such process"))
-	}
-	if err := m.create(ctx, pid, uid, "init", nil, nil, u.Home); err != nil {
-		return nil, err
-	}
-	return m.get(ctx, pid)
+// initPid is the pid of uid's init process.
+func initPid(uid uint32) string { return fmt.Sprintf("init:%d", uid) }
+
+// makeInitTx makes u's init process in tx, the transaction that creates u
+// (a hook of kernel.OnUserCreated): every user has an init process from the
+// moment they exist.
+func (m *Manager) makeInitTx(tx *sql.Tx, u *kernel.User) error {
+	return m.createTx(tx, initPid(u.Uid), u.Uid, "init", nil, nil, u.Home, now())
 }
 
-// create inserts a process with its default conversation.
+// backfillInits makes the init process of every user who has none (users
+// created before proc registered its hook: root, and the users of a state
+// made before every user had one), in one transaction. When every user
+// has one, it writes nothing.
+func (m *Manager) backfillInits(ctx context.Context) error {
+	us, err := m.k.Users(ctx)
+	if err != nil {
+		return err
+	}
+	rows, err := m.st.QueryContext(ctx, `SELECT pid FROM proc_processes WHERE profile='init'`)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var pid string
+		if err := rows.Scan(&pid); err != nil {
+			rows.Close()
+			return err
+		}
+		have[pid] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var missing []kernel.User
+	for _, u := range us {
+		if !have[initPid(u.Uid)] {
+			missing = append(missing, u)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return m.st.Tx(ctx, func(tx *sql.Tx) error {
+		for i := range missing {
+			if err := m.makeInitTx(tx, &missing[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// create inserts a process with its default conversation, unless pid
+// exists (then it changes nothing).
 func (m *Manager) create(ctx context.Context, pid string, uid uint32, profile string, label, parent *string, cwd string) error {
 	t := now()
 	return m.st.Tx(ctx, func(tx *sql.Tx) error {
-		res, err := m.st.TxExec(tx, `INSERT OR IGNORE INTO proc_processes(pid,uid,profile,label,parent_pid,cwd,created_at) VALUES(?,?,?,?,?,?,?)`,
-			pid, uid, profile, label, parent, cwd, t)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return nil
-		}
-		_, err = m.st.TxExec(tx, `INSERT OR IGNORE INTO proc_conversations(pid,cid,created_at,updated_at) VALUES(?,?,?,?)`, pid, "default", t, t)
-		return err
+		return m.createTx(tx, pid, uid, profile, label, parent, cwd, t)
 	})
+}
+
+// createTx is create in tx, a transaction of the store, at time t.
+func (m *Manager) createTx(tx *sql.Tx, pid string, uid uint32, profile string, label, parent *string, cwd string, t int64) error {
+	res, err := m.st.TxExec(tx, `INSERT OR IGNORE INTO proc_processes(pid,uid,profile,label,parent_pid,cwd,created_at) VALUES(?,?,?,?,?,?,?)`,
+		pid, uid, profile, label, parent, cwd, t)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil
+	}
+	_, err = m.st.TxExec(tx, `INSERT OR IGNORE INTO proc_conversations(pid,cid,created_at,updated_at) VALUES(?,?,?,?)`, pid, "default", t, t)
+	return err
 }
 
 // conv returns one conversation of pid.

@@ -3,7 +3,6 @@ package proc
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"strings"
 
 	"gsvfs.dev/gsvfs/kernel"
@@ -117,15 +116,6 @@ func (m *Manager) registerSyscalls() {
 			}
 		} else if a.Uid != nil && *a.Uid != c.Uid {
 			return nil, kernel.E(kernel.Permission, kernel.Msgf("only root may list another user's processes"))
-		}
-		// Every user has an init process.
-		if c.IsRoot() {
-			us, _ := m.k.Users(ctx)
-			for _, u := range us {
-				m.get(ctx, fmt.Sprintf("init:%d", u.Uid))
-			}
-		} else {
-			m.get(ctx, fmt.Sprintf("init:%d", c.Uid))
 		}
 		ps, err := m.list(ctx, where, args...)
 		if err != nil {
@@ -515,7 +505,7 @@ func (m *Manager) spawn(ctx context.Context, c *kernel.Caller, a *spawnArgs) (ma
 	}
 	pid := newID("")[:8] + "-" + newID("")[:4]
 	if prof.SpawnMode == "singleton" {
-		pid = fmt.Sprintf("init:%d", c.Uid)
+		pid = initPid(c.Uid)
 	}
 	var label *string
 	if a.Label != "" {

@@ -127,9 +127,6 @@ func run(ctx context.Context, o options, mountDir string) error {
 		return err
 	}
 	defer k.Close()
-	if err := k.EnsureSetup(ctx, hostUser(), os.Getuid()); err != nil {
-		return fmt.Errorf("setup: %w", err)
-	}
 	pm, err := proc.Register(k, proc.Options{Logger: log})
 	if err != nil {
 		return fmt.Errorf("processes: %w", err)
@@ -140,6 +137,11 @@ func run(ctx context.Context, o options, mountDir string) error {
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	defer sm.Close()
+	// The first user is made after the subsystems register, so that their
+	// hooks (kernel.OnUserCreated: proc's init process) run as it is made.
+	if err := k.EnsureSetup(ctx, hostUser(), os.Getuid()); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
 
 	srv := &ninep.Server{Root: k.Root(), Auth: k, Logger: log,
 		AuthTimeout: noLimit(o.authTimeout), MaxConns: noLimit(o.maxConns), MaxFids: noLimit(o.maxFids)}

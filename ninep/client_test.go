@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"slices"
 	"strings"
@@ -269,13 +268,7 @@ func TestMountAuth(t *testing.T) {
 	}
 
 	// Over TCP the peer must authenticate.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveListener(t, srv, l)
-	host, port, _ := net.SplitHostPort(l.Addr().String())
-	addr := "tcp!" + host + "!" + port
+	addr := serveTCP(t, srv)
 	if _, err := Mount(addr, "glenda", nil); err == nil || err.Error() != "authentication required" {
 		t.Errorf("tcp mount without token: err = %v", err)
 	}

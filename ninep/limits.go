@@ -210,12 +210,10 @@ func (c *conn) useGrant(cred vfs.Cred) (*principal, error) {
 	if name == "" {
 		return c.peerP, nil
 	}
-	if done != nil {
-		select {
-		case <-done:
-			return nil, fmt.Errorf("%s has ended", name)
-		default:
-		}
+	select {
+	case <-done: // a nil done never ends
+		return nil, fmt.Errorf("%s has ended", name)
+	default:
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

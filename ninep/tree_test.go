@@ -388,10 +388,43 @@ func listenUnix(t testing.TB) net.Listener {
 	return l
 }
 
+// serveTCP serves srv on a fresh TCP port of 127.0.0.1 and returns its
+// dial string, tcp!host!port. Serve is stopped, and must return, at cleanup.
+func serveTCP(t testing.TB, srv *Server) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveListener(t, srv, l)
+	host, port, _ := net.SplitHostPort(l.Addr().String())
+	return "tcp!" + host + "!" + port
+}
+
+// serveAsUID serves srv on a fresh unix socket whose every peer is host
+// uid uid (as SO_PEERCRED would say of a process running as uid), and
+// returns the socket's path.
+func serveAsUID(t testing.TB, srv *Server, uid int) string {
+	t.Helper()
+	l := listenUnix(t)
+	servePeers(t, srv, l, func(net.Conn) vfs.Peer {
+		return vfs.Peer{Transport: "9p-unix", HostUID: uid, HostGID: uid}
+	})
+	return l.Addr().String()
+}
+
+// serveListener serves srv on l with Serve. Serve is stopped, and must
+// return, at cleanup.
 func serveListener(t testing.TB, srv *Server, l net.Listener) {
+	servePeers(t, srv, l, nil)
+}
+
+// servePeers is serveListener with peerOf naming each connection's peer
+// (see Serve).
+func servePeers(t testing.TB, srv *Server, l net.Listener, peerOf func(net.Conn) vfs.Peer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, l, nil) }()
+	go func() { done <- srv.Serve(ctx, l, peerOf) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

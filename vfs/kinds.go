@@ -288,6 +288,23 @@ func (l *lines) rest() []byte {
 	return b
 }
 
+// turn is a lock that a waiter gives up on when its context ends: reads
+// of one handle take turns. Make it with make(turn, 1).
+type turn chan struct{}
+
+// take waits for the turn until ctx ends.
+func (t turn) take(ctx context.Context) error {
+	select {
+	case t <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// give ends a turn that take began.
+func (t turn) give() { <-t }
+
 // opCtx returns the context a command runs with: it ends when ctx ends (a
 // transport abandoning the request for good) or when the handle is closed
 // (handle, the client gone), whichever comes first.
@@ -453,7 +470,7 @@ func (c *Call) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {
 	if err := c.Access(ctx, cred, WantOf(flags)); err != nil {
 		return nil, err
 	}
-	h := &callHandle{call: c, cred: cred, turn: make(chan struct{}, 1), ready: make(chan struct{})}
+	h := &callHandle{call: c, cred: cred, turn: make(turn, 1), ready: make(chan struct{})}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h, nil
 }
@@ -463,7 +480,7 @@ type callHandle struct {
 	cred   Cred
 	ctx    context.Context // the requests' context: ends when the handle is closed
 	cancel context.CancelFunc
-	turn   chan struct{} // serialises reads; a waiter gives up when its ctx ends
+	turn   turn // serialises reads
 	worker sync.WaitGroup
 
 	mu      sync.Mutex
@@ -484,12 +501,10 @@ var (
 
 // Read returns at most one response frame (see Call).
 func (h *callHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	select {
-	case h.turn <- struct{}{}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
+	if err := h.turn.take(ctx); err != nil {
+		return 0, err
 	}
-	defer func() { <-h.turn }()
+	defer h.turn.give()
 	for {
 		h.mu.Lock()
 		if len(h.answers) > 0 {
@@ -642,7 +657,7 @@ func (s *Stream) Open(ctx context.Context, cred Cred, flags int) (Handle, error)
 	if err != nil {
 		return nil, err
 	}
-	return &streamHandle{sub: sub, turn: make(chan struct{}, 1), noWait: flags&syscall.O_NOFOLLOW != 0}, nil
+	return &streamHandle{sub: sub, turn: make(turn, 1), noWait: flags&syscall.O_NOFOLLOW != 0}, nil
 }
 
 // maxBuffered bounds the records a handle takes from its subscription
@@ -651,7 +666,7 @@ const maxBuffered = 1 << 20
 
 type streamHandle struct {
 	sub  Subscription
-	turn chan struct{} // a lock that a waiter can give up on when ctx ends
+	turn turn // serialises reads
 
 	mu      sync.Mutex
 	left    []byte // records taken from sub, not yet read
@@ -666,12 +681,10 @@ var _ Sizer = (*streamHandle)(nil)
 // handle or ctx says not to (see Stream). Concurrent reads of one handle
 // take turns; each gives up when its own ctx ends. Offsets are ignored.
 func (h *streamHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	select {
-	case h.turn <- struct{}{}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
+	if err := h.turn.take(ctx); err != nil {
+		return 0, err
 	}
-	defer func() { <-h.turn }()
+	defer h.turn.give()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for {

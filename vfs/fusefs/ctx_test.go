@@ -12,24 +12,13 @@ import (
 	"gsvfs.dev/gsvfs/vfs"
 )
 
-// openMeta lets everyone do everything with a synthetic node.
-type openMeta struct {
-	ino uint64
-	dir bool
-}
-
-func (m openMeta) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
-	return vfs.Attr{Ino: m.ino, Mode: vfs.ModeOf(m.dir, 0o777), Synthetic: !m.dir}, nil
-}
-func (openMeta) Access(ctx context.Context, cred vfs.Cred, want vfs.Want) error { return nil }
-
 // TestWriteNotInterrupted: a signal to a process writing a ctl file (the
 // kernel sends INTERRUPT, as it does for the Go runtime's SIGURG) does
 // not cancel the command it runs.
 func TestWriteNotInterrupted(t *testing.T) {
 	started := make(chan struct{}, 1)
 	ended := make(chan error, 1)
-	ctl := &vfs.Ctl{Meta: openMeta{ino: 2}, Exec: func(ctx context.Context, cred vfs.Cred, line string) (string, error) {
+	ctl := &vfs.Ctl{Meta: meta("/ctl", false, 0o777), Exec: func(ctx context.Context, cred vfs.Cred, line string) (string, error) {
 		started <- struct{}{}
 		select {
 		case <-ctx.Done():
@@ -38,7 +27,7 @@ func TestWriteNotInterrupted(t *testing.T) {
 		ended <- ctx.Err()
 		return "", ctx.Err()
 	}}
-	mnt := mountRoot(t, vfs.NewDir(openMeta{ino: 1, dir: true}, vfs.DirEntry{Name: "ctl", Node: ctl}))
+	mnt := mountRoot(t, vfs.NewDir(meta("/", true, 0o777), vfs.DirEntry{Name: "ctl", Node: ctl}))
 	cmd := exec.Command("sh", "-c", `trap 'echo trapped >&2' USR1; echo go > "$1"`, "sh", filepath.Join(mnt, "ctl"))
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {

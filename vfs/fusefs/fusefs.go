@@ -14,16 +14,16 @@
 // and report the size the tree gives (0 for most; a vfs.Backed file its
 // file's size; a stat through an open vfs.Sizer handle that handle's
 // size); other files go through the page cache, which is dropped on every
-// open.
+// open. A synthetic file whose handle is a vfs.BackingFiler (a vfs.Backed
+// file) is read by the kernel itself from the handle's real file (FUSE
+// passthrough) when the daemon may register backing files (root), and
+// otherwise with direct I/O like the rest; see backedHandle.
 //
 // A read on a non-blocking descriptor reaches the tree with a context
 // marked vfs.WithNonblocking; opens pass O_NONBLOCK and O_NOFOLLOW on to
 // vfs File.Open. Writes and flushes are never cancelled: their INTERRUPT
 // may be the Go runtime's SIGURG, and a command that has started runs to
-// its end (vfs.Handle.Write). A synthetic file whose handle is a vfs.BackingFiler (a
-// vfs.Backed file) is read by the kernel itself from the handle's real file
-// (FUSE passthrough) when the daemon may register backing files (root), and
-// otherwise with direct I/O like the rest; see backedHandle.
+// its end (vfs.Handle.Write).
 //
 // Permissions are the tree's: the mount is made without default_permissions,
 // so the kernel checks nothing itself and asks the tree (through Open,

@@ -516,29 +516,15 @@ func (k *Kernel) registerFileIO() {
 		if a.Max > 0 {
 			limit = a.Max
 		}
-		notRegular := E("/"+rel, Invalid, msg("not a regular file"))
 		if !fi.Mode().IsRegular() {
-			return nil, notRegular
+			return nil, E("/"+rel, Invalid, msg("not a regular file"))
 		}
 		if fi.Size() > limit {
 			return nil, E("/"+rel, Invalid, Msgf("file is larger than %d bytes", limit))
 		}
-		// O_NONBLOCK: a file swapped for a FIFO since the check must
-		// not block the open; the descriptor is checked again.
-		f, err := k.openData(rel, os.O_RDONLY|unix.O_NONBLOCK, 0)
+		b, err := k.readFileData(rel, limit)
 		if err != nil {
 			return nil, E("/"+rel, err)
-		}
-		defer f.Close()
-		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-			return nil, notRegular
-		}
-		b, err := io.ReadAll(io.LimitReader(f, limit+1))
-		if err != nil {
-			return nil, E("/"+rel, err)
-		}
-		if int64(len(b)) > limit {
-			return nil, E("/"+rel, Invalid, Msgf("file is larger than %d bytes", limit))
 		}
 		return b, nil
 	})

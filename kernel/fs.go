@@ -143,14 +143,22 @@ func allowed(id *Identity, o owner, mode fs.FileMode, want vfs.Want) bool {
 // access checks that id may search every directory above rel and use rel
 // itself as want says (want 0: only reach it). It returns rel's FileInfo.
 func (k *Kernel) access(ctx context.Context, id *Identity, rel string, want vfs.Want) (fs.FileInfo, error) {
+	if err := k.searchAbove(ctx, id, rel); err != nil {
+		return nil, err
+	}
+	return k.usable(ctx, id, rel, want)
+}
+
+// searchAbove checks that id may search every directory above rel.
+func (k *Kernel) searchAbove(ctx context.Context, id *Identity, rel string) error {
 	for i := 0; i < len(rel); i++ {
 		if rel[i] == '/' {
 			if err := k.searchable(ctx, id, rel[:i], rel); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	return k.usable(ctx, id, rel, want)
+	return nil
 }
 
 // accessStep is access for a path walked one name at a time, as the
@@ -200,12 +208,8 @@ func (k *Kernel) lstatStep(ctx context.Context, id *Identity, rel string) (fs.Fi
 // checks that every directory above rel is searchable and returns rel's
 // own FileInfo.
 func (k *Kernel) reach(ctx context.Context, id *Identity, rel string) (fs.FileInfo, error) {
-	for i := 0; i < len(rel); i++ {
-		if rel[i] == '/' {
-			if err := k.searchable(ctx, id, rel[:i], rel); err != nil {
-				return nil, err
-			}
-		}
+	if err := k.searchAbove(ctx, id, rel); err != nil {
+		return nil, err
 	}
 	fi, err := k.lstatData(rel)
 	if err != nil {

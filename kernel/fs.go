@@ -264,11 +264,8 @@ func (k *Kernel) usableInfo(ctx context.Context, id *Identity, rel string, want 
 // with RESOLVE_NO_SYMLINKS (which yields the link itself for a final one),
 // then fstat. A link in the middle of rel is ELOOP.
 func (k *Kernel) lstatData(rel string) (fs.FileInfo, error) {
-	if k.dataFD == nil {
-		return k.data.Lstat(rel)
-	}
 	// A raw descriptor: an *os.File costs more than the stat itself.
-	fd, err := k.openPath(rel, 0)
+	fd, err := k.openPath(rel)
 	if err == unix.ENOSYS {
 		return k.data.Lstat(rel) // no openat2: the os.Root's own walk
 	}
@@ -289,18 +286,10 @@ func (k *Kernel) lstatData(rel string) (fs.FileInfo, error) {
 // stat-ed relative to it. dir is nil if the parent could not be stat-ed;
 // otherwise err concerns rel (or says that dir is not a directory).
 func (k *Kernel) lstatPair(rel string) (dir, fi fs.FileInfo, err error) {
-	if k.dataFD == nil {
-		i := strings.LastIndexByte(rel, '/')
-		if dir, err = k.lstatData(rel[:i]); err != nil {
-			return nil, nil, err
-		}
-		fi, err = k.lstatData(rel)
-		return dir, fi, err
-	}
 	i := strings.LastIndexByte(rel, '/')
 	parent, name := rel[:i], rel[i+1:]
-	fd, err := k.openPath(parent, 0)
-	if err == unix.ENOSYS {
+	fd, err := k.openPath(parent)
+	if err == unix.ENOSYS { // no openat2: the os.Root's own walks
 		if dir, err = k.data.Lstat(parent); err != nil {
 			return nil, nil, err
 		}
@@ -325,13 +314,17 @@ func (k *Kernel) lstatPair(rel string) (dir, fi fs.FileInfo, err error) {
 	return dir, &statInfo{name: name, st: st}, nil
 }
 
-// openPath opens rel (a final symlink itself) with O_PATH|extra beneath the
-// data root, following no symbolic link, and returns the raw descriptor.
-// The data root's descriptor must be open.
-func (k *Kernel) openPath(rel string, extra int) (int, error) {
+// openPath opens rel (a final symlink itself) with O_PATH beneath the data
+// root, following no symbolic link, and returns the raw descriptor. It is
+// ENOSYS where there is no openat2 (or no descriptor of the data root):
+// the caller then walks with the os.Root.
+func (k *Kernel) openPath(rel string) (int, error) {
+	if k.dataFD == nil {
+		return -1, unix.ENOSYS
+	}
 	for {
 		fd, err := unix.Openat2(int(k.dataFD.Fd()), rel, &unix.OpenHow{
-			Flags:   uint64(unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC | extra),
+			Flags:   uint64(unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC),
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
 		})
 		if err != unix.EINTR && err != unix.EAGAIN {

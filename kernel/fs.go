@@ -971,7 +971,7 @@ func (k *Kernel) writeFile(ctx context.Context, id *Identity, rel string, conten
 		return err
 	}
 	tmp := tmpDir + "/" + randomText(10)
-	f, err := k.data.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
+	f, err := k.openData(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return E("/"+rel, err)
 	}
@@ -980,13 +980,13 @@ func (k *Kernel) writeFile(ctx context.Context, id *Identity, rel string, conten
 		werr = cerr
 	}
 	if werr == nil {
-		werr = k.data.Chmod(tmp, mode)
+		werr = k.chmodData(tmp, mode)
 	}
 	if werr == nil {
 		werr = k.renameData(tmp, rel)
 	}
 	if werr != nil {
-		k.data.Remove(tmp)
+		k.removeData(tmp, false)
 		return E("/"+rel, werr)
 	}
 	return nil

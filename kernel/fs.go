@@ -187,16 +187,12 @@ func (k *Kernel) lstatStep(ctx context.Context, id *Identity, rel string) (fs.Fi
 		return fi, nil
 	}
 	dir, fi, err := k.lstatPair(rel)
-	if err != nil {
-		if dir == nil {
-			return nil, E("/"+rel, err)
-		}
-		if !dir.IsDir() {
-			return nil, E("/"+rel, syscall.ENOTDIR)
-		}
+	if dir == nil {
+		return nil, E("/"+rel, err)
 	}
-	if err := k.searchableInfo(ctx, id, rel[:i], rel, dir); err != nil {
-		return nil, err
+	// The parent's search permission comes before any error about rel.
+	if serr := k.searchableInfo(ctx, id, rel[:i], rel, dir); serr != nil {
+		return nil, serr
 	}
 	if err != nil {
 		return nil, E("/"+rel, err)

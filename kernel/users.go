@@ -339,12 +339,16 @@ func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
 	hooks := k.userCreatedHooks()
 	err := k.Store.Tx(ctx, func(tx *sql.Tx) error {
 		var n int
-		tx.QueryRow(`SELECT count(*) FROM users WHERE username=?`, a.Username).Scan(&n)
+		if err := tx.QueryRow(`SELECT count(*) FROM users WHERE username=?`, a.Username).Scan(&n); err != nil {
+			return err
+		}
 		if n > 0 {
 			return E("sys.user.add", a.Username, Busy, msg("user already exists"))
 		}
 		if a.HostUID != nil {
-			tx.QueryRow(`SELECT count(*) FROM users WHERE host_uid=?`, *a.HostUID).Scan(&n)
+			if err := tx.QueryRow(`SELECT count(*) FROM users WHERE host_uid=?`, *a.HostUID).Scan(&n); err != nil {
+				return err
+			}
 			if n > 0 {
 				return E("sys.user.add", a.Username, Busy, Msgf("host uid %d already maps to a user", *a.HostUID))
 			}
@@ -356,7 +360,9 @@ func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
 			u.Uid = uint32(*a.Uid)
 		} else {
 			var max sql.NullInt64
-			tx.QueryRow(`SELECT max(uid) FROM users WHERE uid >= ? AND uid < 60000`, FirstUID).Scan(&max)
+			if err := tx.QueryRow(`SELECT max(uid) FROM users WHERE uid >= ? AND uid < 60000`, FirstUID).Scan(&max); err != nil {
+				return err
+			}
 			u.Uid = FirstUID
 			if max.Valid {
 				u.Uid = uint32(max.Int64) + 1

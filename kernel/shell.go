@@ -272,7 +272,7 @@ func (k *Kernel) shellEnv(id *Identity, dir string) []string {
 func (k *Kernel) startShell(id *Identity, dir, input string, timeout time.Duration) (*shellJob, error) {
 	j := &shellJob{stopping: make(chan struct{}), done: make(chan struct{})}
 	if !k.shells.add(j) {
-		return nil, E("shell", Msgf("the daemon is shutting down"))
+		return nil, E("shell", msg("the daemon is shutting down"))
 	}
 	started := make(chan error, 1)
 	go k.runShell(j, id, dir, input, timeout, started)

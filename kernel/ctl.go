@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"encoding/json"
-	"sort"
 	"strings"
 	"unicode/utf8"
 )
@@ -45,17 +44,16 @@ func (l CtlLine) LookupOpt(key string) (string, bool) {
 
 // unusedOpt returns a 400 naming an option the verb did not read, if any.
 func (l CtlLine) unusedOpt() error {
-	var unknown []string
+	first := "" // the first in sort order, so that the error is stable
 	for k := range l.Opts {
-		if !l.read[k] {
-			unknown = append(unknown, k)
+		if !l.read[k] && (first == "" || k < first) {
+			first = k
 		}
 	}
-	if len(unknown) == 0 {
+	if first == "" {
 		return nil
 	}
-	sort.Strings(unknown)
-	return E(Invalid, Msgf("unknown option %q", unknown[0]))
+	return E(Invalid, Msgf("unknown option %q", first))
 }
 
 // Text returns the text after the verb (Rest) for verbs that carry free

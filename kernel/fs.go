@@ -143,14 +143,22 @@ func allowed(id *Identity, o owner, mode fs.FileMode, want vfs.Want) bool {
 // access checks that id may search every directory above rel and use rel
 // itself as want says (want 0: only reach it). It returns rel's FileInfo.
 func (k *Kernel) access(ctx context.Context, id *Identity, rel string, want vfs.Want) (fs.FileInfo, error) {
+	if err := k.searchAbove(ctx, id, rel); err != nil {
+		return nil, err
+	}
+	return k.usable(ctx, id, rel, want)
+}
+
+// searchAbove checks that id may search every directory above rel.
+func (k *Kernel) searchAbove(ctx context.Context, id *Identity, rel string) error {
 	for i := 0; i < len(rel); i++ {
 		if rel[i] == '/' {
 			if err := k.searchable(ctx, id, rel[:i], rel); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	return k.usable(ctx, id, rel, want)
+	return nil
 }
 
 // accessStep is access for a path walked one name at a time, as the
@@ -179,16 +187,12 @@ func (k *Kernel) lstatStep(ctx context.Context, id *Identity, rel string) (fs.Fi
 		return fi, nil
 	}
 	dir, fi, err := k.lstatPair(rel)
-	if err != nil {
-		if dir == nil {
-			return nil, E("/"+rel, err)
-		}
-		if !dir.IsDir() {
-			return nil, E("/"+rel, syscall.ENOTDIR)
-		}
+	if dir == nil {
+		return nil, E("/"+rel, err)
 	}
-	if err := k.searchableInfo(ctx, id, rel[:i], rel, dir); err != nil {
-		return nil, err
+	// The parent's search permission comes before any error about rel.
+	if serr := k.searchableInfo(ctx, id, rel[:i], rel, dir); serr != nil {
+		return nil, serr
 	}
 	if err != nil {
 		return nil, E("/"+rel, err)
@@ -200,12 +204,8 @@ func (k *Kernel) lstatStep(ctx context.Context, id *Identity, rel string) (fs.Fi
 // checks that every directory above rel is searchable and returns rel's
 // own FileInfo.
 func (k *Kernel) reach(ctx context.Context, id *Identity, rel string) (fs.FileInfo, error) {
-	for i := 0; i < len(rel); i++ {
-		if rel[i] == '/' {
-			if err := k.searchable(ctx, id, rel[:i], rel); err != nil {
-				return nil, err
-			}
-		}
+	if err := k.searchAbove(ctx, id, rel); err != nil {
+		return nil, err
 	}
 	fi, err := k.lstatData(rel)
 	if err != nil {
@@ -260,11 +260,8 @@ func (k *Kernel) usableInfo(ctx context.Context, id *Identity, rel string, want 
 // with RESOLVE_NO_SYMLINKS (which yields the link itself for a final one),
 // then fstat. A link in the middle of rel is ELOOP.
 func (k *Kernel) lstatData(rel string) (fs.FileInfo, error) {
-	if k.dataFD == nil {
-		return k.data.Lstat(rel)
-	}
 	// A raw descriptor: an *os.File costs more than the stat itself.
-	fd, err := k.openPath(rel, 0)
+	fd, err := k.openPath(rel)
 	if err == unix.ENOSYS {
 		return k.data.Lstat(rel) // no openat2: the os.Root's own walk
 	}
@@ -285,18 +282,10 @@ func (k *Kernel) lstatData(rel string) (fs.FileInfo, error) {
 // stat-ed relative to it. dir is nil if the parent could not be stat-ed;
 // otherwise err concerns rel (or says that dir is not a directory).
 func (k *Kernel) lstatPair(rel string) (dir, fi fs.FileInfo, err error) {
-	if k.dataFD == nil {
-		i := strings.LastIndexByte(rel, '/')
-		if dir, err = k.lstatData(rel[:i]); err != nil {
-			return nil, nil, err
-		}
-		fi, err = k.lstatData(rel)
-		return dir, fi, err
-	}
 	i := strings.LastIndexByte(rel, '/')
 	parent, name := rel[:i], rel[i+1:]
-	fd, err := k.openPath(parent, 0)
-	if err == unix.ENOSYS {
+	fd, err := k.openPath(parent)
+	if err == unix.ENOSYS { // no openat2: the os.Root's own walks
 		if dir, err = k.data.Lstat(parent); err != nil {
 			return nil, nil, err
 		}
@@ -321,13 +310,17 @@ func (k *Kernel) lstatPair(rel string) (dir, fi fs.FileInfo, err error) {
 	return dir, &statInfo{name: name, st: st}, nil
 }
 
-// openPath opens rel (a final symlink itself) with O_PATH|extra beneath the
-// data root, following no symbolic link, and returns the raw descriptor.
-// The data root's descriptor must be open.
-func (k *Kernel) openPath(rel string, extra int) (int, error) {
+// openPath opens rel (a final symlink itself) with O_PATH beneath the data
+// root, following no symbolic link, and returns the raw descriptor. It is
+// ENOSYS where there is no openat2 (or no descriptor of the data root):
+// the caller then walks with the os.Root.
+func (k *Kernel) openPath(rel string) (int, error) {
+	if k.dataFD == nil {
+		return -1, unix.ENOSYS
+	}
 	for {
 		fd, err := unix.Openat2(int(k.dataFD.Fd()), rel, &unix.OpenHow{
-			Flags:   uint64(unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC | extra),
+			Flags:   uint64(unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC),
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
 		})
 		if err != unix.EINTR && err != unix.EAGAIN {
@@ -516,29 +509,15 @@ func (k *Kernel) registerFileIO() {
 		if a.Max > 0 {
 			limit = a.Max
 		}
-		notRegular := E("/"+rel, Invalid, msg("not a regular file"))
 		if !fi.Mode().IsRegular() {
-			return nil, notRegular
+			return nil, E("/"+rel, Invalid, msg("not a regular file"))
 		}
 		if fi.Size() > limit {
 			return nil, E("/"+rel, Invalid, Msgf("file is larger than %d bytes", limit))
 		}
-		// O_NONBLOCK: a file swapped for a FIFO since the check must
-		// not block the open; the descriptor is checked again.
-		f, err := k.openData(rel, os.O_RDONLY|unix.O_NONBLOCK, 0)
+		b, err := k.readFileData(rel, limit)
 		if err != nil {
 			return nil, E("/"+rel, err)
-		}
-		defer f.Close()
-		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-			return nil, notRegular
-		}
-		b, err := io.ReadAll(io.LimitReader(f, limit+1))
-		if err != nil {
-			return nil, E("/"+rel, err)
-		}
-		if int64(len(b)) > limit {
-			return nil, E("/"+rel, Invalid, Msgf("file is larger than %d bytes", limit))
 		}
 		return b, nil
 	})
@@ -988,7 +967,7 @@ func (k *Kernel) writeFile(ctx context.Context, id *Identity, rel string, conten
 		return err
 	}
 	tmp := tmpDir + "/" + randomText(10)
-	f, err := k.data.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
+	f, err := k.openData(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return E("/"+rel, err)
 	}
@@ -997,13 +976,13 @@ func (k *Kernel) writeFile(ctx context.Context, id *Identity, rel string, conten
 		werr = cerr
 	}
 	if werr == nil {
-		werr = k.data.Chmod(tmp, mode)
+		werr = k.chmodData(tmp, mode)
 	}
 	if werr == nil {
 		werr = k.renameData(tmp, rel)
 	}
 	if werr != nil {
-		k.data.Remove(tmp)
+		k.removeData(tmp, false)
 		return E("/"+rel, werr)
 	}
 	return nil

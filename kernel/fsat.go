@@ -116,17 +116,9 @@ func (k *Kernel) removeData(rel string, dir bool) error {
 
 // renameData renames old to new, replacing new as rename(2) does.
 func (k *Kernel) renameData(old, new string) error {
-	od, oname, err := k.atParent(old)
-	if err != nil {
-		return err
-	}
-	defer od.Close()
-	nd, nname, err := k.atParent(new)
-	if err != nil {
-		return err
-	}
-	defer nd.Close()
-	return atErr("rename", old, retryEINTR(func() error { return unix.Renameat(int(od.Fd()), oname, int(nd.Fd()), nname) }))
+	return k.atPair("rename", old, old, new, func(od int, oname string, nd int, nname string) error {
+		return unix.Renameat(od, oname, nd, nname)
+	})
 }
 
 // symlinkData makes rel a symbolic link to target.
@@ -142,6 +134,15 @@ func (k *Kernel) symlinkData(target, rel string) error {
 // linkData makes new another name of old (a symbolic link itself, not its
 // target, if old is one).
 func (k *Kernel) linkData(old, new string) error {
+	return k.atPair("link", new, old, new, func(od int, oname string, nd int, nname string) error {
+		return unix.Linkat(od, oname, nd, nname, 0)
+	})
+}
+
+// atPair opens the parents of old and new (as atParent) and runs the *at
+// call fn on them and the last names, retrying on EINTR; fn's error is the
+// error of op on rel.
+func (k *Kernel) atPair(op, rel, old, new string, fn func(od int, oname string, nd int, nname string) error) error {
 	od, oname, err := k.atParent(old)
 	if err != nil {
 		return err
@@ -152,7 +153,7 @@ func (k *Kernel) linkData(old, new string) error {
 		return err
 	}
 	defer nd.Close()
-	return atErr("link", new, retryEINTR(func() error { return unix.Linkat(int(od.Fd()), oname, int(nd.Fd()), nname, 0) }))
+	return atErr(op, rel, retryEINTR(func() error { return fn(int(od.Fd()), oname, int(nd.Fd()), nname) }))
 }
 
 // readlinkData returns the target of the symbolic link rel.

@@ -272,7 +272,7 @@ func (k *Kernel) shellEnv(id *Identity, dir string) []string {
 func (k *Kernel) startShell(id *Identity, dir, input string, timeout time.Duration) (*shellJob, error) {
 	j := &shellJob{stopping: make(chan struct{}), done: make(chan struct{})}
 	if !k.shells.add(j) {
-		return nil, E("shell", Msgf("the daemon is shutting down"))
+		return nil, E("shell", msg("the daemon is shutting down"))
 	}
 	started := make(chan error, 1)
 	go k.runShell(j, id, dir, input, timeout, started)
@@ -316,7 +316,7 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 	pid := cmd.Process.Pid
 	guard, guardW, err := startGuard(pid)
 	if err != nil {
-		killGroup(k, pid, syscall.SIGKILL)
+		k.killGroup(pid, syscall.SIGKILL)
 		cmd.Wait()
 		started <- E("shell", Msgf("starting the command's guard: %v", causeText(err)))
 		return
@@ -352,11 +352,11 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 			return
 		case <-j.stopping:
 		}
-		killGroup(k, pid, syscall.SIGTERM)
+		k.killGroup(pid, syscall.SIGTERM)
 		select {
 		case <-exited:
 		case <-time.After(shellKillGrace):
-			killGroup(k, pid, syscall.SIGKILL)
+			k.killGroup(pid, syscall.SIGKILL)
 		}
 	}()
 
@@ -378,16 +378,14 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 	case <-drained:
 	case <-time.After(shellDrainGrace):
 	}
-	killGroup(k, pid, syscall.SIGKILL)
+	k.killGroup(pid, syscall.SIGKILL)
 	pr.SetReadDeadline(time.Now())
 	<-drained
 	<-stopperDone
 	guard.Process.Kill() // the group is dead: the guard has nothing to do
 	guard.Wait()
-	if werr == nil {
-		werr = cmd.Wait()
-	} else {
-		cmd.Wait()
+	if err := cmd.Wait(); werr == nil {
+		werr = err
 	}
 
 	output, truncated := out.text()
@@ -461,7 +459,7 @@ func waitExited(pid int) error {
 }
 
 // killGroup sends sig to the process group pgid.
-func killGroup(k *Kernel, pgid int, sig syscall.Signal) {
+func (k *Kernel) killGroup(pgid int, sig syscall.Signal) {
 	if err := syscall.Kill(-pgid, sig); err != nil && err != syscall.ESRCH {
 		k.log.Warn("shell.exec: signalling the command's group", "pgid", pgid, "signal", sig, "err", err)
 	}

@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"fmt"
 	"unicode"
 	"unicode/utf8"
 )
@@ -17,14 +16,14 @@ const MaxLabel = 256
 // forge a line or a terminal sequence. The error is Invalid and names field.
 func CheckText(field, s string, max int) error {
 	if len(s) > max {
-		return E(Invalid, msg(fmt.Sprintf("%s is %d bytes; the limit is %d", field, len(s), max)))
+		return E(Invalid, Msgf("%s is %d bytes; the limit is %d", field, len(s), max))
 	}
 	if !utf8.ValidString(s) {
-		return E(Invalid, msg(field+" is not valid UTF-8"))
+		return E(Invalid, Msgf("%s is not valid UTF-8", field))
 	}
 	for i, r := range s {
 		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
-			return E(Invalid, msg(fmt.Sprintf("%s has a control character %U at byte %d", field, r, i)))
+			return E(Invalid, Msgf("%s has a control character %U at byte %d", field, r, i))
 		}
 	}
 	return nil

@@ -250,15 +250,8 @@ type leases struct {
 func (ls *leases) get(tokenID string, expires sql.NullInt64) *lease {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if l := ls.m[tokenID]; l != nil {
-		return l
-	}
-	l := &lease{tokenID: tokenID, done: make(chan struct{})}
-	if ls.m == nil {
-		ls.m = map[string]*lease{}
-	}
-	ls.m[tokenID] = l
-	if expires.Valid && !ls.stopped {
+	l, made := ls.leaseLocked(tokenID)
+	if made && expires.Valid && !ls.stopped {
 		l.timer = time.AfterFunc(time.Until(time.UnixMilli(expires.Int64)), func() { ls.end(tokenID) })
 	}
 	return l
@@ -269,14 +262,7 @@ func (ls *leases) get(tokenID string, expires sql.NullInt64) *lease {
 func (ls *leases) end(tokenID string) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	l := ls.m[tokenID]
-	if l == nil {
-		if ls.m == nil {
-			ls.m = map[string]*lease{}
-		}
-		l = &lease{tokenID: tokenID, done: make(chan struct{})}
-		ls.m[tokenID] = l
-	}
+	l, _ := ls.leaseLocked(tokenID)
 	select {
 	case <-l.done:
 	default:
@@ -285,6 +271,19 @@ func (ls *leases) end(tokenID string) {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
+}
+
+// leaseLocked returns the lease of tokenID, and whether it made it now.
+func (ls *leases) leaseLocked(tokenID string) (l *lease, made bool) {
+	if l := ls.m[tokenID]; l != nil {
+		return l, false
+	}
+	if ls.m == nil {
+		ls.m = map[string]*lease{}
+	}
+	l = &lease{tokenID: tokenID, done: make(chan struct{})}
+	ls.m[tokenID] = l
+	return l, true
 }
 
 // stop stops every expiry timer (the kernel is closing).

@@ -33,7 +33,7 @@ var userCaps = []string{
 type UserHook func(tx *sql.Tx, u *User) error
 
 // OnUserCreated registers h to run whenever a user is created: by
-// sys.user.add, by sys.setup's first user, or by the seed of root. h runs
+// sys.user.add or by sys.setup's first user. h runs
 // inside the store transaction that inserts the user (a fn of Store.Tx,
 // after the user's row and group membership are written), so that the
 // user and what h writes exist together or not at all: an error from h
@@ -43,8 +43,9 @@ type UserHook func(tx *sql.Tx, u *User) error
 //
 // Subsystems register their hooks before the kernel serves, as they
 // register their syscalls. A user created before a hook was registered
-// (root, whom Open makes) is not seen by it: a subsystem that keeps a
-// record per user makes the missing ones when it starts, from Users.
+// is not seen by it, and root, whom Open makes before anyone can register
+// a hook, never is: a subsystem that keeps a record per user makes the
+// missing ones when it starts, from Users.
 func (k *Kernel) OnUserCreated(h UserHook) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -71,7 +72,6 @@ func runUserHooks(tx *sql.Tx, hooks []UserHook, u *User) error {
 // seed makes root, the root and users groups and the default config, once.
 func (k *Kernel) seed() error {
 	ctx := context.Background()
-	hooks := k.userCreatedHooks()
 	err := k.Store.Tx(ctx, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRow(`SELECT count(*) FROM users WHERE uid=0`).Scan(&n); err != nil {
@@ -80,16 +80,13 @@ func (k *Kernel) seed() error {
 		if n > 0 {
 			return nil
 		}
-		host := 0
-		root := &User{Uid: RootUID, Gid: RootGID, Username: "root", Home: "/home/root", Gecos: "root", HostUID: &host, Created: now()}
 		stmts := []struct {
 			q    string
 			args []any
 		}{
 			{`INSERT INTO groups(gid,name) VALUES(0,'root'),(100,'users')`, nil},
 			{`INSERT INTO group_caps(gid,cap) VALUES(0,'*')`, nil},
-			{`INSERT INTO users(uid,username,gid,home,host_uid,gecos,created_at) VALUES(?,?,?,?,?,?,?)`,
-				[]any{root.Uid, root.Username, root.Gid, root.Home, *root.HostUID, root.Gecos, root.Created}},
+			{`INSERT INTO users(uid,username,gid,home,host_uid,gecos,created_at) VALUES(0,'root',0,'/home/root',0,'root',?)`, []any{now()}},
 		}
 		for _, c := range userCaps {
 			stmts = append(stmts, struct {
@@ -108,7 +105,7 @@ func (k *Kernel) seed() error {
 				return err
 			}
 		}
-		return runUserHooks(tx, hooks, root)
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)
@@ -342,12 +339,16 @@ func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
 	hooks := k.userCreatedHooks()
 	err := k.Store.Tx(ctx, func(tx *sql.Tx) error {
 		var n int
-		tx.QueryRow(`SELECT count(*) FROM users WHERE username=?`, a.Username).Scan(&n)
+		if err := tx.QueryRow(`SELECT count(*) FROM users WHERE username=?`, a.Username).Scan(&n); err != nil {
+			return err
+		}
 		if n > 0 {
 			return E("sys.user.add", a.Username, Busy, msg("user already exists"))
 		}
 		if a.HostUID != nil {
-			tx.QueryRow(`SELECT count(*) FROM users WHERE host_uid=?`, *a.HostUID).Scan(&n)
+			if err := tx.QueryRow(`SELECT count(*) FROM users WHERE host_uid=?`, *a.HostUID).Scan(&n); err != nil {
+				return err
+			}
 			if n > 0 {
 				return E("sys.user.add", a.Username, Busy, Msgf("host uid %d already maps to a user", *a.HostUID))
 			}
@@ -359,7 +360,9 @@ func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
 			u.Uid = uint32(*a.Uid)
 		} else {
 			var max sql.NullInt64
-			tx.QueryRow(`SELECT max(uid) FROM users WHERE uid >= ? AND uid < 60000`, FirstUID).Scan(&max)
+			if err := tx.QueryRow(`SELECT max(uid) FROM users WHERE uid >= ? AND uid < 60000`, FirstUID).Scan(&max); err != nil {
+				return err
+			}
 			u.Uid = FirstUID
 			if max.Valid {
 				u.Uid = uint32(max.Int64) + 1

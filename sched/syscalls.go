@@ -173,16 +173,11 @@ func (m *Manager) registerSyscalls() {
 		}
 		if len(failed) > 0 {
 			r := failed[0]
-			kind := kernel.Other
-			if r.err != nil {
-				kind = kernel.Kind(kernel.Code(r.err))
-			}
+			// A failed run has its error's kind (Other without one); a
+			// skipped one is Busy: its previous run is still going.
+			kind, what := kernel.Kind(kernel.Code(r.err)), "run failed"
 			if r.Status == "skipped" {
-				kind = kernel.Busy
-			}
-			what := "run failed"
-			if r.Status == "skipped" {
-				what = "run skipped"
+				kind, what = kernel.Busy, "run skipped"
 			}
 			if len(results) > 1 {
 				what = fmt.Sprintf("%d of %d runs failed; the first", len(failed), len(results))

@@ -140,7 +140,7 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 		msgs, err := m.preflight(ctx, pr, r, p)
 		if err != nil {
 			if ctx.Err() != nil {
-				// Fix: an abort (or Close) during preflight is not a
+				// An abort (or Close) during preflight is not a
 				// refusal to record in the conversation.
 				return "aborted", nil
 			}
@@ -158,11 +158,11 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 		}
 		seen := map[string]bool{}
 		for i := range resp.ToolCalls {
-			// Fix: a call id must be unique within the run, because HIL
-			// answers are found by (run, call id). Providers that number
-			// their calls (the scripted one, some local servers) reuse
-			// ids, e.g. after a restart; a reused id was taken as already
-			// approved (or denied) and ran without asking.
+			// A call id is unique within the run, because HIL answers
+			// are found by (run, call id). Providers that number their
+			// calls (the scripted one, some local servers) reuse ids,
+			// e.g. after a restart: a reused id would be taken as already
+			// approved (or denied) and run without asking.
 			if id := resp.ToolCalls[i].ID; id == "" || seen[id] || m.callIDUsed(ctx, pr.pid, r.id, id) {
 				resp.ToolCalls[i].ID = newID("call_")
 			}

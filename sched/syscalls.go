@@ -309,10 +309,10 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 // rearm arms s as stored.
 func (m *Manager) rearm(s *Schedule) {
 	if s.Enabled && s.State.NextRunAtMs != nil {
-		// Fix: a one-shot's stored next time is its due time until its run
-		// ends; re-arming it while that run goes on (an update of its
-		// metadata) fired it again at once, recorded as a spurious skipped
-		// run. The run's advance arms whatever follows.
+		// A one-shot's stored next time is its due time until its run
+		// ends: re-arming it while that run goes on (an update of its
+		// metadata) would fire it again at once. The run's advance arms
+		// whatever follows.
 		if *s.State.NextRunAtMs <= m.clock.Now().UnixMilli() && m.isRunning(s.ID) {
 			return
 		}

@@ -772,7 +772,8 @@ type AddArgs struct {
 	RetryPolicy   *Retry     `json:"retryPolicy"`
 }
 
-// add creates a schedule owned by owner; its name must be unused.
+// add creates a schedule owned by owner; its name must be unused. A cron
+// expression states its zone (fillZone, before the transaction).
 func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner uint32, a *AddArgs) (*Schedule, error) {
 	if a.Name == "" {
 		a.Name = newID()[4:]
@@ -781,9 +782,6 @@ func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner ui
 		return nil, err
 	}
 	now := m.clock.Now()
-	if a.Expression.Kind == "cron" && a.Expression.Timezone == "" {
-		a.Expression.Timezone = m.defaultZone(ctx)
-	}
 	if err := a.Expression.validate(now); err != nil {
 		return nil, kernel.E(a.Name, kernel.Invalid, err)
 	}

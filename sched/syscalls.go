@@ -95,6 +95,7 @@ func (m *Manager) registerSyscalls() {
 		if err := m.checkReach(ctx, uid, a.Name, &a.Target); err != nil {
 			return nil, err
 		}
+		m.fillZone(ctx, &a.Expression)
 		var s *Schedule
 		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 			var err error
@@ -120,6 +121,7 @@ func (m *Manager) registerSyscalls() {
 				return nil, err
 			}
 		}
+		m.fillZone(ctx, a.Patch.Expression)
 		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 			var err error
 			s, err = m.update(ctx, tx, s, &a.Patch)
@@ -225,7 +227,8 @@ func (m *Manager) runNow(ctx context.Context, c *kernel.Caller, a *runArgs) ([]R
 	return results, nil
 }
 
-// update applies a patch to s and stores it.
+// update applies a patch to s and stores it. A cron expression states
+// its zone (fillZone, before the transaction).
 func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) (*Schedule, error) {
 	now := m.clock.Now()
 	if p.Name != nil {
@@ -250,9 +253,6 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 	}
 	recompute := false
 	if p.Expression != nil {
-		if p.Expression.Kind == "cron" && p.Expression.Timezone == "" {
-			p.Expression.Timezone = m.defaultZone(ctx)
-		}
 		if err := p.Expression.validate(now); err != nil {
 			return nil, kernel.E(s.Name, kernel.Invalid, err)
 		}

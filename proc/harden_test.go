@@ -10,8 +10,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,38 +24,11 @@ import (
 	"gsvfs.dev/gsvfs/vfs"
 )
 
-// cfgHarness is a ptHarness whose models come from the kernel's config
+// newCfgHarness is a ptHarness whose models come from the kernel's config
 // (no injected provider), as in the daemon.
 func newCfgHarness(t *testing.T) *ptHarness {
 	t.Helper()
-	h := &ptHarness{t: t, dir: t.TempDir()}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	k, err := kernel.Open(kernel.Config{StateDir: h.dir, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.EnsureSetup(context.Background(), "root", 0); err != nil {
-		t.Fatal(err)
-	}
-	m, err := Register(k, Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.k, h.m = k, m
-	t.Cleanup(h.close)
-	for _, name := range []string{"alice", "bob"} {
-		h.must(h.root0(), "sys.user.add", map[string]any{"username": name}, nil)
-	}
-	h.identities()
-	return h
-}
-
-func (h *ptHarness) root0() *kernel.Identity {
-	id, err := h.k.IdentityOf(context.Background(), 0)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return id
+	return startPT(&ptHarness{t: t, dir: t.TempDir(), fromConfig: true})
 }
 
 // setCfg sets config keys as id (root: config/ai/..., a user: users/<uid>/ai/...).

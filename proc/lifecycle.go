@@ -96,14 +96,12 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 	}
 	pr := m.proc(p.Pid, p.Uid)
 	if !inRun {
-		// Fix: the compaction used to hold pr.mu throughout, including
-		// the model call of a generated summary (up to two minutes):
-		// status reads, sends, aborts and HIL answers of the whole
-		// process blocked meanwhile, and a second compaction of the
-		// conversation waited and then compacted again. Now the
-		// conversation is marked as being compacted instead: no run
-		// starts in it (messages to it queue) and a second compaction
-		// is refused.
+		// The compaction does not hold pr.mu throughout: the model call
+		// of a generated summary can take two minutes, and status reads,
+		// sends, aborts and HIL answers of the whole process would block
+		// meanwhile. The conversation is marked as being compacted
+		// instead: no run starts in it (messages to it queue) and a
+		// second compaction is refused.
 		pr.mu.Lock()
 		if pr.run != nil && pr.run.cid == cid {
 			pr.mu.Unlock()
@@ -469,11 +467,11 @@ type ArchiveEntry struct {
 func (m *Manager) resetConvs(ctx context.Context, p *Process, cids []string, archive bool) ([]ArchiveEntry, string, error) {
 	pr := m.proc(p.Pid, p.Uid)
 	pr.mu.Lock()
-	// Fix: drop the conversations' queued messages before aborting their
-	// run. The abort starts the oldest queued message, which was often one
-	// of these: it reached the model (paid work for a message the reset
-	// discards), left a stray user message in the archive, and its run
-	// ended with no proc.run.finished.
+	// The conversations' queued messages are dropped before their run is
+	// aborted: the abort starts the oldest queued message, often one of
+	// these, which would reach the model (paid work for a message the
+	// reset discards), leave a stray user message in the archive, and end
+	// its run with no proc.run.finished.
 	for _, cid := range cids {
 		if _, err := m.st.Exec(ctx, `DELETE FROM proc_queue WHERE pid=? AND cid=?`, p.Pid, cid); err != nil {
 			pr.mu.Unlock()

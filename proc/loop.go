@@ -122,10 +122,7 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 					return "error", err
 				}
 				if waiting {
-					if _, err := m.st.Exec(ctx, `UPDATE proc_runs SET status='waiting_hil' WHERE run_id=? AND status='running'`, r.id); err != nil {
-						return "error", err
-					}
-					return "waiting_hil", nil
+					return "waiting_hil", nil // runTool stored the waiting state
 				}
 			}
 			continue
@@ -143,7 +140,7 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 		msgs, err := m.preflight(ctx, pr, r, p)
 		if err != nil {
 			if ctx.Err() != nil {
-				// Fix: an abort (or Close) during preflight is not a
+				// An abort (or Close) during preflight is not a
 				// refusal to record in the conversation.
 				return "aborted", nil
 			}
@@ -161,11 +158,11 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 		}
 		seen := map[string]bool{}
 		for i := range resp.ToolCalls {
-			// Fix: a call id must be unique within the run, because HIL
-			// answers are found by (run, call id). Providers that number
-			// their calls (the scripted one, some local servers) reuse
-			// ids, e.g. after a restart; a reused id was taken as already
-			// approved (or denied) and ran without asking.
+			// A call id is unique within the run, because HIL answers
+			// are found by (run, call id). Providers that number their
+			// calls (the scripted one, some local servers) reuse ids,
+			// e.g. after a restart: a reused id would be taken as already
+			// approved (or denied) and run without asking.
 			if id := resp.ToolCalls[i].ID; id == "" || seen[id] || m.callIDUsed(ctx, pr.pid, r.id, id) {
 				resp.ToolCalls[i].ID = newID("call_")
 			}
@@ -224,8 +221,9 @@ func (m *Manager) processEvent(ctx context.Context, pr *process, r *activeRun, t
 }
 
 // runTool runs one tool call: asks a human first when the policy says so
-// (returning waiting=true), then makes the syscall as the process and
-// appends the result.
+// (returning waiting=true once the request and the run's waiting state
+// are stored), then makes the syscall as the process and appends the
+// result.
 func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *Process, caller *kernel.Caller, c model.ToolCall) (waiting bool, err error) {
 	t := toolByName(c.Name)
 	result := func(out string, isErr bool) error {
@@ -269,6 +267,11 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *Pro
 		case err != nil:
 			return false, err
 		case status == "pending":
+			// The run waits on its pending request (already marked so
+			// unless the store was written otherwise).
+			if _, err := m.st.Exec(ctx, `UPDATE proc_runs SET status='waiting_hil' WHERE run_id=? AND status='running'`, r.id); err != nil {
+				return false, err
+			}
 			return true, nil
 		case status == "denied":
 			return false, result("denied by user", true)

@@ -487,12 +487,11 @@ func (m *Manager) launch(pr *process, r *activeRun) {
 		}
 		if status == "waiting_hil" {
 			r.done, r.cancel = nil, nil
-			// Fix: proc.hil may have answered the request between
-			// runTool storing it and this goroutine taking pr.mu; it
-			// then saw a run still executing (done != nil) and did not
-			// relaunch it, and execute may even have marked the run
-			// waiting_hil after proc.hil marked it running. Without
-			// this check the run hung forever with nothing pending.
+			// proc.hil may have answered the request between runTool
+			// storing it and this goroutine taking pr.mu: it then saw
+			// a run still executing (done != nil) and did not relaunch
+			// it, so this goroutine does, or the run would wait forever
+			// with nothing pending.
 			if !m.hilPending(r.id) {
 				m.st.Exec(context.Background(), `UPDATE proc_runs SET status='running' WHERE run_id=? AND status='waiting_hil'`, r.id)
 				m.launch(pr, r)

@@ -46,11 +46,20 @@ type ptHarness struct {
 
 	mu    sync.Mutex
 	provs map[uint32]model.Provider
+	// fromConfig: the models come from the kernel's config, as in the
+	// daemon, not from provs.
+	fromConfig bool
 }
 
 func newPTHarness(t *testing.T) *ptHarness {
 	t.Helper()
-	h := &ptHarness{t: t, dir: t.TempDir(), provs: map[uint32]model.Provider{}}
+	return startPT(&ptHarness{t: t, dir: t.TempDir(), provs: map[uint32]model.Provider{}})
+}
+
+// startPT opens h and adds alice and bob.
+func startPT(h *ptHarness) *ptHarness {
+	t := h.t
+	t.Helper()
 	h.open()
 	t.Cleanup(h.close)
 	ctx := context.Background()
@@ -74,7 +83,11 @@ func (h *ptHarness) open() {
 	if err := k.EnsureSetup(context.Background(), "root", 0); err != nil {
 		h.t.Fatal(err)
 	}
-	m, err := Register(k, Options{Provider: h.provider, Logger: quiet})
+	opts := Options{Provider: h.provider, Logger: quiet}
+	if h.fromConfig {
+		opts.Provider = nil
+	}
+	m, err := Register(k, opts)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -503,6 +503,7 @@ type convInputHandle struct {
 	cred vfs.Cred
 }
 
+// Write implements vfs.Handle: it fails while the conversation is closed.
 func (h *convInputHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := h.in.check(ctx, h.cred); err != nil {
 		return 0, err
@@ -510,6 +511,7 @@ func (h *convInputHandle) Write(ctx context.Context, p []byte, off int64) (int, 
 	return h.Handle.Write(ctx, p, off)
 }
 
+// Flush implements vfs.Flusher with the input's own handle.
 func (h *convInputHandle) Flush(ctx context.Context) error {
 	if f, ok := h.Handle.(vfs.Flusher); ok {
 		return f.Flush(ctx)
@@ -517,6 +519,7 @@ func (h *convInputHandle) Flush(ctx context.Context) error {
 	return nil
 }
 
+// Truncate implements vfs.Truncater with the input's own handle.
 func (h *convInputHandle) Truncate(ctx context.Context, size int64) error {
 	if t, ok := h.Handle.(vfs.Truncater); ok {
 		return t.Truncate(ctx, size)

@@ -145,6 +145,15 @@ func (m *Manager) runs(ctx context.Context, where string, args ...any) ([]Run, e
 	return out, rows.Err()
 }
 
+// fillZone gives e, if it is a cron expression without a zone, the
+// system's (defaultZone). It makes a syscall: call it outside a
+// transaction of the store.
+func (m *Manager) fillZone(ctx context.Context, e *Expression) {
+	if e != nil && e.Kind == "cron" && e.Timezone == "" {
+		e.Timezone = m.defaultZone(ctx)
+	}
+}
+
 // defaultZone is the zone of cron lines before any CRON_TZ= line: the
 // system's time zone (config/system/timezone), else UTC.
 func (m *Manager) defaultZone(ctx context.Context) string {

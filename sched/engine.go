@@ -76,10 +76,10 @@ func (m *Manager) armChange(id string, at int64) {
 // the run's start or end), unless a change re-armed it since the run
 // began.
 //
-// Fix: the next occurrence armed at the start of a run, from a goroutine
-// beside the target call, could land after a sched.update made during the
-// run had armed the new expression's time, and replaced it: the engine
-// then ran the old expression once more.
+// The next occurrence armed at the start of a run, from a goroutine
+// beside the target call, can land after a sched.update made during the
+// run armed the new expression's time: it must not replace it (the engine
+// would run the old expression once more).
 func (m *Manager) armOwn(id string, at int64) {
 	m.rmu.Lock()
 	defer m.rmu.Unlock()

@@ -22,7 +22,10 @@ import (
 )
 
 // ftHarness is a kernel with proc and the scheduler registered and users
-// alice (host uid 1000) and bob (host uid 1001).
+// alice (host uid 1000) and bob (host uid 1001). proc is the real part
+// that a crontab write's reachability check asks (proc.status through the
+// dispatcher), not a stand-in that would restate its rule; the import is
+// the tests' alone (as in engine_test.go): sched never imports proc.
 type ftHarness struct {
 	t                *testing.T
 	k                *kernel.Kernel

@@ -146,6 +146,12 @@ func TestCronZoneStated(t *testing.T) {
 	if want := time.Date(2026, 3, 3, 8, 0, 0, 0, time.UTC).UnixMilli(); i64(p.State.NextRunAtMs) != want {
 		t.Fatalf("next %s, want 09:00 Paris", time.UnixMilli(i64(p.State.NextRunAtMs)).UTC())
 	}
+	// An update to a cron expression without a zone gets the system's too.
+	var up struct{ Schedule Schedule }
+	h.must(h.alice, "sched.update", map[string]any{"id": s.ID, "patch": map[string]any{"expression": map[string]any{"kind": "cron", "expr": "0 10 * * *"}}}, &up)
+	if up.Schedule.Expression.Timezone != "Europe/Paris" {
+		t.Fatalf("updated zone %q, want Europe/Paris", up.Schedule.Expression.Timezone)
+	}
 	var res struct{ Schedules []Schedule }
 	h.must(h.alice, "sched.list", map[string]any{}, &res)
 	for _, s := range res.Schedules {

@@ -210,9 +210,9 @@ func addSat(a, b int64) int64 {
 	return c
 }
 
-// cronCache holds parsed cron expressions by expression and zone. Fix:
-// nextAfter parsed its schedule's expression at every call (twice per
-// run): about 0.2 ms of CPU each (cronexpr's parser, the zone file read).
+// cronCache holds parsed cron expressions by expression and zone, so
+// that nextAfter (twice per run) does not parse its schedule's expression
+// each time (about 0.2 ms of CPU: cronexpr's parser, the zone file read).
 // A *Cron is safe for concurrent use.
 var cronCache struct {
 	sync.Mutex
@@ -271,10 +271,10 @@ func (m *Manager) reload(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	// Fix: the missed schedules are loaded by one query and their misfire
-	// policy applied in one transaction. Each used to cost a query of its
-	// own and one or two autocommitted writes (about 0.5 ms): 51 s to
-	// reload 100,000 hourly schedules after a downtime of over an hour.
+	// The missed schedules are loaded by one query and their misfire
+	// policy applied in one transaction: a query and a write or two per
+	// schedule (about 0.5 ms each) would take 51 s to reload 100,000
+	// hourly schedules after a downtime of over an hour.
 	miss, err := m.missed(ctx, now)
 	if err != nil {
 		return err
@@ -363,11 +363,10 @@ const dispatchChunk = 256
 // dispatch starts the runs of due schedules. A run's start time is the
 // dispatch time: lateness is dispatch minus due.
 //
-// Fix (lateness): the due schedules are loaded by one query per chunk of
-// dispatchChunk, and each run starts with its schedule in hand. Each run
-// used to load its own schedule first: with 10,000 due at once, 10,000
-// queries (about 90 µs of CPU each) queued on the read pool before the
-// last target could start.
+// The due schedules are loaded by one query per chunk of dispatchChunk,
+// and each run starts with its schedule in hand: a query per run (about
+// 90 µs of CPU each) would queue 10,000 queries on the read pool before
+// the last of 10,000 due targets could start.
 func (m *Manager) dispatch(due []entry, now int64) {
 	m.wg.Add(1)
 	go func() {
@@ -468,11 +467,10 @@ func (m *Manager) run(ctx context.Context, s *Schedule, dueAt, startAt int64, fo
 	var pre int64
 	var preDone chan struct{}
 	if !force && !s.Expression.oneShot() && s.Enabled {
-		// Fix: the next occurrence of a recurring schedule is armed when a
-		// run starts, not when it ends. It used to be armed only after the
-		// run, so an occurrence that fell due while a long run was still
-		// going was never dispatched: it was collapsed silently instead of
-		// being recorded skipped (overlap policy skip). The store gets the
+		// The next occurrence of a recurring schedule is armed when a run
+		// starts, not when it ends, so that an occurrence that falls due
+		// while a long run is still going is dispatched and recorded
+		// skipped (overlap policy skip), not collapsed. The store gets the
 		// next time with the run's record (finish); meanwhile query shows
 		// the armed time. It is computed beside the target call, not before
 		// it (a cron Next can take a millisecond), and finish waits for it.
@@ -483,12 +481,12 @@ func (m *Manager) run(ctx context.Context, s *Schedule, dueAt, startAt int64, fo
 			m.armOwn(id, pre)
 		}()
 	}
-	// Fix (lateness): nothing is written before the target call. The run
-	// used to store running_at first, an autocommitted write that queued
-	// behind every other run's writes on the one writer connection: with
-	// 10,000 schedules due at once the last targets started seconds late.
-	// The running state is in memory (m.running; query shows it) and an
-	// interrupted run, never recorded, is a missed occurrence at restart.
+	// Nothing is written before the target call: a write there would
+	// queue behind every other run's writes on the one writer connection
+	// (with 10,000 schedules due at once the last targets would start
+	// seconds late). The running state is in memory (m.running; query
+	// shows it) and an interrupted run, never recorded, is a missed
+	// occurrence at restart.
 	rctx, cancel := context.WithTimeout(ctx, m.opts.RunTimeout)
 	summary, rerr := m.execute(rctx, s)
 	cancel()
@@ -549,12 +547,11 @@ func following(s *Schedule, dueAt, now int64, failed bool, pre int64) (next int6
 // retry to come is done: it is disabled, with no next time. It returns the
 // next time. pre is as for following.
 //
-// Fix: the next time is stored and armed against the schedule as stored
-// now, not as it was when the run started. With the copy loaded before
-// the run, a schedule removed during its run was armed again, one disabled
-// during its run was re-armed, and one given a new expression during its
-// run had the next time sched.update computed overwritten by one from the
-// old expression.
+// The next time is stored and armed against the schedule as stored now,
+// not as it was when the run started: a schedule removed during its run
+// is not armed again, one disabled during its run stays unarmed, and one
+// given a new expression during its run keeps the next time sched.update
+// computed.
 func (m *Manager) finish(ctx context.Context, s *Schedule, dueAt, start, end int64, status, errText, summary string, advance bool, pre int64) int64 {
 	next, attempt := following(s, dueAt, m.clock.Now().UnixMilli(), status == "error", pre)
 	done := s.Expression.oneShot() && next == 0
@@ -775,7 +772,8 @@ type AddArgs struct {
 	RetryPolicy   *Retry     `json:"retryPolicy"`
 }
 
-// add creates a schedule owned by owner; its name must be unused.
+// add creates a schedule owned by owner; its name must be unused. A cron
+// expression states its zone (fillZone, before the transaction).
 func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner uint32, a *AddArgs) (*Schedule, error) {
 	if a.Name == "" {
 		a.Name = newID()[4:]
@@ -784,9 +782,6 @@ func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner ui
 		return nil, err
 	}
 	now := m.clock.Now()
-	if a.Expression.Kind == "cron" && a.Expression.Timezone == "" {
-		a.Expression.Timezone = m.defaultZone(ctx)
-	}
 	if err := a.Expression.validate(now); err != nil {
 		return nil, kernel.E(a.Name, kernel.Invalid, err)
 	}

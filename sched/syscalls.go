@@ -95,6 +95,7 @@ func (m *Manager) registerSyscalls() {
 		if err := m.checkReach(ctx, uid, a.Name, &a.Target); err != nil {
 			return nil, err
 		}
+		m.fillZone(ctx, &a.Expression)
 		var s *Schedule
 		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 			var err error
@@ -120,6 +121,7 @@ func (m *Manager) registerSyscalls() {
 				return nil, err
 			}
 		}
+		m.fillZone(ctx, a.Patch.Expression)
 		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 			var err error
 			s, err = m.update(ctx, tx, s, &a.Patch)
@@ -173,16 +175,11 @@ func (m *Manager) registerSyscalls() {
 		}
 		if len(failed) > 0 {
 			r := failed[0]
-			kind := kernel.Other
-			if r.err != nil {
-				kind = kernel.Kind(kernel.Code(r.err))
-			}
+			// A failed run has its error's kind (Other without one); a
+			// skipped one is Busy: its previous run is still going.
+			kind, what := kernel.Kind(kernel.Code(r.err)), "run failed"
 			if r.Status == "skipped" {
-				kind = kernel.Busy
-			}
-			what := "run failed"
-			if r.Status == "skipped" {
-				what = "run skipped"
+				kind, what = kernel.Busy, "run skipped"
 			}
 			if len(results) > 1 {
 				what = fmt.Sprintf("%d of %d runs failed; the first", len(failed), len(results))
@@ -230,7 +227,8 @@ func (m *Manager) runNow(ctx context.Context, c *kernel.Caller, a *runArgs) ([]R
 	return results, nil
 }
 
-// update applies a patch to s and stores it.
+// update applies a patch to s and stores it. A cron expression states
+// its zone (fillZone, before the transaction).
 func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) (*Schedule, error) {
 	now := m.clock.Now()
 	if p.Name != nil {
@@ -255,9 +253,6 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 	}
 	recompute := false
 	if p.Expression != nil {
-		if p.Expression.Kind == "cron" && p.Expression.Timezone == "" {
-			p.Expression.Timezone = m.defaultZone(ctx)
-		}
 		if err := p.Expression.validate(now); err != nil {
 			return nil, kernel.E(s.Name, kernel.Invalid, err)
 		}
@@ -314,10 +309,10 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 // rearm arms s as stored.
 func (m *Manager) rearm(s *Schedule) {
 	if s.Enabled && s.State.NextRunAtMs != nil {
-		// Fix: a one-shot's stored next time is its due time until its run
-		// ends; re-arming it while that run goes on (an update of its
-		// metadata) fired it again at once, recorded as a spurious skipped
-		// run. The run's advance arms whatever follows.
+		// A one-shot's stored next time is its due time until its run
+		// ends: re-arming it while that run goes on (an update of its
+		// metadata) would fire it again at once. The run's advance arms
+		// whatever follows.
 		if *s.State.NextRunAtMs <= m.clock.Now().UnixMilli() && m.isRunning(s.ID) {
 			return
 		}

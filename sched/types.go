@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"gsvfs.dev/gsvfs/kernel"
 )
@@ -182,36 +180,34 @@ func (r *Retry) backoff(n int) int64 {
 	return min(b, limit)
 }
 
-// checkFreeText checks free text (a prompt, a message): valid UTF-8, at
-// most MaxText bytes, and no control character but newline and tab (which
-// a crontab renders escaped), so that it never forges a line or a
-// terminal sequence where it is shown.
+// checkFreeText checks free text (a prompt, a message): the kernel's rule
+// for names (kernel.CheckText: valid UTF-8, no control character) but
+// with newline and tab allowed (a crontab renders them escaped) and at
+// most MaxText bytes, so that it never forges a line or a terminal
+// sequence where it is shown.
 func checkFreeText(field, s string) error {
-	if len(s) > MaxText {
-		return fmt.Errorf("%s is %d bytes; the limit is %d", field, len(s), MaxText)
-	}
-	if !utf8.ValidString(s) {
-		return fmt.Errorf("%s is not valid UTF-8", field)
-	}
-	for i, r := range s {
-		if r != '\n' && r != '\t' && (unicode.IsControl(r) || r == '\u2028' || r == '\u2029') {
-			return fmt.Errorf("%s has a control character %U at byte %d", field, r, i)
-		}
-	}
-	return nil
+	// Newline and tab become spaces, byte for byte: lengths, offsets and
+	// UTF-8 validity stay those of s.
+	return textErr(kernel.CheckText(field, textBlanks.Replace(s), MaxText))
 }
+
+// textBlanks turns the control characters free text may hold into spaces.
+var textBlanks = strings.NewReplacer("\n", " ", "\t", " ")
 
 // checkWord checks a one-line field (a pid, a profile, a label, a
 // conversation id) with the kernel's rule for names.
 func checkWord(field, s string) error {
-	if err := kernel.CheckText(field, s, kernel.MaxLabel); err != nil {
-		var ke *kernel.Error
-		if errors.As(err, &ke) && ke.Err != nil {
-			return ke.Err
-		}
-		return err
+	return textErr(kernel.CheckText(field, s, kernel.MaxLabel))
+}
+
+// textErr is the cause of a kernel.CheckText error, for the caller to
+// wrap with its own name and kind.
+func textErr(err error) error {
+	var ke *kernel.Error
+	if errors.As(err, &ke) && ke.Err != nil {
+		return ke.Err
 	}
-	return nil
+	return err
 }
 
 // validate checks a target's shape and text (the run-as principal's

@@ -7,10 +7,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/knusbaum/go9p/proto"
+
 	"gsvfs.dev/gsvfs/vfs"
 )
 
-// Default limits of a Server (see Server.AuthTimeout, MaxConns, MaxFids).
+// Default limits of a Server (see Server.AuthTimeout, MaxConns, MaxFids,
+// MaxPrincipalInflight).
 const (
 	// DefaultAuthTimeout is how long a connection may go without a
 	// successful Tattach.
@@ -20,6 +23,9 @@ const (
 	// DefaultMaxFids is how many fids one principal may hold across its
 	// connections.
 	DefaultMaxFids = 2048
+	// DefaultMaxPrincipalInflight is how many requests one principal may
+	// have in flight at once across its connections.
+	DefaultMaxPrincipalInflight = 1024
 	// refuseSlack is how many connections over MaxConns one principal may
 	// have at once being told why they are refused (their Tattach gets the
 	// Rerror); any beyond that are closed as soon as they are accepted.
@@ -38,6 +44,7 @@ type principal struct {
 	conns   int // connections counted against it
 	refused int // connections over MaxConns being refused
 	fids    int // fids counted against it
+	reqs    int // requests in flight counted against it
 }
 
 func (s *Server) authTimeout() time.Duration {
@@ -59,6 +66,13 @@ func (s *Server) maxFids() int {
 		return DefaultMaxFids
 	}
 	return s.MaxFids
+}
+
+func (s *Server) maxPrincipalInflight() int {
+	if s.MaxPrincipalInflight == 0 {
+		return DefaultMaxPrincipalInflight
+	}
+	return s.MaxPrincipalInflight
 }
 
 // peerPrincipal names the principal a new connection counts against
@@ -106,7 +120,7 @@ func (s *Server) principalLocked(name string) *principal {
 // forgetLocked drops p from the table once nothing counts against it.
 // s.pmu is held.
 func (s *Server) forgetLocked(p *principal) {
-	if p.conns == 0 && p.refused == 0 && p.fids == 0 && s.principals[p.name] == p {
+	if p.conns == 0 && p.refused == 0 && p.fids == 0 && p.reqs == 0 && s.principals[p.name] == p {
 		delete(s.principals, p.name)
 	}
 }
@@ -175,6 +189,97 @@ func (s *Server) releaseFid(p *principal) {
 	defer s.pmu.Unlock()
 	p.fids--
 	s.forgetLocked(p)
+}
+
+// acquireRequest counts one more request in flight against p, or fails
+// with the Rerror that says p has too many. It returns the principal it
+// counted against: p, or the principal now in the table under p's name if
+// p had been forgotten meanwhile (a TCP peer's address after the
+// connection attached with a grant). Release it with releaseRequest.
+func (s *Server) acquireRequest(p *principal) (*principal, error) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	if q := s.principals[p.name]; q != nil {
+		p = q
+	} else {
+		if s.principals == nil {
+			s.principals = map[string]*principal{}
+		}
+		s.principals[p.name] = p
+	}
+	if max := s.maxPrincipalInflight(); max >= 0 && p.reqs >= max {
+		s.forgetLocked(p)
+		return nil, fmt.Errorf("too many requests in flight for %s", p.name)
+	}
+	p.reqs++
+	return p, nil
+}
+
+// releaseRequest uncounts a request acquireRequest counted.
+func (s *Server) releaseRequest(p *principal) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	p.reqs--
+	s.forgetLocked(p)
+}
+
+// requestOwnerLocked returns the principal a request counts against: that
+// of the fid it names, or the connection's own (a Tauth, a Tattach, an
+// unknown fid). c.mu is held.
+func (c *conn) requestOwnerLocked(fc proto.FCall) *principal {
+	num := uint32(NOFID)
+	switch m := fc.(type) {
+	case *proto.TWalk:
+		num = m.Fid
+	case *proto.TOpen:
+		num = m.Fid
+	case *proto.TCreate:
+		num = m.Fid
+	case *proto.TRead:
+		num = m.Fid
+	case *proto.TWrite:
+		num = m.Fid
+	case *proto.TStat:
+		num = m.Fid
+	case *proto.TWstat:
+		num = m.Fid
+	}
+	if f := c.fids[num]; f != nil && f.p != nil {
+		return f.p
+	}
+	return c.peerP
+}
+
+// exemptRequest reports whether fc runs whatever the principal's request
+// budget: Tclunk and Tremove always clunk their fid, so refusing one would
+// leave a fid the client believes gone, and each frees a fid that
+// Server.MaxFids already bounds.
+func exemptRequest(fc proto.FCall) bool {
+	return alwaysAnswered(fc)
+}
+
+// chargeRequestLocked counts r against the principal it belongs to, or fails
+// with the Rerror that says that principal has too many requests in
+// flight. c.mu is held.
+func (c *conn) chargeRequestLocked(r *request) error {
+	if exemptRequest(r.fc) {
+		return nil
+	}
+	p, err := c.srv.acquireRequest(c.requestOwnerLocked(r.fc))
+	if err != nil {
+		return err
+	}
+	r.charged = p
+	return nil
+}
+
+// unchargeRequest uncounts r if it is counted. Only the goroutine that
+// owns r calls it.
+func (c *conn) unchargeRequest(r *request) {
+	if r.charged != nil {
+		c.srv.releaseRequest(r.charged)
+		r.charged = nil
+	}
 }
 
 func tooManyConns(name string) error {

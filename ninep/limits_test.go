@@ -315,3 +315,83 @@ func TestRefusedConnError(t *testing.T) {
 	mustErr(t, rc.rpc(tattach(1, 0, NOFID, "glenda")), fmt.Sprintf("too many connections for uid %d", 4321))
 	rc.expectClosed()
 }
+
+// TestRequestCap: one principal has at most Server.MaxPrincipalInflight
+// requests in flight across its connections; one more is refused at once
+// with an Rerror, while another principal reads as before; a Tflush is
+// always answered, and the request it ends frees its place; a Tclunk is
+// never refused.
+func TestRequestCap(t *testing.T) {
+	const max = 4
+	tt := newTestTree()
+	srv := &Server{Root: tt.root, Auth: testAuth{}, MaxPrincipalInflight: max}
+	sockA := serveAsUID(t, srv, 1001)
+	sockB := serveAsUID(t, srv, 1002)
+
+	// uid 1001 blocks max stream reads, half on each of two connections.
+	a1, a2 := dialRaw(t, sockA), dialRaw(t, sockA)
+	for _, rc := range []*rawConn{a1, a2} {
+		rc.setup(8192)
+		mustR[*proto.RWalk](t, rc.rpc(twalk(1, 0, 2, "view")))
+		// One stream fid per read: a stream handle reads one record
+		// at a time.
+		for tag := uint16(1); tag <= max/2; tag++ {
+			fid := 10 + uint32(tag)
+			mustR[*proto.RWalk](t, rc.rpc(twalk(9, 0, fid, "stream")))
+			mustR[*proto.ROpen](t, rc.rpc(topen(9, fid, proto.Oread)))
+			rc.send(tread(tag, fid, 0, 100))
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); tt.waiting.Load() < max; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d reads blocked", tt.waiting.Load(), max)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	want := "too many requests in flight for uid 1001"
+	mustErr(t, a1.rpc(tstat(10, 0)), want)
+	mustErr(t, a2.rpc(tread(10, 11, 0, 100)), want)
+	mustErr(t, a2.rpc(tattach(11, 3, NOFID, "glenda")), want)
+
+	// uid 1002 is not affected.
+	b := dialRaw(t, sockB)
+	b.setup(8192)
+	mustR[*proto.RWalk](t, b.rpc(twalk(2, 0, 1, "view")))
+	mustR[*proto.ROpen](t, b.rpc(topen(3, 1, proto.Oread)))
+	if r := mustR[*proto.RRead](t, b.rpc(tread(4, 1, 0, 100))); string(r.Data) != "hello\n" {
+		t.Fatalf("uid 1002 reads view: %q", r.Data)
+	}
+
+	// A Tclunk at the cap is answered, and so is a Tflush of a finished
+	// request.
+	mustR[*proto.RClunk](t, a2.rpc(tclunk(12, 2)))
+	mustR[*proto.RFlush](t, a2.rpc(tflush(13, 12)))
+
+	// A Tflush of a blocked read is answered, and frees one place: the
+	// next request runs, the one after it is refused again.
+	if f := mustR[*proto.RFlush](t, a1.rpc(tflush(20, 1))); f.Tag != 20 {
+		t.Fatalf("got %v, want rflush tag 20", f)
+	}
+	mustR[*proto.RStat](t, a1.rpc(tstat(21, 0)))
+	a1.send(tread(1, 11, 0, 100))
+	for deadline := time.Now().Add(5 * time.Second); tt.waiting.Load() < max; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d reads blocked", tt.waiting.Load(), max)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mustErr(t, a1.rpc(tstat(22, 0)), want)
+
+	// A closed connection frees its requests.
+	a1.nc.Close()
+	a1.expectClosed()
+	var r proto.FCall
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		r = a2.rpc(tstat(30, 0))
+		if _, ok := r.(*proto.RStat); ok || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mustR[*proto.RStat](t, r)
+}

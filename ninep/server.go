@@ -174,6 +174,12 @@ type Server struct {
 	// its connections; zero means DefaultMaxFids, a negative value no
 	// limit.
 	MaxFids int
+	// MaxPrincipalInflight is how many requests one principal may have in
+	// flight at once across all its connections; zero means
+	// DefaultMaxPrincipalInflight, a negative value no limit. A request
+	// over it is answered at once with the Rerror "too many requests in
+	// flight for uid 1001" (see the package comment).
+	MaxPrincipalInflight int
 
 	pmu        sync.Mutex
 	principals map[string]*principal // guarded by pmu
@@ -399,6 +405,8 @@ type request struct {
 	aborted bool     // a Tversion abandoned this request: send nothing
 	hangup  bool     // close the connection after the reply; set by the handler
 	flushes []uint16 // tags of Tflushes to answer after this request
+
+	charged *principal // what r counts against as a request in flight; owned by r's goroutine
 }
 
 func (s *Server) newConn(nc net.Conn, peer vfs.Peer) *conn {
@@ -624,6 +632,14 @@ func (c *conn) dispatch(fc proto.FCall) {
 		<-c.sem
 		return
 	}
+	if err := c.chargeRequestLocked(r); err != nil {
+		c.mu.Unlock()
+		r.cancel()
+		c.log.Debug("9p request refused", "tag", tag, "err", err)
+		c.send(errorFcall(tag, err, c.msize.Load()))
+		<-c.sem
+		return
+	}
 	c.reqs[tag] = r
 	c.mu.Unlock()
 	c.wg.Add(1)
@@ -661,6 +677,7 @@ func (c *conn) worker(r *request) {
 func (c *conn) run(r *request) {
 	defer c.wg.Done()
 	defer func() { <-c.sem }()
+	defer c.unchargeRequest(r)
 	defer r.cancel()
 	reply, err := c.handle(r)
 	c.respond(r, reply, err)
@@ -719,6 +736,10 @@ func (c *conn) respond(r *request, reply proto.FCall, err error) {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	// r stops counting against its principal before its reply can reach
+	// the client, so a client that has its reply may send another request;
+	// while replies wait for the write mutex they still count.
+	c.unchargeRequest(r)
 	c.mu.Lock()
 	if c.reqs[r.tag] == r {
 		delete(c.reqs, r.tag)

@@ -32,8 +32,17 @@
 // against "token …" (vfs.Lease.Grant). A principal holds at most
 // Server.MaxConns connections and Server.MaxFids fids (every fid counts
 // against the principal of the Tattach it descends from; auth fids against
-// the connection's peer). Limits are per principal, so one at its caps
-// takes nothing from another.
+// the connection's peer). A principal also has at most
+// Server.MaxPrincipalInflight requests in flight across its connections:
+// a request counts against the principal of the fid it names (Tauth,
+// Tattach and a request naming an unknown fid against the connection's
+// peer) from when the connection loop reads it until its reply is about to
+// be written, and one more is answered at once with the Rerror "too many
+// requests in flight for uid 1001" (it is neither queued nor does it stop
+// the connection being read). Tversion, Tflush, Tclunk and Tremove are
+// never counted nor refused: a client can always flush its blocked
+// requests, and a fid it clunks is always gone. Limits are per principal,
+// so one at its caps takes nothing from another.
 //
 // # Framing
 //
@@ -51,7 +60,7 @@
 // # Concurrency, back-pressure and flush
 //
 // Each request other than Tversion and Tflush runs in its own goroutine with
-// its own context. Requests therefore run concurrently and in no particular
+// its own context (and counts against its principal's budget, see Limits). Requests therefore run concurrently and in no particular
 // order: as with srv9p, a client must not send a request that depends on the
 // effect of another (a Topen of the newfid of a Twalk, a Tread racing a
 // Tclunk of its fid) before that other one is answered. At most

@@ -44,6 +44,7 @@ type options struct {
 	authTimeout time.Duration // ninep.Server.AuthTimeout
 	maxConns    int           // ninep.Server.MaxConns
 	maxFids     int           // ninep.Server.MaxFids
+	maxInflight int           // ninep.Server.MaxPrincipalInflight
 }
 
 func rootCmd() *cobra.Command {
@@ -60,6 +61,7 @@ func rootCmd() *cobra.Command {
 	root.PersistentFlags().DurationVar(&o.authTimeout, "9p-auth-timeout", ninep.DefaultAuthTimeout, "close a 9P connection that has not attached within this time (0: never)")
 	root.PersistentFlags().IntVar(&o.maxConns, "9p-max-conns", ninep.DefaultMaxConns, "9P connections one host uid, token, or not yet attached TCP address may hold at once (0: no limit)")
 	root.PersistentFlags().IntVar(&o.maxFids, "9p-max-fids", ninep.DefaultMaxFids, "9P fids one host uid or token may hold at once across its connections (0: no limit)")
+	root.PersistentFlags().IntVar(&o.maxInflight, "9p-max-inflight", ninep.DefaultMaxPrincipalInflight, "9P requests one host uid or token may have in flight at once across its connections; one more gets an error at once (0: no limit)")
 	mount := &cobra.Command{
 		Use:   "mount DIR",
 		Short: "Mount the namespace on DIR with FUSE and serve 9P; Ctrl-C unmounts",
@@ -144,7 +146,8 @@ func run(ctx context.Context, o options, mountDir string) error {
 	}
 
 	srv := &ninep.Server{Root: k.Root(), Auth: k, Logger: log,
-		AuthTimeout: noLimit(o.authTimeout), MaxConns: noLimit(o.maxConns), MaxFids: noLimit(o.maxFids)}
+		AuthTimeout: noLimit(o.authTimeout), MaxConns: noLimit(o.maxConns), MaxFids: noLimit(o.maxFids),
+		MaxPrincipalInflight: noLimit(o.maxInflight)}
 	sock := k.SocketPath()
 	ul, err := listenUnix(sock)
 	if err != nil {

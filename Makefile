@@ -24,15 +24,21 @@ run: deps build
 
 # deps: what the mount and the tests need from the system. As root the
 # mount needs nothing (direct mount); otherwise fusermount3 (Debian fuse3).
-# setpriv (util-linux) runs the permission tests as other host uids.
+# setpriv (util-linux) runs the permission tests as other host uids; rsync
+# and python3-venv are tools the tree-walker and links tests drive.
+DEBS := $(if $(shell command -v fusermount3),,fuse3) \
+	$(if $(shell command -v setpriv),,util-linux) \
+	$(if $(shell command -v rsync),,rsync) \
+	$(if $(shell /usr/bin/python3 -m venv --help >/dev/null 2>&1 && echo y),,python3-venv)
+
 deps:
-	@if ! command -v fusermount3 >/dev/null 2>&1 || ! command -v setpriv >/dev/null 2>&1; then \
+	@if [ -n "$(strip $(DEBS))" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
-			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 util-linux >/dev/null) \
-			|| echo "deps: could not install fuse3 (fine as root: the mount is direct)"; \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(strip $(DEBS)) >/dev/null) \
+			|| echo "deps: could not install $(strip $(DEBS))"; \
 		elif command -v sudo >/dev/null 2>&1; then \
-			sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 util-linux; \
-		else echo "deps: install fuse3 (fusermount3) to mount without root"; fi; \
+			sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(strip $(DEBS)); \
+		else echo "deps: install $(strip $(DEBS))"; fi; \
 	fi
 
 # test: vet, the race-enabled test suite (real FUSE mounts, real 9P

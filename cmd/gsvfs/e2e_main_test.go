@@ -351,9 +351,16 @@ func (d *daemon) checkRaces() {
 
 // cleanup ends a daemon a test left running and clears its mount, so that
 // the base directory can be removed.
+//
+// A daemon still running when its test has failed is stopped with SIGQUIT,
+// so the log shows every goroutine's stack: what a hung command waited on.
 func (d *daemon) cleanup() {
 	if d.running() {
-		d.cmd.Process.Signal(syscall.SIGTERM)
+		sig := syscall.SIGTERM
+		if d.t.Failed() {
+			sig = syscall.SIGQUIT
+		}
+		d.cmd.Process.Signal(sig)
 		select {
 		case <-d.done:
 		case <-time.After(stopTimeout):

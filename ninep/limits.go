@@ -47,32 +47,20 @@ type principal struct {
 	reqs    int // requests in flight counted against it
 }
 
-func (s *Server) authTimeout() time.Duration {
-	if s.AuthTimeout == 0 {
-		return DefaultAuthTimeout
+// orDefault returns v, or def when v is the zero value (an option not set).
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
 	}
-	return s.AuthTimeout
+	return v
 }
 
-func (s *Server) maxConns() int {
-	if s.MaxConns == 0 {
-		return DefaultMaxConns
-	}
-	return s.MaxConns
-}
-
-func (s *Server) maxFids() int {
-	if s.MaxFids == 0 {
-		return DefaultMaxFids
-	}
-	return s.MaxFids
-}
-
+func (s *Server) authTimeout() time.Duration { return orDefault(s.AuthTimeout, DefaultAuthTimeout) }
+func (s *Server) maxConns() int              { return orDefault(s.MaxConns, DefaultMaxConns) }
+func (s *Server) maxFids() int               { return orDefault(s.MaxFids, DefaultMaxFids) }
 func (s *Server) maxPrincipalInflight() int {
-	if s.MaxPrincipalInflight == 0 {
-		return DefaultMaxPrincipalInflight
-	}
-	return s.MaxPrincipalInflight
+	return orDefault(s.MaxPrincipalInflight, DefaultMaxPrincipalInflight)
 }
 
 // peerPrincipal names the principal a new connection counts against

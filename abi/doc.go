@@ -1,0 +1,10 @@
+// Package abi is GSV's system call interface as data: the request,
+// response and signal frames, the error kinds and the *Error every syscall
+// returns, and the argument and result type of every public syscall,
+// grouped by domain (sys, fs, shell, proc, sched, device).
+//
+// It is a leaf: it imports nothing of GSV, so the daemon, its rooms, the
+// gsv CLI and a device daemon share one definition of every message
+// (tailscale's tailcfg is the model). A change of shape is a compile
+// error in every party, never a runtime surprise.
+package abi

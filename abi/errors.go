@@ -176,7 +176,7 @@ func (e *Error) Error() string {
 		if errors.As(e.Err, &inner) && inner.Op == e.Op && e.Op != "" {
 			add(strings.TrimPrefix(inner.Error(), string(e.Op)+": "))
 		} else {
-			add(causeText(e.Err))
+			add(CauseText(e.Err))
 		}
 	} else {
 		add(e.Kind.String())
@@ -184,9 +184,9 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// causeText strips the Go prefixes of os errors ("open /x: ...") that
-// would show host paths.
-func causeText(err error) string {
+// CauseText returns the text of err without the Go prefixes of os
+// errors ("open /x: ...") that would show host paths.
+func CauseText(err error) string {
 	var pe interface{ Unwrap() error }
 	if errors.As(err, &pe) {
 		var errno syscall.Errno

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // defaultConfig is written on a fresh state.
@@ -155,18 +157,18 @@ func (k *Kernel) registerConfig() {
 	Handle(k, "sys.config.set", 0, func(ctx context.Context, c *Caller, a *configSetArgs) (map[string]any, error) {
 		a.Key = normalizeKey(c.Identity, a.Key, true)
 		if !validKey.MatchString(a.Key) {
-			return nil, E(a.Key, Invalid, msg("config keys are /-separated words of [A-Za-z0-9_.-]"))
+			return nil, abi.E(abi.Path(a.Key), abi.Invalid, "config keys are /-separated words of [A-Za-z0-9_.-]")
 		}
 		if !configWritable(c.Identity, a.Key) {
-			return nil, E(a.Key, Permission, Msgf("permission denied: you may set only users/%d/ai/...", c.Uid))
+			return nil, abi.E(abi.Path(a.Key), abi.Permission, fmt.Sprintf("permission denied: you may set only users/%d/ai/...", c.Uid))
 		}
 		val := coerce(a.Value)
 		if !utf8.ValidString(val) || strings.ContainsRune(val, 0) {
-			return nil, E(a.Key, Invalid, msg("value must be UTF-8 text without NUL"))
+			return nil, abi.E(abi.Path(a.Key), abi.Invalid, "value must be UTF-8 text without NUL")
 		}
 		if _, err := k.Store.Exec(ctx, `INSERT INTO config(key,value) VALUES(?,?)
 			ON CONFLICT(key) DO UPDATE SET value=excluded.value`, a.Key, val); err != nil {
-			return nil, E(a.Key, err)
+			return nil, abi.E(abi.Path(a.Key), err)
 		}
 		aud := audience{all: strings.HasPrefix(a.Key, "config/") && !SensitiveKey(a.Key)}
 		if !aud.all {
@@ -205,14 +207,14 @@ func (k *Kernel) configGet(ctx context.Context, id *Identity, key string) ([]Con
 	rows, err := k.Store.QueryContext(ctx, `SELECT key,value FROM config WHERE key=? OR ?='' OR substr(key,1,length(?)+1)=?||'/' OR (substr(?,-1)='/' AND substr(key,1,length(?))=?) ORDER BY key`,
 		key, key, key, key, key, key, key)
 	if err != nil {
-		return nil, E(err)
+		return nil, abi.E(err)
 	}
 	defer rows.Close()
 	out := []ConfigEntry{}
 	for rows.Next() {
 		var e ConfigEntry
 		if err := rows.Scan(&e.Key, &e.Value); err != nil {
-			return nil, E(err)
+			return nil, abi.E(err)
 		}
 		if e.Key == "sys/setup" && !id.IsRoot() {
 			continue

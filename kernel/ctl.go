@@ -2,8 +2,11 @@ package kernel
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // CtlLine is one parsed ctl command:
@@ -53,7 +56,7 @@ func (l CtlLine) unusedOpt() error {
 	if first == "" {
 		return nil
 	}
-	return E(Invalid, Msgf("unknown option %q", first))
+	return abi.E(abi.Invalid, fmt.Sprintf("unknown option %q", first))
 }
 
 // Text returns the text after the verb (Rest) for verbs that carry free
@@ -72,14 +75,14 @@ func ParseCtl(line string) (CtlLine, error) {
 	line = strings.TrimSuffix(line, "\n")
 	line = strings.TrimSuffix(line, "\r")
 	if !utf8.ValidString(line) {
-		return l, E("ctl", Invalid, msg("line is not valid UTF-8"))
+		return l, abi.E(abi.Path("ctl"), abi.Invalid, "line is not valid UTF-8")
 	}
 	if strings.ContainsRune(line, 0) {
-		return l, E("ctl", Invalid, msg("line contains a NUL byte"))
+		return l, abi.E(abi.Path("ctl"), abi.Invalid, "line contains a NUL byte")
 	}
 	line = strings.TrimLeft(line, " \t")
 	if line == "" {
-		return l, E("ctl", Invalid, msg("empty command"))
+		return l, abi.E(abi.Path("ctl"), abi.Invalid, "empty command")
 	}
 	if line[0] == '{' {
 		return l, l.setJSON(line)
@@ -116,7 +119,7 @@ func (l *CtlLine) setJSON(s string) error {
 	s = strings.TrimSpace(s)
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(s), &obj); err != nil {
-		return E("ctl", Invalid, Msgf("malformed JSON args: %v", err))
+		return abi.E(abi.Path("ctl"), abi.Invalid, fmt.Sprintf("malformed JSON args: %v", err))
 	}
 	l.JSON = json.RawMessage(s)
 	return nil
@@ -176,7 +179,7 @@ func splitRc(s string) ([]rcWord, error) {
 		}
 	}
 	if quoted {
-		return nil, E("ctl", Invalid, msg("unterminated quote"))
+		return nil, abi.E(abi.Path("ctl"), abi.Invalid, "unterminated quote")
 	}
 	if inWord {
 		out = append(out, rcWord{cur.String(), keyed})

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
+
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // Flags say who may make a syscall and when.
@@ -55,7 +56,7 @@ func Handle[A any, R any](k *Kernel, name string, flags Flags, fn func(ctx conte
 		decode: func(raw json.RawMessage) (any, error) {
 			a := new(A)
 			if err := DecodeArgs(raw, a); err != nil {
-				return nil, E(name, err)
+				return nil, abi.E(abi.Op(name), err)
 			}
 			return a, nil
 		},
@@ -68,7 +69,7 @@ func Handle[A any, R any](k *Kernel, name string, flags Flags, fn func(ctx conte
 			case nil:
 				return fn(ctx, c, new(A))
 			}
-			return nil, E(name, Other, Msgf("args of type %T", args))
+			return nil, abi.E(abi.Op(name), abi.Other, fmt.Sprintf("args of type %T", args))
 		},
 	}
 	k.mu.Lock()
@@ -111,23 +112,23 @@ func (k *Kernel) Permit(c *Caller, name string) error {
 
 func (k *Kernel) permit(c *Caller, def *syscallDef, name string, fromFrame bool) error {
 	if def == nil || (fromFrame && def.flags&Internal != 0) {
-		return E(name, Invalid, Msgf("unknown syscall %q", name))
+		return abi.E(abi.Op(name), abi.Invalid, fmt.Sprintf("unknown syscall %q", name))
 	}
 	if c == nil || c.Identity == nil {
-		return E(name, Permission, msg("no identity"))
+		return abi.E(abi.Op(name), abi.Permission, "no identity")
 	}
 	if def.flags&KernelOnly != 0 && !c.isKernel() {
-		return E(name, Permission, msg("kernel-only syscall"))
+		return abi.E(abi.Op(name), abi.Permission, "kernel-only syscall")
 	}
 	if def.flags&BeforeSetup == 0 && !k.isSetUp() {
-		return E(name, SetupRequired, msg("setup required: run sys.setup"))
+		return abi.E(abi.Op(name), abi.SetupRequired, "setup required: run sys.setup")
 	}
 	if !c.Can(name) {
-		return E(name, Permission, msg("permission denied"))
+		return abi.E(abi.Op(name), abi.Permission, "permission denied")
 	}
 	if def.admit != nil {
 		if err := def.admit(c); err != nil {
-			return E(name, err)
+			return abi.E(abi.Op(name), err)
 		}
 	}
 	return nil
@@ -154,15 +155,12 @@ func (k *Kernel) call(ctx context.Context, c *Caller, def *syscallDef, name stri
 	defer func() {
 		if p := recover(); p != nil {
 			k.log.Error("syscall panic", "call", name, "panic", p, "stack", string(debug.Stack()))
-			res, err = nil, E(name, Other, Msgf("internal error: %v", p))
+			res, err = nil, abi.E(abi.Op(name), abi.Other, fmt.Sprintf("internal error: %v", p))
 		}
 	}()
 	res, err = def.call(ctx, c, args)
 	if err != nil {
-		var ke *Error
-		if !errors.As(err, &ke) || ke.Op == "" {
-			err = E(name, err)
-		}
+		err = abi.WithOp(abi.Op(name), err)
 		k.log.Debug("syscall failed", "call", name, "uid", c.Uid, "err", err)
 	}
 	return res, err
@@ -180,12 +178,12 @@ func DecodeArgs(raw json.RawMessage, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return E(Invalid, Msgf("unknown field %s", f))
+			return abi.E(abi.Invalid, fmt.Sprintf("unknown field %s", f))
 		}
-		return E(Invalid, Msgf("bad args: %v", err))
+		return abi.E(abi.Invalid, fmt.Sprintf("bad args: %v", err))
 	}
 	if dec.More() {
-		return E(Invalid, msg("bad args: trailing data after the args object"))
+		return abi.E(abi.Invalid, "bad args: trailing data after the args object")
 	}
 	return nil
 }
@@ -199,7 +197,7 @@ func Invoke[R any](ctx context.Context, k *Kernel, c *Caller, name string, args 
 	}
 	r, ok := res.(R)
 	if !ok {
-		return zero, E(name, Other, Msgf("result of type %T", res))
+		return zero, abi.E(abi.Op(name), abi.Other, fmt.Sprintf("result of type %T", res))
 	}
 	return r, nil
 }
@@ -278,24 +276,24 @@ func DecodeRequest(b []byte) (Request, error) {
 	var r Request
 	b = []byte(strings.TrimSpace(string(b)))
 	if len(b) == 0 {
-		return r, E("frame", Invalid, msg("empty request"))
+		return r, abi.E(abi.Op("frame"), abi.Invalid, "empty request")
 	}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	if err := dec.Decode(&r); err != nil {
-		return r, E("frame", Invalid, Msgf("malformed request: %v", err))
+		return r, abi.E(abi.Op("frame"), abi.Invalid, fmt.Sprintf("malformed request: %v", err))
 	}
 	if dec.More() {
-		return r, E("frame", Invalid, msg("malformed request: trailing data after the frame"))
+		return r, abi.E(abi.Op("frame"), abi.Invalid, "malformed request: trailing data after the frame")
 	}
 	if r.Type != "" && r.Type != "req" {
-		return r, E("frame", Invalid, Msgf("frame type %q is not req", r.Type))
+		return r, abi.E(abi.Op("frame"), abi.Invalid, fmt.Sprintf("frame type %q is not req", r.Type))
 	}
 	if r.Call == "" {
-		return r, E("frame", Invalid, msg("request has no call"))
+		return r, abi.E(abi.Op("frame"), abi.Invalid, "request has no call")
 	}
 	if len(r.Args) > 0 && string(r.Args) != "null" {
 		if t := strings.TrimSpace(string(r.Args)); t == "" || t[0] != '{' {
-			return r, E(r.Call, Invalid, msg("args must be a JSON object"))
+			return r, abi.E(abi.Path(r.Call), abi.Invalid, "args must be a JSON object")
 		}
 	}
 	return r, nil
@@ -315,7 +313,7 @@ func (k *Kernel) Serve(ctx context.Context, c *Caller, frame []byte) []byte {
 	resp := Response{Type: "res", ID: req.ID, OK: err == nil, Data: res}
 	if err != nil {
 		resp.Data = nil
-		resp.Error = &FrameError{Code: Code(err), Message: err.Error()}
+		resp.Error = &FrameError{Code: abi.Code(err), Message: err.Error()}
 	}
 	b, merr := json.Marshal(resp)
 	if merr != nil {

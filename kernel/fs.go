@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -39,17 +40,17 @@ const tmpDir = ".tmp"
 // anything outside the data tree.
 func resolve(id *Identity, p string) (string, error) {
 	if p == "" {
-		return "", E(Invalid, msg("empty path"))
+		return "", abi.E(abi.Invalid, "empty path")
 	}
 	if !utf8.ValidString(p) {
-		return "", E(Invalid, msg("path is not valid UTF-8"))
+		return "", abi.E(abi.Invalid, "path is not valid UTF-8")
 	}
 	if strings.ContainsRune(p, 0) {
-		return "", E(Invalid, msg("path contains a NUL byte"))
+		return "", abi.E(abi.Invalid, "path contains a NUL byte")
 	}
 	for _, el := range strings.Split(p, "/") {
 		if el == ".." {
-			return "", E(Invalid, p, msg("paths may not contain '..'"))
+			return "", abi.E(abi.Invalid, abi.Path(p), "paths may not contain '..'")
 		}
 	}
 	switch {
@@ -65,7 +66,7 @@ func resolve(id *Identity, p string) (string, error) {
 			return rel, nil
 		}
 	}
-	return "", E(NotExist, p, msg("not in the data tree (/home, /workspaces, /var/sessions)"))
+	return "", abi.E(abi.NotExist, abi.Path(p), "not in the data tree (/home, /workspaces, /var/sessions)")
 }
 
 // owner is who owns a data path.
@@ -182,20 +183,20 @@ func (k *Kernel) lstatStep(ctx context.Context, id *Identity, rel string) (fs.Fi
 	if i <= 0 {
 		fi, err := k.lstatData(rel)
 		if err != nil {
-			return nil, E("/"+rel, err)
+			return nil, abi.E(abi.Path("/"+rel), err)
 		}
 		return fi, nil
 	}
 	dir, fi, err := k.lstatPair(rel)
 	if dir == nil {
-		return nil, E("/"+rel, err)
+		return nil, abi.E(abi.Path("/"+rel), err)
 	}
 	// The parent's search permission comes before any error about rel.
 	if serr := k.searchableInfo(ctx, id, rel[:i], rel, dir); serr != nil {
 		return nil, serr
 	}
 	if err != nil {
-		return nil, E("/"+rel, err)
+		return nil, abi.E(abi.Path("/"+rel), err)
 	}
 	return fi, nil
 }
@@ -209,7 +210,7 @@ func (k *Kernel) reach(ctx context.Context, id *Identity, rel string) (fs.FileIn
 	}
 	fi, err := k.lstatData(rel)
 	if err != nil {
-		return nil, E("/"+rel, err)
+		return nil, abi.E(abi.Path("/"+rel), err)
 	}
 	return fi, nil
 }
@@ -218,7 +219,7 @@ func (k *Kernel) reach(ctx context.Context, id *Identity, rel string) (fs.FileIn
 func (k *Kernel) searchable(ctx context.Context, id *Identity, dir, rel string) error {
 	fi, err := k.lstatData(dir)
 	if err != nil {
-		return E("/"+rel, err)
+		return abi.E(abi.Path("/"+rel), err)
 	}
 	return k.searchableInfo(ctx, id, dir, rel, fi)
 }
@@ -226,10 +227,10 @@ func (k *Kernel) searchable(ctx context.Context, id *Identity, dir, rel string) 
 // searchableInfo is searchable with dir's FileInfo at hand.
 func (k *Kernel) searchableInfo(ctx context.Context, id *Identity, dir, rel string, fi fs.FileInfo) error {
 	if !fi.IsDir() {
-		return E("/"+rel, syscall.ENOTDIR)
+		return abi.E(abi.Path("/"+rel), syscall.ENOTDIR)
 	}
 	if !allowed(id, k.ownerOf(ctx, dir), fi.Mode(), vfs.WantExec) {
-		return E("/"+rel, Permission, msg("permission denied"))
+		return abi.E(abi.Path("/"+rel), abi.Permission, "permission denied")
 	}
 	return nil
 }
@@ -239,7 +240,7 @@ func (k *Kernel) searchableInfo(ctx context.Context, id *Identity, dir, rel stri
 func (k *Kernel) usable(ctx context.Context, id *Identity, rel string, want vfs.Want) (fs.FileInfo, error) {
 	fi, err := k.lstatData(rel)
 	if err != nil {
-		return nil, E("/"+rel, err)
+		return nil, abi.E(abi.Path("/"+rel), err)
 	}
 	return k.usableInfo(ctx, id, rel, want, fi)
 }
@@ -247,10 +248,10 @@ func (k *Kernel) usable(ctx context.Context, id *Identity, rel string, want vfs.
 // usableInfo is usable with rel's FileInfo at hand.
 func (k *Kernel) usableInfo(ctx context.Context, id *Identity, rel string, want vfs.Want, fi fs.FileInfo) (fs.FileInfo, error) {
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, E("/"+rel, Permission, msg("symbolic links are not followed"))
+		return nil, abi.E(abi.Path("/"+rel), abi.Permission, "symbolic links are not followed")
 	}
 	if want != 0 && !allowed(id, k.ownerOf(ctx, rel), fi.Mode(), want) {
-		return nil, E("/"+rel, Permission, msg("permission denied"))
+		return nil, abi.E(abi.Path("/"+rel), abi.Permission, "permission denied")
 	}
 	return fi, nil
 }
@@ -395,14 +396,14 @@ func (k *Kernel) accessParent(ctx context.Context, id *Identity, rel string) err
 		if id.IsRoot() {
 			return nil
 		}
-		return E("/"+rel, Permission, msg("permission denied"))
+		return abi.E(abi.Path("/"+rel), abi.Permission, "permission denied")
 	}
 	fi, err := k.access(ctx, id, parent, vfs.WantWrite|vfs.WantExec)
 	if err != nil {
 		return err
 	}
 	if !fi.IsDir() {
-		return E("/"+rel, NotExist, syscall.ENOTDIR)
+		return abi.E(abi.Path("/"+rel), abi.NotExist, syscall.ENOTDIR)
 	}
 	return nil
 }
@@ -492,7 +493,7 @@ func (k *Kernel) registerFileIO() {
 		}
 		f, err := k.openData(rel, os.O_RDONLY, 0)
 		if err != nil {
-			return nil, E("/"+rel, err)
+			return nil, abi.E(abi.Path("/"+rel), err)
 		}
 		return f, nil
 	})
@@ -510,14 +511,14 @@ func (k *Kernel) registerFileIO() {
 			limit = a.Max
 		}
 		if !fi.Mode().IsRegular() {
-			return nil, E("/"+rel, Invalid, msg("not a regular file"))
+			return nil, abi.E(abi.Path("/"+rel), abi.Invalid, "not a regular file")
 		}
 		if fi.Size() > limit {
-			return nil, E("/"+rel, Invalid, Msgf("file is larger than %d bytes", limit))
+			return nil, abi.E(abi.Path("/"+rel), abi.Invalid, fmt.Sprintf("file is larger than %d bytes", limit))
 		}
 		b, err := k.readFileData(rel, limit)
 		if err != nil {
-			return nil, E("/"+rel, err)
+			return nil, abi.E(abi.Path("/"+rel), err)
 		}
 		return b, nil
 	})
@@ -535,7 +536,7 @@ func (k *Kernel) registerFileIO() {
 		}
 		f, err := k.openData(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, a.Perm)
 		if err != nil {
-			return nil, E("/"+rel, err)
+			return nil, abi.E(abi.Path("/"+rel), err)
 		}
 		f.Chmod(a.Perm.Perm())
 		return f, nil
@@ -559,7 +560,7 @@ func (k *Kernel) registerPosixFS() {
 		}
 		ents, err := k.readDirData(a.Path)
 		if err != nil {
-			return nil, E("/"+a.Path, err)
+			return nil, abi.E(abi.Path("/"+a.Path), err)
 		}
 		out := make([]DirEnt, 0, len(ents))
 		for _, fi := range ents {
@@ -574,10 +575,10 @@ func (k *Kernel) registerPosixFS() {
 		switch {
 		case err == nil:
 			if a.Flags&os.O_CREATE != 0 && a.Flags&os.O_EXCL != 0 {
-				return nil, E("/"+a.Path, Busy, syscall.EEXIST)
+				return nil, abi.E(abi.Path("/"+a.Path), abi.Busy, syscall.EEXIST)
 			}
 			if fi.IsDir() && vfs.WantOf(a.Flags)&vfs.WantWrite != 0 {
-				return nil, E("/"+a.Path, Invalid, syscall.EISDIR)
+				return nil, abi.E(abi.Path("/"+a.Path), abi.Invalid, syscall.EISDIR)
 			}
 		case a.Flags&os.O_CREATE != 0 && errors.Is(err, fs.ErrNotExist):
 			if err := k.accessParent(ctx, c.Identity, a.Path); err != nil {
@@ -591,7 +592,7 @@ func (k *Kernel) registerPosixFS() {
 		// WriteAt refuses files opened for appending.
 		f, err := k.openData(a.Path, a.Flags&^os.O_APPEND, a.Perm)
 		if err != nil {
-			return nil, E("/"+a.Path, err)
+			return nil, abi.E(abi.Path("/"+a.Path), err)
 		}
 		if created {
 			// The mode is the caller's (the transport applied its umask);
@@ -621,11 +622,11 @@ func (k *Kernel) registerPosixFS() {
 			return vfs.Attr{}, err
 		}
 		if err := k.mkdirData(a.Path, a.Perm); err != nil {
-			return vfs.Attr{}, E("/"+a.Path, err)
+			return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), err)
 		}
 		fi, err := k.lstatData(a.Path)
 		if err != nil {
-			return vfs.Attr{}, E("/"+a.Path, err)
+			return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), err)
 		}
 		return k.attrOf(ctx, a.Path, fi), nil
 	})
@@ -635,16 +636,16 @@ func (k *Kernel) registerPosixFS() {
 		}
 		fi, err := k.lstatData(a.Path)
 		if err != nil {
-			return struct{}{}, E("/"+a.Path, err)
+			return struct{}{}, abi.E(abi.Path("/"+a.Path), err)
 		}
 		if a.Dir && !fi.IsDir() {
-			return struct{}{}, E("/"+a.Path, syscall.ENOTDIR)
+			return struct{}{}, abi.E(abi.Path("/"+a.Path), syscall.ENOTDIR)
 		}
 		if !a.Dir && fi.IsDir() {
-			return struct{}{}, E("/"+a.Path, Invalid, syscall.EISDIR)
+			return struct{}{}, abi.E(abi.Path("/"+a.Path), abi.Invalid, syscall.EISDIR)
 		}
 		if err := k.removeData(a.Path, fi.IsDir()); err != nil {
-			return struct{}{}, E("/"+a.Path, err)
+			return struct{}{}, abi.E(abi.Path("/"+a.Path), err)
 		}
 		return struct{}{}, nil
 	})
@@ -656,10 +657,10 @@ func (k *Kernel) registerPosixFS() {
 			return struct{}{}, err
 		}
 		if k.ownerOf(ctx, a.Old) != k.ownerOf(ctx, a.New) && !c.IsRoot() {
-			return struct{}{}, E("/"+a.Old, Permission, msg("cannot move a file into another user's tree"))
+			return struct{}{}, abi.E(abi.Path("/"+a.Old), abi.Permission, "cannot move a file into another user's tree")
 		}
 		if err := k.renameData(a.Old, a.New); err != nil {
-			return struct{}{}, E("/"+a.Old, err)
+			return struct{}{}, abi.E(abi.Path("/"+a.Old), err)
 		}
 		return struct{}{}, nil
 	})
@@ -669,27 +670,27 @@ func (k *Kernel) registerPosixFS() {
 			return "", err
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
-			return "", E("/"+a.Path, Invalid, syscall.EINVAL)
+			return "", abi.E(abi.Path("/"+a.Path), abi.Invalid, syscall.EINVAL)
 		}
 		t, err := k.readlinkData(a.Path)
 		if err != nil {
-			return "", E("/"+a.Path, err)
+			return "", abi.E(abi.Path("/"+a.Path), err)
 		}
 		return t, nil
 	})
 	Handle(k, "fs.symlink", Internal, func(ctx context.Context, c *Caller, a *fsSymlinkArgs) (vfs.Attr, error) {
 		if err := checkLinkTarget(a.Target); err != nil {
-			return vfs.Attr{}, E("/"+a.Path, err)
+			return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), err)
 		}
 		if err := k.accessParent(ctx, c.Identity, a.Path); err != nil {
 			return vfs.Attr{}, err
 		}
 		if err := k.symlinkData(a.Target, a.Path); err != nil {
-			return vfs.Attr{}, E("/"+a.Path, err)
+			return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), err)
 		}
 		fi, err := k.lstatData(a.Path)
 		if err != nil {
-			return vfs.Attr{}, E("/"+a.Path, err)
+			return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), err)
 		}
 		return k.attrOf(ctx, a.Path, fi), nil
 	})
@@ -699,25 +700,25 @@ func (k *Kernel) registerPosixFS() {
 			return vfs.Attr{}, err
 		}
 		if fi.IsDir() {
-			return vfs.Attr{}, E("/"+a.Old, Permission, syscall.EPERM)
+			return vfs.Attr{}, abi.E(abi.Path("/"+a.Old), abi.Permission, syscall.EPERM)
 		}
 		if err := k.accessParent(ctx, c.Identity, a.New); err != nil {
 			return vfs.Attr{}, err
 		}
 		o := k.ownerOf(ctx, a.Old)
 		if o != k.ownerOf(ctx, a.New) {
-			return vfs.Attr{}, E("/"+a.New, Permission, syscall.EXDEV) // links stay within one owner's tree
+			return vfs.Attr{}, abi.E(abi.Path("/"+a.New), abi.Permission, syscall.EXDEV) // links stay within one owner's tree
 		}
 		// As Linux's protected_hardlinks: only the owner, or who may read
 		// and write the file, links it.
 		if !c.IsRoot() && c.Uid != o.uid && !allowed(c.Identity, o, fi.Mode(), vfs.WantRead|vfs.WantWrite) {
-			return vfs.Attr{}, E("/"+a.Old, Permission, msg("permission denied"))
+			return vfs.Attr{}, abi.E(abi.Path("/"+a.Old), abi.Permission, "permission denied")
 		}
 		if err := k.linkData(a.Old, a.New); err != nil {
-			return vfs.Attr{}, E("/"+a.New, err)
+			return vfs.Attr{}, abi.E(abi.Path("/"+a.New), err)
 		}
 		if fi, err = k.lstatData(a.New); err != nil {
-			return vfs.Attr{}, E("/"+a.New, err)
+			return vfs.Attr{}, abi.E(abi.Path("/"+a.New), err)
 		}
 		return k.attrOf(ctx, a.New, fi), nil
 	})
@@ -727,42 +728,42 @@ func (k *Kernel) registerPosixFS() {
 			return vfs.Attr{}, err
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 && (a.Set.Mode != nil || a.Set.Size != nil) {
-			return vfs.Attr{}, E("/"+a.Path, syscall.EOPNOTSUPP)
+			return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), syscall.EOPNOTSUPP)
 		}
 		o := k.ownerOf(ctx, a.Path)
 		isOwner := c.IsRoot() || c.Uid == o.uid
 		if a.Set.Mode != nil {
 			if !isOwner {
-				return vfs.Attr{}, E("/"+a.Path, Permission, msg("only the owner may change the mode"))
+				return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), abi.Permission, "only the owner may change the mode")
 			}
 			if err := k.chmodData(a.Path, *a.Set.Mode); err != nil {
-				return vfs.Attr{}, E("/"+a.Path, err)
+				return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), err)
 			}
 		}
 		if a.Set.Size != nil {
 			if !allowed(c.Identity, o, fi.Mode(), vfs.WantWrite) {
-				return vfs.Attr{}, E("/"+a.Path, Permission, msg("permission denied"))
+				return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), abi.Permission, "permission denied")
 			}
 			f, err := k.openData(a.Path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
 			if err != nil {
-				return vfs.Attr{}, E("/"+a.Path, err)
+				return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), err)
 			}
 			err = f.Truncate(*a.Set.Size)
 			f.Close()
 			if err != nil {
-				return vfs.Attr{}, E("/"+a.Path, err)
+				return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), err)
 			}
 		}
 		if a.Set.Mtime != nil {
 			if !isOwner && (fi.Mode()&fs.ModeSymlink != 0 || !allowed(c.Identity, o, fi.Mode(), vfs.WantWrite)) {
-				return vfs.Attr{}, E("/"+a.Path, Permission, msg("permission denied"))
+				return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), abi.Permission, "permission denied")
 			}
 			if err := k.chtimesData(a.Path, *a.Set.Mtime); err != nil {
-				return vfs.Attr{}, E("/"+a.Path, err)
+				return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), err)
 			}
 		}
 		if fi, err = k.lstatData(a.Path); err != nil {
-			return vfs.Attr{}, E("/"+a.Path, err)
+			return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), err)
 		}
 		return k.attrOf(ctx, a.Path, fi), nil
 	})
@@ -774,7 +775,7 @@ func (k *Kernel) registerPosixFS() {
 // side, as on any file system.
 func checkLinkTarget(t string) error {
 	if t == "" || len(t) >= unix.PathMax || strings.ContainsRune(t, 0) {
-		return E(Invalid, msg("a link target is 1 to 4095 bytes without NUL"))
+		return abi.E(abi.Invalid, "a link target is 1 to 4095 bytes without NUL")
 	}
 	return nil
 }
@@ -885,7 +886,7 @@ func checkTarget(t string) error {
 	if t == "" || t == "gsv" {
 		return nil
 	}
-	return E(Offline, Msgf("no active connection for device %q", t))
+	return abi.E(abi.Offline, fmt.Sprintf("no active connection for device %q", t))
 }
 
 func (k *Kernel) fsRead(ctx context.Context, id *Identity, a *fsReadArgs) (map[string]any, error) {
@@ -900,7 +901,7 @@ func (k *Kernel) fsRead(ctx context.Context, id *Identity, a *fsReadArgs) (map[s
 	if fi.IsDir() {
 		list, err := k.readDirData(rel)
 		if err != nil {
-			return nil, E("/"+rel, err)
+			return nil, abi.E(abi.Path("/"+rel), err)
 		}
 		files, dirs := []string{}, []string{}
 		for _, e := range list {
@@ -913,14 +914,14 @@ func (k *Kernel) fsRead(ctx context.Context, id *Identity, a *fsReadArgs) (map[s
 		return map[string]any{"ok": true, "path": "/" + rel, "files": files, "directories": dirs}, nil
 	}
 	if fi.Size() > maxReadFile {
-		return nil, E("/"+rel, Invalid, Msgf("file is larger than %d bytes", maxReadFile))
+		return nil, abi.E(abi.Path("/"+rel), abi.Invalid, fmt.Sprintf("file is larger than %d bytes", maxReadFile))
 	}
 	b, err := k.readFileData(rel, maxReadFile)
 	if err != nil {
-		return nil, E("/"+rel, err)
+		return nil, abi.E(abi.Path("/"+rel), err)
 	}
 	if !utf8.Valid(b) {
-		return nil, E("/"+rel, Invalid, msg("binary file"))
+		return nil, abi.E(abi.Path("/"+rel), abi.Invalid, "binary file")
 	}
 	var out strings.Builder
 	lines := strings.SplitAfter(string(b), "\n")
@@ -948,7 +949,7 @@ func (k *Kernel) writeFile(ctx context.Context, id *Identity, rel string, conten
 	switch {
 	case err == nil:
 		if fi.IsDir() {
-			return E("/"+rel, Invalid, syscall.EISDIR)
+			return abi.E(abi.Path("/"+rel), abi.Invalid, syscall.EISDIR)
 		}
 		mode = fi.Mode().Perm()
 		if err := k.accessParent(ctx, id, rel); err != nil {
@@ -969,7 +970,7 @@ func (k *Kernel) writeFile(ctx context.Context, id *Identity, rel string, conten
 	tmp := tmpDir + "/" + randomText(10)
 	f, err := k.openData(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
-		return E("/"+rel, err)
+		return abi.E(abi.Path("/"+rel), err)
 	}
 	_, werr := f.Write(content)
 	if cerr := f.Close(); werr == nil {
@@ -983,7 +984,7 @@ func (k *Kernel) writeFile(ctx context.Context, id *Identity, rel string, conten
 	}
 	if werr != nil {
 		k.removeData(tmp, false)
-		return E("/"+rel, werr)
+		return abi.E(abi.Path("/"+rel), werr)
 	}
 	return nil
 }
@@ -997,7 +998,7 @@ func (k *Kernel) mkdirAll(ctx context.Context, id *Identity, rel string) error {
 func (k *Kernel) mkdirAllMode(ctx context.Context, id *Identity, rel string, perm fs.FileMode) error {
 	if fi, err := k.access(ctx, id, rel, 0); err == nil {
 		if !fi.IsDir() {
-			return E("/"+rel, syscall.ENOTDIR)
+			return abi.E(abi.Path("/"+rel), syscall.ENOTDIR)
 		}
 		return nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -1012,7 +1013,7 @@ func (k *Kernel) mkdirAllMode(ctx context.Context, id *Identity, rel string, per
 		return err
 	}
 	if err := k.mkdirData(rel, perm); err != nil && !errors.Is(err, fs.ErrExist) {
-		return E("/"+rel, err)
+		return abi.E(abi.Path("/"+rel), err)
 	}
 	return nil
 }
@@ -1023,22 +1024,22 @@ func (k *Kernel) fsEdit(ctx context.Context, id *Identity, a *fsEditArgs) (int, 
 		return 0, "", err
 	}
 	if a.OldString == "" {
-		return 0, rel, E("/"+rel, Invalid, msg("oldString is empty"))
+		return 0, rel, abi.E(abi.Path("/"+rel), abi.Invalid, "oldString is empty")
 	}
 	if _, err := k.access(ctx, id, rel, vfs.WantRead|vfs.WantWrite); err != nil {
 		return 0, rel, err
 	}
 	b, err := k.readFileData(rel, maxReadFile)
 	if err != nil {
-		return 0, rel, E("/"+rel, err)
+		return 0, rel, abi.E(abi.Path("/"+rel), err)
 	}
 	s := string(b)
 	n := strings.Count(s, a.OldString)
 	switch {
 	case n == 0:
-		return 0, rel, E("/"+rel, NotExist, msg("oldString not found in file"))
+		return 0, rel, abi.E(abi.Path("/"+rel), abi.NotExist, "oldString not found in file")
 	case n > 1 && !a.ReplaceAll:
-		return 0, rel, E("/"+rel, Invalid, Msgf("oldString occurs %d times: give more context to make it unique, or set replaceAll", n))
+		return 0, rel, abi.E(abi.Path("/"+rel), abi.Invalid, fmt.Sprintf("oldString occurs %d times: give more context to make it unique, or set replaceAll", n))
 	}
 	if !a.ReplaceAll {
 		n = 1
@@ -1050,7 +1051,7 @@ func (k *Kernel) fsEdit(ctx context.Context, id *Identity, a *fsEditArgs) (int, 
 // deleteTree removes rel and, for a directory, everything in it.
 func (k *Kernel) deleteTree(ctx context.Context, id *Identity, rel string) error {
 	if !strings.Contains(rel, "/") {
-		return E("/"+rel, Permission, msg("cannot delete a top-level directory"))
+		return abi.E(abi.Path("/"+rel), abi.Permission, "cannot delete a top-level directory")
 	}
 	if err := k.accessParent(ctx, id, rel); err != nil {
 		return err
@@ -1065,7 +1066,7 @@ func (k *Kernel) deleteTree(ctx context.Context, id *Identity, rel string) error
 		}
 		ents, err := k.readDirData(rel)
 		if err != nil {
-			return E("/"+rel, err)
+			return abi.E(abi.Path("/"+rel), err)
 		}
 		for _, e := range ents {
 			if err := k.deleteTree(ctx, id, rel+"/"+e.Name()); err != nil {
@@ -1074,14 +1075,14 @@ func (k *Kernel) deleteTree(ctx context.Context, id *Identity, rel string) error
 		}
 	}
 	if err := k.removeData(rel, fi.IsDir()); err != nil {
-		return E("/"+rel, err)
+		return abi.E(abi.Path("/"+rel), err)
 	}
 	return nil
 }
 
 func (k *Kernel) fsSearch(ctx context.Context, id *Identity, a *fsSearchArgs) (map[string]any, error) {
 	if a.Query == "" {
-		return nil, E(Invalid, msg("empty query"))
+		return nil, abi.E(abi.Invalid, "empty query")
 	}
 	p := a.Path
 	if p == "" {
@@ -1093,7 +1094,7 @@ func (k *Kernel) fsSearch(ctx context.Context, id *Identity, a *fsSearchArgs) (m
 	}
 	if a.Include != "" {
 		if _, err := path.Match(a.Include, "x"); err != nil {
-			return nil, E(Invalid, Msgf("bad include pattern %q", a.Include))
+			return nil, abi.E(abi.Invalid, fmt.Sprintf("bad include pattern %q", a.Include))
 		}
 	}
 	type match struct {
@@ -1156,7 +1157,7 @@ func (k *Kernel) fsSearch(ctx context.Context, id *Identity, a *fsSearchArgs) (m
 		return nil
 	}
 	if err := walk(rel); err != nil {
-		return nil, E(err)
+		return nil, abi.E(err)
 	}
 	res := map[string]any{"ok": true, "matches": matches, "count": len(matches)}
 	if truncated {
@@ -1241,9 +1242,9 @@ func (d *dataDir) Link(ctx context.Context, cred vfs.Cred, target vfs.Node, name
 	case *dataLink:
 		old = t.rel
 	case *dataDir:
-		return nil, E("link", Permission, syscall.EPERM)
+		return nil, abi.E(abi.Path("link"), abi.Permission, syscall.EPERM)
 	default:
-		return nil, E("link", Permission, syscall.EXDEV)
+		return nil, abi.E(abi.Path("link"), abi.Permission, syscall.EXDEV)
 	}
 	rel := d.rel + "/" + name
 	a, err := Invoke[vfs.Attr](ctx, d.k, CallerOf(cred, ""), "fs.link", &fsRenameArgs{Old: old, New: rel})
@@ -1262,7 +1263,7 @@ func (l *dataLink) Readlink(ctx context.Context, cred vfs.Cred) (string, error) 
 // read-only file whose content is the target.
 func (l *dataLink) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Handle, error) {
 	if vfs.WantOf(flags)&vfs.WantWrite != 0 || flags&os.O_TRUNC != 0 {
-		return nil, E("/"+l.rel, Permission, msg("a symbolic link is read-only here; its content is its target"))
+		return nil, abi.E(abi.Path("/"+l.rel), abi.Permission, "a symbolic link is read-only here; its content is its target")
 	}
 	t, err := l.Readlink(ctx, cred)
 	if err != nil {
@@ -1289,7 +1290,7 @@ func (h *linkHandle) Close(ctx context.Context) error { return nil }
 
 func validName(name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || !utf8.ValidString(name) {
-		return E(Invalid, name, msg("bad file name"))
+		return abi.E(abi.Invalid, abi.Op(name), "bad file name")
 	}
 	return nil
 }
@@ -1359,7 +1360,7 @@ func (d *dataDir) Remove(ctx context.Context, cred vfs.Cred, name string, dir bo
 func (d *dataDir) Rename(ctx context.Context, cred vfs.Cred, name string, newDir vfs.Dir, newName string) error {
 	nd, ok := newDir.(*dataDir)
 	if !ok {
-		return E("rename", Invalid, syscall.EXDEV)
+		return abi.E(abi.Path("rename"), abi.Invalid, syscall.EXDEV)
 	}
 	if err := validName(name); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // The daemon's own file operations on the data tree follow no symbolic
@@ -230,7 +232,7 @@ func (k *Kernel) readFileData(rel string, max int64) ([]byte, error) {
 		return nil, atErr("read", rel, err)
 	}
 	if int64(len(b)) > max {
-		return nil, E("/"+rel, Invalid, Msgf("file is larger than %d bytes", max))
+		return nil, abi.E(abi.Path("/"+rel), abi.Invalid, fmt.Sprintf("file is larger than %d bytes", max))
 	}
 	return b, nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -301,14 +302,14 @@ func (k *Kernel) Authenticate(ctx context.Context, p vfs.Peer) (vfs.Cred, error)
 		return id, nil
 	}
 	if p.Transport == "9p-tcp" || p.HostUID < 0 {
-		return nil, E("attach", p.User, Permission, msg("authentication required: write a token to the auth fid"))
+		return nil, abi.E(abi.Op("attach"), abi.Path(p.User), abi.Permission, "authentication required: write a token to the auth fid")
 	}
 	id, err := k.identityForHostUID(ctx, p.HostUID)
 	if err != nil {
 		return nil, err
 	}
 	if id.Role == "nobody" && p.Transport != "fuse" {
-		return nil, E("attach", p.User, Permission, Msgf("host uid %d has no GSV account", p.HostUID))
+		return nil, abi.E(abi.Op("attach"), abi.Path(p.User), abi.Permission, fmt.Sprintf("host uid %d has no GSV account", p.HostUID))
 	}
 	return id, nil
 }

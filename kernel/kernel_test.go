@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -142,13 +143,13 @@ func TestConfigVisibility(t *testing.T) {
 	if err := set(alice, "users/1000/ai/model", "m1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := set(alice, "users/1001/ai/model", "m1"); Code(err) != 403 {
+	if err := set(alice, "users/1001/ai/model", "m1"); abi.Code(err) != 403 {
 		t.Fatalf("alice setting bob's key: %v", err)
 	}
-	if err := set(alice, "config/ai/provider", "x"); Code(err) != 403 {
+	if err := set(alice, "config/ai/provider", "x"); abi.Code(err) != 403 {
 		t.Fatalf("alice setting system key: %v", err)
 	}
-	if err := set(root, "bad key", "x"); Code(err) != 400 {
+	if err := set(root, "bad key", "x"); abi.Code(err) != 400 {
 		t.Fatalf("bad key: %v", err)
 	}
 	keys := func(id *Identity) []string {
@@ -211,11 +212,11 @@ func TestTokens(t *testing.T) {
 	if _, err := k.identityForToken(ctx, tok.Token+"x", ""); err == nil {
 		t.Fatal("wrong token accepted")
 	}
-	if _, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.create", &tokenCreateArgs{Kind: "root"}); Code(err) != 400 {
+	if _, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.create", &tokenCreateArgs{Kind: "root"}); abi.Code(err) != 400 {
 		t.Fatalf("bad kind: %v", err)
 	}
 	other := bob.Uid
-	if _, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.create", &tokenCreateArgs{Kind: "user", Uid: &other}); Code(err) != 403 {
+	if _, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.create", &tokenCreateArgs{Kind: "user", Uid: &other}); abi.Code(err) != 403 {
 		t.Fatalf("alice creating bob's token: %v", err)
 	}
 	// bob cannot revoke alice's token; alice can; root lists all.
@@ -275,7 +276,7 @@ func TestFSPermissions(t *testing.T) {
 	if r := call(root, "fs.read", &fsReadArgs{Path: "/home/alice/notes/a.txt"}); r["ok"] != true {
 		t.Fatalf("root reading: %v", r)
 	}
-	if _, err := k.Call(ctx, &Caller{Identity: bob}, "fs.setattr", &fsSetattrArgs{Path: "home/alice/notes/a.txt", Set: vfs.SetAttr{Mode: &mode}}); Code(err) != 403 {
+	if _, err := k.Call(ctx, &Caller{Identity: bob}, "fs.setattr", &fsSetattrArgs{Path: "home/alice/notes/a.txt", Set: vfs.SetAttr{Mode: &mode}}); abi.Code(err) != 403 {
 		t.Fatalf("bob chmod: %v", err)
 	}
 	// edit, search, delete.
@@ -312,26 +313,26 @@ func TestErrno(t *testing.T) {
 		errno syscall.Errno
 		code  int
 	}{
-		{E("x", Invalid), syscall.EINVAL, 400},
-		{E("x", Permission), syscall.EACCES, 403},
-		{E("x", NotExist), syscall.ENOENT, 404},
-		{E("x", Busy), syscall.EBUSY, 409},
-		{E("x", SetupRequired), syscall.EAGAIN, 425},
-		{E("x", Offline), syscall.EHOSTDOWN, 503},
-		{E("x", Timeout), syscall.ETIMEDOUT, 504},
-		{E("x", errors.New("boom")), syscall.EIO, 500},
-		{E("x", syscall.ENOENT), syscall.ENOENT, 404},
-		{E("x", syscall.ENOTEMPTY), syscall.ENOTEMPTY, 409},
+		{abi.E(abi.Path("x"), abi.Invalid), syscall.EINVAL, 400},
+		{abi.E(abi.Path("x"), abi.Permission), syscall.EACCES, 403},
+		{abi.E(abi.Path("x"), abi.NotExist), syscall.ENOENT, 404},
+		{abi.E(abi.Path("x"), abi.Busy), syscall.EBUSY, 409},
+		{abi.E(abi.Path("x"), abi.SetupRequired), syscall.EAGAIN, 425},
+		{abi.E(abi.Path("x"), abi.Offline), syscall.EHOSTDOWN, 503},
+		{abi.E(abi.Path("x"), abi.Timeout), syscall.ETIMEDOUT, 504},
+		{abi.E(abi.Path("x"), errors.New("boom")), syscall.EIO, 500},
+		{abi.E(abi.Path("x"), syscall.ENOENT), syscall.ENOENT, 404},
+		{abi.E(abi.Path("x"), syscall.ENOTEMPTY), syscall.ENOTEMPTY, 409},
 	}
 	for _, tt := range tests {
 		if got := vfs.Errno(tt.err); got != tt.errno {
 			t.Errorf("%v: errno %v, want %v", tt.err, got, tt.errno)
 		}
-		if got := Code(tt.err); got != tt.code {
+		if got := abi.Code(tt.err); got != tt.code {
 			t.Errorf("%v: code %d, want %d", tt.err, got, tt.code)
 		}
 	}
-	if s := E("sys.config.set", "k", Permission, msg("nope")).Error(); s != "sys.config.set: k: nope" {
+	if s := abi.E(abi.Op("sys.config.set"), abi.Path("k"), abi.Permission, "nope").Error(); s != "sys.config.set: k: nope" {
 		t.Errorf("text %q", s)
 	}
 }
@@ -377,8 +378,8 @@ func FuzzParseCtl(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		l, err := ParseCtl(s)
 		if err != nil {
-			if Code(err) != 400 {
-				t.Fatalf("error of code %d: %v", Code(err), err)
+			if abi.Code(err) != 400 {
+				t.Fatalf("error of code %d: %v", abi.Code(err), err)
 			}
 			return
 		}
@@ -402,7 +403,7 @@ func FuzzDecodeArgs(f *testing.F) {
 		var a configSetArgs
 		err := DecodeArgs(b, &a)
 		if err != nil {
-			if Code(err) != 400 {
+			if abi.Code(err) != 400 {
 				t.Fatalf("refusal %v is not a 400", err)
 			}
 			return
@@ -479,7 +480,7 @@ func TestCtlUnknownOption(t *testing.T) {
 		before := ran
 		out, err := ctl.Exec(ctx, alice, tc.line)
 		if tc.err != "" {
-			if err == nil || err.Error() != tc.err || Code(err) != 400 || ran != before {
+			if err == nil || err.Error() != tc.err || abi.Code(err) != 400 || ran != before {
 				t.Errorf("%q: got %q, %v (ran %d times), want 400 %q", tc.line, out, err, ran-before, tc.err)
 			}
 			continue
@@ -528,7 +529,7 @@ func TestSymlinkNotFollowed(t *testing.T) {
 	if tgt, err := Invoke[string](ctx, k, c, "fs.readlink", &fsPathArgs{"home/root/link"}); err != nil || tgt != "../../../outside" {
 		t.Errorf("fs.readlink = %q, %v", tgt, err)
 	}
-	if _, err := Invoke[string](ctx, k, c, "fs.readlink", &fsPathArgs{"home/root/d"}); Code(err) != 400 {
+	if _, err := Invoke[string](ctx, k, c, "fs.readlink", &fsPathArgs{"home/root/d"}); abi.Code(err) != 400 {
 		t.Errorf("fs.readlink of a directory: %v", err)
 	}
 	// A link in a path is never walked: not by stat, mkdir, symlink,
@@ -656,7 +657,7 @@ func TestDottedConfigKeys(t *testing.T) {
 	if es := get(alice, "ai.model"); len(es) != 1 || es[0].Value != "small" {
 		t.Fatalf("alice reads her own ai.model: %v", es)
 	}
-	if err := set(alice, "server.name", "x"); Code(err) != 403 {
+	if err := set(alice, "server.name", "x"); abi.Code(err) != 403 {
 		t.Fatalf("alice server.name: %v", err)
 	}
 }
@@ -685,7 +686,7 @@ func TestOnUserCreated(t *testing.T) {
 				return err
 			}
 			if i == 2 && u.Username == "mallory" {
-				return E(Invalid, msg("refused by the hook"))
+				return abi.E(abi.Invalid, "refused by the hook")
 			}
 			return nil
 		})

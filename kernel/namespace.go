@@ -3,11 +3,13 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"sort"
 	"strings"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -43,7 +45,7 @@ func (m *Meta) Access(ctx context.Context, cred vfs.Cred, want vfs.Want) error {
 	if allowed(ident(cred), owner{uid: m.Uid, gid: m.Gid}, m.Mode, want) {
 		return nil
 	}
-	return E(m.Path, Permission, msg("permission denied"))
+	return abi.E(abi.Path(m.Path), abi.Permission, "permission denied")
 }
 
 // RootMeta returns the Meta of a root-owned synthetic node.
@@ -94,7 +96,7 @@ type CtlVerb func(l CtlLine) (call string, args any, err error)
 // its syscall result as JSON.
 func (k *Kernel) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl {
 	reject := func(ctx context.Context, cred vfs.Cred, err error) {
-		k.setLastError(ident(cred).Uid, dir, E(dir+"/ctl", Invalid, err))
+		k.setLastError(ident(cred).Uid, dir, abi.E(abi.Path(dir+"/ctl"), abi.Invalid, err))
 	}
 	return &vfs.Ctl{Meta: meta, Reject: reject, Exec: func(ctx context.Context, cred vfs.Cred, line string) (string, error) {
 		c := CallerOf(cred, dir)
@@ -105,7 +107,7 @@ func (k *Kernel) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl 
 		}
 		v, ok := verbs[l.Verb]
 		if !ok {
-			err := E(dir+"/ctl", Invalid, Msgf("unknown verb %q (want one of %s)", l.Verb, verbList(verbs)))
+			err := abi.E(abi.Path(dir+"/ctl"), abi.Invalid, fmt.Sprintf("unknown verb %q (want one of %s)", l.Verb, verbList(verbs)))
 			k.setLastError(c.Uid, dir, err)
 			return "", err
 		}
@@ -114,7 +116,7 @@ func (k *Kernel) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl 
 			err = l.unusedOpt()
 		}
 		if err != nil {
-			err = E(dir+"/ctl", err)
+			err = abi.E(abi.Path(dir+"/ctl"), err)
 			k.setLastError(c.Uid, dir, err)
 			return "", err
 		}
@@ -125,7 +127,7 @@ func (k *Kernel) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl 
 			if args == nil {
 				args = l.JSON
 			} else if err := DecodeArgs(l.JSON, args); err != nil {
-				err = E(dir+"/ctl", err)
+				err = abi.E(abi.Path(dir+"/ctl"), err)
 				k.setLastError(c.Uid, dir, err)
 				return "", err
 			}
@@ -198,7 +200,7 @@ func (k *Kernel) configDir(prefix string) vfs.Dir {
 				return "sys.config.set", nil, nil
 			}
 			if len(l.Words) < 1 {
-				return "", nil, E(Invalid, msg("usage: set <key> <value...>"))
+				return "", nil, abi.E(abi.Invalid, "usage: set <key> <value...>")
 			}
 			key := l.Words[0]
 			val := strings.TrimLeft(strings.TrimPrefix(l.Text(), key), " \t")
@@ -279,7 +281,7 @@ func (k *Kernel) configValue(key string) *vfs.View {
 				return []byte(e.Value + "\n"), nil
 			}
 		}
-		return nil, E("/sys/config/"+key, NotExist, msg("no such key"))
+		return nil, abi.E(abi.Path("/sys/config/"+key), abi.NotExist, "no such key")
 	})
 }
 

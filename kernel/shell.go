@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -42,8 +44,8 @@ const (
 )
 
 // errShellNotRoot is why shell.exec refuses a caller that is not root.
-var errShellNotRoot = E(Permission, msg("only root may run host commands: they run on the host as the daemon's user, "+
-	"not as you; for other users they arrive with exec sessions"))
+var errShellNotRoot = abi.E(abi.Permission, "only root may run host commands: they run on the host as the daemon's user, "+
+	"not as you; for other users they arrive with exec sessions")
 
 type shellExecArgs struct {
 	Target    string `json:"target"`
@@ -121,13 +123,13 @@ func (k *Kernel) registerShell() {
 			return nil, err
 		}
 		if a.SessionID != "" {
-			return opErr(E(Invalid, msg("shell sessions are not supported yet"))), nil
+			return opErr(abi.E(abi.Invalid, "shell sessions are not supported yet")), nil
 		}
 		if strings.TrimSpace(a.Input) == "" {
-			return opErr(E(Invalid, msg("empty input"))), nil
+			return opErr(abi.E(abi.Invalid, "empty input")), nil
 		}
 		if strings.ContainsRune(a.Input, 0) {
-			return opErr(E(Invalid, msg("input contains a NUL byte"))), nil
+			return opErr(abi.E(abi.Invalid, "input contains a NUL byte")), nil
 		}
 		timeout := defaultShellTimeout
 		if a.TimeoutMs > 0 {
@@ -235,14 +237,14 @@ func (k *Kernel) shellDir(ctx context.Context, id *Identity, cwd string) (string
 	}
 	rel, err := resolve(id, cwd)
 	if err != nil {
-		return "", E("cwd", err)
+		return "", abi.E(abi.Op("cwd"), err)
 	}
 	fi, err := k.access(ctx, id, rel, vfs.WantExec)
 	if err != nil {
-		return "", E("cwd", err)
+		return "", abi.E(abi.Op("cwd"), err)
 	}
 	if !fi.IsDir() {
-		return "", E("cwd", "/"+rel, syscall.ENOTDIR)
+		return "", abi.E(abi.Op("cwd"), abi.Path("/"+rel), syscall.ENOTDIR)
 	}
 	return k.dataPath + "/" + rel, nil
 }
@@ -272,7 +274,7 @@ func (k *Kernel) shellEnv(id *Identity, dir string) []string {
 func (k *Kernel) startShell(id *Identity, dir, input string, timeout time.Duration) (*shellJob, error) {
 	j := &shellJob{stopping: make(chan struct{}), done: make(chan struct{})}
 	if !k.shells.add(j) {
-		return nil, E("shell", msg("the daemon is shutting down"))
+		return nil, abi.E(abi.Path("shell"), "the daemon is shutting down")
 	}
 	started := make(chan error, 1)
 	go k.runShell(j, id, dir, input, timeout, started)
@@ -293,7 +295,7 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		started <- E("shell", Msgf("output pipe: %v", err))
+		started <- abi.E(abi.Path("shell"), fmt.Sprintf("output pipe: %v", err))
 		return
 	}
 	defer pr.Close()
@@ -309,7 +311,7 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		pw.Close()
-		started <- E("shell", Msgf("starting /bin/sh: %v", causeText(err)))
+		started <- abi.E(abi.Path("shell"), fmt.Sprintf("starting /bin/sh: %v", abi.CauseText(err)))
 		return
 	}
 	pw.Close()
@@ -318,7 +320,7 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 	if err != nil {
 		k.killGroup(pid, syscall.SIGKILL)
 		cmd.Wait()
-		started <- E("shell", Msgf("starting the command's guard: %v", causeText(err)))
+		started <- abi.E(abi.Path("shell"), fmt.Sprintf("starting the command's guard: %v", abi.CauseText(err)))
 		return
 	}
 	defer guardW.Close()
@@ -412,7 +414,7 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 			}
 		default:
 			r["status"] = "failed"
-			r["error"] = "waiting for the command: " + causeText(werr)
+			r["error"] = "waiting for the command: " + abi.CauseText(werr)
 		}
 	}
 	k.log.Debug("shell.exec ended", "uid", id.Uid, "pgid", pid, "status", r["status"], "exitCode", r["exitCode"])

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // shellExec calls shell.exec as id and returns its data.
@@ -114,8 +116,8 @@ func TestShellRefusesNonRoot(t *testing.T) {
 	for _, id := range []*Identity{alice, bob} {
 		_, err := k.Call(context.Background(), &Caller{Identity: id}, "shell.exec",
 			&shellExecArgs{Cwd: "/home/alice", Input: "id > /home/alice/marker; touch " + marker})
-		var ke *Error
-		if !errors.As(err, &ke) || ke.Kind != Permission || !strings.Contains(err.Error(), "only root may run host commands") {
+		var ke *abi.Error
+		if !errors.As(err, &ke) || ke.Kind != abi.Permission || !strings.Contains(err.Error(), "only root may run host commands") {
 			t.Errorf("%s: err = %v", id.Username, err)
 		}
 		r := frame(t, k, id, `{"call":"shell.exec","args":{"input":"id"}}`)

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -29,7 +30,7 @@ func (k *Kernel) registerStatfs() {
 	Handle(k, "fs.statfs", Internal, func(ctx context.Context, c *Caller, _ *struct{}) (vfs.StatFS, error) {
 		var st unix.Statfs_t
 		if err := unix.Statfs(k.cfg.StateDir, &st); err != nil {
-			return vfs.StatFS{}, E(err)
+			return vfs.StatFS{}, abi.E(err)
 		}
 		return vfs.StatFS{
 			Blocks: st.Blocks, Bfree: st.Bfree, Bavail: st.Bavail,

@@ -1,8 +1,11 @@
 package kernel
 
 import (
+	"fmt"
 	"unicode"
 	"unicode/utf8"
+
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // MaxLabel is the longest label, title or other one-line name a syscall
@@ -16,14 +19,14 @@ const MaxLabel = 256
 // forge a line or a terminal sequence. The error is Invalid and names field.
 func CheckText(field, s string, max int) error {
 	if len(s) > max {
-		return E(Invalid, Msgf("%s is %d bytes; the limit is %d", field, len(s), max))
+		return abi.E(abi.Invalid, fmt.Sprintf("%s is %d bytes; the limit is %d", field, len(s), max))
 	}
 	if !utf8.ValidString(s) {
-		return E(Invalid, Msgf("%s is not valid UTF-8", field))
+		return abi.E(abi.Invalid, fmt.Sprintf("%s is not valid UTF-8", field))
 	}
 	for i, r := range s {
 		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
-			return E(Invalid, Msgf("%s has a control character %U at byte %d", field, r, i))
+			return abi.E(abi.Invalid, fmt.Sprintf("%s has a control character %U at byte %d", field, r, i))
 		}
 	}
 	return nil

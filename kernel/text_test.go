@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"gsvfs.dev/gsvfs/abi"
 )
 
 func TestCheckText(t *testing.T) {
@@ -29,8 +31,8 @@ func TestCheckText(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("CheckText(%q) = %v, want ok=%v", tc.s, err, tc.ok)
 		}
-		var ke *Error
-		if err != nil && (!errors.As(err, &ke) || ke.Kind != Invalid || !strings.Contains(err.Error(), "label")) {
+		var ke *abi.Error
+		if err != nil && (!errors.As(err, &ke) || ke.Kind != abi.Invalid || !strings.Contains(err.Error(), "label")) {
 			t.Errorf("CheckText(%q) = %v, want an Invalid error naming the field", tc.s, err)
 		}
 	}

@@ -9,9 +9,12 @@ import (
 	"encoding/base32"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
+
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // Token is a token's metadata; the raw value is shown only by create.
@@ -72,7 +75,7 @@ func scopeUID(c *Caller, uid *uint32) (uint32, error) {
 		return c.Uid, nil
 	}
 	if !c.IsRoot() {
-		return 0, E(Permission, msg("permission denied: only root may act for another uid"))
+		return 0, abi.E(abi.Permission, "permission denied: only root may act for another uid")
 	}
 	return *uid, nil
 }
@@ -85,7 +88,7 @@ func userOnly(c *Caller) error {
 	if c.isKernel() || c.Role == "user" {
 		return nil
 	}
-	return E(Permission, Msgf("permission denied: only a user manages tokens, not a %s", c.Role))
+	return abi.E(abi.Permission, fmt.Sprintf("permission denied: only a user manages tokens, not a %s", c.Role))
 }
 
 func (k *Kernel) registerTokens() {
@@ -99,16 +102,16 @@ func (k *Kernel) registerTokens() {
 		}
 		role, ok := defaultRole[a.Kind]
 		if !ok {
-			return nil, E(Invalid, Msgf("token kind %q: want node, service or user", a.Kind))
+			return nil, abi.E(abi.Invalid, fmt.Sprintf("token kind %q: want node, service or user", a.Kind))
 		}
 		if a.AllowedRole != nil && *a.AllowedRole != role {
-			return nil, E(Invalid, Msgf("a %s token carries role %s, not %s", a.Kind, role, *a.AllowedRole))
+			return nil, abi.E(abi.Invalid, fmt.Sprintf("a %s token carries role %s, not %s", a.Kind, role, *a.AllowedRole))
 		}
 		if a.AllowedDeviceID != nil && a.Kind != "node" {
-			return nil, E(Invalid, msg("only node tokens may bind to a device"))
+			return nil, abi.E(abi.Invalid, "only node tokens may bind to a device")
 		}
 		if a.ExpiresAt != nil && *a.ExpiresAt <= now() {
-			return nil, E(Invalid, msg("expiresAt is in the past"))
+			return nil, abi.E(abi.Invalid, "expiresAt is in the past")
 		}
 		if _, err := k.userByUID(ctx, uid); err != nil {
 			return nil, err
@@ -120,7 +123,7 @@ func (k *Kernel) registerTokens() {
 		_, err = k.Store.Exec(ctx, `INSERT INTO tokens(token_id,hash,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,expires_at)
 			VALUES(?,?,?,?,?,?,?,?,?,?)`, t.TokenID, hashToken(raw), t.TokenPrefix, t.Uid, t.Kind, t.Label, t.AllowedRole, t.AllowedDeviceID, t.CreatedAt, t.ExpiresAt)
 		if err != nil {
-			return nil, E(err)
+			return nil, abi.E(err)
 		}
 		k.signal("sys.token.created", map[string]any{"tokenId": t.TokenID, "uid": uid, "kind": t.Kind}, audience{uids: []uint32{uid}})
 		return map[string]any{"token": t}, nil
@@ -134,12 +137,12 @@ func (k *Kernel) registerTokens() {
 				where, args = "WHERE uid=?", []any{*a.Uid}
 			}
 		} else if a.Uid != nil && *a.Uid != c.Uid {
-			return nil, E(Permission, msg("permission denied: only root may list another uid's tokens"))
+			return nil, abi.E(abi.Permission, "permission denied: only root may list another uid's tokens")
 		}
 		rows, err := k.Store.QueryContext(ctx, `SELECT token_id,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,last_used_at,expires_at,revoked_at,revoked_reason
 			FROM tokens `+where+` ORDER BY created_at, token_id`, args...)
 		if err != nil {
-			return nil, E(err)
+			return nil, abi.E(err)
 		}
 		defer rows.Close()
 		out := []Token{}
@@ -147,7 +150,7 @@ func (k *Kernel) registerTokens() {
 			var t Token
 			if err := rows.Scan(&t.TokenID, &t.TokenPrefix, &t.Uid, &t.Kind, &t.Label, &t.AllowedRole, &t.AllowedDeviceID,
 				&t.CreatedAt, &t.LastUsedAt, &t.ExpiresAt, &t.RevokedAt, &t.RevokedReason); err != nil {
-				return nil, E(err)
+				return nil, abi.E(err)
 			}
 			out = append(out, t)
 		}
@@ -165,7 +168,7 @@ func (k *Kernel) registerTokens() {
 		}
 		res, err := k.Store.Exec(ctx, q, args...)
 		if err != nil {
-			return nil, E(err)
+			return nil, abi.E(err)
 		}
 		n, _ := res.RowsAffected()
 		if n > 0 {
@@ -186,7 +189,7 @@ func (k *Kernel) registerTokens() {
 //   - a node token: refused. A node token attaches only as a device (role
 //     "driver", bound to its allowedDeviceId); devices are not served yet.
 func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Identity, error) {
-	deny := E("attach", user, Permission, msg("authentication failed"))
+	deny := abi.E(abi.Op("attach"), abi.Path(user), abi.Permission, "authentication failed")
 	var tokenID, hash, kind string
 	var uid uint32
 	var expires, revoked sql.NullInt64
@@ -196,7 +199,7 @@ func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Ident
 		return nil, deny
 	}
 	if err != nil {
-		return nil, E("attach", err)
+		return nil, abi.E(abi.Op("attach"), err)
 	}
 	if subtle.ConstantTimeCompare([]byte(hash), []byte(hashToken(raw))) != 1 || revoked.Valid || (expires.Valid && expires.Int64 <= now()) {
 		return nil, deny
@@ -213,7 +216,7 @@ func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Ident
 	case "service":
 		id.Role = "service"
 	case "node":
-		return nil, E("attach", user, Permission, msg("a node token attaches only as a device (role driver); devices are not served yet"))
+		return nil, abi.E(abi.Op("attach"), abi.Path(user), abi.Permission, "a node token attaches only as a device (role driver); devices are not served yet")
 	default:
 		return nil, deny
 	}

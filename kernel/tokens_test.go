@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -77,7 +78,7 @@ func TestTokenKinds(t *testing.T) {
 		{"sys.token.create", &tokenCreateArgs{Kind: "user"}},
 		{"sys.token.revoke", &tokenRevokeArgs{TokenID: user.TokenID}},
 	} {
-		if _, err := k.Call(ctx, &Caller{Identity: id}, call.name, call.args); Code(err) != 403 {
+		if _, err := k.Call(ctx, &Caller{Identity: id}, call.name, call.args); abi.Code(err) != 403 {
 			t.Errorf("%s as a service: err = %v, want 403", call.name, err)
 		}
 	}

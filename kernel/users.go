@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // Well-known ids.
@@ -135,10 +137,10 @@ func (k *Kernel) identity(ctx context.Context, uid uint32) (*Identity, error) {
 	err := k.Store.QueryRowContext(ctx, `SELECT username,gid,home,host_uid FROM users WHERE uid=?`, uid).
 		Scan(&id.Username, &id.Gid, &id.Home, &host)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, E("identity", NotExist, Msgf("no user with uid %d", uid))
+		return nil, abi.E(abi.Path("identity"), abi.NotExist, fmt.Sprintf("no user with uid %d", uid))
 	}
 	if err != nil {
-		return nil, E("identity", err)
+		return nil, abi.E(abi.Path("identity"), err)
 	}
 	if host.Valid {
 		id.HostUID = int(host.Int64)
@@ -146,7 +148,7 @@ func (k *Kernel) identity(ctx context.Context, uid uint32) (*Identity, error) {
 	id.Cwd = id.Home
 	rows, err := k.Store.QueryContext(ctx, `SELECT gid FROM group_members WHERE uid=? ORDER BY gid`, uid)
 	if err != nil {
-		return nil, E("identity", err)
+		return nil, abi.E(abi.Path("identity"), err)
 	}
 	id.Gids = []uint32{id.Gid}
 	for rows.Next() {
@@ -164,7 +166,7 @@ func (k *Kernel) identity(ctx context.Context, uid uint32) (*Identity, error) {
 	}
 	rows, err = k.Store.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, E("identity", err)
+		return nil, abi.E(abi.Path("identity"), err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -183,7 +185,7 @@ func (k *Kernel) identityForHostUID(ctx context.Context, hostUID int) (*Identity
 		return nobody(hostUID), nil
 	}
 	if err != nil {
-		return nil, E("identity", err)
+		return nil, abi.E(abi.Path("identity"), err)
 	}
 	return k.identity(ctx, uid)
 }
@@ -241,14 +243,14 @@ func (k *Kernel) registerUsers() {
 
 	Handle(k, "sys.setup", BeforeSetup, func(ctx context.Context, c *Caller, a *setupArgs) (any, error) {
 		if !c.IsRoot() {
-			return nil, E(Permission, msg("only root or the kernel may set the system up"))
+			return nil, abi.E(abi.Permission, "only root or the kernel may set the system up")
 		}
 		if k.isSetUp() {
-			return nil, E(Busy, msg("already set up"))
+			return nil, abi.E(abi.Busy, "already set up")
 		}
 		if a.Timezone != "" {
 			if _, err := time.LoadLocation(a.Timezone); err != nil {
-				return nil, E(Invalid, Msgf("unknown time zone %q", a.Timezone))
+				return nil, abi.E(abi.Invalid, fmt.Sprintf("unknown time zone %q", a.Timezone))
 			}
 		}
 		var u *User
@@ -283,7 +285,7 @@ func (k *Kernel) registerUsers() {
 			return set("sys/setup", time.Now().UTC().Format(time.RFC3339))
 		})
 		if err != nil {
-			return nil, E(err)
+			return nil, abi.E(err)
 		}
 		k.setUp.Store(true)
 		id, err := k.identity(ctx, u.Uid)
@@ -296,7 +298,7 @@ func (k *Kernel) registerUsers() {
 
 	Handle(k, "sys.user.add", 0, func(ctx context.Context, c *Caller, a *userAddArgs) (*User, error) {
 		if !c.IsRoot() {
-			return nil, E(Permission, msg("only root may add users"))
+			return nil, abi.E(abi.Permission, "only root may add users")
 		}
 		u, err := k.addUser(ctx, *a)
 		if err != nil {
@@ -327,13 +329,13 @@ func (k *Kernel) registerUsers() {
 // hooks of OnUserCreated in the creating transaction.
 func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
 	if !validUsername.MatchString(a.Username) {
-		return nil, E("sys.user.add", a.Username, Invalid, msg("user names are 1-32 of [a-z0-9_-], starting with a letter or _"))
+		return nil, abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), abi.Invalid, "user names are 1-32 of [a-z0-9_-], starting with a letter or _")
 	}
 	if strings.ContainsAny(a.Gecos, ":\n\x00") {
-		return nil, E("sys.user.add", a.Username, Invalid, msg("gecos may not contain ':' or newlines"))
+		return nil, abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), abi.Invalid, "gecos may not contain ':' or newlines")
 	}
 	if a.HostUID != nil && (*a.HostUID < 0 || *a.HostUID == 0) {
-		return nil, E("sys.user.add", a.Username, Invalid, msg("host uid 0 is root's; give a positive host uid"))
+		return nil, abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), abi.Invalid, "host uid 0 is root's; give a positive host uid")
 	}
 	u := &User{Gid: UsersGID, Username: a.Username, Home: "/home/" + a.Username, Gecos: a.Gecos, HostUID: a.HostUID, Created: now()}
 	hooks := k.userCreatedHooks()
@@ -343,19 +345,19 @@ func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
 			return err
 		}
 		if n > 0 {
-			return E("sys.user.add", a.Username, Busy, msg("user already exists"))
+			return abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), abi.Busy, "user already exists")
 		}
 		if a.HostUID != nil {
 			if err := tx.QueryRow(`SELECT count(*) FROM users WHERE host_uid=?`, *a.HostUID).Scan(&n); err != nil {
 				return err
 			}
 			if n > 0 {
-				return E("sys.user.add", a.Username, Busy, Msgf("host uid %d already maps to a user", *a.HostUID))
+				return abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), abi.Busy, fmt.Sprintf("host uid %d already maps to a user", *a.HostUID))
 			}
 		}
 		if a.Uid != nil {
 			if *a.Uid < FirstUID || *a.Uid > 60000 {
-				return E("sys.user.add", a.Username, Invalid, msg("uids are 1000-60000"))
+				return abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), abi.Invalid, "uids are 1000-60000")
 			}
 			u.Uid = uint32(*a.Uid)
 		} else {
@@ -370,13 +372,13 @@ func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
 		}
 		if _, err := tx.Exec(`INSERT INTO users(uid,username,gid,home,host_uid,gecos,created_at) VALUES(?,?,?,?,?,?,?)`,
 			u.Uid, u.Username, u.Gid, u.Home, a.HostUID, u.Gecos, u.Created); err != nil {
-			return E("sys.user.add", a.Username, Busy, err)
+			return abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), abi.Busy, err)
 		}
 		if _, err := tx.Exec(`INSERT INTO group_members(gid,uid) VALUES(?,?)`, UsersGID, u.Uid); err != nil {
 			return err
 		}
 		if err := runUserHooks(tx, hooks, u); err != nil {
-			return E("sys.user.add", a.Username, err)
+			return abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), err)
 		}
 		return nil
 	})
@@ -384,7 +386,7 @@ func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
 		return nil, err
 	}
 	if err := k.makeHome(u.Username); err != nil {
-		return nil, E("sys.user.add", a.Username, err)
+		return nil, abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), err)
 	}
 	return u, nil
 }
@@ -395,7 +397,7 @@ func (k *Kernel) userByUID(ctx context.Context, uid uint32) (*User, error) {
 		return nil, err
 	}
 	if len(us) == 0 {
-		return nil, E("user", NotExist, Msgf("no user with uid %d", uid))
+		return nil, abi.E(abi.Path("user"), abi.NotExist, fmt.Sprintf("no user with uid %d", uid))
 	}
 	return &us[0], nil
 }
@@ -406,7 +408,7 @@ func (k *Kernel) userByName(ctx context.Context, name string) (*User, error) {
 		return nil, err
 	}
 	if len(us) == 0 {
-		return nil, E("user", name, NotExist, msg("no such user"))
+		return nil, abi.E(abi.Path(name), abi.NotExist, "no such user")
 	}
 	return &us[0], nil
 }
@@ -416,7 +418,7 @@ func (k *Kernel) users(ctx context.Context) ([]User, error) { return k.queryUser
 func (k *Kernel) queryUsers(ctx context.Context, where string, args ...any) ([]User, error) {
 	rows, err := k.Store.QueryContext(ctx, `SELECT uid,gid,username,home,gecos,host_uid,created_at FROM users `+where+` ORDER BY uid`, args...)
 	if err != nil {
-		return nil, E("users", err)
+		return nil, abi.E(abi.Path("users"), err)
 	}
 	defer rows.Close()
 	var out []User
@@ -424,7 +426,7 @@ func (k *Kernel) queryUsers(ctx context.Context, where string, args ...any) ([]U
 		var u User
 		var host sql.NullInt64
 		if err := rows.Scan(&u.Uid, &u.Gid, &u.Username, &u.Home, &u.Gecos, &host, &u.Created); err != nil {
-			return nil, E("users", err)
+			return nil, abi.E(abi.Path("users"), err)
 		}
 		if host.Valid {
 			h := int(host.Int64)
@@ -439,7 +441,7 @@ func (k *Kernel) groups(ctx context.Context) ([]Group, error) {
 	rows, err := k.Store.QueryContext(ctx, `SELECT g.gid, g.name, u.username FROM groups g
 		LEFT JOIN group_members m ON m.gid=g.gid LEFT JOIN users u ON u.uid=m.uid ORDER BY g.gid, u.uid`)
 	if err != nil {
-		return nil, E("groups", err)
+		return nil, abi.E(abi.Path("groups"), err)
 	}
 	defer rows.Close()
 	var out []Group
@@ -447,7 +449,7 @@ func (k *Kernel) groups(ctx context.Context) ([]Group, error) {
 		var g Group
 		var member sql.NullString
 		if err := rows.Scan(&g.Gid, &g.Name, &member); err != nil {
-			return nil, E("groups", err)
+			return nil, abi.E(abi.Path("groups"), err)
 		}
 		if n := len(out); n > 0 && out[n-1].Gid == g.Gid {
 			if member.Valid {

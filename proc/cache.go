@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 )
 
@@ -113,7 +114,7 @@ func (m *Manager) registerRenderCache() error {
 func (c *renderCache) open(ctx context.Context, pid, cid, kind string) (*os.File, error) {
 	render := renderKinds[kind]
 	if render == nil {
-		return nil, kernel.E(kernel.Invalid, kernel.Msgf("unknown rendering %q (want history or transcript)", kind))
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("unknown rendering %q (want history or transcript)", kind))
 	}
 	k := renderKey{pid, cid, kind}
 	c.mu.Lock()
@@ -135,7 +136,7 @@ func (c *renderCache) open(ctx context.Context, pid, cid, kind string) (*os.File
 			continue
 		}
 		if err != nil {
-			return nil, kernel.E(err)
+			return nil, abi.E(err)
 		}
 		return f, nil
 	}
@@ -148,16 +149,16 @@ func (c *renderCache) open(ctx context.Context, pid, cid, kind string) (*os.File
 func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, render func(*bytes.Buffer, *Message)) (err error) {
 	tx, err := c.st.R.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return kernel.E(err)
+		return abi.E(err)
 	}
 	defer tx.Rollback()
 	var gen, epoch int64
 	err = tx.QueryRowContext(ctx, `SELECT generation,epoch FROM proc_conversations WHERE pid=? AND cid=?`, k.pid, k.cid).Scan(&gen, &epoch)
 	if errors.Is(err, sql.ErrNoRows) {
-		return kernel.E(k.pid+"/"+k.cid, kernel.NotExist, kernel.Msgf("no such conversation"))
+		return abi.E(abi.Path(k.pid+"/"+k.cid), abi.NotExist, fmt.Sprintf("no such conversation"))
 	}
 	if err != nil {
-		return kernel.E(err)
+		return abi.E(err)
 	}
 	var f *os.File // opened for writing at the first message to add
 	defer func() {
@@ -168,7 +169,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 			f.Truncate(e.size) // back to the last whole page
 		}
 		if cerr := f.Close(); cerr != nil && err == nil {
-			err = kernel.E(cerr)
+			err = abi.E(cerr)
 		}
 	}()
 	if e.path == "" || gen != e.gen || epoch != e.epoch {
@@ -176,7 +177,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 		path := filepath.Join(c.dir, name)
 		nf, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
-			return kernel.E(err)
+			return abi.E(err)
 		}
 		if e.path != "" {
 			os.Remove(e.path) // open readers keep theirs
@@ -193,7 +194,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 		rows, err := tx.QueryContext(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? ORDER BY id LIMIT ?`,
 			k.pid, k.cid, gen, e.last, historyPage)
 		if err != nil {
-			return kernel.E(err)
+			return abi.E(err)
 		}
 		n, last, off := 0, e.last, e.size
 		write := func() error {
@@ -211,7 +212,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 		for rows.Next() {
 			if err := rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp); err != nil {
 				rows.Close()
-				return kernel.E(err)
+				return abi.E(err)
 			}
 			msg.Content = json.RawMessage(content)
 			render(&buf, &msg)
@@ -220,17 +221,17 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 			if buf.Len() >= renderChunk {
 				if err := write(); err != nil {
 					rows.Close()
-					return kernel.E(err)
+					return abi.E(err)
 				}
 			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return kernel.E(err)
+			return abi.E(err)
 		}
 		if buf.Len() > 0 {
 			if err := write(); err != nil {
-				return kernel.E(err)
+				return abi.E(err)
 			}
 		}
 		e.last, e.size = last, off

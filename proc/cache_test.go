@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 )
 
@@ -188,7 +189,7 @@ func TestRenderCache(t *testing.T) {
 	h.checkRenderings("default after reset of other", pid, "default")
 
 	// Only the owner (and root) may open a rendering.
-	if _, err := kernel.Invoke[*os.File](ctx, h.k, &kernel.Caller{Identity: h.bob}, "proc.history.open", &historyOpenArgs{Pid: pid, Kind: "history"}); kernel.Code(err) != 404 {
+	if _, err := kernel.Invoke[*os.File](ctx, h.k, &kernel.Caller{Identity: h.bob}, "proc.history.open", &historyOpenArgs{Pid: pid, Kind: "history"}); abi.Code(err) != 404 {
 		t.Errorf("bob opening alice's history: %v, want 404", err)
 	}
 	if f, err := kernel.Invoke[*os.File](ctx, h.k, &kernel.Caller{Identity: h.root}, "proc.history.open", &historyOpenArgs{Pid: pid, Kind: "transcript"}); err != nil {
@@ -196,10 +197,10 @@ func TestRenderCache(t *testing.T) {
 	} else {
 		f.Close()
 	}
-	if _, err := kernel.Invoke[*os.File](ctx, h.k, &kernel.Caller{Identity: h.alice}, "proc.history.open", &historyOpenArgs{Pid: pid, Kind: "raw"}); kernel.Code(err) != 400 {
+	if _, err := kernel.Invoke[*os.File](ctx, h.k, &kernel.Caller{Identity: h.alice}, "proc.history.open", &historyOpenArgs{Pid: pid, Kind: "raw"}); abi.Code(err) != 400 {
 		t.Errorf("an unknown kind: %v, want 400", err)
 	}
-	if _, err := kernel.Invoke[*os.File](ctx, h.k, &kernel.Caller{Identity: h.alice}, "proc.history.open", &historyOpenArgs{Pid: pid, ConversationID: "nonesuch", Kind: "history"}); kernel.Code(err) != 404 {
+	if _, err := kernel.Invoke[*os.File](ctx, h.k, &kernel.Caller{Identity: h.alice}, "proc.history.open", &historyOpenArgs{Pid: pid, ConversationID: "nonesuch", Kind: "history"}); abi.Code(err) != 404 {
 		t.Errorf("a missing conversation: %v, want 404", err)
 	}
 	if code := h.code(h.alice, "proc.history.open", map[string]any{"Pid": pid, "Kind": "history"}); code != 400 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 )
 
@@ -40,7 +41,7 @@ func (m *Manager) registerCheckpoint() {
 		cids := []string{a.ConversationID}
 		if a.ConversationID == "" {
 			if cids, err = m.allConvs(ctx, p.Pid); err != nil {
-				return nil, kernel.E(err)
+				return nil, abi.E(err)
 			}
 		}
 		write := func(path string, content []byte) error {
@@ -50,7 +51,7 @@ func (m *Manager) registerCheckpoint() {
 				return err
 			}
 			if r, ok := res.(map[string]any); ok && r["ok"] == false {
-				return kernel.E(path, kernel.Permission, kernel.Msgf("%v", r["error"]))
+				return abi.E(abi.Path(path), abi.Permission, fmt.Sprintf("%v", r["error"]))
 			}
 			return nil
 		}
@@ -81,7 +82,7 @@ func (m *Manager) registerCheckpoint() {
 			var segs bytes.Buffer
 			ss, err := m.segments(ctx, p.Pid, cid, "")
 			if err != nil {
-				return nil, kernel.E(err)
+				return nil, abi.E(err)
 			}
 			for _, s := range ss {
 				json.NewEncoder(&segs).Encode(s)

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
@@ -420,7 +421,7 @@ func TestUserHookFailureLeavesNoInit(t *testing.T) {
 	h := newPTHarness(t)
 	h.k.OnUserCreated(func(tx *sql.Tx, u *kernel.User) error {
 		if u.Username == "mallory" {
-			return kernel.E(kernel.Invalid, kernel.Msgf("refused"))
+			return abi.E(abi.Invalid, fmt.Sprintf("refused"))
 		}
 		return nil
 	})
@@ -502,7 +503,7 @@ func TestDiscardedCompactionLeavesNoArchive(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	h.must(h.alice, "proc.conversation.reset", map[string]any{"pid": pid, "archive": false}, nil)
-	if err := <-done; kernel.Code(err) != 409 {
+	if err := <-done; abi.Code(err) != 409 {
 		t.Fatalf("compaction after a reset: %v, want 409", err)
 	}
 	ents, _ := os.ReadDir(dir)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/proc/model"
 )
@@ -29,7 +30,7 @@ func (m *Manager) policy(ctx context.Context, pid, cid string) (*Policy, error) 
 	err := m.st.R.QueryRowContext(ctx, `SELECT overflow,compact_at,keep_last FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).
 		Scan(&p.Overflow, &p.CompactAtPressure, &p.KeepLast)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, kernel.E(pid+"/"+cid, kernel.NotExist, kernel.Msgf("no such conversation"))
+		return nil, abi.E(abi.Path(pid+"/"+cid), abi.NotExist, fmt.Sprintf("no such conversation"))
 	}
 	return &p, err
 }
@@ -86,13 +87,13 @@ type compactArgs struct {
 // run's own preflight compacts (the run is the caller, not a conflict).
 func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compactArgs, inRun bool) (map[string]any, error) {
 	if (a.KeepLast == nil) == (a.ThroughMessageID == nil) {
-		return nil, kernel.E(kernel.Invalid, kernel.Msgf("give exactly one selector: keep=<n> or through=<msgId>"))
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("give exactly one selector: keep=<n> or through=<msgId>"))
 	}
 	if (a.Summary == nil || *a.Summary == "") == !a.GenerateSummary {
-		return nil, kernel.E(kernel.Invalid, kernel.Msgf("give a summary or generate (exactly one)"))
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("give a summary or generate (exactly one)"))
 	}
 	if a.KeepLast != nil && *a.KeepLast < 0 {
-		return nil, kernel.E(kernel.Invalid, kernel.Msgf("keep must be 0 or more"))
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("keep must be 0 or more"))
 	}
 	pr := m.proc(p.Pid, p.Uid)
 	if !inRun {
@@ -105,11 +106,11 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 		pr.mu.Lock()
 		if pr.run != nil && pr.run.cid == cid {
 			pr.mu.Unlock()
-			return nil, kernel.E(p.Pid+"/"+cid, kernel.Busy, kernel.Msgf("a run is active in this conversation: abort it or wait"))
+			return nil, abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, fmt.Sprintf("a run is active in this conversation: abort it or wait"))
 		}
 		if pr.compacting[cid] {
 			pr.mu.Unlock()
-			return nil, kernel.E(p.Pid+"/"+cid, kernel.Busy, kernel.Msgf("this conversation is being compacted"))
+			return nil, abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, fmt.Sprintf("this conversation is being compacted"))
 		}
 		if pr.compacting == nil {
 			pr.compacting = map[string]bool{}
@@ -137,7 +138,7 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 	rows, err := m.st.R.QueryContext(ctx, `SELECT id,role,CASE WHEN role='assistant' AND instr(content,'"toolCalls"')>0 THEN 1 ELSE 0 END
 		FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id`, p.Pid, cid, c.Generation)
 	if err != nil {
-		return nil, kernel.E(err)
+		return nil, abi.E(err)
 	}
 	var ms []idRole
 	for rows.Next() {
@@ -158,7 +159,7 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 			}
 		}
 		if !found {
-			return nil, kernel.E(kernel.NotExist, kernel.Msgf("no message %d in the active conversation", *a.ThroughMessageID))
+			return nil, abi.E(abi.NotExist, fmt.Sprintf("no message %d in the active conversation", *a.ThroughMessageID))
 		}
 		// Through an assistant message with tool calls: through their
 		// results too.
@@ -174,7 +175,7 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 		b--
 	}
 	if b == 0 {
-		return nil, kernel.E(kernel.Invalid, kernel.Msgf("nothing to compact: the prefix is empty"))
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("nothing to compact: the prefix is empty"))
 	}
 	from, to := ms[0].id, ms[b-1].id
 	suffixTo := ms[len(ms)-1].id
@@ -202,7 +203,7 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 	if a.GenerateSummary {
 		summary, err = m.summarize(ctx, p, cid, c.Generation, from, to)
 		if err != nil {
-			return nil, kernel.E(kernel.Other, kernel.Msgf("generating the summary: %v", err))
+			return nil, abi.E(abi.Other, fmt.Sprintf("generating the summary: %v", err))
 		}
 	}
 	text := fmt.Sprintf("[Process Event]: Compacted %d messages (ids %d-%d) into segment %s, archived at %s. Summary:\n%s", n, from, to, segID, archive, summary)
@@ -212,7 +213,7 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 		// made: a reset may have moved the conversation on meanwhile.
 		var gen int64
 		if err := tx.QueryRow(`SELECT generation FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&gen); err != nil || gen != c.Generation {
-			return kernel.E(p.Pid+"/"+cid, kernel.Busy, kernel.Msgf("the conversation was reset during the compaction"))
+			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, fmt.Sprintf("the conversation was reset during the compaction"))
 		}
 		// The archive must hold exactly what is deleted.
 		res, err := tx.Exec(`DELETE FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ?`, p.Pid, cid, c.Generation, from, to)
@@ -220,7 +221,7 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 			return err
 		}
 		if gone, _ := res.RowsAffected(); gone != n {
-			return kernel.E(p.Pid+"/"+cid, kernel.Busy, kernel.Msgf("the history changed during the compaction"))
+			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, fmt.Sprintf("the history changed during the compaction"))
 		}
 		// The summary takes the first archived id: it stands where the
 		// archived messages began.
@@ -237,7 +238,7 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 		return err
 	})
 	if err != nil {
-		return nil, kernel.E(err)
+		return nil, abi.E(err)
 	}
 	committed = true
 	segs, _ := m.segments(ctx, p.Pid, cid, segID)
@@ -328,7 +329,7 @@ func (m *Manager) writeArchive(ctx context.Context, path, pid, cid string, gen, 
 	rows.Close()
 	err = errors.Join(rows.Err(), zw.Close(), bw.Flush(), f.Sync(), f.Close())
 	if err != nil {
-		return 0, kernel.E(path, err)
+		return 0, abi.E(abi.Path(path), err)
 	}
 	return n, nil
 }
@@ -343,7 +344,7 @@ func (m *Manager) readArchive(ctx context.Context, c *kernel.Caller, path string
 	defer f.Close()
 	zr, err := gzip.NewReader(bufio.NewReaderSize(f, 64<<10))
 	if err != nil {
-		return kernel.E(path, err)
+		return abi.E(abi.Path(path), err)
 	}
 	dec := json.NewDecoder(zr)
 	for {
@@ -351,7 +352,7 @@ func (m *Manager) readArchive(ctx context.Context, c *kernel.Caller, path string
 		if err := dec.Decode(&msg); err == io.EOF {
 			return nil
 		} else if err != nil {
-			return kernel.E(path, err)
+			return abi.E(abi.Path(path), err)
 		}
 		if !fn(msg) {
 			return nil
@@ -374,7 +375,7 @@ type forkArgs struct {
 // conversation.
 func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid string, a forkArgs) (map[string]any, error) {
 	if (a.SegmentID == "") == (a.ThroughMessageID == nil) {
-		return nil, kernel.E(kernel.Invalid, kernel.Msgf("give exactly one of through=<msgId> or segment=<segId>"))
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("give exactly one of through=<msgId> or segment=<segId>"))
 	}
 	src, err := m.conv(ctx, p.Pid, cid)
 	if err != nil {
@@ -397,15 +398,15 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid st
 	if a.ThroughMessageID != nil {
 		copied, err = m.readMessages(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id<=? ORDER BY id`, p.Pid, cid, src.Generation, *a.ThroughMessageID)
 		if err != nil {
-			return nil, kernel.E(err)
+			return nil, abi.E(err)
 		}
 		if len(copied) == 0 || copied[len(copied)-1].ID != *a.ThroughMessageID {
-			return nil, kernel.E(kernel.NotExist, kernel.Msgf("no message %d in the active conversation", *a.ThroughMessageID))
+			return nil, abi.E(abi.NotExist, fmt.Sprintf("no message %d in the active conversation", *a.ThroughMessageID))
 		}
 	} else {
 		segs, err := m.segments(ctx, p.Pid, cid, a.SegmentID)
 		if err != nil || len(segs) == 0 || segs[0].ConversationID != cid {
-			return nil, kernel.E(a.SegmentID, kernel.NotExist, kernel.Msgf("no such segment"))
+			return nil, abi.E(abi.Path(a.SegmentID), abi.NotExist, fmt.Sprintf("no such segment"))
 		}
 		seg = &segs[0]
 		if err := m.readArchive(ctx, c, seg.ArchivePath, func(msg Message) bool { copied = append(copied, msg); return true }); err != nil {
@@ -416,7 +417,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid st
 			live, err := m.readMessages(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? AND id<=? ORDER BY id`,
 				p.Pid, cid, seg.Generation, seg.ToMessageID, seg.suffixTo)
 			if err != nil {
-				return nil, kernel.E(err)
+				return nil, abi.E(err)
 			}
 			copied = append(copied, live...)
 		}
@@ -424,7 +425,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid st
 	t := now()
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at) VALUES(?,?,?,?,?)`, p.Pid, target, title, t, t); err != nil {
-			return kernel.E(p.Pid+"/"+target, kernel.Busy, kernel.Msgf("conversation already exists"))
+			return abi.E(abi.Path(p.Pid+"/"+target), abi.Busy, fmt.Sprintf("conversation already exists"))
 		}
 		st, err := tx.Prepare(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,1,?,?,?)`)
 		if err != nil {
@@ -475,7 +476,7 @@ func (m *Manager) resetConvs(ctx context.Context, p *Process, cids []string, arc
 	for _, cid := range cids {
 		if _, err := m.st.Exec(ctx, `DELETE FROM proc_queue WHERE pid=? AND cid=?`, p.Pid, cid); err != nil {
 			pr.mu.Unlock()
-			return nil, "", kernel.E(err)
+			return nil, "", abi.E(err)
 		}
 	}
 	r := pr.run
@@ -536,7 +537,7 @@ func (m *Manager) resetConvs(ctx context.Context, p *Process, cids []string, arc
 			return err
 		})
 		if err != nil {
-			return nil, "", kernel.E(err)
+			return nil, "", abi.E(err)
 		}
 	}
 	if pr.run == nil {
@@ -567,11 +568,11 @@ func (m *Manager) allConvs(ctx context.Context, pid string) ([]string, error) {
 // validCid: 1-64 of [A-Za-z0-9_.-], not starting with a dot.
 func validCid(cid string) error {
 	if cid == "" || len(cid) > 64 || cid[0] == '.' || cid == "ctl" || cid == "err" {
-		return kernel.E(cid, kernel.Invalid, kernel.Msgf("conversation ids are 1-64 of [A-Za-z0-9_.-], not ctl or err"))
+		return abi.E(abi.Path(cid), abi.Invalid, fmt.Sprintf("conversation ids are 1-64 of [A-Za-z0-9_.-], not ctl or err"))
 	}
 	for _, r := range cid {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return kernel.E(cid, kernel.Invalid, kernel.Msgf("conversation ids are 1-64 of [A-Za-z0-9_.-], not ctl or err"))
+			return abi.E(abi.Path(cid), abi.Invalid, fmt.Sprintf("conversation ids are 1-64 of [A-Za-z0-9_.-], not ctl or err"))
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/proc/model"
 )
@@ -311,7 +312,7 @@ func (m *Manager) allowed(ctx context.Context, pid, syscall string) bool {
 // or made stale by an abort or reset) is an error.
 func (m *Manager) Hil(ctx context.Context, p *Process, requestID, decision string, remember bool) (map[string]any, error) {
 	if decision != "approve" && decision != "deny" {
-		return nil, kernel.E(kernel.Invalid, kernel.Msgf("decision must be approve or deny, not %q", decision))
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("decision must be approve or deny, not %q", decision))
 	}
 	pr := m.proc(p.Pid, p.Uid)
 	pr.mu.Lock()
@@ -319,10 +320,10 @@ func (m *Manager) Hil(ctx context.Context, p *Process, requestID, decision strin
 	var runID, syscall string
 	err := m.st.QueryRowContext(ctx, `SELECT run_id,syscall FROM proc_hil WHERE pid=? AND request_id=? AND status='pending'`, p.Pid, requestID).Scan(&runID, &syscall)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, kernel.E(requestID, kernel.NotExist, kernel.Msgf("no pending HIL request %s (answered, stale, or never asked)", requestID))
+		return nil, abi.E(abi.Path(requestID), abi.NotExist, fmt.Sprintf("no pending HIL request %s (answered, stale, or never asked)", requestID))
 	}
 	if err != nil {
-		return nil, kernel.E(err)
+		return nil, abi.E(err)
 	}
 	status := "approved"
 	if decision == "deny" {
@@ -348,7 +349,7 @@ func (m *Manager) Hil(ctx context.Context, p *Process, requestID, decision strin
 		return err
 	})
 	if err != nil {
-		return nil, kernel.E(err)
+		return nil, abi.E(err)
 	}
 	resumed := false
 	if r := pr.run; r != nil && r.id == runID && r.done == nil {
@@ -612,7 +613,7 @@ func (m *Manager) preflight(ctx context.Context, pr *process, r *activeRun, p *P
 		return nil, fmt.Errorf("context pressure %.2f is over %.2f and the policy is fail", pressure, pol.CompactAtPressure)
 	}
 	if _, err := m.compact(ctx, p, r.cid, compactArgs{KeepLast: &pol.KeepLast, GenerateSummary: true}, true); err != nil {
-		if kernel.Code(err) != 400 || size/4 > window {
+		if abi.Code(err) != 400 || size/4 > window {
 			return nil, err
 		}
 		return msgs, nil // nothing to compact, and it fits the window

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/proc/model"
 )
@@ -203,7 +204,7 @@ func (m *Manager) lookup(ctx context.Context, c *kernel.Caller, pid string) (*Pr
 		return nil, err
 	}
 	if p.Uid != c.Uid && !c.IsRoot() {
-		return nil, kernel.E(pid, kernel.NotExist, kernel.Msgf("no such process"))
+		return nil, abi.E(abi.Path(pid), abi.NotExist, fmt.Sprintf("no such process"))
 	}
 	return p, nil
 }
@@ -215,10 +216,10 @@ func (m *Manager) get(ctx context.Context, pid string) (*Process, error) {
 	err := m.st.QueryRowContext(ctx, `SELECT pid,uid,profile,parent_pid,state,label,created_at,workspace_id,cwd FROM proc_processes WHERE pid=?`, pid).
 		Scan(&p.Pid, &p.Uid, &p.Profile, &p.ParentPid, &p.State, &p.Label, &p.CreatedAt, &p.WorkspaceID, &p.Cwd)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, kernel.E(pid, kernel.NotExist, kernel.Msgf("no such process"))
+		return nil, abi.E(abi.Path(pid), abi.NotExist, fmt.Sprintf("no such process"))
 	}
 	if err != nil {
-		return nil, kernel.E(pid, err)
+		return nil, abi.E(abi.Path(pid), err)
 	}
 	return &p, nil
 }
@@ -309,10 +310,10 @@ func (m *Manager) conv(ctx context.Context, pid, cid string) (*Conversation, err
 		FROM proc_conversations c WHERE pid=? AND cid=?`, pid, cid).
 		Scan(&c.ID, &c.Generation, &c.Status, &c.Title, &c.CreatedAt, &c.UpdatedAt, &c.MessageCount)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, kernel.E(pid+"/"+cid, kernel.NotExist, kernel.Msgf("no such conversation"))
+		return nil, abi.E(abi.Path(pid+"/"+cid), abi.NotExist, fmt.Sprintf("no such conversation"))
 	}
 	if err != nil {
-		return nil, kernel.E(err)
+		return nil, abi.E(err)
 	}
 	return &c, nil
 }
@@ -325,10 +326,10 @@ func (m *Manager) convRecord(ctx context.Context, pid, cid string) (*Conversatio
 	err := m.st.QueryRowContext(ctx, `SELECT cid,generation,status,title,created_at,updated_at FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).
 		Scan(&c.ID, &c.Generation, &c.Status, &c.Title, &c.CreatedAt, &c.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, kernel.E(pid+"/"+cid, kernel.NotExist, kernel.Msgf("no such conversation"))
+		return nil, abi.E(abi.Path(pid+"/"+cid), abi.NotExist, fmt.Sprintf("no such conversation"))
 	}
 	if err != nil {
-		return nil, kernel.E(err)
+		return nil, abi.E(err)
 	}
 	return &c, nil
 }
@@ -386,7 +387,7 @@ func (m *Manager) Send(ctx context.Context, p *Process, cid, text string, event 
 		cid = "default"
 	}
 	if strings.TrimSpace(text) == "" {
-		return "", false, kernel.E(kernel.Invalid, kernel.Msgf("empty message"))
+		return "", false, abi.E(abi.Invalid, fmt.Sprintf("empty message"))
 	}
 	role := "user"
 	if event {
@@ -403,13 +404,13 @@ func (m *Manager) Send(ctx context.Context, p *Process, cid, text string, event 
 		var status string
 		err := m.st.TxQueryRow(tx, `SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&gen, &status)
 		if errors.Is(err, sql.ErrNoRows) {
-			return kernel.E(p.Pid+"/"+cid, kernel.NotExist, kernel.Msgf("no such conversation"))
+			return abi.E(abi.Path(p.Pid+"/"+cid), abi.NotExist, fmt.Sprintf("no such conversation"))
 		}
 		if err != nil {
 			return err
 		}
 		if status != "open" {
-			return kernel.E(p.Pid+"/"+cid, kernel.Busy, kernel.Msgf("conversation is closed: open it again to send"))
+			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, fmt.Sprintf("conversation is closed: open it again to send"))
 		}
 		t := now()
 		if pr.run != nil || m.queued(tx, p.Pid) || pr.compacting[cid] {

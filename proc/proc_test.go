@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/proc/model"
 	"gsvfs.dev/gsvfs/vfs"
@@ -186,7 +187,7 @@ func (h *ptHarness) code(id *kernel.Identity, name string, args any) int {
 	if err == nil {
 		return 0
 	}
-	return kernel.Code(err)
+	return abi.Code(err)
 }
 
 type ptSend struct {
@@ -1657,7 +1658,7 @@ func TestBadInput(t *testing.T) {
 		h.openConv(h.alice, pid, "tmp")
 		h.must(h.alice, "proc.conversation.close", map[string]any{"pid": pid, "conversationId": "tmp"}, nil)
 		err := h.call(h.alice, "proc.send", map[string]any{"pid": pid, "conversationId": "tmp", "message": "hello?"}, nil)
-		if kernel.Code(err) != 409 || !strings.Contains(err.Error(), "closed") {
+		if abi.Code(err) != 409 || !strings.Contains(err.Error(), "closed") {
 			t.Fatalf("send to a closed conversation: %v", err)
 		}
 		if n := h.sqlCount(`SELECT count(*) FROM proc_messages WHERE pid=?`, pid); n != 0 {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
@@ -117,11 +118,11 @@ func (m *Manager) segmentReader(ctx context.Context, c *kernel.Caller, pid, cid,
 		zr, err := gzip.NewReader(f)
 		if err != nil {
 			f.Close()
-			return nil, kernel.E(s.ArchivePath, err)
+			return nil, abi.E(abi.Path(s.ArchivePath), err)
 		}
 		return &gzReader{f: f, zr: zr}, nil
 	}
-	return nil, kernel.E(segID, kernel.NotExist, kernel.Msgf("no such segment"))
+	return nil, abi.E(abi.Path(segID), abi.NotExist, fmt.Sprintf("no such segment"))
 }
 
 type gzReader struct {

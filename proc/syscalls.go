@@ -3,8 +3,10 @@ package proc
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
@@ -115,7 +117,7 @@ func (m *Manager) registerSyscalls() {
 				where, args = "WHERE uid=?", []any{*a.Uid}
 			}
 		} else if a.Uid != nil && *a.Uid != c.Uid {
-			return nil, kernel.E(kernel.Permission, kernel.Msgf("only root may list another user's processes"))
+			return nil, abi.E(abi.Permission, fmt.Sprintf("only root may list another user's processes"))
 		}
 		ps, err := m.list(ctx, where, args...)
 		if err != nil {
@@ -185,7 +187,7 @@ func (m *Manager) registerSyscalls() {
 	})
 	kernel.Handle(k, "proc.kill", 0, func(ctx context.Context, c *kernel.Caller, a *killArgs) (map[string]any, error) {
 		if a.Pid == "" {
-			return nil, kernel.E(kernel.Invalid, kernel.Msgf("pid is required"))
+			return nil, abi.E(abi.Invalid, fmt.Sprintf("pid is required"))
 		}
 		p, err := m.lookup(ctx, c, a.Pid)
 		if err != nil {
@@ -238,7 +240,7 @@ func (m *Manager) registerSyscalls() {
 			return err
 		})
 		if err != nil {
-			return nil, kernel.E(err)
+			return nil, abi.E(err)
 		}
 		conv, err := m.conv(ctx, p.Pid, cid)
 		if err != nil {
@@ -275,14 +277,14 @@ func (m *Manager) registerSyscalls() {
 			return nil, err
 		}
 		if a.ConversationID == "" {
-			return nil, kernel.E(kernel.Invalid, kernel.Msgf("conversationId is required"))
+			return nil, abi.E(abi.Invalid, fmt.Sprintf("conversationId is required"))
 		}
 		res, err := m.st.Exec(ctx, `UPDATE proc_conversations SET status='closed', updated_at=? WHERE pid=? AND cid=?`, now(), p.Pid, a.ConversationID)
 		if err != nil {
-			return nil, kernel.E(err)
+			return nil, abi.E(err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return nil, kernel.E(p.Pid+"/"+a.ConversationID, kernel.NotExist, kernel.Msgf("no such conversation"))
+			return nil, abi.E(abi.Path(p.Pid+"/"+a.ConversationID), abi.NotExist, fmt.Sprintf("no such conversation"))
 		}
 		m.changed(p.Uid, p.Pid, "conversation.close", map[string]any{"conversationId": a.ConversationID})
 		return map[string]any{"ok": true, "pid": p.Pid, "conversationId": a.ConversationID, "closed": true}, nil
@@ -332,24 +334,24 @@ func (m *Manager) registerSyscalls() {
 			case "manual", "auto-compact", "fail":
 				pol.Overflow = *a.Overflow
 			default:
-				return nil, kernel.E(kernel.Invalid, kernel.Msgf("overflow must be manual, auto-compact or fail"))
+				return nil, abi.E(abi.Invalid, fmt.Sprintf("overflow must be manual, auto-compact or fail"))
 			}
 		}
 		if a.CompactAtPressure != nil {
 			if *a.CompactAtPressure <= 0 || *a.CompactAtPressure > 1 {
-				return nil, kernel.E(kernel.Invalid, kernel.Msgf("compactAtPressure must be in (0, 1]"))
+				return nil, abi.E(abi.Invalid, fmt.Sprintf("compactAtPressure must be in (0, 1]"))
 			}
 			pol.CompactAtPressure = *a.CompactAtPressure
 		}
 		if a.KeepLast != nil {
 			if *a.KeepLast < 0 {
-				return nil, kernel.E(kernel.Invalid, kernel.Msgf("keepLast must be 0 or more"))
+				return nil, abi.E(abi.Invalid, fmt.Sprintf("keepLast must be 0 or more"))
 			}
 			pol.KeepLast = *a.KeepLast
 		}
 		if _, err := m.st.Exec(ctx, `UPDATE proc_conversations SET overflow=?, compact_at=?, keep_last=? WHERE pid=? AND cid=?`,
 			pol.Overflow, pol.CompactAtPressure, pol.KeepLast, p.Pid, cid); err != nil {
-			return nil, kernel.E(err)
+			return nil, abi.E(err)
 		}
 		m.changed(p.Uid, p.Pid, "policy", map[string]any{"conversationId": cid})
 		return map[string]any{"ok": true, "pid": p.Pid, "policy": pol}, nil
@@ -379,7 +381,7 @@ func (m *Manager) registerSyscalls() {
 		}
 		segs, err := m.segments(ctx, p.Pid, cid, "")
 		if err != nil {
-			return nil, kernel.E(err)
+			return nil, abi.E(err)
 		}
 		return map[string]any{"ok": true, "pid": p.Pid, "conversationId": cid, "segments": segs}, nil
 	})
@@ -391,7 +393,7 @@ func (m *Manager) registerSyscalls() {
 		cid := orDefault(a.ConversationID)
 		segs, err := m.segments(ctx, p.Pid, cid, a.SegmentID)
 		if err != nil || len(segs) == 0 || segs[0].ConversationID != cid {
-			return nil, kernel.E(a.SegmentID, kernel.NotExist, kernel.Msgf("no such segment"))
+			return nil, abi.E(abi.Path(a.SegmentID), abi.NotExist, fmt.Sprintf("no such segment"))
 		}
 		limit := a.Limit
 		if limit <= 0 || limit > 1000 {
@@ -422,15 +424,15 @@ func (m *Manager) registerSyscalls() {
 	})
 	kernel.Handle(k, "proc.setidentity", kernel.KernelOnly, func(ctx context.Context, c *kernel.Caller, a *setIdentityArgs) (map[string]any, error) {
 		if a.Identity == nil {
-			return nil, kernel.E(kernel.Invalid, kernel.Msgf("identity is required"))
+			return nil, abi.E(abi.Invalid, fmt.Sprintf("identity is required"))
 		}
 		res, err := m.st.Exec(ctx, `UPDATE proc_processes SET cwd=?, workspace_id=?, profile=coalesce(nullif(?,''),profile) WHERE pid=?`,
 			a.Identity.Cwd, a.Identity.WorkspaceID, a.Profile, a.Pid)
 		if err != nil {
-			return nil, kernel.E(err)
+			return nil, abi.E(err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return nil, kernel.E(a.Pid, kernel.NotExist, kernel.Msgf("no such process"))
+			return nil, abi.E(abi.Path(a.Pid), abi.NotExist, fmt.Sprintf("no such process"))
 		}
 		return map[string]any{"ok": true}, nil
 	})
@@ -439,14 +441,14 @@ func (m *Manager) registerSyscalls() {
 func (m *Manager) list(ctx context.Context, where string, args ...any) ([]Process, error) {
 	rows, err := m.st.QueryContext(ctx, `SELECT pid,uid,profile,parent_pid,state,label,created_at,workspace_id,cwd FROM proc_processes `+where+` ORDER BY created_at, pid`, args...)
 	if err != nil {
-		return nil, kernel.E(err)
+		return nil, abi.E(err)
 	}
 	defer rows.Close()
 	out := []Process{}
 	for rows.Next() {
 		var p Process
 		if err := rows.Scan(&p.Pid, &p.Uid, &p.Profile, &p.ParentPid, &p.State, &p.Label, &p.CreatedAt, &p.WorkspaceID, &p.Cwd); err != nil {
-			return nil, kernel.E(err)
+			return nil, abi.E(err)
 		}
 		out = append(out, p)
 	}
@@ -460,7 +462,7 @@ func (m *Manager) convs(ctx context.Context, pid string, includeClosed bool) ([]
 	}
 	rows, err := m.st.QueryContext(ctx, q+` ORDER BY created_at, cid`, pid)
 	if err != nil {
-		return nil, kernel.E(err)
+		return nil, abi.E(err)
 	}
 	var ids []string
 	for rows.Next() {
@@ -487,13 +489,13 @@ func (m *Manager) spawn(ctx context.Context, c *kernel.Caller, a *spawnArgs) (ma
 		}
 	}
 	if prof == nil {
-		return nil, kernel.E(a.Profile, kernel.Invalid, kernel.Msgf("unknown profile (see proc.profile.list)"))
+		return nil, abi.E(abi.Path(a.Profile), abi.Invalid, fmt.Sprintf("unknown profile (see proc.profile.list)"))
 	}
 	if err := kernel.CheckText("label", a.Label, kernel.MaxLabel); err != nil {
 		return nil, err
 	}
 	if w, ok := a.Workspace.(string); ok && w != "" && w != "none" {
-		return nil, kernel.E(kernel.Invalid, kernel.Msgf("workspace %q: only workspace=none is supported yet", w))
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("workspace %q: only workspace=none is supported yet", w))
 	}
 	var parent *string
 	if a.ParentPid != "" {
@@ -512,7 +514,7 @@ func (m *Manager) spawn(ctx context.Context, c *kernel.Caller, a *spawnArgs) (ma
 		label = &a.Label
 	}
 	if err := m.create(ctx, pid, c.Uid, prof.ID, label, parent, c.Home); err != nil {
-		return nil, kernel.E(err)
+		return nil, abi.E(err)
 	}
 	p, err := m.get(ctx, pid)
 	if err != nil {
@@ -561,7 +563,7 @@ func (m *Manager) history(ctx context.Context, p *Process, cid string, a *histor
 	msgs, err := m.readMessages(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? ORDER BY id LIMIT ? OFFSET ?`,
 		p.Pid, cid, gen, after, limit, max(offset, 0))
 	if err != nil {
-		return nil, kernel.E(err)
+		return nil, abi.E(err)
 	}
 	res := map[string]any{"ok": true, "pid": p.Pid, "conversationId": cid, "messages": msgs}
 	if a.AfterID == nil {
@@ -576,7 +578,7 @@ func (m *Manager) history(ctx context.Context, p *Process, cid string, a *histor
 func (m *Manager) resetProcess(ctx context.Context, p *Process, archive bool, event string) (map[string]any, error) {
 	cids, err := m.allConvs(ctx, p.Pid)
 	if err != nil {
-		return nil, kernel.E(err)
+		return nil, abi.E(err)
 	}
 	entries, dir, err := m.resetConvs(ctx, p, cids, archive)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
@@ -19,7 +20,7 @@ import (
 
 func words(l kernel.CtlLine, n int, usage string) error {
 	if l.JSON == nil && len(l.Words) < n {
-		return kernel.E(kernel.Invalid, kernel.Msgf("usage: %s", usage))
+		return abi.E(abi.Invalid, fmt.Sprintf("usage: %s", usage))
 	}
 	return nil
 }
@@ -70,7 +71,7 @@ func (m *Manager) tree() vfs.Dir {
 		c := kernel.CallerOf(cred, "/proc")
 		l, err := kernel.ParseCtl(line)
 		if err == nil && l.Verb != "spawn" {
-			err = kernel.E("/proc/clone", kernel.Invalid, kernel.Msgf("unknown verb %q (want spawn)", l.Verb))
+			err = abi.E(abi.Path("/proc/clone"), abi.Invalid, fmt.Sprintf("unknown verb %q (want spawn)", l.Verb))
 		}
 		var args any
 		if err == nil {
@@ -180,7 +181,7 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 	ctl := m.k.Ctl(base, own.at(base+"/ctl", 0o600), map[string]kernel.CtlVerb{
 		"send": func(l kernel.CtlLine) (string, any, error) {
 			if l.JSON == nil && l.Rest == "" {
-				return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: send <text...>"))
+				return "", nil, abi.E(abi.Invalid, fmt.Sprintf("usage: send <text...>"))
 			}
 			return "proc.send", &sendArgs{Pid: pid, Message: l.Text()}, nil
 		},
@@ -191,7 +192,7 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 				f := false
 				a.Archive = &f
 			} else if len(l.Words) > 0 {
-				return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: kill [noarchive]"))
+				return "", nil, abi.E(abi.Invalid, fmt.Sprintf("usage: kill [noarchive]"))
 			}
 			return "proc.kill", a, nil
 		},
@@ -331,14 +332,14 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			return err
 		}
 		if c.Status != "open" {
-			return kernel.E(pid+"/"+cid, kernel.Busy, kernel.Msgf("conversation is closed: open it again to send"))
+			return abi.E(abi.Path(pid+"/"+cid), abi.Busy, fmt.Sprintf("conversation is closed: open it again to send"))
 		}
 		return nil
 	}}
 	ctl := m.k.Ctl(base, own.at(base+"/ctl", 0o600), map[string]kernel.CtlVerb{
 		"send": func(l kernel.CtlLine) (string, any, error) {
 			if l.JSON == nil && l.Rest == "" {
-				return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: send <text...>"))
+				return "", nil, abi.E(abi.Invalid, fmt.Sprintf("usage: send <text...>"))
 			}
 			return "proc.send", &sendArgs{Pid: pid, ConversationID: cid, Message: l.Text()}, nil
 		},
@@ -347,14 +348,14 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			if v, ok := l.LookupOpt("keep"); ok {
 				n, err := strconv.Atoi(v)
 				if err != nil {
-					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("keep=%q is not a number", v))
+					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("keep=%q is not a number", v))
 				}
 				a.KeepLast = &n
 			}
 			if v, ok := l.LookupOpt("through"); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
-					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("through=%q is not a message id", v))
+					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("through=%q is not a message id", v))
 				}
 				a.ThroughMessageID = &n
 			}
@@ -363,7 +364,7 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			}
 			for _, w := range l.Words {
 				if w != "generate" {
-					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: compact keep=<n>|through=<msgId> [summary=<text>|generate]"))
+					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("usage: compact keep=<n>|through=<msgId> [summary=<text>|generate]"))
 				}
 				a.GenerateSummary = true
 			}
@@ -382,7 +383,7 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			if v, ok := l.LookupOpt("through"); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
-					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("through=%q is not a message id", v))
+					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("through=%q is not a message id", v))
 				}
 				a.ThroughMessageID = &n
 			}
@@ -391,7 +392,7 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			}
 			for _, w := range l.Words {
 				if w != "nosuffix" {
-					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: fork through=<msgId>|segment=<segId> [as=<id>] [title=..] [nosuffix]"))
+					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("usage: fork through=<msgId>|segment=<segId> [as=<id>] [title=..] [nosuffix]"))
 				}
 				f := false
 				a.IncludeLiveSuffix = &f
@@ -409,14 +410,14 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			if v, ok := l.LookupOpt("pressure"); ok {
 				f, err := strconv.ParseFloat(v, 64)
 				if err != nil {
-					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("pressure=%q is not a number", v))
+					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("pressure=%q is not a number", v))
 				}
 				a.CompactAtPressure = &f
 			}
 			if v, ok := l.LookupOpt("keep"); ok {
 				n, err := strconv.Atoi(v)
 				if err != nil {
-					return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("keep=%q is not a number", v))
+					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("keep=%q is not a number", v))
 				}
 				a.KeepLast = &n
 			}

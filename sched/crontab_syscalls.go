@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 )
 
@@ -53,14 +55,14 @@ func (m *Manager) registerCrontabSyscalls() {
 		}
 		rows, err := m.st.QueryContext(ctx, `SELECT DISTINCT owner_uid FROM sched_schedules ORDER BY owner_uid`)
 		if err != nil {
-			return nil, kernel.E(err)
+			return nil, abi.E(err)
 		}
 		defer rows.Close()
 		var out []uint32
 		for rows.Next() {
 			var uid uint32
 			if err := rows.Scan(&uid); err != nil {
-				return nil, kernel.E(err)
+				return nil, abi.E(err)
 			}
 			out = append(out, uid)
 		}
@@ -91,7 +93,7 @@ func (m *Manager) registerCrontabSyscalls() {
 	// this error, which the err view of /var/spool/cron then shows.
 	kernel.Handle(k, "sched.crontab.check", kernel.Internal, func(ctx context.Context, c *kernel.Caller, a *crontabCheckArgs) (struct{}, error) {
 		if err := CheckCrontabLines(a.Text, a.Line); err != nil {
-			return struct{}{}, kernel.E(kernel.Invalid, err)
+			return struct{}{}, abi.E(abi.Invalid, err)
 		}
 		return struct{}{}, nil
 	})
@@ -103,7 +105,7 @@ func (m *Manager) registerCrontabSyscalls() {
 				where, args = `WHERE owner_uid=?`, []any{*a.OwnerUid}
 			}
 		} else if a.OwnerUid != nil && *a.OwnerUid != c.Uid {
-			return nil, kernel.E(kernel.Permission, kernel.Msgf("only root may read another uid's run history"))
+			return nil, abi.E(abi.Permission, fmt.Sprintf("only root may read another uid's run history"))
 		}
 		limit := a.Limit
 		if limit <= 0 {
@@ -130,7 +132,7 @@ func (m *Manager) crontab(ctx context.Context, uid uint32) (string, error) {
 func (m *Manager) runs(ctx context.Context, where string, args ...any) ([]Run, error) {
 	rows, err := m.st.QueryContext(ctx, `SELECT id,schedule_id,name,owner_uid,scheduled_at,started_at,finished_at,status,error,summary,duration_ms FROM sched_runs `+where, args...)
 	if err != nil {
-		return nil, kernel.E(err)
+		return nil, abi.E(err)
 	}
 	defer rows.Close()
 	out := []Run{}
@@ -138,7 +140,7 @@ func (m *Manager) runs(ctx context.Context, where string, args ...any) ([]Run, e
 		var r Run
 		if err := rows.Scan(&r.ID, &r.ScheduleID, &r.Name, &r.OwnerUid, &r.ScheduledAtMs, &r.StartedAtMs, &r.FinishedAtMs,
 			&r.Status, &r.Error, &r.Summary, &r.DurationMs); err != nil {
-			return nil, kernel.E(err)
+			return nil, abi.E(err)
 		}
 		out = append(out, r)
 	}
@@ -175,7 +177,7 @@ func (m *Manager) defaultZone(ctx context.Context) string {
 // lineError is err, which a crontab line caused, with the line's number
 // and err's kind.
 func lineError(line int, err error) error {
-	return kernel.E(kernel.Kind(kernel.Code(err)), kernel.Msgf("line %d: %v", line, err))
+	return abi.E(abi.Kind(abi.Code(err)), fmt.Sprintf("line %d: %v", line, err))
 }
 
 // reconcile makes uid's schedules what text says: the whole text is parsed
@@ -187,7 +189,7 @@ func lineError(line int, err error) error {
 func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, text string) (*CrontabResult, error) {
 	lines, err := ParseCrontab(text, m.defaultZone(ctx))
 	if err != nil {
-		return nil, kernel.E(kernel.Invalid, err)
+		return nil, abi.E(abi.Invalid, err)
 	}
 	existing, err := m.query(ctx, `WHERE owner_uid=? ORDER BY rowid`, uid)
 	if err != nil {
@@ -273,7 +275,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 		for _, s := range removed {
 			if _, err := tx.Exec(`DELETE FROM sched_schedules WHERE id=?`, s.ID); err != nil {
-				return kernel.E(err)
+				return abi.E(err)
 			}
 		}
 		// Names may move between schedules (a swap): park every renamed
@@ -281,7 +283,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 		for _, ch := range changes {
 			if ch.patch.Name != nil {
 				if _, err := tx.Exec(`UPDATE sched_schedules SET name=? WHERE id=?`, "\x00"+ch.s.ID, ch.s.ID); err != nil {
-					return kernel.E(err)
+					return abi.E(err)
 				}
 			}
 		}
@@ -306,9 +308,9 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 		return nil
 	})
 	if err != nil {
-		var ke *kernel.Error
+		var ke *abi.Error
 		if !errors.As(err, &ke) {
-			err = kernel.E(err)
+			err = abi.E(err)
 		}
 		return nil, err
 	}

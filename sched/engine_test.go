@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/proc"
 )
@@ -233,7 +234,7 @@ func (h *harness) must(id *kernel.Identity, name string, args any, out any) {
 func (h *harness) code(id *kernel.Identity, name string, args any) int {
 	h.t.Helper()
 	if err := h.call(id, name, args, nil); err != nil {
-		return kernel.Code(err)
+		return abi.Code(err)
 	}
 	return 0
 }

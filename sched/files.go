@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
@@ -63,7 +64,7 @@ func (m *Manager) ctlVerbs() map[string]kernel.CtlVerb {
 			return "", uid, nil
 		}
 		if len(l.Words) != 1 {
-			return "", nil, kernel.E(kernel.Invalid, kernel.Msgf("usage: %s", usage))
+			return "", nil, abi.E(abi.Invalid, fmt.Sprintf("usage: %s", usage))
 		}
 		return l.Words[0], uid, nil
 	}
@@ -118,7 +119,7 @@ func (m *Manager) uidOf(s string) (uint32, error) {
 			return u.Uid, nil
 		}
 	}
-	return 0, kernel.E(kernel.NotExist, kernel.Msgf("no such user %q", s))
+	return 0, abi.E(abi.NotExist, fmt.Sprintf("no such user %q", s))
 }
 
 // users lists every user through sys.user.list, made by the kernel: the

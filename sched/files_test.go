@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/proc"
 	"gsvfs.dev/gsvfs/vfs"
@@ -445,11 +446,11 @@ func TestCrontabReconcile(t *testing.T) {
 	}
 	// Only root may set another uid's crontab.
 	bob := uint32(1001)
-	if _, err := kernel.Invoke[*CrontabResult](ctx, h.k, alice, "sched.crontab.set", &crontabSetArgs{OwnerUid: &bob, Text: ""}); kernel.Code(err) != 403 {
+	if _, err := kernel.Invoke[*CrontabResult](ctx, h.k, alice, "sched.crontab.set", &crontabSetArgs{OwnerUid: &bob, Text: ""}); abi.Code(err) != 403 {
 		t.Fatalf("alice sets bob's: %v", err)
 	}
 	// A parse error is a 400 naming the line.
-	if _, err := set("\n\n@every 1h frob p x"); kernel.Code(err) != 400 || !strings.Contains(err.Error(), "line 3: unknown target \"frob\"") {
+	if _, err := set("\n\n@every 1h frob p x"); abi.Code(err) != 400 || !strings.Contains(err.Error(), "line 3: unknown target \"frob\"") {
 		t.Fatalf("%v", err)
 	}
 	// Labels and other things a line cannot say survive a rewrite.

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 )
 
@@ -701,7 +702,7 @@ func (m *Manager) get(ctx context.Context, id string) (*Schedule, error) {
 		return nil, err
 	}
 	if len(ss) == 0 {
-		return nil, kernel.E(id, kernel.NotExist, kernel.Msgf("no such schedule"))
+		return nil, abi.E(abi.Path(id), abi.NotExist, fmt.Sprintf("no such schedule"))
 	}
 	return &ss[0], nil
 }
@@ -712,7 +713,7 @@ const scheduleCols = `id,owner_uid,creator_uid,run_as_uid,name,description,enabl
 func (m *Manager) query(ctx context.Context, where string, args ...any) ([]Schedule, error) {
 	rows, err := m.st.QueryContext(ctx, `SELECT `+scheduleCols+` FROM sched_schedules `+where, args...)
 	if err != nil {
-		return nil, kernel.E(err)
+		return nil, abi.E(err)
 	}
 	return m.scan(rows)
 }
@@ -731,7 +732,7 @@ func (m *Manager) scan(rows *sql.Rows) ([]Schedule, error) {
 		if err := rows.Scan(&s.ID, &s.OwnerUid, &s.CreatorUid, &s.RunAsUid, &s.Name, &s.Description, &s.Enabled, &expr, &target,
 			&s.OverlapPolicy, &s.MisfirePolicy, &retry, &s.CreatedAtMs, &s.UpdatedAtMs, &s.State.NextRunAtMs, &s.State.RunningAtMs,
 			&s.State.LastRunAtMs, &s.State.LastStatus, &s.State.LastError, &s.State.LastDurationMs, &s.State.RunCount, &s.State.Attempt); err != nil {
-			return nil, kernel.E(err)
+			return nil, abi.E(err)
 		}
 		json.Unmarshal([]byte(expr), &s.Expression)
 		if s.Expression.Kind == "cron" && s.Expression.Timezone == "" {
@@ -783,10 +784,10 @@ func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner ui
 	}
 	now := m.clock.Now()
 	if err := a.Expression.validate(now); err != nil {
-		return nil, kernel.E(a.Name, kernel.Invalid, err)
+		return nil, abi.E(abi.Path(a.Name), abi.Invalid, err)
 	}
 	if err := a.Target.validate(); err != nil {
-		return nil, kernel.E(a.Name, kernel.Invalid, err)
+		return nil, abi.E(abi.Path(a.Name), abi.Invalid, err)
 	}
 	if err := checkDescription(a.Name, a.Description); err != nil {
 		return nil, err
@@ -799,7 +800,7 @@ func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner ui
 	}
 	if a.RetryPolicy != nil {
 		if err := a.RetryPolicy.validate(); err != nil {
-			return nil, kernel.E(a.Name, kernel.Invalid, err)
+			return nil, abi.E(abi.Path(a.Name), abi.Invalid, err)
 		}
 	}
 	s := &Schedule{ID: newID(), OwnerUid: owner, CreatorUid: c.Uid, RunAsUid: owner, Name: a.Name, Description: a.Description,
@@ -812,14 +813,14 @@ func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner ui
 		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, s.ID, s.OwnerUid, s.CreatorUid, s.RunAsUid, s.Name, s.Description, s.Enabled, expr, target,
 		s.MisfirePolicy, retry, s.CreatedAtMs, s.UpdatedAtMs, nullInt(next))
 	if err != nil {
-		return nil, kernel.E(a.Name, kernel.Busy, kernel.Msgf("a schedule named %q exists", a.Name))
+		return nil, abi.E(abi.Path(a.Name), abi.Busy, fmt.Sprintf("a schedule named %q exists", a.Name))
 	}
 	return s, nil
 }
 
 func checkName(name string) error {
 	if !validName.MatchString(name) {
-		return kernel.E(name, kernel.Invalid, kernel.Msgf("schedule names are 1-64 of [A-Za-z0-9_.-]"))
+		return abi.E(abi.Op(name), abi.Invalid, fmt.Sprintf("schedule names are 1-64 of [A-Za-z0-9_.-]"))
 	}
 	return nil
 }
@@ -830,7 +831,7 @@ func checkDescription(name string, d *string) error {
 		return nil
 	}
 	if err := checkFreeText("description", *d); err != nil {
-		return kernel.E(name, kernel.Invalid, err)
+		return abi.E(abi.Op(name), abi.Invalid, err)
 	}
 	return nil
 }
@@ -842,14 +843,14 @@ func checkDescription(name string, d *string) error {
 // outside a transaction of the store.
 func (m *Manager) checkReach(ctx context.Context, owner uint32, name string, t *Target) error {
 	if err := t.validate(); err != nil {
-		return kernel.E(name, kernel.Invalid, err)
+		return abi.E(abi.Op(name), abi.Invalid, err)
 	}
 	if t.Kind != "process.event" && t.Kind != "process.lifecycle" {
 		return nil
 	}
 	id, err := m.k.IdentityOf(ctx, owner)
 	if err != nil {
-		return kernel.E(name, kernel.NotExist, kernel.Msgf("owner %d: %v", owner, err))
+		return abi.E(abi.Op(name), abi.NotExist, fmt.Sprintf("owner %d: %v", owner, err))
 	}
 	c := &kernel.Caller{Identity: id}
 	call, a := "proc.status", map[string]string{"pid": t.Pid}
@@ -859,15 +860,15 @@ func (m *Manager) checkReach(ctx context.Context, owner uint32, name string, t *
 	args, _ := json.Marshal(a)
 	res, err := m.k.Call(ctx, c, call, json.RawMessage(args))
 	if err != nil {
-		switch kernel.Kind(kernel.Code(err)) {
-		case kernel.NotExist, kernel.Permission, kernel.Invalid:
-			return kernel.E(name, kernel.NotExist, kernel.Msgf("target %s: no such process for uid %d", t.Pid, owner))
+		switch abi.Kind(abi.Code(err)) {
+		case abi.NotExist, abi.Permission, abi.Invalid:
+			return abi.E(abi.Op(name), abi.NotExist, fmt.Sprintf("target %s: no such process for uid %d", t.Pid, owner))
 		}
-		return kernel.E(name, err)
+		return abi.E(abi.Op(name), err)
 	}
 	if r, ok := res.(map[string]any); ok && t.ConversationID != "" {
 		if cv, ok := r["conversation"]; !ok || cv == nil || isNilPtr(cv) {
-			return kernel.E(name, kernel.NotExist, kernel.Msgf("target %s: no conversation %q", t.Pid, t.ConversationID))
+			return abi.E(abi.Op(name), abi.NotExist, fmt.Sprintf("target %s: no conversation %q", t.Pid, t.ConversationID))
 		}
 	}
 	return nil
@@ -881,7 +882,7 @@ func isNilPtr(v any) bool {
 
 func checkMisfire(name, policy string) error {
 	if policy != "skip" && policy != "run-once" {
-		return kernel.E(name, kernel.Invalid, kernel.Msgf("misfirePolicy must be skip or run-once"))
+		return abi.E(abi.Op(name), abi.Invalid, fmt.Sprintf("misfirePolicy must be skip or run-once"))
 	}
 	return nil
 }
@@ -920,5 +921,5 @@ func (m *Manager) resolve(ctx context.Context, c *kernel.Caller, ref string, own
 			return &ss[i], nil
 		}
 	}
-	return nil, kernel.E(ref, kernel.NotExist, kernel.Msgf("no such schedule"))
+	return nil, abi.E(abi.Path(ref), abi.NotExist, fmt.Sprintf("no such schedule"))
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 )
 
@@ -52,7 +53,7 @@ func owner(c *kernel.Caller, uid *uint32) (uint32, error) {
 		return c.Uid, nil
 	}
 	if !c.IsRoot() {
-		return 0, kernel.E(kernel.Permission, kernel.Msgf("only root may act for another uid"))
+		return 0, abi.E(abi.Permission, fmt.Sprintf("only root may act for another uid"))
 	}
 	return *uid, nil
 }
@@ -67,7 +68,7 @@ func (m *Manager) registerSyscalls() {
 				where, args = `WHERE owner_uid=?`, []any{*a.OwnerUid}
 			}
 		} else if a.OwnerUid != nil && *a.OwnerUid != c.Uid {
-			return nil, kernel.E(kernel.Permission, kernel.Msgf("only root may list another uid's schedules"))
+			return nil, abi.E(abi.Permission, fmt.Sprintf("only root may list another uid's schedules"))
 		}
 		if a.IncludeDisabled != nil && !*a.IncludeDisabled {
 			where += ` AND enabled=1`
@@ -136,7 +137,7 @@ func (m *Manager) registerSyscalls() {
 	})
 	kernel.Handle(k, "sched.remove", 0, func(ctx context.Context, c *kernel.Caller, a *idArgs) (map[string]any, error) {
 		s, err := m.resolve(ctx, c, a.ID, a.OwnerUid)
-		if ke := (*kernel.Error)(nil); errors.As(err, &ke) && ke.Kind == kernel.NotExist {
+		if ke := (*abi.Error)(nil); errors.As(err, &ke) && ke.Kind == abi.NotExist {
 			// The seed's answer for a schedule that is not there, or
 			// is another user's (which, to its caller, is not there).
 			return map[string]any{"removed": false}, nil
@@ -145,7 +146,7 @@ func (m *Manager) registerSyscalls() {
 			return nil, err
 		}
 		if _, err := m.st.Exec(ctx, `DELETE FROM sched_schedules WHERE id=?`, s.ID); err != nil {
-			return nil, kernel.E(err)
+			return nil, abi.E(err)
 		}
 		m.armChange(s.ID, 0)
 		m.changed(s.OwnerUid, s.ID, "removed")
@@ -177,14 +178,14 @@ func (m *Manager) registerSyscalls() {
 			r := failed[0]
 			// A failed run has its error's kind (Other without one); a
 			// skipped one is Busy: its previous run is still going.
-			kind, what := kernel.Kind(kernel.Code(r.err)), "run failed"
+			kind, what := abi.Kind(abi.Code(r.err)), "run failed"
 			if r.Status == "skipped" {
-				kind, what = kernel.Busy, "run skipped"
+				kind, what = abi.Busy, "run skipped"
 			}
 			if len(results) > 1 {
 				what = fmt.Sprintf("%d of %d runs failed; the first", len(failed), len(results))
 			}
-			return nil, kernel.E("sched.run", r.ScheduleID, kind, kernel.Msgf("%s: %s", what, r.Error))
+			return nil, abi.E(abi.Op("sched.run"), abi.Path(r.ScheduleID), kind, fmt.Sprintf("%s: %s", what, r.Error))
 		}
 		return map[string]any{"ran": len(results), "results": results}, nil
 	})
@@ -198,7 +199,7 @@ func (m *Manager) runNow(ctx context.Context, c *kernel.Caller, a *runArgs) ([]R
 	switch {
 	case a.Mode == "force" || (a.Mode == "" && a.ID != ""):
 		if a.ID == "" {
-			return nil, kernel.E(kernel.Invalid, kernel.Msgf("force needs an id"))
+			return nil, abi.E(abi.Invalid, fmt.Sprintf("force needs an id"))
 		}
 		s, err := m.resolve(ctx, c, a.ID, a.OwnerUid)
 		if err != nil {
@@ -219,7 +220,7 @@ func (m *Manager) runNow(ctx context.Context, c *kernel.Caller, a *runArgs) ([]R
 			results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, *s.State.NextRunAtMs, now, false))
 		}
 	default:
-		return nil, kernel.E(kernel.Invalid, kernel.Msgf("mode must be due or force"))
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("mode must be due or force"))
 	}
 	if results == nil {
 		results = []RunResult{}
@@ -240,7 +241,7 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 	if p.Description != nil {
 		var d *string
 		if err := json.Unmarshal(*p.Description, &d); err != nil {
-			return nil, kernel.E(s.Name, kernel.Invalid, kernel.Msgf("description must be a string or null"))
+			return nil, abi.E(abi.Path(s.Name), abi.Invalid, fmt.Sprintf("description must be a string or null"))
 		}
 		if err := checkDescription(s.Name, d); err != nil {
 			return nil, err
@@ -254,7 +255,7 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 	recompute := false
 	if p.Expression != nil {
 		if err := p.Expression.validate(now); err != nil {
-			return nil, kernel.E(s.Name, kernel.Invalid, err)
+			return nil, abi.E(abi.Path(s.Name), abi.Invalid, err)
 		}
 		s.Expression = *p.Expression
 		s.CreatedAtMs = now.UnixMilli() // "after" counts from the change
@@ -262,7 +263,7 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 	}
 	if p.Target != nil {
 		if err := p.Target.validate(); err != nil {
-			return nil, kernel.E(s.Name, kernel.Invalid, err)
+			return nil, abi.E(abi.Path(s.Name), abi.Invalid, err)
 		}
 		s.Target = *p.Target
 	}
@@ -274,7 +275,7 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 	}
 	if p.RetryPolicy != nil {
 		if err := p.RetryPolicy.validate(); err != nil {
-			return nil, kernel.E(s.Name, kernel.Invalid, err)
+			return nil, abi.E(abi.Path(s.Name), abi.Invalid, err)
 		}
 		s.RetryPolicy = p.RetryPolicy
 	}
@@ -288,7 +289,7 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 		s.State.NextRunAtMs = ptr(nextAfter(s, now.UnixMilli()))
 		s.State.Attempt = 0
 		if s.State.NextRunAtMs == nil && s.Enabled && s.Expression.oneShot() {
-			return nil, kernel.E(s.Name, kernel.Invalid, kernel.Msgf("its time has passed (%s): a one-shot runs once; give it a new expression to enable it",
+			return nil, abi.E(abi.Path(s.Name), abi.Invalid, fmt.Sprintf("its time has passed (%s): a one-shot runs once; give it a new expression to enable it",
 				time.UnixMilli(s.occurrence()).UTC().Format(time.RFC3339)))
 		}
 	}
@@ -301,7 +302,7 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 	_, err := q.Exec(`UPDATE sched_schedules SET name=?, description=?, enabled=?, expression=?, target=?, misfire=?, retry=?, updated_at=?, created_at=?, next_run_at=?, attempt=? WHERE id=?`,
 		s.Name, s.Description, s.Enabled, expr, target, s.MisfirePolicy, retry, s.UpdatedAtMs, s.CreatedAtMs, next, s.State.Attempt, s.ID)
 	if err != nil {
-		return nil, kernel.E(s.Name, kernel.Busy, kernel.Msgf("a schedule named %q exists", s.Name))
+		return nil, abi.E(abi.Path(s.Name), abi.Busy, fmt.Sprintf("a schedule named %q exists", s.Name))
 	}
 	return s, nil
 }

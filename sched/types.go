@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 )
 
@@ -203,7 +204,7 @@ func checkWord(field, s string) error {
 // textErr is the cause of a kernel.CheckText error, for the caller to
 // wrap with its own name and kind.
 func textErr(err error) error {
-	var ke *kernel.Error
+	var ke *abi.Error
 	if errors.As(err, &ke) && ke.Err != nil {
 		return ke.Err
 	}

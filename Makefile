@@ -50,7 +50,7 @@ test: deps
 
 # fuzz: every fuzz target; FUZZTIME=1m for longer runs.
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseCtl$$' -fuzztime $(FUZZTIME) ./kernel
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCtl$$' -fuzztime $(FUZZTIME) ./ns
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./kernel
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeArgs$$' -fuzztime $(FUZZTIME) ./kernel
 	$(GO) test -run '^$$' -fuzz '^FuzzConn$$' -fuzztime $(FUZZTIME) ./ninep

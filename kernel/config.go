@@ -127,20 +127,11 @@ type ConfigEntry struct {
 	Value string `json:"value"`
 }
 
-type configGetArgs struct {
-	Key string `json:"key"`
-}
-
-type configSetArgs struct {
-	Key   string          `json:"key"`
-	Value json.RawMessage `json:"value"`
-}
-
 // validKey: slash-separated segments of [A-Za-z0-9_.-].
 var validKey = regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`)
 
 func (k *Kernel) registerConfig() {
-	Handle(k, "sys.config.get", 0, func(ctx context.Context, c *Caller, a *configGetArgs) (map[string]any, error) {
+	Handle(k, "sys.config.get", 0, func(ctx context.Context, c *Caller, a *abi.ConfigGetArgs) (map[string]any, error) {
 		if own := normalizeKey(c.Identity, a.Key, true); own != a.Key && own != normalizeKey(c.Identity, a.Key, false) {
 			// A user's dotted ai.* key reads their override if they have one.
 			if es, err := k.configGet(ctx, c.Identity, own); err == nil && len(es) > 0 {
@@ -154,7 +145,7 @@ func (k *Kernel) registerConfig() {
 		return map[string]any{"entries": es}, nil
 	})
 
-	Handle(k, "sys.config.set", 0, func(ctx context.Context, c *Caller, a *configSetArgs) (map[string]any, error) {
+	Handle(k, "sys.config.set", 0, func(ctx context.Context, c *Caller, a *abi.ConfigSetArgs) (map[string]any, error) {
 		a.Key = normalizeKey(c.Identity, a.Key, true)
 		if !validKey.MatchString(a.Key) {
 			return nil, abi.E(abi.Path(a.Key), abi.Invalid, "config keys are /-separated words of [A-Za-z0-9_.-]")

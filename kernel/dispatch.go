@@ -46,11 +46,20 @@ type syscallDef struct {
 	admit func(*Caller) error
 }
 
-// Handle registers the syscall name, served by fn. A request frame's JSON
-// args are decoded into a fresh *A; in-process callers pass an *A (or an A)
-// to Call directly. Registering a name twice panics.
-func Handle[A any, R any](k *Kernel, name string, flags Flags, fn func(ctx context.Context, c *Caller, args *A) (R, error)) {
-	def := &syscallDef{
+// Syscall is one entry of a syscall table: a name, its flags, its
+// handler and, optionally, its own rule on who may make it. A room gives
+// its table to Register; make entries with Fn.
+type Syscall struct{ def *syscallDef }
+
+// Name returns the syscall's name.
+func (s Syscall) Name() string { return s.def.name }
+
+// Fn makes the table entry of the syscall name, served by fn. A request
+// frame's JSON args are decoded strictly (DecodeArgs) into a fresh *A;
+// in-process callers pass an *A (or an A, or nil for a zero A) to Call
+// directly.
+func Fn[A any, R any](name string, flags Flags, fn func(ctx context.Context, c *Caller, args *A) (R, error)) Syscall {
+	return Syscall{&syscallDef{
 		name:  name,
 		flags: flags,
 		decode: func(raw json.RawMessage) (any, error) {
@@ -71,13 +80,33 @@ func Handle[A any, R any](k *Kernel, name string, flags Flags, fn func(ctx conte
 			}
 			return nil, abi.E(abi.Op(name), abi.Other, fmt.Sprintf("args of type %T", args))
 		},
-	}
+	}}
+}
+
+// Admit returns s with the syscall's own rule on who may make it, checked
+// with the dispatcher's rules (Permit) before anything runs.
+func (s Syscall) Admit(fn func(*Caller) error) Syscall {
+	d := *s.def
+	d.admit = fn
+	return Syscall{&d}
+}
+
+// Register adds the syscalls of a table. Registering a name twice panics:
+// two rooms never serve one name.
+func (k *Kernel) Register(calls ...Syscall) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if _, dup := k.calls[name]; dup {
-		panic("kernel: syscall registered twice: " + name)
+	for _, s := range calls {
+		if _, dup := k.calls[s.def.name]; dup {
+			panic("kernel: syscall registered twice: " + s.def.name)
+		}
+		k.calls[s.def.name] = s.def
 	}
-	k.calls[name] = def
+}
+
+// Handle registers the one syscall name, served by fn (Register(Fn(...))).
+func Handle[A any, R any](k *Kernel, name string, flags Flags, fn func(ctx context.Context, c *Caller, args *A) (R, error)) {
+	k.Register(Fn(name, flags, fn))
 }
 
 // Call is the single dispatcher: every syscall, from a request frame, a
@@ -92,7 +121,7 @@ func (k *Kernel) Call(ctx context.Context, c *Caller, name string, args any) (an
 	k.mu.RUnlock()
 	res, err := k.call(ctx, c, def, name, args)
 	if err != nil && c != nil && c.Origin != "" && c.Identity != nil {
-		k.setLastError(c.Uid, c.Origin, err)
+		k.NoteError(c.Uid, c.Origin, err)
 	}
 	return res, err
 }
@@ -227,7 +256,11 @@ type lastErrKey struct {
 	dir string
 }
 
-func (k *Kernel) setLastError(uid uint32, dir string, err error) {
+// NoteError records err as uid's last failure in the namespace directory
+// dir, which dir's err view shows. The dispatcher notes the failures of
+// calls that name an Origin; the namespace notes the ctl lines it refuses
+// before they become calls.
+func (k *Kernel) NoteError(uid uint32, dir string, err error) {
 	k.errs.mu.Lock()
 	defer k.errs.mu.Unlock()
 	if k.errs.m == nil {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sync"
 
-	"gsvfs.dev/gsvfs/vfs"
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // SignalFrame is the seed's async push frame.
@@ -33,17 +33,20 @@ func (a audience) sees(id *Identity) bool {
 	return a.all || id.IsRoot() || slices.Contains(a.uids, id.Uid)
 }
 
-// subQueue is the most records a subscriber buffers; past it the oldest are
+// subQueue is the most records a Subscription buffers; past it the oldest are
 // dropped and the reader is told how many with an "events.lost" frame.
 const subQueue = 4096
 
 type bus struct {
 	mu   sync.Mutex
 	seq  uint64
-	subs map[*subscriber]struct{}
+	subs map[*Subscription]struct{}
 }
 
-type subscriber struct {
+// Subscription is one reader's queue of the signal bus: the records of the
+// signals its identity may see, from the moment it subscribed. It has the
+// methods of a vfs.Subscription, which a stream file serves.
+type Subscription struct {
 	id     *Identity
 	filter func(signal string, payload any) bool
 	mu     sync.Mutex
@@ -54,7 +57,7 @@ type subscriber struct {
 	bus    *bus
 }
 
-// Signal publishes a signal frame to every subscriber in the audience.
+// Signal publishes a signal frame to every Subscription in the audience.
 func (k *Kernel) Signal(signal string, payload any, a Audience) {
 	k.signal(signal, payload, audience{all: a.All, uids: a.Uids})
 }
@@ -80,7 +83,7 @@ func (k *Kernel) signal(signal string, payload any, a audience) {
 	}
 }
 
-func (s *subscriber) push(rec []byte) {
+func (s *Subscription) push(rec []byte) {
 	s.mu.Lock()
 	if len(s.q) >= subQueue {
 		s.q = s.q[1:]
@@ -96,19 +99,19 @@ func (s *subscriber) push(rec []byte) {
 
 // Subscribe returns a subscription to the signals id may see, starting now.
 // filter, if not nil, narrows them further.
-func (k *Kernel) Subscribe(id *Identity, filter func(signal string, payload any) bool) vfs.Subscription {
-	s := &subscriber{id: id, filter: filter, wake: make(chan struct{}, 1), bus: &k.bus}
+func (k *Kernel) Subscribe(id *Identity, filter func(signal string, payload any) bool) *Subscription {
+	s := &Subscription{id: id, filter: filter, wake: make(chan struct{}, 1), bus: &k.bus}
 	k.bus.mu.Lock()
 	if k.bus.subs == nil {
-		k.bus.subs = map[*subscriber]struct{}{}
+		k.bus.subs = map[*Subscription]struct{}{}
 	}
 	k.bus.subs[s] = struct{}{}
 	k.bus.mu.Unlock()
 	return s
 }
 
-// Poll implements vfs.Subscription.
-func (s *subscriber) Poll() ([]byte, bool) {
+// Poll returns the next record without waiting; false if there is none.
+func (s *Subscription) Poll() ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lost > 0 {
@@ -126,8 +129,8 @@ func (s *subscriber) Poll() ([]byte, bool) {
 	return rec, true
 }
 
-// Next implements vfs.Subscription: it waits for a record or for ctx.
-func (s *subscriber) Next(ctx context.Context) ([]byte, error) {
+// Next waits for the next record, for ctx, or for the bus to close.
+func (s *Subscription) Next(ctx context.Context) ([]byte, error) {
 	for {
 		if rec, ok := s.Poll(); ok {
 			return rec, nil
@@ -136,7 +139,7 @@ func (s *subscriber) Next(ctx context.Context) ([]byte, error) {
 		closed := s.closed
 		s.mu.Unlock()
 		if closed {
-			return nil, vfs.Errorf(5 /* EIO */, "event stream closed")
+			return nil, abi.E(abi.Other, "event stream closed")
 		}
 		select {
 		case <-s.wake:
@@ -146,8 +149,8 @@ func (s *subscriber) Next(ctx context.Context) ([]byte, error) {
 	}
 }
 
-// Close implements vfs.Subscription.
-func (s *subscriber) Close() {
+// Close ends the subscription; a waiting Next returns.
+func (s *Subscription) Close() {
 	s.bus.mu.Lock()
 	delete(s.bus.subs, s)
 	s.bus.mu.Unlock()
@@ -180,7 +183,7 @@ func (b *bus) closeAll() {
 func (k *Kernel) registerEvents() {
 	// sys.events opens the caller's signal stream. It is Internal: its
 	// result is a live subscription, which only the namespace can serve.
-	Handle(k, "sys.events", Internal, func(ctx context.Context, c *Caller, _ *struct{}) (vfs.Subscription, error) {
+	Handle(k, "sys.events", Internal, func(ctx context.Context, c *Caller, _ *struct{}) (*Subscription, error) {
 		return k.Subscribe(c.Identity, nil), nil
 	})
 	Handle(k, "sys.lasterror", Internal, func(ctx context.Context, c *Caller, a *struct{ Dir string }) (string, error) {

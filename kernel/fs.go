@@ -122,23 +122,7 @@ func (k *Kernel) ownerOf(ctx context.Context, rel string) owner {
 
 // allowed reports whether id may access a file with mode and owner o.
 func allowed(id *Identity, o owner, mode fs.FileMode, want vfs.Want) bool {
-	if id.IsRoot() {
-		return true
-	}
-	if id.Role == "nobody" {
-		return false
-	}
-	perm := uint32(mode.Perm())
-	var bits uint32
-	switch {
-	case id.Uid == o.uid:
-		bits = perm >> 6
-	case id.InGroup(o.gid):
-		bits = perm >> 3
-	default:
-		bits = perm
-	}
-	return uint32(want)&^bits&7 == 0
+	return id.Allowed(o.uid, o.gid, mode, uint32(want))
 }
 
 // access checks that id may search every directory above rel and use rel
@@ -1413,3 +1397,20 @@ func (h *dataHandle) Sync(ctx context.Context) error {
 }
 
 func (h *dataHandle) Close(ctx context.Context) error { return h.f.Close() }
+
+// ident returns the *Identity inside a vfs.Cred.
+func ident(cred vfs.Cred) *Identity {
+	if id, ok := cred.(*Identity); ok && id != nil {
+		return id
+	}
+	return nobody(-1)
+}
+
+// CallerOf returns the Caller for a vfs.Cred, with origin dir.
+func CallerOf(cred vfs.Cred, origin string) *Caller {
+	return &Caller{Identity: ident(cred), Origin: origin}
+}
+
+// DataNode returns the node of the data tree's directory rel ("home",
+// "workspaces", "var/sessions").
+func (k *Kernel) DataNode(rel string) vfs.Node { return &dataDir{dataNode{k, rel}} }

@@ -20,7 +20,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"gsvfs.dev/gsvfs/abi"
-	"gsvfs.dev/gsvfs/vfs"
 )
 
 // Config says where the kernel keeps its state.
@@ -50,10 +49,9 @@ type Kernel struct {
 	dataFD   *os.File // the data root opened O_PATH, for openat2; nil if unavailable
 	dataPath string
 
-	root   *vfs.StaticDir // the namespace
-	kid    *Identity      // the kernel's own identity
-	shells shellJobs      // the running shell.exec commands
-	leases leases         // the grants of tokens in use
+	kid    *Identity // the kernel's own identity
+	shells shellJobs // the running shell.exec commands
+	leases leases    // the grants of tokens in use
 }
 
 // Open opens the kernel on cfg.StateDir, creating it if needed, migrating
@@ -128,7 +126,6 @@ func Open(cfg Config) (*Kernel, error) {
 	k.registerEvents()
 	k.registerShell()
 	k.registerStatfs()
-	k.root = k.buildNamespace()
 	return k, nil
 }
 
@@ -159,35 +156,6 @@ func (k *Kernel) SocketPath() string { return filepath.Join(k.cfg.StateDir, "9p.
 
 // KernelCaller is the kernel acting on its own behalf.
 func (k *Kernel) KernelCaller() *Caller { return &Caller{Identity: k.kid} }
-
-// Root returns the namespace tree. It is a vfs.Statfser: the space of the
-// state directory.
-func (k *Kernel) Root() vfs.Dir { return rootDir{k.root, k} }
-
-// Mount adds a subtree under the namespace root (e.g. "proc").
-func (k *Kernel) Mount(name string, n vfs.Node) { k.root.Add(name, n) }
-
-// MountAt adds n at the namespace path p (e.g. "/var/spool/cron"), making
-// the static directories above it as needed. It panics if a directory on
-// the way is not one the kernel made with MountAt or Mount.
-func (k *Kernel) MountAt(p string, n vfs.Node) {
-	parts := strings.Split(strings.Trim(p, "/"), "/")
-	dir := k.root
-	for i, name := range parts[:len(parts)-1] {
-		child, err := dir.Lookup(context.Background(), nil, name)
-		if err != nil {
-			nd := vfs.NewDir(RootMeta("/"+strings.Join(parts[:i+1], "/"), fs.ModeDir|0o555))
-			dir.Add(name, nd)
-			child = nd
-		}
-		sd, ok := child.(*vfs.StaticDir)
-		if !ok {
-			panic("kernel: MountAt " + p + ": " + name + " is not a static directory")
-		}
-		dir = sd
-	}
-	dir.Add(parts[len(parts)-1], n)
-}
 
 // IdentityOf returns the identity of the user uid, as processes act.
 func (k *Kernel) IdentityOf(ctx context.Context, uid uint32) (*Identity, error) {
@@ -224,7 +192,7 @@ type Identity struct {
 	lease   *lease // the token this identity attached with; nil if none
 }
 
-// Grant implements vfs.Lease: an identity that attached with a token names
+// Grant names the grant the identity came from (vfs.Lease): an identity that attached with a token names
 // it ("token tok_…"); any other names no grant.
 func (id *Identity) Grant() string {
 	if id == nil || id.lease == nil {
@@ -233,7 +201,7 @@ func (id *Identity) Grant() string {
 	return "token " + id.lease.tokenID
 }
 
-// Done implements vfs.Lease: it is closed when the token the identity
+// Done ends with the identity's grant (vfs.Lease): it is closed when the token the identity
 // attached with is revoked or expires; nil for an identity with no token.
 func (id *Identity) Done() <-chan struct{} {
 	if id == nil || id.lease == nil {
@@ -242,14 +210,36 @@ func (id *Identity) Done() <-chan struct{} {
 	return id.lease.done
 }
 
-var _ vfs.Lease = (*Identity)(nil)
-
 func (id *Identity) isKernel() bool { return id != nil && id.kernel }
 
 // IsRoot reports whether id has root's authority: the kernel, or uid 0
 // acting as a user (a service or driver token of root's is not root).
 func (id *Identity) IsRoot() bool {
 	return id != nil && (id.kernel || id.Uid == 0 && id.Role == "user")
+}
+
+// Allowed reports whether id may use a file owned by uid and gid with
+// mode as want says: want holds the access(2) bits (4 read, 2 write, 1
+// search or execute). Root may do anything, nobody nothing; others get the
+// owner's, the group's or the others' bits, the first that applies.
+func (id *Identity) Allowed(uid, gid uint32, mode fs.FileMode, want uint32) bool {
+	if id.IsRoot() {
+		return true
+	}
+	if id.Role == "nobody" {
+		return false
+	}
+	perm := uint32(mode.Perm())
+	var bits uint32
+	switch {
+	case id.Uid == uid:
+		bits = perm >> 6
+	case id.InGroup(gid):
+		bits = perm >> 3
+	default:
+		bits = perm
+	}
+	return want&^bits&7 == 0
 }
 
 // InGroup reports whether id is a member of gid.
@@ -279,13 +269,26 @@ func (id *Identity) Can(name string) bool {
 	return false
 }
 
+// Nobody is the identity of a caller the kernel does not know.
+func Nobody() *Identity { return nobody(-1) }
+
 // nobody is the identity of a host user with no GSV account.
 func nobody(hostUID int) *Identity {
 	return &Identity{Role: "nobody", Uid: 65534, Gid: 65534, Username: "nobody",
 		Home: "/", Cwd: "/", HostUID: hostUID}
 }
 
-// Authenticate implements vfs.Authenticator: a local peer (FUSE, the 9P
+// Peer is what a transport knows about who is on the other end: its
+// transport ("fuse", "9p-unix", "9p-tcp"), its host uid (-1 if unknown),
+// the user name it gave and the secret (a token) it proved itself with.
+type Peer struct {
+	Transport string
+	HostUID   int
+	User      string
+	Secret    []byte
+}
+
+// Authenticate returns the identity of a peer: a local peer (FUSE, the 9P
 // unix socket) is the user mapped to its host uid; a remote peer must prove
 // who it is with a token written to its 9P auth fid (see identityForToken
 // for what each kind of token attaches as).
@@ -293,7 +296,7 @@ func nobody(hostUID int) *Identity {
 // A host uid mapped to no GSV user is nobody over FUSE (the "other"
 // permission bits of the mount, like any file system), but its 9P attach
 // is refused: a 9P session is a GSV session, and nobody has none.
-func (k *Kernel) Authenticate(ctx context.Context, p vfs.Peer) (vfs.Cred, error) {
+func (k *Kernel) Authenticate(ctx context.Context, p Peer) (*Identity, error) {
 	if len(p.Secret) > 0 {
 		id, err := k.identityForToken(ctx, strings.TrimSpace(string(p.Secret)), p.User)
 		if err != nil {
@@ -314,17 +317,13 @@ func (k *Kernel) Authenticate(ctx context.Context, p vfs.Peer) (vfs.Cred, error)
 	return id, nil
 }
 
-var _ vfs.Authenticator = (*Kernel)(nil)
-
-// ident returns the *Identity inside a vfs.Cred.
-func ident(cred vfs.Cred) *Identity {
-	if id, ok := cred.(*Identity); ok && id != nil {
-		return id
+// EnsureSetup sets the system up for the host user who started it, if that
+// has not been done: the host user becomes the first GSV user (host uid 0
+// is root, which exists already).
+func (k *Kernel) EnsureSetup(ctx context.Context, username string, hostUID int) error {
+	if k.isSetUp() {
+		return nil
 	}
-	return nobody(-1)
-}
-
-// CallerOf returns the Caller for a vfs.Cred, with origin dir.
-func CallerOf(cred vfs.Cred, origin string) *Caller {
-	return &Caller{Identity: ident(cred), Origin: origin}
+	_, err := k.Call(ctx, k.KernelCaller(), "sys.setup", &setupArgs{Username: username, HostUID: &hostUID})
+	return err
 }

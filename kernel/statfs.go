@@ -9,20 +9,6 @@ import (
 	"gsvfs.dev/gsvfs/vfs"
 )
 
-// rootDir is the namespace root as the transports get it: the tree, and
-// the space of the storage behind it (vfs.Statfser, what df shows).
-type rootDir struct {
-	*vfs.StaticDir
-	k *Kernel
-}
-
-var _ vfs.Statfser = rootDir{}
-
-// Statfs implements vfs.Statfser with the syscall fs.statfs.
-func (r rootDir) Statfs(ctx context.Context, cred vfs.Cred) (vfs.StatFS, error) {
-	return Invoke[vfs.StatFS](ctx, r.k, CallerOf(cred, ""), "fs.statfs", nil)
-}
-
 // registerStatfs registers fs.statfs (Internal): statfs(2) of the state
 // directory, which holds the store and the data tree, so df on the mount
 // shows the space the namespace's files really have.

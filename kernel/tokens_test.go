@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
-	"gsvfs.dev/gsvfs/vfs"
 )
 
 // createToken makes a token as id and returns it.
@@ -49,11 +48,11 @@ func TestTokenKinds(t *testing.T) {
 	k, root, alice, _ := newKernel(t)
 	ctx := context.Background()
 	auth := func(raw, user string) (*Identity, error) {
-		cred, err := k.Authenticate(ctx, vfs.Peer{Transport: "9p-tcp", HostUID: -1, HostGID: -1, User: user, Secret: []byte(raw)})
+		cred, err := k.Authenticate(ctx, Peer{Transport: "9p-tcp", HostUID: -1, User: user, Secret: []byte(raw)})
 		if err != nil {
 			return nil, err
 		}
-		return cred.(*Identity), nil
+		return cred, nil
 	}
 	user := createToken(t, k, alice, &tokenCreateArgs{Kind: "user"})
 	if id, err := auth(user.Token, "alice"); err != nil || id.Role != "user" || id.Uid != alice.Uid {
@@ -93,15 +92,15 @@ func TestTokenKinds(t *testing.T) {
 func TestTokenLease(t *testing.T) {
 	k, _, alice, _ := newKernel(t)
 	ctx := context.Background()
-	attach := func(raw string) vfs.Lease {
+	attach := func(raw string) *Identity {
 		t.Helper()
-		cred, err := k.Authenticate(ctx, vfs.Peer{Transport: "9p-tcp", HostUID: -1, HostGID: -1, Secret: []byte(raw)})
+		cred, err := k.Authenticate(ctx, Peer{Transport: "9p-tcp", HostUID: -1, Secret: []byte(raw)})
 		if err != nil {
 			t.Fatalf("attach: %v", err)
 		}
-		return cred.(vfs.Lease)
+		return cred
 	}
-	ended := func(l vfs.Lease, within time.Duration) bool {
+	ended := func(l *Identity, within time.Duration) bool {
 		select {
 		case <-l.Done():
 			return true
@@ -135,11 +134,11 @@ func TestTokenLease(t *testing.T) {
 		t.Fatal("expiry did not end the token's lease within a second")
 	}
 
-	cred, err := k.Authenticate(ctx, vfs.Peer{Transport: "9p-unix", HostUID: 1001, HostGID: 1001})
+	cred, err := k.Authenticate(ctx, Peer{Transport: "9p-unix", HostUID: 1001})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := cred.(vfs.Lease); l.Grant() != "" || l.Done() != nil {
+	if l := cred; l.Grant() != "" || l.Done() != nil {
 		t.Fatalf("a host uid's identity names grant %q", l.Grant())
 	}
 }
@@ -149,11 +148,11 @@ func TestTokenLease(t *testing.T) {
 func TestUnmappedHostUID(t *testing.T) {
 	k, _, _, _ := newKernel(t)
 	ctx := context.Background()
-	cred, err := k.Authenticate(ctx, vfs.Peer{Transport: "fuse", HostUID: 4242, HostGID: 4242})
-	if err != nil || cred.(*Identity).Role != "nobody" {
+	cred, err := k.Authenticate(ctx, Peer{Transport: "fuse", HostUID: 4242})
+	if err != nil || cred.Role != "nobody" {
 		t.Fatalf("FUSE peer with no account: %+v, %v", cred, err)
 	}
-	_, err = k.Authenticate(ctx, vfs.Peer{Transport: "9p-unix", HostUID: 4242, HostGID: 4242})
+	_, err = k.Authenticate(ctx, Peer{Transport: "9p-unix", HostUID: 4242})
 	if err == nil || !strings.Contains(err.Error(), "host uid 4242 has no GSV account") {
 		t.Fatalf("9P unix peer with no account: err = %v", err)
 	}

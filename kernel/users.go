@@ -465,21 +465,3 @@ func (k *Kernel) groups(ctx context.Context) ([]Group, error) {
 	}
 	return out, rows.Err()
 }
-
-// renderPasswd renders users as /etc/passwd.
-func renderPasswd(us []User) []byte {
-	var b strings.Builder
-	for _, u := range us {
-		fmt.Fprintf(&b, "%s:x:%d:%d:%s:%s:/bin/sh\n", u.Username, u.Uid, u.Gid, u.Gecos, u.Home)
-	}
-	return []byte(b.String())
-}
-
-// renderGroup renders groups as /etc/group.
-func renderGroup(gs []Group) []byte {
-	var b strings.Builder
-	for _, g := range gs {
-		fmt.Fprintf(&b, "%s:x:%d:%s\n", g.Name, g.Gid, strings.Join(g.Members, ","))
-	}
-	return []byte(b.String())
-}

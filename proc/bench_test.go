@@ -63,6 +63,7 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc/model"
 )
 
@@ -122,7 +123,7 @@ func newBenchEnvOpts(b *testing.B, opts Options) *benchEnv {
 		b.Fatal(err)
 	}
 	opts.Logger = log
-	m, err := Register(k, opts)
+	m, err := Register(ns.New(k), opts)
 	if err != nil {
 		k.Close()
 		b.Fatal(err)

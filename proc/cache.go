@@ -155,7 +155,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 	var gen, epoch int64
 	err = tx.QueryRowContext(ctx, `SELECT generation,epoch FROM proc_conversations WHERE pid=? AND cid=?`, k.pid, k.cid).Scan(&gen, &epoch)
 	if errors.Is(err, sql.ErrNoRows) {
-		return abi.E(abi.Path(k.pid+"/"+k.cid), abi.NotExist, fmt.Sprintf("no such conversation"))
+		return abi.E(abi.Path(k.pid+"/"+k.cid), abi.NotExist, "no such conversation")
 	}
 	if err != nil {
 		return abi.E(err)

@@ -421,7 +421,7 @@ func TestUserHookFailureLeavesNoInit(t *testing.T) {
 	h := newPTHarness(t)
 	h.k.OnUserCreated(func(tx *sql.Tx, u *kernel.User) error {
 		if u.Username == "mallory" {
-			return abi.E(abi.Invalid, fmt.Sprintf("refused"))
+			return abi.E(abi.Invalid, "refused")
 		}
 		return nil
 	})

@@ -30,7 +30,7 @@ func (m *Manager) policy(ctx context.Context, pid, cid string) (*Policy, error) 
 	err := m.st.R.QueryRowContext(ctx, `SELECT overflow,compact_at,keep_last FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).
 		Scan(&p.Overflow, &p.CompactAtPressure, &p.KeepLast)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, abi.E(abi.Path(pid+"/"+cid), abi.NotExist, fmt.Sprintf("no such conversation"))
+		return nil, abi.E(abi.Path(pid+"/"+cid), abi.NotExist, "no such conversation")
 	}
 	return &p, err
 }
@@ -87,13 +87,13 @@ type compactArgs struct {
 // run's own preflight compacts (the run is the caller, not a conflict).
 func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compactArgs, inRun bool) (map[string]any, error) {
 	if (a.KeepLast == nil) == (a.ThroughMessageID == nil) {
-		return nil, abi.E(abi.Invalid, fmt.Sprintf("give exactly one selector: keep=<n> or through=<msgId>"))
+		return nil, abi.E(abi.Invalid, "give exactly one selector: keep=<n> or through=<msgId>")
 	}
 	if (a.Summary == nil || *a.Summary == "") == !a.GenerateSummary {
-		return nil, abi.E(abi.Invalid, fmt.Sprintf("give a summary or generate (exactly one)"))
+		return nil, abi.E(abi.Invalid, "give a summary or generate (exactly one)")
 	}
 	if a.KeepLast != nil && *a.KeepLast < 0 {
-		return nil, abi.E(abi.Invalid, fmt.Sprintf("keep must be 0 or more"))
+		return nil, abi.E(abi.Invalid, "keep must be 0 or more")
 	}
 	pr := m.proc(p.Pid, p.Uid)
 	if !inRun {
@@ -106,11 +106,11 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 		pr.mu.Lock()
 		if pr.run != nil && pr.run.cid == cid {
 			pr.mu.Unlock()
-			return nil, abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, fmt.Sprintf("a run is active in this conversation: abort it or wait"))
+			return nil, abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, "a run is active in this conversation: abort it or wait")
 		}
 		if pr.compacting[cid] {
 			pr.mu.Unlock()
-			return nil, abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, fmt.Sprintf("this conversation is being compacted"))
+			return nil, abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, "this conversation is being compacted")
 		}
 		if pr.compacting == nil {
 			pr.compacting = map[string]bool{}
@@ -175,7 +175,7 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 		b--
 	}
 	if b == 0 {
-		return nil, abi.E(abi.Invalid, fmt.Sprintf("nothing to compact: the prefix is empty"))
+		return nil, abi.E(abi.Invalid, "nothing to compact: the prefix is empty")
 	}
 	from, to := ms[0].id, ms[b-1].id
 	suffixTo := ms[len(ms)-1].id
@@ -213,7 +213,7 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 		// made: a reset may have moved the conversation on meanwhile.
 		var gen int64
 		if err := tx.QueryRow(`SELECT generation FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&gen); err != nil || gen != c.Generation {
-			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, fmt.Sprintf("the conversation was reset during the compaction"))
+			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, "the conversation was reset during the compaction")
 		}
 		// The archive must hold exactly what is deleted.
 		res, err := tx.Exec(`DELETE FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ?`, p.Pid, cid, c.Generation, from, to)
@@ -221,7 +221,7 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 			return err
 		}
 		if gone, _ := res.RowsAffected(); gone != n {
-			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, fmt.Sprintf("the history changed during the compaction"))
+			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, "the history changed during the compaction")
 		}
 		// The summary takes the first archived id: it stands where the
 		// archived messages began.
@@ -375,7 +375,7 @@ type forkArgs struct {
 // conversation.
 func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid string, a forkArgs) (map[string]any, error) {
 	if (a.SegmentID == "") == (a.ThroughMessageID == nil) {
-		return nil, abi.E(abi.Invalid, fmt.Sprintf("give exactly one of through=<msgId> or segment=<segId>"))
+		return nil, abi.E(abi.Invalid, "give exactly one of through=<msgId> or segment=<segId>")
 	}
 	src, err := m.conv(ctx, p.Pid, cid)
 	if err != nil {
@@ -406,7 +406,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid st
 	} else {
 		segs, err := m.segments(ctx, p.Pid, cid, a.SegmentID)
 		if err != nil || len(segs) == 0 || segs[0].ConversationID != cid {
-			return nil, abi.E(abi.Path(a.SegmentID), abi.NotExist, fmt.Sprintf("no such segment"))
+			return nil, abi.E(abi.Path(a.SegmentID), abi.NotExist, "no such segment")
 		}
 		seg = &segs[0]
 		if err := m.readArchive(ctx, c, seg.ArchivePath, func(msg Message) bool { copied = append(copied, msg); return true }); err != nil {
@@ -425,7 +425,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid st
 	t := now()
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at) VALUES(?,?,?,?,?)`, p.Pid, target, title, t, t); err != nil {
-			return abi.E(abi.Path(p.Pid+"/"+target), abi.Busy, fmt.Sprintf("conversation already exists"))
+			return abi.E(abi.Path(p.Pid+"/"+target), abi.Busy, "conversation already exists")
 		}
 		st, err := tx.Prepare(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,1,?,?,?)`)
 		if err != nil {
@@ -568,11 +568,11 @@ func (m *Manager) allConvs(ctx context.Context, pid string) ([]string, error) {
 // validCid: 1-64 of [A-Za-z0-9_.-], not starting with a dot.
 func validCid(cid string) error {
 	if cid == "" || len(cid) > 64 || cid[0] == '.' || cid == "ctl" || cid == "err" {
-		return abi.E(abi.Path(cid), abi.Invalid, fmt.Sprintf("conversation ids are 1-64 of [A-Za-z0-9_.-], not ctl or err"))
+		return abi.E(abi.Path(cid), abi.Invalid, "conversation ids are 1-64 of [A-Za-z0-9_.-], not ctl or err")
 	}
 	for _, r := range cid {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return abi.E(abi.Path(cid), abi.Invalid, fmt.Sprintf("conversation ids are 1-64 of [A-Za-z0-9_.-], not ctl or err"))
+			return abi.E(abi.Path(cid), abi.Invalid, "conversation ids are 1-64 of [A-Za-z0-9_.-], not ctl or err")
 		}
 	}
 	return nil

@@ -23,6 +23,7 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc/model"
 )
 
@@ -39,10 +40,11 @@ type Options struct {
 
 // Manager runs the processes of one kernel.
 type Manager struct {
-	k    *kernel.Kernel
-	st   *kernel.Store
-	log  *slog.Logger
-	opts Options
+	k     *kernel.Kernel
+	space *ns.Space
+	st    *kernel.Store
+	log   *slog.Logger
+	opts  Options
 
 	mu    sync.Mutex
 	procs map[string]*process
@@ -84,7 +86,8 @@ type activeRun struct {
 // (kernel.OnUserCreated, and for the users that have none yet, at once),
 // registers the proc.* syscalls and the /proc tree, and resumes the runs that were under way when the
 // daemon stopped.
-func Register(k *kernel.Kernel, opts Options) (*Manager, error) {
+func Register(space *ns.Space, opts Options) (*Manager, error) {
+	k := space.Kernel()
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -94,7 +97,7 @@ func Register(k *kernel.Kernel, opts Options) (*Manager, error) {
 	if err := k.Store.Migrate("proc", migrations); err != nil {
 		return nil, err
 	}
-	m := &Manager{k: k, st: k.Store, log: opts.Logger, opts: opts, procs: map[string]*process{}}
+	m := &Manager{k: k, space: space, st: k.Store, log: opts.Logger, opts: opts, procs: map[string]*process{}}
 	// Every user has an init process from the moment they exist: users
 	// made from now on get it in the transaction that makes them, users
 	// made before (root, older states) get it here.
@@ -107,7 +110,7 @@ func Register(k *kernel.Kernel, opts Options) (*Manager, error) {
 	if err := m.registerNamespace(); err != nil {
 		return nil, err
 	}
-	k.Mount("proc", m.tree())
+	space.Bind("/proc", m.tree())
 	if err := m.resume(context.Background()); err != nil {
 		return nil, err
 	}
@@ -204,7 +207,7 @@ func (m *Manager) lookup(ctx context.Context, c *kernel.Caller, pid string) (*Pr
 		return nil, err
 	}
 	if p.Uid != c.Uid && !c.IsRoot() {
-		return nil, abi.E(abi.Path(pid), abi.NotExist, fmt.Sprintf("no such process"))
+		return nil, abi.E(abi.Path(pid), abi.NotExist, "no such process")
 	}
 	return p, nil
 }
@@ -216,7 +219,7 @@ func (m *Manager) get(ctx context.Context, pid string) (*Process, error) {
 	err := m.st.QueryRowContext(ctx, `SELECT pid,uid,profile,parent_pid,state,label,created_at,workspace_id,cwd FROM proc_processes WHERE pid=?`, pid).
 		Scan(&p.Pid, &p.Uid, &p.Profile, &p.ParentPid, &p.State, &p.Label, &p.CreatedAt, &p.WorkspaceID, &p.Cwd)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, abi.E(abi.Path(pid), abi.NotExist, fmt.Sprintf("no such process"))
+		return nil, abi.E(abi.Path(pid), abi.NotExist, "no such process")
 	}
 	if err != nil {
 		return nil, abi.E(abi.Path(pid), err)
@@ -310,7 +313,7 @@ func (m *Manager) conv(ctx context.Context, pid, cid string) (*Conversation, err
 		FROM proc_conversations c WHERE pid=? AND cid=?`, pid, cid).
 		Scan(&c.ID, &c.Generation, &c.Status, &c.Title, &c.CreatedAt, &c.UpdatedAt, &c.MessageCount)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, abi.E(abi.Path(pid+"/"+cid), abi.NotExist, fmt.Sprintf("no such conversation"))
+		return nil, abi.E(abi.Path(pid+"/"+cid), abi.NotExist, "no such conversation")
 	}
 	if err != nil {
 		return nil, abi.E(err)
@@ -326,7 +329,7 @@ func (m *Manager) convRecord(ctx context.Context, pid, cid string) (*Conversatio
 	err := m.st.QueryRowContext(ctx, `SELECT cid,generation,status,title,created_at,updated_at FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).
 		Scan(&c.ID, &c.Generation, &c.Status, &c.Title, &c.CreatedAt, &c.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, abi.E(abi.Path(pid+"/"+cid), abi.NotExist, fmt.Sprintf("no such conversation"))
+		return nil, abi.E(abi.Path(pid+"/"+cid), abi.NotExist, "no such conversation")
 	}
 	if err != nil {
 		return nil, abi.E(err)
@@ -387,7 +390,7 @@ func (m *Manager) Send(ctx context.Context, p *Process, cid, text string, event 
 		cid = "default"
 	}
 	if strings.TrimSpace(text) == "" {
-		return "", false, abi.E(abi.Invalid, fmt.Sprintf("empty message"))
+		return "", false, abi.E(abi.Invalid, "empty message")
 	}
 	role := "user"
 	if event {
@@ -404,13 +407,13 @@ func (m *Manager) Send(ctx context.Context, p *Process, cid, text string, event 
 		var status string
 		err := m.st.TxQueryRow(tx, `SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&gen, &status)
 		if errors.Is(err, sql.ErrNoRows) {
-			return abi.E(abi.Path(p.Pid+"/"+cid), abi.NotExist, fmt.Sprintf("no such conversation"))
+			return abi.E(abi.Path(p.Pid+"/"+cid), abi.NotExist, "no such conversation")
 		}
 		if err != nil {
 			return err
 		}
 		if status != "open" {
-			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, fmt.Sprintf("conversation is closed: open it again to send"))
+			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, "conversation is closed: open it again to send")
 		}
 		t := now()
 		if pr.run != nil || m.queued(tx, p.Pid) || pr.compacting[cid] {

@@ -27,6 +27,7 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc/model"
 	"gsvfs.dev/gsvfs/vfs"
 )
@@ -88,7 +89,7 @@ func (h *ptHarness) open() {
 	if h.fromConfig {
 		opts.Provider = nil
 	}
-	m, err := Register(k, opts)
+	m, err := Register(ns.New(k), opts)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -327,7 +328,7 @@ func (h *ptHarness) realPath(p string) string {
 // node walks the namespace tree to p as id.
 func (h *ptHarness) node(id *kernel.Identity, p string) (vfs.Node, error) {
 	ctx := context.Background()
-	var n vfs.Node = h.k.Root()
+	var n vfs.Node = h.m.space.Root()
 	for _, name := range strings.Split(strings.Trim(p, "/"), "/") {
 		d, ok := n.(vfs.Dir)
 		if !ok {
@@ -1525,7 +1526,7 @@ func TestPermissions(t *testing.T) {
 		t.Fatalf("root's send: %d messages", n)
 	}
 	// The tree: alice neither sees nor reaches bob's process.
-	ents, err := h.k.Root().Lookup(context.Background(), h.alice, "proc")
+	ents, err := h.m.space.Root().Lookup(context.Background(), h.alice, "proc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1845,7 +1846,7 @@ func TestReadsAreFree(t *testing.T) {
 		}
 		return n
 	}
-	procDir, _ := h.k.Root().Lookup(context.Background(), h.alice, "proc")
+	procDir, _ := h.m.space.Root().Lookup(context.Background(), h.alice, "proc")
 	read := walk(h.alice, "/proc", procDir.(vfs.Dir))
 	read += walk(h.root, "/proc", procDir.(vfs.Dir))
 	if read < 20 {

@@ -122,7 +122,7 @@ func (m *Manager) segmentReader(ctx context.Context, c *kernel.Caller, pid, cid,
 		}
 		return &gzReader{f: f, zr: zr}, nil
 	}
-	return nil, abi.E(abi.Path(segID), abi.NotExist, fmt.Sprintf("no such segment"))
+	return nil, abi.E(abi.Path(segID), abi.NotExist, "no such segment")
 }
 
 type gzReader struct {

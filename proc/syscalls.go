@@ -8,6 +8,7 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -117,7 +118,7 @@ func (m *Manager) registerSyscalls() {
 				where, args = "WHERE uid=?", []any{*a.Uid}
 			}
 		} else if a.Uid != nil && *a.Uid != c.Uid {
-			return nil, abi.E(abi.Permission, fmt.Sprintf("only root may list another user's processes"))
+			return nil, abi.E(abi.Permission, "only root may list another user's processes")
 		}
 		ps, err := m.list(ctx, where, args...)
 		if err != nil {
@@ -187,7 +188,7 @@ func (m *Manager) registerSyscalls() {
 	})
 	kernel.Handle(k, "proc.kill", 0, func(ctx context.Context, c *kernel.Caller, a *killArgs) (map[string]any, error) {
 		if a.Pid == "" {
-			return nil, abi.E(abi.Invalid, fmt.Sprintf("pid is required"))
+			return nil, abi.E(abi.Invalid, "pid is required")
 		}
 		p, err := m.lookup(ctx, c, a.Pid)
 		if err != nil {
@@ -277,14 +278,14 @@ func (m *Manager) registerSyscalls() {
 			return nil, err
 		}
 		if a.ConversationID == "" {
-			return nil, abi.E(abi.Invalid, fmt.Sprintf("conversationId is required"))
+			return nil, abi.E(abi.Invalid, "conversationId is required")
 		}
 		res, err := m.st.Exec(ctx, `UPDATE proc_conversations SET status='closed', updated_at=? WHERE pid=? AND cid=?`, now(), p.Pid, a.ConversationID)
 		if err != nil {
 			return nil, abi.E(err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return nil, abi.E(abi.Path(p.Pid+"/"+a.ConversationID), abi.NotExist, fmt.Sprintf("no such conversation"))
+			return nil, abi.E(abi.Path(p.Pid+"/"+a.ConversationID), abi.NotExist, "no such conversation")
 		}
 		m.changed(p.Uid, p.Pid, "conversation.close", map[string]any{"conversationId": a.ConversationID})
 		return map[string]any{"ok": true, "pid": p.Pid, "conversationId": a.ConversationID, "closed": true}, nil
@@ -334,18 +335,18 @@ func (m *Manager) registerSyscalls() {
 			case "manual", "auto-compact", "fail":
 				pol.Overflow = *a.Overflow
 			default:
-				return nil, abi.E(abi.Invalid, fmt.Sprintf("overflow must be manual, auto-compact or fail"))
+				return nil, abi.E(abi.Invalid, "overflow must be manual, auto-compact or fail")
 			}
 		}
 		if a.CompactAtPressure != nil {
 			if *a.CompactAtPressure <= 0 || *a.CompactAtPressure > 1 {
-				return nil, abi.E(abi.Invalid, fmt.Sprintf("compactAtPressure must be in (0, 1]"))
+				return nil, abi.E(abi.Invalid, "compactAtPressure must be in (0, 1]")
 			}
 			pol.CompactAtPressure = *a.CompactAtPressure
 		}
 		if a.KeepLast != nil {
 			if *a.KeepLast < 0 {
-				return nil, abi.E(abi.Invalid, fmt.Sprintf("keepLast must be 0 or more"))
+				return nil, abi.E(abi.Invalid, "keepLast must be 0 or more")
 			}
 			pol.KeepLast = *a.KeepLast
 		}
@@ -393,7 +394,7 @@ func (m *Manager) registerSyscalls() {
 		cid := orDefault(a.ConversationID)
 		segs, err := m.segments(ctx, p.Pid, cid, a.SegmentID)
 		if err != nil || len(segs) == 0 || segs[0].ConversationID != cid {
-			return nil, abi.E(abi.Path(a.SegmentID), abi.NotExist, fmt.Sprintf("no such segment"))
+			return nil, abi.E(abi.Path(a.SegmentID), abi.NotExist, "no such segment")
 		}
 		limit := a.Limit
 		if limit <= 0 || limit > 1000 {
@@ -402,7 +403,7 @@ func (m *Manager) registerSyscalls() {
 		var msgs []Message
 		i := 0
 		truncated := false
-		err = m.readArchive(ctx, kernel.CallerOf(c.Identity, ""), segs[0].ArchivePath, func(msg Message) bool {
+		err = m.readArchive(ctx, ns.CallerOf(c.Identity, ""), segs[0].ArchivePath, func(msg Message) bool {
 			if i >= a.Offset {
 				if len(msgs) == limit {
 					truncated = true
@@ -424,7 +425,7 @@ func (m *Manager) registerSyscalls() {
 	})
 	kernel.Handle(k, "proc.setidentity", kernel.KernelOnly, func(ctx context.Context, c *kernel.Caller, a *setIdentityArgs) (map[string]any, error) {
 		if a.Identity == nil {
-			return nil, abi.E(abi.Invalid, fmt.Sprintf("identity is required"))
+			return nil, abi.E(abi.Invalid, "identity is required")
 		}
 		res, err := m.st.Exec(ctx, `UPDATE proc_processes SET cwd=?, workspace_id=?, profile=coalesce(nullif(?,''),profile) WHERE pid=?`,
 			a.Identity.Cwd, a.Identity.WorkspaceID, a.Profile, a.Pid)
@@ -432,7 +433,7 @@ func (m *Manager) registerSyscalls() {
 			return nil, abi.E(err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return nil, abi.E(abi.Path(a.Pid), abi.NotExist, fmt.Sprintf("no such process"))
+			return nil, abi.E(abi.Path(a.Pid), abi.NotExist, "no such process")
 		}
 		return map[string]any{"ok": true}, nil
 	})
@@ -489,7 +490,7 @@ func (m *Manager) spawn(ctx context.Context, c *kernel.Caller, a *spawnArgs) (ma
 		}
 	}
 	if prof == nil {
-		return nil, abi.E(abi.Path(a.Profile), abi.Invalid, fmt.Sprintf("unknown profile (see proc.profile.list)"))
+		return nil, abi.E(abi.Path(a.Profile), abi.Invalid, "unknown profile (see proc.profile.list)")
 	}
 	if err := kernel.CheckText("label", a.Label, kernel.MaxLabel); err != nil {
 		return nil, err

@@ -12,20 +12,21 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
 // The /proc tree. Every file is a view, ctl, stream or input over proc.*
 // syscalls made as the caller; a process's files belong to its owner.
 
-func words(l kernel.CtlLine, n int, usage string) error {
+func words(l ns.CtlLine, n int, usage string) error {
 	if l.JSON == nil && len(l.Words) < n {
 		return abi.E(abi.Invalid, fmt.Sprintf("usage: %s", usage))
 	}
 	return nil
 }
 
-func word(l kernel.CtlLine, i int) string {
+func word(l ns.CtlLine, i int) string {
 	if i < len(l.Words) {
 		return l.Words[i]
 	}
@@ -33,7 +34,7 @@ func word(l kernel.CtlLine, i int) string {
 }
 
 // spawnVerb parses "spawn <profile> [label=..] [prompt=..] [workspace=..]".
-func spawnVerb(l kernel.CtlLine) (string, any, error) {
+func spawnVerb(l ns.CtlLine) (string, any, error) {
 	if err := words(l, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none]"); err != nil {
 		return "", nil, err
 	}
@@ -63,13 +64,13 @@ func (m *Manager) registerNamespace() error {
 }
 
 func (m *Manager) tree() vfs.Dir {
-	root := kernel.RootMeta("/proc", fs.ModeDir|0o555)
-	ctl := m.k.Ctl("/proc", kernel.RootMeta("/proc/ctl", 0o666), map[string]kernel.CtlVerb{"spawn": spawnVerb})
+	root := ns.RootMeta("/proc", fs.ModeDir|0o555)
+	ctl := m.space.Ctl("/proc", ns.RootMeta("/proc/ctl", 0o666), map[string]ns.CtlVerb{"spawn": spawnVerb})
 	// clone is a ctl whose result is the new pid: exec 3<>clone; echo
 	// 'spawn task' >&3; read pid <&3.
-	clone := &vfs.Ctl{Meta: kernel.RootMeta("/proc/clone", 0o666), Exec: func(ctx context.Context, cred vfs.Cred, line string) (string, error) {
-		c := kernel.CallerOf(cred, "/proc")
-		l, err := kernel.ParseCtl(line)
+	clone := &vfs.Ctl{Meta: ns.RootMeta("/proc/clone", 0o666), Exec: func(ctx context.Context, cred vfs.Cred, line string) (string, error) {
+		c := ns.CallerOf(cred, "/proc")
+		l, err := ns.ParseCtl(line)
 		if err == nil && l.Verb != "spawn" {
 			err = abi.E(abi.Path("/proc/clone"), abi.Invalid, fmt.Sprintf("unknown verb %q (want spawn)", l.Verb))
 		}
@@ -89,11 +90,11 @@ func (m *Manager) tree() vfs.Dir {
 		}
 		return res.(map[string]any)["pid"].(string), nil
 	}}
-	errv := m.k.ErrView("/proc")
+	errv := m.space.ErrView("/proc")
 	return &vfs.FuncDir{Meta: root,
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
 			out := []vfs.DirEntry{{Name: "ctl", Node: ctl}, {Name: "clone", Node: clone}, {Name: "err", Node: errv}}
-			res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), "proc.list", &listArgs{})
+			res, err := kernel.Invoke[map[string]any](ctx, m.k, ns.CallerOf(cred, ""), "proc.list", &listArgs{})
 			if err != nil {
 				return out, nil // nobody sees the fixed files only
 			}
@@ -111,7 +112,7 @@ func (m *Manager) tree() vfs.Dir {
 			case "err":
 				return errv, nil
 			}
-			p, err := kernel.Invoke[*Process](ctx, m.k, kernel.CallerOf(cred, ""), "proc.get", &pidArgs{Pid: name})
+			p, err := kernel.Invoke[*Process](ctx, m.k, ns.CallerOf(cred, ""), "proc.get", &pidArgs{Pid: name})
 			if err != nil || name == "" {
 				return nil, vfs.ErrNotExist
 			}
@@ -121,7 +122,7 @@ func (m *Manager) tree() vfs.Dir {
 
 // owner is the owner part of the Meta of a process's files: one user
 // lookup serves a directory and its files.
-type owner kernel.Meta
+type owner ns.Meta
 
 // owner looks up the owner of p's files.
 func (m *Manager) owner(ctx context.Context, p *Process) owner {
@@ -139,16 +140,16 @@ func (m *Manager) owner(ctx context.Context, p *Process) owner {
 }
 
 // at makes the Meta of the file at path.
-func (o owner) at(path string, mode fs.FileMode) *kernel.Meta {
-	meta := kernel.Meta(o)
+func (o owner) at(path string, mode fs.FileMode) *ns.Meta {
+	meta := ns.Meta(o)
 	meta.Path, meta.Mode = path, mode
 	return &meta
 }
 
 // jsonView is a view of the syscall call made as the reader, shown as JSON.
-func (m *Manager) jsonView(meta *kernel.Meta, call string, args any, pick func(map[string]any) any) *vfs.View {
+func (m *Manager) jsonView(meta *ns.Meta, call string, args any, pick func(map[string]any) any) *vfs.View {
 	return &vfs.View{Meta: meta, Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), call, args)
+		res, err := kernel.Invoke[map[string]any](ctx, m.k, ns.CallerOf(cred, ""), call, args)
 		if err != nil {
 			return nil, err
 		}
@@ -167,7 +168,7 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 	pid := p.Pid
 	dirMode := fs.ModeDir | 0o500
 	status := &vfs.View{Meta: own.at(base+"/status", 0o400), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), "proc.status", &pidArgs{Pid: pid})
+		res, err := kernel.Invoke[map[string]any](ctx, m.k, ns.CallerOf(cred, ""), "proc.status", &pidArgs{Pid: pid})
 		if err != nil {
 			return nil, err
 		}
@@ -178,26 +179,26 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 		}
 		return []byte(b.String()), nil
 	}}
-	ctl := m.k.Ctl(base, own.at(base+"/ctl", 0o600), map[string]kernel.CtlVerb{
-		"send": func(l kernel.CtlLine) (string, any, error) {
+	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), map[string]ns.CtlVerb{
+		"send": func(l ns.CtlLine) (string, any, error) {
 			if l.JSON == nil && l.Rest == "" {
-				return "", nil, abi.E(abi.Invalid, fmt.Sprintf("usage: send <text...>"))
+				return "", nil, abi.E(abi.Invalid, "usage: send <text...>")
 			}
 			return "proc.send", &sendArgs{Pid: pid, Message: l.Text()}, nil
 		},
-		"abort": func(l kernel.CtlLine) (string, any, error) { return "proc.abort", &pidArgs{Pid: pid}, nil },
-		"kill": func(l kernel.CtlLine) (string, any, error) {
+		"abort": func(l ns.CtlLine) (string, any, error) { return "proc.abort", &pidArgs{Pid: pid}, nil },
+		"kill": func(l ns.CtlLine) (string, any, error) {
 			a := &killArgs{Pid: pid}
 			if word(l, 0) == "noarchive" {
 				f := false
 				a.Archive = &f
 			} else if len(l.Words) > 0 {
-				return "", nil, abi.E(abi.Invalid, fmt.Sprintf("usage: kill [noarchive]"))
+				return "", nil, abi.E(abi.Invalid, "usage: kill [noarchive]")
 			}
 			return "proc.kill", a, nil
 		},
-		"reset": func(l kernel.CtlLine) (string, any, error) { return "proc.reset", &pidArgs{Pid: pid}, nil },
-		"hil": func(l kernel.CtlLine) (string, any, error) {
+		"reset": func(l ns.CtlLine) (string, any, error) { return "proc.reset", &pidArgs{Pid: pid}, nil },
+		"hil": func(l ns.CtlLine) (string, any, error) {
 			if err := words(l, 2, "hil <approve|deny> <requestId> [remember]"); err != nil {
 				return "", nil, err
 			}
@@ -205,7 +206,7 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 		},
 	})
 	events := &vfs.Stream{Meta: own.at(base+"/events", 0o400), Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
-		return kernel.Invoke[vfs.Subscription](ctx, m.k, kernel.CallerOf(cred, ""), "proc.events", &pidArgs{Pid: pid})
+		return kernel.Invoke[vfs.Subscription](ctx, m.k, ns.CallerOf(cred, ""), "proc.events", &pidArgs{Pid: pid})
 	}}
 	hil := m.jsonView(own.at(base+"/hil", 0o400), "proc.history", &historyArgs{Pid: pid, Limit: 1}, func(r map[string]any) any {
 		if h, _ := r["pendingHil"].(*HilRequest); h != nil {
@@ -216,7 +217,7 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 	return vfs.NewDir(own.at(base, dirMode),
 		vfs.DirEntry{Name: "status", Node: status},
 		vfs.DirEntry{Name: "ctl", Node: ctl},
-		vfs.DirEntry{Name: "err", Node: m.k.ErrView(base)},
+		vfs.DirEntry{Name: "err", Node: m.space.ErrView(base)},
 		vfs.DirEntry{Name: "events", Node: events},
 		vfs.DirEntry{Name: "hil", Node: hil},
 		vfs.DirEntry{Name: "conversations", Node: m.convsDir(p, own)},
@@ -277,25 +278,25 @@ func (m *Manager) status(ctx context.Context, p *Process) map[string]any {
 func (m *Manager) convsDir(p *Process, own owner) vfs.Dir {
 	base := "/proc/" + p.Pid + "/conversations"
 	pid := p.Pid
-	ctl := m.k.Ctl(base, own.at(base+"/ctl", 0o600), map[string]kernel.CtlVerb{
-		"open": func(l kernel.CtlLine) (string, any, error) {
+	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), map[string]ns.CtlVerb{
+		"open": func(l ns.CtlLine) (string, any, error) {
 			a := &convArgs{Pid: pid, ConversationID: word(l, 0)}
 			if t, ok := l.LookupOpt("title"); ok {
 				a.Title = &t
 			}
 			return "proc.conversation.open", a, nil
 		},
-		"close": func(l kernel.CtlLine) (string, any, error) {
+		"close": func(l ns.CtlLine) (string, any, error) {
 			if err := words(l, 1, "close <id>"); err != nil {
 				return "", nil, err
 			}
 			return "proc.conversation.close", &convArgs{Pid: pid, ConversationID: word(l, 0)}, nil
 		},
 	})
-	errv := m.k.ErrView(base)
+	errv := m.space.ErrView(base)
 	return &vfs.FuncDir{Meta: own.at(base, fs.ModeDir|0o500),
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
-			res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), "proc.conversation.list", &convArgs{Pid: pid, IncludeClosed: true})
+			res, err := kernel.Invoke[map[string]any](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.list", &convArgs{Pid: pid, IncludeClosed: true})
 			if err != nil {
 				return nil, err
 			}
@@ -312,7 +313,7 @@ func (m *Manager) convsDir(p *Process, own owner) vfs.Dir {
 			case "err":
 				return errv, nil
 			}
-			if _, err := kernel.Invoke[*Conversation](ctx, m.k, kernel.CallerOf(cred, ""), "proc.conversation.lookup", &convArgs{Pid: pid, ConversationID: name}); err != nil {
+			if _, err := kernel.Invoke[*Conversation](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.lookup", &convArgs{Pid: pid, ConversationID: name}); err != nil {
 				return nil, err // ENOENT for a conversation that is not there
 			}
 			return m.convDir(ctx, p, name), nil
@@ -324,26 +325,26 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 	base := "/proc/" + p.Pid + "/conversations/" + cid
 	pid := p.Pid
 	in := &convInput{Input: &vfs.Input{Meta: own.at(base+"/in", 0o200), Deliver: func(ctx context.Context, cred vfs.Cred, data []byte) error {
-		_, err := m.k.Call(ctx, kernel.CallerOf(cred, base), "proc.send", &sendArgs{Pid: pid, ConversationID: cid, Message: strings.TrimSuffix(string(data), "\n")})
+		_, err := m.k.Call(ctx, ns.CallerOf(cred, base), "proc.send", &sendArgs{Pid: pid, ConversationID: cid, Message: strings.TrimSuffix(string(data), "\n")})
 		return err
 	}}, check: func(ctx context.Context, cred vfs.Cred) error {
-		c, err := kernel.Invoke[*Conversation](ctx, m.k, kernel.CallerOf(cred, base), "proc.conversation.lookup", &convArgs{Pid: pid, ConversationID: cid})
+		c, err := kernel.Invoke[*Conversation](ctx, m.k, ns.CallerOf(cred, base), "proc.conversation.lookup", &convArgs{Pid: pid, ConversationID: cid})
 		if err != nil {
 			return err
 		}
 		if c.Status != "open" {
-			return abi.E(abi.Path(pid+"/"+cid), abi.Busy, fmt.Sprintf("conversation is closed: open it again to send"))
+			return abi.E(abi.Path(pid+"/"+cid), abi.Busy, "conversation is closed: open it again to send")
 		}
 		return nil
 	}}
-	ctl := m.k.Ctl(base, own.at(base+"/ctl", 0o600), map[string]kernel.CtlVerb{
-		"send": func(l kernel.CtlLine) (string, any, error) {
+	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), map[string]ns.CtlVerb{
+		"send": func(l ns.CtlLine) (string, any, error) {
 			if l.JSON == nil && l.Rest == "" {
-				return "", nil, abi.E(abi.Invalid, fmt.Sprintf("usage: send <text...>"))
+				return "", nil, abi.E(abi.Invalid, "usage: send <text...>")
 			}
 			return "proc.send", &sendArgs{Pid: pid, ConversationID: cid, Message: l.Text()}, nil
 		},
-		"compact": func(l kernel.CtlLine) (string, any, error) {
+		"compact": func(l ns.CtlLine) (string, any, error) {
 			a := &compactArgs{Pid: pid, ConversationID: cid}
 			if v, ok := l.LookupOpt("keep"); ok {
 				n, err := strconv.Atoi(v)
@@ -364,13 +365,13 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			}
 			for _, w := range l.Words {
 				if w != "generate" {
-					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("usage: compact keep=<n>|through=<msgId> [summary=<text>|generate]"))
+					return "", nil, abi.E(abi.Invalid, "usage: compact keep=<n>|through=<msgId> [summary=<text>|generate]")
 				}
 				a.GenerateSummary = true
 			}
 			return "proc.conversation.compact", a, nil
 		},
-		"reset": func(l kernel.CtlLine) (string, any, error) {
+		"reset": func(l ns.CtlLine) (string, any, error) {
 			a := &convArgs{Pid: pid, ConversationID: cid}
 			if word(l, 0) == "noarchive" {
 				f := false
@@ -378,7 +379,7 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			}
 			return "proc.conversation.reset", a, nil
 		},
-		"fork": func(l kernel.CtlLine) (string, any, error) {
+		"fork": func(l ns.CtlLine) (string, any, error) {
 			a := &forkArgs{Pid: pid, ConversationID: cid, SegmentID: l.Opt("segment"), TargetConversationID: l.Opt("as")}
 			if v, ok := l.LookupOpt("through"); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
@@ -392,17 +393,17 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			}
 			for _, w := range l.Words {
 				if w != "nosuffix" {
-					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("usage: fork through=<msgId>|segment=<segId> [as=<id>] [title=..] [nosuffix]"))
+					return "", nil, abi.E(abi.Invalid, "usage: fork through=<msgId>|segment=<segId> [as=<id>] [title=..] [nosuffix]")
 				}
 				f := false
 				a.IncludeLiveSuffix = &f
 			}
 			return "proc.conversation.fork", a, nil
 		},
-		"close": func(l kernel.CtlLine) (string, any, error) {
+		"close": func(l ns.CtlLine) (string, any, error) {
 			return "proc.conversation.close", &convArgs{Pid: pid, ConversationID: cid}, nil
 		},
-		"policy": func(l kernel.CtlLine) (string, any, error) {
+		"policy": func(l ns.CtlLine) (string, any, error) {
 			a := &policyArgs{Pid: pid, ConversationID: cid}
 			if v, ok := l.LookupOpt("overflow"); ok {
 				a.Overflow = &v
@@ -431,14 +432,14 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 	// as real files.
 	rendering := func(kind string) *vfs.Backed {
 		return &vfs.Backed{Meta: own.at(base+"/"+kind, 0o400), OpenFile: func(ctx context.Context, cred vfs.Cred) (*os.File, error) {
-			return kernel.Invoke[*os.File](ctx, m.k, kernel.CallerOf(cred, ""), "proc.history.open", &historyOpenArgs{Pid: pid, ConversationID: cid, Kind: kind})
+			return kernel.Invoke[*os.File](ctx, m.k, ns.CallerOf(cred, ""), "proc.history.open", &historyOpenArgs{Pid: pid, ConversationID: cid, Kind: kind})
 		}}
 	}
 	history, transcript := rendering("history"), rendering("transcript")
 	return vfs.NewDir(own.at(base, fs.ModeDir|0o500),
 		vfs.DirEntry{Name: "in", Node: in},
 		vfs.DirEntry{Name: "ctl", Node: ctl},
-		vfs.DirEntry{Name: "err", Node: m.k.ErrView(base)},
+		vfs.DirEntry{Name: "err", Node: m.space.ErrView(base)},
 		vfs.DirEntry{Name: "info", Node: info},
 		vfs.DirEntry{Name: "history", Node: history},
 		vfs.DirEntry{Name: "transcript", Node: transcript},
@@ -455,14 +456,14 @@ func (m *Manager) segmentsDir(p *Process, own owner, cid string) vfs.Dir {
 		meta := m.jsonView(own.at(sbase+"/meta", 0o400), "proc.conversation.segment.read", &segReadArgs{Pid: pid, ConversationID: cid, SegmentID: s.ID, Limit: 1},
 			func(r map[string]any) any { return r["segment"] })
 		msgs := &vfs.Sequential{Meta: own.at(sbase+"/messages", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
-			return m.segmentReader(ctx, kernel.CallerOf(cred, ""), pid, cid, s.ID)
+			return m.segmentReader(ctx, ns.CallerOf(cred, ""), pid, cid, s.ID)
 		}}
 		return vfs.NewDir(own.at(sbase, fs.ModeDir|0o500),
 			vfs.DirEntry{Name: "meta", Node: meta}, vfs.DirEntry{Name: "messages", Node: msgs})
 	}
 	return &vfs.FuncDir{Meta: own.at(base, fs.ModeDir|0o500),
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
-			res, err := kernel.Invoke[map[string]any](ctx, m.k, kernel.CallerOf(cred, ""), "proc.conversation.segments", &convArgs{Pid: pid, ConversationID: cid})
+			res, err := kernel.Invoke[map[string]any](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.segments", &convArgs{Pid: pid, ConversationID: cid})
 			if err != nil {
 				return nil, err
 			}

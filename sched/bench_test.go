@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
 )
 
 // benchKernel opens a kernel on dir, set up, with alice (uid 1000).
@@ -141,7 +142,7 @@ func benchReload(b *testing.B, n int, missed bool) {
 		b.StartTimer()
 		start, c0 := time.Now(), cpuTime()
 		var err error
-		m, err = Register(k, Options{Logger: quietLog})
+		m, err = Register(ns.New(k), Options{Logger: quietLog})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -222,7 +223,7 @@ func benchLateness(b *testing.B, n int, spread time.Duration, cron bool) {
 	}
 	b.StartTimer()
 	c0 := cpuTime()
-	m, err := Register(k, Options{Logger: quietLog, testExec: hook})
+	m, err := Register(ns.New(k), Options{Logger: quietLog, testExec: hook})
 	if err != nil {
 		b.Fatal(err)
 	}

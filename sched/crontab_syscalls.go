@@ -105,7 +105,7 @@ func (m *Manager) registerCrontabSyscalls() {
 				where, args = `WHERE owner_uid=?`, []any{*a.OwnerUid}
 			}
 		} else if a.OwnerUid != nil && *a.OwnerUid != c.Uid {
-			return nil, abi.E(abi.Permission, fmt.Sprintf("only root may read another uid's run history"))
+			return nil, abi.E(abi.Permission, "only root may read another uid's run history")
 		}
 		limit := a.Limit
 		if limit <= 0 {

@@ -18,6 +18,7 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc"
 )
 
@@ -133,13 +134,14 @@ func (h *harness) open() {
 	if err := k.EnsureSetup(context.Background(), "root", 0); err != nil {
 		h.t.Fatal(err)
 	}
-	pm, err := proc.Register(k, proc.Options{Logger: quietLog})
+	space := ns.New(k)
+	pm, err := proc.Register(space, proc.Options{Logger: quietLog})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	opts := h.opts
 	opts.Clock, opts.Logger, opts.testExec = h.clock, quietLog, h.exec
-	m, err := Register(k, opts)
+	m, err := Register(space, opts)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -36,22 +37,21 @@ const (
 
 // mountFiles adds /var/spool/cron and /var/log/gsv/scheduler.
 func (m *Manager) mountFiles() {
-	k := m.k
 	d := &cronDir{
-		Meta:  kernel.RootMeta(cronDirPath, fs.ModeDir|fs.ModeSticky|0o777),
+		Meta:  ns.RootMeta(cronDirPath, fs.ModeDir|fs.ModeSticky|0o777),
 		m:     m,
-		errv:  k.ErrView(cronDirPath),
+		errv:  m.space.ErrView(cronDirPath),
 		temps: map[uint32]map[string]*tempFile{},
 	}
-	d.ctl = k.Ctl(cronDirPath, kernel.RootMeta(cronDirPath+"/ctl", 0o666), m.ctlVerbs())
-	k.MountAt(cronDirPath, d)
-	k.MountAt(logPath, k.View(logPath, 0o444, "sched.log", nil, renderLog))
+	d.ctl = m.space.Ctl(cronDirPath, ns.RootMeta(cronDirPath+"/ctl", 0o666), m.ctlVerbs())
+	m.space.Bind(cronDirPath, d)
+	m.space.Bind(logPath, m.space.View(logPath, 0o444, "sched.log", nil, renderLog))
 }
 
 // ctlVerbs are the verbs of /var/spool/cron/ctl. Each takes an id or a
 // name and, for root, owner=<user|uid> to name another user's schedule.
-func (m *Manager) ctlVerbs() map[string]kernel.CtlVerb {
-	ref := func(l kernel.CtlLine, usage string) (string, *uint32, error) {
+func (m *Manager) ctlVerbs() map[string]ns.CtlVerb {
+	ref := func(l ns.CtlLine, usage string) (string, *uint32, error) {
 		var uid *uint32
 		if o, ok := l.LookupOpt("owner"); ok {
 			u, err := m.uidOf(o)
@@ -68,9 +68,9 @@ func (m *Manager) ctlVerbs() map[string]kernel.CtlVerb {
 		}
 		return l.Words[0], uid, nil
 	}
-	enable := func(on bool) kernel.CtlVerb {
+	enable := func(on bool) ns.CtlVerb {
 		verb := map[bool]string{true: "enable", false: "disable"}[on]
-		return func(l kernel.CtlLine) (string, any, error) {
+		return func(l ns.CtlLine) (string, any, error) {
 			id, uid, err := ref(l, verb+" <id|name> [owner=<user>]")
 			if err != nil {
 				return "", nil, err
@@ -78,8 +78,8 @@ func (m *Manager) ctlVerbs() map[string]kernel.CtlVerb {
 			return "sched.update", &updateArgs{ID: id, OwnerUid: uid, Patch: Patch{Enabled: &on}}, nil
 		}
 	}
-	return map[string]kernel.CtlVerb{
-		"run": func(l kernel.CtlLine) (string, any, error) {
+	return map[string]ns.CtlVerb{
+		"run": func(l ns.CtlLine) (string, any, error) {
 			id, uid, err := ref(l, "run <id|name>|due [owner=<user>]")
 			if err != nil {
 				return "", nil, err
@@ -95,7 +95,7 @@ func (m *Manager) ctlVerbs() map[string]kernel.CtlVerb {
 		},
 		"enable":  enable(true),
 		"disable": enable(false),
-		"remove": func(l kernel.CtlLine) (string, any, error) {
+		"remove": func(l ns.CtlLine) (string, any, error) {
 			id, uid, err := ref(l, "remove <id|name> [owner=<user>]")
 			if err != nil {
 				return "", nil, err
@@ -167,7 +167,7 @@ func renderLog(res any) ([]byte, error) {
 // may see (their own; root: every user's, and those of uids that have
 // schedules but no user), and the caller's own scratch files.
 type cronDir struct {
-	*kernel.Meta
+	*ns.Meta
 	m    *Manager
 	ctl  *vfs.Ctl
 	errv *vfs.View
@@ -191,7 +191,7 @@ type tab struct {
 	hostUID int
 }
 
-func (d *cronDir) caller(cred vfs.Cred) *kernel.Caller { return kernel.CallerOf(cred, cronDirPath) }
+func (d *cronDir) caller(cred vfs.Cred) *kernel.Caller { return ns.CallerOf(cred, cronDirPath) }
 
 // tabs lists the crontabs c may see.
 func (d *cronDir) tabs(ctx context.Context, c *kernel.Caller) ([]tab, error) {
@@ -269,7 +269,7 @@ func (d *cronDir) doc(t *tab) *crontabFile {
 		group = "users"
 	}
 	uid := t.uid
-	meta := &kernel.Meta{Path: cronDirPath + "/" + t.name, Uid: t.uid, Gid: t.gid, Mode: 0o600,
+	meta := &ns.Meta{Path: cronDirPath + "/" + t.name, Uid: t.uid, Gid: t.gid, Mode: 0o600,
 		Owner: t.name, Group: group, HostUID: t.hostUID}
 	return &crontabFile{d.m, &vfs.Document{Meta: meta, Max: maxCrontab,
 		Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
@@ -297,7 +297,7 @@ func (f *crontabFile) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.H
 	if err != nil || vfs.WantOf(flags)&vfs.WantWrite == 0 {
 		return h, err
 	}
-	ch := &crontabHandle{Handle: h, m: f.m, c: kernel.CallerOf(cred, cronDirPath), appendOnly: flags&os.O_APPEND != 0}
+	ch := &crontabHandle{Handle: h, m: f.m, c: ns.CallerOf(cred, cronDirPath), appendOnly: flags&os.O_APPEND != 0}
 	// The copy starts as the rendering (nothing with O_TRUNC): its
 	// lines are the stored schedules', not checked again unless
 	// rewritten.
@@ -810,7 +810,7 @@ func (n *tempNode) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
 // Access lets only the owner in (the vfs kinds' Meta does this for the
 // others; fusefs asks for access(2)).
 func (n *tempNode) Access(ctx context.Context, cred vfs.Cred, want vfs.Want) error {
-	if kernel.CallerOf(cred, "").Uid != n.uid {
+	if ns.CallerOf(cred, "").Uid != n.uid {
 		return vfs.ErrPermission
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc"
 	"gsvfs.dev/gsvfs/vfs"
 	"gsvfs.dev/gsvfs/vfs/fusefs"
@@ -50,18 +51,19 @@ func newFTHarness(t *testing.T) *ftHarness {
 			t.Fatal(err)
 		}
 	}
-	pm, err := proc.Register(k, proc.Options{Logger: quiet})
+	space := ns.New(k)
+	pm, err := proc.Register(space, proc.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := Register(k, Options{Logger: quiet})
+	m, err := Register(space, Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close(); pm.Close(); k.Close() })
 	h := &ftHarness{t: t, k: k, m: m}
 	for uid, c := range map[int]*vfs.Cred{0: &h.root, 1000: &h.alice, 1001: &h.bob} {
-		if *c, err = k.Authenticate(ctx, vfs.Peer{Transport: "fuse", HostUID: uid, HostGID: 100}); err != nil {
+		if *c, err = m.space.Authenticate(ctx, vfs.Peer{Transport: "fuse", HostUID: uid, HostGID: 100}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,7 +115,7 @@ func fmtPtr(p *int64) int64 {
 // dir walks from the root to path.
 func (h *ftHarness) dir(cred vfs.Cred, path string) vfs.Dir {
 	h.t.Helper()
-	var d vfs.Dir = h.k.Root().(vfs.Dir)
+	var d vfs.Dir = h.m.space.Root().(vfs.Dir)
 	for _, name := range strings.Split(strings.Trim(path, "/"), "/") {
 		n, err := d.Lookup(context.Background(), cred, name)
 		if err != nil {
@@ -404,7 +406,7 @@ func TestCrontabFilesVFS(t *testing.T) {
 func TestCrontabReconcile(t *testing.T) {
 	h := newFTHarness(t)
 	ctx := context.Background()
-	alice := kernel.CallerOf(h.alice, "")
+	alice := ns.CallerOf(h.alice, "")
 	set := func(text string) (*CrontabResult, error) {
 		return kernel.Invoke[*CrontabResult](ctx, h.k, alice, "sched.crontab.set", &crontabSetArgs{Text: text})
 	}
@@ -764,7 +766,7 @@ func (h *ftHarness) mountShell() (sh func(uid int, script string) (string, error
 		t.Fatal(err)
 	}
 	os.Chmod(mnt, 0o755)
-	srv, err := fusefs.Mount(mnt, h.k.Root(), h.k, fusefs.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := fusefs.Mount(mnt, h.m.space.Root(), h.m.space, fusefs.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, os.ErrNotExist) {
 		os.Remove(mnt)
 		t.Skipf("cannot mount: %v", err)

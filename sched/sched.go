@@ -18,6 +18,7 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
 )
 
 // Options configure the scheduler.
@@ -39,6 +40,7 @@ type Options struct {
 // Manager is the kernel scheduler.
 type Manager struct {
 	k     *kernel.Kernel
+	space *ns.Space
 	st    *kernel.Store
 	log   *slog.Logger
 	clock Clock
@@ -105,7 +107,8 @@ var migrations = []string{
 // syscalls and its files, reloads every enabled schedule (applying each
 // one's misfire policy to what was missed while the daemon was down) and
 // starts the engine.
-func Register(k *kernel.Kernel, opts Options) (*Manager, error) {
+func Register(space *ns.Space, opts Options) (*Manager, error) {
+	k := space.Kernel()
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -118,7 +121,7 @@ func Register(k *kernel.Kernel, opts Options) (*Manager, error) {
 	if err := k.Store.Migrate("sched", migrations); err != nil {
 		return nil, err
 	}
-	m := &Manager{k: k, st: k.Store, log: opts.Logger, clock: opts.Clock, opts: opts,
+	m := &Manager{k: k, space: space, st: k.Store, log: opts.Logger, clock: opts.Clock, opts: opts,
 		next: map[string]int64{}, running: map[string]int64{}, touched: map[string]bool{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	m.registerSyscalls()
@@ -702,7 +705,7 @@ func (m *Manager) get(ctx context.Context, id string) (*Schedule, error) {
 		return nil, err
 	}
 	if len(ss) == 0 {
-		return nil, abi.E(abi.Path(id), abi.NotExist, fmt.Sprintf("no such schedule"))
+		return nil, abi.E(abi.Path(id), abi.NotExist, "no such schedule")
 	}
 	return &ss[0], nil
 }
@@ -820,7 +823,7 @@ func (m *Manager) add(ctx context.Context, q querier, c *kernel.Caller, owner ui
 
 func checkName(name string) error {
 	if !validName.MatchString(name) {
-		return abi.E(abi.Op(name), abi.Invalid, fmt.Sprintf("schedule names are 1-64 of [A-Za-z0-9_.-]"))
+		return abi.E(abi.Op(name), abi.Invalid, "schedule names are 1-64 of [A-Za-z0-9_.-]")
 	}
 	return nil
 }
@@ -882,7 +885,7 @@ func isNilPtr(v any) bool {
 
 func checkMisfire(name, policy string) error {
 	if policy != "skip" && policy != "run-once" {
-		return abi.E(abi.Op(name), abi.Invalid, fmt.Sprintf("misfirePolicy must be skip or run-once"))
+		return abi.E(abi.Op(name), abi.Invalid, "misfirePolicy must be skip or run-once")
 	}
 	return nil
 }
@@ -921,5 +924,5 @@ func (m *Manager) resolve(ctx context.Context, c *kernel.Caller, ref string, own
 			return &ss[i], nil
 		}
 	}
-	return nil, abi.E(abi.Path(ref), abi.NotExist, fmt.Sprintf("no such schedule"))
+	return nil, abi.E(abi.Path(ref), abi.NotExist, "no such schedule")
 }

@@ -53,7 +53,7 @@ func owner(c *kernel.Caller, uid *uint32) (uint32, error) {
 		return c.Uid, nil
 	}
 	if !c.IsRoot() {
-		return 0, abi.E(abi.Permission, fmt.Sprintf("only root may act for another uid"))
+		return 0, abi.E(abi.Permission, "only root may act for another uid")
 	}
 	return *uid, nil
 }
@@ -68,7 +68,7 @@ func (m *Manager) registerSyscalls() {
 				where, args = `WHERE owner_uid=?`, []any{*a.OwnerUid}
 			}
 		} else if a.OwnerUid != nil && *a.OwnerUid != c.Uid {
-			return nil, abi.E(abi.Permission, fmt.Sprintf("only root may list another uid's schedules"))
+			return nil, abi.E(abi.Permission, "only root may list another uid's schedules")
 		}
 		if a.IncludeDisabled != nil && !*a.IncludeDisabled {
 			where += ` AND enabled=1`
@@ -199,7 +199,7 @@ func (m *Manager) runNow(ctx context.Context, c *kernel.Caller, a *runArgs) ([]R
 	switch {
 	case a.Mode == "force" || (a.Mode == "" && a.ID != ""):
 		if a.ID == "" {
-			return nil, abi.E(abi.Invalid, fmt.Sprintf("force needs an id"))
+			return nil, abi.E(abi.Invalid, "force needs an id")
 		}
 		s, err := m.resolve(ctx, c, a.ID, a.OwnerUid)
 		if err != nil {
@@ -220,7 +220,7 @@ func (m *Manager) runNow(ctx context.Context, c *kernel.Caller, a *runArgs) ([]R
 			results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, *s.State.NextRunAtMs, now, false))
 		}
 	default:
-		return nil, abi.E(abi.Invalid, fmt.Sprintf("mode must be due or force"))
+		return nil, abi.E(abi.Invalid, "mode must be due or force")
 	}
 	if results == nil {
 		results = []RunResult{}
@@ -241,7 +241,7 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 	if p.Description != nil {
 		var d *string
 		if err := json.Unmarshal(*p.Description, &d); err != nil {
-			return nil, abi.E(abi.Path(s.Name), abi.Invalid, fmt.Sprintf("description must be a string or null"))
+			return nil, abi.E(abi.Path(s.Name), abi.Invalid, "description must be a string or null")
 		}
 		if err := checkDescription(s.Name, d); err != nil {
 			return nil, err

@@ -114,6 +114,20 @@ func (d *StaticDir) Add(name string, n Node) {
 	d.children[name] = n
 }
 
+// Drop removes the child name and reports whether there was one. Walks
+// that come later do not find it; handles open on it are not affected.
+func (d *StaticDir) Drop(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.children[name]; !ok {
+		return false
+	}
+	delete(d.children, name)
+	i := sort.SearchStrings(d.names, name)
+	d.names = append(d.names[:i], d.names[i+1:]...)
+	return true
+}
+
 // Lookup implements Dir.
 func (d *StaticDir) Lookup(ctx context.Context, cred Cred, name string) (Node, error) {
 	d.mu.RLock()

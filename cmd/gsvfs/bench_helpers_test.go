@@ -24,6 +24,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/vfs"
 	"gsvfs.dev/gsvfs/vfs/fusefs"
 )
@@ -171,9 +172,9 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-// openKernel opens a kernel on fresh state in a temporary directory, set up
-// as root, closed at the end of b.
-func openKernel(b *testing.B) *kernel.Kernel {
+// openKernel opens a kernel and its namespace on fresh state in a
+// temporary directory, set up as root, closed at the end of b.
+func openKernel(b *testing.B) *ns.Space {
 	b.Helper()
 	k, err := kernel.Open(kernel.Config{StateDir: filepath.Join(b.TempDir(), "state"), Logger: quietLogger()})
 	if err != nil {
@@ -183,20 +184,20 @@ func openKernel(b *testing.B) *kernel.Kernel {
 	if err := k.EnsureSetup(context.Background(), "root", 0); err != nil {
 		b.Fatal(err)
 	}
-	return k
+	return ns.New(k)
 }
 
-// mountTree mounts root (k's tree, or a variant of it) with k as the
-// authenticator in this process on a temporary directory, unmounted at the
+// mountTree mounts root (a namespace, or a variant of it) with auth as
+// the authenticator in this process on a temporary directory, unmounted at the
 // end of b. GSVFS_BENCH_FUSE_DEBUG=1 logs every FUSE request.
-func mountTree(b *testing.B, root vfs.Dir, k *kernel.Kernel) string {
+func mountTree(b *testing.B, root vfs.Dir, auth vfs.Authenticator) string {
 	b.Helper()
 	dir := b.TempDir()
 	logger, debug := quietLogger(), os.Getenv("GSVFS_BENCH_FUSE_DEBUG") != ""
 	if debug {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	srv, err := fusefs.Mount(dir, root, k, fusefs.Options{Logger: logger, Debug: debug, FsName: "gsv"})
+	srv, err := fusefs.Mount(dir, root, auth, fusefs.Options{Logger: logger, Debug: debug, FsName: "gsv"})
 	if errors.Is(err, syscall.EPERM) {
 		b.Skipf("cannot mount: %v", err)
 	}

@@ -59,6 +59,7 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
 	gproc "gsvfs.dev/gsvfs/proc"
 	"gsvfs.dev/gsvfs/vfs"
 )
@@ -126,6 +127,7 @@ func historyMessage(rng *rand.Rand, i int) (role, content string) {
 // whose default conversation holds historyMessages messages.
 type historyState struct {
 	k       *kernel.Kernel
+	space   *ns.Space
 	root    *kernel.Caller
 	pid     string
 	content int64 // bytes of message content
@@ -149,19 +151,20 @@ func openHistoryState(stateDir string) (*historyState, error) {
 	if err := k.EnsureSetup(ctx, hostUser(), os.Getuid()); err != nil {
 		return fail(err)
 	}
-	if _, err := gproc.Register(k, gproc.Options{Logger: quietLogger()}); err != nil {
+	space := ns.New(k)
+	if _, err := gproc.Register(space, gproc.Options{Logger: quietLogger()}); err != nil {
 		return fail(err)
 	}
-	cred, err := k.Authenticate(ctx, vfs.Peer{Transport: "fuse", HostUID: os.Getuid(), HostGID: os.Getgid()})
+	cred, err := space.Authenticate(ctx, vfs.Peer{Transport: "fuse", HostUID: os.Getuid(), HostGID: os.Getgid()})
 	if err != nil {
 		return fail(err)
 	}
-	root := kernel.CallerOf(cred, "")
+	root := ns.CallerOf(cred, "")
 	res, err := kernel.Invoke[map[string]any](ctx, k, root, "proc.spawn", json.RawMessage(`{"profile":"task","label":"history bench"}`))
 	if err != nil {
 		return fail(err)
 	}
-	s := &historyState{k: k, root: root, pid: res["pid"].(string)}
+	s := &historyState{k: k, space: space, root: root, pid: res["pid"].(string)}
 	rng := rand.New(rand.NewSource(1))
 	t0 := time.Now().UnixMilli() - historyMessages*1000
 	err = k.Store.Tx(ctx, func(tx *sql.Tx) error {
@@ -412,7 +415,7 @@ func BenchmarkHistoryCat(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer hs.k.Close()
-		ours := mountTree(b, hs.k.Root(), hs.k)
+		ours := mountTree(b, hs.space.Root(), hs.space)
 		path := filepath.Join(append([]string{ours}, historyElems(hs.pid)...)...)
 		// The first read renders the cache (untimed here: see the
 		// daemon's first cat).
@@ -438,7 +441,7 @@ func BenchmarkHistoryCat(b *testing.B) {
 		sOurs := &side{name: "ours", op: func() error { return catFile(path) }}
 		sLoop := &side{name: "loopback", op: func() error { return catFile(loopPath) }}
 		sTree := &side{name: "tree", op: func() error {
-			n, err := treeRead(ctx, hs.k.Root(), hs.root.Identity, historyElems(hs.pid), buf, nil)
+			n, err := treeRead(ctx, hs.space.Root(), hs.root.Identity, historyElems(hs.pid), buf, nil)
 			treeSize = n
 			return err
 		}}
@@ -518,7 +521,7 @@ func BenchmarkHistoryCat(b *testing.B) {
 			return
 		}
 		var want bytes.Buffer
-		_, err = treeRead(ctx, hs.k.Root(), hs.root.Identity, historyElems(hs.pid), make([]byte, 128<<10), &want)
+		_, err = treeRead(ctx, hs.space.Root(), hs.root.Identity, historyElems(hs.pid), make([]byte, 128<<10), &want)
 		hs.k.Close()
 		if err == nil {
 			err = checkHistory(want.Bytes())

@@ -32,7 +32,7 @@
 //     without Find, so its Lookup lists every config key). Extra metrics:
 //     loop0 is the loopback mounted with our zero entry/attr timeouts (the
 //     same number of LOOKUPs as ours); tree is the same sequence of vfs
-//     calls our FUSE binding makes, on k.Root() directly (no FUSE); kern is
+//     calls our FUSE binding makes, on space.Root() directly (no FUSE); kern is
 //     the sys.config.set call alone (the SQLite write); fusepath = ours -
 //     tree, the cost of the FUSE transport and binding; fix is ours with
 //     the recommended fix to kernel.configDir emulated in test code (see
@@ -84,8 +84,8 @@ import (
 	"9fans.net/go/plan9/client"
 	"github.com/knusbaum/go9p"
 
-	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ninep"
+	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -160,11 +160,11 @@ func (d *configLookupFixed) Lookup(ctx context.Context, cred vfs.Cred, name stri
 	return d.FuncDir.Lookup(ctx, cred, name)
 }
 
-// fixedTree returns k's namespace with /sys/config replaced by
+// fixedTree returns the namespace with /sys/config replaced by
 // configLookupFixed; every other node is k's own. It is a what-if: mounted
 // like the real tree, it measures what the fix would gain.
-func fixedTree(ctx context.Context, k *kernel.Kernel, cred vfs.Cred) (vfs.Dir, error) {
-	dirMeta := func(path string) *kernel.Meta { return kernel.RootMeta(path, iofs.ModeDir|0o555) }
+func fixedTree(ctx context.Context, space *ns.Space, cred vfs.Cred) (vfs.Dir, error) {
+	dirMeta := func(path string) *ns.Meta { return ns.RootMeta(path, iofs.ModeDir|0o555) }
 	replace := func(d vfs.Dir, name string, n vfs.Node) ([]vfs.DirEntry, error) {
 		ents, err := d.ReadDir(ctx, cred)
 		if err != nil {
@@ -177,7 +177,7 @@ func fixedTree(ctx context.Context, k *kernel.Kernel, cred vfs.Cred) (vfs.Dir, e
 		}
 		return ents, nil
 	}
-	sysN, err := k.Root().Lookup(ctx, cred, "sys")
+	sysN, err := space.Root().Lookup(ctx, cred, "sys")
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func fixedTree(ctx context.Context, k *kernel.Kernel, cred vfs.Cred) (vfs.Dir, e
 	if err != nil {
 		return nil, err
 	}
-	rootEnts, err := replace(k.Root(), "sys", vfs.NewDir(dirMeta("/sys"), sysEnts...))
+	rootEnts, err := replace(space.Root(), "sys", vfs.NewDir(dirMeta("/sys"), sysEnts...))
 	if err != nil {
 		return nil, err
 	}
@@ -229,23 +229,24 @@ func BenchmarkFUSECtlRoundTrip(b *testing.B) {
 
 	// In-process: our tree and two loopbacks, mounted once for the
 	// in-process sub-benchmarks.
-	k := openKernel(b)
-	ours := mountTree(b, k.Root(), k)
+	space := openKernel(b)
+	k := space.Kernel()
+	ours := mountTree(b, space.Root(), space)
 	src := makeLoopbackSource(b)
 	loop := mountLoopback(b, src, false)
 	loop0 := mountLoopback(b, src, true)
 	ctx := context.Background()
-	cred, err := k.Authenticate(ctx, vfs.Peer{Transport: "fuse", HostUID: 0, HostGID: 0})
+	cred, err := space.Authenticate(ctx, vfs.Peer{Transport: "fuse", HostUID: 0, HostGID: 0})
 	if err != nil {
 		b.Fatal(err)
 	}
-	caller := kernel.CallerOf(cred, "/sys/config")
+	caller := ns.CallerOf(cred, "/sys/config")
 	// The what-if mount: the same kernel, /sys/config's Lookup fixed.
-	fixRoot, err := fixedTree(ctx, k, cred)
+	fixRoot, err := fixedTree(ctx, space, cred)
 	if err != nil {
 		b.Fatal(err)
 	}
-	fix := mountTree(b, fixRoot, k)
+	fix := mountTree(b, fixRoot, space)
 	ctlPath := filepath.Join("sys", "config", "ctl")
 
 	for _, v := range ctlVariants {
@@ -271,7 +272,7 @@ func BenchmarkFUSECtlRoundTrip(b *testing.B) {
 				}
 				return nil
 			}}
-			sTree := &side{name: "tree", op: func() error { return treeRoundTrip(ctx, k.Root(), cred, line, v.wantErr) }}
+			sTree := &side{name: "tree", op: func() error { return treeRoundTrip(ctx, space.Root(), cred, line, v.wantErr) }}
 			sFix := &side{name: "ours with the configDir fix", op: func() error { return ctlRoundTrip(filepath.Join(fix, ctlPath), line, v.wantErr) }}
 			eios := interleave(b, sOurs, sLoop, sLoop0, sKern, sTree, sFix)
 			o, l, l0, kn, tr, fx := sOurs.nsPerOp(), sLoop.nsPerOp(), sLoop0.nsPerOp(), sKern.nsPerOp(), sTree.nsPerOp(), sFix.nsPerOp()
@@ -437,8 +438,8 @@ func serveGo9p(b *testing.B, srv go9p.Srv) string {
 	return sock
 }
 
-// serveOurs9P serves k's tree over 9P on a unix socket as the daemon does.
-func serveOurs9P(b *testing.B, k *kernel.Kernel) string {
+// serveOurs9P serves the namespace over 9P on a unix socket as the daemon does.
+func serveOurs9P(b *testing.B, space *ns.Space) string {
 	b.Helper()
 	sock := filepath.Join(b.TempDir(), "9p.sock")
 	l, err := net.Listen("unix", sock)
@@ -449,7 +450,7 @@ func serveOurs9P(b *testing.B, k *kernel.Kernel) string {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		(&ninep.Server{Root: k.Root(), Auth: k, Logger: quietLogger()}).Serve(ctx, l, unixPeer)
+		(&ninep.Server{Root: space.Root(), Auth: space, Logger: quietLogger()}).Serve(ctx, l, unixPeer)
 	}()
 	b.Cleanup(func() {
 		cancel()
@@ -477,7 +478,8 @@ func ninepRead(fsys *client.Fsys, name string, want int) error {
 }
 
 func BenchmarkNinePSmallRead(b *testing.B) {
-	k := openKernel(b)
+	space := openKernel(b)
+	k := space.Kernel()
 	data := make([]byte, 1024)
 	for i := range data {
 		data[i] = 'a' + byte(i%26)
@@ -494,11 +496,11 @@ func BenchmarkNinePSmallRead(b *testing.B) {
 	}
 	// The same bytes in memory in our tree, to split our protocol layer's
 	// cost from the data tree's.
-	k.Mount("bench", vfs.NewDir(kernel.RootMeta("/bench", iofs.ModeDir|0o555),
-		vfs.DirEntry{Name: "small.txt", Node: &vfs.View{Meta: kernel.RootMeta("/bench/small.txt", 0o444),
+	space.Bind("/bench", vfs.NewDir(ns.RootMeta("/bench", iofs.ModeDir|0o555),
+		vfs.DirEntry{Name: "small.txt", Node: &vfs.View{Meta: ns.RootMeta("/bench/small.txt", 0o444),
 			Render: func(context.Context, vfs.Cred) ([]byte, error) { return data, nil }}}))
 
-	ours, err := ninep.Mount(serveOurs9P(b, k), "root", nil)
+	ours, err := ninep.Mount(serveOurs9P(b, space), "root", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ninep"
+	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc"
 	"gsvfs.dev/gsvfs/sched"
 	"gsvfs.dev/gsvfs/vfs"
@@ -129,12 +130,13 @@ func run(ctx context.Context, o options, mountDir string) error {
 		return err
 	}
 	defer k.Close()
-	pm, err := proc.Register(k, proc.Options{Logger: log})
+	space := ns.New(k)
+	pm, err := proc.Register(space, proc.Options{Logger: log})
 	if err != nil {
 		return fmt.Errorf("processes: %w", err)
 	}
 	defer pm.Close() // before k.Close: runs stop, their state stays for the next start
-	sm, err := sched.Register(k, sched.Options{Logger: log})
+	sm, err := sched.Register(space, sched.Options{Logger: log})
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
@@ -145,7 +147,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 		return fmt.Errorf("setup: %w", err)
 	}
 
-	srv := &ninep.Server{Root: k.Root(), Auth: k, Logger: log,
+	srv := &ninep.Server{Root: space.Root(), Auth: space, Logger: log,
 		AuthTimeout: noLimit(o.authTimeout), MaxConns: noLimit(o.maxConns), MaxFids: noLimit(o.maxFids),
 		MaxPrincipalInflight: noLimit(o.maxInflight)}
 	sock := k.SocketPath()
@@ -174,7 +176,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 
 	var fsrv *fusefs.Server
 	if mountDir != "" {
-		fsrv, err = fusefs.Mount(mountDir, k.Root(), k, fusefs.Options{Logger: log, Debug: o.debug, FsName: "gsv"})
+		fsrv, err = fusefs.Mount(mountDir, space.Root(), space, fusefs.Options{Logger: log, Debug: o.debug, FsName: "gsv"})
 		if err != nil {
 			return fmt.Errorf("mount %s: %w", mountDir, err)
 		}

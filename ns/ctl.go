@@ -1,4 +1,4 @@
-package kernel
+package ns
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package kernel
+package ns
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -42,7 +43,7 @@ func (m *Meta) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
 
 // Access implements vfs.Meta.
 func (m *Meta) Access(ctx context.Context, cred vfs.Cred, want vfs.Want) error {
-	if allowed(ident(cred), owner{uid: m.Uid, gid: m.Gid}, m.Mode, want) {
+	if ident(cred).Allowed(m.Uid, m.Gid, m.Mode, uint32(want)) {
 		return nil
 	}
 	return abi.E(abi.Path(m.Path), abi.Permission, "permission denied")
@@ -55,9 +56,9 @@ func RootMeta(path string, mode fs.FileMode) *Meta {
 
 // View returns a view at path rendered by the syscall call: its result is
 // shown as JSON unless render formats it.
-func (k *Kernel) View(path string, mode fs.FileMode, call string, args any, render func(res any) ([]byte, error)) *vfs.View {
+func (s *Space) View(path string, mode fs.FileMode, call string, args any, render func(res any) ([]byte, error)) *vfs.View {
 	return &vfs.View{Meta: RootMeta(path, mode), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		res, err := k.Call(ctx, CallerOf(cred, ""), call, args)
+		res, err := s.k.Call(ctx, CallerOf(cred, ""), call, args)
 		if err != nil {
 			return nil, err
 		}
@@ -71,9 +72,9 @@ func (k *Kernel) View(path string, mode fs.FileMode, call string, args any, rend
 
 // ErrView returns the err view of the directory dir: the message of the
 // caller's last failure there.
-func (k *Kernel) ErrView(dir string) *vfs.View {
+func (s *Space) ErrView(dir string) *vfs.View {
 	return &vfs.View{Meta: RootMeta(dir+"/err", 0o444), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		s, err := Invoke[string](ctx, k, CallerOf(cred, ""), "sys.lasterror", &struct{ Dir string }{dir})
+		s, err := kernel.Invoke[string](ctx, s.k, CallerOf(cred, ""), "sys.lasterror", &struct{ Dir string }{dir})
 		if err != nil || s == "" {
 			return nil, err
 		}
@@ -94,21 +95,21 @@ type CtlVerb func(l CtlLine) (call string, args any, err error)
 // insisting on words.
 // Failures are remembered for dir's err view. The result text of a line is
 // its syscall result as JSON.
-func (k *Kernel) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl {
+func (s *Space) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl {
 	reject := func(ctx context.Context, cred vfs.Cred, err error) {
-		k.setLastError(ident(cred).Uid, dir, abi.E(abi.Path(dir+"/ctl"), abi.Invalid, err))
+		s.k.NoteError(ident(cred).Uid, dir, abi.E(abi.Path(dir+"/ctl"), abi.Invalid, err))
 	}
 	return &vfs.Ctl{Meta: meta, Reject: reject, Exec: func(ctx context.Context, cred vfs.Cred, line string) (string, error) {
 		c := CallerOf(cred, dir)
 		l, err := ParseCtl(line)
 		if err != nil {
-			k.setLastError(c.Uid, dir, err)
+			s.k.NoteError(c.Uid, dir, err)
 			return "", err
 		}
 		v, ok := verbs[l.Verb]
 		if !ok {
 			err := abi.E(abi.Path(dir+"/ctl"), abi.Invalid, fmt.Sprintf("unknown verb %q (want one of %s)", l.Verb, verbList(verbs)))
-			k.setLastError(c.Uid, dir, err)
+			s.k.NoteError(c.Uid, dir, err)
 			return "", err
 		}
 		call, args, err := v(l)
@@ -117,7 +118,7 @@ func (k *Kernel) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl 
 		}
 		if err != nil {
 			err = abi.E(abi.Path(dir+"/ctl"), err)
-			k.setLastError(c.Uid, dir, err)
+			s.k.NoteError(c.Uid, dir, err)
 			return "", err
 		}
 		if l.JSON != nil {
@@ -126,13 +127,13 @@ func (k *Kernel) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl 
 			// way an unknown field is a 400.
 			if args == nil {
 				args = l.JSON
-			} else if err := DecodeArgs(l.JSON, args); err != nil {
+			} else if err := kernel.DecodeArgs(l.JSON, args); err != nil {
 				err = abi.E(abi.Path(dir+"/ctl"), err)
-				k.setLastError(c.Uid, dir, err)
+				s.k.NoteError(c.Uid, dir, err)
 				return "", err
 			}
 		}
-		res, err := k.Call(ctx, c, call, args)
+		res, err := s.k.Call(ctx, c, call, args)
 		if err != nil {
 			return "", err
 		}
@@ -153,40 +154,40 @@ func verbList(verbs map[string]CtlVerb) string {
 }
 
 // buildNamespace makes the kernel's part of the tree.
-func (k *Kernel) buildNamespace() *vfs.StaticDir {
+func (s *Space) buildNamespace() *vfs.StaticDir {
 	dir := func(path string) *Meta { return RootMeta(path, fs.ModeDir|0o555) }
 	etc := vfs.NewDir(dir("/etc"),
-		vfs.DirEntry{Name: "passwd", Node: k.View("/etc/passwd", 0o444, "sys.user.list", nil, func(res any) ([]byte, error) {
-			return renderPasswd(res.(map[string]any)["users"].([]User)), nil
+		vfs.DirEntry{Name: "passwd", Node: s.View("/etc/passwd", 0o444, "sys.user.list", nil, func(res any) ([]byte, error) {
+			return renderPasswd(res.(map[string]any)["users"].([]kernel.User)), nil
 		})},
-		vfs.DirEntry{Name: "group", Node: k.View("/etc/group", 0o444, "sys.group.list", nil, func(res any) ([]byte, error) {
-			return renderGroup(res.(map[string]any)["groups"].([]Group)), nil
+		vfs.DirEntry{Name: "group", Node: s.View("/etc/group", 0o444, "sys.group.list", nil, func(res any) ([]byte, error) {
+			return renderGroup(res.(map[string]any)["groups"].([]kernel.Group)), nil
 		})},
 	)
 	sys := vfs.NewDir(dir("/sys"),
 		vfs.DirEntry{Name: "call", Node: &vfs.Call{Meta: RootMeta("/sys/call", 0o666),
 			Do: func(ctx context.Context, cred vfs.Cred, req []byte) []byte {
-				return k.Serve(ctx, CallerOf(cred, ""), req)
+				return s.k.Serve(ctx, CallerOf(cred, ""), req)
 			}}},
 		vfs.DirEntry{Name: "events", Node: &vfs.Stream{Meta: RootMeta("/sys/events", 0o444),
 			Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
-				return Invoke[vfs.Subscription](ctx, k, CallerOf(cred, ""), "sys.events", nil)
+				return kernel.Invoke[vfs.Subscription](ctx, s.k, CallerOf(cred, ""), "sys.events", nil)
 			}}},
-		vfs.DirEntry{Name: "config", Node: k.configDir("")},
+		vfs.DirEntry{Name: "config", Node: s.configDir("")},
 	)
 	return vfs.NewDir(dir("/"),
 		vfs.DirEntry{Name: "etc", Node: etc},
 		vfs.DirEntry{Name: "sys", Node: sys},
-		vfs.DirEntry{Name: "home", Node: &dataDir{dataNode{k, "home"}}},
-		vfs.DirEntry{Name: "workspaces", Node: &dataDir{dataNode{k, "workspaces"}}},
+		vfs.DirEntry{Name: "home", Node: s.k.DataNode("home")},
+		vfs.DirEntry{Name: "workspaces", Node: s.k.DataNode("workspaces")},
 		vfs.DirEntry{Name: "var", Node: vfs.NewDir(dir("/var"),
-			vfs.DirEntry{Name: "sessions", Node: &dataDir{dataNode{k, "var/sessions"}}})},
+			vfs.DirEntry{Name: "sessions", Node: s.k.DataNode("var/sessions")})},
 	)
 }
 
 // configDir is /sys/config/<prefix>: the visible config keys as a tree of
 // views, plus, at the top, ctl and err.
-func (k *Kernel) configDir(prefix string) vfs.Dir {
+func (s *Space) configDir(prefix string) vfs.Dir {
 	path := "/sys/config"
 	if prefix != "" {
 		path += "/" + prefix
@@ -208,10 +209,10 @@ func (k *Kernel) configDir(prefix string) vfs.Dir {
 				val = l.Words[1] // rc-quoted single value
 			}
 			v, _ := json.Marshal(val)
-			return "sys.config.set", &configSetArgs{Key: key, Value: v}, nil
+			return "sys.config.set", &abi.ConfigSetArgs{Key: key, Value: v}, nil
 		}
-		ctl = k.Ctl(path, RootMeta(path+"/ctl", 0o666), map[string]CtlVerb{"set": set, "": set})
-		errv = k.ErrView(path)
+		ctl = s.Ctl(path, RootMeta(path+"/ctl", 0o666), map[string]CtlVerb{"set": set, "": set})
+		errv = s.ErrView(path)
 	}
 	return &vfs.FuncDir{Meta: RootMeta(path, fs.ModeDir|0o555),
 		// Find answers ctl and err without asking the store, and other
@@ -224,16 +225,16 @@ func (k *Kernel) configDir(prefix string) vfs.Dir {
 				return errv, nil
 			}
 			key := prefixSlash(prefix) + name
-			res, err := Invoke[map[string]any](ctx, k, CallerOf(cred, ""), "sys.config.get", &configGetArgs{Key: key})
+			res, err := kernel.Invoke[map[string]any](ctx, s.k, CallerOf(cred, ""), "sys.config.get", &abi.ConfigGetArgs{Key: key})
 			if err != nil {
 				return nil, err
 			}
-			for _, e := range res["entries"].([]ConfigEntry) {
+			for _, e := range res["entries"].([]kernel.ConfigEntry) {
 				if e.Key == key {
-					return k.configValue(key), nil
+					return s.configValue(key), nil
 				}
 				if strings.HasPrefix(e.Key, key+"/") {
-					return k.configDir(key), nil
+					return s.configDir(key), nil
 				}
 			}
 			return nil, vfs.ErrNotExist
@@ -243,12 +244,12 @@ func (k *Kernel) configDir(prefix string) vfs.Dir {
 			if top {
 				out = append(out, vfs.DirEntry{Name: "ctl", Node: ctl}, vfs.DirEntry{Name: "err", Node: errv})
 			}
-			res, err := Invoke[map[string]any](ctx, k, CallerOf(cred, ""), "sys.config.get", &configGetArgs{Key: prefixSlash(prefix)})
+			res, err := kernel.Invoke[map[string]any](ctx, s.k, CallerOf(cred, ""), "sys.config.get", &abi.ConfigGetArgs{Key: prefixSlash(prefix)})
 			if err != nil {
 				return nil, err
 			}
 			seen := map[string]bool{}
-			for _, e := range res["entries"].([]ConfigEntry) {
+			for _, e := range res["entries"].([]kernel.ConfigEntry) {
 				rest := strings.TrimPrefix(e.Key, prefixSlash(prefix))
 				name, sub, isDir := strings.Cut(rest, "/")
 				if seen[name] || (top && (name == "ctl" || name == "err")) {
@@ -257,9 +258,9 @@ func (k *Kernel) configDir(prefix string) vfs.Dir {
 				seen[name] = true
 				key := prefixSlash(prefix) + name
 				if isDir && sub != "" {
-					out = append(out, vfs.DirEntry{Name: name, Node: k.configDir(key)})
+					out = append(out, vfs.DirEntry{Name: name, Node: s.configDir(key)})
 				} else {
-					out = append(out, vfs.DirEntry{Name: name, Node: k.configValue(key)})
+					out = append(out, vfs.DirEntry{Name: name, Node: s.configValue(key)})
 				}
 			}
 			return out, nil
@@ -274,24 +275,13 @@ func prefixSlash(p string) string {
 }
 
 // configValue is the view of one config key.
-func (k *Kernel) configValue(key string) *vfs.View {
-	return k.View("/sys/config/"+key, 0o444, "sys.config.get", &configGetArgs{Key: key}, func(res any) ([]byte, error) {
-		for _, e := range res.(map[string]any)["entries"].([]ConfigEntry) {
+func (s *Space) configValue(key string) *vfs.View {
+	return s.View("/sys/config/"+key, 0o444, "sys.config.get", &abi.ConfigGetArgs{Key: key}, func(res any) ([]byte, error) {
+		for _, e := range res.(map[string]any)["entries"].([]kernel.ConfigEntry) {
 			if e.Key == key {
 				return []byte(e.Value + "\n"), nil
 			}
 		}
 		return nil, abi.E(abi.Path("/sys/config/"+key), abi.NotExist, "no such key")
 	})
-}
-
-// EnsureSetup sets the system up for the host user who started it, if that
-// has not been done: the host user becomes the first GSV user (host uid 0
-// is root, which exists already).
-func (k *Kernel) EnsureSetup(ctx context.Context, username string, hostUID int) error {
-	if k.isSetUp() {
-		return nil
-	}
-	_, err := k.Call(ctx, k.KernelCaller(), "sys.setup", &setupArgs{Username: username, HostUID: &hostUID})
-	return err
 }

@@ -1,0 +1,113 @@
+package ns
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/kernel/kerneltest"
+)
+
+func TestParseCtl(t *testing.T) {
+	tests := []struct {
+		line string
+		want CtlLine
+		err  bool
+	}{
+		{"send hello world\n", CtlLine{Verb: "send", Words: []string{"hello", "world"}, Rest: "hello world"}, false},
+		{"spawn task label=researcher prompt='say ''hi'' now'", CtlLine{Verb: "spawn", Words: []string{"task"},
+			Opts: map[string]string{"label": "researcher", "prompt": "say 'hi' now"}, Rest: "task label=researcher prompt='say ''hi'' now'"}, false},
+		{"abort", CtlLine{Verb: "abort"}, false},
+		{"  kill  noarchive ", CtlLine{Verb: "kill", Words: []string{"noarchive"}, Rest: "noarchive "}, false},
+		{"'a=b' x", CtlLine{Verb: "'a=b'", Words: []string{"x"}, Rest: "x"}, false},
+		{"set {\"key\":\"a\"}", CtlLine{Verb: "set", Rest: "{\"key\":\"a\"}", JSON: json.RawMessage(`{"key":"a"}`)}, false},
+		{"{\"key\":\"a\"}", CtlLine{JSON: json.RawMessage(`{"key":"a"}`)}, false},
+		{"set {bad", CtlLine{}, true},
+		{"", CtlLine{}, true},
+		{"\n", CtlLine{}, true},
+		{"send 'open", CtlLine{}, true},
+		{"send a\x00b", CtlLine{}, true},
+		{"send \xff", CtlLine{}, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseCtl(tt.line)
+		got.read = nil // bookkeeping of the verbs, not the parse
+		if (err != nil) != tt.err {
+			t.Errorf("%q: err %v", tt.line, err)
+			continue
+		}
+		if err == nil && !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%q:\n got %#v\nwant %#v", tt.line, got, tt.want)
+		}
+	}
+}
+
+func FuzzParseCtl(f *testing.F) {
+	for _, s := range []string{"send hello", "spawn task label=x prompt='a ''b'''", "set {\"key\":\"k\"}", "{}", "'", "a=b c='d"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		l, err := ParseCtl(s)
+		if err != nil {
+			if abi.Code(err) != 400 {
+				t.Fatalf("error of code %d: %v", abi.Code(err), err)
+			}
+			return
+		}
+		if l.Verb == "" && l.JSON == nil {
+			t.Fatalf("no verb and no JSON for %q", s)
+		}
+		if l.JSON != nil && !json.Valid(l.JSON) {
+			t.Fatalf("invalid JSON kept for %q", s)
+		}
+	})
+}
+
+// FuzzDecodeArgs: DecodeArgs accepts an object only if every field it
+// names is one the args have (as encoding/json matches names: without
+// case), and a refusal is a 400.
+// A ctl line's key=value options and JSON args are as strict as a frame's
+// args: one the verb does not read is a 400 naming it, and nothing runs.
+func TestCtlUnknownOption(t *testing.T) {
+	e := kerneltest.Open(t)
+	k, alice := e.K, e.Alice
+	s := New(k)
+	ctx := context.Background()
+	ran := 0
+	kernel.Handle(k, "fs.testopt", 0, func(ctx context.Context, c *kernel.Caller, a *abi.ConfigGetArgs) (string, error) {
+		ran++
+		return a.Key, nil
+	})
+	ctl := s.Ctl("/test", RootMeta("/test/ctl", 0o666), map[string]CtlVerb{
+		"get": func(l CtlLine) (string, any, error) {
+			return "fs.testopt", &abi.ConfigGetArgs{Key: l.Opt("key")}, nil
+		},
+		"say": func(l CtlLine) (string, any, error) {
+			return "fs.testopt", &abi.ConfigGetArgs{Key: l.Text()}, nil
+		},
+	})
+	for _, tc := range []struct {
+		line, want, err string
+	}{
+		{"get key=a", `"a"`, ""},
+		{"get key=a uid=0", "", `/test/ctl: unknown option "uid"`},
+		{"get {\"key\":\"b\"}", `"b"`, ""},
+		{"get {\"key\":\"b\",\"uid\":0}", "", `/test/ctl: unknown field "uid"`},
+		{"say a=b c", `"a=b c"`, ""},
+	} {
+		before := ran
+		out, err := ctl.Exec(ctx, alice, tc.line)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err || abi.Code(err) != 400 || ran != before {
+				t.Errorf("%q: got %q, %v (ran %d times), want 400 %q", tc.line, out, err, ran-before, tc.err)
+			}
+			continue
+		}
+		if err != nil || out != tc.want {
+			t.Errorf("%q: got %q, %v, want %q", tc.line, out, err, tc.want)
+		}
+	}
+}

@@ -119,11 +119,11 @@ func Open(cfg Config) (*Kernel, error) {
 		k.Close()
 		return nil, err
 	}
-	k.registerUsers()
-	k.registerConfig()
-	k.registerTokens()
+	k.Register(k.userSyscalls()...)
+	k.Register(k.configSyscalls()...)
+	k.Register(k.tokenSyscalls()...)
+	k.Register(k.eventSyscalls()...)
 	k.registerFS()
-	k.registerEvents()
 	k.registerShell()
 	k.registerStatfs()
 	return k, nil
@@ -208,6 +208,12 @@ func (id *Identity) Done() <-chan struct{} {
 		return nil
 	}
 	return id.lease.done
+}
+
+// Record returns id as the abi.Identity a result reports.
+func (id *Identity) Record() *abi.Identity {
+	return &abi.Identity{Role: id.Role, Uid: id.Uid, Gid: id.Gid, Gids: id.Gids, Username: id.Username,
+		Home: id.Home, Cwd: id.Cwd, WorkspaceID: id.WorkspaceID, Capabilities: id.Capabilities}
 }
 
 func (id *Identity) isKernel() bool { return id != nil && id.kernel }
@@ -324,6 +330,6 @@ func (k *Kernel) EnsureSetup(ctx context.Context, username string, hostUID int) 
 	if k.isSetUp() {
 		return nil
 	}
-	_, err := k.Call(ctx, k.KernelCaller(), "sys.setup", &setupArgs{Username: username, HostUID: &hostUID})
+	_, err := k.Call(ctx, k.KernelCaller(), "sys.setup", &abi.SetupArgs{Username: username, HostUID: &hostUID})
 	return err
 }

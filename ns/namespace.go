@@ -74,7 +74,7 @@ func (s *Space) View(path string, mode fs.FileMode, call string, args any, rende
 // caller's last failure there.
 func (s *Space) ErrView(dir string) *vfs.View {
 	return &vfs.View{Meta: RootMeta(dir+"/err", 0o444), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		s, err := kernel.Invoke[string](ctx, s.k, CallerOf(cred, ""), "sys.lasterror", &struct{ Dir string }{dir})
+		s, err := kernel.Invoke[string](ctx, s.k, CallerOf(cred, ""), "sys.lasterror", &kernel.LastErrorArgs{Dir: dir})
 		if err != nil || s == "" {
 			return nil, err
 		}
@@ -158,10 +158,10 @@ func (s *Space) buildNamespace() *vfs.StaticDir {
 	dir := func(path string) *Meta { return RootMeta(path, fs.ModeDir|0o555) }
 	etc := vfs.NewDir(dir("/etc"),
 		vfs.DirEntry{Name: "passwd", Node: s.View("/etc/passwd", 0o444, "sys.user.list", nil, func(res any) ([]byte, error) {
-			return renderPasswd(res.(map[string]any)["users"].([]kernel.User)), nil
+			return renderPasswd(res.(*abi.UserListResult).Users), nil
 		})},
 		vfs.DirEntry{Name: "group", Node: s.View("/etc/group", 0o444, "sys.group.list", nil, func(res any) ([]byte, error) {
-			return renderGroup(res.(map[string]any)["groups"].([]kernel.Group)), nil
+			return renderGroup(res.(*abi.GroupListResult).Groups), nil
 		})},
 	)
 	sys := vfs.NewDir(dir("/sys"),
@@ -225,11 +225,11 @@ func (s *Space) configDir(prefix string) vfs.Dir {
 				return errv, nil
 			}
 			key := prefixSlash(prefix) + name
-			res, err := kernel.Invoke[map[string]any](ctx, s.k, CallerOf(cred, ""), "sys.config.get", &abi.ConfigGetArgs{Key: key})
+			res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, s.k, CallerOf(cred, ""), "sys.config.get", &abi.ConfigGetArgs{Key: key})
 			if err != nil {
 				return nil, err
 			}
-			for _, e := range res["entries"].([]kernel.ConfigEntry) {
+			for _, e := range res.Entries {
 				if e.Key == key {
 					return s.configValue(key), nil
 				}
@@ -244,12 +244,12 @@ func (s *Space) configDir(prefix string) vfs.Dir {
 			if top {
 				out = append(out, vfs.DirEntry{Name: "ctl", Node: ctl}, vfs.DirEntry{Name: "err", Node: errv})
 			}
-			res, err := kernel.Invoke[map[string]any](ctx, s.k, CallerOf(cred, ""), "sys.config.get", &abi.ConfigGetArgs{Key: prefixSlash(prefix)})
+			res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, s.k, CallerOf(cred, ""), "sys.config.get", &abi.ConfigGetArgs{Key: prefixSlash(prefix)})
 			if err != nil {
 				return nil, err
 			}
 			seen := map[string]bool{}
-			for _, e := range res["entries"].([]kernel.ConfigEntry) {
+			for _, e := range res.Entries {
 				rest := strings.TrimPrefix(e.Key, prefixSlash(prefix))
 				name, sub, isDir := strings.Cut(rest, "/")
 				if seen[name] || (top && (name == "ctl" || name == "err")) {
@@ -277,7 +277,7 @@ func prefixSlash(p string) string {
 // configValue is the view of one config key.
 func (s *Space) configValue(key string) *vfs.View {
 	return s.View("/sys/config/"+key, 0o444, "sys.config.get", &abi.ConfigGetArgs{Key: key}, func(res any) ([]byte, error) {
-		for _, e := range res.(map[string]any)["entries"].([]kernel.ConfigEntry) {
+		for _, e := range res.(*abi.ConfigGetResult).Entries {
 			if e.Key == key {
 				return []byte(e.Value + "\n"), nil
 			}

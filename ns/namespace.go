@@ -70,6 +70,19 @@ func (s *Space) View(path string, mode fs.FileMode, call string, args any, rende
 	}}
 }
 
+// ViewOf returns a view at path rendered by render from the result of the
+// syscall call, an R (kernel.Invoke): a result of another type is an
+// error, not a panic.
+func ViewOf[R any](s *Space, path string, mode fs.FileMode, call string, args any, render func(res R) ([]byte, error)) *vfs.View {
+	return &vfs.View{Meta: RootMeta(path, mode), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
+		res, err := kernel.Invoke[R](ctx, s.k, CallerOf(cred, ""), call, args)
+		if err != nil {
+			return nil, err
+		}
+		return render(res)
+	}}
+}
+
 // ErrView returns the err view of the directory dir: the message of the
 // caller's last failure there.
 func (s *Space) ErrView(dir string) *vfs.View {
@@ -157,11 +170,11 @@ func verbList(verbs map[string]CtlVerb) string {
 func (s *Space) buildNamespace() *vfs.StaticDir {
 	dir := func(path string) *Meta { return RootMeta(path, fs.ModeDir|0o555) }
 	etc := vfs.NewDir(dir("/etc"),
-		vfs.DirEntry{Name: "passwd", Node: s.View("/etc/passwd", 0o444, "sys.user.list", nil, func(res any) ([]byte, error) {
-			return renderPasswd(res.(*abi.UserListResult).Users), nil
+		vfs.DirEntry{Name: "passwd", Node: ViewOf(s, "/etc/passwd", 0o444, "sys.user.list", nil, func(res *abi.UserListResult) ([]byte, error) {
+			return renderPasswd(res.Users), nil
 		})},
-		vfs.DirEntry{Name: "group", Node: s.View("/etc/group", 0o444, "sys.group.list", nil, func(res any) ([]byte, error) {
-			return renderGroup(res.(*abi.GroupListResult).Groups), nil
+		vfs.DirEntry{Name: "group", Node: ViewOf(s, "/etc/group", 0o444, "sys.group.list", nil, func(res *abi.GroupListResult) ([]byte, error) {
+			return renderGroup(res.Groups), nil
 		})},
 	)
 	sys := vfs.NewDir(dir("/sys"),
@@ -276,8 +289,8 @@ func prefixSlash(p string) string {
 
 // configValue is the view of one config key.
 func (s *Space) configValue(key string) *vfs.View {
-	return s.View("/sys/config/"+key, 0o444, "sys.config.get", &abi.ConfigGetArgs{Key: key}, func(res any) ([]byte, error) {
-		for _, e := range res.(*abi.ConfigGetResult).Entries {
+	return ViewOf(s, "/sys/config/"+key, 0o444, "sys.config.get", &abi.ConfigGetArgs{Key: key}, func(res *abi.ConfigGetResult) ([]byte, error) {
+		for _, e := range res.Entries {
 			if e.Key == key {
 				return []byte(e.Value + "\n"), nil
 			}

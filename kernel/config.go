@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -121,53 +122,65 @@ func normalizeKey(id *Identity, key string, set bool) string {
 	return "config/" + path
 }
 
-// ConfigEntry is one key and its value.
-type ConfigEntry struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-}
+// ConfigEntry is one config key and its value (abi.ConfigEntry).
+type ConfigEntry = abi.ConfigEntry
 
 // validKey: slash-separated segments of [A-Za-z0-9_.-].
 var validKey = regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`)
 
-func (k *Kernel) registerConfig() {
-	Handle(k, "sys.config.get", 0, func(ctx context.Context, c *Caller, a *abi.ConfigGetArgs) (map[string]any, error) {
-		if own := normalizeKey(c.Identity, a.Key, true); own != a.Key && own != normalizeKey(c.Identity, a.Key, false) {
-			// A user's dotted ai.* key reads their override if they have one.
-			if es, err := k.configGet(ctx, c.Identity, own); err == nil && len(es) > 0 {
-				return map[string]any{"entries": es}, nil
-			}
-		}
-		es, err := k.configGet(ctx, c.Identity, normalizeKey(c.Identity, a.Key, false))
+// configSyscalls is the table of the configuration syscalls.
+func (k *Kernel) configSyscalls() []Syscall {
+	return []Syscall{
+		Fn("sys.config.get", 0, k.configGetCall),
+		Fn("sys.config.set", 0, k.configSet),
+	}
+}
+
+// configGetCall serves sys.config.get: the entries the caller may see
+// under a.Key. A user's dotted ai.* key reads their own override if they
+// have one, else the system's key.
+func (k *Kernel) configGetCall(ctx context.Context, c *Caller, a *abi.ConfigGetArgs) (*abi.ConfigGetResult, error) {
+	if own := normalizeKey(c.Identity, a.Key, true); own != a.Key && own != normalizeKey(c.Identity, a.Key, false) {
+		es, err := k.configGet(ctx, c.Identity, own)
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"entries": es}, nil
-	})
+		if len(es) > 0 {
+			return &abi.ConfigGetResult{Entries: es}, nil
+		}
+	}
+	es, err := k.configGet(ctx, c.Identity, normalizeKey(c.Identity, a.Key, false))
+	if err != nil {
+		return nil, err
+	}
+	return &abi.ConfigGetResult{Entries: es}, nil
+}
 
-	Handle(k, "sys.config.set", 0, func(ctx context.Context, c *Caller, a *abi.ConfigSetArgs) (map[string]any, error) {
-		a.Key = normalizeKey(c.Identity, a.Key, true)
-		if !validKey.MatchString(a.Key) {
-			return nil, abi.E(abi.Path(a.Key), abi.Invalid, "config keys are /-separated words of [A-Za-z0-9_.-]")
-		}
-		if !configWritable(c.Identity, a.Key) {
-			return nil, abi.E(abi.Path(a.Key), abi.Permission, fmt.Sprintf("permission denied: you may set only users/%d/ai/...", c.Uid))
-		}
-		val := coerce(a.Value)
-		if !utf8.ValidString(val) || strings.ContainsRune(val, 0) {
-			return nil, abi.E(abi.Path(a.Key), abi.Invalid, "value must be UTF-8 text without NUL")
-		}
-		if _, err := k.Store.Exec(ctx, `INSERT INTO config(key,value) VALUES(?,?)
-			ON CONFLICT(key) DO UPDATE SET value=excluded.value`, a.Key, val); err != nil {
-			return nil, abi.E(abi.Path(a.Key), err)
-		}
-		aud := audience{all: strings.HasPrefix(a.Key, "config/") && !SensitiveKey(a.Key)}
-		if !aud.all {
-			aud.uids = ownerOfConfigKey(a.Key)
-		}
-		k.signal("sys.config.changed", map[string]any{"key": a.Key}, aud)
-		return map[string]any{"ok": true}, nil
-	})
+// configSet serves sys.config.set: root sets any key, others only their
+// own users/<uid>/ai/ keys. It signals sys.config.changed to those who
+// may see the key.
+func (k *Kernel) configSet(ctx context.Context, c *Caller, a *abi.ConfigSetArgs) (*abi.ConfigSetResult, error) {
+	key := normalizeKey(c.Identity, a.Key, true)
+	if !validKey.MatchString(key) {
+		return nil, abi.E(abi.Path(key), abi.Invalid, "config keys are /-separated words of [A-Za-z0-9_.-]")
+	}
+	if !configWritable(c.Identity, key) {
+		return nil, abi.E(abi.Path(key), abi.Permission, fmt.Sprintf("permission denied: you may set only users/%d/ai/...", c.Uid))
+	}
+	val := coerce(a.Value)
+	if !utf8.ValidString(val) || strings.ContainsRune(val, 0) {
+		return nil, abi.E(abi.Path(key), abi.Invalid, "value must be UTF-8 text without NUL")
+	}
+	if _, err := k.Store.Exec(ctx, `INSERT INTO config(key,value) VALUES(?,?)
+		ON CONFLICT(key) DO UPDATE SET value=excluded.value`, key, val); err != nil {
+		return nil, abi.E(abi.Path(key), err)
+	}
+	aud := audience{all: strings.HasPrefix(key, "config/") && !SensitiveKey(key)}
+	if !aud.all {
+		aud.uids = ownerOfConfigKey(key)
+	}
+	k.signal("sys.config.changed", map[string]any{"key": key}, aud)
+	return &abi.ConfigSetResult{OK: true}, nil
 }
 
 // ownerOfConfigKey returns the uid of a users/<uid>/ key.
@@ -179,7 +192,9 @@ func ownerOfConfigKey(key string) []uint32 {
 	return nil
 }
 
-// coerce turns a JSON value into config text, as String(value) would.
+// coerce turns a JSON value into config text, as String(value) would: a
+// JSON string is its text; any other value (a number, an object, or text
+// that is not a JSON string) is its JSON text, trimmed.
 func coerce(raw json.RawMessage) string {
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
@@ -195,24 +210,23 @@ func coerce(raw json.RawMessage) string {
 // configGet returns the visible entries: key exactly, or everything under
 // the prefix key, or everything for "".
 func (k *Kernel) configGet(ctx context.Context, id *Identity, key string) ([]ConfigEntry, error) {
-	rows, err := k.Store.QueryContext(ctx, `SELECT key,value FROM config WHERE key=? OR ?='' OR substr(key,1,length(?)+1)=?||'/' OR (substr(?,-1)='/' AND substr(key,1,length(?))=?) ORDER BY key`,
-		key, key, key, key, key, key, key)
-	if err != nil {
-		return nil, abi.E(err)
-	}
-	defer rows.Close()
 	out := []ConfigEntry{}
-	for rows.Next() {
+	err := k.Store.eachRow(ctx, func(rows *sql.Rows) error {
 		var e ConfigEntry
 		if err := rows.Scan(&e.Key, &e.Value); err != nil {
-			return nil, abi.E(err)
+			return err
 		}
 		if e.Key == "sys/setup" && !id.IsRoot() {
-			continue
+			return nil
 		}
 		if configVisible(id, e.Key) {
 			out = append(out, e)
 		}
+		return nil
+	}, `SELECT key,value FROM config WHERE key=? OR ?='' OR substr(key,1,length(?)+1)=?||'/' OR (substr(?,-1)='/' AND substr(key,1,length(?))=?) ORDER BY key`,
+		key, key, key, key, key, key, key)
+	if err != nil {
+		return nil, abi.E(abi.Path(key), err)
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -279,62 +279,12 @@ func (k *Kernel) lastError(uid uint32, dir string) string {
 	return k.errs.m[lastErrKey{uid, dir}]
 }
 
-// Request is a request frame.
-type Request struct {
-	Type string          `json:"type,omitempty"`
-	ID   string          `json:"id,omitempty"`
-	Call string          `json:"call"`
-	Args json.RawMessage `json:"args,omitempty"`
-}
-
-// Response is a response frame.
-type Response struct {
-	Type  string      `json:"type"`
-	ID    string      `json:"id,omitempty"`
-	OK    bool        `json:"ok"`
-	Data  any         `json:"data,omitempty"`
-	Error *FrameError `json:"error,omitempty"`
-}
-
-// FrameError is the error of a failed response frame.
-type FrameError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-// DecodeRequest parses one JSON request frame. It accepts a missing type
-// (or "req") and id, requires a call name, and requires args, when present,
-// to be a JSON object.
-func DecodeRequest(b []byte) (Request, error) {
-	var r Request
-	b = []byte(strings.TrimSpace(string(b)))
-	if len(b) == 0 {
-		return r, abi.E(abi.Op("frame"), abi.Invalid, "empty request")
-	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	if err := dec.Decode(&r); err != nil {
-		return r, abi.E(abi.Op("frame"), abi.Invalid, fmt.Sprintf("malformed request: %v", err))
-	}
-	if dec.More() {
-		return r, abi.E(abi.Op("frame"), abi.Invalid, "malformed request: trailing data after the frame")
-	}
-	if r.Type != "" && r.Type != "req" {
-		return r, abi.E(abi.Op("frame"), abi.Invalid, fmt.Sprintf("frame type %q is not req", r.Type))
-	}
-	if r.Call == "" {
-		return r, abi.E(abi.Op("frame"), abi.Invalid, "request has no call")
-	}
-	if len(r.Args) > 0 && string(r.Args) != "null" {
-		if t := strings.TrimSpace(string(r.Args)); t == "" || t[0] != '{' {
-			return r, abi.E(abi.Path(r.Call), abi.Invalid, "args must be a JSON object")
-		}
-	}
-	return r, nil
-}
-
-// Serve answers one request frame for c and returns the response frame.
+// Serve answers one request frame (abi.Request) for c and returns the
+// response frame (abi.Response), newline-terminated. A frame that does not
+// parse fails with Op "frame"; every other failure's message begins with
+// the syscall's name.
 func (k *Kernel) Serve(ctx context.Context, c *Caller, frame []byte) []byte {
-	req, err := DecodeRequest(frame)
+	req, err := abi.DecodeRequest(frame)
 	var res any
 	if err == nil {
 		args := req.Args
@@ -343,14 +293,14 @@ func (k *Kernel) Serve(ctx context.Context, c *Caller, frame []byte) []byte {
 		}
 		res, err = k.Call(ctx, c, req.Call, args)
 	}
-	resp := Response{Type: "res", ID: req.ID, OK: err == nil, Data: res}
+	resp := abi.Response{Type: "res", ID: req.ID, OK: err == nil, Data: res}
 	if err != nil {
 		resp.Data = nil
-		resp.Error = &FrameError{Code: abi.Code(err), Message: err.Error()}
+		resp.Error = &abi.FrameError{Code: abi.Code(err), Message: err.Error()}
 	}
 	b, merr := json.Marshal(resp)
 	if merr != nil {
-		b, _ = json.Marshal(Response{Type: "res", ID: req.ID, Error: &FrameError{Code: 500, Message: fmt.Sprintf("%s: encoding result: %v", req.Call, merr)}})
+		b, _ = json.Marshal(abi.Response{Type: "res", ID: req.ID, Error: &abi.FrameError{Code: 500, Message: fmt.Sprintf("%s: encoding result: %v", req.Call, merr)}})
 	}
 	return append(b, '\n')
 }

@@ -9,14 +9,6 @@ import (
 	"gsvfs.dev/gsvfs/abi"
 )
 
-// SignalFrame is the seed's async push frame.
-type SignalFrame struct {
-	Type    string `json:"type"`
-	Signal  string `json:"signal"`
-	Payload any    `json:"payload,omitempty"`
-	Seq     uint64 `json:"seq"`
-}
-
 // audience says who may see a signal. Root always may.
 type audience struct {
 	all  bool
@@ -70,7 +62,7 @@ func (k *Kernel) signal(signal string, payload any, a audience) {
 	if len(b.subs) == 0 {
 		return
 	}
-	rec, err := json.Marshal(SignalFrame{Type: "sig", Signal: signal, Payload: payload, Seq: b.seq})
+	rec, err := json.Marshal(abi.SignalFrame{Type: "sig", Signal: signal, Payload: payload, Seq: b.seq})
 	if err != nil {
 		k.log.Error("signal encode", "signal", signal, "err", err)
 		return
@@ -117,7 +109,7 @@ func (s *Subscription) Poll() ([]byte, bool) {
 	if s.lost > 0 {
 		n := s.lost
 		s.lost = 0
-		b, _ := json.Marshal(SignalFrame{Type: "sig", Signal: "events.lost", Payload: map[string]uint64{"dropped": n}})
+		b, _ := json.Marshal(abi.SignalFrame{Type: "sig", Signal: "events.lost", Payload: map[string]uint64{"dropped": n}})
 		return append(b, '\n'), true
 	}
 	if len(s.q) == 0 {
@@ -180,13 +172,29 @@ func (b *bus) closeAll() {
 	}
 }
 
-func (k *Kernel) registerEvents() {
-	// sys.events opens the caller's signal stream. It is Internal: its
-	// result is a live subscription, which only the namespace can serve.
-	Handle(k, "sys.events", Internal, func(ctx context.Context, c *Caller, _ *struct{}) (*Subscription, error) {
-		return k.Subscribe(c.Identity, nil), nil
-	})
-	Handle(k, "sys.lasterror", Internal, func(ctx context.Context, c *Caller, a *struct{ Dir string }) (string, error) {
-		return k.lastError(c.Uid, a.Dir), nil
-	})
+// eventSyscalls is the table of the signal bus's and err views'
+// syscalls. Both are Internal: sys.events's result is a live
+// subscription, which only the namespace can serve, and sys.lasterror
+// serves the err views.
+func (k *Kernel) eventSyscalls() []Syscall {
+	return []Syscall{
+		Fn("sys.events", Internal, k.events),
+		Fn("sys.lasterror", Internal, k.lastErrorCall),
+	}
+}
+
+// events serves sys.events: a subscription to the signals the caller may
+// see, from now on.
+func (k *Kernel) events(ctx context.Context, c *Caller, _ *struct{}) (*Subscription, error) {
+	return k.Subscribe(c.Identity, nil), nil
+}
+
+// LastErrorArgs are sys.lasterror's args: the namespace directory whose
+// err view is read.
+type LastErrorArgs struct{ Dir string }
+
+// lastErrorCall serves sys.lasterror: the message of the caller's last
+// failure in a.Dir, or "".
+func (k *Kernel) lastErrorCall(ctx context.Context, c *Caller, a *LastErrorArgs) (string, error) {
+	return k.lastError(c.Uid, a.Dir), nil
 }

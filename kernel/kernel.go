@@ -1,8 +1,28 @@
-// Package kernel owns GSV's state and authority: the SQLite store, users,
-// groups and identities, tokens, configuration, the signal bus, and the one
-// dispatcher through which every syscall passes. It also builds the core of
-// the namespace (/etc, /home, /workspaces, /sys) as a vfs tree whose every
-// read and write is a syscall; subsystems add their own subtrees with Mount.
+// Package kernel is GSV's authority: the one dispatcher through which
+// every syscall passes, and the state it guards.
+//
+//   - Dispatcher: rooms give their syscalls as tables (Fn, Register); Call
+//     checks that a call exists and that its caller may make it (Permit:
+//     setup state, kernel-only, capabilities, the syscall's own rule),
+//     runs it and names it in every error; Serve answers abi request
+//     frames; Invoke is Call with a typed result.
+//   - Identity: Authenticate maps a transport's Peer (a host uid, a
+//     token) to an Identity; Identity.Allowed is the permission rule of
+//     every file.
+//   - Users and groups: sys.setup, sys.user.*, sys.group.list, sys.whoami;
+//     OnUserCreated lets a room keep a record per user.
+//   - Tokens: sys.token.*; a token's lease ends the sessions attached with
+//     it when it is revoked or expires.
+//   - Configuration: sys.config.get and sys.config.set, with the
+//     visibility rule of secret keys (SensitiveKey).
+//   - Store: the SQLite database (Store), with group-committed writes and
+//     per-room migrations.
+//   - Signal bus: Signal publishes, Subscribe reads (sys.events); the err
+//     views' last failures (NoteError).
+//
+// The kernel knows nothing of files: the namespace (package ns) shows its
+// state as a tree, and the transports serve that tree. The argument and
+// result types of its public syscalls are in package abi.
 package kernel
 
 import (
@@ -119,11 +139,11 @@ func Open(cfg Config) (*Kernel, error) {
 		k.Close()
 		return nil, err
 	}
-	k.registerUsers()
-	k.registerConfig()
-	k.registerTokens()
+	k.Register(k.userSyscalls()...)
+	k.Register(k.configSyscalls()...)
+	k.Register(k.tokenSyscalls()...)
+	k.Register(k.eventSyscalls()...)
 	k.registerFS()
-	k.registerEvents()
 	k.registerShell()
 	k.registerStatfs()
 	return k, nil
@@ -208,6 +228,12 @@ func (id *Identity) Done() <-chan struct{} {
 		return nil
 	}
 	return id.lease.done
+}
+
+// Record returns id as the abi.Identity a result reports.
+func (id *Identity) Record() *abi.Identity {
+	return &abi.Identity{Role: id.Role, Uid: id.Uid, Gid: id.Gid, Gids: id.Gids, Username: id.Username,
+		Home: id.Home, Cwd: id.Cwd, WorkspaceID: id.WorkspaceID, Capabilities: id.Capabilities}
 }
 
 func (id *Identity) isKernel() bool { return id != nil && id.kernel }
@@ -324,6 +350,6 @@ func (k *Kernel) EnsureSetup(ctx context.Context, username string, hostUID int) 
 	if k.isSetUp() {
 		return nil
 	}
-	_, err := k.Call(ctx, k.KernelCaller(), "sys.setup", &setupArgs{Username: username, HostUID: &hostUID})
+	_, err := k.Call(ctx, k.KernelCaller(), "sys.setup", &abi.SetupArgs{Username: username, HostUID: &hostUID})
 	return err
 }

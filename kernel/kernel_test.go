@@ -36,7 +36,7 @@ func newKernel(t testing.TB) (*Kernel, *Identity, *Identity, *Identity) {
 		host int
 	}{{"alice", 1001}, {"bob", 1002}} {
 		h := u.host
-		if _, err := k.Call(ctx, &Caller{Identity: root}, "sys.user.add", &userAddArgs{Username: u.name, HostUID: &h}); err != nil {
+		if _, err := k.Call(ctx, &Caller{Identity: root}, "sys.user.add", &abi.UserAddArgs{Username: u.name, HostUID: &h}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -45,9 +45,9 @@ func newKernel(t testing.TB) (*Kernel, *Identity, *Identity, *Identity) {
 	return k, root, alice, bob
 }
 
-func frame(t testing.TB, k *Kernel, id *Identity, req string) Response {
+func frame(t testing.TB, k *Kernel, id *Identity, req string) abi.Response {
 	t.Helper()
-	var r Response
+	var r abi.Response
 	out := k.Serve(context.Background(), &Caller{Identity: id}, []byte(req))
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("response %q: %v", out, err)
@@ -183,11 +183,11 @@ func TestConfigVisibility(t *testing.T) {
 func TestTokens(t *testing.T) {
 	k, root, alice, bob := newKernel(t)
 	ctx := context.Background()
-	res, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.create", &tokenCreateArgs{Kind: "user"})
+	res, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.create", &abi.TokenCreateArgs{Kind: "user"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok := res.(map[string]any)["token"].(*Token)
+	tok := res.(*abi.TokenCreateResult).Token
 	if !strings.HasPrefix(tok.Token, "gsv_user_") || tok.Uid != alice.Uid {
 		t.Fatalf("token %+v", tok)
 	}
@@ -211,31 +211,31 @@ func TestTokens(t *testing.T) {
 	if _, err := k.identityForToken(ctx, tok.Token+"x", ""); err == nil {
 		t.Fatal("wrong token accepted")
 	}
-	if _, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.create", &tokenCreateArgs{Kind: "root"}); abi.Code(err) != 400 {
+	if _, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.create", &abi.TokenCreateArgs{Kind: "root"}); abi.Code(err) != 400 {
 		t.Fatalf("bad kind: %v", err)
 	}
 	other := bob.Uid
-	if _, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.create", &tokenCreateArgs{Kind: "user", Uid: &other}); abi.Code(err) != 403 {
+	if _, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.create", &abi.TokenCreateArgs{Kind: "user", Uid: &other}); abi.Code(err) != 403 {
 		t.Fatalf("alice creating bob's token: %v", err)
 	}
 	// bob cannot revoke alice's token; alice can; root lists all.
-	r, _ := k.Call(ctx, &Caller{Identity: bob}, "sys.token.revoke", &tokenRevokeArgs{TokenID: tok.TokenID})
-	if r.(map[string]any)["revoked"] != false {
+	r, _ := k.Call(ctx, &Caller{Identity: bob}, "sys.token.revoke", &abi.TokenRevokeArgs{TokenID: tok.TokenID})
+	if r.(*abi.TokenRevokeResult).Revoked {
 		t.Fatal("bob revoked alice's token")
 	}
-	l, _ := k.Call(ctx, &Caller{Identity: bob}, "sys.token.list", &tokenListArgs{})
-	if len(l.(map[string]any)["tokens"].([]Token)) != 0 {
+	l, _ := k.Call(ctx, &Caller{Identity: bob}, "sys.token.list", &abi.TokenListArgs{})
+	if len(l.(*abi.TokenListResult).Tokens) != 0 {
 		t.Fatal("bob sees alice's tokens")
 	}
-	r, _ = k.Call(ctx, &Caller{Identity: alice}, "sys.token.revoke", &tokenRevokeArgs{TokenID: tok.TokenID})
-	if r.(map[string]any)["revoked"] != true {
+	r, _ = k.Call(ctx, &Caller{Identity: alice}, "sys.token.revoke", &abi.TokenRevokeArgs{TokenID: tok.TokenID})
+	if !r.(*abi.TokenRevokeResult).Revoked {
 		t.Fatal("alice could not revoke")
 	}
 	if _, err := k.identityForToken(ctx, tok.Token, ""); err == nil {
 		t.Fatal("revoked token accepted")
 	}
-	l, _ = k.Call(ctx, &Caller{Identity: root}, "sys.token.list", &tokenListArgs{})
-	ts := l.(map[string]any)["tokens"].([]Token)
+	l, _ = k.Call(ctx, &Caller{Identity: root}, "sys.token.list", &abi.TokenListArgs{})
+	ts := l.(*abi.TokenListResult).Tokens
 	if len(ts) != 1 || ts[0].Token != "" || ts[0].RevokedAt == nil {
 		t.Fatalf("root list %+v", ts)
 	}
@@ -367,12 +367,12 @@ func FuzzDecodeRequest(f *testing.F) {
 	}
 	k, _, alice, _ := newKernel(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := DecodeRequest(b)
+		r, err := abi.DecodeRequest(b)
 		if err == nil && r.Call == "" {
 			t.Fatal("accepted a request with no call")
 		}
 		out := k.Serve(context.Background(), &Caller{Identity: alice}, b)
-		var resp Response
+		var resp abi.Response
 		if err := json.Unmarshal(out, &resp); err != nil {
 			t.Fatalf("response is not JSON: %q", out)
 		}
@@ -537,7 +537,7 @@ func TestDottedConfigKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res.(map[string]any)["entries"].([]ConfigEntry)
+		return res.(*abi.ConfigGetResult).Entries
 	}
 	if err := set(root, "ai.provider", "openai"); err != nil {
 		t.Fatal(err)

@@ -491,3 +491,19 @@ func (s *Store) TxQueryRow(tx *sql.Tx, query string, args ...any) *sql.Row {
 	}
 	return tx.QueryRow(query, args...)
 }
+
+// eachRow runs a query on the read pool and calls fn for each row; the
+// first error of the query, of fn or of the iteration is returned.
+func (s *Store) eachRow(ctx context.Context, fn func(rows *sql.Rows) error, query string, args ...any) error {
+	rows, err := s.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

@@ -17,42 +17,9 @@ import (
 	"gsvfs.dev/gsvfs/abi"
 )
 
-// Token is a token's metadata; the raw value is shown only by create.
-type Token struct {
-	TokenID         string  `json:"tokenId"`
-	Token           string  `json:"token,omitempty"`
-	TokenPrefix     string  `json:"tokenPrefix"`
-	Uid             uint32  `json:"uid"`
-	Kind            string  `json:"kind"`
-	Label           *string `json:"label"`
-	AllowedRole     *string `json:"allowedRole"`
-	AllowedDeviceID *string `json:"allowedDeviceId"`
-	CreatedAt       int64   `json:"createdAt"`
-	// LastUsedAt, RevokedAt and RevokedReason are null until set.
-	LastUsedAt    *int64  `json:"lastUsedAt"`
-	ExpiresAt     *int64  `json:"expiresAt"`
-	RevokedAt     *int64  `json:"revokedAt"`
-	RevokedReason *string `json:"revokedReason"`
-}
-
-type tokenCreateArgs struct {
-	Uid             *uint32 `json:"uid"`
-	Kind            string  `json:"kind"`
-	Label           *string `json:"label"`
-	AllowedRole     *string `json:"allowedRole"`
-	AllowedDeviceID *string `json:"allowedDeviceId"`
-	ExpiresAt       *int64  `json:"expiresAt"`
-}
-
-type tokenListArgs struct {
-	Uid *uint32 `json:"uid"`
-}
-
-type tokenRevokeArgs struct {
-	TokenID string  `json:"tokenId"`
-	Reason  *string `json:"reason"`
-	Uid     *uint32 `json:"uid"`
-}
+// Token is a token's metadata (abi.Token); the raw value is shown only
+// by sys.token.create.
+type Token = abi.Token
 
 // defaultRole is the role each token kind carries.
 var defaultRole = map[string]string{"node": "driver", "service": "service", "user": "user"}
@@ -91,92 +58,103 @@ func userOnly(c *Caller) error {
 	return abi.E(abi.Permission, fmt.Sprintf("permission denied: only a user manages tokens, not a %s", c.Role))
 }
 
-func (k *Kernel) registerTokens() {
-	Handle(k, "sys.token.create", 0, func(ctx context.Context, c *Caller, a *tokenCreateArgs) (map[string]any, error) {
-		if err := userOnly(c); err != nil {
-			return nil, err
-		}
-		uid, err := scopeUID(c, a.Uid)
-		if err != nil {
-			return nil, err
-		}
-		role, ok := defaultRole[a.Kind]
-		if !ok {
-			return nil, abi.E(abi.Invalid, fmt.Sprintf("token kind %q: want node, service or user", a.Kind))
-		}
-		if a.AllowedRole != nil && *a.AllowedRole != role {
-			return nil, abi.E(abi.Invalid, fmt.Sprintf("a %s token carries role %s, not %s", a.Kind, role, *a.AllowedRole))
-		}
-		if a.AllowedDeviceID != nil && a.Kind != "node" {
-			return nil, abi.E(abi.Invalid, "only node tokens may bind to a device")
-		}
-		if a.ExpiresAt != nil && *a.ExpiresAt <= now() {
-			return nil, abi.E(abi.Invalid, "expiresAt is in the past")
-		}
-		if _, err := k.userByUID(ctx, uid); err != nil {
-			return nil, err
-		}
-		raw := "gsv_" + a.Kind + "_" + randomText(20)
-		t := &Token{TokenID: "tok_" + randomText(8), Token: raw, TokenPrefix: raw[:len("gsv_"+a.Kind+"_")+4],
-			Uid: uid, Kind: a.Kind, Label: a.Label, AllowedRole: &role, AllowedDeviceID: a.AllowedDeviceID,
-			CreatedAt: now(), ExpiresAt: a.ExpiresAt}
-		_, err = k.Store.Exec(ctx, `INSERT INTO tokens(token_id,hash,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,expires_at)
-			VALUES(?,?,?,?,?,?,?,?,?,?)`, t.TokenID, hashToken(raw), t.TokenPrefix, t.Uid, t.Kind, t.Label, t.AllowedRole, t.AllowedDeviceID, t.CreatedAt, t.ExpiresAt)
-		if err != nil {
-			return nil, abi.E(err)
-		}
-		k.signal("sys.token.created", map[string]any{"tokenId": t.TokenID, "uid": uid, "kind": t.Kind}, audience{uids: []uint32{uid}})
-		return map[string]any{"token": t}, nil
-	})
+// tokenSyscalls is the table of the token syscalls. Only a user (or the
+// kernel) creates and revokes tokens: a service or a driver does not.
+func (k *Kernel) tokenSyscalls() []Syscall {
+	return []Syscall{
+		Fn("sys.token.create", 0, k.tokenCreate).Admit(userOnly),
+		Fn("sys.token.list", 0, k.tokenList),
+		Fn("sys.token.revoke", 0, k.tokenRevoke).Admit(userOnly),
+	}
+}
 
-	Handle(k, "sys.token.list", 0, func(ctx context.Context, c *Caller, a *tokenListArgs) (map[string]any, error) {
-		where, args := "WHERE uid=?", []any{c.Uid}
-		if c.IsRoot() {
-			where, args = "", nil
-			if a.Uid != nil {
-				where, args = "WHERE uid=?", []any{*a.Uid}
-			}
-		} else if a.Uid != nil && *a.Uid != c.Uid {
-			return nil, abi.E(abi.Permission, "permission denied: only root may list another uid's tokens")
-		}
-		rows, err := k.Store.QueryContext(ctx, `SELECT token_id,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,last_used_at,expires_at,revoked_at,revoked_reason
-			FROM tokens `+where+` ORDER BY created_at, token_id`, args...)
-		if err != nil {
-			return nil, abi.E(err)
-		}
-		defer rows.Close()
-		out := []Token{}
-		for rows.Next() {
-			var t Token
-			if err := rows.Scan(&t.TokenID, &t.TokenPrefix, &t.Uid, &t.Kind, &t.Label, &t.AllowedRole, &t.AllowedDeviceID,
-				&t.CreatedAt, &t.LastUsedAt, &t.ExpiresAt, &t.RevokedAt, &t.RevokedReason); err != nil {
-				return nil, abi.E(err)
-			}
-			out = append(out, t)
-		}
-		return map[string]any{"tokens": out}, rows.Err()
-	})
+// tokenCreate serves sys.token.create: a new token of a.Kind for the
+// caller (root: for a.Uid), whose raw value the result shows once.
+func (k *Kernel) tokenCreate(ctx context.Context, c *Caller, a *abi.TokenCreateArgs) (*abi.TokenCreateResult, error) {
+	uid, err := scopeUID(c, a.Uid)
+	if err != nil {
+		return nil, err
+	}
+	role, ok := defaultRole[a.Kind]
+	if !ok {
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("token kind %q: want node, service or user", a.Kind))
+	}
+	if a.AllowedRole != nil && *a.AllowedRole != role {
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("a %s token carries role %s, not %s", a.Kind, role, *a.AllowedRole))
+	}
+	if a.AllowedDeviceID != nil && a.Kind != "node" {
+		return nil, abi.E(abi.Invalid, "only node tokens may bind to a device")
+	}
+	if a.ExpiresAt != nil && *a.ExpiresAt <= now() {
+		return nil, abi.E(abi.Invalid, "expiresAt is in the past")
+	}
+	if _, err := k.userByUID(ctx, uid); err != nil {
+		return nil, err
+	}
+	raw := "gsv_" + a.Kind + "_" + randomText(20)
+	t := &Token{TokenID: "tok_" + randomText(8), Token: raw, TokenPrefix: raw[:len("gsv_"+a.Kind+"_")+4],
+		Uid: uid, Kind: a.Kind, Label: a.Label, AllowedRole: &role, AllowedDeviceID: a.AllowedDeviceID,
+		CreatedAt: now(), ExpiresAt: a.ExpiresAt}
+	_, err = k.Store.Exec(ctx, `INSERT INTO tokens(token_id,hash,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,expires_at)
+		VALUES(?,?,?,?,?,?,?,?,?,?)`, t.TokenID, hashToken(raw), t.TokenPrefix, t.Uid, t.Kind, t.Label, t.AllowedRole, t.AllowedDeviceID, t.CreatedAt, t.ExpiresAt)
+	if err != nil {
+		return nil, abi.E(err)
+	}
+	k.signal("sys.token.created", map[string]any{"tokenId": t.TokenID, "uid": uid, "kind": t.Kind}, audience{uids: []uint32{uid}})
+	return &abi.TokenCreateResult{Token: t}, nil
+}
 
-	Handle(k, "sys.token.revoke", 0, func(ctx context.Context, c *Caller, a *tokenRevokeArgs) (map[string]any, error) {
-		if err := userOnly(c); err != nil {
-			return nil, err
+// tokenList serves sys.token.list: the caller's tokens (root: everyone's,
+// or a.Uid's), oldest first, without their raw values.
+func (k *Kernel) tokenList(ctx context.Context, c *Caller, a *abi.TokenListArgs) (*abi.TokenListResult, error) {
+	where, args := "WHERE uid=?", []any{c.Uid}
+	if c.IsRoot() {
+		where, args = "", nil
+		if a.Uid != nil {
+			where, args = "WHERE uid=?", []any{*a.Uid}
 		}
-		q, args := `UPDATE tokens SET revoked_at=?, revoked_reason=? WHERE token_id=? AND revoked_at IS NULL`, []any{now(), a.Reason, a.TokenID}
-		if !c.IsRoot() {
-			q += ` AND uid=?`
-			args = append(args, c.Uid)
+	} else if a.Uid != nil && *a.Uid != c.Uid {
+		return nil, abi.E(abi.Permission, "permission denied: only root may list another uid's tokens")
+	}
+	out := []Token{}
+	err := k.Store.eachRow(ctx, func(rows *sql.Rows) error {
+		var t Token
+		if err := rows.Scan(&t.TokenID, &t.TokenPrefix, &t.Uid, &t.Kind, &t.Label, &t.AllowedRole, &t.AllowedDeviceID,
+			&t.CreatedAt, &t.LastUsedAt, &t.ExpiresAt, &t.RevokedAt, &t.RevokedReason); err != nil {
+			return err
 		}
-		res, err := k.Store.Exec(ctx, q, args...)
-		if err != nil {
-			return nil, abi.E(err)
-		}
-		n, _ := res.RowsAffected()
-		if n > 0 {
-			k.leases.end(a.TokenID)
-			k.signal("sys.token.revoked", map[string]any{"tokenId": a.TokenID}, audience{uids: []uint32{c.Uid}})
-		}
-		return map[string]any{"revoked": n > 0}, nil
-	})
+		out = append(out, t)
+		return nil
+	}, `SELECT token_id,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,last_used_at,expires_at,revoked_at,revoked_reason
+		FROM tokens `+where+` ORDER BY created_at, token_id`, args...)
+	if err != nil {
+		return nil, abi.E(err)
+	}
+	return &abi.TokenListResult{Tokens: out}, nil
+}
+
+// tokenRevoke serves sys.token.revoke: it revokes one of the caller's
+// active tokens (root: anyone's), ends every session attached with it and
+// signals sys.token.revoked.
+func (k *Kernel) tokenRevoke(ctx context.Context, c *Caller, a *abi.TokenRevokeArgs) (*abi.TokenRevokeResult, error) {
+	q, args := `UPDATE tokens SET revoked_at=?, revoked_reason=? WHERE token_id=? AND revoked_at IS NULL`, []any{now(), a.Reason, a.TokenID}
+	if !c.IsRoot() {
+		q += ` AND uid=?`
+		args = append(args, c.Uid)
+	}
+	res, err := k.Store.Exec(ctx, q, args...)
+	if err != nil {
+		return nil, abi.E(abi.Path(a.TokenID), err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, abi.E(abi.Path(a.TokenID), err)
+	}
+	if n > 0 {
+		k.leases.end(a.TokenID)
+		k.signal("sys.token.revoked", map[string]any{"tokenId": a.TokenID}, audience{uids: []uint32{c.Uid}})
+	}
+	return &abi.TokenRevokeResult{Revoked: n > 0}, nil
 }
 
 // identityForToken checks a raw token (and, if given, that it belongs to
@@ -227,7 +205,9 @@ func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Ident
 	default:
 	}
 	id.lease = l
-	k.Store.Exec(ctx, `UPDATE tokens SET last_used_at=? WHERE hash=?`, now(), hash)
+	if _, err := k.Store.Exec(ctx, `UPDATE tokens SET last_used_at=? WHERE hash=?`, now(), hash); err != nil {
+		return nil, abi.E(abi.Op("attach"), abi.Path(user), err)
+	}
 	return id, nil
 }
 

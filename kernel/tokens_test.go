@@ -11,20 +11,20 @@ import (
 )
 
 // createToken makes a token as id and returns it.
-func createToken(t *testing.T, k *Kernel, id *Identity, a *tokenCreateArgs) *Token {
+func createToken(t *testing.T, k *Kernel, id *Identity, a *abi.TokenCreateArgs) *Token {
 	t.Helper()
 	res, err := k.Call(context.Background(), &Caller{Identity: id}, "sys.token.create", a)
 	if err != nil {
 		t.Fatalf("sys.token.create %+v: %v", a, err)
 	}
-	return res.(map[string]any)["token"].(*Token)
+	return res.(*abi.TokenCreateResult).Token
 }
 
 // TestTokenListNulls: the seed's sys.token.list shows lastUsedAt,
 // revokedAt and revokedReason as null until they are set.
 func TestTokenListNulls(t *testing.T) {
 	k, _, alice, _ := newKernel(t)
-	createToken(t, k, alice, &tokenCreateArgs{Kind: "user"})
+	createToken(t, k, alice, &abi.TokenCreateArgs{Kind: "user"})
 	out := k.Serve(context.Background(), &Caller{Identity: alice}, []byte(`{"call":"sys.token.list"}`))
 	var r struct {
 		Data struct {
@@ -54,15 +54,15 @@ func TestTokenKinds(t *testing.T) {
 		}
 		return cred, nil
 	}
-	user := createToken(t, k, alice, &tokenCreateArgs{Kind: "user"})
+	user := createToken(t, k, alice, &abi.TokenCreateArgs{Kind: "user"})
 	if id, err := auth(user.Token, "alice"); err != nil || id.Role != "user" || id.Uid != alice.Uid {
 		t.Fatalf("user token: %+v, %v", id, err)
 	}
-	node := createToken(t, k, alice, &tokenCreateArgs{Kind: "node"})
+	node := createToken(t, k, alice, &abi.TokenCreateArgs{Kind: "node"})
 	if _, err := auth(node.Token, "alice"); err == nil || !strings.Contains(err.Error(), "only as a device") {
 		t.Fatalf("node token attaches: err = %v, want refused: only as a device", err)
 	}
-	svc := createToken(t, k, root, &tokenCreateArgs{Kind: "service"})
+	svc := createToken(t, k, root, &abi.TokenCreateArgs{Kind: "service"})
 	id, err := auth(svc.Token, "")
 	if err != nil || id.Role != "service" || id.Uid != 0 {
 		t.Fatalf("root's service token: %+v, %v", id, err)
@@ -74,15 +74,15 @@ func TestTokenKinds(t *testing.T) {
 		name string
 		args any
 	}{
-		{"sys.token.create", &tokenCreateArgs{Kind: "user"}},
-		{"sys.token.revoke", &tokenRevokeArgs{TokenID: user.TokenID}},
+		{"sys.token.create", &abi.TokenCreateArgs{Kind: "user"}},
+		{"sys.token.revoke", &abi.TokenRevokeArgs{TokenID: user.TokenID}},
 	} {
 		if _, err := k.Call(ctx, &Caller{Identity: id}, call.name, call.args); abi.Code(err) != 403 {
 			t.Errorf("%s as a service: err = %v, want 403", call.name, err)
 		}
 	}
-	res, err := k.Call(ctx, &Caller{Identity: id}, "sys.whoami", &struct{}{})
-	if err != nil || res.(map[string]any)["role"] != "service" {
+	res, err := k.Call(ctx, &Caller{Identity: id}, "sys.whoami", nil)
+	if err != nil || res.(*abi.WhoamiResult).Role != "service" {
 		t.Fatalf("sys.whoami as a service: %v, %v", res, err)
 	}
 }
@@ -109,7 +109,7 @@ func TestTokenLease(t *testing.T) {
 		}
 	}
 
-	tok := createToken(t, k, alice, &tokenCreateArgs{Kind: "user"})
+	tok := createToken(t, k, alice, &abi.TokenCreateArgs{Kind: "user"})
 	l1, l2 := attach(tok.Token), attach(tok.Token)
 	if l1.Grant() != "token "+tok.TokenID || l2.Grant() != l1.Grant() {
 		t.Fatalf("grants %q %q, want token %s", l1.Grant(), l2.Grant(), tok.TokenID)
@@ -117,7 +117,7 @@ func TestTokenLease(t *testing.T) {
 	if ended(l1, 50*time.Millisecond) {
 		t.Fatal("lease ended before revocation")
 	}
-	if _, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.revoke", &tokenRevokeArgs{TokenID: tok.TokenID}); err != nil {
+	if _, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.revoke", &abi.TokenRevokeArgs{TokenID: tok.TokenID}); err != nil {
 		t.Fatal(err)
 	}
 	if !ended(l1, time.Second) || !ended(l2, time.Second) {
@@ -125,7 +125,7 @@ func TestTokenLease(t *testing.T) {
 	}
 
 	exp := time.Now().Add(400 * time.Millisecond).UnixMilli()
-	tok = createToken(t, k, alice, &tokenCreateArgs{Kind: "user", ExpiresAt: &exp})
+	tok = createToken(t, k, alice, &abi.TokenCreateArgs{Kind: "user", ExpiresAt: &exp})
 	l := attach(tok.Token)
 	if ended(l, 100*time.Millisecond) {
 		t.Fatal("lease ended before expiry")

@@ -117,7 +117,10 @@ func (k *Kernel) seed() error {
 	}
 	var v string
 	err = k.Store.R.QueryRow(`SELECT value FROM config WHERE key='sys/setup'`).Scan(&v)
-	k.setUp.Store(err == nil && v != "")
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("seed: %w", err)
+	}
+	k.setUp.Store(v != "")
 	return nil
 }
 
@@ -130,51 +133,55 @@ func (k *Kernel) makeHome(name string) error {
 	return nil
 }
 
-// identity loads the identity of uid.
+// identity loads the identity of uid: its user record, its groups and
+// the capabilities of those groups.
 func (k *Kernel) identity(ctx context.Context, uid uint32) (*Identity, error) {
+	who := abi.Path(fmt.Sprintf("uid %d", uid))
 	id := &Identity{Role: "user", Uid: uid, HostUID: -1}
 	var host sql.NullInt64
 	err := k.Store.QueryRowContext(ctx, `SELECT username,gid,home,host_uid FROM users WHERE uid=?`, uid).
 		Scan(&id.Username, &id.Gid, &id.Home, &host)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, abi.E(abi.Path("identity"), abi.NotExist, fmt.Sprintf("no user with uid %d", uid))
+		return nil, abi.E(abi.NotExist, fmt.Sprintf("no user with uid %d", uid))
 	}
 	if err != nil {
-		return nil, abi.E(abi.Path("identity"), err)
+		return nil, abi.E(who, err)
 	}
 	if host.Valid {
 		id.HostUID = int(host.Int64)
 	}
 	id.Cwd = id.Home
-	rows, err := k.Store.QueryContext(ctx, `SELECT gid FROM group_members WHERE uid=? ORDER BY gid`, uid)
-	if err != nil {
-		return nil, abi.E(abi.Path("identity"), err)
-	}
 	id.Gids = []uint32{id.Gid}
-	for rows.Next() {
+	err = k.Store.eachRow(ctx, func(rows *sql.Rows) error {
 		var g uint32
-		rows.Scan(&g)
+		if err := rows.Scan(&g); err != nil {
+			return err
+		}
 		if g != id.Gid {
 			id.Gids = append(id.Gids, g)
 		}
+		return nil
+	}, `SELECT gid FROM group_members WHERE uid=? ORDER BY gid`, uid)
+	if err != nil {
+		return nil, abi.E(who, err)
 	}
-	rows.Close()
 	q := `SELECT DISTINCT cap FROM group_caps WHERE gid IN (` + strings.TrimSuffix(strings.Repeat("?,", len(id.Gids)), ",") + `) ORDER BY cap`
 	args := make([]any, len(id.Gids))
 	for i, g := range id.Gids {
 		args[i] = g
 	}
-	rows, err = k.Store.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, abi.E(abi.Path("identity"), err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	err = k.Store.eachRow(ctx, func(rows *sql.Rows) error {
 		var c string
-		rows.Scan(&c)
+		if err := rows.Scan(&c); err != nil {
+			return err
+		}
 		id.Capabilities = append(id.Capabilities, c)
+		return nil
+	}, q, args...)
+	if err != nil {
+		return nil, abi.E(who, err)
 	}
-	return id, rows.Err()
+	return id, nil
 }
 
 // identityForHostUID maps a host uid to its user, or to nobody.
@@ -185,157 +192,142 @@ func (k *Kernel) identityForHostUID(ctx context.Context, hostUID int) (*Identity
 		return nobody(hostUID), nil
 	}
 	if err != nil {
-		return nil, abi.E(abi.Path("identity"), err)
+		return nil, abi.E(abi.Path(fmt.Sprintf("host uid %d", hostUID)), err)
 	}
 	return k.identity(ctx, uid)
 }
 
-// User is a user record, as /etc/passwd shows it.
-type User struct {
-	Uid      uint32 `json:"uid"`
-	Gid      uint32 `json:"gid"`
-	Username string `json:"username"`
-	Home     string `json:"home"`
-	Gecos    string `json:"gecos"`
-	HostUID  *int   `json:"hostUid"`
-	Created  int64  `json:"createdAt"`
-}
+// User is a user record (abi.User), as /etc/passwd shows it.
+type User = abi.User
 
-// Group is a group record, as /etc/group shows it.
-type Group struct {
-	Gid     uint32   `json:"gid"`
-	Name    string   `json:"name"`
-	Members []string `json:"members"`
-}
+// Group is a group record (abi.Group), as /etc/group shows it.
+type Group = abi.Group
 
 var validUsername = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 
-type userAddArgs struct {
-	Username string `json:"username"`
-	HostUID  *int   `json:"hostUid"`
-	Gecos    string `json:"gecos"`
-	Uid      *int   `json:"uid"`
+// userSyscalls is the table of the identity, user and group syscalls.
+func (k *Kernel) userSyscalls() []Syscall {
+	return []Syscall{
+		Fn("sys.whoami", 0, k.whoami),
+		Fn("sys.setup", BeforeSetup, k.setup),
+		Fn("sys.user.add", 0, k.userAdd),
+		Fn("sys.user.list", 0, k.userList),
+		Fn("sys.group.list", 0, k.groupList),
+	}
 }
 
-type setupArgs struct {
-	Username string `json:"username"`
-	HostUID  *int   `json:"hostUid"`
-	Timezone string `json:"timezone"`
-	AI       *struct {
-		Provider string `json:"provider"`
-		Model    string `json:"model"`
-		APIKey   string `json:"apiKey"`
-	} `json:"ai"`
+// whoami serves sys.whoami: the caller's role, process identity and
+// capabilities.
+func (k *Kernel) whoami(ctx context.Context, c *Caller, _ *abi.WhoamiArgs) (*abi.WhoamiResult, error) {
+	id := c.Identity
+	return &abi.WhoamiResult{
+		Role: id.Role,
+		Process: abi.ProcessIdentity{Uid: id.Uid, Gid: id.Gid, Gids: id.Gids, Username: id.Username,
+			Home: id.Home, Cwd: id.Cwd, WorkspaceID: id.WorkspaceID},
+		Capabilities: id.Capabilities,
+	}, nil
 }
 
-func (k *Kernel) registerUsers() {
-	Handle(k, "sys.whoami", 0, func(ctx context.Context, c *Caller, _ *struct{}) (any, error) {
-		id := c.Identity
-		return map[string]any{
-			"role": id.Role,
-			"process": map[string]any{
-				"uid": id.Uid, "gid": id.Gid, "gids": id.Gids, "username": id.Username,
-				"home": id.Home, "cwd": id.Cwd, "workspaceId": id.WorkspaceID,
-			},
-			"capabilities": id.Capabilities,
-		}, nil
-	})
-
-	Handle(k, "sys.setup", BeforeSetup, func(ctx context.Context, c *Caller, a *setupArgs) (any, error) {
-		if !c.IsRoot() {
-			return nil, abi.E(abi.Permission, "only root or the kernel may set the system up")
+// setup serves sys.setup (root or the kernel, once): it makes the first
+// user (or takes root as it), writes the time zone and AI configuration it
+// is given, marks the system set up and signals sys.setup to everyone.
+func (k *Kernel) setup(ctx context.Context, c *Caller, a *abi.SetupArgs) (*abi.SetupResult, error) {
+	if !c.IsRoot() {
+		return nil, abi.E(abi.Permission, "only root or the kernel may set the system up")
+	}
+	if k.isSetUp() {
+		return nil, abi.E(abi.Busy, "already set up")
+	}
+	if a.Timezone != "" {
+		if _, err := time.LoadLocation(a.Timezone); err != nil {
+			return nil, abi.E(abi.Invalid, fmt.Sprintf("unknown time zone %q", a.Timezone))
 		}
-		if k.isSetUp() {
-			return nil, abi.E(abi.Busy, "already set up")
+	}
+	var u *User
+	var err error
+	if a.Username == "" || a.Username == "root" || (a.HostUID != nil && *a.HostUID == 0) {
+		u, err = k.userByUID(ctx, RootUID)
+	} else {
+		u, err = k.addUser(ctx, &abi.UserAddArgs{Username: a.Username, HostUID: a.HostUID})
+	}
+	if err != nil {
+		return nil, err
+	}
+	err = k.Store.Tx(ctx, func(tx *sql.Tx) error {
+		set := func(key, val string) error {
+			_, err := tx.Exec(`INSERT INTO config(key,value) VALUES(?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value`, key, val)
+			return err
 		}
 		if a.Timezone != "" {
-			if _, err := time.LoadLocation(a.Timezone); err != nil {
-				return nil, abi.E(abi.Invalid, fmt.Sprintf("unknown time zone %q", a.Timezone))
-			}
-		}
-		var u *User
-		var err error
-		if a.Username == "" || a.Username == "root" || (a.HostUID != nil && *a.HostUID == 0) {
-			u, err = k.userByUID(ctx, RootUID)
-		} else {
-			u, err = k.addUser(ctx, userAddArgs{Username: a.Username, HostUID: a.HostUID})
-		}
-		if err != nil {
-			return nil, err
-		}
-		err = k.Store.Tx(ctx, func(tx *sql.Tx) error {
-			set := func(key, val string) error {
-				_, err := tx.Exec(`INSERT INTO config(key,value) VALUES(?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value`, key, val)
+			if err := set("config/system/timezone", a.Timezone); err != nil {
 				return err
 			}
-			if a.Timezone != "" {
-				if err := set("config/system/timezone", a.Timezone); err != nil {
-					return err
-				}
-			}
-			if a.AI != nil {
-				for key, val := range map[string]string{"config/ai/provider": a.AI.Provider, "config/ai/model": a.AI.Model, "config/ai/api_key": a.AI.APIKey} {
-					if val != "" {
-						if err := set(key, val); err != nil {
-							return err
-						}
+		}
+		if a.AI != nil {
+			for key, val := range map[string]string{"config/ai/provider": a.AI.Provider, "config/ai/model": a.AI.Model, "config/ai/api_key": a.AI.APIKey} {
+				if val != "" {
+					if err := set(key, val); err != nil {
+						return err
 					}
 				}
 			}
-			return set("sys/setup", time.Now().UTC().Format(time.RFC3339))
-		})
-		if err != nil {
-			return nil, abi.E(err)
 		}
-		k.setUp.Store(true)
-		id, err := k.identity(ctx, u.Uid)
-		if err != nil {
-			return nil, err
-		}
-		k.signal("sys.setup", map[string]any{"uid": u.Uid, "username": u.Username}, audience{all: true})
-		return map[string]any{"user": id, "rootLocked": true}, nil
+		return set("sys/setup", time.Now().UTC().Format(time.RFC3339))
 	})
+	if err != nil {
+		return nil, abi.E(err)
+	}
+	k.setUp.Store(true)
+	id, err := k.identity(ctx, u.Uid)
+	if err != nil {
+		return nil, err
+	}
+	k.signal("sys.setup", map[string]any{"uid": u.Uid, "username": u.Username}, audience{all: true})
+	return &abi.SetupResult{User: id.Record(), RootLocked: true}, nil
+}
 
-	Handle(k, "sys.user.add", 0, func(ctx context.Context, c *Caller, a *userAddArgs) (*User, error) {
-		if !c.IsRoot() {
-			return nil, abi.E(abi.Permission, "only root may add users")
-		}
-		u, err := k.addUser(ctx, *a)
-		if err != nil {
-			return nil, err
-		}
-		k.signal("sys.user.added", map[string]any{"uid": u.Uid, "username": u.Username}, audience{all: true})
-		return u, nil
-	})
+// userAdd serves sys.user.add (root only) and signals sys.user.added.
+func (k *Kernel) userAdd(ctx context.Context, c *Caller, a *abi.UserAddArgs) (*User, error) {
+	if !c.IsRoot() {
+		return nil, abi.E(abi.Permission, "only root may add users")
+	}
+	u, err := k.addUser(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	k.signal("sys.user.added", map[string]any{"uid": u.Uid, "username": u.Username}, audience{all: true})
+	return u, nil
+}
 
-	Handle(k, "sys.user.list", 0, func(ctx context.Context, c *Caller, _ *struct{}) (map[string]any, error) {
-		us, err := k.users(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"users": us}, nil
-	})
+// userList serves sys.user.list: every user, by uid.
+func (k *Kernel) userList(ctx context.Context, c *Caller, _ *abi.UserListArgs) (*abi.UserListResult, error) {
+	us, err := k.users(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &abi.UserListResult{Users: us}, nil
+}
 
-	Handle(k, "sys.group.list", 0, func(ctx context.Context, c *Caller, _ *struct{}) (map[string]any, error) {
-		gs, err := k.groups(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"groups": gs}, nil
-	})
+// groupList serves sys.group.list: every group with its members, by gid.
+func (k *Kernel) groupList(ctx context.Context, c *Caller, _ *abi.GroupListArgs) (*abi.GroupListResult, error) {
+	gs, err := k.groups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &abi.GroupListResult{Groups: gs}, nil
 }
 
 // addUser creates a user in the users group, with a home, running the
 // hooks of OnUserCreated in the creating transaction.
-func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
+func (k *Kernel) addUser(ctx context.Context, a *abi.UserAddArgs) (*User, error) {
 	if !validUsername.MatchString(a.Username) {
-		return nil, abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), abi.Invalid, "user names are 1-32 of [a-z0-9_-], starting with a letter or _")
+		return nil, abi.E(abi.Path(a.Username), abi.Invalid, "user names are 1-32 of [a-z0-9_-], starting with a letter or _")
 	}
 	if strings.ContainsAny(a.Gecos, ":\n\x00") {
-		return nil, abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), abi.Invalid, "gecos may not contain ':' or newlines")
+		return nil, abi.E(abi.Path(a.Username), abi.Invalid, "gecos may not contain ':' or newlines")
 	}
 	if a.HostUID != nil && (*a.HostUID < 0 || *a.HostUID == 0) {
-		return nil, abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), abi.Invalid, "host uid 0 is root's; give a positive host uid")
+		return nil, abi.E(abi.Path(a.Username), abi.Invalid, "host uid 0 is root's; give a positive host uid")
 	}
 	u := &User{Gid: UsersGID, Username: a.Username, Home: "/home/" + a.Username, Gecos: a.Gecos, HostUID: a.HostUID, Created: now()}
 	hooks := k.userCreatedHooks()
@@ -345,19 +337,19 @@ func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
 			return err
 		}
 		if n > 0 {
-			return abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), abi.Busy, "user already exists")
+			return abi.E(abi.Path(a.Username), abi.Busy, "user already exists")
 		}
 		if a.HostUID != nil {
 			if err := tx.QueryRow(`SELECT count(*) FROM users WHERE host_uid=?`, *a.HostUID).Scan(&n); err != nil {
 				return err
 			}
 			if n > 0 {
-				return abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), abi.Busy, fmt.Sprintf("host uid %d already maps to a user", *a.HostUID))
+				return abi.E(abi.Path(a.Username), abi.Busy, fmt.Sprintf("host uid %d already maps to a user", *a.HostUID))
 			}
 		}
 		if a.Uid != nil {
 			if *a.Uid < FirstUID || *a.Uid > 60000 {
-				return abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), abi.Invalid, "uids are 1000-60000")
+				return abi.E(abi.Path(a.Username), abi.Invalid, "uids are 1000-60000")
 			}
 			u.Uid = uint32(*a.Uid)
 		} else {
@@ -372,13 +364,13 @@ func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
 		}
 		if _, err := tx.Exec(`INSERT INTO users(uid,username,gid,home,host_uid,gecos,created_at) VALUES(?,?,?,?,?,?,?)`,
 			u.Uid, u.Username, u.Gid, u.Home, a.HostUID, u.Gecos, u.Created); err != nil {
-			return abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), abi.Busy, err)
+			return abi.E(abi.Path(a.Username), abi.Busy, err)
 		}
 		if _, err := tx.Exec(`INSERT INTO group_members(gid,uid) VALUES(?,?)`, UsersGID, u.Uid); err != nil {
 			return err
 		}
 		if err := runUserHooks(tx, hooks, u); err != nil {
-			return abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), err)
+			return abi.E(abi.Path(a.Username), err)
 		}
 		return nil
 	})
@@ -386,7 +378,7 @@ func (k *Kernel) addUser(ctx context.Context, a userAddArgs) (*User, error) {
 		return nil, err
 	}
 	if err := k.makeHome(u.Username); err != nil {
-		return nil, abi.E(abi.Op("sys.user.add"), abi.Path(a.Username), err)
+		return nil, abi.E(abi.Path(a.Username), err)
 	}
 	return u, nil
 }
@@ -397,7 +389,7 @@ func (k *Kernel) userByUID(ctx context.Context, uid uint32) (*User, error) {
 		return nil, err
 	}
 	if len(us) == 0 {
-		return nil, abi.E(abi.Path("user"), abi.NotExist, fmt.Sprintf("no user with uid %d", uid))
+		return nil, abi.E(abi.NotExist, fmt.Sprintf("no user with uid %d", uid))
 	}
 	return &us[0], nil
 }
@@ -418,7 +410,7 @@ func (k *Kernel) users(ctx context.Context) ([]User, error) { return k.queryUser
 func (k *Kernel) queryUsers(ctx context.Context, where string, args ...any) ([]User, error) {
 	rows, err := k.Store.QueryContext(ctx, `SELECT uid,gid,username,home,gecos,host_uid,created_at FROM users `+where+` ORDER BY uid`, args...)
 	if err != nil {
-		return nil, abi.E(abi.Path("users"), err)
+		return nil, abi.E(fmt.Errorf("users: %w", err))
 	}
 	defer rows.Close()
 	var out []User
@@ -426,7 +418,7 @@ func (k *Kernel) queryUsers(ctx context.Context, where string, args ...any) ([]U
 		var u User
 		var host sql.NullInt64
 		if err := rows.Scan(&u.Uid, &u.Gid, &u.Username, &u.Home, &u.Gecos, &host, &u.Created); err != nil {
-			return nil, abi.E(abi.Path("users"), err)
+			return nil, abi.E(fmt.Errorf("users: %w", err))
 		}
 		if host.Valid {
 			h := int(host.Int64)
@@ -441,7 +433,7 @@ func (k *Kernel) groups(ctx context.Context) ([]Group, error) {
 	rows, err := k.Store.QueryContext(ctx, `SELECT g.gid, g.name, u.username FROM groups g
 		LEFT JOIN group_members m ON m.gid=g.gid LEFT JOIN users u ON u.uid=m.uid ORDER BY g.gid, u.uid`)
 	if err != nil {
-		return nil, abi.E(abi.Path("groups"), err)
+		return nil, abi.E(fmt.Errorf("groups: %w", err))
 	}
 	defer rows.Close()
 	var out []Group
@@ -449,7 +441,7 @@ func (k *Kernel) groups(ctx context.Context) ([]Group, error) {
 		var g Group
 		var member sql.NullString
 		if err := rows.Scan(&g.Gid, &g.Name, &member); err != nil {
-			return nil, abi.E(abi.Path("groups"), err)
+			return nil, abi.E(fmt.Errorf("groups: %w", err))
 		}
 		if n := len(out); n > 0 && out[n-1].Gid == g.Gid {
 			if member.Valid {

@@ -13,21 +13,9 @@ import (
 
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
-)
 
-func readAll(t *testing.T, fsys *client.Fsys, name string) string {
-	t.Helper()
-	fid, err := fsys.Open(name, plan9.OREAD)
-	if err != nil {
-		t.Fatalf("open %s: %v", name, err)
-	}
-	defer fid.Close()
-	b, err := io.ReadAll(fid)
-	if err != nil {
-		t.Fatalf("read %s: %v", name, err)
-	}
-	return string(b)
-}
+	"gsvfs.dev/gsvfs/vfs/vfstest"
+)
 
 func mountTest(t *testing.T) (*testTree, string, *client.Fsys) {
 	t.Helper()
@@ -45,12 +33,12 @@ func mountTest(t *testing.T) (*testTree, string, *client.Fsys) {
 
 func TestClientView(t *testing.T) {
 	_, _, fsys := mountTest(t)
-	if got := readAll(t, fsys, "view"); got != "hello\n" {
+	if got := vfstest.ReadFile(t, fsys, "view"); got != "hello\n" {
 		t.Errorf("view = %q, want %q", got, "hello\n")
 	}
 	// The unix peer is identified by SO_PEERCRED.
 	want := fmt.Sprintf("glenda 9p-unix %d \"\"\n", os.Getuid())
-	if got := readAll(t, fsys, "whoami"); got != want {
+	if got := vfstest.ReadFile(t, fsys, "whoami"); got != want {
 		t.Errorf("whoami = %q, want %q", got, want)
 	}
 	if _, err := fsys.Open("view", plan9.OWRITE); err == nil || err.Error() != "file is read-only" {
@@ -143,7 +131,7 @@ func TestClientData(t *testing.T) {
 	if err := fsys.Wstat("data/g", &nd); err != nil {
 		t.Fatalf("truncate+chmod: %v", err)
 	}
-	if got := readAll(t, fsys, "data/g"); got != "ab" {
+	if got := vfstest.ReadFile(t, fsys, "data/g"); got != "ab" {
 		t.Errorf("after truncate: %q", got)
 	}
 	if d, err := fsys.Stat("data/g"); err != nil || d.Mode != 0600 || d.Length != 2 {
@@ -240,7 +228,7 @@ func TestClientPanic(t *testing.T) {
 		t.Errorf("read of panicking file: err = %v", err)
 	}
 	fid.Close()
-	if got := readAll(t, fsys, "view"); got != "hello\n" {
+	if got := vfstest.ReadFile(t, fsys, "view"); got != "hello\n" {
 		t.Errorf("after panic, view = %q", got)
 	}
 }
@@ -255,7 +243,7 @@ func TestMountAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("glenda 9p-unix %d \"good-token\"\n", os.Getuid())
-	if got := readAll(t, fsys, "whoami"); got != want {
+	if got := vfstest.ReadFile(t, fsys, "whoami"); got != want {
 		t.Errorf("whoami = %q, want %q", got, want)
 	}
 	fsys.Close()
@@ -276,7 +264,7 @@ func TestMountAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := readAll(t, fsys, "whoami"); got != "glenda 9p-tcp -1 \"good-token\"\n" {
+	if got := vfstest.ReadFile(t, fsys, "whoami"); got != "glenda 9p-tcp -1 \"good-token\"\n" {
 		t.Errorf("tcp whoami = %q", got)
 	}
 	fsys.Close()
@@ -290,7 +278,7 @@ func TestMountAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := readAll(t, fsys, "whoami"); got != "  0 \"\"\n" {
+	if got := vfstest.ReadFile(t, fsys, "whoami"); got != "  0 \"\"\n" {
 		t.Errorf("whoami without Auth = %q", got)
 	}
 	fsys.Close()

@@ -15,6 +15,7 @@ import (
 	"github.com/knusbaum/go9p/proto"
 
 	"gsvfs.dev/gsvfs/vfs"
+	"gsvfs.dev/gsvfs/vfs/vfstest"
 )
 
 // mountN attaches n times to addr as glenda with token (see Mount),
@@ -133,12 +134,12 @@ func TestConnCap(t *testing.T) {
 	}
 	// uid 1002 is not affected.
 	for _, fsys := range mountN(t, sockB, nil, max) {
-		if got := readAll(t, fsys, "view"); got != "hello\n" {
+		if got := vfstest.ReadFile(t, fsys, "view"); got != "hello\n" {
 			t.Fatalf("uid 1002 reads view: %q", got)
 		}
 	}
 	// uid 1001's own connections still work, and closing one frees its slot.
-	if got := readAll(t, held[0], "view"); got != "hello\n" {
+	if got := vfstest.ReadFile(t, held[0], "view"); got != "hello\n" {
 		t.Fatalf("uid 1001 reads view on a held connection: %q", got)
 	}
 	for _, rc := range flood {
@@ -293,7 +294,7 @@ func TestLease(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("sessions ended %v after the grant", time.Since(start))
-	if got := readAll(t, t2, "view"); got != "hello\n" {
+	if got := vfstest.ReadFile(t, t2, "view"); got != "hello\n" {
 		t.Fatalf("t2 reads view after t1 ended: %q", got)
 	}
 	// An ended grant attaches no more.

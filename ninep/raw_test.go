@@ -13,6 +13,7 @@ import (
 	"github.com/knusbaum/go9p/proto"
 
 	"gsvfs.dev/gsvfs/vfs"
+	"gsvfs.dev/gsvfs/vfs/vfstest"
 )
 
 const rpcTimeout = 5 * time.Second
@@ -297,7 +298,7 @@ func TestFlushOrder(t *testing.T) {
 func TestBudget(t *testing.T) {
 	tt := newTestTree()
 	srv := &Server{Root: tt.root, Auth: testAuth{}, MaxInflight: 4}
-	l := listenUnix(t)
+	l := vfstest.ListenUnix(t)
 	done := make(chan error, 1)
 	go func() {
 		sc, err := l.Accept()
@@ -641,7 +642,7 @@ func TestClunkFlushError(t *testing.T) {
 // Cancelling Serve's context ends connections with requests in flight.
 func TestServeShutdown(t *testing.T) {
 	tt := newTestTree()
-	l := listenUnix(t)
+	l := vfstest.ListenUnix(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- (&Server{Root: tt.root}).Serve(ctx, l, nil) }()

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/vfs"
+	"gsvfs.dev/gsvfs/vfs/vfstest"
 )
 
 // The test tree:
@@ -366,26 +366,9 @@ func (h memHandle) Close(ctx context.Context) error { return nil }
 // returns the socket path. Serve is stopped, and must return, at cleanup.
 func serveUnix(t testing.TB, srv *Server) string {
 	t.Helper()
-	l := listenUnix(t)
+	l := vfstest.ListenUnix(t)
 	serveListener(t, srv, l)
 	return l.Addr().String()
-}
-
-// listenUnix listens on a unix socket in a fresh directory (under os.TempDir:
-// t.TempDir's paths may be too long for a socket), closed at cleanup.
-func listenUnix(t testing.TB) net.Listener {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "ninep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	l, err := net.Listen("unix", filepath.Join(dir, "9p.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
 }
 
 // serveTCP serves srv on a fresh TCP port of 127.0.0.1 and returns its
@@ -406,7 +389,7 @@ func serveTCP(t testing.TB, srv *Server) string {
 // returns the socket's path.
 func serveAsUID(t testing.TB, srv *Server, uid int) string {
 	t.Helper()
-	l := listenUnix(t)
+	l := vfstest.ListenUnix(t)
 	servePeers(t, srv, l, func(net.Conn) vfs.Peer {
 		return vfs.Peer{Transport: "9p-unix", HostUID: uid, HostGID: uid}
 	})
@@ -422,18 +405,5 @@ func serveListener(t testing.TB, srv *Server, l net.Listener) {
 // servePeers is serveListener with peerOf naming each connection's peer
 // (see Serve).
 func servePeers(t testing.TB, srv *Server, l net.Listener, peerOf func(net.Conn) vfs.Peer) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, l, peerOf) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("Serve returned %v, want context.Canceled", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("Serve did not return after cancel")
-		}
-	})
+	vfstest.Serve(t, l, func(ctx context.Context, l net.Listener) error { return srv.Serve(ctx, l, peerOf) })
 }

@@ -70,11 +70,24 @@ func (s *Space) View(path string, mode fs.FileMode, call string, args any, rende
 	}}
 }
 
+// ViewOf returns a view at path rendered by render from the result of the
+// syscall call, an R (kernel.Invoke): a result of another type is an
+// error, not a panic.
+func ViewOf[R any](s *Space, path string, mode fs.FileMode, call string, args any, render func(res R) ([]byte, error)) *vfs.View {
+	return &vfs.View{Meta: RootMeta(path, mode), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
+		res, err := kernel.Invoke[R](ctx, s.k, CallerOf(cred, ""), call, args)
+		if err != nil {
+			return nil, err
+		}
+		return render(res)
+	}}
+}
+
 // ErrView returns the err view of the directory dir: the message of the
 // caller's last failure there.
 func (s *Space) ErrView(dir string) *vfs.View {
 	return &vfs.View{Meta: RootMeta(dir+"/err", 0o444), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		s, err := kernel.Invoke[string](ctx, s.k, CallerOf(cred, ""), "sys.lasterror", &struct{ Dir string }{dir})
+		s, err := kernel.Invoke[string](ctx, s.k, CallerOf(cred, ""), "sys.lasterror", &kernel.LastErrorArgs{Dir: dir})
 		if err != nil || s == "" {
 			return nil, err
 		}
@@ -157,11 +170,11 @@ func verbList(verbs map[string]CtlVerb) string {
 func (s *Space) buildNamespace() *vfs.StaticDir {
 	dir := func(path string) *Meta { return RootMeta(path, fs.ModeDir|0o555) }
 	etc := vfs.NewDir(dir("/etc"),
-		vfs.DirEntry{Name: "passwd", Node: s.View("/etc/passwd", 0o444, "sys.user.list", nil, func(res any) ([]byte, error) {
-			return renderPasswd(res.(map[string]any)["users"].([]kernel.User)), nil
+		vfs.DirEntry{Name: "passwd", Node: ViewOf(s, "/etc/passwd", 0o444, "sys.user.list", nil, func(res *abi.UserListResult) ([]byte, error) {
+			return renderPasswd(res.Users), nil
 		})},
-		vfs.DirEntry{Name: "group", Node: s.View("/etc/group", 0o444, "sys.group.list", nil, func(res any) ([]byte, error) {
-			return renderGroup(res.(map[string]any)["groups"].([]kernel.Group)), nil
+		vfs.DirEntry{Name: "group", Node: ViewOf(s, "/etc/group", 0o444, "sys.group.list", nil, func(res *abi.GroupListResult) ([]byte, error) {
+			return renderGroup(res.Groups), nil
 		})},
 	)
 	sys := vfs.NewDir(dir("/sys"),
@@ -225,11 +238,11 @@ func (s *Space) configDir(prefix string) vfs.Dir {
 				return errv, nil
 			}
 			key := prefixSlash(prefix) + name
-			res, err := kernel.Invoke[map[string]any](ctx, s.k, CallerOf(cred, ""), "sys.config.get", &abi.ConfigGetArgs{Key: key})
+			res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, s.k, CallerOf(cred, ""), "sys.config.get", &abi.ConfigGetArgs{Key: key})
 			if err != nil {
 				return nil, err
 			}
-			for _, e := range res["entries"].([]kernel.ConfigEntry) {
+			for _, e := range res.Entries {
 				if e.Key == key {
 					return s.configValue(key), nil
 				}
@@ -244,12 +257,12 @@ func (s *Space) configDir(prefix string) vfs.Dir {
 			if top {
 				out = append(out, vfs.DirEntry{Name: "ctl", Node: ctl}, vfs.DirEntry{Name: "err", Node: errv})
 			}
-			res, err := kernel.Invoke[map[string]any](ctx, s.k, CallerOf(cred, ""), "sys.config.get", &abi.ConfigGetArgs{Key: prefixSlash(prefix)})
+			res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, s.k, CallerOf(cred, ""), "sys.config.get", &abi.ConfigGetArgs{Key: prefixSlash(prefix)})
 			if err != nil {
 				return nil, err
 			}
 			seen := map[string]bool{}
-			for _, e := range res["entries"].([]kernel.ConfigEntry) {
+			for _, e := range res.Entries {
 				rest := strings.TrimPrefix(e.Key, prefixSlash(prefix))
 				name, sub, isDir := strings.Cut(rest, "/")
 				if seen[name] || (top && (name == "ctl" || name == "err")) {
@@ -276,8 +289,8 @@ func prefixSlash(p string) string {
 
 // configValue is the view of one config key.
 func (s *Space) configValue(key string) *vfs.View {
-	return s.View("/sys/config/"+key, 0o444, "sys.config.get", &abi.ConfigGetArgs{Key: key}, func(res any) ([]byte, error) {
-		for _, e := range res.(map[string]any)["entries"].([]kernel.ConfigEntry) {
+	return ViewOf(s, "/sys/config/"+key, 0o444, "sys.config.get", &abi.ConfigGetArgs{Key: key}, func(res *abi.ConfigGetResult) ([]byte, error) {
+		for _, e := range res.Entries {
 			if e.Key == key {
 				return []byte(e.Value + "\n"), nil
 			}

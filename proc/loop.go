@@ -394,11 +394,11 @@ const MaxScript = 1 << 20
 func (m *Manager) aiConfig(ctx context.Context, uid uint32) (cfg map[string]string, systemEndpoint bool) {
 	level := func(prefix string) map[string]string {
 		out := map[string]string{}
-		res, err := m.k.Call(ctx, m.k.KernelCaller(), "sys.config.get", json.RawMessage(`{"key":"`+prefix+`"}`))
+		res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, m.k, m.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: prefix})
 		if err != nil {
 			return out
 		}
-		for _, e := range res.(map[string]any)["entries"].([]kernel.ConfigEntry) {
+		for _, e := range res.Entries {
 			out[strings.TrimPrefix(e.Key, prefix+"/")] = e.Value
 		}
 		return out

@@ -3,7 +3,6 @@ package sched
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -159,12 +158,11 @@ func (m *Manager) fillZone(ctx context.Context, e *Expression) {
 // defaultZone is the zone of cron lines before any CRON_TZ= line: the
 // system's time zone (config/system/timezone), else UTC.
 func (m *Manager) defaultZone(ctx context.Context) string {
-	res, err := kernel.Invoke[map[string]any](ctx, m.k, m.k.KernelCaller(), "sys.config.get", json.RawMessage(`{"key":"config/system/timezone"}`))
+	res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, m.k, m.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: "config/system/timezone"})
 	if err != nil {
 		return "UTC"
 	}
-	es, _ := res["entries"].([]kernel.ConfigEntry)
-	for _, e := range es {
+	for _, e := range res.Entries {
 		if e.Key == "config/system/timezone" {
 			if _, err := cronLocation(e.Value); err == nil && e.Value != "" {
 				return e.Value

@@ -126,12 +126,11 @@ func (m *Manager) uidOf(s string) (uint32, error) {
 // caller of a ctl line or a scratch file's name need not be able to list
 // them.
 func (m *Manager) users(ctx context.Context) ([]kernel.User, error) {
-	res, err := kernel.Invoke[map[string]any](ctx, m.k, m.k.KernelCaller(), "sys.user.list", nil)
+	res, err := kernel.Invoke[*abi.UserListResult](ctx, m.k, m.k.KernelCaller(), "sys.user.list", nil)
 	if err != nil {
 		return nil, err
 	}
-	us, _ := res["users"].([]kernel.User)
-	return us, nil
+	return res.Users, nil
 }
 
 // logLine is one line of /var/log/gsv/scheduler.
@@ -203,7 +202,7 @@ func (d *cronDir) tabs(ctx context.Context, c *kernel.Caller) ([]tab, error) {
 	}
 	// Root sees every user's crontab and those of owners with no user:
 	// both lists are syscalls, as every read of the namespace is.
-	res, err := kernel.Invoke[map[string]any](ctx, d.m.k, c, "sys.user.list", nil)
+	res, err := kernel.Invoke[*abi.UserListResult](ctx, d.m.k, c, "sys.user.list", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +212,7 @@ func (d *cronDir) tabs(ctx context.Context, c *kernel.Caller) ([]tab, error) {
 	}
 	var out []tab
 	seen := map[uint32]bool{}
-	for _, u := range res["users"].([]kernel.User) {
+	for _, u := range res.Users {
 		h := -1
 		if u.HostUID != nil {
 			h = *u.HostUID

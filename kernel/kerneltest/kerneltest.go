@@ -6,12 +6,11 @@ package kerneltest
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"testing"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 )
 
@@ -49,8 +48,8 @@ func OpenAt(t testing.TB, dir string) *Env {
 		if _, err := k.Authenticate(ctx, kernel.Peer{Transport: "9p-unix", HostUID: u.host}); err == nil {
 			continue
 		}
-		args := json.RawMessage(fmt.Sprintf(`{"username":%q,"hostUid":%d}`, u.name, u.host))
-		if _, err := k.Call(ctx, &kernel.Caller{Identity: e.Root}, "sys.user.add", args); err != nil {
+		host := u.host
+		if _, err := kernel.Invoke[*abi.User](ctx, k, &kernel.Caller{Identity: e.Root}, "sys.user.add", &abi.UserAddArgs{Username: u.name, HostUID: &host}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/vfs"
+	"gsvfs.dev/gsvfs/vfs/vfstest"
 )
 
 // countingBacked is a vfs.Backed whose handles count the Reads that reach
@@ -83,9 +84,9 @@ func (t *backedTree) use(path string) {
 // FUSEFS_TEST_DEBUG=1 logs every FUSE request.
 func mountRoot(t *testing.T, root vfs.Dir) string {
 	t.Helper()
-	mountable(t)
+	vfstest.Mountable(t)
 	dir := t.TempDir()
-	srv, err := Mount(dir, root, testAuth{}, Options{Logger: testLogger(t), Debug: os.Getenv("FUSEFS_TEST_DEBUG") != ""})
+	srv, err := Mount(dir, root, testAuth{}, Options{Logger: vfstest.Logger(t), Debug: os.Getenv("FUSEFS_TEST_DEBUG") != ""})
 	if errors.Is(err, syscall.EPERM) {
 		t.Skipf("cannot mount: %v", err)
 	}
@@ -129,7 +130,7 @@ func TestBacked(t *testing.T) {
 	tree.use(src)
 	mnt := mountRoot(t, tree.root)
 	out := filepath.Join(t.TempDir(), "out")
-	must(t, mnt, `cat "$M/backed" > `+out)
+	vfstest.Must(t, mnt, `cat "$M/backed" > `+out)
 	if got, _ := os.ReadFile(out); !bytes.Equal(got, want) {
 		t.Fatalf("cat read %d bytes, want %d", len(got), len(want))
 	}
@@ -138,14 +139,14 @@ func TestBacked(t *testing.T) {
 			t.Errorf("%d reads reached the tree: passthrough was not used", n)
 		}
 	}
-	if got := strings.TrimSpace(must(t, mnt, `stat -c %s "$M/backed"`)); got != strconv.Itoa(len(want)) {
+	if got := strings.TrimSpace(vfstest.Must(t, mnt, `stat -c %s "$M/backed"`)); got != strconv.Itoa(len(want)) {
 		t.Errorf("size %s, want %d", got, len(want))
 	}
 	got, err := os.ReadFile(filepath.Join(mnt, "backed"))
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("ReadFile: %d bytes, want %d (%v)", len(got), len(want), err)
 	}
-	if _, errs, err := sh(mnt, `echo x >> "$M/backed"`); err == nil || !strings.Contains(errs, "Permission denied") {
+	if _, errs, err := vfstest.Sh(mnt, `echo x >> "$M/backed"`); err == nil || !strings.Contains(errs, "Permission denied") {
 		t.Errorf("writing backed: err %v, stderr %q", err, errs)
 	}
 	// Appended to while open: an open reader sees the new whole lines.
@@ -220,7 +221,7 @@ func TestBackedStale(t *testing.T) {
 	}
 	// cat too, while f1 still holds the old backing file.
 	out := filepath.Join(t.TempDir(), "out")
-	must(t, mnt, `cat "$M/backed" > `+out)
+	vfstest.Must(t, mnt, `cat "$M/backed" > `+out)
 	if got, _ := os.ReadFile(out); !bytes.Equal(got, wantB) {
 		t.Fatalf("cat read %d bytes, want %d", len(got), len(wantB))
 	}
@@ -266,7 +267,7 @@ func TestBackedNoPassthrough(t *testing.T) {
 	mnt := mountRoot(t, tree.root)
 	for range 2 {
 		out := filepath.Join(t.TempDir(), "out")
-		must(t, mnt, `cat "$M/backed" > `+out)
+		vfstest.Must(t, mnt, `cat "$M/backed" > `+out)
 		if got, _ := os.ReadFile(out); !bytes.Equal(got, want) {
 			t.Fatalf("cat read %d bytes, want %d", len(got), len(want))
 		}

@@ -2,10 +2,8 @@ package fusefs
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/vfs"
+	"gsvfs.dev/gsvfs/vfs/vfstest"
 )
 
 // childEnv makes the test binary act as a mounting daemon for
@@ -37,26 +36,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-// mountable skips the test when FUSE cannot be used here.
-func mountable(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("no /dev/fuse: %v", err)
-	}
-}
-
 // mountTree mounts a fresh test tree on a temporary directory, unmounted
 // when the test ends.
 func mountTree(t *testing.T) (*testTree, string) {
@@ -65,84 +44,43 @@ func mountTree(t *testing.T) (*testTree, string) {
 	return tree, mountRoot(t, tree.root)
 }
 
-// sh runs script with sh -c, with $M set to the mount point, and returns
-// its stdout and stderr.
-func sh(mnt, script string) (string, string, error) {
-	return shAs(mnt, script)
-}
-
-func shAs(mnt, script string, prefix ...string) (string, string, error) {
-	return run(mnt, append(prefix, "sh", "-c", script)...)
-}
-
-// run runs the command args with $M set to the mount point.
-func run(mnt string, args ...string) (string, string, error) {
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), "M="+mnt, "LC_ALL=C")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		return "", "", err
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return out.String(), errb.String(), err
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		return out.String(), errb.String(), fmt.Errorf("timed out: %q", args)
-	}
-}
-
-// must runs script and fails the test if it fails.
-func must(t *testing.T, mnt, script string) string {
-	t.Helper()
-	out, errs, err := sh(mnt, script)
-	if err != nil {
-		t.Fatalf("%s: %v\nstdout: %s\nstderr: %s", script, err, out, errs)
-	}
-	return out
-}
-
 func TestView(t *testing.T) {
 	_, mnt := mountTree(t)
-	if got := must(t, mnt, `cat "$M/view"`); got != "hello\n" {
+	if got := vfstest.Must(t, mnt, `cat "$M/view"`); got != "hello\n" {
 		t.Errorf("cat view = %q", got)
 	}
 	// Synthetic files report size 0 and keep the tree's inode number.
 	want := fmt.Sprintf("0 %d 444 regular empty file", vfs.PathIno("/view"))
-	if got := strings.TrimSpace(must(t, mnt, `stat -c '%s %i %a %F' "$M/view"`)); got != want {
+	if got := strings.TrimSpace(vfstest.Must(t, mnt, `stat -c '%s %i %a %F' "$M/view"`)); got != want {
 		t.Errorf("stat view = %q, want %q", got, want)
 	}
-	ls := must(t, mnt, `ls -a "$M"`)
+	ls := vfstest.Must(t, mnt, `ls -a "$M"`)
 	if got := strings.Fields(ls); strings.Join(got, " ") != ". .. call ctl data stream view" {
 		t.Errorf("ls -a = %q", ls)
 	}
-	if _, errs, err := sh(mnt, `echo x > "$M/view"`); err == nil || !strings.Contains(errs, "Permission denied") {
+	if _, errs, err := vfstest.Sh(mnt, `echo x > "$M/view"`); err == nil || !strings.Contains(errs, "Permission denied") {
 		t.Errorf("writing view: err %v, stderr %q", err, errs)
 	}
-	if _, errs, err := sh(mnt, `cat "$M/nonesuch"`); err == nil || !strings.Contains(errs, "No such file") {
+	if _, errs, err := vfstest.Sh(mnt, `cat "$M/nonesuch"`); err == nil || !strings.Contains(errs, "No such file") {
 		t.Errorf("cat nonesuch: err %v, stderr %q", err, errs)
 	}
-	if _, errs, err := sh(mnt, `touch "$M/new"`); err == nil || !strings.Contains(errs, "Read-only file system") {
+	if _, errs, err := vfstest.Sh(mnt, `touch "$M/new"`); err == nil || !strings.Contains(errs, "Read-only file system") {
 		t.Errorf("touch in static dir: err %v, stderr %q", err, errs)
 	}
 }
 
 func TestCtl(t *testing.T) {
 	tree, mnt := mountTree(t)
-	must(t, mnt, `echo start job1 > "$M/ctl"`)
-	must(t, mnt, `printf 'a\nb\n' > "$M/ctl"`)
+	vfstest.Must(t, mnt, `echo start job1 > "$M/ctl"`)
+	vfstest.Must(t, mnt, `printf 'a\nb\n' > "$M/ctl"`)
 	// A last line without a newline runs too.
-	must(t, mnt, `printf 'c' > "$M/ctl"`)
+	vfstest.Must(t, mnt, `printf 'c' > "$M/ctl"`)
 	if got, want := strings.Join(tree.ctlLines(), "|"), "uid0 start job1|uid0 a|uid0 b|uid0 c"; got != want {
 		t.Errorf("ctl lines %q, want %q", got, want)
 	}
 	// dash's echo says only "I/O error"; bash's and coreutils' echo show
 	// the errno the tree chose.
-	if _, errs, err := sh(mnt, `echo bad verb > "$M/ctl"`); err == nil {
+	if _, errs, err := vfstest.Sh(mnt, `echo bad verb > "$M/ctl"`); err == nil {
 		t.Errorf("sh: echo bad > ctl succeeded, stderr %q", errs)
 	}
 	for _, args := range [][]string{
@@ -152,7 +90,7 @@ func TestCtl(t *testing.T) {
 		if _, err := exec.LookPath(args[0]); err != nil {
 			continue
 		}
-		_, errs, err := run(mnt, args...)
+		_, errs, err := vfstest.Run(mnt, args...)
 		if err == nil || !strings.Contains(errs, "Invalid argument") {
 			t.Errorf("%q: err %v, stderr %q", args, err, errs)
 		}
@@ -164,11 +102,11 @@ func TestCtl(t *testing.T) {
 
 func TestCall(t *testing.T) {
 	_, mnt := mountTree(t)
-	got := must(t, mnt, `exec 3<>"$M/call"; echo hi >&3; cat <&3`)
+	got := vfstest.Must(t, mnt, `exec 3<>"$M/call"; echo hi >&3; cat <&3`)
 	if got != "HI\n" {
 		t.Errorf("call = %q, want %q", got, "HI\n")
 	}
-	got = must(t, mnt, `exec 3<>"$M/call"; echo one >&3; echo two >&3; cat <&3`)
+	got = vfstest.Must(t, mnt, `exec 3<>"$M/call"; echo one >&3; echo two >&3; cat <&3`)
 	if got != "ONE\nTWO\n" {
 		t.Errorf("queued calls = %q", got)
 	}
@@ -224,7 +162,7 @@ func TestStreamInterrupt(t *testing.T) {
 	}
 
 	// The mount keeps serving, and the handle was released.
-	if got := must(t, mnt, `cat "$M/view"`); got != "hello\n" {
+	if got := vfstest.Must(t, mnt, `cat "$M/view"`); got != "hello\n" {
 		t.Errorf("cat view after interrupt = %q", got)
 	}
 	for tree.hub.count() != 0 {
@@ -240,7 +178,7 @@ func TestDataDir(t *testing.T) {
 	d := mnt + "/data"
 	check := func(script, want string) {
 		t.Helper()
-		if got := must(t, d, script); got != want {
+		if got := vfstest.Must(t, d, script); got != want {
 			t.Errorf("%s: got %q, want %q", script, got, want)
 		}
 	}
@@ -256,7 +194,7 @@ func TestDataDir(t *testing.T) {
 	check(`truncate -s 2 "$M/a" && cat "$M/a"`, "he")
 	check(`: > "$M/a" && stat -c %s "$M/a"`, "0\n")
 
-	ls := must(t, d, `ls -l "$M"`)
+	ls := vfstest.Must(t, d, `ls -l "$M"`)
 	for _, want := range []string{"-rw------- 1 root root 0", " a\n", " c\n", "drwxr-xr-x 1 root root", " sub\n"} {
 		if !strings.Contains(ls, want) {
 			t.Errorf("ls -l lacks %q:\n%s", want, ls)
@@ -264,14 +202,14 @@ func TestDataDir(t *testing.T) {
 	}
 
 	// The inode number is the tree's and survives a rename.
-	ino1 := must(t, d, `stat -c %i "$M/c"`)
+	ino1 := vfstest.Must(t, d, `stat -c %i "$M/c"`)
 	check(`mv "$M/c" "$M/sub/c2" && stat -c %i "$M/sub/c2"`, ino1)
 	if n, err := strconv.ParseUint(strings.TrimSpace(ino1), 10, 64); err != nil || n <= 100 {
 		t.Errorf("inode %q is not the tree's", ino1)
 	}
 
 	check(`rm "$M/a" && test ! -e "$M/a" && ls "$M"`, "sub\n")
-	if _, errs, err := sh(d, `rmdir "$M/sub"`); err == nil || !strings.Contains(errs, "not empty") {
+	if _, errs, err := vfstest.Sh(d, `rmdir "$M/sub"`); err == nil || !strings.Contains(errs, "not empty") {
 		t.Errorf("rmdir non-empty: %v %q", err, errs)
 	}
 	check(`rm -r "$M/sub" && ls -A "$M"`, "")
@@ -295,7 +233,7 @@ func TestOtherUser(t *testing.T) {
 		u := strconv.Itoa(uid)
 		return []string{"setpriv", "--reuid", u, "--regid", u, "--clear-groups"}
 	}
-	out, errs, err := shAs(mnt, `cat "$M/view" && echo from-1001 > "$M/ctl"`, as(1001)...)
+	out, errs, err := vfstest.Sh(mnt, `cat "$M/view" && echo from-1001 > "$M/ctl"`, as(1001)...)
 	if err != nil || out != "hello\n" {
 		t.Fatalf("as uid 1001: %q %q %v", out, errs, err)
 	}
@@ -303,14 +241,14 @@ func TestOtherUser(t *testing.T) {
 		t.Errorf("ctl saw %q", got)
 	}
 	// The authenticator refuses uid 1002.
-	_, errs, err = shAs(mnt, `cat "$M/view"`, as(1002)...)
+	_, errs, err = vfstest.Sh(mnt, `cat "$M/view"`, as(1002)...)
 	if err == nil || !strings.Contains(errs, "Permission denied") {
 		t.Errorf("as uid 1002: %v %q", err, errs)
 	}
 }
 
 func TestStaleMount(t *testing.T) {
-	mountable(t)
+	vfstest.Mountable(t)
 	dir := t.TempDir()
 	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
 
@@ -330,7 +268,7 @@ func TestStaleMount(t *testing.T) {
 		cmd.Wait()
 		t.Skipf("child could not mount: %q %v", line, err)
 	}
-	if got := must(t, dir, `cat "$M/view"`); got != "hello\n" {
+	if got := vfstest.Must(t, dir, `cat "$M/view"`); got != "hello\n" {
 		t.Fatalf("child mount serves %q", got)
 	}
 	cmd.Process.Kill() // SIGKILL: no unmount
@@ -339,7 +277,7 @@ func TestStaleMount(t *testing.T) {
 		t.Fatalf("stat of the dead mount: %v, want ENOTCONN", err)
 	}
 
-	srv, err := Mount(dir, newTestTree().root, testAuth{}, Options{Logger: testLogger(t)})
+	srv, err := Mount(dir, newTestTree().root, testAuth{}, Options{Logger: vfstest.Logger(t)})
 	if err != nil {
 		t.Fatalf("Mount over a stale mount: %v", err)
 	}
@@ -349,16 +287,16 @@ func TestStaleMount(t *testing.T) {
 		}
 		srv.Wait()
 	}()
-	if got := must(t, dir, `cat "$M/view"`); got != "hello\n" {
+	if got := vfstest.Must(t, dir, `cat "$M/view"`); got != "hello\n" {
 		t.Errorf("remount serves %q", got)
 	}
 }
 
 func TestUnmountClosesHandles(t *testing.T) {
-	mountable(t)
+	vfstest.Mountable(t)
 	dir := t.TempDir()
 	tree := newTestTree()
-	srv, err := Mount(dir, tree.root, testAuth{}, Options{Logger: testLogger(t)})
+	srv, err := Mount(dir, tree.root, testAuth{}, Options{Logger: vfstest.Logger(t)})
 	if errors.Is(err, syscall.EPERM) {
 		t.Skipf("cannot mount: %v", err)
 	}

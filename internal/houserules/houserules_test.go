@@ -1,0 +1,153 @@
+package houserules
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const mod = "gsvfs.dev/gsvfs"
+
+// pkg is what go list says of one package or test variant.
+type pkg struct {
+	ImportPath string
+	ForTest    string
+	Deps       []string
+}
+
+// base is a package path without go list's test-variant suffix
+// ("p [q.test]" is p); "p_test" (an external test package) is p.
+func base(p string) string {
+	p, _, _ = strings.Cut(p, " ")
+	return strings.TrimSuffix(p, "_test")
+}
+
+// rel is p relative to the module ("kernel/kerneltest"), or "" if p is
+// not the module's.
+func rel(p string) string {
+	if r, ok := strings.CutPrefix(p, mod+"/"); ok {
+		return r
+	}
+	return ""
+}
+
+// under reports whether the module-relative path p is one of roots or
+// inside one.
+func under(p string, roots ...string) bool {
+	for _, r := range roots {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// rule is one import rule: the packages it binds and what of the module
+// they may not depend on.
+type rule struct {
+	name   string
+	binds  func(p string) bool
+	forbid func(self, dep string) bool
+}
+
+var rules = []rule{
+	{
+		name:  "the kernel imports no vfs, transport, namespace or room",
+		binds: func(p string) bool { return p == "kernel" || p == "kernel/kerneltest" },
+		forbid: func(_, dep string) bool {
+			return under(dep, "vfs", "ninep", "ns", "proc", "sched", "devices")
+		},
+	},
+	{
+		name:   "vfs, vfs/... and ninep import nothing of GSV",
+		binds:  func(p string) bool { return under(p, "vfs", "ninep") },
+		forbid: func(_, dep string) bool { return !under(dep, "vfs", "ninep") },
+	},
+	{
+		name:  "proc, sched and devices never import each other",
+		binds: func(p string) bool { return under(p, "proc", "sched", "devices") },
+		forbid: func(self, dep string) bool {
+			for _, room := range []string{"proc", "sched", "devices"} {
+				if under(dep, room) && !under(self, room) {
+					return true
+				}
+			}
+			return false
+		},
+	},
+	{
+		name:   "abi imports nothing of GSV",
+		binds:  func(p string) bool { return p == "abi" },
+		forbid: func(_, dep string) bool { return true },
+	},
+}
+
+// TestImportRules lists every package of the module with its tests and
+// checks each rule against every package, test variant and external
+// test package it binds.
+func TestImportRules(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool:", err)
+	}
+	cmd := exec.Command(goTool, "list", "-e", "-test", "-json=ImportPath,ForTest,Deps", mod+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("go list listed no packages")
+	}
+	for _, r := range rules {
+		bad := map[string]map[string]bool{} // package -> forbidden deps
+		for _, p := range pkgs {
+			if strings.HasSuffix(p.ImportPath, ".test") {
+				continue // the generated test main
+			}
+			self := rel(base(p.ImportPath))
+			if self == "" || !r.binds(self) {
+				continue
+			}
+			for _, d := range p.Deps {
+				dep := rel(base(d))
+				if dep == "" || dep == self || !r.forbid(self, dep) {
+					continue
+				}
+				if bad[p.ImportPath] == nil {
+					bad[p.ImportPath] = map[string]bool{}
+				}
+				bad[p.ImportPath][dep] = true
+			}
+		}
+		var lines []string
+		for p, deps := range bad {
+			var ds []string
+			for d := range deps {
+				ds = append(ds, d)
+			}
+			sort.Strings(ds)
+			lines = append(lines, p+" -> "+strings.Join(ds, ", "))
+		}
+		sort.Strings(lines)
+		if len(lines) > 0 {
+			t.Errorf("%s; broken by:\n\t%s", r.name, strings.Join(lines, "\n\t"))
+		}
+	}
+}

@@ -89,9 +89,9 @@ func (d *dataDir) Link(ctx context.Context, cred vfs.Cred, target vfs.Node, name
 	case *dataLink:
 		old = t.rel
 	case *dataDir:
-		return nil, abi.E(abi.Path("link"), abi.Permission, syscall.EPERM)
+		return nil, abi.E(abi.Op("link"), abi.Permission, syscall.EPERM)
 	default:
-		return nil, abi.E(abi.Path("link"), abi.Permission, syscall.EXDEV)
+		return nil, abi.E(abi.Op("link"), abi.Permission, syscall.EXDEV)
 	}
 	rel := d.rel + "/" + name
 	a, err := kernel.Invoke[vfs.Attr](ctx, d.dev.k, callerOf(cred), "fs.link", &fsRenameArgs{Old: old, New: rel})
@@ -137,7 +137,7 @@ func (h *linkHandle) Close(ctx context.Context) error { return nil }
 
 func validName(name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || !utf8.ValidString(name) {
-		return abi.E(abi.Invalid, abi.Op(name), "bad file name")
+		return abi.E(abi.Invalid, abi.Path(name), "bad file name")
 	}
 	return nil
 }
@@ -207,7 +207,7 @@ func (d *dataDir) Remove(ctx context.Context, cred vfs.Cred, name string, dir bo
 func (d *dataDir) Rename(ctx context.Context, cred vfs.Cred, name string, newDir vfs.Dir, newName string) error {
 	nd, ok := newDir.(*dataDir)
 	if !ok {
-		return abi.E(abi.Path("rename"), abi.Invalid, syscall.EXDEV)
+		return abi.E(abi.Op("rename"), abi.Invalid, syscall.EXDEV)
 	}
 	if err := validName(name); err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
@@ -43,7 +44,7 @@ type Options struct {
 // Device is the local device over one kernel. Its data tree lives in
 // <state>/fs; its shell commands run on the host.
 type Device struct {
-	k        *kernel.Kernel
+	k        Host
 	log      *slog.Logger
 	stateDir string
 
@@ -56,15 +57,43 @@ type Device struct {
 	root   atomic.Pointer[nsRootRef] // the namespace, for fs.* paths outside the data tree
 }
 
+// Host is what the local device needs of the kernel that serves it: the
+// dispatcher, through which the data tree's nodes make their syscalls as
+// the caller; the users (owners of the tree, and their homes); and the
+// state directory. *kernel.Kernel is one.
+type Host interface {
+	Call(ctx context.Context, c *kernel.Caller, name string, args any) (any, error)
+	UserByName(ctx context.Context, name string) (*kernel.User, error)
+	Users(ctx context.Context) ([]kernel.User, error)
+	OnUserCreated(h kernel.UserHook)
+	StateDir() string
+}
+
+var _ Host = (*kernel.Kernel)(nil)
+
+// invoke is h.Call with a typed result.
+func invoke[R any](ctx context.Context, h Host, c *kernel.Caller, name string, args any) (R, error) {
+	var zero R
+	res, err := h.Call(ctx, c, name, args)
+	if err != nil {
+		return zero, err
+	}
+	r, ok := res.(R)
+	if !ok {
+		return zero, abi.E(abi.Op(name), abi.Other, fmt.Sprintf("result of type %T", res))
+	}
+	return r, nil
+}
+
 // nsRootRef holds the namespace root (an interface value) for atomic use.
 type nsRootRef struct{ dir vfs.Dir }
 
-// New opens the local device of k: it makes the data tree under
+// New opens the local device of the kernel k: it makes the data tree under
 // <state>/fs if needed (mode 0700: host users reach it only through the
 // namespace), empties the temporary files a crash left, makes the home of
 // every user who has none, and makes each new user's home from then on,
 // inside the transaction that creates the user (kernel.OnUserCreated).
-func New(k *kernel.Kernel, opts Options) (*Device, error) {
+func New(k Host, opts Options) (*Device, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

@@ -46,11 +46,11 @@ var (
 )
 
 func (n *dataNode) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
-	return kernel.Invoke[vfs.Attr](ctx, n.dev.k, callerOf(cred), "fs.stat", &fsPathArgs{n.rel})
+	return invoke[vfs.Attr](ctx, n.dev.k, callerOf(cred), "fs.stat", &fsPathArgs{n.rel})
 }
 
 func (n *dataNode) SetAttr(ctx context.Context, cred vfs.Cred, s vfs.SetAttr) (vfs.Attr, error) {
-	return kernel.Invoke[vfs.Attr](ctx, n.dev.k, callerOf(cred), "fs.setattr", &fsSetattrArgs{n.rel, s})
+	return invoke[vfs.Attr](ctx, n.dev.k, callerOf(cred), "fs.setattr", &fsSetattrArgs{n.rel, s})
 }
 
 func (n *dataNode) node(rel string, a vfs.Attr) vfs.Node {
@@ -69,7 +69,7 @@ func (d *dataDir) Symlink(ctx context.Context, cred vfs.Cred, target, name strin
 		return nil, err
 	}
 	rel := d.rel + "/" + name
-	a, err := kernel.Invoke[vfs.Attr](ctx, d.dev.k, callerOf(cred), "fs.symlink", &fsSymlinkArgs{Target: target, Path: rel})
+	a, err := invoke[vfs.Attr](ctx, d.dev.k, callerOf(cred), "fs.symlink", &fsSymlinkArgs{Target: target, Path: rel})
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (d *dataDir) Link(ctx context.Context, cred vfs.Cred, target vfs.Node, name
 		return nil, abi.E(abi.Op("link"), abi.Permission, syscall.EXDEV)
 	}
 	rel := d.rel + "/" + name
-	a, err := kernel.Invoke[vfs.Attr](ctx, d.dev.k, callerOf(cred), "fs.link", &fsRenameArgs{Old: old, New: rel})
+	a, err := invoke[vfs.Attr](ctx, d.dev.k, callerOf(cred), "fs.link", &fsRenameArgs{Old: old, New: rel})
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (d *dataDir) Link(ctx context.Context, cred vfs.Cred, target vfs.Node, name
 
 // Readlink implements vfs.Readlinker with fs.readlink.
 func (l *dataLink) Readlink(ctx context.Context, cred vfs.Cred) (string, error) {
-	return kernel.Invoke[string](ctx, l.dev.k, callerOf(cred), "fs.readlink", &fsPathArgs{l.rel})
+	return invoke[string](ctx, l.dev.k, callerOf(cred), "fs.readlink", &fsPathArgs{l.rel})
 }
 
 // Open serves the link to transports without symbolic links (9P2000): a
@@ -153,7 +153,7 @@ func (d *dataDir) LookupAttr(ctx context.Context, cred vfs.Cred, name string) (v
 		return nil, vfs.Attr{}, err
 	}
 	rel := d.rel + "/" + name
-	a, err := kernel.Invoke[vfs.Attr](ctx, d.dev.k, callerOf(cred), "fs.stat", &fsPathArgs{rel})
+	a, err := invoke[vfs.Attr](ctx, d.dev.k, callerOf(cred), "fs.stat", &fsPathArgs{rel})
 	if err != nil {
 		return nil, vfs.Attr{}, err
 	}
@@ -161,7 +161,7 @@ func (d *dataDir) LookupAttr(ctx context.Context, cred vfs.Cred, name string) (v
 }
 
 func (d *dataDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
-	ents, err := kernel.Invoke[[]DirEnt](ctx, d.dev.k, callerOf(cred), "fs.readdir", &fsPathArgs{d.rel})
+	ents, err := invoke[[]DirEnt](ctx, d.dev.k, callerOf(cred), "fs.readdir", &fsPathArgs{d.rel})
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func (d *dataDir) Create(ctx context.Context, cred vfs.Cred, name string, flags 
 	}
 	rel := d.rel + "/" + name
 	c := callerOf(cred)
-	f, err := kernel.Invoke[*os.File](ctx, d.dev.k, c, "fs.open", &fsOpenArgs{rel, flags | os.O_CREATE, perm})
+	f, err := invoke[*os.File](ctx, d.dev.k, c, "fs.open", &fsOpenArgs{rel, flags | os.O_CREATE, perm})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -190,7 +190,7 @@ func (d *dataDir) Mkdir(ctx context.Context, cred vfs.Cred, name string, perm fs
 		return nil, err
 	}
 	rel := d.rel + "/" + name
-	if _, err := kernel.Invoke[vfs.Attr](ctx, d.dev.k, callerOf(cred), "fs.mkdir", &fsMkdirArgs{rel, perm}); err != nil {
+	if _, err := invoke[vfs.Attr](ctx, d.dev.k, callerOf(cred), "fs.mkdir", &fsMkdirArgs{rel, perm}); err != nil {
 		return nil, err
 	}
 	return &dataDir{dataNode{d.dev, rel}}, nil
@@ -221,7 +221,7 @@ func (d *dataDir) Rename(ctx context.Context, cred vfs.Cred, name string, newDir
 
 func (f *dataFile) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Handle, error) {
 	c := callerOf(cred)
-	fd, err := kernel.Invoke[*os.File](ctx, f.dev.k, c, "fs.open", &fsOpenArgs{Path: f.rel, Flags: flags &^ (os.O_CREATE | os.O_EXCL)})
+	fd, err := invoke[*os.File](ctx, f.dev.k, c, "fs.open", &fsOpenArgs{Path: f.rel, Flags: flags &^ (os.O_CREATE | os.O_EXCL)})
 	if err != nil {
 		return nil, err
 	}
@@ -242,11 +242,11 @@ var (
 )
 
 func (h *dataHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	return kernel.Invoke[int](ctx, h.dev.k, h.c, "fs.pread", &fsIOArgs{h.f, p, off})
+	return invoke[int](ctx, h.dev.k, h.c, "fs.pread", &fsIOArgs{h.f, p, off})
 }
 
 func (h *dataHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
-	return kernel.Invoke[int](ctx, h.dev.k, h.c, "fs.pwrite", &fsIOArgs{h.f, p, off})
+	return invoke[int](ctx, h.dev.k, h.c, "fs.pwrite", &fsIOArgs{h.f, p, off})
 }
 
 func (h *dataHandle) Truncate(ctx context.Context, size int64) error {

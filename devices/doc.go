@@ -1,5 +1,8 @@
-// Package devices will hold remote devices that dial the kernel and serve
-// their own filesystem and shell back over 9P under /dev/<id>/. Nothing is
-// implemented yet. Until then fs.* and shell.exec calls with a device target
-// fail with 503 (no active connection).
+// Package devices is the device router: the room that serves the
+// routable syscalls (the fs.* file tools and shell.exec) and sends each
+// to the device its args' target names. The target "gsv", or none, is
+// the local device (package devices/local), the only one today. The
+// seed's checks before a call reaches a device (403 access denied to the
+// device, 503 offline or no connection, 400 not implemented, 504 timed
+// out) live here once, for every device.
 package devices

@@ -163,14 +163,6 @@ func (k *Kernel) permit(c *Caller, def *syscallDef, name string, fromFrame bool)
 	return nil
 }
 
-// admit sets the syscall name's own rule on who may make it (see
-// syscallDef.admit). It panics if name is not registered.
-func (k *Kernel) admit(name string, fn func(*Caller) error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.calls[name].admit = fn
-}
-
 func (k *Kernel) call(ctx context.Context, c *Caller, def *syscallDef, name string, args any) (res any, err error) {
 	_, fromFrame := args.(json.RawMessage)
 	if err := k.permit(c, def, name, fromFrame); err != nil {

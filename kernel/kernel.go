@@ -37,14 +37,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"gsvfs.dev/gsvfs/abi"
 )
 
 // Config says where the kernel keeps its state.
 type Config struct {
-	// StateDir holds gsv.db, the data tree (fs/) and the 9P socket.
+	// StateDir holds gsv.db, the 9P socket and the local device's data
+	// tree (fs/, made by package devices/local).
 	StateDir string
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -64,13 +63,7 @@ type Kernel struct {
 	errs  lastErrors
 	bus   bus
 
-	data     *os.Root // the data tree: home/, workspaces/, var/
-	owners   ownerCache
-	dataFD   *os.File // the data root opened O_PATH, for openat2; nil if unavailable
-	dataPath string
-
 	kid    *Identity // the kernel's own identity
-	shells shellJobs // the running shell.exec commands
 	leases leases    // the grants of tokens in use
 }
 
@@ -89,24 +82,6 @@ func Open(cfg Config) (*Kernel, error) {
 	if err := os.Chmod(cfg.StateDir, 0o711); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	dataPath := filepath.Join(cfg.StateDir, "fs")
-	if err := os.MkdirAll(dataPath, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
-	}
-	if err := os.Chmod(dataPath, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
-	}
-	for _, d := range []string{"home", "workspaces", "var", "var/sessions", tmpDir} {
-		if err := os.MkdirAll(filepath.Join(dataPath, d), 0o755); err != nil {
-			return nil, fmt.Errorf("state dir: %w", err)
-		}
-	}
-	// Temporary files of atomic writes that a crash left behind.
-	if ents, err := os.ReadDir(filepath.Join(dataPath, tmpDir)); err == nil {
-		for _, e := range ents {
-			os.Remove(filepath.Join(dataPath, tmpDir, e.Name()))
-		}
-	}
 	dbPath := filepath.Join(cfg.StateDir, "gsv.db")
 	if f, err := os.OpenFile(dbPath, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
 		f.Close() // SQLite gives its -wal and -shm files the database's mode
@@ -115,23 +90,11 @@ func Open(cfg Config) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.OpenRoot(dataPath)
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	dataFD, err := os.OpenFile(dataPath, unix.O_PATH|unix.O_DIRECTORY, 0)
-	if err != nil {
-		dataFD = nil
-	}
 	k := &Kernel{
-		dataFD:   dataFD,
-		cfg:      cfg,
-		log:      cfg.Logger,
-		Store:    st,
-		calls:    map[string]*syscallDef{},
-		data:     data,
-		dataPath: dataPath,
+		cfg:   cfg,
+		log:   cfg.Logger,
+		Store: st,
+		calls: map[string]*syscallDef{},
 		kid: &Identity{Role: "kernel", Username: "kernel", Home: "/", Cwd: "/",
 			Capabilities: []string{"*"}, HostUID: -1, kernel: true},
 	}
@@ -143,30 +106,15 @@ func Open(cfg Config) (*Kernel, error) {
 	k.Register(k.configSyscalls()...)
 	k.Register(k.tokenSyscalls()...)
 	k.Register(k.eventSyscalls()...)
-	k.registerFS()
-	k.registerShell()
-	k.registerStatfs()
 	return k, nil
 }
 
-// Close ends the commands (EndCommands) and the token leases, then closes
-// the store and the data tree.
+// Close ends the token leases and the signal bus, then closes the store.
 func (k *Kernel) Close() error {
-	k.EndCommands()
 	k.leases.stop()
 	k.bus.closeAll()
-	k.data.Close()
-	if k.dataFD != nil {
-		k.dataFD.Close()
-	}
 	return k.Store.Close()
 }
-
-// EndCommands kills every running shell.exec command's process group,
-// reaps its shell and refuses new commands from then on. A daemon calls it
-// as it begins to shut down, before it waits for its servers' requests, so
-// that no request waits on a command; Close calls it too.
-func (k *Kernel) EndCommands() { k.shells.close() }
 
 // StateDir returns the state directory.
 func (k *Kernel) StateDir() string { return k.cfg.StateDir }
@@ -180,6 +128,12 @@ func (k *Kernel) KernelCaller() *Caller { return &Caller{Identity: k.kid} }
 // IdentityOf returns the identity of the user uid, as processes act.
 func (k *Kernel) IdentityOf(ctx context.Context, uid uint32) (*Identity, error) {
 	return k.identity(ctx, uid)
+}
+
+// UserByName returns the user record of the user called name (a 404 if
+// there is none).
+func (k *Kernel) UserByName(ctx context.Context, name string) (*User, error) {
+	return k.userByName(ctx, name)
 }
 
 // UserOf returns the user record of uid.
@@ -353,3 +307,7 @@ func (k *Kernel) EnsureSetup(ctx context.Context, username string, hostUID int) 
 	_, err := k.Call(ctx, k.KernelCaller(), "sys.setup", &abi.SetupArgs{Username: username, HostUID: &hostUID})
 	return err
 }
+
+// FileArgs name a file of the data tree for the local device's internal
+// file syscalls (fs.openread, fs.readraw, fs.create); see abi.FileArgs.
+type FileArgs = abi.FileArgs

@@ -6,9 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -241,71 +238,6 @@ func TestTokens(t *testing.T) {
 	}
 }
 
-func TestFSPermissions(t *testing.T) {
-	k, root, alice, bob := newKernel(t)
-	ctx := context.Background()
-	call := func(id *Identity, name string, args any) map[string]any {
-		res, err := k.Call(ctx, &Caller{Identity: id}, name, args)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		return res.(map[string]any)
-	}
-	if r := call(alice, "fs.write", &fsWriteArgs{Path: "~/notes/a.txt", Content: "one\ntwo\nthree\n"}); r["ok"] != true {
-		t.Fatalf("write: %v", r)
-	}
-	r := call(alice, "fs.read", &fsReadArgs{Path: "/home/alice/notes/a.txt", Offset: 1, Limit: 1})
-	if r["content"] != "     2\ttwo\n" || r["lines"] != 3 {
-		t.Fatalf("read: %q", r)
-	}
-	if r := call(bob, "fs.read", &fsReadArgs{Path: "/home/alice/notes/a.txt"}); r["ok"] != true {
-		t.Fatalf("bob reading 0644: %v", r)
-	}
-	// chmod 600 through the POSIX side, then bob is refused and root is not.
-	mode := fs.FileMode(0o600)
-	if _, err := k.Call(ctx, &Caller{Identity: alice}, "fs.setattr", &fsSetattrArgs{Path: "home/alice/notes/a.txt", Set: vfs.SetAttr{Mode: &mode}}); err != nil {
-		t.Fatal(err)
-	}
-	if r := call(bob, "fs.read", &fsReadArgs{Path: "/home/alice/notes/a.txt"}); r["ok"] != false || !strings.Contains(r["error"].(string), "permission denied") {
-		t.Fatalf("bob reading 0600: %v", r)
-	}
-	if r := call(bob, "fs.write", &fsWriteArgs{Path: "/home/alice/notes/a.txt", Content: "x"}); r["ok"] != false {
-		t.Fatalf("bob writing: %v", r)
-	}
-	if r := call(root, "fs.read", &fsReadArgs{Path: "/home/alice/notes/a.txt"}); r["ok"] != true {
-		t.Fatalf("root reading: %v", r)
-	}
-	if _, err := k.Call(ctx, &Caller{Identity: bob}, "fs.setattr", &fsSetattrArgs{Path: "home/alice/notes/a.txt", Set: vfs.SetAttr{Mode: &mode}}); abi.Code(err) != 403 {
-		t.Fatalf("bob chmod: %v", err)
-	}
-	// edit, search, delete.
-	if r := call(alice, "fs.edit", &fsEditArgs{Path: "~/notes/a.txt", OldString: "two", NewString: "2"}); r["replacements"] != 1 {
-		t.Fatalf("edit: %v", r)
-	}
-	if r := call(alice, "fs.edit", &fsEditArgs{Path: "~/notes/a.txt", OldString: "absent", NewString: "2"}); r["ok"] != false {
-		t.Fatalf("edit missing: %v", r)
-	}
-	sr := call(alice, "fs.search", &fsSearchArgs{Query: "thr", Path: "~"})
-	if sr["count"] != 1 {
-		t.Fatalf("search: %v", sr)
-	}
-	if r := call(alice, "fs.search", &fsSearchArgs{Query: ""}); r["ok"] != false {
-		t.Fatalf("empty search: %v", r)
-	}
-	if r := call(bob, "fs.delete", &fsDeleteArgs{Path: "/home/alice/notes"}); r["ok"] != false {
-		t.Fatalf("bob delete: %v", r)
-	}
-	if r := call(alice, "fs.delete", &fsDeleteArgs{Path: "~/notes"}); r["ok"] != true {
-		t.Fatalf("delete: %v", r)
-	}
-	// bad paths
-	for _, p := range []string{"/home/alice/../bob/x", "/home/alice/\x00x", "/home/alice/\xff", "/etc/passwd", ""} {
-		if r := call(alice, "fs.write", &fsWriteArgs{Path: p, Content: "x"}); r["ok"] != false {
-			t.Errorf("write %q accepted", p)
-		}
-	}
-}
-
 func TestErrno(t *testing.T) {
 	tests := []struct {
 		err   error
@@ -389,139 +321,6 @@ func mustJSON(t testing.TB, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// A symbolic link in a home is listed and read as a link, and never
-// followed by the daemon, whichever way the file is reached; its target
-// may point anywhere (it is data).
-func TestSymlinkNotFollowed(t *testing.T) {
-	k, root, alice, _ := newKernel(t)
-	ctx := context.Background()
-	os.WriteFile(filepath.Join(k.dataPath, "..", "outside"), []byte("secret"), 0o644)
-	if err := os.Symlink("../../../outside", filepath.Join(k.dataPath, "home/root/link")); err != nil {
-		t.Fatal(err)
-	}
-	os.Mkdir(filepath.Join(k.dataPath, "home/root/d"), 0o755)
-	os.Symlink("/etc", filepath.Join(k.dataPath, "home/root/d/etc"))
-	c := &Caller{Identity: root}
-	for _, p := range []string{"home/root/link", "home/root/d/etc/passwd"} {
-		if f, err := k.Call(ctx, c, "fs.open", &fsOpenArgs{Path: p, Flags: os.O_RDONLY}); err == nil {
-			f.(*os.File).Close()
-			t.Errorf("fs.open %s followed a symlink", p)
-		}
-		if r, _ := k.Call(ctx, c, "fs.read", &fsReadArgs{Path: "/" + p}); r.(map[string]any)["ok"] != false {
-			t.Errorf("fs.read %s followed a symlink", p)
-		}
-	}
-	ents, err := Invoke[[]DirEnt](ctx, k, c, "fs.readdir", &fsPathArgs{"home/root"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	listed := false
-	for _, e := range ents {
-		if e.Name == "link" {
-			listed = e.Attr.Mode&fs.ModeSymlink != 0 && e.Attr.Size == int64(len("../../../outside"))
-		}
-	}
-	if !listed {
-		t.Errorf("symlink not listed as a link: %+v", ents)
-	}
-	if tgt, err := Invoke[string](ctx, k, c, "fs.readlink", &fsPathArgs{"home/root/link"}); err != nil || tgt != "../../../outside" {
-		t.Errorf("fs.readlink = %q, %v", tgt, err)
-	}
-	if _, err := Invoke[string](ctx, k, c, "fs.readlink", &fsPathArgs{"home/root/d"}); abi.Code(err) != 400 {
-		t.Errorf("fs.readlink of a directory: %v", err)
-	}
-	// A link in a path is never walked: not by stat, mkdir, symlink,
-	// rename or setattr.
-	ac := &Caller{Identity: alice}
-	os.WriteFile(filepath.Join(k.dataPath, "home/root/d/file"), nil, 0o644)
-	if err := os.Symlink("../root", filepath.Join(k.dataPath, "home/alice/r")); err != nil {
-		t.Fatal(err)
-	}
-	for _, call := range []struct {
-		name string
-		args any
-	}{
-		{"fs.stat", &fsPathArgs{"home/alice/r/d"}},
-		{"fs.stat", &fsPathArgs{"home/alice/r/d/file"}}, // a node walked before r became a link
-		{"fs.mkdir", &fsMkdirArgs{"home/alice/r/new", 0o755}},
-		{"fs.symlink", &fsSymlinkArgs{"x", "home/alice/r/new"}},
-		{"fs.link", &fsRenameArgs{"home/root/link", "home/alice/r/new"}},
-		{"fs.rename", &fsRenameArgs{"home/alice/r", "home/alice/r/new"}},
-		{"fs.setattr", &fsSetattrArgs{"home/alice/r", vfs.SetAttr{Mode: ptr(fs.FileMode(0o700))}}},
-	} {
-		if _, err := k.Call(ctx, ac, call.name, call.args); err == nil {
-			t.Errorf("%s %+v through a link succeeded", call.name, call.args)
-		}
-	}
-	if _, err := os.Lstat(filepath.Join(k.dataPath, "home/root/new")); err == nil {
-		t.Error("made a file through a link")
-	}
-}
-
-func ptr[T any](v T) *T { return &v }
-
-// fs.symlink, fs.link and fs.readlink: links within one owner's tree.
-func TestLinks(t *testing.T) {
-	k, _, alice, bob := newKernel(t)
-	ctx := context.Background()
-	ac, bc := &Caller{Identity: alice}, &Caller{Identity: bob}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(os.WriteFile(filepath.Join(k.dataPath, "home/alice/f"), []byte("hi"), 0o644))
-	a, err := Invoke[vfs.Attr](ctx, k, ac, "fs.symlink", &fsSymlinkArgs{"/usr/bin/python3", "home/alice/py"})
-	must(err)
-	if a.Mode&fs.ModeSymlink == 0 || a.Size != int64(len("/usr/bin/python3")) || a.User != "alice" {
-		t.Fatalf("fs.symlink attr %+v", a)
-	}
-	if tgt, err := Invoke[string](ctx, k, ac, "fs.readlink", &fsPathArgs{"home/alice/py"}); err != nil || tgt != "/usr/bin/python3" {
-		t.Fatalf("readlink = %q, %v", tgt, err)
-	}
-	a, err = Invoke[vfs.Attr](ctx, k, ac, "fs.link", &fsRenameArgs{"home/alice/f", "home/alice/g"})
-	must(err)
-	if a.Nlink != 2 || !a.Mode.IsRegular() {
-		t.Fatalf("fs.link attr %+v", a)
-	}
-	for _, tc := range []struct {
-		name  string
-		c     *Caller
-		call  string
-		args  any
-		errno syscall.Errno
-	}{
-		{"bob links into alice's home", bc, "fs.symlink", &fsSymlinkArgs{"x", "home/alice/x"}, syscall.EACCES},
-		{"bob hard-links alice's file", bc, "fs.link", &fsRenameArgs{"home/alice/f", "home/bob/f"}, syscall.EXDEV},
-		{"alice hard-links into bob's home", ac, "fs.link", &fsRenameArgs{"home/alice/f", "home/bob/f"}, syscall.EACCES},
-		{"link to a directory", ac, "fs.link", &fsRenameArgs{"home/alice", "home/alice/h"}, syscall.EPERM},
-		{"empty target", ac, "fs.symlink", &fsSymlinkArgs{"", "home/alice/e"}, syscall.EINVAL},
-		{"NUL in target", ac, "fs.symlink", &fsSymlinkArgs{"a\x00b", "home/alice/e"}, syscall.EINVAL},
-		{"name taken", ac, "fs.symlink", &fsSymlinkArgs{"x", "home/alice/f"}, syscall.EEXIST},
-		{"readlink of a file", ac, "fs.readlink", &fsPathArgs{"home/alice/f"}, syscall.EINVAL},
-		{"chmod of a link", ac, "fs.setattr", &fsSetattrArgs{"home/alice/py", vfs.SetAttr{Mode: ptr(fs.FileMode(0o600))}}, syscall.EOPNOTSUPP},
-	} {
-		if _, err := k.Call(ctx, tc.c, tc.call, tc.args); vfs.Errno(err) != tc.errno {
-			t.Errorf("%s: %v (errno %v), want %v", tc.name, err, vfs.Errno(err), tc.errno)
-		}
-	}
-	if _, err := os.Lstat(filepath.Join(k.dataPath, "home/bob/f")); err == nil {
-		t.Error("a refused link was made")
-	}
-	// fs.delete removes links, never what they point to.
-	must(os.WriteFile(filepath.Join(k.dataPath, "home/bob/keep"), []byte("b"), 0o644))
-	must(os.Mkdir(filepath.Join(k.dataPath, "home/alice/v"), 0o755))
-	must(os.Symlink("../../bob", filepath.Join(k.dataPath, "home/alice/v/b")))
-	r, _ := k.Call(ctx, ac, "fs.delete", &fsDeleteArgs{Path: "/home/alice/v"})
-	if r.(map[string]any)["ok"] != true {
-		t.Fatalf("fs.delete of a tree with a link: %v", r)
-	}
-	if _, err := os.Stat(filepath.Join(k.dataPath, "home/bob/keep")); err != nil {
-		t.Fatalf("fs.delete followed a link: %v", err)
-	}
 }
 
 func TestDottedConfigKeys(t *testing.T) {
@@ -626,8 +425,5 @@ func TestOnUserCreated(t *testing.T) {
 		if n := count(`SELECT count(*) FROM users WHERE uid=?`, tc.uid); n != want/2 {
 			t.Fatalf("%s: %d user rows", tc.name, n)
 		}
-	}
-	if _, err := os.Stat(filepath.Join(k.dataPath, "home", "mallory")); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("the refused user has a home: %v", err)
 	}
 }

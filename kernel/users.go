@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
-	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -112,24 +110,12 @@ func (k *Kernel) seed() error {
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
-	if err := k.makeHome("root"); err != nil {
-		return err
-	}
 	var v string
 	err = k.Store.R.QueryRow(`SELECT value FROM config WHERE key='sys/setup'`).Scan(&v)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("seed: %w", err)
 	}
 	k.setUp.Store(v != "")
-	return nil
-}
-
-// makeHome creates the real directory of user name's home.
-func (k *Kernel) makeHome(name string) error {
-	err := k.data.Mkdir(path.Join("home", name), 0o755)
-	if err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("home of %s: %w", name, err)
-	}
 	return nil
 }
 
@@ -317,8 +303,9 @@ func (k *Kernel) groupList(ctx context.Context, c *Caller, _ *abi.GroupListArgs)
 	return &abi.GroupListResult{Groups: gs}, nil
 }
 
-// addUser creates a user in the users group, with a home, running the
-// hooks of OnUserCreated in the creating transaction.
+// addUser creates a user in the users group, running the hooks of
+// OnUserCreated (the local device's: its home) in the creating
+// transaction.
 func (k *Kernel) addUser(ctx context.Context, a *abi.UserAddArgs) (*User, error) {
 	if !validUsername.MatchString(a.Username) {
 		return nil, abi.E(abi.Path(a.Username), abi.Invalid, "user names are 1-32 of [a-z0-9_-], starting with a letter or _")
@@ -376,9 +363,6 @@ func (k *Kernel) addUser(ctx context.Context, a *abi.UserAddArgs) (*User, error)
 	})
 	if err != nil {
 		return nil, err
-	}
-	if err := k.makeHome(u.Username); err != nil {
-		return nil, abi.E(abi.Path(a.Username), err)
 	}
 	return u, nil
 }

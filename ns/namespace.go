@@ -191,10 +191,7 @@ func (s *Space) buildNamespace() *vfs.StaticDir {
 	return vfs.NewDir(dir("/"),
 		vfs.DirEntry{Name: "etc", Node: etc},
 		vfs.DirEntry{Name: "sys", Node: sys},
-		vfs.DirEntry{Name: "home", Node: s.k.DataNode("home")},
-		vfs.DirEntry{Name: "workspaces", Node: s.k.DataNode("workspaces")},
-		vfs.DirEntry{Name: "var", Node: vfs.NewDir(dir("/var"),
-			vfs.DirEntry{Name: "sessions", Node: s.k.DataNode("var/sessions")})},
+		vfs.DirEntry{Name: "var", Node: vfs.NewDir(dir("/var"))},
 	)
 }
 

@@ -23,6 +23,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"gsvfs.dev/gsvfs/devices"
+	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/vfs"
@@ -184,7 +186,24 @@ func openKernel(b *testing.B) *ns.Space {
 	if err := k.EnsureSetup(context.Background(), "root", 0); err != nil {
 		b.Fatal(err)
 	}
-	return ns.New(k)
+	return withDevices(b, k)
+}
+
+// withDevices returns the namespace of k with the device router added,
+// as the daemon has it; the router closes at the end of tb.
+func withDevices(tb testing.TB, k *kernel.Kernel) *ns.Space {
+	tb.Helper()
+	space := ns.New(k)
+	dev, err := devices.New(k, devices.Options{Local: local.Options{Logger: quietLogger()}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { dev.Close() })
+	if err := space.Add(context.Background(), dev); err != nil {
+		tb.Fatal(err)
+	}
+	dev.SetRoot(space.Root())
+	return space
 }
 
 // mountTree mounts root (a namespace, or a variant of it) with auth as

@@ -58,6 +58,8 @@ import (
 	"testing"
 	"time"
 
+	"gsvfs.dev/gsvfs/devices"
+	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ns"
 	gproc "gsvfs.dev/gsvfs/proc"
@@ -152,6 +154,14 @@ func openHistoryState(stateDir string) (*historyState, error) {
 		return fail(err)
 	}
 	space := ns.New(k)
+	dev, err := devices.New(k, devices.Options{Local: local.Options{Logger: quietLogger()}})
+	if err != nil {
+		return fail(err)
+	}
+	if err := space.Add(ctx, dev); err != nil {
+		return fail(err)
+	}
+	dev.SetRoot(space.Root())
 	if _, err := gproc.Register(space, gproc.Options{Logger: quietLogger()}); err != nil {
 		return fail(err)
 	}

@@ -20,6 +20,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"gsvfs.dev/gsvfs/devices"
+	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ninep"
 	"gsvfs.dev/gsvfs/ns"
@@ -131,6 +133,15 @@ func run(ctx context.Context, o options, mountDir string) error {
 	}
 	defer k.Close()
 	space := ns.New(k)
+	dev, err := devices.New(k, devices.Options{Local: local.Options{Logger: log}})
+	if err != nil {
+		return fmt.Errorf("devices: %w", err)
+	}
+	if err := space.Add(ctx, dev); err != nil {
+		return fmt.Errorf("devices: %w", err)
+	}
+	defer dev.Close() // after the subsystems: their runs may still use the data tree
+	dev.SetRoot(space.Root())
 	pm, err := proc.Register(space, proc.Options{Logger: log})
 	if err != nil {
 		return fmt.Errorf("processes: %w", err)
@@ -161,7 +172,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 	// shell.exec commands end first, so that no request waits on one.
 	serveCtx, stopServing := context.WithCancel(ctx)
 	var serving sync.WaitGroup
-	defer func() { stopServing(); k.EndCommands(); serving.Wait() }()
+	defer func() { stopServing(); dev.EndCommands(); serving.Wait() }()
 	serving.Go(func() { srv.Serve(serveCtx, ul, unixPeer) })
 	for _, addr := range o.listen {
 		l, err := listenDial(addr)
@@ -193,7 +204,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 			return nil
 		}
 		log.Info("unmounting", "mount", mountDir)
-		k.EndCommands() // a command running inside a write would hold the mount
+		dev.EndCommands() // a command running inside a write would hold the mount
 		if err := fsrv.Unmount(); err != nil {
 			log.Error("unmount", "err", err)
 			return err

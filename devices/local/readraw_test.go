@@ -1,4 +1,4 @@
-package kernel
+package local
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 )
 
 // fs.readraw reads a regular file the caller may read, bounded by Max:
@@ -39,7 +42,7 @@ func TestReadRawRegularBounded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		start := time.Now()
-		b, err := Invoke[[]byte](ctx, k, &Caller{Identity: alice}, "fs.readraw", &FileArgs{Path: tt.path, Max: tt.max})
+		b, err := kernel.Invoke[[]byte](ctx, k.Kernel, &kernel.Caller{Identity: alice}, "fs.readraw", &abi.FileArgs{Path: tt.path, Max: tt.max})
 		switch {
 		case tt.want == "" && (err != nil || string(b) != "hello\n"):
 			t.Errorf("%s (max %d): %q, %v", tt.path, tt.max, b, err)

@@ -1,10 +1,12 @@
-package kernel
+package local
 
 import (
 	"context"
 	"os"
 	"testing"
 
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -14,11 +16,11 @@ import (
 func BenchmarkDataRead(b *testing.B) {
 	k, root, _, _ := newKernel(b)
 	ctx := context.Background()
-	k.Call(ctx, &Caller{Identity: root}, "fs.write", &fsWriteArgs{Path: "/home/root/small.txt", Content: string(make([]byte, 1024))})
+	k.Call(ctx, &kernel.Caller{Identity: root}, "fs.write", &abi.FSWriteArgs{Path: "/home/root/small.txt", Content: string(make([]byte, 1024))})
 	buf := make([]byte, 8192)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		var d = k.DataNode("home").(vfs.Dir)
+		var d vfs.Dir = k.d.Node("home")
 		var n vfs.Node
 		for _, name := range []string{"root", "small.txt"} {
 			var err error

@@ -1,4 +1,4 @@
-package kernel
+package local
 
 import (
 	"bytes"
@@ -16,21 +16,22 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 )
 
 // shellExec calls shell.exec as id and returns its data.
-func shellExec(t *testing.T, k *Kernel, id *Identity, a *shellExecArgs) map[string]any {
+func shellExec(t *testing.T, k *env, id *kernel.Identity, a *abi.ShellExecArgs) map[string]any {
 	t.Helper()
-	res, err := k.Call(context.Background(), &Caller{Identity: id}, "shell.exec", a)
+	res, err := k.Call(context.Background(), &kernel.Caller{Identity: id}, "shell.exec", a)
 	if err != nil {
 		t.Fatalf("shell.exec %q: %v", a.Input, err)
 	}
-	return res.(map[string]any)
+	return asMap(res)
 }
 
 func TestShellExec(t *testing.T) {
 	k, root, _, _ := newKernel(t)
-	r := shellExec(t, k, root, &shellExecArgs{Input: "echo hello; echo oops >&2"})
+	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "echo hello; echo oops >&2"})
 	if r["status"] != "completed" || r["exitCode"] != 0 || r["output"] != "hello\noops\n" {
 		t.Fatalf("echo: %v", r)
 	}
@@ -40,12 +41,12 @@ func TestShellExec(t *testing.T) {
 		}
 	}
 	// stdin is /dev/null: cat ends at once.
-	r = shellExec(t, k, root, &shellExecArgs{Input: "cat; echo done"})
+	r = shellExec(t, k, root, &abi.ShellExecArgs{Input: "cat; echo done"})
 	if r["output"] != "done\n" {
 		t.Fatalf("stdin: %v", r)
 	}
 	// A timeout too large for a time.Duration is the longest one.
-	r = shellExec(t, k, root, &shellExecArgs{Input: "sleep 0.1; echo slept", TimeoutMs: math.MaxInt64})
+	r = shellExec(t, k, root, &abi.ShellExecArgs{Input: "sleep 0.1; echo slept", TimeoutMs: math.MaxInt64})
 	if r["status"] != "completed" || r["output"] != "slept\n" {
 		t.Fatalf("huge timeout: %v", r)
 	}
@@ -62,7 +63,7 @@ func TestShellExecFailed(t *testing.T) {
 		{"echo out; echo err >&2; false", "out\nerr\n", "exit code 1", 1},
 		{"echo term; kill -TERM $$", "term\n", "killed by SIGTERM (exit code 143)", 128 + 15},
 	} {
-		r := shellExec(t, k, root, &shellExecArgs{Input: c.input})
+		r := shellExec(t, k, root, &abi.ShellExecArgs{Input: c.input})
 		if r["status"] != "failed" || r["exitCode"] != c.code || r["output"] != c.output || r["error"] != c.error {
 			t.Errorf("%q: %v", c.input, r)
 		}
@@ -80,10 +81,6 @@ func TestShellExecFrames(t *testing.T) {
 	data, _ = r.Data.(map[string]any)
 	if !r.OK || data["status"] != "failed" || data["output"] != "no" || data["exitCode"] != float64(2) {
 		t.Fatalf("exit 2: %+v", r)
-	}
-	r = frame(t, k, root, `{"call":"shell.exec","args":{"target":"laptop","input":"true"}}`)
-	if r.OK || r.Error.Code != 503 {
-		t.Fatalf("laptop: %+v", r)
 	}
 	r = frame(t, k, root, `{"call":"shell.exec","args":{"sessionId":"sh_1","input":""}}`)
 	data, _ = r.Data.(map[string]any)
@@ -110,12 +107,12 @@ func TestShellRefusesNonRoot(t *testing.T) {
 	k, root, alice, bob := newKernel(t)
 	marker := filepath.Join(k.dataPath, "home/alice/marker")
 	// A host user with no account has no capability to begin with.
-	if err := k.Permit(&Caller{Identity: nobody(1003)}, "shell.exec"); err == nil {
+	if err := k.Permit(&kernel.Caller{Identity: kernel.Nobody()}, "shell.exec"); err == nil {
 		t.Fatal("nobody: Permit = nil")
 	}
-	for _, id := range []*Identity{alice, bob} {
-		_, err := k.Call(context.Background(), &Caller{Identity: id}, "shell.exec",
-			&shellExecArgs{Cwd: "/home/alice", Input: "id > /home/alice/marker; touch " + marker})
+	for _, id := range []*kernel.Identity{alice, bob} {
+		_, err := k.Call(context.Background(), &kernel.Caller{Identity: id}, "shell.exec",
+			&abi.ShellExecArgs{Cwd: "/home/alice", Input: "id > /home/alice/marker; touch " + marker})
 		var ke *abi.Error
 		if !errors.As(err, &ke) || ke.Kind != abi.Permission || !strings.Contains(err.Error(), "only root may run host commands") {
 			t.Errorf("%s: err = %v", id.Username, err)
@@ -124,7 +121,7 @@ func TestShellRefusesNonRoot(t *testing.T) {
 		if r.OK || r.Error.Code != 403 || !strings.Contains(r.Error.Message, "daemon's user") {
 			t.Errorf("%s: frame %+v", id.Username, r)
 		}
-		if err := k.Permit(&Caller{Identity: id}, "shell.exec"); err == nil || err.Error() != ke.Error() {
+		if err := k.Permit(&kernel.Caller{Identity: id}, "shell.exec"); err == nil || err.Error() != ke.Error() {
 			t.Errorf("%s: Permit = %v, want %v", id.Username, err, ke)
 		}
 	}
@@ -132,13 +129,13 @@ func TestShellRefusesNonRoot(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("a refused command ran")
 	}
-	if err := k.Permit(&Caller{Identity: root}, "shell.exec"); err != nil {
+	if err := k.Permit(&kernel.Caller{Identity: root}, "shell.exec"); err != nil {
 		t.Fatalf("root: Permit = %v", err)
 	}
 	if err := k.Permit(k.KernelCaller(), "shell.exec"); err != nil {
 		t.Fatalf("kernel: Permit = %v", err)
 	}
-	if err := k.Permit(&Caller{Identity: alice}, "fs.read"); err != nil {
+	if err := k.Permit(&kernel.Caller{Identity: alice}, "fs.read"); err != nil {
 		t.Fatalf("alice fs.read: Permit = %v", err)
 	}
 }
@@ -153,30 +150,30 @@ func TestShellCwd(t *testing.T) {
 		return p
 	}
 	// Default: the caller's cwd (its home).
-	r := shellExec(t, k, root, &shellExecArgs{Input: "pwd -P"})
+	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "pwd -P"})
 	if r["output"] != real("home/root")+"\n" {
 		t.Fatalf("default cwd: %v", r)
 	}
-	r = shellExec(t, k, root, &shellExecArgs{Cwd: "~", Input: "pwd -P"})
+	r = shellExec(t, k, root, &abi.ShellExecArgs{Cwd: "~", Input: "pwd -P"})
 	if r["output"] != real("home/root")+"\n" {
 		t.Fatalf("cwd ~: %v", r)
 	}
-	if w := shellExec(t, k, root, &shellExecArgs{Input: "mkdir -p proj/src && echo x > proj/src/a.txt"}); w["exitCode"] != 0 {
+	if w := shellExec(t, k, root, &abi.ShellExecArgs{Input: "mkdir -p proj/src && echo x > proj/src/a.txt"}); w["exitCode"] != 0 {
 		t.Fatalf("mkdir: %v", w)
 	}
 	for _, cwd := range []string{"~/proj", "/home/root/proj", "proj"} {
-		r = shellExec(t, k, root, &shellExecArgs{Cwd: cwd, Input: "pwd -P; ls; echo $PWD"})
+		r = shellExec(t, k, root, &abi.ShellExecArgs{Cwd: cwd, Input: "pwd -P; ls; echo $PWD"})
 		want := real("home/root/proj") + "\nsrc\n" + k.dataPath + "/home/root/proj\n"
 		if r["output"] != want {
 			t.Fatalf("cwd %s: %q, want %q", cwd, r["output"], want)
 		}
 	}
-	if r := shellExec(t, k, root, &shellExecArgs{Cwd: "/home/bob", Input: "true"}); r["status"] != "completed" {
+	if r := shellExec(t, k, root, &abi.ShellExecArgs{Cwd: "/home/bob", Input: "true"}); r["status"] != "completed" {
 		t.Fatalf("root in bob's home: %v", r)
 	}
 	// Not a directory, missing, outside the data tree, "..".
 	for _, cwd := range []string{"~/proj/src/a.txt", "~/absent", "/etc", "/home/alice/../bob"} {
-		r = shellExec(t, k, root, &shellExecArgs{Cwd: cwd, Input: "pwd"})
+		r = shellExec(t, k, root, &abi.ShellExecArgs{Cwd: cwd, Input: "pwd"})
 		if r["ok"] != false || !strings.HasPrefix(r["error"].(string), "cwd: ") {
 			t.Errorf("cwd %s: %v", cwd, r)
 		}
@@ -186,7 +183,7 @@ func TestShellCwd(t *testing.T) {
 func TestShellEnv(t *testing.T) {
 	k, root, _, _ := newKernel(t)
 	t.Setenv("GSV_SHELL_TEST_SECRET", "hunter2")
-	r := shellExec(t, k, root, &shellExecArgs{Input: "env"})
+	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "env"})
 	out := r["output"].(string)
 	if strings.Contains(out, "GSV_SHELL_TEST_SECRET") || strings.Contains(out, "hunter2") {
 		t.Fatalf("daemon env leaked: %q", out)
@@ -210,7 +207,7 @@ func TestShellOutputCap(t *testing.T) {
 	for i := 1; i <= 100000; i++ {
 		fmt.Fprintf(&full, "%d\n", i)
 	}
-	r := shellExec(t, k, root, &shellExecArgs{Input: "seq 1 100000"})
+	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "seq 1 100000"})
 	if r["status"] != "completed" || r["exitCode"] != 0 || r["truncated"] != true {
 		t.Fatalf("seq: status %v exit %v truncated %v", r["status"], r["exitCode"], r["truncated"])
 	}
@@ -325,7 +322,7 @@ func readPgid(t *testing.T, dir string) int {
 func TestShellTimeoutKillsGroup(t *testing.T) {
 	k, root, _, _ := newKernel(t)
 	start := time.Now()
-	r := shellExec(t, k, root, &shellExecArgs{TimeoutMs: 500, Input: "echo pgid=$$\n" + stubbornTree})
+	r := shellExec(t, k, root, &abi.ShellExecArgs{TimeoutMs: 500, Input: "echo pgid=$$\n" + stubbornTree})
 	if el := time.Since(start); el > 500*time.Millisecond+shellKillGrace+time.Second {
 		t.Fatalf("timeout took %v", el)
 	}
@@ -351,7 +348,7 @@ func TestShellCancelKillsGroup(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
-		_, err := k.Call(ctx, &Caller{Identity: root}, "shell.exec", &shellExecArgs{Input: stubbornTree})
+		_, err := k.Call(ctx, &kernel.Caller{Identity: root}, "shell.exec", &abi.ShellExecArgs{Input: stubbornTree})
 		errc <- err
 	}()
 	pgid := readPgid(t, filepath.Join(k.dataPath, "home/root"))
@@ -376,8 +373,8 @@ func TestShellCloseKillsGroup(t *testing.T) {
 	k, root, _, _ := newKernel(t)
 	res := make(chan map[string]any, 1)
 	go func() {
-		r, _ := k.Call(context.Background(), &Caller{Identity: root}, "shell.exec", &shellExecArgs{Input: stubbornTree})
-		res <- r.(map[string]any)
+		r, _ := k.Call(context.Background(), &kernel.Caller{Identity: root}, "shell.exec", &abi.ShellExecArgs{Input: stubbornTree})
+		res <- asMap(r)
 	}()
 	pgid := readPgid(t, filepath.Join(k.dataPath, "home/root"))
 	start := time.Now()
@@ -389,8 +386,8 @@ func TestShellCloseKillsGroup(t *testing.T) {
 	if r := <-res; r["status"] != "failed" || r["error"] != "the daemon is shutting down" {
 		t.Fatalf("result: %v", r)
 	}
-	r, err := k.Call(context.Background(), &Caller{Identity: root}, "shell.exec", &shellExecArgs{Input: "true"})
-	if err != nil || r.(map[string]any)["ok"] != false {
+	r, err := k.Call(context.Background(), &kernel.Caller{Identity: root}, "shell.exec", &abi.ShellExecArgs{Input: "true"})
+	if err != nil || asMap(r)["ok"] != false {
 		t.Fatalf("after Close: %v %v", r, err)
 	}
 }
@@ -399,7 +396,7 @@ func TestShellAlreadyCancelled(t *testing.T) {
 	k, root, _, _ := newKernel(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := k.Call(ctx, &Caller{Identity: root}, "shell.exec", &shellExecArgs{Input: "echo x > marker"})
+	_, err := k.Call(ctx, &kernel.Caller{Identity: root}, "shell.exec", &abi.ShellExecArgs{Input: "echo x > marker"})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
@@ -414,7 +411,7 @@ func TestShellAlreadyCancelled(t *testing.T) {
 func TestShellBackgroundChildKilled(t *testing.T) {
 	k, root, _, _ := newKernel(t)
 	start := time.Now()
-	r := shellExec(t, k, root, &shellExecArgs{Input: "echo pgid=$$; sleep 30 & echo started"})
+	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "echo pgid=$$; sleep 30 & echo started"})
 	if el := time.Since(start); el > 2*time.Second {
 		t.Fatalf("call waited %v for a background child", el)
 	}

@@ -1,4 +1,4 @@
-package kernel
+package local
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -47,15 +48,7 @@ const (
 var errShellNotRoot = abi.E(abi.Permission, "only root may run host commands: they run on the host as the daemon's user, "+
 	"not as you; for other users they arrive with exec sessions")
 
-type shellExecArgs struct {
-	Target    string `json:"target"`
-	Cwd       string `json:"cwd"`
-	Input     string `json:"input"`
-	SessionID string `json:"sessionId"`
-	TimeoutMs int64  `json:"timeoutMs"`
-}
-
-// registerShell registers shell.exec.
+// Exec is shell.exec on the local device.
 //
 // shell.exec runs input with `/bin/sh -c` on the host as the daemon's own
 // host user. Only root (GSV uid 0, and the kernel) may make it: for any
@@ -72,8 +65,7 @@ type shellExecArgs struct {
 // error, truncated?} when it exited non-zero (a shell killed by a signal
 // reports 128+signal, as $? does); {status:"failed", output, error,
 // truncated?} when it timed out, the daemon shut down, or it could not be
-// waited for; and {ok:false, error} when it could not be started (bad
-// target aside, which is a 503 frame error as for fs.*).
+// waited for; and {ok:false, error} when it could not be started.
 //
 // The command runs in cwd (default: the caller's cwd), a namespace path
 // ("~", "~/src", "/workspaces/x") that must be a directory of the data tree
@@ -85,7 +77,7 @@ type shellExecArgs struct {
 // Output is capped at maxShellOutput, keeping the tail; a truncated output
 // begins with a "[... N bytes truncated ...]" line.
 //
-// The command is its own process group, and the kernel owns it until the
+// The command is its own process group, and the device owns it until the
 // group is gone:
 //   - When the shell exits, whatever is left of its group (background
 //     children) may write to the output for shellDrainGrace more and is
@@ -117,53 +109,56 @@ type shellExecArgs struct {
 //     itself serves would deadlock the daemon against itself.
 //   - Sessions (polling a running command, writing its stdin) are not
 //     supported yet: a sessionId is refused.
-func (k *Kernel) registerShell() {
-	Handle(k, "shell.exec", 0, func(ctx context.Context, c *Caller, a *shellExecArgs) (map[string]any, error) {
-		if err := checkTarget(a.Target); err != nil {
-			return nil, err
-		}
-		if a.SessionID != "" {
-			return opErr(abi.E(abi.Invalid, "shell sessions are not supported yet")), nil
-		}
-		if strings.TrimSpace(a.Input) == "" {
-			return opErr(abi.E(abi.Invalid, "empty input")), nil
-		}
-		if strings.ContainsRune(a.Input, 0) {
-			return opErr(abi.E(abi.Invalid, "input contains a NUL byte")), nil
-		}
-		timeout := defaultShellTimeout
-		if a.TimeoutMs > 0 {
-			timeout = time.Duration(min(a.TimeoutMs, maxShellTimeout.Milliseconds())) * time.Millisecond
-		}
-		dir, err := k.shellDir(ctx, c.Identity, a.Cwd)
-		if err != nil {
-			return opErr(err), nil
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err // nothing started yet: the caller is gone
-		}
-		job, err := k.startShell(c.Identity, dir, a.Input, timeout)
-		if err != nil {
-			return opErr(err), nil
-		}
-		select {
-		case <-job.done:
-			return job.res, nil
-		case <-ctx.Done():
-			k.log.Debug("shell.exec: caller gone, killing the command", "uid", c.Uid, "pgid", job.pgid)
-			job.stop("cancelled")
-			return nil, ctx.Err()
-		}
-	})
-	k.admit("shell.exec", func(c *Caller) error {
-		if !c.IsRoot() {
-			return errShellNotRoot
-		}
-		return nil
-	})
+func (d *Device) Exec(ctx context.Context, c *kernel.Caller, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
+	if a.SessionID != "" {
+		return notStarted(abi.E(abi.Invalid, "shell sessions are not supported yet")), nil
+	}
+	if strings.TrimSpace(a.Input) == "" {
+		return notStarted(abi.E(abi.Invalid, "empty input")), nil
+	}
+	if strings.ContainsRune(a.Input, 0) {
+		return notStarted(abi.E(abi.Invalid, "input contains a NUL byte")), nil
+	}
+	timeout := defaultShellTimeout
+	if a.TimeoutMs > 0 {
+		timeout = time.Duration(min(a.TimeoutMs, maxShellTimeout.Milliseconds())) * time.Millisecond
+	}
+	dir, err := d.shellDir(ctx, c.Identity, a.Cwd)
+	if err != nil {
+		return notStarted(err), nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // nothing started yet: the caller is gone
+	}
+	job, err := d.startShell(c.Identity, dir, a.Input, timeout)
+	if err != nil {
+		return notStarted(err), nil
+	}
+	select {
+	case <-job.done:
+		return job.res, nil
+	case <-ctx.Done():
+		d.log.Debug("shell.exec: caller gone, killing the command", "uid", c.Uid, "pgid", job.pgid)
+		job.stop("cancelled")
+		return nil, ctx.Err()
+	}
 }
 
-// shellJobs is the set of running commands; the kernel owns it.
+// notStarted is shell.exec's result for a command that did not start.
+func notStarted(err error) *abi.ShellExecResult {
+	return &abi.ShellExecResult{Error: err.Error()}
+}
+
+// AdmitShell is shell.exec's own rule on who may make it on the local
+// device: root only (see Exec).
+func AdmitShell(c *kernel.Caller) error {
+	if !c.IsRoot() {
+		return errShellNotRoot
+	}
+	return nil
+}
+
+// shellJobs is the set of running commands; the device owns it.
 type shellJobs struct {
 	mu     sync.Mutex
 	m      map[*shellJob]struct{}
@@ -216,7 +211,7 @@ type shellJob struct {
 	// done is closed when the shell is reaped and its group killed; res
 	// is then the result.
 	done chan struct{}
-	res  map[string]any
+	res  *abi.ShellExecResult
 }
 
 // stop ends the command for the reason why (the result's error): SIGTERM
@@ -231,7 +226,7 @@ func (j *shellJob) stop(why string) {
 
 // shellDir resolves cwd (the caller's cwd if empty) and checks that it is
 // a directory id may search; it returns its real path.
-func (k *Kernel) shellDir(ctx context.Context, id *Identity, cwd string) (string, error) {
+func (d *Device) shellDir(ctx context.Context, id *kernel.Identity, cwd string) (string, error) {
 	if cwd == "" {
 		cwd = id.Cwd
 	}
@@ -239,21 +234,21 @@ func (k *Kernel) shellDir(ctx context.Context, id *Identity, cwd string) (string
 	if err != nil {
 		return "", abi.E(abi.Op("cwd"), err)
 	}
-	fi, err := k.access(ctx, id, rel, vfs.WantExec)
+	fi, err := d.access(ctx, id, rel, vfs.WantExec)
 	if err != nil {
 		return "", abi.E(abi.Op("cwd"), err)
 	}
 	if !fi.IsDir() {
 		return "", abi.E(abi.Op("cwd"), abi.Path("/"+rel), syscall.ENOTDIR)
 	}
-	return k.dataPath + "/" + rel, nil
+	return d.dataPath + "/" + rel, nil
 }
 
 // shellEnv is the fixed environment of a command run for id in dir.
-func (k *Kernel) shellEnv(id *Identity, dir string) []string {
+func (d *Device) shellEnv(id *kernel.Identity, dir string) []string {
 	home := dir
 	if rel, err := resolve(id, id.Home); err == nil {
-		home = k.dataPath + "/" + rel
+		home = d.dataPath + "/" + rel
 	}
 	return []string{
 		"PATH=" + shellPath,
@@ -271,13 +266,13 @@ func (k *Kernel) shellEnv(id *Identity, dir string) []string {
 // been stopped), its output is drained and its group is killed and
 // reaped. Only the job's stop, its timeout and the kernel's Close end it
 // early.
-func (k *Kernel) startShell(id *Identity, dir, input string, timeout time.Duration) (*shellJob, error) {
+func (d *Device) startShell(id *kernel.Identity, dir, input string, timeout time.Duration) (*shellJob, error) {
 	j := &shellJob{stopping: make(chan struct{}), done: make(chan struct{})}
-	if !k.shells.add(j) {
+	if !d.shells.add(j) {
 		return nil, abi.E(abi.Path("shell"), "the daemon is shutting down")
 	}
 	started := make(chan error, 1)
-	go k.runShell(j, id, dir, input, timeout, started)
+	go d.runShell(j, id, dir, input, timeout, started)
 	if err := <-started; err != nil {
 		return nil, err
 	}
@@ -288,8 +283,8 @@ func (k *Kernel) startShell(id *Identity, dir, input string, timeout time.Durati
 // for it. It runs locked to its OS thread until the shell is reaped:
 // Pdeathsig fires when the thread that forked the shell ends, and a
 // locked thread ends only with its goroutine.
-func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout time.Duration, started chan<- error) {
-	defer k.shells.remove(j)
+func (d *Device) runShell(j *shellJob, id *kernel.Identity, dir, input string, timeout time.Duration, started chan<- error) {
+	defer d.shells.remove(j)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
@@ -301,7 +296,7 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 	defer pr.Close()
 	cmd := exec.Command("/bin/sh", "-c", input)
 	cmd.Dir = dir
-	cmd.Env = k.shellEnv(id, dir)
+	cmd.Env = d.shellEnv(id, dir)
 	cmd.Stdin = nil // /dev/null
 	// One *os.File for both: the child writes straight into our pipe, in
 	// order, and Wait returns when the shell exits rather than when every
@@ -318,7 +313,7 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 	pid := cmd.Process.Pid
 	guard, guardW, err := startGuard(pid)
 	if err != nil {
-		k.killGroup(pid, syscall.SIGKILL)
+		d.killGroup(pid, syscall.SIGKILL)
 		cmd.Wait()
 		started <- abi.E(abi.Path("shell"), fmt.Sprintf("starting the command's guard: %v", abi.CauseText(err)))
 		return
@@ -326,7 +321,7 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 	defer guardW.Close()
 	j.pgid = pid
 	started <- nil
-	k.log.Debug("shell.exec started", "uid", id.Uid, "user", id.Username, "dir", dir, "pgid", pid)
+	d.log.Debug("shell.exec started", "uid", id.Uid, "user", id.Username, "dir", dir, "pgid", pid)
 
 	out := &tailBuffer{max: maxShellOutput}
 	drained := make(chan struct{})
@@ -354,11 +349,11 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 			return
 		case <-j.stopping:
 		}
-		k.killGroup(pid, syscall.SIGTERM)
+		d.killGroup(pid, syscall.SIGTERM)
 		select {
 		case <-exited:
 		case <-time.After(shellKillGrace):
-			k.killGroup(pid, syscall.SIGKILL)
+			d.killGroup(pid, syscall.SIGKILL)
 		}
 	}()
 
@@ -380,7 +375,7 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 	case <-drained:
 	case <-time.After(shellDrainGrace):
 	}
-	k.killGroup(pid, syscall.SIGKILL)
+	d.killGroup(pid, syscall.SIGKILL)
 	pr.SetReadDeadline(time.Now())
 	<-drained
 	<-stopperDone
@@ -391,33 +386,30 @@ func (k *Kernel) runShell(j *shellJob, id *Identity, dir, input string, timeout 
 	}
 
 	output, truncated := out.text()
-	r := map[string]any{"output": output}
-	if truncated {
-		r["truncated"] = true
-	}
+	r := &abi.ShellExecResult{Output: output, Truncated: truncated}
 	var exitErr *exec.ExitError
 	if stopped {
-		r["status"] = "failed"
-		r["error"] = j.why
+		r.Status = "failed"
+		r.Error = j.why
 	} else {
 		switch {
 		case werr == nil:
-			r["status"] = "completed"
-			r["exitCode"] = 0
+			r.Status = "completed"
+			r.ExitCode = new(int)
 		case errors.As(werr, &exitErr):
 			code := exitCode(exitErr)
-			r["status"] = "failed"
-			r["exitCode"] = code
-			r["error"] = "exit code " + strconv.Itoa(code)
+			r.Status = "failed"
+			r.ExitCode = &code
+			r.Error = "exit code " + strconv.Itoa(code)
 			if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				r["error"] = "killed by " + unix.SignalName(ws.Signal()) + " (exit code " + strconv.Itoa(code) + ")"
+				r.Error = "killed by " + unix.SignalName(ws.Signal()) + " (exit code " + strconv.Itoa(code) + ")"
 			}
 		default:
-			r["status"] = "failed"
-			r["error"] = "waiting for the command: " + abi.CauseText(werr)
+			r.Status = "failed"
+			r.Error = "waiting for the command: " + abi.CauseText(werr)
 		}
 	}
-	k.log.Debug("shell.exec ended", "uid", id.Uid, "pgid", pid, "status", r["status"], "exitCode", r["exitCode"])
+	d.log.Debug("shell.exec ended", "uid", id.Uid, "pgid", pid, "status", r.Status, "exitCode", r.ExitCode)
 	j.res = r
 	close(j.done)
 }
@@ -461,9 +453,9 @@ func waitExited(pid int) error {
 }
 
 // killGroup sends sig to the process group pgid.
-func (k *Kernel) killGroup(pgid int, sig syscall.Signal) {
+func (d *Device) killGroup(pgid int, sig syscall.Signal) {
 	if err := syscall.Kill(-pgid, sig); err != nil && err != syscall.ESRCH {
-		k.log.Warn("shell.exec: signalling the command's group", "pgid", pgid, "signal", sig, "err", err)
+		d.log.Warn("shell.exec: signalling the command's group", "pgid", pgid, "signal", sig, "err", err)
 	}
 }
 

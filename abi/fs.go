@@ -1,0 +1,223 @@
+package abi
+
+import (
+	"encoding/json"
+	"io/fs"
+)
+
+// The fs.* syscalls: the seed's file tools (fs.read, fs.write, fs.edit,
+// fs.delete, fs.search), routable to a device by Target. A result whose
+// OK is false is the operation's own failure, {ok:false, error}: the
+// syscall itself succeeded (a frame error is kept for routing, permission
+// to make the call, and malformed args).
+
+// FSReadArgs are the args of fs.read: a file's lines from Offset (0-based),
+// at most Limit of them (0: all), or a directory's listing.
+type FSReadArgs struct {
+	Target string `json:"target,omitempty"`
+	Path   string `json:"path"`
+	Offset int    `json:"offset,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+}
+
+// FSReadResult is fs.read's result. For a file (Dir false): Content holds
+// the lines asked for, each numbered ("%6d\t"), Lines the file's line
+// count and Size its bytes. For a directory (Dir true): the names of its
+// Files (regular files, or other non-directories the namespace shows) and
+// Directories.
+type FSReadResult struct {
+	OK          bool     `json:"ok"`
+	Error       string   `json:"error,omitempty"`
+	Path        string   `json:"path,omitempty"`
+	Dir         bool     `json:"-"`
+	Files       []string `json:"files,omitempty"`
+	Directories []string `json:"directories,omitempty"`
+	Content     string   `json:"content,omitempty"`
+	Lines       int      `json:"lines,omitempty"`
+	Size        int64    `json:"size,omitempty"`
+}
+
+// MarshalJSON writes the failure, the listing or the file, each with
+// exactly its own keys.
+func (r FSReadResult) MarshalJSON() ([]byte, error) {
+	switch {
+	case !r.OK:
+		return failed(r.Error)
+	case r.Dir:
+		files, dirs := r.Files, r.Directories
+		if files == nil {
+			files = []string{}
+		}
+		if dirs == nil {
+			dirs = []string{}
+		}
+		return json.Marshal(struct {
+			Directories []string `json:"directories"`
+			Files       []string `json:"files"`
+			OK          bool     `json:"ok"`
+			Path        string   `json:"path"`
+		}{dirs, files, true, r.Path})
+	}
+	return json.Marshal(struct {
+		Content string `json:"content"`
+		Lines   int    `json:"lines"`
+		OK      bool   `json:"ok"`
+		Path    string `json:"path"`
+		Size    int64  `json:"size"`
+	}{r.Content, r.Lines, true, r.Path, r.Size})
+}
+
+// UnmarshalJSON reads any of the three shapes; a listing sets Dir.
+func (r *FSReadResult) UnmarshalJSON(b []byte) error {
+	type plain FSReadResult
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return err
+	}
+	_, hasFiles := keys["files"]
+	p.Dir = hasFiles
+	*r = FSReadResult(p)
+	return nil
+}
+
+// FSWriteArgs are the args of fs.write: replace (or create, with its
+// missing parent directories) the file Path with Content.
+type FSWriteArgs struct {
+	Target  string `json:"target,omitempty"`
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+// FSWriteResult is fs.write's result: the file's path and the bytes
+// written.
+type FSWriteResult struct {
+	Error string `json:"error,omitempty"`
+	OK    bool   `json:"ok"`
+	Path  string `json:"path"`
+	Size  int    `json:"size"`
+}
+
+// MarshalJSON writes {ok:false, error} for a failure.
+func (r FSWriteResult) MarshalJSON() ([]byte, error) {
+	if !r.OK {
+		return failed(r.Error)
+	}
+	type plain FSWriteResult
+	return json.Marshal(plain(r))
+}
+
+// FSEditArgs are the args of fs.edit: replace OldString (which must occur
+// once, unless ReplaceAll) by NewString in the file Path.
+type FSEditArgs struct {
+	Target     string `json:"target,omitempty"`
+	Path       string `json:"path"`
+	OldString  string `json:"oldString"`
+	NewString  string `json:"newString"`
+	ReplaceAll bool   `json:"replaceAll,omitempty"`
+}
+
+// FSEditResult is fs.edit's result: how many replacements were made.
+type FSEditResult struct {
+	Error        string `json:"error,omitempty"`
+	OK           bool   `json:"ok"`
+	Path         string `json:"path"`
+	Replacements int    `json:"replacements"`
+}
+
+// MarshalJSON writes {ok:false, error} for a failure.
+func (r FSEditResult) MarshalJSON() ([]byte, error) {
+	if !r.OK {
+		return failed(r.Error)
+	}
+	type plain FSEditResult
+	return json.Marshal(plain(r))
+}
+
+// FSDeleteArgs are the args of fs.delete: remove Path and, for a
+// directory, everything in it.
+type FSDeleteArgs struct {
+	Target string `json:"target,omitempty"`
+	Path   string `json:"path"`
+}
+
+// FSDeleteResult is fs.delete's result.
+type FSDeleteResult struct {
+	Error string `json:"error,omitempty"`
+	OK    bool   `json:"ok"`
+	Path  string `json:"path"`
+}
+
+// MarshalJSON writes {ok:false, error} for a failure.
+func (r FSDeleteResult) MarshalJSON() ([]byte, error) {
+	if !r.OK {
+		return failed(r.Error)
+	}
+	type plain FSDeleteResult
+	return json.Marshal(plain(r))
+}
+
+// FSSearchArgs are the args of fs.search: the lines holding Query, in the
+// files under Path (default: the caller's cwd) whose names match the
+// pattern Include (path.Match), if given.
+type FSSearchArgs struct {
+	Target  string `json:"target,omitempty"`
+	Query   string `json:"query"`
+	Path    string `json:"path,omitempty"`
+	Include string `json:"include,omitempty"`
+}
+
+// FSMatch is one line fs.search found: its file, its number (from 1) and
+// its text.
+type FSMatch struct {
+	Path    string `json:"path"`
+	Line    int    `json:"line"`
+	Content string `json:"content"`
+}
+
+// FSSearchResult is fs.search's result: the matches (at most 500; then
+// Truncated is set) and their count.
+type FSSearchResult struct {
+	Count     int       `json:"count"`
+	Error     string    `json:"error,omitempty"`
+	Matches   []FSMatch `json:"matches"`
+	OK        bool      `json:"ok"`
+	Truncated bool      `json:"truncated,omitempty"`
+}
+
+// MarshalJSON writes {ok:false, error} for a failure.
+func (r FSSearchResult) MarshalJSON() ([]byte, error) {
+	if !r.OK {
+		return failed(r.Error)
+	}
+	type plain FSSearchResult
+	if r.Matches == nil {
+		r.Matches = []FSMatch{}
+	}
+	return json.Marshal(plain(r))
+}
+
+// FileArgs name a file of the data tree by its namespace path, for the
+// internal syscalls fs.openread, fs.create and fs.readraw with which
+// subsystems read and write real files (archives, context files) through
+// the dispatcher. They are Go values, never JSON.
+type FileArgs struct {
+	Path string
+	// Perm is the mode of a file fs.create makes; its missing parent
+	// directories get Perm with search bits added.
+	Perm fs.FileMode
+	// Max, if positive, is the largest file fs.readraw returns (else 25
+	// MiB); a larger file is a 400.
+	Max int64
+}
+
+// failed is the JSON of an operation's own failure: {error, ok:false}.
+func failed(msg string) ([]byte, error) {
+	return json.Marshal(struct {
+		Error string `json:"error"`
+		OK    bool   `json:"ok"`
+	}{msg, false})
+}

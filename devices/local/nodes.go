@@ -1,0 +1,280 @@
+package local
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// dataNode is a file or directory of the data tree. Its every operation is
+// a syscall made as the caller.
+type dataNode struct {
+	dev *Device
+	rel string
+}
+
+type dataDir struct{ dataNode }
+type dataFile struct{ dataNode }
+
+// dataLink is a symbolic link of the data tree. Over FUSE the client's
+// kernel reads its target (Readlink) and resolves it on its own side. 9P2000
+// has no symbolic links: there a link is a read-only file whose content is
+// its target.
+type dataLink struct{ dataNode }
+
+var (
+	_ vfs.Dir          = (*dataDir)(nil)
+	_ vfs.AttrLookuper = (*dataDir)(nil)
+	_ vfs.Creator      = (*dataDir)(nil)
+	_ vfs.Remover      = (*dataDir)(nil)
+	_ vfs.Renamer      = (*dataDir)(nil)
+	_ vfs.Setter       = (*dataDir)(nil)
+	_ vfs.File         = (*dataFile)(nil)
+	_ vfs.Setter       = (*dataFile)(nil)
+	_ vfs.Symlinker    = (*dataDir)(nil)
+	_ vfs.Linker       = (*dataDir)(nil)
+	_ vfs.Readlinker   = (*dataLink)(nil)
+	_ vfs.File         = (*dataLink)(nil)
+	_ vfs.Setter       = (*dataLink)(nil)
+)
+
+func (n *dataNode) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
+	return invoke[vfs.Attr](ctx, n.dev.k, callerOf(cred), "fs.stat", &fsPathArgs{n.rel})
+}
+
+func (n *dataNode) SetAttr(ctx context.Context, cred vfs.Cred, s vfs.SetAttr) (vfs.Attr, error) {
+	return invoke[vfs.Attr](ctx, n.dev.k, callerOf(cred), "fs.setattr", &fsSetattrArgs{n.rel, s})
+}
+
+func (n *dataNode) node(rel string, a vfs.Attr) vfs.Node {
+	switch {
+	case a.Mode.IsDir():
+		return &dataDir{dataNode{n.dev, rel}}
+	case a.Mode&fs.ModeSymlink != 0:
+		return &dataLink{dataNode{n.dev, rel}}
+	}
+	return &dataFile{dataNode{n.dev, rel}}
+}
+
+// Symlink implements vfs.Symlinker with fs.symlink.
+func (d *dataDir) Symlink(ctx context.Context, cred vfs.Cred, target, name string) (vfs.Node, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	rel := d.rel + "/" + name
+	a, err := invoke[vfs.Attr](ctx, d.dev.k, callerOf(cred), "fs.symlink", &fsSymlinkArgs{Target: target, Path: rel})
+	if err != nil {
+		return nil, err
+	}
+	return d.node(rel, a), nil
+}
+
+// Link implements vfs.Linker with fs.link: target must be a file or link
+// of the data tree.
+func (d *dataDir) Link(ctx context.Context, cred vfs.Cred, target vfs.Node, name string) (vfs.Node, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	var old string
+	switch t := target.(type) {
+	case *dataFile:
+		old = t.rel
+	case *dataLink:
+		old = t.rel
+	case *dataDir:
+		return nil, abi.E(abi.Op("link"), abi.Permission, syscall.EPERM)
+	default:
+		return nil, abi.E(abi.Op("link"), abi.Permission, syscall.EXDEV)
+	}
+	rel := d.rel + "/" + name
+	a, err := invoke[vfs.Attr](ctx, d.dev.k, callerOf(cred), "fs.link", &fsRenameArgs{Old: old, New: rel})
+	if err != nil {
+		return nil, err
+	}
+	return d.node(rel, a), nil
+}
+
+// Readlink implements vfs.Readlinker with fs.readlink.
+func (l *dataLink) Readlink(ctx context.Context, cred vfs.Cred) (string, error) {
+	return invoke[string](ctx, l.dev.k, callerOf(cred), "fs.readlink", &fsPathArgs{l.rel})
+}
+
+// Open serves the link to transports without symbolic links (9P2000): a
+// read-only file whose content is the target.
+func (l *dataLink) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Handle, error) {
+	if vfs.WantOf(flags)&vfs.WantWrite != 0 || flags&os.O_TRUNC != 0 {
+		return nil, abi.E(abi.Path("/"+l.rel), abi.Permission, "a symbolic link is read-only here; its content is its target")
+	}
+	t, err := l.Readlink(ctx, cred)
+	if err != nil {
+		return nil, err
+	}
+	return &linkHandle{t: []byte(t)}, nil
+}
+
+// linkHandle reads a link's target.
+type linkHandle struct{ t []byte }
+
+func (h *linkHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	if off >= int64(len(h.t)) {
+		return 0, nil
+	}
+	return copy(p, h.t[off:]), nil
+}
+
+func (h *linkHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	return 0, vfs.ErrReadOnly
+}
+
+func (h *linkHandle) Close(ctx context.Context) error { return nil }
+
+func validName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || !utf8.ValidString(name) {
+		return abi.E(abi.Invalid, abi.Path(name), "bad file name")
+	}
+	return nil
+}
+
+func (d *dataDir) Lookup(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, error) {
+	n, _, err := d.LookupAttr(ctx, cred, name)
+	return n, err
+}
+
+// LookupAttr implements vfs.AttrLookuper: one fs.stat finds the child.
+func (d *dataDir) LookupAttr(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, vfs.Attr, error) {
+	if err := validName(name); err != nil {
+		return nil, vfs.Attr{}, err
+	}
+	rel := d.rel + "/" + name
+	a, err := invoke[vfs.Attr](ctx, d.dev.k, callerOf(cred), "fs.stat", &fsPathArgs{rel})
+	if err != nil {
+		return nil, vfs.Attr{}, err
+	}
+	return d.node(rel, a), a, nil
+}
+
+func (d *dataDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
+	ents, err := invoke[[]DirEnt](ctx, d.dev.k, callerOf(cred), "fs.readdir", &fsPathArgs{d.rel})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]vfs.DirEntry, len(ents))
+	for i, e := range ents {
+		out[i] = vfs.DirEntry{Name: e.Name, Node: d.node(d.rel+"/"+e.Name, e.Attr)}
+	}
+	return out, nil
+}
+
+func (d *dataDir) Create(ctx context.Context, cred vfs.Cred, name string, flags int, perm fs.FileMode) (vfs.Node, vfs.Handle, error) {
+	if err := validName(name); err != nil {
+		return nil, nil, err
+	}
+	rel := d.rel + "/" + name
+	c := callerOf(cred)
+	f, err := invoke[*os.File](ctx, d.dev.k, c, "fs.open", &fsOpenArgs{rel, flags | os.O_CREATE, perm})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &dataFile{dataNode{d.dev, rel}}, &dataHandle{dev: d.dev, c: c, f: f}, nil
+}
+
+func (d *dataDir) Mkdir(ctx context.Context, cred vfs.Cred, name string, perm fs.FileMode) (vfs.Node, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	rel := d.rel + "/" + name
+	if _, err := invoke[vfs.Attr](ctx, d.dev.k, callerOf(cred), "fs.mkdir", &fsMkdirArgs{rel, perm}); err != nil {
+		return nil, err
+	}
+	return &dataDir{dataNode{d.dev, rel}}, nil
+}
+
+func (d *dataDir) Remove(ctx context.Context, cred vfs.Cred, name string, dir bool) error {
+	if err := validName(name); err != nil {
+		return err
+	}
+	_, err := d.dev.k.Call(ctx, callerOf(cred), "fs.remove", &fsRemoveArgs{d.rel + "/" + name, dir})
+	return err
+}
+
+func (d *dataDir) Rename(ctx context.Context, cred vfs.Cred, name string, newDir vfs.Dir, newName string) error {
+	nd, ok := newDir.(*dataDir)
+	if !ok {
+		return abi.E(abi.Op("rename"), abi.Invalid, syscall.EXDEV)
+	}
+	if err := validName(name); err != nil {
+		return err
+	}
+	if err := validName(newName); err != nil {
+		return err
+	}
+	_, err := d.dev.k.Call(ctx, callerOf(cred), "fs.rename", &fsRenameArgs{d.rel + "/" + name, nd.rel + "/" + newName})
+	return err
+}
+
+func (f *dataFile) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Handle, error) {
+	c := callerOf(cred)
+	fd, err := invoke[*os.File](ctx, f.dev.k, c, "fs.open", &fsOpenArgs{Path: f.rel, Flags: flags &^ (os.O_CREATE | os.O_EXCL)})
+	if err != nil {
+		return nil, err
+	}
+	return &dataHandle{dev: f.dev, c: c, f: fd}, nil
+}
+
+// dataHandle is an open real file. Permission was checked at open, as for
+// a POSIX file descriptor; each read and write is still a syscall.
+type dataHandle struct {
+	dev *Device
+	c   *kernel.Caller
+	f   *os.File
+}
+
+var (
+	_ vfs.Truncater = (*dataHandle)(nil)
+	_ vfs.Syncer    = (*dataHandle)(nil)
+)
+
+func (h *dataHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	return invoke[int](ctx, h.dev.k, h.c, "fs.pread", &fsIOArgs{h.f, p, off})
+}
+
+func (h *dataHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	return invoke[int](ctx, h.dev.k, h.c, "fs.pwrite", &fsIOArgs{h.f, p, off})
+}
+
+func (h *dataHandle) Truncate(ctx context.Context, size int64) error {
+	_, err := h.dev.k.Call(ctx, h.c, "fs.ftruncate", &fsTruncArgs{h.f, size})
+	return err
+}
+
+func (h *dataHandle) Sync(ctx context.Context) error {
+	_, err := h.dev.k.Call(ctx, h.c, "fs.fsync", &fsTruncArgs{F: h.f})
+	return err
+}
+
+func (h *dataHandle) Close(ctx context.Context) error { return h.f.Close() }
+
+// ident returns the *kernel.Identity inside a vfs.Cred; any other
+// credential is nobody.
+func ident(cred vfs.Cred) *kernel.Identity {
+	if id, ok := cred.(*kernel.Identity); ok && id != nil {
+		return id
+	}
+	return kernel.Nobody()
+}
+
+// callerOf returns the caller of a syscall made for cred.
+func callerOf(cred vfs.Cred) *kernel.Caller {
+	return &kernel.Caller{Identity: ident(cred)}
+}
+
+// Node returns the node of the data tree's directory rel ("home",
+// "workspaces", "var/sessions"), to be bound at "/"+rel.
+func (d *Device) Node(rel string) vfs.Dir { return &dataDir{dataNode{d, rel}} }

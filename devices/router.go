@@ -1,0 +1,188 @@
+package devices
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/devices/local"
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// Device is what the router needs of a device: the routable syscalls,
+// each taking its abi args and returning its abi result. A result whose
+// OK is false is the operation's own failure; an error is the call's.
+type Device interface {
+	Read(ctx context.Context, c *kernel.Caller, a *abi.FSReadArgs) (*abi.FSReadResult, error)
+	Write(ctx context.Context, c *kernel.Caller, a *abi.FSWriteArgs) (*abi.FSWriteResult, error)
+	Edit(ctx context.Context, c *kernel.Caller, a *abi.FSEditArgs) (*abi.FSEditResult, error)
+	Delete(ctx context.Context, c *kernel.Caller, a *abi.FSDeleteArgs) (*abi.FSDeleteResult, error)
+	Search(ctx context.Context, c *kernel.Caller, a *abi.FSSearchArgs) (*abi.FSSearchResult, error)
+	Exec(ctx context.Context, c *kernel.Caller, a *abi.ShellExecArgs) (*abi.ShellExecResult, error)
+}
+
+var _ Device = (*local.Device)(nil)
+
+// Routable are the syscalls a target routes: the seed's fs.* tools and
+// shell.exec.
+var Routable = []string{"fs.read", "fs.write", "fs.edit", "fs.delete", "fs.search", "shell.exec"}
+
+// entry is one device the router knows: its record as the seed's checks
+// read it and, while it is connected, its driver.
+type entry struct {
+	owner      uint32   // the owner's uid
+	groups     []uint32 // groups granted access
+	online     bool
+	implements []string // the syscalls it serves
+	dev        Device   // nil: no live connection
+}
+
+// Options configure the router and its local device.
+type Options struct {
+	Local local.Options
+}
+
+// Router routes the routable syscalls to devices. It is an ns.Room: its
+// syscalls, the data tree's mounts (/home, /workspaces, /var/sessions) and
+// a Close that ends the local device's commands.
+type Router struct {
+	local   *local.Device
+	devices map[string]*entry // by device id; the local device is not here
+}
+
+var _ ns.Room = (*Router)(nil)
+
+// New returns the router of k with its local device (see local.New).
+func New(k *kernel.Kernel, opts Options) (*Router, error) {
+	d, err := local.New(k, opts.Local)
+	if err != nil {
+		return nil, err
+	}
+	return &Router{local: d, devices: map[string]*entry{}}, nil
+}
+
+// Local returns the local device.
+func (r *Router) Local() *local.Device { return r.local }
+
+// SetRoot gives the local device the namespace root, which its fs.*
+// calls walk for paths outside the data tree; call it once ns.New has
+// made the namespace.
+func (r *Router) SetRoot(root vfs.Dir) { r.local.SetRoot(root) }
+
+// EndCommands ends the local device's shell commands (local.Device.EndCommands).
+func (r *Router) EndCommands() { r.local.EndCommands() }
+
+// Syscalls implements ns.Room: the routable syscalls and the local
+// device's internal ones.
+func (r *Router) Syscalls() []kernel.Syscall {
+	calls := []kernel.Syscall{
+		kernel.Fn("fs.read", 0, r.read),
+		kernel.Fn("fs.write", 0, r.write),
+		kernel.Fn("fs.edit", 0, r.edit),
+		kernel.Fn("fs.delete", 0, r.delete),
+		kernel.Fn("fs.search", 0, r.search),
+		kernel.Fn("shell.exec", 0, r.exec).Admit(local.AdmitShell),
+	}
+	return append(calls, r.local.Syscalls()...)
+}
+
+// Mounts implements ns.Room: the data tree's directories.
+func (r *Router) Mounts() []ns.Mount {
+	return []ns.Mount{
+		{Path: "/home", Node: r.local.Node("home")},
+		{Path: "/workspaces", Node: r.local.Node("workspaces")},
+		{Path: "/var/sessions", Node: r.local.Node("var/sessions")},
+	}
+}
+
+// Close implements ns.Room: it ends the local device's commands and
+// closes its data tree.
+func (r *Router) Close() error { return r.local.Close() }
+
+// route returns the device that serves the syscall call for c at target,
+// by the seed's checks in the seed's order: the caller's access to the
+// device (its owner, a granted group, or root; 403), the device online
+// (503), the syscall implemented (400), a live connection (503). A
+// device the router does not know has no owner and is never online.
+func (r *Router) route(c *kernel.Caller, call, target string) (Device, error) {
+	if target == "" || target == abi.LocalTarget {
+		return r.local, nil
+	}
+	e := r.devices[target]
+	if e == nil {
+		e = &entry{}
+		if !c.IsRoot() {
+			return nil, abi.E(abi.Path(target), abi.Permission, fmt.Sprintf("access denied to device %q", target))
+		}
+	}
+	if !c.IsRoot() && c.Uid != e.owner && !slices.ContainsFunc(e.groups, c.InGroup) {
+		return nil, abi.E(abi.Path(target), abi.Permission, fmt.Sprintf("access denied to device %q", target))
+	}
+	if !e.online {
+		return nil, abi.E(abi.Path(target), abi.Offline, fmt.Sprintf("device %q is offline", target))
+	}
+	if !slices.Contains(e.implements, call) {
+		return nil, abi.E(abi.Path(target), abi.Invalid, fmt.Sprintf("device %q does not implement %s", target, call))
+	}
+	if e.dev == nil {
+		return nil, abi.E(abi.Path(target), abi.Offline, fmt.Sprintf("no active connection for device %q", target))
+	}
+	return e.dev, nil
+}
+
+// read is fs.read, routed.
+func (r *Router) read(ctx context.Context, c *kernel.Caller, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
+	d, err := r.route(c, "fs.read", a.Target)
+	if err != nil {
+		return nil, err
+	}
+	return d.Read(ctx, c, a)
+}
+
+// write is fs.write, routed.
+func (r *Router) write(ctx context.Context, c *kernel.Caller, a *abi.FSWriteArgs) (*abi.FSWriteResult, error) {
+	d, err := r.route(c, "fs.write", a.Target)
+	if err != nil {
+		return nil, err
+	}
+	return d.Write(ctx, c, a)
+}
+
+// edit is fs.edit, routed.
+func (r *Router) edit(ctx context.Context, c *kernel.Caller, a *abi.FSEditArgs) (*abi.FSEditResult, error) {
+	d, err := r.route(c, "fs.edit", a.Target)
+	if err != nil {
+		return nil, err
+	}
+	return d.Edit(ctx, c, a)
+}
+
+// delete is fs.delete, routed.
+func (r *Router) delete(ctx context.Context, c *kernel.Caller, a *abi.FSDeleteArgs) (*abi.FSDeleteResult, error) {
+	d, err := r.route(c, "fs.delete", a.Target)
+	if err != nil {
+		return nil, err
+	}
+	return d.Delete(ctx, c, a)
+}
+
+// search is fs.search, routed.
+func (r *Router) search(ctx context.Context, c *kernel.Caller, a *abi.FSSearchArgs) (*abi.FSSearchResult, error) {
+	d, err := r.route(c, "fs.search", a.Target)
+	if err != nil {
+		return nil, err
+	}
+	return d.Search(ctx, c, a)
+}
+
+// exec is shell.exec, routed.
+func (r *Router) exec(ctx context.Context, c *kernel.Caller, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
+	d, err := r.route(c, "shell.exec", a.Target)
+	if err != nil {
+		return nil, err
+	}
+	return d.Exec(ctx, c, a)
+}

@@ -36,7 +36,7 @@ import (
 // that have it open keep reading it.
 
 // renderKinds are the renderings the cache keeps, by name.
-var renderKinds = map[string]func(*bytes.Buffer, *Message){
+var renderKinds = map[string]func(*bytes.Buffer, *abi.Message){
 	"history":    renderJSONLine,
 	"transcript": renderTranscript,
 }
@@ -88,25 +88,26 @@ type historyOpenArgs struct {
 	Kind string
 }
 
-// registerRenderCache makes the cache (in STATE/cache/proc) and registers
-// proc.history.open, which /proc's history and transcript files call at
-// open.
-func (m *Manager) registerRenderCache() error {
+// openRenderCache makes the render cache, in STATE/cache/proc.
+func (m *Manager) openRenderCache() error {
 	c, err := newRenderCache(m.st, filepath.Join(m.k.StateDir(), "cache", "proc"))
 	if err != nil {
 		return err
 	}
 	m.cache = c
-	// proc.history.open (Internal) returns a conversation's rendering,
-	// up to date as of the call, as a file opened for reading.
-	kernel.Handle(m.k, "proc.history.open", kernel.Internal, func(ctx context.Context, c *kernel.Caller, a *historyOpenArgs) (*os.File, error) {
-		p, err := m.lookup(ctx, c, a.Pid)
-		if err != nil {
-			return nil, err
-		}
-		return m.cache.open(ctx, p.Pid, orDefault(a.ConversationID), a.Kind)
-	})
 	return nil
+}
+
+// sysHistoryOpen serves proc.history.open (Internal): a conversation's
+// rendering (history or transcript), up to date as of the call, as a file
+// opened for reading. /proc's history and transcript files call it at
+// open.
+func (m *Manager) sysHistoryOpen(ctx context.Context, c *kernel.Caller, a *historyOpenArgs) (*os.File, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	return m.cache.open(ctx, p.Pid, orDefault(a.ConversationID), a.Kind)
 }
 
 // open brings the rendering kind of conversation cid of pid up to date and
@@ -146,7 +147,7 @@ func (c *renderCache) open(ctx context.Context, pid, cid, kind string) (*os.File
 // read transaction): a new file if the generation or epoch changed, then
 // the messages after e.last, a page at a time. Progress is kept page by
 // page; a failure cuts the file back to the last whole page.
-func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, render func(*bytes.Buffer, *Message)) (err error) {
+func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, render func(*bytes.Buffer, *abi.Message)) (err error) {
 	tx, err := c.st.R.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return abi.E(err)
@@ -187,7 +188,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 	}
 	var (
 		buf     bytes.Buffer
-		msg     Message
+		msg     abi.Message
 		content sql.RawBytes
 	)
 	for {

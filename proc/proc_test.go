@@ -89,7 +89,7 @@ func (h *ptHarness) open() {
 	if h.fromConfig {
 		opts.Provider = nil
 	}
-	m, err := Register(ns.New(k), opts)
+	m, err := register(k, opts)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -209,9 +209,9 @@ func (h *ptHarness) send(id *kernel.Identity, pid, cid, text string) ptSend {
 }
 
 type ptHist struct {
-	Messages     []Message   `json:"messages"`
+	Messages     []abi.Message   `json:"messages"`
 	MessageCount int64       `json:"messageCount"`
-	PendingHil   *HilRequest `json:"pendingHil"`
+	PendingHil   *abi.HilRequest `json:"pendingHil"`
 }
 
 func (h *ptHarness) history(id *kernel.Identity, pid, cid string) ptHist {
@@ -425,7 +425,7 @@ func ptEvents(t *testing.T, sub vfs.Subscription, stop func(ptEvent) bool) []ptE
 	}
 }
 
-func ptText(t *testing.T, m Message) string {
+func ptText(t *testing.T, m abi.Message) string {
 	t.Helper()
 	var s string
 	if err := json.Unmarshal(m.Content, &s); err != nil {
@@ -434,7 +434,7 @@ func ptText(t *testing.T, m Message) string {
 	return s
 }
 
-func ptAssistant(t *testing.T, m Message) assistantContent {
+func ptAssistant(t *testing.T, m abi.Message) assistantContent {
 	t.Helper()
 	var a assistantContent
 	if m.Role != "assistant" || json.Unmarshal(m.Content, &a) != nil {
@@ -443,7 +443,7 @@ func ptAssistant(t *testing.T, m Message) assistantContent {
 	return a
 }
 
-func ptTool(t *testing.T, m Message) toolResultContent {
+func ptTool(t *testing.T, m abi.Message) toolResultContent {
 	t.Helper()
 	var r toolResultContent
 	if m.Role != "toolResult" || json.Unmarshal(m.Content, &r) != nil {
@@ -452,7 +452,7 @@ func ptTool(t *testing.T, m Message) toolResultContent {
 	return r
 }
 
-func ptRoles(ms []Message) string {
+func ptRoles(ms []abi.Message) string {
 	var s []string
 	for _, m := range ms {
 		s = append(s, m.Role)
@@ -461,7 +461,7 @@ func ptRoles(ms []Message) string {
 }
 
 // ptGunzip reads an archive file of JSON lines.
-func ptGunzip(t *testing.T, file string) []Message {
+func ptGunzip(t *testing.T, file string) []abi.Message {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
@@ -472,10 +472,10 @@ func ptGunzip(t *testing.T, file string) []Message {
 	if err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
-	var out []Message
+	var out []abi.Message
 	dec := json.NewDecoder(zr)
 	for {
-		var m Message
+		var m abi.Message
 		if err := dec.Decode(&m); err == io.EOF {
 			return out
 		} else if err != nil {
@@ -485,7 +485,7 @@ func ptGunzip(t *testing.T, file string) []Message {
 	}
 }
 
-func ptSameMessages(t *testing.T, what string, got, want []Message) {
+func ptSameMessages(t *testing.T, what string, got, want []abi.Message) {
 	t.Helper()
 	if len(got) == 0 && len(want) == 0 {
 		return
@@ -495,7 +495,7 @@ func ptSameMessages(t *testing.T, what string, got, want []Message) {
 	}
 }
 
-func ptDump(ms []Message) string {
+func ptDump(ms []abi.Message) string {
 	b, _ := json.Marshal(ms)
 	return string(b)
 }
@@ -674,7 +674,7 @@ func TestHil(t *testing.T) {
 	defer sub.Close()
 
 	// waitHil sends text and waits until its run asks a human.
-	waitHil := func(text string) (string, *HilRequest) {
+	waitHil := func(text string) (string, *abi.HilRequest) {
 		t.Helper()
 		r := h.send(h.root, pid, "", text)
 		h.waitRun(r.RunID, "waiting_hil")
@@ -715,7 +715,7 @@ func TestHil(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var viewed HilRequest
+	var viewed abi.HilRequest
 	if err := json.Unmarshal([]byte(view), &viewed); err != nil || viewed.RequestID != req.RequestID || viewed.CallID != req.CallID {
 		t.Fatalf("hil view %q (%v)", view, err)
 	}
@@ -910,17 +910,17 @@ func TestProcessSerialFIFO(t *testing.T) {
 
 type ptCompactRes struct {
 	OK               bool    `json:"ok"`
-	Segment          Segment `json:"segment"`
+	Segment          abi.Segment `json:"segment"`
 	ArchivedMessages int     `json:"archivedMessages"`
 	ArchivedTo       string  `json:"archivedTo"`
 	SummaryMessageID int64   `json:"summaryMessageId"`
 }
 
 // segments lists the segments of pid/cid.
-func (h *ptHarness) segments(id *kernel.Identity, pid, cid string) []Segment {
+func (h *ptHarness) segments(id *kernel.Identity, pid, cid string) []abi.Segment {
 	h.t.Helper()
 	var r struct {
-		Segments []Segment `json:"segments"`
+		Segments []abi.Segment `json:"segments"`
 	}
 	h.must(id, "proc.conversation.segments", map[string]any{"pid": pid, "conversationId": cid}, &r)
 	return r.Segments
@@ -929,7 +929,7 @@ func (h *ptHarness) segments(id *kernel.Identity, pid, cid string) []Segment {
 // checkCompacted checks a compaction of before that archived n messages
 // with summary text: the live history, the segment record, the archive
 // file, segment.read paging and the segment files of the tree.
-func (h *ptHarness) checkCompacted(t *testing.T, pid, cid string, before []Message, n int, res ptCompactRes, summary string) {
+func (h *ptHarness) checkCompacted(t *testing.T, pid, cid string, before []abi.Message, n int, res ptCompactRes, summary string) {
 	t.Helper()
 	if !res.OK || res.ArchivedMessages != n {
 		t.Fatalf("compact: %+v, want %d archived", res, n)
@@ -972,10 +972,10 @@ func (h *ptHarness) checkCompacted(t *testing.T, pid, cid string, before []Messa
 	ptSameMessages(t, "archive file", ptGunzip(t, h.realPath(seg.ArchivePath)), before[:n])
 
 	// segment.read pages the archive and restores nothing.
-	var paged []Message
+	var paged []abi.Message
 	for off := 0; ; off += 3 {
 		var r struct {
-			Messages     []Message `json:"messages"`
+			Messages     []abi.Message `json:"messages"`
 			MessageCount int       `json:"messageCount"`
 			Truncated    bool      `json:"truncated"`
 		}
@@ -997,7 +997,7 @@ func (h *ptHarness) checkCompacted(t *testing.T, pid, cid string, before []Messa
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sm Segment
+	var sm abi.Segment
 	if err := json.Unmarshal([]byte(meta), &sm); err != nil || sm.ID != seg.ID || sm.Messages != int64(n) {
 		t.Fatalf("meta %q (%v)", meta, err)
 	}
@@ -1005,9 +1005,9 @@ func (h *ptHarness) checkCompacted(t *testing.T, pid, cid string, before []Messa
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fromFile []Message
+	var fromFile []abi.Message
 	for _, line := range strings.Split(strings.TrimSpace(msgs), "\n") {
-		var m Message
+		var m abi.Message
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("messages line %q: %v", line, err)
 		}
@@ -1227,15 +1227,15 @@ func TestFork(t *testing.T) {
 
 	type forkRes struct {
 		OK                 bool         `json:"ok"`
-		TargetConversation Conversation `json:"targetConversation"`
+		TargetConversation abi.Conversation `json:"targetConversation"`
 		RestoredMessages   int          `json:"restoredMessages"`
 		IncludedLiveSuffix bool         `json:"includedLiveSuffix"`
 	}
 	// stripped is ms without ids (a fork gets new ones).
-	stripped := func(ms []Message) []Message {
-		out := make([]Message, len(ms))
+	stripped := func(ms []abi.Message) []abi.Message {
+		out := make([]abi.Message, len(ms))
 		for i, m := range ms {
-			out[i] = Message{Role: m.Role, Content: m.Content, Timestamp: m.Timestamp}
+			out[i] = abi.Message{Role: m.Role, Content: m.Content, Timestamp: m.Timestamp}
 		}
 		return out
 	}
@@ -1366,7 +1366,7 @@ func TestReset(t *testing.T) {
 	}
 	ptSameMessages(t, "reset archive", ptGunzip(t, h.realPath(rr.ArchivedTo+"/default.gen-1.jsonl.gz")), def)
 	var conv struct {
-		Conversation Conversation `json:"conversation"`
+		Conversation abi.Conversation `json:"conversation"`
 	}
 	h.must(h.alice, "proc.conversation.get", map[string]any{"pid": pid}, &conv)
 	if conv.Conversation.Generation != 2 || conv.Conversation.MessageCount != 0 || conv.Conversation.Status != "open" {
@@ -1401,7 +1401,7 @@ func TestReset(t *testing.T) {
 		OK               bool           `json:"ok"`
 		ArchivedMessages int            `json:"archivedMessages"`
 		ArchivedTo       string         `json:"archivedTo"`
-		Archives         []ArchiveEntry `json:"archives"`
+		Archives         []abi.ArchiveEntry `json:"archives"`
 	}
 	var kr killRes
 	h.must(h.alice, "proc.reset", map[string]any{"pid": pid}, &kr)
@@ -1446,7 +1446,7 @@ func TestReset(t *testing.T) {
 	}
 	// The process itself remains (kill does not remove the registry entry).
 	var st struct {
-		Processes []Process `json:"processes"`
+		Processes []abi.Process `json:"processes"`
 	}
 	h.must(h.alice, "proc.list", map[string]any{}, &st)
 	found := false
@@ -1495,7 +1495,7 @@ func TestPermissions(t *testing.T) {
 	}
 	pids := func(id *kernel.Identity) []string {
 		var r struct {
-			Processes []Process `json:"processes"`
+			Processes []abi.Process `json:"processes"`
 		}
 		h.must(id, "proc.list", map[string]any{}, &r)
 		var out []string
@@ -1670,7 +1670,7 @@ func TestBadInput(t *testing.T) {
 		}
 		// Closed but not deleted: listed with includeClosed, reopened by open.
 		var l struct {
-			Conversations []Conversation `json:"conversations"`
+			Conversations []abi.Conversation `json:"conversations"`
 		}
 		h.must(h.alice, "proc.conversation.list", map[string]any{"pid": pid}, &l)
 		if len(l.Conversations) != 1 {
@@ -2038,8 +2038,8 @@ func TestPolicy(t *testing.T) {
 	}
 	h.must(h.alice, "proc.conversation.policy.set", map[string]any{"pid": pid, "conversationId": "fail", "overflow": "fail", "compactAtPressure": 0.3}, nil)
 	view, err := h.readFile(h.alice, "/proc/"+pid+"/conversations/auto/policy")
-	var pol Policy
-	if err != nil || json.Unmarshal([]byte(view), &pol) != nil || pol != (Policy{"auto-compact", 0.3, 2}) {
+	var pol abi.Policy
+	if err != nil || json.Unmarshal([]byte(view), &pol) != nil || pol != (abi.Policy{Overflow: "auto-compact", CompactAtPressure: 0.3, KeepLast: 2}) {
 		t.Fatalf("policy view %q (%v)", view, err)
 	}
 	for _, bad := range []map[string]any{{"overflow": "sometimes"}, {"compactAtPressure": 1.5}, {"keepLast": -1}} {
@@ -2098,4 +2098,18 @@ func TestPolicy(t *testing.T) {
 	if txt := ptText(t, ms[len(ms)-1]); !strings.HasPrefix(txt, "[Process Event]: run refused: context pressure") {
 		t.Fatalf("refusal %q", txt)
 	}
+}
+
+// register opens the proc room on k and adds it to a new namespace, as
+// gsvfs does.
+func register(k *kernel.Kernel, opts Options) (*Manager, error) {
+	space := ns.New(k)
+	m, err := Open(space, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := space.Add(context.Background(), m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }

@@ -131,8 +131,11 @@ func run(ctx context.Context, o options, mountDir string) error {
 	}
 	defer k.Close()
 	space := ns.New(k)
-	pm, err := proc.Register(space, proc.Options{Logger: log})
+	pm, err := proc.Open(space, proc.Options{Logger: log})
 	if err != nil {
+		return fmt.Errorf("processes: %w", err)
+	}
+	if err := space.Add(ctx, pm); err != nil {
 		return fmt.Errorf("processes: %w", err)
 	}
 	defer pm.Close() // before k.Close: runs stop, their state stays for the next start

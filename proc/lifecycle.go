@@ -19,7 +19,6 @@ import (
 	"gsvfs.dev/gsvfs/proc/model"
 )
 
-
 // policy returns the context policy of conversation cid of pid.
 func (m *Manager) policy(ctx context.Context, pid, cid string) (*abi.Policy, error) {
 	var p abi.Policy
@@ -33,7 +32,6 @@ func (m *Manager) policy(ctx context.Context, pid, cid string) (*abi.Policy, err
 	}
 	return &p, nil
 }
-
 
 // segments returns the segments of conversation cid of pid, oldest
 // first, or the one segment segID of pid (of any conversation).
@@ -59,7 +57,6 @@ func (m *Manager) segments(ctx context.Context, pid, cid, segID string) ([]abi.S
 	}
 	return out, rows.Err()
 }
-
 
 // compact archives an old prefix of cid's active messages and replaces it
 // with one visible summary message at the boundary. inRun is set when the
@@ -355,7 +352,6 @@ func (m *Manager) readArchive(ctx context.Context, c *kernel.Caller, path string
 	}
 }
 
-
 // fork branches cid through a live message, or restores a segment (with
 // the live suffix that followed it, unless told not to), into a new
 // conversation.
@@ -440,7 +436,6 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 	return &abi.ForkResult{OK: true, Pid: p.Pid, SourceConversationID: cid, TargetConversation: tc, RestoredMessages: len(copied),
 		IncludedLiveSuffix: suffix, Segment: seg, ThroughMessageID: a.ThroughMessageID}, nil
 }
-
 
 // resetConvs archives (unless archive is false) and clears conversations
 // cids of p, bumps their generations and drops their queued messages; an
@@ -531,7 +526,6 @@ func (m *Manager) resetConvs(ctx context.Context, p *abi.Process, cids []string,
 	}
 	return entries, dir, nil
 }
-
 
 // validCid: 1-64 of [A-Za-z0-9_.-], not starting with a dot.
 func validCid(cid string) error {

@@ -210,7 +210,7 @@ func (h *ptHarness) send(id *kernel.Identity, pid, cid, text string) ptSend {
 
 type ptHist struct {
 	Messages     []abi.Message   `json:"messages"`
-	MessageCount int64       `json:"messageCount"`
+	MessageCount int64           `json:"messageCount"`
 	PendingHil   *abi.HilRequest `json:"pendingHil"`
 }
 
@@ -909,11 +909,11 @@ func TestProcessSerialFIFO(t *testing.T) {
 }
 
 type ptCompactRes struct {
-	OK               bool    `json:"ok"`
+	OK               bool        `json:"ok"`
 	Segment          abi.Segment `json:"segment"`
-	ArchivedMessages int     `json:"archivedMessages"`
-	ArchivedTo       string  `json:"archivedTo"`
-	SummaryMessageID int64   `json:"summaryMessageId"`
+	ArchivedMessages int         `json:"archivedMessages"`
+	ArchivedTo       string      `json:"archivedTo"`
+	SummaryMessageID int64       `json:"summaryMessageId"`
 }
 
 // segments lists the segments of pid/cid.
@@ -976,8 +976,8 @@ func (h *ptHarness) checkCompacted(t *testing.T, pid, cid string, before []abi.M
 	for off := 0; ; off += 3 {
 		var r struct {
 			Messages     []abi.Message `json:"messages"`
-			MessageCount int       `json:"messageCount"`
-			Truncated    bool      `json:"truncated"`
+			MessageCount int           `json:"messageCount"`
+			Truncated    bool          `json:"truncated"`
 		}
 		h.must(h.alice, "proc.conversation.segment.read", map[string]any{"pid": pid, "conversationId": cid, "segmentId": seg.ID, "offset": off, "limit": 3}, &r)
 		if r.MessageCount != n || r.Truncated != (off+3 < n) {
@@ -1226,10 +1226,10 @@ func TestFork(t *testing.T) {
 	before := h.history(h.alice, pid, "default").Messages
 
 	type forkRes struct {
-		OK                 bool         `json:"ok"`
+		OK                 bool             `json:"ok"`
 		TargetConversation abi.Conversation `json:"targetConversation"`
-		RestoredMessages   int          `json:"restoredMessages"`
-		IncludedLiveSuffix bool         `json:"includedLiveSuffix"`
+		RestoredMessages   int              `json:"restoredMessages"`
+		IncludedLiveSuffix bool             `json:"includedLiveSuffix"`
 	}
 	// stripped is ms without ids (a fork gets new ones).
 	stripped := func(ms []abi.Message) []abi.Message {
@@ -1398,9 +1398,9 @@ func TestReset(t *testing.T) {
 
 	// Process reset: one archive dir, one file per non-empty conversation.
 	type killRes struct {
-		OK               bool           `json:"ok"`
-		ArchivedMessages int            `json:"archivedMessages"`
-		ArchivedTo       string         `json:"archivedTo"`
+		OK               bool               `json:"ok"`
+		ArchivedMessages int                `json:"archivedMessages"`
+		ArchivedTo       string             `json:"archivedTo"`
 		Archives         []abi.ArchiveEntry `json:"archives"`
 	}
 	var kr killRes

@@ -137,7 +137,7 @@ func (c *renderCache) open(ctx context.Context, pid, cid, kind string) (*os.File
 			continue
 		}
 		if err != nil {
-			return nil, abi.E(err)
+			return nil, abi.E(abi.Path(pid+"/"+cid), err)
 		}
 		return f, nil
 	}
@@ -150,7 +150,7 @@ func (c *renderCache) open(ctx context.Context, pid, cid, kind string) (*os.File
 func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, render func(*bytes.Buffer, *abi.Message)) (err error) {
 	tx, err := c.st.R.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return abi.E(err)
+		return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 	}
 	defer tx.Rollback()
 	var gen, epoch int64
@@ -159,7 +159,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 		return abi.E(abi.Path(k.pid+"/"+k.cid), abi.NotExist, "no such conversation")
 	}
 	if err != nil {
-		return abi.E(err)
+		return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 	}
 	var f *os.File // opened for writing at the first message to add
 	defer func() {
@@ -178,7 +178,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 		path := filepath.Join(c.dir, name)
 		nf, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
-			return abi.E(err)
+			return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 		}
 		if e.path != "" {
 			os.Remove(e.path) // open readers keep theirs
@@ -195,7 +195,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 		rows, err := tx.QueryContext(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? ORDER BY id LIMIT ?`,
 			k.pid, k.cid, gen, e.last, historyPage)
 		if err != nil {
-			return abi.E(err)
+			return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 		}
 		n, last, off := 0, e.last, e.size
 		write := func() error {
@@ -213,7 +213,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 		for rows.Next() {
 			if err := rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp); err != nil {
 				rows.Close()
-				return abi.E(err)
+				return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 			}
 			msg.Content = json.RawMessage(content)
 			render(&buf, &msg)
@@ -222,17 +222,17 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 			if buf.Len() >= renderChunk {
 				if err := write(); err != nil {
 					rows.Close()
-					return abi.E(err)
+					return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 				}
 			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return abi.E(err)
+			return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 		}
 		if buf.Len() > 0 {
 			if err := write(); err != nil {
-				return abi.E(err)
+				return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 			}
 		}
 		e.last, e.size = last, off

@@ -141,7 +141,7 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 			}
 		}
 		if !found {
-			return nil, abi.E(abi.NotExist, fmt.Sprintf("no message %d in the active conversation", *a.ThroughMessageID))
+			return nil, abi.E(abi.Path(p.Pid+"/"+cid), abi.NotExist, fmt.Sprintf("no message %d in the active conversation", *a.ThroughMessageID))
 		}
 		// Through an assistant message with tool calls: through their
 		// results too.
@@ -185,7 +185,7 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 	if a.GenerateSummary {
 		summary, err = m.summarize(ctx, p, cid, c.Generation, from, to)
 		if err != nil {
-			return nil, abi.E(abi.Other, fmt.Sprintf("generating the summary: %v", err))
+			return nil, abi.E(abi.Path(p.Pid+"/"+cid), abi.Other, fmt.Sprintf("generating the summary: %v", err))
 		}
 	}
 	text := fmt.Sprintf("[Process Event]: Compacted %d messages (ids %d-%d) into segment %s, archived at %s. Summary:\n%s", n, from, to, segID, archive, summary)
@@ -194,7 +194,10 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 		// The process is not locked while the archive and summary are
 		// made: a reset may have moved the conversation on meanwhile.
 		var gen int64
-		if err := tx.QueryRow(`SELECT generation FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&gen); err != nil || gen != c.Generation {
+		if err := tx.QueryRow(`SELECT generation FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&gen); err != nil {
+			return err
+		}
+		if gen != c.Generation {
 			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, "the conversation was reset during the compaction")
 		}
 		// The archive must hold exactly what is deleted.
@@ -202,7 +205,11 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 		if err != nil {
 			return err
 		}
-		if gone, _ := res.RowsAffected(); gone != n {
+		gone, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if gone != n {
 			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, "the history changed during the compaction")
 		}
 		// The summary takes the first archived id: it stands where the
@@ -383,7 +390,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 			return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
 		}
 		if len(copied) == 0 || copied[len(copied)-1].ID != *a.ThroughMessageID {
-			return nil, abi.E(abi.NotExist, fmt.Sprintf("no message %d in the active conversation", *a.ThroughMessageID))
+			return nil, abi.E(abi.Path(p.Pid+"/"+cid), abi.NotExist, fmt.Sprintf("no message %d in the active conversation", *a.ThroughMessageID))
 		}
 	} else {
 		if seg, err = m.segment(ctx, p.Pid, cid, a.SegmentID); err != nil {

@@ -214,8 +214,10 @@ func (m *Manager) appendGuarded(ctx context.Context, pid string, r *activeRun, r
 	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
 		var gen int64
 		var status string
-		if err := m.st.TxQueryRow(tx, `SELECT c.generation, r.status FROM proc_conversations c, proc_runs r WHERE c.pid=? AND c.cid=? AND r.run_id=?`, pid, r.cid, r.id).Scan(&gen, &status); err != nil {
+		if err := m.st.TxQueryRow(tx, `SELECT c.generation, r.status FROM proc_conversations c, proc_runs r WHERE c.pid=? AND c.cid=? AND r.run_id=?`, pid, r.cid, r.id).Scan(&gen, &status); errors.Is(err, sql.ErrNoRows) {
 			return errStale
+		} else if err != nil {
+			return err
 		}
 		if gen != r.gen || (status != "running" && status != "waiting_hil") {
 			return errStale
@@ -225,7 +227,9 @@ func (m *Manager) appendGuarded(ctx context.Context, pid string, r *activeRun, r
 		if err != nil {
 			return err
 		}
-		id, _ = res.LastInsertId()
+		if id, err = res.LastInsertId(); err != nil {
+			return err
+		}
 		_, err = m.st.TxExec(tx, `UPDATE proc_conversations SET updated_at=? WHERE pid=? AND cid=?`, t, pid, r.cid)
 		return err
 	})

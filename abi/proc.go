@@ -6,8 +6,8 @@ import "encoding/json"
 // proc.*). The proc room serves these; the scheduler and the CLI call
 // them with these types.
 
-// PidArgs names a process: the args of proc.status, proc.abort,
-// proc.kill's plain form and others.
+// PidArgs names a process (empty Pid: the caller's init process): the
+// args of proc.status, proc.abort, proc.reset and others.
 type PidArgs struct {
 	Pid string `json:"pid"`
 }

@@ -62,8 +62,8 @@ import (
 	"testing"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
-	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc/model"
 )
 
@@ -123,7 +123,7 @@ func newBenchEnvOpts(b *testing.B, opts Options) *benchEnv {
 		b.Fatal(err)
 	}
 	opts.Logger = log
-	m, err := Register(ns.New(k), opts)
+	m, err := register(k, opts)
 	if err != nil {
 		k.Close()
 		b.Fatal(err)
@@ -148,11 +148,11 @@ func (e *benchEnv) close() {
 // spawn makes a task process and returns its pid.
 func (e *benchEnv) spawn(b *testing.B) string {
 	b.Helper()
-	res, err := kernel.Invoke[map[string]any](context.Background(), e.k, e.root, "proc.spawn", &spawnArgs{Profile: "task"})
+	res, err := kernel.Invoke[*abi.SpawnResult](context.Background(), e.k, e.root, "proc.spawn", &abi.SpawnArgs{Profile: "task"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return res["pid"].(string)
+	return res.Pid
 }
 
 // waitIdle waits until no process of e has an active run (a run's
@@ -504,13 +504,13 @@ func benchSendScenario(b *testing.B, parked bool) benchSendResult {
 			lat[i] = make([]time.Duration, 0, benchSendsPerProc)
 			for _, msg := range msgs[i] {
 				s0 := time.Now()
-				res, err := kernel.Invoke[map[string]any](ctx, e.k, e.root, "proc.send", &sendArgs{Pid: pids[i], Message: msg})
+				res, err := kernel.Invoke[*abi.SendResult](ctx, e.k, e.root, "proc.send", &abi.SendArgs{Pid: pids[i], Message: msg})
 				lat[i] = append(lat[i], time.Since(s0))
 				if err != nil {
 					failed.CompareAndSwap(nil, fmt.Errorf("proc.send to %s: %w", pids[i], err))
 					return
 				}
-				if res["queued"] == true {
+				if res.Queued {
 					queued.Add(1)
 				}
 			}
@@ -661,8 +661,8 @@ func BenchmarkCompact(b *testing.B) {
 		ms := startBenchMemSampler(5 * time.Millisecond)
 		b.StartTimer()
 		t0 := time.Now()
-		res, err := kernel.Invoke[map[string]any](ctx, e.k, e.root, "proc.conversation.compact",
-			&compactArgs{Pid: pid, ConversationID: "default", Summary: &summary, KeepLast: &keep})
+		res, err := kernel.Invoke[*abi.CompactResult](ctx, e.k, e.root, "proc.conversation.compact",
+			&abi.CompactArgs{Pid: pid, ConversationID: "default", Summary: &summary, KeepLast: &keep})
 		d := time.Since(t0)
 		b.StopTimer()
 		ms.finish()
@@ -670,12 +670,12 @@ func BenchmarkCompact(b *testing.B) {
 			b.Fatal(err)
 		}
 		// Verify: the prefix went to the archive, the rest stayed.
-		n, _ := res["archivedMessages"].(int64)
+		n := res.ArchivedMessages
 		left := e.count(b, `SELECT count(*) FROM proc_messages WHERE pid=? AND cid='default'`, pid)
 		if n < benchCompactMsgs-benchCompactKeep-5 || int(n)+left != benchCompactMsgs+1 {
 			b.Fatalf("archived %d messages, %d left (with the summary), want about %d and %d", n, left, benchCompactMsgs-benchCompactKeep, benchCompactKeep+1)
 		}
-		apath := filepath.Join(e.state, "fs", res["archivedTo"].(string))
+		apath := filepath.Join(e.state, "fs", res.ArchivedTo)
 		st, err := os.Stat(apath)
 		if err != nil {
 			b.Fatal(err)

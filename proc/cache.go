@@ -36,7 +36,7 @@ import (
 // that have it open keep reading it.
 
 // renderKinds are the renderings the cache keeps, by name.
-var renderKinds = map[string]func(*bytes.Buffer, *Message){
+var renderKinds = map[string]func(*bytes.Buffer, *abi.Message){
 	"history":    renderJSONLine,
 	"transcript": renderTranscript,
 }
@@ -88,25 +88,26 @@ type historyOpenArgs struct {
 	Kind string
 }
 
-// registerRenderCache makes the cache (in STATE/cache/proc) and registers
-// proc.history.open, which /proc's history and transcript files call at
-// open.
-func (m *Manager) registerRenderCache() error {
+// openRenderCache makes the render cache, in STATE/cache/proc.
+func (m *Manager) openRenderCache() error {
 	c, err := newRenderCache(m.st, filepath.Join(m.k.StateDir(), "cache", "proc"))
 	if err != nil {
 		return err
 	}
 	m.cache = c
-	// proc.history.open (Internal) returns a conversation's rendering,
-	// up to date as of the call, as a file opened for reading.
-	kernel.Handle(m.k, "proc.history.open", kernel.Internal, func(ctx context.Context, c *kernel.Caller, a *historyOpenArgs) (*os.File, error) {
-		p, err := m.lookup(ctx, c, a.Pid)
-		if err != nil {
-			return nil, err
-		}
-		return m.cache.open(ctx, p.Pid, orDefault(a.ConversationID), a.Kind)
-	})
 	return nil
+}
+
+// sysHistoryOpen serves proc.history.open (Internal): a conversation's
+// rendering (history or transcript), up to date as of the call, as a file
+// opened for reading. /proc's history and transcript files call it at
+// open.
+func (m *Manager) sysHistoryOpen(ctx context.Context, c *kernel.Caller, a *historyOpenArgs) (*os.File, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	return m.cache.open(ctx, p.Pid, orDefault(a.ConversationID), a.Kind)
 }
 
 // open brings the rendering kind of conversation cid of pid up to date and
@@ -136,7 +137,7 @@ func (c *renderCache) open(ctx context.Context, pid, cid, kind string) (*os.File
 			continue
 		}
 		if err != nil {
-			return nil, abi.E(err)
+			return nil, abi.E(abi.Path(pid+"/"+cid), err)
 		}
 		return f, nil
 	}
@@ -146,10 +147,10 @@ func (c *renderCache) open(ctx context.Context, pid, cid, kind string) (*os.File
 // read transaction): a new file if the generation or epoch changed, then
 // the messages after e.last, a page at a time. Progress is kept page by
 // page; a failure cuts the file back to the last whole page.
-func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, render func(*bytes.Buffer, *Message)) (err error) {
+func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, render func(*bytes.Buffer, *abi.Message)) (err error) {
 	tx, err := c.st.R.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return abi.E(err)
+		return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 	}
 	defer tx.Rollback()
 	var gen, epoch int64
@@ -158,7 +159,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 		return abi.E(abi.Path(k.pid+"/"+k.cid), abi.NotExist, "no such conversation")
 	}
 	if err != nil {
-		return abi.E(err)
+		return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 	}
 	var f *os.File // opened for writing at the first message to add
 	defer func() {
@@ -177,7 +178,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 		path := filepath.Join(c.dir, name)
 		nf, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
-			return abi.E(err)
+			return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 		}
 		if e.path != "" {
 			os.Remove(e.path) // open readers keep theirs
@@ -187,14 +188,14 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 	}
 	var (
 		buf     bytes.Buffer
-		msg     Message
+		msg     abi.Message
 		content sql.RawBytes
 	)
 	for {
 		rows, err := tx.QueryContext(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? ORDER BY id LIMIT ?`,
 			k.pid, k.cid, gen, e.last, historyPage)
 		if err != nil {
-			return abi.E(err)
+			return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 		}
 		n, last, off := 0, e.last, e.size
 		write := func() error {
@@ -212,7 +213,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 		for rows.Next() {
 			if err := rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp); err != nil {
 				rows.Close()
-				return abi.E(err)
+				return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 			}
 			msg.Content = json.RawMessage(content)
 			render(&buf, &msg)
@@ -221,17 +222,17 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 			if buf.Len() >= renderChunk {
 				if err := write(); err != nil {
 					rows.Close()
-					return abi.E(err)
+					return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 				}
 			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return abi.E(err)
+			return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 		}
 		if buf.Len() > 0 {
 			if err := write(); err != nil {
-				return abi.E(err)
+				return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 			}
 		}
 		e.last, e.size = last, off

@@ -12,12 +12,7 @@ import (
 	"gsvfs.dev/gsvfs/kernel"
 )
 
-type checkpointArgs struct {
-	Pid            string `json:"pid"`
-	ConversationID string `json:"conversationId"`
-}
-
-// registerCheckpoint registers proc.checkpoint (ours): it writes the
+// sysCheckpoint serves proc.checkpoint (ours): it writes the
 // seed's continuity files into the process's workspace, or its working
 // directory when it has none, as the caller:
 //
@@ -28,92 +23,95 @@ type checkpointArgs struct {
 // chat.jsonl is the active history (the history file's lines);
 // segments.jsonl the conversation's segment records. Without a
 // conversationId every conversation is checkpointed.
-func (m *Manager) registerCheckpoint() {
-	kernel.Handle(m.k, "proc.checkpoint", 0, func(ctx context.Context, c *kernel.Caller, a *checkpointArgs) (map[string]any, error) {
-		p, err := m.lookup(ctx, c, a.Pid)
+func (m *Manager) sysCheckpoint(ctx context.Context, c *kernel.Caller, a *abi.CheckpointArgs) (*abi.CheckpointResult, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	dir := p.Cwd
+	if p.WorkspaceID != nil && *p.WorkspaceID != "" {
+		dir = "/workspaces/" + *p.WorkspaceID
+	}
+	cids := []string{a.ConversationID}
+	if a.ConversationID == "" {
+		if cids, err = m.allConvs(ctx, p.Pid); err != nil {
+			return nil, abi.E(abi.Path(p.Pid), err)
+		}
+	}
+	write := func(path string, content []byte) error {
+		args, err := json.Marshal(map[string]any{"path": path, "content": string(content)})
+		if err != nil {
+			return err
+		}
+		res, err := m.k.Call(ctx, c, "fs.write", json.RawMessage(args))
+		if err != nil {
+			return err
+		}
+		if err := failed(res, nil); err != nil {
+			return abi.E(abi.Path(path), abi.Permission, err.Error())
+		}
+		return nil
+	}
+	var paths []string
+	var summary strings.Builder
+	fmt.Fprintf(&summary, "# Process %s\n\nProfile %s, owner uid %d, checkpointed %s.\n\n## Conversations\n\n",
+		p.Pid, p.Profile, p.Uid, time.Now().UTC().Format(time.RFC3339))
+	for _, cid := range cids {
+		conv, err := m.conv(ctx, p.Pid, cid)
 		if err != nil {
 			return nil, err
 		}
-		dir := p.Cwd
-		if p.WorkspaceID != nil && *p.WorkspaceID != "" {
-			dir = "/workspaces/" + *p.WorkspaceID
-		}
-		cids := []string{a.ConversationID}
-		if a.ConversationID == "" {
-			if cids, err = m.allConvs(ctx, p.Pid); err != nil {
-				return nil, abi.E(err)
-			}
-		}
-		write := func(path string, content []byte) error {
-			args, _ := json.Marshal(map[string]any{"path": path, "content": string(content)})
-			res, err := m.k.Call(ctx, c, "fs.write", json.RawMessage(args))
-			if err != nil {
-				return err
-			}
-			if r, ok := res.(map[string]any); ok && r["ok"] == false {
-				return abi.E(abi.Path(path), abi.Permission, fmt.Sprintf("%v", r["error"]))
-			}
-			return nil
-		}
-		var paths []string
-		var summary strings.Builder
-		fmt.Fprintf(&summary, "# Process %s\n\nProfile %s, owner uid %d, checkpointed %s.\n\n## Conversations\n\n",
-			p.Pid, p.Profile, p.Uid, time.Now().UTC().Format(time.RFC3339))
-		for _, cid := range cids {
-			conv, err := m.conv(ctx, p.Pid, cid)
-			if err != nil {
-				return nil, err
-			}
-			base := fmt.Sprintf("%s/.gsv/processes/%s/conversations/%s", dir, p.Pid, cid)
-			var last string
-			chat, err := m.renderHistory(ctx, c, p.Pid, cid, conv.Generation, func(b *bytes.Buffer, msg *Message) {
-				renderJSONLine(b, msg)
-				if msg.Role == "assistant" {
-					var ac assistantContent
-					json.Unmarshal(msg.Content, &ac)
-					if ac.Text != "" {
-						last = ac.Text
-					}
+		base := fmt.Sprintf("%s/.gsv/processes/%s/conversations/%s", dir, p.Pid, cid)
+		var last string
+		chat, err := m.renderHistory(ctx, c, p.Pid, cid, conv.Generation, func(b *bytes.Buffer, msg *abi.Message) {
+			renderJSONLine(b, msg)
+			if msg.Role == "assistant" {
+				var ac assistantContent
+				if json.Unmarshal(msg.Content, &ac) == nil && ac.Text != "" {
+					last = ac.Text
 				}
-			})
-			if err != nil {
-				return nil, err
 			}
-			var segs bytes.Buffer
-			ss, err := m.segments(ctx, p.Pid, cid, "")
-			if err != nil {
-				return nil, abi.E(err)
-			}
-			for _, s := range ss {
-				json.NewEncoder(&segs).Encode(s)
-			}
-			for _, f := range []struct {
-				path string
-				data []byte
-			}{{base + "/chat.jsonl", chat}, {base + "/segments.jsonl", segs.Bytes()}} {
-				if err := write(f.path, f.data); err != nil {
-					return nil, err
-				}
-				paths = append(paths, f.path)
-			}
-			title := "-"
-			if conv.Title != nil {
-				title = *conv.Title
-			}
-			fmt.Fprintf(&summary, "- %s (%s): generation %d, %d messages, %d segments\n", cid, title, conv.Generation, conv.MessageCount, len(ss))
-			if last != "" {
-				if len(last) > 2000 {
-					last = last[:2000] + " …"
-				}
-				fmt.Fprintf(&summary, "\n  Last reply:\n\n  > %s\n\n", strings.ReplaceAll(last, "\n", "\n  > "))
-			}
-		}
-		sp := dir + "/.gsv/summary.md"
-		if err := write(sp, []byte(summary.String())); err != nil {
+		})
+		if err != nil {
 			return nil, err
 		}
-		paths = append([]string{sp}, paths...)
-		m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "process.checkpointed", "paths": paths})
-		return map[string]any{"ok": true, "pid": p.Pid, "paths": paths}, nil
-	})
+		var segs bytes.Buffer
+		ss, err := m.segments(ctx, p.Pid, cid, "")
+		if err != nil {
+			return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
+		}
+		enc := json.NewEncoder(&segs)
+		for _, s := range ss {
+			if err := enc.Encode(s); err != nil {
+				return nil, err
+			}
+		}
+		for _, f := range []struct {
+			path string
+			data []byte
+		}{{base + "/chat.jsonl", chat}, {base + "/segments.jsonl", segs.Bytes()}} {
+			if err := write(f.path, f.data); err != nil {
+				return nil, err
+			}
+			paths = append(paths, f.path)
+		}
+		title := "-"
+		if conv.Title != nil {
+			title = *conv.Title
+		}
+		fmt.Fprintf(&summary, "- %s (%s): generation %d, %d messages, %d segments\n", cid, title, conv.Generation, conv.MessageCount, len(ss))
+		if last != "" {
+			if len(last) > 2000 {
+				last = last[:2000] + " …"
+			}
+			fmt.Fprintf(&summary, "\n  Last reply:\n\n  > %s\n\n", strings.ReplaceAll(last, "\n", "\n  > "))
+		}
+	}
+	sp := dir + "/.gsv/summary.md"
+	if err := write(sp, []byte(summary.String())); err != nil {
+		return nil, err
+	}
+	paths = append([]string{sp}, paths...)
+	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "process.checkpointed", "paths": paths})
+	return &abi.CheckpointResult{OK: true, Pid: p.Pid, Paths: paths}, nil
 }

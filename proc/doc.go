@@ -1,5 +1,17 @@
-// Package proc will hold GSV's agent processes: conversations, the message
-// queue, the agent loop, human-in-the-loop approvals and history lifecycle,
-// registered with the kernel as proc.* syscalls and the /proc subtree.
-// Nothing is implemented yet; see the project's processes issue.
+// Package proc is GSV's agent processes: durable agents with conversations,
+// a FIFO message queue, an agent loop whose tools are syscalls made as the
+// process's owner, human-in-the-loop approvals, and a history lifecycle
+// (compact, fork, segments, reset, kill) that never loses a message.
+//
+// The Manager is a room of the namespace (ns.Room): Open migrates its
+// schema and prepares it, Syscalls is its table of proc.* syscalls (their
+// args and results are the abi package's proc types), Mounts binds /proc,
+// Start makes every user's init process and resumes the runs a restart
+// interrupted, and Close stops every run goroutine. Add it with
+// ns.Space.Add. Every read and write of /proc is one of its syscalls made
+// as the caller; all state lives in the kernel's SQLite store.
+//
+// A process runs at most one run at a time (run.go): its runState is idle,
+// starting, running or waiting (on a human's approval), and one function,
+// startLocked, starts the goroutine of a run.
 package proc

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,43 +19,27 @@ import (
 	"gsvfs.dev/gsvfs/proc/model"
 )
 
-// Policy is the seed's ProcConversationContextPolicy.
-type Policy struct {
-	Overflow          string  `json:"overflow"`
-	CompactAtPressure float64 `json:"compactAtPressure"`
-	KeepLast          int     `json:"keepLast"`
-}
-
-func (m *Manager) policy(ctx context.Context, pid, cid string) (*Policy, error) {
-	var p Policy
+// policy returns the context policy of conversation cid of pid.
+func (m *Manager) policy(ctx context.Context, pid, cid string) (*abi.Policy, error) {
+	var p abi.Policy
 	err := m.st.R.QueryRowContext(ctx, `SELECT overflow,compact_at,keep_last FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).
 		Scan(&p.Overflow, &p.CompactAtPressure, &p.KeepLast)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, abi.E(abi.Path(pid+"/"+cid), abi.NotExist, "no such conversation")
 	}
-	return &p, err
+	if err != nil {
+		return nil, abi.E(abi.Path(pid+"/"+cid), err)
+	}
+	return &p, nil
 }
 
-// Segment is the seed's ProcConversationSegment.
-type Segment struct {
-	ID               string `json:"id"`
-	ConversationID   string `json:"conversationId"`
-	Generation       int64  `json:"generation"`
-	Kind             string `json:"kind"`
-	FromMessageID    int64  `json:"fromMessageId"`
-	ToMessageID      int64  `json:"toMessageId"`
-	ArchivePath      string `json:"archivePath"`
-	SummaryMessageID *int64 `json:"summaryMessageId"`
-	Messages         int64  `json:"messages"`
-	CreatedAt        int64  `json:"createdAt"`
-	suffixTo         int64
-}
-
-func (m *Manager) segments(ctx context.Context, pid, cid, segID string) ([]Segment, error) {
-	q := `SELECT id,cid,generation,kind,from_id,to_id,archive_path,summary_message_id,messages,created_at,suffix_to FROM proc_segments WHERE pid=? AND cid=?`
+// segments returns the segments of conversation cid of pid, oldest
+// first, or the one segment segID of pid (of any conversation).
+func (m *Manager) segments(ctx context.Context, pid, cid, segID string) ([]abi.Segment, error) {
+	q := `SELECT id,cid,generation,kind,from_id,to_id,archive_path,summary_message_id,messages,created_at FROM proc_segments WHERE pid=? AND cid=?`
 	args := []any{pid, cid}
 	if segID != "" {
-		q = `SELECT id,cid,generation,kind,from_id,to_id,archive_path,summary_message_id,messages,created_at,suffix_to FROM proc_segments WHERE pid=? AND id=?`
+		q = `SELECT id,cid,generation,kind,from_id,to_id,archive_path,summary_message_id,messages,created_at FROM proc_segments WHERE pid=? AND id=?`
 		args = []any{pid, segID}
 	}
 	rows, err := m.st.R.QueryContext(ctx, q+` ORDER BY created_at, id`, args...)
@@ -62,10 +47,10 @@ func (m *Manager) segments(ctx context.Context, pid, cid, segID string) ([]Segme
 		return nil, err
 	}
 	defer rows.Close()
-	out := []Segment{}
+	out := []abi.Segment{}
 	for rows.Next() {
-		var s Segment
-		if err := rows.Scan(&s.ID, &s.ConversationID, &s.Generation, &s.Kind, &s.FromMessageID, &s.ToMessageID, &s.ArchivePath, &s.SummaryMessageID, &s.Messages, &s.CreatedAt, &s.suffixTo); err != nil {
+		var s abi.Segment
+		if err := rows.Scan(&s.ID, &s.ConversationID, &s.Generation, &s.Kind, &s.FromMessageID, &s.ToMessageID, &s.ArchivePath, &s.SummaryMessageID, &s.Messages, &s.CreatedAt); err != nil {
 			return nil, err
 		}
 		out = append(out, s)
@@ -73,19 +58,10 @@ func (m *Manager) segments(ctx context.Context, pid, cid, segID string) ([]Segme
 	return out, rows.Err()
 }
 
-type compactArgs struct {
-	Pid              string  `json:"pid"`
-	ConversationID   string  `json:"conversationId"`
-	Summary          *string `json:"summary"`
-	GenerateSummary  bool    `json:"generateSummary"`
-	KeepLast         *int    `json:"keepLast"`
-	ThroughMessageID *int64  `json:"throughMessageId"`
-}
-
 // compact archives an old prefix of cid's active messages and replaces it
 // with one visible summary message at the boundary. inRun is set when the
 // run's own preflight compacts (the run is the caller, not a conflict).
-func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compactArgs, inRun bool) (map[string]any, error) {
+func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi.CompactArgs, inRun bool) (*abi.CompactResult, error) {
 	if (a.KeepLast == nil) == (a.ThroughMessageID == nil) {
 		return nil, abi.E(abi.Invalid, "give exactly one selector: keep=<n> or through=<msgId>")
 	}
@@ -120,8 +96,8 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 		defer func() {
 			pr.mu.Lock()
 			delete(pr.compacting, cid)
-			if pr.run == nil {
-				m.promote(context.WithoutCancel(ctx), pr) // what queued meanwhile
+			if pr.state == idle {
+				m.nextLocked(context.WithoutCancel(ctx), pr, nil) // what queued meanwhile
 			}
 			pr.mu.Unlock()
 		}()
@@ -138,15 +114,21 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 	rows, err := m.st.R.QueryContext(ctx, `SELECT id,role,CASE WHEN role='assistant' AND instr(content,'"toolCalls"')>0 THEN 1 ELSE 0 END
 		FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id`, p.Pid, cid, c.Generation)
 	if err != nil {
-		return nil, abi.E(err)
+		return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
 	}
 	var ms []idRole
 	for rows.Next() {
 		var x idRole
-		rows.Scan(&x.id, &x.role, &x.hasTCs)
+		if err := rows.Scan(&x.id, &x.role, &x.hasTCs); err != nil {
+			rows.Close()
+			return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
+		}
 		ms = append(ms, x)
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
+	}
 	b := 0
 	if a.KeepLast != nil {
 		b = max(len(ms)-*a.KeepLast, 0)
@@ -159,7 +141,7 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 			}
 		}
 		if !found {
-			return nil, abi.E(abi.NotExist, fmt.Sprintf("no message %d in the active conversation", *a.ThroughMessageID))
+			return nil, abi.E(abi.Path(p.Pid+"/"+cid), abi.NotExist, fmt.Sprintf("no message %d in the active conversation", *a.ThroughMessageID))
 		}
 		// Through an assistant message with tool calls: through their
 		// results too.
@@ -203,7 +185,7 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 	if a.GenerateSummary {
 		summary, err = m.summarize(ctx, p, cid, c.Generation, from, to)
 		if err != nil {
-			return nil, abi.E(abi.Other, fmt.Sprintf("generating the summary: %v", err))
+			return nil, abi.E(abi.Path(p.Pid+"/"+cid), abi.Other, fmt.Sprintf("generating the summary: %v", err))
 		}
 	}
 	text := fmt.Sprintf("[Process Event]: Compacted %d messages (ids %d-%d) into segment %s, archived at %s. Summary:\n%s", n, from, to, segID, archive, summary)
@@ -212,7 +194,10 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 		// The process is not locked while the archive and summary are
 		// made: a reset may have moved the conversation on meanwhile.
 		var gen int64
-		if err := tx.QueryRow(`SELECT generation FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&gen); err != nil || gen != c.Generation {
+		if err := tx.QueryRow(`SELECT generation FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&gen); err != nil {
+			return err
+		}
+		if gen != c.Generation {
 			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, "the conversation was reset during the compaction")
 		}
 		// The archive must hold exactly what is deleted.
@@ -220,7 +205,11 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 		if err != nil {
 			return err
 		}
-		if gone, _ := res.RowsAffected(); gone != n {
+		gone, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if gone != n {
 			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, "the history changed during the compaction")
 		}
 		// The summary takes the first archived id: it stands where the
@@ -238,21 +227,23 @@ func (m *Manager) compact(ctx context.Context, p *Process, cid string, a compact
 		return err
 	})
 	if err != nil {
-		return nil, abi.E(err)
+		return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
 	}
 	committed = true
-	segs, _ := m.segments(ctx, p.Pid, cid, segID)
+	seg, err := m.segment(ctx, p.Pid, cid, segID)
+	if err != nil {
+		return nil, err
+	}
 	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "conversation.compacted", "conversationId": cid, "segmentId": segID, "archivedMessages": n})
-	return map[string]any{"ok": true, "pid": p.Pid, "conversationId": cid, "segment": segs[0], "archivedMessages": n, "archivedTo": archive, "summaryMessageId": from}, nil
+	return &abi.CompactResult{OK: true, Pid: p.Pid, ConversationID: cid, Segment: *seg, ArchivedMessages: n, ArchivedTo: archive, SummaryMessageID: from}, nil
 }
 
 // removeArchive deletes an archive no segment records (the compaction
 // that wrote it did not happen).
 func (m *Manager) removeArchive(ctx context.Context, path string) {
-	b, _ := json.Marshal(map[string]string{"path": path})
-	res, err := m.k.Call(ctx, m.k.KernelCaller(), "fs.delete", json.RawMessage(b))
-	if r, ok := res.(map[string]any); err == nil && ok && r["ok"] == false {
-		err = fmt.Errorf("%v", r["error"])
+	b, err := json.Marshal(map[string]string{"path": path})
+	if err == nil {
+		err = failed(m.k.Call(ctx, m.k.KernelCaller(), "fs.delete", json.RawMessage(b)))
 	}
 	if err != nil {
 		m.log.Warn("proc: removing an unused archive", "path", path, "err", err)
@@ -261,7 +252,7 @@ func (m *Manager) removeArchive(ctx context.Context, path string) {
 
 // summarize asks the owner's model to summarize messages from..to (the
 // last 200 of them, at most 48 KiB of text).
-func (m *Manager) summarize(ctx context.Context, p *Process, cid string, gen, from, to int64) (string, error) {
+func (m *Manager) summarize(ctx context.Context, p *abi.Process, cid string, gen, from, to int64) (string, error) {
 	prov, modelName, err := m.provider(ctx, p.Uid)
 	if err != nil {
 		return "", err
@@ -274,10 +265,16 @@ func (m *Manager) summarize(ctx context.Context, p *Process, cid string, gen, fr
 	var b strings.Builder
 	for rows.Next() {
 		var role, content string
-		rows.Scan(&role, &content)
+		if err := rows.Scan(&role, &content); err != nil {
+			rows.Close()
+			return "", err
+		}
 		fmt.Fprintf(&b, "%s: %s\n", role, content)
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
 	excerpt := b.String()
 	if len(excerpt) > 48<<10 {
 		excerpt = excerpt[len(excerpt)-48<<10:]
@@ -300,11 +297,10 @@ func (m *Manager) writeArchive(ctx context.Context, path, pid, cid string, gen, 
 	if to == 0 {
 		to = 1<<62 - 1
 	}
-	res, err := m.k.Call(ctx, m.k.KernelCaller(), "fs.create", &kernel.FileArgs{Path: path, Perm: 0o600})
+	f, err := kernel.Invoke[*os.File](ctx, m.k, m.k.KernelCaller(), "fs.create", &kernel.FileArgs{Path: path, Perm: 0o600})
 	if err != nil {
 		return 0, err
 	}
-	f := res.(*os.File)
 	bw := bufio.NewWriterSize(f, 64<<10)
 	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
 	rows, err := m.st.R.QueryContext(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id`, pid, cid, gen, from, to)
@@ -315,9 +311,13 @@ func (m *Manager) writeArchive(ctx context.Context, path, pid, cid string, gen, 
 	var n int64
 	enc := json.NewEncoder(zw)
 	for rows.Next() {
-		var msg Message
+		var msg abi.Message
 		var content string
-		rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp)
+		if err := rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp); err != nil {
+			rows.Close()
+			f.Close()
+			return 0, abi.E(abi.Path(path), err)
+		}
 		msg.Content = json.RawMessage(content)
 		if err := enc.Encode(&msg); err != nil {
 			rows.Close()
@@ -335,12 +335,11 @@ func (m *Manager) writeArchive(ctx context.Context, path, pid, cid string, gen, 
 }
 
 // readArchive streams the messages of an archive to fn, as the caller.
-func (m *Manager) readArchive(ctx context.Context, c *kernel.Caller, path string, fn func(Message) bool) error {
-	res, err := m.k.Call(ctx, c, "fs.openread", &kernel.FileArgs{Path: path})
+func (m *Manager) readArchive(ctx context.Context, c *kernel.Caller, path string, fn func(abi.Message) bool) error {
+	f, err := kernel.Invoke[*os.File](ctx, m.k, c, "fs.openread", &kernel.FileArgs{Path: path})
 	if err != nil {
 		return err
 	}
-	f := res.(*os.File)
 	defer f.Close()
 	zr, err := gzip.NewReader(bufio.NewReaderSize(f, 64<<10))
 	if err != nil {
@@ -348,7 +347,7 @@ func (m *Manager) readArchive(ctx context.Context, c *kernel.Caller, path string
 	}
 	dec := json.NewDecoder(zr)
 	for {
-		var msg Message
+		var msg abi.Message
 		if err := dec.Decode(&msg); err == io.EOF {
 			return nil
 		} else if err != nil {
@@ -360,20 +359,10 @@ func (m *Manager) readArchive(ctx context.Context, c *kernel.Caller, path string
 	}
 }
 
-type forkArgs struct {
-	Pid                  string  `json:"pid"`
-	ConversationID       string  `json:"conversationId"`
-	SegmentID            string  `json:"segmentId"`
-	ThroughMessageID     *int64  `json:"throughMessageId"`
-	TargetConversationID string  `json:"targetConversationId"`
-	Title                *string `json:"title"`
-	IncludeLiveSuffix    *bool   `json:"includeLiveSuffix"`
-}
-
 // fork branches cid through a live message, or restores a segment (with
 // the live suffix that followed it, unless told not to), into a new
 // conversation.
-func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid string, a forkArgs) (map[string]any, error) {
+func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, cid string, a abi.ForkArgs) (*abi.ForkResult, error) {
 	if (a.SegmentID == "") == (a.ThroughMessageID == nil) {
 		return nil, abi.E(abi.Invalid, "give exactly one of through=<msgId> or segment=<segId>")
 	}
@@ -392,32 +381,36 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid st
 	if err != nil {
 		return nil, err
 	}
-	var copied []Message
+	var copied []abi.Message
 	suffix := false
-	var seg *Segment
+	var seg *abi.Segment
 	if a.ThroughMessageID != nil {
 		copied, err = m.readMessages(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id<=? ORDER BY id`, p.Pid, cid, src.Generation, *a.ThroughMessageID)
 		if err != nil {
-			return nil, abi.E(err)
+			return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
 		}
 		if len(copied) == 0 || copied[len(copied)-1].ID != *a.ThroughMessageID {
-			return nil, abi.E(abi.NotExist, fmt.Sprintf("no message %d in the active conversation", *a.ThroughMessageID))
+			return nil, abi.E(abi.Path(p.Pid+"/"+cid), abi.NotExist, fmt.Sprintf("no message %d in the active conversation", *a.ThroughMessageID))
 		}
 	} else {
-		segs, err := m.segments(ctx, p.Pid, cid, a.SegmentID)
-		if err != nil || len(segs) == 0 || segs[0].ConversationID != cid {
-			return nil, abi.E(abi.Path(a.SegmentID), abi.NotExist, "no such segment")
+		if seg, err = m.segment(ctx, p.Pid, cid, a.SegmentID); err != nil {
+			return nil, err
 		}
-		seg = &segs[0]
-		if err := m.readArchive(ctx, c, seg.ArchivePath, func(msg Message) bool { copied = append(copied, msg); return true }); err != nil {
+		if err := m.readArchive(ctx, c, seg.ArchivePath, func(msg abi.Message) bool { copied = append(copied, msg); return true }); err != nil {
 			return nil, err
 		}
 		if a.IncludeLiveSuffix == nil || *a.IncludeLiveSuffix {
 			suffix = true
+			// suffixTo is the last message that followed the segment
+			// when it was made: the live suffix it restores.
+			var suffixTo int64
+			if err := m.st.R.QueryRowContext(ctx, `SELECT suffix_to FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&suffixTo); err != nil {
+				return nil, abi.E(abi.Path(seg.ID), err)
+			}
 			live, err := m.readMessages(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? AND id<=? ORDER BY id`,
-				p.Pid, cid, seg.Generation, seg.ToMessageID, seg.suffixTo)
+				p.Pid, cid, seg.Generation, seg.ToMessageID, suffixTo)
 			if err != nil {
-				return nil, abi.E(err)
+				return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
 			}
 			copied = append(copied, live...)
 		}
@@ -442,30 +435,19 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *Process, cid st
 	if err != nil {
 		return nil, err
 	}
-	tc, _ := m.conv(ctx, p.Pid, target)
+	tc, err := m.conv(ctx, p.Pid, target)
+	if err != nil {
+		return nil, err
+	}
 	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "conversation.forked", "conversationId": cid, "targetConversationId": target})
-	res := map[string]any{"ok": true, "pid": p.Pid, "sourceConversationId": cid, "targetConversation": tc, "restoredMessages": len(copied), "includedLiveSuffix": suffix}
-	if seg != nil {
-		res["segment"] = seg
-	}
-	if a.ThroughMessageID != nil {
-		res["throughMessageId"] = *a.ThroughMessageID
-	}
-	return res, nil
-}
-
-// ArchiveEntry is the seed's ProcArchiveEntry.
-type ArchiveEntry struct {
-	ConversationID string `json:"conversationId"`
-	Generation     int64  `json:"generation"`
-	Messages       int64  `json:"messages"`
-	Path           string `json:"path"`
+	return &abi.ForkResult{OK: true, Pid: p.Pid, SourceConversationID: cid, TargetConversation: tc, RestoredMessages: len(copied),
+		IncludedLiveSuffix: suffix, Segment: seg, ThroughMessageID: a.ThroughMessageID}, nil
 }
 
 // resetConvs archives (unless archive is false) and clears conversations
 // cids of p, bumps their generations and drops their queued messages; an
 // active run in one of them is aborted first.
-func (m *Manager) resetConvs(ctx context.Context, p *Process, cids []string, archive bool) ([]ArchiveEntry, string, error) {
+func (m *Manager) resetConvs(ctx context.Context, p *abi.Process, cids []string, archive bool) ([]abi.ArchiveEntry, string, error) {
 	pr := m.proc(p.Pid, p.Uid)
 	pr.mu.Lock()
 	// The conversations' queued messages are dropped before their run is
@@ -476,7 +458,7 @@ func (m *Manager) resetConvs(ctx context.Context, p *Process, cids []string, arc
 	for _, cid := range cids {
 		if _, err := m.st.Exec(ctx, `DELETE FROM proc_queue WHERE pid=? AND cid=?`, p.Pid, cid); err != nil {
 			pr.mu.Unlock()
-			return nil, "", abi.E(err)
+			return nil, "", abi.E(abi.Path(p.Pid+"/"+cid), err)
 		}
 	}
 	r := pr.run
@@ -491,17 +473,20 @@ func (m *Manager) resetConvs(ctx context.Context, p *Process, cids []string, arc
 	}
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if r := pr.run; r != nil {
-		for _, cid := range cids {
-			if r.cid == cid { // a queued message of this conversation started meanwhile
-				r.aborted = true
-				if r.cancel != nil {
-					r.cancel()
-				}
-				m.st.Exec(ctx, `UPDATE proc_runs SET status='aborted', finished_at=? WHERE run_id=?`, now(), r.id)
-				pr.run = nil
+	if r := pr.run; r != nil && slices.Contains(cids, r.cid) {
+		// A run of these conversations started meanwhile (a queued
+		// message, or a send being recorded): it ends here. A starting
+		// one is recorded as aborted by its Send.
+		r.stop = stopAbort
+		if r.cancel != nil && pr.state == running {
+			r.cancel()
+		}
+		if pr.state != starting {
+			if err := m.endRun(ctx, r.id, "aborted"); err != nil {
+				return nil, "", abi.E(abi.Path(p.Pid), err)
 			}
 		}
+		pr.run, pr.state = nil, idle
 	}
 	u, err := m.k.UserOf(ctx, p.Uid)
 	if err != nil {
@@ -509,7 +494,7 @@ func (m *Manager) resetConvs(ctx context.Context, p *Process, cids []string, arc
 	}
 	archiveID := time.Now().UTC().Format("20060102T150405Z") + "-" + newID("")[:6]
 	dir := fmt.Sprintf("/var/sessions/%s/%s/%s", u.Username, p.Pid, archiveID)
-	entries := []ArchiveEntry{}
+	entries := []abi.ArchiveEntry{}
 	for _, cid := range cids {
 		c, err := m.conv(ctx, p.Pid, cid)
 		if err != nil {
@@ -521,7 +506,7 @@ func (m *Manager) resetConvs(ctx context.Context, p *Process, cids []string, arc
 			if err != nil {
 				return nil, "", err
 			}
-			entries = append(entries, ArchiveEntry{cid, c.Generation, n, path})
+			entries = append(entries, abi.ArchiveEntry{ConversationID: cid, Generation: c.Generation, Messages: n, Path: path})
 		}
 		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 			if _, err := tx.Exec(`DELETE FROM proc_messages WHERE pid=? AND cid=? AND generation=?`, p.Pid, cid, c.Generation); err != nil {
@@ -537,32 +522,16 @@ func (m *Manager) resetConvs(ctx context.Context, p *Process, cids []string, arc
 			return err
 		})
 		if err != nil {
-			return nil, "", abi.E(err)
+			return nil, "", abi.E(abi.Path(p.Pid+"/"+cid), err)
 		}
 	}
-	if pr.run == nil {
-		m.promote(ctx, pr)
+	if pr.state == idle {
+		m.nextLocked(ctx, pr, nil)
 	}
 	if len(entries) == 0 {
 		dir = ""
 	}
 	return entries, dir, nil
-}
-
-// allConvs lists every conversation id of pid.
-func (m *Manager) allConvs(ctx context.Context, pid string) ([]string, error) {
-	rows, err := m.st.R.QueryContext(ctx, `SELECT cid FROM proc_conversations WHERE pid=? ORDER BY cid`, pid)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var c string
-		rows.Scan(&c)
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }
 
 // validCid: 1-64 of [A-Za-z0-9_.-], not starting with a dot.
@@ -576,4 +545,16 @@ func validCid(cid string) error {
 		}
 	}
 	return nil
+}
+
+// segment returns segment segID of conversation cid of pid.
+func (m *Manager) segment(ctx context.Context, pid, cid, segID string) (*abi.Segment, error) {
+	segs, err := m.segments(ctx, pid, cid, segID)
+	if err != nil {
+		return nil, abi.E(abi.Path(segID), err)
+	}
+	if len(segs) == 0 || segs[0].ConversationID != cid {
+		return nil, abi.E(abi.Path(segID), abi.NotExist, "no such segment")
+	}
+	return &segs[0], nil
 }

@@ -2,17 +2,13 @@ package proc
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
@@ -33,6 +29,9 @@ type tool struct {
 
 func schema(s string) json.RawMessage { return json.RawMessage(s) }
 
+// passArgs passes the model's arguments as the syscall's, target
+// included: the devices router decides where a routable call runs ("" or
+// "gsv" is the local device; another target is its error).
 func passArgs(raw json.RawMessage) (json.RawMessage, error) {
 	if len(raw) == 0 {
 		return json.RawMessage("{}"), nil
@@ -41,7 +40,6 @@ func passArgs(raw json.RawMessage) (json.RawMessage, error) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("tool arguments are not a JSON object: %v", err)
 	}
-	delete(m, "target") // devices are not routable yet
 	return json.Marshal(m)
 }
 
@@ -73,7 +71,6 @@ var tools = []tool{
 				a["input"] = c
 				delete(a, "command")
 			}
-			delete(a, "target")
 			return json.Marshal(a)
 		}},
 }
@@ -129,7 +126,13 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 			continue
 		}
 		var role string
-		m.st.QueryRowContext(ctx, `SELECT role FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id DESC LIMIT 1`, pr.pid, r.cid, r.gen).Scan(&role)
+		err = m.st.QueryRowContext(ctx, `SELECT role FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id DESC LIMIT 1`, pr.pid, r.cid, r.gen).Scan(&role)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			if ctx.Err() != nil {
+				return "aborted", nil
+			}
+			return "error", err
+		}
 		if role == "assistant" {
 			return "done", nil
 		}
@@ -164,7 +167,13 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 			// calls (the scripted one, some local servers) reuse ids,
 			// e.g. after a restart: a reused id would be taken as already
 			// approved (or denied) and run without asking.
-			if id := resp.ToolCalls[i].ID; id == "" || seen[id] || m.callIDUsed(ctx, pr.pid, r.id, id) {
+			used := false
+			if id := resp.ToolCalls[i].ID; id != "" && !seen[id] {
+				if used, err = m.callIDUsed(ctx, pr.pid, r.id, id); err != nil {
+					return "error", err
+				}
+			}
+			if id := resp.ToolCalls[i].ID; id == "" || seen[id] || used {
 				resp.ToolCalls[i].ID = newID("call_")
 			}
 			seen[resp.ToolCalls[i].ID] = true
@@ -172,7 +181,10 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 				resp.ToolCalls[i].Args = json.RawMessage("{}")
 			}
 		}
-		b, _ := json.Marshal(assistantContent{Text: resp.Text, ToolCalls: resp.ToolCalls})
+		b, err := json.Marshal(assistantContent{Text: resp.Text, ToolCalls: resp.ToolCalls})
+		if err != nil {
+			return "error", err
+		}
 		if _, err := m.appendGuarded(ctx, pr.pid, r, "assistant", b); err != nil {
 			if errors.Is(err, errStale) {
 				return "aborted", nil
@@ -185,10 +197,10 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 
 // callIDUsed says whether run runID of pid already asked a human about a
 // tool call with id callID.
-func (m *Manager) callIDUsed(ctx context.Context, pid, runID, callID string) bool {
+func (m *Manager) callIDUsed(ctx context.Context, pid, runID, callID string) (bool, error) {
 	var n int
-	m.st.QueryRowContext(ctx, `SELECT count(*) FROM proc_hil WHERE pid=? AND run_id=? AND call_id=?`, pid, runID, callID).Scan(&n)
-	return n > 0
+	err := m.st.QueryRowContext(ctx, `SELECT count(*) FROM proc_hil WHERE pid=? AND run_id=? AND call_id=?`, pid, runID, callID).Scan(&n)
+	return n > 0, err
 }
 
 // appendGuarded appends a message to r's conversation if r is still the
@@ -198,8 +210,10 @@ func (m *Manager) appendGuarded(ctx context.Context, pid string, r *activeRun, r
 	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
 		var gen int64
 		var status string
-		if err := m.st.TxQueryRow(tx, `SELECT c.generation, r.status FROM proc_conversations c, proc_runs r WHERE c.pid=? AND c.cid=? AND r.run_id=?`, pid, r.cid, r.id).Scan(&gen, &status); err != nil {
+		if err := m.st.TxQueryRow(tx, `SELECT c.generation, r.status FROM proc_conversations c, proc_runs r WHERE c.pid=? AND c.cid=? AND r.run_id=?`, pid, r.cid, r.id).Scan(&gen, &status); errors.Is(err, sql.ErrNoRows) {
 			return errStale
+		} else if err != nil {
+			return err
 		}
 		if gen != r.gen || (status != "running" && status != "waiting_hil") {
 			return errStale
@@ -209,27 +223,36 @@ func (m *Manager) appendGuarded(ctx context.Context, pid string, r *activeRun, r
 		if err != nil {
 			return err
 		}
-		id, _ = res.LastInsertId()
+		if id, err = res.LastInsertId(); err != nil {
+			return err
+		}
 		_, err = m.st.TxExec(tx, `UPDATE proc_conversations SET updated_at=? WHERE pid=? AND cid=?`, t, pid, r.cid)
 		return err
 	})
 	return id, err
 }
 
-// processEvent appends a visible "[Process Event]:" system message.
+// processEvent appends a visible "[Process Event]:" system message; a run
+// that is no longer live appends nothing.
 func (m *Manager) processEvent(ctx context.Context, pr *process, r *activeRun, text string) {
-	m.appendGuarded(context.WithoutCancel(ctx), pr.pid, r, "system", jsonString("[Process Event]: "+text))
+	_, err := m.appendGuarded(context.WithoutCancel(ctx), pr.pid, r, "system", jsonString(EventPrefix+text))
+	if err != nil && !errors.Is(err, errStale) {
+		m.log.Error("proc: append a process event", "pid", pr.pid, "run", r.id, "err", err)
+	}
 }
 
 // runTool runs one tool call: asks a human first when the policy says so
 // (returning waiting=true once the request and the run's waiting state
 // are stored), then makes the syscall as the process and appends the
 // result.
-func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *Process, caller *kernel.Caller, c model.ToolCall) (waiting bool, err error) {
+func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi.Process, caller *kernel.Caller, c model.ToolCall) (waiting bool, err error) {
 	t := toolByName(c.Name)
 	result := func(out string, isErr bool) error {
-		b, _ := json.Marshal(toolResultContent{ToolCallID: c.ID, ToolName: c.Name, Output: out, IsError: isErr})
-		_, err := m.appendGuarded(ctx, pr.pid, r, "toolResult", b)
+		b, err := json.Marshal(toolResultContent{ToolCallID: c.ID, ToolName: c.Name, Output: out, IsError: isErr})
+		if err != nil {
+			return err
+		}
+		_, err = m.appendGuarded(ctx, pr.pid, r, "toolResult", b)
 		m.signal(pr.uid, "proc.run.tool.finished", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "callId": c.ID, "toolName": c.Name, "isError": isErr})
 		return err
 	}
@@ -244,12 +267,20 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *Pro
 	if err := m.k.Permit(caller, t.syscall); err != nil {
 		return false, result(err.Error(), true)
 	}
-	if needsApproval(t.syscall) && !m.allowed(ctx, pr.pid, t.syscall) {
+	ask := false
+	if needsApproval(t.syscall) {
+		ok, err := m.allowed(ctx, pr.pid, t.syscall)
+		if err != nil {
+			return false, err
+		}
+		ask = !ok
+	}
+	if ask {
 		var status string
 		err := m.st.QueryRowContext(ctx, `SELECT status FROM proc_hil WHERE pid=? AND run_id=? AND call_id=? ORDER BY created_at DESC LIMIT 1`, pr.pid, r.id, c.ID).Scan(&status)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			h := HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: t.syscall, Args: args, CreatedAt: now()}
+			h := abi.HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: t.syscall, Args: args, CreatedAt: now()}
 			// The request and the run's waiting state are one write, so
 			// whoever sees the request sees the run waiting on it.
 			err := m.st.Tx(ctx, func(tx *sql.Tx) error {
@@ -289,239 +320,36 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *Pro
 	if err != nil {
 		return false, result(err.Error(), true)
 	}
-	out, _ := json.Marshal(res)
-	isErr := false
-	if mres, ok := res.(map[string]any); ok && mres["ok"] == false {
-		isErr = true
-	}
-	return false, result(string(out), isErr)
-}
-
-// allowed says whether pid remembered an approval for syscall.
-func (m *Manager) allowed(ctx context.Context, pid, syscall string) bool {
-	var s string
-	m.st.QueryRowContext(ctx, `SELECT hil_allow FROM proc_processes WHERE pid=?`, pid).Scan(&s)
-	var list []string
-	json.Unmarshal([]byte(s), &list)
-	return slices.Contains(list, syscall)
-}
-
-// Hil answers a pending request: approve runs the call, deny gives the
-// model "denied by user"; remember (with approve) allows the syscall for
-// the rest of the process's life. A request that is not pending (answered,
-// or made stale by an abort or reset) is an error.
-func (m *Manager) Hil(ctx context.Context, p *Process, requestID, decision string, remember bool) (map[string]any, error) {
-	if decision != "approve" && decision != "deny" {
-		return nil, abi.E(abi.Invalid, fmt.Sprintf("decision must be approve or deny, not %q", decision))
-	}
-	pr := m.proc(p.Pid, p.Uid)
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	var runID, syscall string
-	err := m.st.QueryRowContext(ctx, `SELECT run_id,syscall FROM proc_hil WHERE pid=? AND request_id=? AND status='pending'`, p.Pid, requestID).Scan(&runID, &syscall)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, abi.E(abi.Path(requestID), abi.NotExist, fmt.Sprintf("no pending HIL request %s (answered, stale, or never asked)", requestID))
-	}
+	out, err := json.Marshal(res)
 	if err != nil {
-		return nil, abi.E(err)
+		return false, result(err.Error(), true)
 	}
-	status := "approved"
-	if decision == "deny" {
-		status = "denied"
-	}
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
-		if _, err := m.st.TxExec(tx, `UPDATE proc_hil SET status=? WHERE request_id=?`, status, requestID); err != nil {
-			return err
-		}
-		if remember && decision == "approve" {
-			var s string
-			m.st.TxQueryRow(tx, `SELECT hil_allow FROM proc_processes WHERE pid=?`, p.Pid).Scan(&s)
-			var list []string
-			json.Unmarshal([]byte(s), &list)
-			list = append(list, syscall)
-			slices.Sort(list)
-			b, _ := json.Marshal(slices.Compact(list))
-			if _, err := m.st.TxExec(tx, `UPDATE proc_processes SET hil_allow=? WHERE pid=?`, string(b), p.Pid); err != nil {
-				return err
-			}
-		}
-		_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status='running' WHERE run_id=? AND status='waiting_hil'`, runID)
-		return err
-	})
-	if err != nil {
-		return nil, abi.E(err)
-	}
-	resumed := false
-	if r := pr.run; r != nil && r.id == runID && r.done == nil {
-		m.launch(pr, r)
-		resumed = true
-	}
-	m.changed(p.Uid, p.Pid, "hil", map[string]any{"requestId": requestID, "decision": decision})
-	res := map[string]any{"ok": true, "pid": p.Pid, "requestId": requestID, "decision": decision, "resumed": resumed}
-	if remember && decision == "approve" {
-		res["remembered"] = true
-	}
-	return res, nil
-}
-
-// pendingHil returns pid's pending HIL request, or nil.
-func (m *Manager) pendingHil(ctx context.Context, pid string) (*HilRequest, error) {
-	var h HilRequest
-	var args string
-	err := m.st.QueryRowContext(ctx, `SELECT request_id,run_id,cid,call_id,tool_name,syscall,args,created_at FROM proc_hil WHERE pid=? AND status='pending' ORDER BY created_at LIMIT 1`, pid).
-		Scan(&h.RequestID, &h.RunID, &h.ConversationID, &h.CallID, &h.ToolName, &h.Syscall, &args, &h.CreatedAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	h.Args = json.RawMessage(args)
-	return &h, nil
-}
-
-// aiEndpointKeys name where the model is: a secret of one config level
-// goes only to an endpoint of that level.
-var aiEndpointKeys = []string{"provider", "base_url"}
-
-// MaxScript is the largest script (config/ai/script) the scripted
-// provider reads.
-const MaxScript = 1 << 20
-
-// aiConfig returns the owner's AI configuration, resolved level by level
-// (resolveAI): config/ai/* and users/<uid>/ai/*. systemEndpoint says that
-// the endpoint is the system's.
-func (m *Manager) aiConfig(ctx context.Context, uid uint32) (cfg map[string]string, systemEndpoint bool) {
-	level := func(prefix string) map[string]string {
-		out := map[string]string{}
-		res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, m.k, m.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: prefix})
-		if err != nil {
-			return out
-		}
-		for _, e := range res.Entries {
-			out[strings.TrimPrefix(e.Key, prefix+"/")] = e.Value
-		}
-		return out
-	}
-	return resolveAI(level("config/ai"), level(fmt.Sprintf("users/%d/ai", uid)))
-}
-
-// resolveAI merges the system level sys and a user's level user of the ai
-// configuration: the user's keys override the system's, except that
-// credentials follow their endpoint. When the user sets any endpoint key
-// (provider, base_url), the endpoint is the user's and no secret of the
-// system level (kernel.SensitiveKey: api_key and any other) is kept: the
-// user's endpoint gets only the user's own secrets. The user's own
-// secrets are theirs to send anywhere, the system's endpoint included.
-func resolveAI(sys, user map[string]string) (cfg map[string]string, systemEndpoint bool) {
-	systemEndpoint = true
-	for _, k := range aiEndpointKeys {
-		if _, ok := user[k]; ok {
-			systemEndpoint = false
-		}
-	}
-	cfg = map[string]string{}
-	for k, v := range sys {
-		if !systemEndpoint && kernel.SensitiveKey(k) {
-			continue
-		}
-		cfg[k] = v
-	}
-	for k, v := range user {
-		cfg[k] = v
-	}
-	return cfg, systemEndpoint
-}
-
-// provider returns the model provider and model name for uid. A scripted
-// provider's script (config/ai/script) is a file of the namespace, read
-// as uid through the dispatcher (fs.readraw: a regular file the user may
-// read, MaxScript bytes at most) at each call: a changed script starts a
-// new replay. No lock is held across the read or the model's making.
-func (m *Manager) provider(ctx context.Context, uid uint32) (model.Provider, string, error) {
-	if m.opts.Provider != nil {
-		return m.opts.Provider(ctx, uid)
-	}
-	cfg, systemEndpoint := m.aiConfig(ctx, uid)
-	timeout := 120 * time.Second
-	if s, err := strconv.Atoi(cfg["timeout_ms"]); err == nil && s > 0 {
-		timeout = time.Duration(s) * time.Millisecond
-	}
-	mc := model.Config{Provider: cfg["provider"], Model: cfg["model"], BaseURL: cfg["base_url"],
-		APIKey: cfg["api_key"], Script: cfg["script"], Timeout: timeout, UseEnvironment: systemEndpoint}
-	var scriptSum string
-	if strings.EqualFold(strings.TrimSpace(mc.Provider), "scripted") && mc.Script != "" {
-		data, err := m.readScript(ctx, uid, mc.Script)
-		if err != nil {
-			return nil, mc.Model, err
-		}
-		mc.ScriptData = data
-		sum := sha256.Sum256(data)
-		scriptSum = hex.EncodeToString(sum[:])
-	}
-	// Providers are kept per user and configuration: a scripted provider
-	// is stateful (it replays its script turn by turn and numbers its
-	// tool calls), and the others keep their HTTP connections.
-	key := strings.Join([]string{strconv.FormatUint(uint64(uid), 10), mc.Provider, mc.Model, mc.BaseURL, mc.APIKey,
-		mc.Script, scriptSum, timeout.String(), strconv.FormatBool(systemEndpoint)}, "\x00")
-	m.provMu.Lock()
-	p, ok := m.provCache[key]
-	m.provMu.Unlock()
-	if ok {
-		return p, mc.Model, nil
-	}
-	p, err := model.New(mc)
-	if err != nil {
-		return nil, mc.Model, err
-	}
-	m.provMu.Lock()
-	defer m.provMu.Unlock()
-	if q, ok := m.provCache[key]; ok {
-		return q, mc.Model, nil // another call made it meanwhile
-	}
-	if m.provCache == nil || len(m.provCache) >= 256 {
-		m.provCache = map[string]model.Provider{} // bounded: configurations change rarely
-	}
-	m.provCache[key] = p
-	return p, mc.Model, nil
-}
-
-// readScript reads the scripted provider's script at path (a namespace
-// path; ~ is uid's home) as uid.
-func (m *Manager) readScript(ctx context.Context, uid uint32, path string) ([]byte, error) {
-	id, err := m.k.IdentityOf(ctx, uid)
-	if err != nil {
-		return nil, err
-	}
-	data, err := kernel.Invoke[[]byte](ctx, m.k, &kernel.Caller{Identity: id}, "fs.readraw", &kernel.FileArgs{Path: path, Max: MaxScript})
-	if err != nil {
-		return nil, fmt.Errorf("config ai/script %s: %w", path, err)
-	}
-	return data, nil
+	return false, result(string(out), failed(res, nil) != nil)
 }
 
 // systemPrompt is the profile's prompt plus the owner's ~/context.d/*.md.
-func (m *Manager) systemPrompt(ctx context.Context, p *Process, caller *kernel.Caller) string {
+func (m *Manager) systemPrompt(ctx context.Context, p *abi.Process, caller *kernel.Caller) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "You are a GSV agent process (pid %s, profile %s) acting for user %s. Your working directory is %s.\n",
 		p.Pid, p.Profile, caller.Username, p.Cwd)
 	b.WriteString("Your tools are syscalls made with your owner's permissions. Messages that start with \"[Process Event]:\" are GSV runtime events (compaction summaries, errors, scheduled events), not the user speaking.\n")
-	res, err := m.k.Call(ctx, caller, "fs.read", json.RawMessage(`{"path":"~/context.d"}`))
-	if err != nil {
+	var dir struct {
+		Files []string `json:"files"`
+	}
+	if err := decodeAs(m.k.Call(ctx, caller, "fs.read", json.RawMessage(`{"path":"~/context.d"}`)))(&dir); err != nil {
 		return b.String()
 	}
-	r, _ := res.(map[string]any)
-	files, _ := r["files"].([]string)
+	files := dir.Files
 	sort.Strings(files)
 	for _, f := range files {
 		if !strings.HasSuffix(f, ".md") {
 			continue
 		}
-		raw, err := m.k.Call(ctx, caller, "fs.readraw", &kernel.FileArgs{Path: "~/context.d/" + f})
+		raw, err := kernel.Invoke[[]byte](ctx, m.k, caller, "fs.readraw", &kernel.FileArgs{Path: "~/context.d/" + f})
 		if err != nil {
 			continue
 		}
-		fmt.Fprintf(&b, "\n## %s\n%s\n", f, raw.([]byte))
+		fmt.Fprintf(&b, "\n## %s\n%s\n", f, raw)
 	}
 	return b.String()
 }
@@ -529,7 +357,7 @@ func (m *Manager) systemPrompt(ctx context.Context, p *Process, caller *kernel.C
 // modelMessages loads the active messages of a conversation as model
 // messages, and their stored size.
 func (m *Manager) modelMessages(ctx context.Context, pid, cid string, gen int64) ([]model.Message, int, error) {
-	rows, err := m.st.QueryContext(ctx, `SELECT role,content FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id`, pid, cid, gen)
+	rows, err := m.st.QueryContext(ctx, `SELECT id,role,content FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id`, pid, cid, gen)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -537,22 +365,29 @@ func (m *Manager) modelMessages(ctx context.Context, pid, cid string, gen int64)
 	var out []model.Message
 	size := 0
 	for rows.Next() {
+		var id int64
 		var role, content string
-		rows.Scan(&role, &content)
+		if err := rows.Scan(&id, &role, &content); err != nil {
+			return nil, 0, err
+		}
 		size += len(content)
+		var err error
 		switch role {
 		case "user", "system":
 			var s string
-			json.Unmarshal([]byte(content), &s)
+			err = json.Unmarshal([]byte(content), &s)
 			out = append(out, model.Message{Role: model.User, Content: s})
 		case "assistant":
 			var ac assistantContent
-			json.Unmarshal([]byte(content), &ac)
+			err = json.Unmarshal([]byte(content), &ac)
 			out = append(out, model.Message{Role: model.Assistant, Content: ac.Text, ToolCalls: ac.ToolCalls})
 		case "toolResult":
 			var tr toolResultContent
-			json.Unmarshal([]byte(content), &tr)
+			err = json.Unmarshal([]byte(content), &tr)
 			out = append(out, model.Message{Role: model.Tool, Content: tr.Output, ToolCallID: tr.ToolCallID, ToolName: tr.ToolName, IsError: tr.IsError})
+		}
+		if err != nil {
+			return nil, 0, abi.E(abi.Path(pid+"/"+cid), abi.Other, fmt.Sprintf("message %d: %v", id, err))
 		}
 	}
 	return out, size, rows.Err()
@@ -570,7 +405,7 @@ var toolDefs = func() []model.ToolDef {
 // callModel makes one model call for r as caller (the process),
 // streaming deltas to the events. msgs are the conversation's model
 // messages if the preflight read them, else nil.
-func (m *Manager) callModel(ctx context.Context, pr *process, r *activeRun, p *Process, caller *kernel.Caller, msgs []model.Message) (model.Response, error) {
+func (m *Manager) callModel(ctx context.Context, pr *process, r *activeRun, p *abi.Process, caller *kernel.Caller, msgs []model.Message) (model.Response, error) {
 	prov, modelName, err := m.provider(ctx, p.Uid)
 	if err != nil {
 		return model.Response{}, err
@@ -591,9 +426,12 @@ func (m *Manager) callModel(ctx context.Context, pr *process, r *activeRun, p *P
 // fail refuses the run. It returns the conversation's model messages when
 // it read them and left them as they are (nil otherwise), so that the
 // model call need not read them again.
-func (m *Manager) preflight(ctx context.Context, pr *process, r *activeRun, p *Process) ([]model.Message, error) {
+func (m *Manager) preflight(ctx context.Context, pr *process, r *activeRun, p *abi.Process) ([]model.Message, error) {
 	pol, err := m.policy(ctx, pr.pid, r.cid)
-	if err != nil || pol.Overflow == "manual" {
+	if err != nil {
+		return nil, err
+	}
+	if pol.Overflow == "manual" {
 		return nil, nil
 	}
 	msgs, size, err := m.modelMessages(ctx, pr.pid, r.cid, r.gen)
@@ -612,7 +450,7 @@ func (m *Manager) preflight(ctx context.Context, pr *process, r *activeRun, p *P
 	if pol.Overflow == "fail" {
 		return nil, fmt.Errorf("context pressure %.2f is over %.2f and the policy is fail", pressure, pol.CompactAtPressure)
 	}
-	if _, err := m.compact(ctx, p, r.cid, compactArgs{KeepLast: &pol.KeepLast, GenerateSummary: true}, true); err != nil {
+	if _, err := m.compact(ctx, p, r.cid, abi.CompactArgs{KeepLast: &pol.KeepLast, GenerateSummary: true}, true); err != nil {
 		if abi.Code(err) != 400 || size/4 > window {
 			return nil, err
 		}
@@ -628,4 +466,36 @@ func (m *Manager) preflight(ctx context.Context, pr *process, r *activeRun, p *P
 		return nil, fmt.Errorf("context is still over the window after compaction: about %d tokens kept (keep=%d), the window is %d: compact more (keep=<n>) or raise config/ai/context_window", size/4, pol.KeepLast, window)
 	}
 	return msgs, nil
+}
+
+// decodeAs returns a function that decodes a syscall's result (res, err)
+// into v through its JSON, the form every caller of the syscall sees: a
+// caller that reads another room's result needs only its JSON shape.
+func decodeAs(res any, err error) func(v any) error {
+	return func(v any) error {
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, v)
+	}
+}
+
+// failed is the error of a syscall's result (res, err): err, or the
+// result's own error when it says {"ok": false, "error": ...}.
+func failed(res any, err error) error {
+	if err != nil {
+		return err
+	}
+	var r struct {
+		OK    *bool  `json:"ok"`
+		Error string `json:"error"`
+	}
+	if decodeAs(res, nil)(&r) != nil || r.OK == nil || *r.OK {
+		return nil
+	}
+	return errors.New(r.Error)
 }

@@ -25,16 +25,16 @@ const historyPage = 1000
 // renderHistory renders generation gen of conversation cid of pid, message
 // by message, by paging proc.history by message id as c. (The checkpoint
 // renders with it; /proc's history files are cache.go's.)
-func (m *Manager) renderHistory(ctx context.Context, c *kernel.Caller, pid, cid string, gen int64, render func(*bytes.Buffer, *Message)) ([]byte, error) {
+func (m *Manager) renderHistory(ctx context.Context, c *kernel.Caller, pid, cid string, gen int64, render func(*bytes.Buffer, *abi.Message)) ([]byte, error) {
 	var b bytes.Buffer
 	var after int64
 	for {
-		res, err := kernel.Invoke[map[string]any](ctx, m.k, c, "proc.history",
-			&historyArgs{Pid: pid, ConversationID: cid, Limit: historyPage, AfterID: &after, Generation: &gen})
+		res, err := kernel.Invoke[*abi.HistoryResult](ctx, m.k, c, "proc.history",
+			&abi.HistoryArgs{Pid: pid, ConversationID: cid, Limit: historyPage, AfterID: &after, Generation: &gen})
 		if err != nil {
 			return nil, err
 		}
-		msgs := res["messages"].([]Message)
+		msgs := res.Messages
 		for i := range msgs {
 			render(&b, &msgs[i])
 			after = msgs[i].ID
@@ -48,7 +48,7 @@ func (m *Manager) renderHistory(ctx context.Context, c *kernel.Caller, pid, cid 
 // renderJSONLine renders a message as one JSON line of history, as
 // json.Marshal(msg) would: the stored content is compact JSON already and
 // is copied as it is.
-func renderJSONLine(b *bytes.Buffer, msg *Message) {
+func renderJSONLine(b *bytes.Buffer, msg *abi.Message) {
 	b.WriteString(`{"id":`)
 	b.WriteString(strconv.FormatInt(msg.ID, 10))
 	b.WriteString(`,"role":`)
@@ -65,17 +65,25 @@ func renderJSONLine(b *bytes.Buffer, msg *Message) {
 	b.WriteString("}\n")
 }
 
-// renderTranscript renders a message as text a person reads.
-func renderTranscript(b *bytes.Buffer, msg *Message) {
+// renderTranscript renders a message as text a person reads. A message
+// whose content does not decode as its role's is shown as its raw JSON.
+func renderTranscript(b *bytes.Buffer, msg *abi.Message) {
 	t := time.UnixMilli(msg.Timestamp).UTC().Format("2006-01-02 15:04:05")
+	raw := func() { fmt.Fprintf(b, "[%s] #%d %s:\n%s\n\n", t, msg.ID, msg.Role, msg.Content) }
 	switch msg.Role {
 	case "user", "system":
 		var s string
-		json.Unmarshal(msg.Content, &s)
+		if json.Unmarshal(msg.Content, &s) != nil {
+			raw()
+			return
+		}
 		fmt.Fprintf(b, "[%s] #%d %s:\n%s\n\n", t, msg.ID, msg.Role, s)
 	case "assistant":
 		var ac assistantContent
-		json.Unmarshal(msg.Content, &ac)
+		if json.Unmarshal(msg.Content, &ac) != nil {
+			raw()
+			return
+		}
 		fmt.Fprintf(b, "[%s] #%d assistant:\n", t, msg.ID)
 		if ac.Text != "" {
 			fmt.Fprintf(b, "%s\n", ac.Text)
@@ -86,7 +94,10 @@ func renderTranscript(b *bytes.Buffer, msg *Message) {
 		b.WriteByte('\n')
 	case "toolResult":
 		var tr toolResultContent
-		json.Unmarshal(msg.Content, &tr)
+		if json.Unmarshal(msg.Content, &tr) != nil {
+			raw()
+			return
+		}
 		out := tr.Output
 		if len(out) > 2000 {
 			out = out[:2000] + fmt.Sprintf("... [%d bytes]", len(tr.Output))
@@ -103,11 +114,11 @@ func renderTranscript(b *bytes.Buffer, msg *Message) {
 // its archive, read as the caller: the segment must be the caller's and
 // the archive readable by them.
 func (m *Manager) segmentReader(ctx context.Context, c *kernel.Caller, pid, cid, segID string) (vfs.Reader, error) {
-	res, err := kernel.Invoke[map[string]any](ctx, m.k, c, "proc.conversation.segments", &convArgs{Pid: pid, ConversationID: cid})
+	res, err := kernel.Invoke[*abi.SegmentsResult](ctx, m.k, c, "proc.conversation.segments", &abi.ConvArgs{Pid: pid, ConversationID: cid})
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range res["segments"].([]Segment) {
+	for _, s := range res.Segments {
 		if s.ID != segID {
 			continue
 		}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
@@ -38,31 +37,14 @@ func spawnVerb(l ns.CtlLine) (string, any, error) {
 	if err := words(l, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none]"); err != nil {
 		return "", nil, err
 	}
-	a := &spawnArgs{Profile: word(l, 0), Label: l.Opt("label"), Prompt: l.Opt("prompt")}
+	a := &abi.SpawnArgs{Profile: word(l, 0), Label: l.Opt("label"), Prompt: l.Opt("prompt")}
 	if w, ok := l.LookupOpt("workspace"); ok {
 		a.Workspace = w
 	}
 	return "proc.spawn", a, nil
 }
 
-// registerNamespace registers the Internal syscalls that serve the /proc
-// tree alone: proc.conversation.lookup, and proc.history.open with its
-// render cache (cache.go).
-func (m *Manager) registerNamespace() error {
-	// proc.conversation.lookup (Internal) is the namespace's lookup of a
-	// conversation: its record without messageCount (counting every
-	// message of a long conversation at each path walk was most of the
-	// cost of opening its history).
-	kernel.Handle(m.k, "proc.conversation.lookup", kernel.Internal, func(ctx context.Context, c *kernel.Caller, a *convArgs) (*Conversation, error) {
-		p, err := m.lookup(ctx, c, a.Pid)
-		if err != nil {
-			return nil, err
-		}
-		return m.convRecord(ctx, p.Pid, orDefault(a.ConversationID))
-	})
-	return m.registerRenderCache()
-}
-
+// tree is the /proc tree.
 func (m *Manager) tree() vfs.Dir {
 	root := ns.RootMeta("/proc", fs.ModeDir|0o555)
 	ctl := m.space.Ctl("/proc", ns.RootMeta("/proc/ctl", 0o666), map[string]ns.CtlVerb{"spawn": spawnVerb})
@@ -78,27 +60,29 @@ func (m *Manager) tree() vfs.Dir {
 		if err == nil {
 			_, args, err = spawnVerb(l)
 		}
+		if err == nil && l.JSON != nil {
+			if jerr := json.Unmarshal(l.JSON, args); jerr != nil {
+				err = abi.E(abi.Path("/proc/clone"), abi.Invalid, fmt.Sprintf("bad args: %v", jerr))
+			}
+		}
 		if err != nil {
 			return "", err
 		}
-		if l.JSON != nil {
-			json.Unmarshal(l.JSON, args)
-		}
-		res, err := m.k.Call(ctx, c, "proc.spawn", args)
+		res, err := kernel.Invoke[*abi.SpawnResult](ctx, m.k, c, "proc.spawn", args)
 		if err != nil {
 			return "", err
 		}
-		return res.(map[string]any)["pid"].(string), nil
+		return res.Pid, nil
 	}}
 	errv := m.space.ErrView("/proc")
 	return &vfs.FuncDir{Meta: root,
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
 			out := []vfs.DirEntry{{Name: "ctl", Node: ctl}, {Name: "clone", Node: clone}, {Name: "err", Node: errv}}
-			res, err := kernel.Invoke[map[string]any](ctx, m.k, ns.CallerOf(cred, ""), "proc.list", &listArgs{})
+			res, err := kernel.Invoke[*abi.ProcList](ctx, m.k, ns.CallerOf(cred, ""), "proc.list", &abi.ListArgs{})
 			if err != nil {
 				return out, nil // nobody sees the fixed files only
 			}
-			for _, p := range res["processes"].([]Process) {
+			for _, p := range res.Processes {
 				out = append(out, vfs.DirEntry{Name: p.Pid, Node: m.procDir(ctx, &p)})
 			}
 			return out, nil
@@ -112,7 +96,7 @@ func (m *Manager) tree() vfs.Dir {
 			case "err":
 				return errv, nil
 			}
-			p, err := kernel.Invoke[*Process](ctx, m.k, ns.CallerOf(cred, ""), "proc.get", &pidArgs{Pid: name})
+			p, err := kernel.Invoke[*abi.Process](ctx, m.k, ns.CallerOf(cred, ""), "proc.get", &abi.PidArgs{Pid: name})
 			if err != nil || name == "" {
 				return nil, vfs.ErrNotExist
 			}
@@ -125,7 +109,7 @@ func (m *Manager) tree() vfs.Dir {
 type owner ns.Meta
 
 // owner looks up the owner of p's files.
-func (m *Manager) owner(ctx context.Context, p *Process) owner {
+func (m *Manager) owner(ctx context.Context, p *abi.Process) owner {
 	o := owner{Uid: p.Uid, Gid: kernel.UsersGID, Owner: strconv.Itoa(int(p.Uid)), Group: "users", HostUID: int(p.Uid)}
 	if u, err := m.k.UserOf(ctx, p.Uid); err == nil {
 		o.Owner, o.Gid = u.Username, u.Gid
@@ -146,10 +130,12 @@ func (o owner) at(path string, mode fs.FileMode) *ns.Meta {
 	return &meta
 }
 
-// jsonView is a view of the syscall call made as the reader, shown as JSON.
-func (m *Manager) jsonView(meta *ns.Meta, call string, args any, pick func(map[string]any) any) *vfs.View {
+// jsonView is a view of the syscall call made as the reader, the part of
+// its result (an R) pick chooses shown as indented JSON; a nil part is an
+// empty view.
+func jsonView[R any, V any](m *Manager, meta *ns.Meta, call string, args any, pick func(R) *V) *vfs.View {
 	return &vfs.View{Meta: meta, Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		res, err := kernel.Invoke[map[string]any](ctx, m.k, ns.CallerOf(cred, ""), call, args)
+		res, err := kernel.Invoke[R](ctx, m.k, ns.CallerOf(cred, ""), call, args)
 		if err != nil {
 			return nil, err
 		}
@@ -162,20 +148,19 @@ func (m *Manager) jsonView(meta *ns.Meta, call string, args any, pick func(map[s
 	}}
 }
 
-func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
+func (m *Manager) procDir(ctx context.Context, p *abi.Process) vfs.Dir {
 	own := m.owner(ctx, p)
 	base := "/proc/" + p.Pid
 	pid := p.Pid
 	dirMode := fs.ModeDir | 0o500
 	status := &vfs.View{Meta: own.at(base+"/status", 0o400), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		res, err := kernel.Invoke[map[string]any](ctx, m.k, ns.CallerOf(cred, ""), "proc.status", &pidArgs{Pid: pid})
+		res, err := kernel.Invoke[*abi.StatusResult](ctx, m.k, ns.CallerOf(cred, ""), "proc.status", &abi.PidArgs{Pid: pid})
 		if err != nil {
 			return nil, err
 		}
 		var b strings.Builder
-		st := res["status"].(map[string]any)
-		for _, k := range statusKeys {
-			fmt.Fprintf(&b, "%s: %s\n", k, field(st[k]))
+		for _, f := range statusLines(&res.Status) {
+			fmt.Fprintf(&b, "%s: %s\n", f.key, field(f.value))
 		}
 		return []byte(b.String()), nil
 	}}
@@ -184,11 +169,11 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 			if l.JSON == nil && l.Rest == "" {
 				return "", nil, abi.E(abi.Invalid, "usage: send <text...>")
 			}
-			return "proc.send", &sendArgs{Pid: pid, Message: l.Text()}, nil
+			return "proc.send", &abi.SendArgs{Pid: pid, Message: l.Text()}, nil
 		},
-		"abort": func(l ns.CtlLine) (string, any, error) { return "proc.abort", &pidArgs{Pid: pid}, nil },
+		"abort": func(l ns.CtlLine) (string, any, error) { return "proc.abort", &abi.PidArgs{Pid: pid}, nil },
 		"kill": func(l ns.CtlLine) (string, any, error) {
-			a := &killArgs{Pid: pid}
+			a := &abi.KillArgs{Pid: pid}
 			if word(l, 0) == "noarchive" {
 				f := false
 				a.Archive = &f
@@ -197,23 +182,20 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 			}
 			return "proc.kill", a, nil
 		},
-		"reset": func(l ns.CtlLine) (string, any, error) { return "proc.reset", &pidArgs{Pid: pid}, nil },
+		"reset": func(l ns.CtlLine) (string, any, error) { return "proc.reset", &abi.PidArgs{Pid: pid}, nil },
 		"hil": func(l ns.CtlLine) (string, any, error) {
 			if err := words(l, 2, "hil <approve|deny> <requestId> [remember]"); err != nil {
 				return "", nil, err
 			}
-			return "proc.hil", &hilArgs{Pid: pid, Decision: word(l, 0), RequestID: word(l, 1), Remember: word(l, 2) == "remember"}, nil
+			return "proc.hil", &abi.HilArgs{Pid: pid, Decision: word(l, 0), RequestID: word(l, 1), Remember: word(l, 2) == "remember"}, nil
 		},
 	})
 	events := &vfs.Stream{Meta: own.at(base+"/events", 0o400), Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
-		return kernel.Invoke[vfs.Subscription](ctx, m.k, ns.CallerOf(cred, ""), "proc.events", &pidArgs{Pid: pid})
+		return kernel.Invoke[vfs.Subscription](ctx, m.k, ns.CallerOf(cred, ""), "proc.events", &abi.PidArgs{Pid: pid})
 	}}
-	hil := m.jsonView(own.at(base+"/hil", 0o400), "proc.history", &historyArgs{Pid: pid, Limit: 1}, func(r map[string]any) any {
-		if h, _ := r["pendingHil"].(*HilRequest); h != nil {
-			return h
-		}
-		return nil // no request: the view is empty
-	})
+	// hil is the pending request; no request: the view is empty.
+	hil := jsonView(m, own.at(base+"/hil", 0o400), "proc.history", &abi.HistoryArgs{Pid: pid, Limit: 1},
+		func(r *abi.HistoryResult) *abi.HilRequest { return r.PendingHil })
 	return vfs.NewDir(own.at(base, dirMode),
 		vfs.DirEntry{Name: "status", Node: status},
 		vfs.DirEntry{Name: "ctl", Node: ctl},
@@ -222,6 +204,19 @@ func (m *Manager) procDir(ctx context.Context, p *Process) vfs.Dir {
 		vfs.DirEntry{Name: "hil", Node: hil},
 		vfs.DirEntry{Name: "conversations", Node: m.convsDir(p, own)},
 	)
+}
+
+// statusLine is one line of /proc/<pid>/status.
+type statusLine struct {
+	key   string
+	value any
+}
+
+// statusLines are the lines of /proc/<pid>/status, in order.
+func statusLines(st *abi.ProcStatus) []statusLine {
+	return []statusLine{{"pid", st.Pid}, {"uid", st.Uid}, {"user", st.User}, {"profile", st.Profile}, {"label", st.Label},
+		{"parent", st.Parent}, {"state", st.State}, {"run", st.Run}, {"queued", st.Queued}, {"cwd", st.Cwd},
+		{"workspace", st.Workspace}, {"created", st.Created}}
 }
 
 // field renders v as one field of a line: a string that is not a
@@ -239,48 +234,12 @@ func field(v any) string {
 	return s
 }
 
-// statusKeys is the order of /proc/<pid>/status.
-var statusKeys = []string{"pid", "uid", "user", "profile", "label", "parent", "state", "run", "queued", "cwd", "workspace", "created"}
-
-// status is proc.status's record of p.
-func (m *Manager) status(ctx context.Context, p *Process) map[string]any {
-	user := ""
-	if u, _ := m.k.UserOf(ctx, p.Uid); u != nil {
-		user = u.Username
-	}
-	str := func(s *string) string {
-		if s == nil {
-			return "-"
-		}
-		return *s
-	}
-	pr := m.proc(p.Pid, p.Uid)
-	pr.mu.Lock()
-	run, state := "-", p.State
-	if pr.run != nil {
-		run = pr.run.id
-		if pr.run.done == nil {
-			state = "waiting"
-		} else {
-			state = "running"
-		}
-	} else if state == "running" {
-		state = "idle"
-	}
-	pr.mu.Unlock()
-	var queued int
-	m.st.R.QueryRowContext(ctx, `SELECT count(*) FROM proc_queue WHERE pid=?`, p.Pid).Scan(&queued)
-	return map[string]any{"pid": p.Pid, "uid": p.Uid, "user": user, "profile": p.Profile, "label": str(p.Label),
-		"parent": str(p.ParentPid), "state": state, "run": run, "queued": queued, "cwd": p.Cwd,
-		"workspace": str(p.WorkspaceID), "created": time.UnixMilli(p.CreatedAt).UTC().Format(time.RFC3339)}
-}
-
-func (m *Manager) convsDir(p *Process, own owner) vfs.Dir {
+func (m *Manager) convsDir(p *abi.Process, own owner) vfs.Dir {
 	base := "/proc/" + p.Pid + "/conversations"
 	pid := p.Pid
 	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), map[string]ns.CtlVerb{
 		"open": func(l ns.CtlLine) (string, any, error) {
-			a := &convArgs{Pid: pid, ConversationID: word(l, 0)}
+			a := &abi.ConvArgs{Pid: pid, ConversationID: word(l, 0)}
 			if t, ok := l.LookupOpt("title"); ok {
 				a.Title = &t
 			}
@@ -290,18 +249,18 @@ func (m *Manager) convsDir(p *Process, own owner) vfs.Dir {
 			if err := words(l, 1, "close <id>"); err != nil {
 				return "", nil, err
 			}
-			return "proc.conversation.close", &convArgs{Pid: pid, ConversationID: word(l, 0)}, nil
+			return "proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: word(l, 0)}, nil
 		},
 	})
 	errv := m.space.ErrView(base)
 	return &vfs.FuncDir{Meta: own.at(base, fs.ModeDir|0o500),
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
-			res, err := kernel.Invoke[map[string]any](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.list", &convArgs{Pid: pid, IncludeClosed: true})
+			res, err := kernel.Invoke[*abi.ConvListResult](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.list", &abi.ConvArgs{Pid: pid, IncludeClosed: true})
 			if err != nil {
 				return nil, err
 			}
 			out := []vfs.DirEntry{{Name: "ctl", Node: ctl}, {Name: "err", Node: errv}}
-			for _, c := range res["conversations"].([]Conversation) {
+			for _, c := range res.Conversations {
 				out = append(out, vfs.DirEntry{Name: c.ID, Node: m.convDir(ctx, p, c.ID)})
 			}
 			return out, nil
@@ -313,22 +272,22 @@ func (m *Manager) convsDir(p *Process, own owner) vfs.Dir {
 			case "err":
 				return errv, nil
 			}
-			if _, err := kernel.Invoke[*Conversation](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.lookup", &convArgs{Pid: pid, ConversationID: name}); err != nil {
+			if _, err := kernel.Invoke[*abi.Conversation](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.lookup", &abi.ConvArgs{Pid: pid, ConversationID: name}); err != nil {
 				return nil, err // ENOENT for a conversation that is not there
 			}
 			return m.convDir(ctx, p, name), nil
 		}}
 }
 
-func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
+func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.Dir {
 	own := m.owner(ctx, p)
 	base := "/proc/" + p.Pid + "/conversations/" + cid
 	pid := p.Pid
 	in := &convInput{Input: &vfs.Input{Meta: own.at(base+"/in", 0o200), Deliver: func(ctx context.Context, cred vfs.Cred, data []byte) error {
-		_, err := m.k.Call(ctx, ns.CallerOf(cred, base), "proc.send", &sendArgs{Pid: pid, ConversationID: cid, Message: strings.TrimSuffix(string(data), "\n")})
+		_, err := m.k.Call(ctx, ns.CallerOf(cred, base), "proc.send", &abi.SendArgs{Pid: pid, ConversationID: cid, Message: strings.TrimSuffix(string(data), "\n")})
 		return err
 	}}, check: func(ctx context.Context, cred vfs.Cred) error {
-		c, err := kernel.Invoke[*Conversation](ctx, m.k, ns.CallerOf(cred, base), "proc.conversation.lookup", &convArgs{Pid: pid, ConversationID: cid})
+		c, err := kernel.Invoke[*abi.Conversation](ctx, m.k, ns.CallerOf(cred, base), "proc.conversation.lookup", &abi.ConvArgs{Pid: pid, ConversationID: cid})
 		if err != nil {
 			return err
 		}
@@ -342,10 +301,10 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			if l.JSON == nil && l.Rest == "" {
 				return "", nil, abi.E(abi.Invalid, "usage: send <text...>")
 			}
-			return "proc.send", &sendArgs{Pid: pid, ConversationID: cid, Message: l.Text()}, nil
+			return "proc.send", &abi.SendArgs{Pid: pid, ConversationID: cid, Message: l.Text()}, nil
 		},
 		"compact": func(l ns.CtlLine) (string, any, error) {
-			a := &compactArgs{Pid: pid, ConversationID: cid}
+			a := &abi.CompactArgs{Pid: pid, ConversationID: cid}
 			if v, ok := l.LookupOpt("keep"); ok {
 				n, err := strconv.Atoi(v)
 				if err != nil {
@@ -372,7 +331,7 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			return "proc.conversation.compact", a, nil
 		},
 		"reset": func(l ns.CtlLine) (string, any, error) {
-			a := &convArgs{Pid: pid, ConversationID: cid}
+			a := &abi.ConvArgs{Pid: pid, ConversationID: cid}
 			if word(l, 0) == "noarchive" {
 				f := false
 				a.Archive = &f
@@ -380,7 +339,7 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			return "proc.conversation.reset", a, nil
 		},
 		"fork": func(l ns.CtlLine) (string, any, error) {
-			a := &forkArgs{Pid: pid, ConversationID: cid, SegmentID: l.Opt("segment"), TargetConversationID: l.Opt("as")}
+			a := &abi.ForkArgs{Pid: pid, ConversationID: cid, SegmentID: l.Opt("segment"), TargetConversationID: l.Opt("as")}
 			if v, ok := l.LookupOpt("through"); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
@@ -401,10 +360,10 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			return "proc.conversation.fork", a, nil
 		},
 		"close": func(l ns.CtlLine) (string, any, error) {
-			return "proc.conversation.close", &convArgs{Pid: pid, ConversationID: cid}, nil
+			return "proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: cid}, nil
 		},
 		"policy": func(l ns.CtlLine) (string, any, error) {
-			a := &policyArgs{Pid: pid, ConversationID: cid}
+			a := &abi.PolicyArgs{Pid: pid, ConversationID: cid}
 			if v, ok := l.LookupOpt("overflow"); ok {
 				a.Overflow = &v
 			}
@@ -425,8 +384,10 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 			return "proc.conversation.policy.set", a, nil
 		},
 	})
-	info := m.jsonView(own.at(base+"/info", 0o400), "proc.conversation.get", &convArgs{Pid: pid, ConversationID: cid}, func(r map[string]any) any { return r["conversation"] })
-	policy := m.jsonView(own.at(base+"/policy", 0o400), "proc.conversation.policy.get", &policyArgs{Pid: pid, ConversationID: cid}, func(r map[string]any) any { return r["policy"] })
+	info := jsonView(m, own.at(base+"/info", 0o400), "proc.conversation.get", &abi.ConvArgs{Pid: pid, ConversationID: cid},
+		func(r *abi.ConversationGetResult) *abi.Conversation { return r.Conversation })
+	policy := jsonView(m, own.at(base+"/policy", 0o400), "proc.conversation.policy.get", &abi.PolicyArgs{Pid: pid, ConversationID: cid},
+		func(r *abi.PolicyResult) *abi.Policy { return r.Policy })
 	// history and transcript are proc's cached renderings (cache.go),
 	// brought up to date by proc.history.open at each open and then read
 	// as real files.
@@ -448,13 +409,13 @@ func (m *Manager) convDir(ctx context.Context, p *Process, cid string) vfs.Dir {
 	)
 }
 
-func (m *Manager) segmentsDir(p *Process, own owner, cid string) vfs.Dir {
+func (m *Manager) segmentsDir(p *abi.Process, own owner, cid string) vfs.Dir {
 	base := "/proc/" + p.Pid + "/conversations/" + cid + "/segments"
 	pid := p.Pid
-	segDir := func(s Segment) vfs.Dir {
+	segDir := func(s abi.Segment) vfs.Dir {
 		sbase := base + "/" + s.ID
-		meta := m.jsonView(own.at(sbase+"/meta", 0o400), "proc.conversation.segment.read", &segReadArgs{Pid: pid, ConversationID: cid, SegmentID: s.ID, Limit: 1},
-			func(r map[string]any) any { return r["segment"] })
+		meta := jsonView(m, own.at(sbase+"/meta", 0o400), "proc.conversation.segment.read", &abi.SegmentReadArgs{Pid: pid, ConversationID: cid, SegmentID: s.ID, Limit: 1},
+			func(r *abi.SegmentReadResult) *abi.Segment { return &r.Segment })
 		msgs := &vfs.Sequential{Meta: own.at(sbase+"/messages", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
 			return m.segmentReader(ctx, ns.CallerOf(cred, ""), pid, cid, s.ID)
 		}}
@@ -463,12 +424,12 @@ func (m *Manager) segmentsDir(p *Process, own owner, cid string) vfs.Dir {
 	}
 	return &vfs.FuncDir{Meta: own.at(base, fs.ModeDir|0o500),
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
-			res, err := kernel.Invoke[map[string]any](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.segments", &convArgs{Pid: pid, ConversationID: cid})
+			res, err := kernel.Invoke[*abi.SegmentsResult](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.segments", &abi.ConvArgs{Pid: pid, ConversationID: cid})
 			if err != nil {
 				return nil, err
 			}
 			var out []vfs.DirEntry
-			for _, s := range res["segments"].([]Segment) {
+			for _, s := range res.Segments {
 				out = append(out, vfs.DirEntry{Name: s.ID, Node: segDir(s)})
 			}
 			return out, nil

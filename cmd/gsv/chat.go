@@ -17,23 +17,25 @@ import (
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
 	"github.com/spf13/cobra"
+
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // event is one frame of a process's event stream.
 type event struct {
 	Signal  string `json:"signal"`
 	Payload struct {
-		Pid            string  `json:"pid"`
-		RunID          string  `json:"runId"`
-		ConversationID string  `json:"conversationId"`
-		Text           string  `json:"text"`
-		Status         string  `json:"status"`
-		Error          string  `json:"error"`
-		ToolName       string  `json:"toolName"`
-		Syscall        string  `json:"syscall"`
-		IsError        bool    `json:"isError"`
-		Request        *hilRec `json:"request"`
-		Dropped        uint64  `json:"dropped"`
+		Pid            string          `json:"pid"`
+		RunID          string          `json:"runId"`
+		ConversationID string          `json:"conversationId"`
+		Text           string          `json:"text"`
+		Status         string          `json:"status"`
+		Error          string          `json:"error"`
+		ToolName       string          `json:"toolName"`
+		Syscall        string          `json:"syscall"`
+		IsError        bool            `json:"isError"`
+		Request        *abi.HilRequest `json:"request"`
+		Dropped        uint64          `json:"dropped"`
 	} `json:"payload"`
 	err error // the stream failed; the channel closes after this
 }
@@ -128,10 +130,10 @@ type runWatch struct {
 // finish is how following a run ended.
 type finish struct {
 	status, errText string
-	hil             *hilRec // waiting on this request (non-interactive, or stdin ended)
-	eof             bool    // stdin ended while asking
-	interrupted     bool    // SIGINT aborted the run
-	exit            bool    // a second SIGINT: leave
+	hil             *abi.HilRequest // waiting on this request (non-interactive, or stdin ended)
+	eof             bool            // stdin ended while asking
+	interrupted     bool            // SIGINT aborted the run
+	exit            bool            // a second SIGINT: leave
 }
 
 func (f finish) err() error {
@@ -238,7 +240,7 @@ func (w *runWatch) follow() (finish, error) {
 
 // ask asks on stdin whether to approve h and answers it. done says that
 // following should stop: stdin ended, or SIGINT aborted the run.
-func (w *runWatch) ask(h *hilRec) (finish, bool) {
+func (w *runWatch) ask(h *abi.HilRequest) (finish, bool) {
 	out := w.c.out
 	fmt.Fprintf(out, "approval needed (%s): %s (%s)\n  args: %s\n", h.RequestID, h.ToolName, h.Syscall, brief(string(h.Args), 10, 2000))
 	fmt.Fprint(out, "approve? [y/N/a(lways)] ")
@@ -255,13 +257,12 @@ func (w *runWatch) ask(h *hilRec) (finish, bool) {
 		fmt.Fprintf(w.errOut, "gsv: no answer; request %s is still pending (gsv hil --pid %s approve|deny %s)\n", h.RequestID, w.pid, h.RequestID)
 		return finish{hil: h, eof: true}, true
 	}
-	a := map[string]any{"pid": w.pid, "requestId": h.RequestID, "decision": "deny"}
+	a := &abi.HilArgs{Pid: w.pid, RequestID: h.RequestID, Decision: "deny"}
 	switch strings.ToLower(strings.TrimSpace(l.text)) {
 	case "y", "yes":
-		a["decision"] = "approve"
+		a.Decision = "approve"
 	case "a", "always":
-		a["decision"] = "approve"
-		a["remember"] = true
+		a.Decision, a.Remember = "approve", true
 	}
 	if !w.c.isTTY {
 		fmt.Fprintln(out, l.text) // echo the piped answer
@@ -270,7 +271,7 @@ func (w *runWatch) ask(h *hilRec) (finish, bool) {
 		fmt.Fprintf(w.errOut, "gsv: %v\n", err)
 		return finish{}, false
 	}
-	if a["decision"] == "approve" {
+	if a.Decision == "approve" {
 		fmt.Fprintln(out, "approved")
 	} else {
 		fmt.Fprintln(out, "denied")
@@ -285,7 +286,7 @@ func (w *runWatch) interrupt() finish {
 	fmt.Fprintln(w.errOut, "^C: aborting the run (^C again to exit)")
 	done := make(chan error, 1)
 	go func() {
-		_, err := w.c.call("proc.abort", map[string]any{"pid": w.pid})
+		_, err := w.c.call("proc.abort", &abi.PidArgs{Pid: w.pid})
 		done <- err
 	}()
 	select {
@@ -367,15 +368,13 @@ func (c *cli) chatCmd() *cobra.Command {
 					continue
 				}
 				interrupted = false
-				a := map[string]any{"pid": pid, "message": l.text}
-				setIf(a, "conversationId", conv)
-				data, err := c.call("proc.send", a)
+				data, err := c.call("proc.send", &abi.SendArgs{Pid: pid, ConversationID: conv, Message: l.text})
 				if err != nil {
 					fmt.Fprintf(errOut, "gsv: %v\n", err)
 					continue
 				}
-				var r sendResult
-				if err := decode(data, &r); err != nil {
+				var r abi.SendResult
+				if err := decodeResult(data, &r); err != nil {
 					return err
 				}
 				if r.Queued {

@@ -17,69 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
-)
 
-// The result shapes of the proc.* syscalls (seed 003), as gsv reads them.
-type (
-	procRec struct {
-		Pid         string  `json:"pid"`
-		Uid         uint32  `json:"uid"`
-		Profile     string  `json:"profile"`
-		ParentPid   *string `json:"parentPid"`
-		State       string  `json:"state"`
-		Label       *string `json:"label"`
-		CreatedAt   int64   `json:"createdAt"`
-		WorkspaceID *string `json:"workspaceId"`
-		Cwd         string  `json:"cwd"`
-	}
-	convRec struct {
-		ID           string  `json:"id"`
-		Generation   int64   `json:"generation"`
-		Status       string  `json:"status"`
-		Title        *string `json:"title"`
-		MessageCount int64   `json:"messageCount"`
-		CreatedAt    int64   `json:"createdAt"`
-		UpdatedAt    int64   `json:"updatedAt"`
-	}
-	segRec struct {
-		ID               string `json:"id"`
-		ConversationID   string `json:"conversationId"`
-		Generation       int64  `json:"generation"`
-		Kind             string `json:"kind"`
-		FromMessageID    int64  `json:"fromMessageId"`
-		ToMessageID      int64  `json:"toMessageId"`
-		ArchivePath      string `json:"archivePath"`
-		SummaryMessageID *int64 `json:"summaryMessageId"`
-		Messages         int64  `json:"messages"`
-		CreatedAt        int64  `json:"createdAt"`
-	}
-	msgRec struct {
-		ID        int64           `json:"id"`
-		Role      string          `json:"role"`
-		Content   json.RawMessage `json:"content"`
-		Timestamp int64           `json:"timestamp"`
-	}
-	hilRec struct {
-		RequestID      string          `json:"requestId"`
-		RunID          string          `json:"runId"`
-		ConversationID string          `json:"conversationId"`
-		CallID         string          `json:"callId"`
-		ToolName       string          `json:"toolName"`
-		Syscall        string          `json:"syscall"`
-		Args           json.RawMessage `json:"args"`
-		CreatedAt      int64           `json:"createdAt"`
-	}
-	archiveRes struct {
-		Pid              string `json:"pid"`
-		ArchivedMessages int64  `json:"archivedMessages"`
-		ArchivedTo       string `json:"archivedTo"`
-		Archives         []struct {
-			ConversationID string `json:"conversationId"`
-			Generation     int64  `json:"generation"`
-			Messages       int64  `json:"messages"`
-			Path           string `json:"path"`
-		} `json:"archives"`
-	}
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // str renders an optional name as a table cell: "-" when unset.
@@ -114,13 +53,8 @@ func stamp(ms int64) string {
 	return time.UnixMilli(ms).Format("2006-01-02 15:04:05")
 }
 
-// decode unmarshals a syscall's result into v.
-func decode(data json.RawMessage, v any) error {
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("bad result %s: %w", data, err)
-	}
-	return nil
-}
+// decode unmarshals a syscall's result into v (decodeResult).
+func decode(data json.RawMessage, v any) error { return decodeResult(data, v) }
 
 // setIf sets a[key] = v unless v is the zero string.
 func setIf(a map[string]any, key, v string) {
@@ -141,26 +75,19 @@ func (c *cli) psCmd() *cobra.Command {
 		Short: "List processes (proc.list)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a := map[string]any{}
+			a := &abi.ListArgs{}
 			if uid >= 0 {
-				a["uid"] = uid
+				u := uint32(uid)
+				a.Uid = &u
 			}
-			data, err := c.call("proc.list", a)
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			var r struct {
-				Processes []procRec `json:"processes"`
-			}
-			if err := decode(data, &r); err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PID\tUID\tPROFILE\tSTATE\tLABEL\tCREATED")
-			for _, p := range r.Processes {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", cell(p.Pid), p.Uid, cell(p.Profile), cell(p.State), str(p.Label), stamp(p.CreatedAt))
-			}
-			return tw.Flush()
+			return do(c, "proc.list", a, func(r *abi.ProcList) error {
+				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "PID\tUID\tPROFILE\tSTATE\tLABEL\tCREATED")
+				for _, p := range r.Processes {
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", cell(p.Pid), p.Uid, cell(p.Profile), cell(p.State), str(p.Label), stamp(p.CreatedAt))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().IntVar(&uid, "uid", -1, "list this user's processes (root only for another user)")
@@ -176,34 +103,17 @@ func (c *cli) spawnCmd() *cobra.Command {
 			"  pid=$(gsv spawn task --label researcher)",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a := map[string]any{"profile": args[0]}
-			setIf(a, "label", label)
-			setIf(a, "prompt", prompt)
-			setIf(a, "parentPid", parent)
-			data, err := c.call("proc.spawn", a)
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			var r struct {
-				Pid string `json:"pid"`
-			}
-			if err := decode(data, &r); err != nil {
-				return err
-			}
-			fmt.Fprintln(c.out, r.Pid)
-			return nil
+			a := &abi.SpawnArgs{Profile: args[0], Label: label, Prompt: prompt, ParentPid: parent}
+			return do(c, "proc.spawn", a, func(r *abi.SpawnResult) error {
+				fmt.Fprintln(c.out, r.Pid)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&label, "label", "", "a label for the process")
 	cmd.Flags().StringVar(&prompt, "prompt", "", "a first message to send it")
 	cmd.Flags().StringVar(&parent, "parent", "", "the parent process's pid")
 	return cmd
-}
-
-// sendResult is proc.send's result.
-type sendResult struct {
-	RunID  string `json:"runId"`
-	Queued bool   `json:"queued"`
 }
 
 func (c *cli) sendCmd() *cobra.Command {
@@ -222,24 +132,16 @@ func (c *cli) sendCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			a := map[string]any{"message": strings.Join(words, " ")}
-			setIf(a, "pid", pid)
-			setIf(a, "conversationId", conv)
+			a := &abi.SendArgs{Pid: pid, ConversationID: conv, Message: strings.Join(words, " ")}
 			if !wait {
-				data, err := c.call("proc.send", a)
-				if err != nil || c.json {
-					return c.orJSON(data, err)
-				}
-				var r sendResult
-				if err := decode(data, &r); err != nil {
-					return err
-				}
-				state := "started"
-				if r.Queued {
-					state = "queued"
-				}
-				fmt.Fprintf(c.out, "%s %s\n", r.RunID, state)
-				return nil
+				return do(c, "proc.send", a, func(r *abi.SendResult) error {
+					state := "started"
+					if r.Queued {
+						state = "queued"
+					}
+					fmt.Fprintf(c.out, "%s %s\n", r.RunID, state)
+					return nil
+				})
 			}
 			// --wait: open the process's events before sending.
 			p, err := c.resolvePid(pid)
@@ -251,13 +153,13 @@ func (c *cli) sendCmd() *cobra.Command {
 				return err
 			}
 			defer evs.close()
-			a["pid"] = p
+			a.Pid = p
 			data, err := c.call("proc.send", a)
 			if err != nil {
 				return err
 			}
-			var r sendResult
-			if err := decode(data, &r); err != nil {
+			var r abi.SendResult
+			if err := decodeResult(data, &r); err != nil {
 				return err
 			}
 			w := &runWatch{c: c, evs: evs, pid: p, runID: r.RunID, errOut: cmd.ErrOrStderr()}
@@ -281,16 +183,12 @@ func (c *cli) sendCmd() *cobra.Command {
 // resolvePid returns pid, or the caller's init pid when pid is empty,
 // checking that the process exists and is the caller's.
 func (c *cli) resolvePid(pid string) (string, error) {
-	a := map[string]any{}
-	setIf(a, "pid", pid)
-	data, err := c.call("proc.conversation.get", a)
+	data, err := c.call("proc.conversation.get", &abi.ConvArgs{Pid: pid})
 	if err != nil {
 		return "", err
 	}
-	var r struct {
-		Pid string `json:"pid"`
-	}
-	if err := decode(data, &r); err != nil {
+	var r abi.ConversationGetResult
+	if err := decodeResult(data, &r); err != nil {
 		return "", err
 	}
 	return r.Pid, nil
@@ -307,52 +205,35 @@ func (c *cli) historyCmd() *cobra.Command {
 			"brief. --limit N shows the last N messages.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a := map[string]any{}
-			setIf(a, "pid", pid)
-			setIf(a, "conversationId", conv)
+			a := &abi.HistoryArgs{Pid: pid, ConversationID: conv}
 			if limit > 0 {
 				// The last N: find how many there are first.
-				data, err := c.call("proc.conversation.get", a)
+				data, err := c.call("proc.conversation.get", &abi.ConvArgs{Pid: pid, ConversationID: conv})
 				if err != nil {
 					return err
 				}
-				var g struct {
-					Conversation *convRec `json:"conversation"`
-				}
-				if err := decode(data, &g); err != nil {
+				var g abi.ConversationGetResult
+				if err := decodeResult(data, &g); err != nil {
 					return err
 				}
 				if g.Conversation == nil {
 					return fmt.Errorf("conversation %s: no such conversation", orDefault(conv))
 				}
-				a["limit"] = limit
-				a["offset"] = max(g.Conversation.MessageCount-int64(limit), 0)
+				a.Limit = limit
+				a.Offset = int(max(g.Conversation.MessageCount-int64(limit), 0))
 			}
-			data, err := c.call("proc.history", a)
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			var r struct {
-				Pid            string   `json:"pid"`
-				ConversationID string   `json:"conversationId"`
-				Messages       []msgRec `json:"messages"`
-				MessageCount   int64    `json:"messageCount"`
-				Truncated      bool     `json:"truncated"`
-				PendingHil     *hilRec  `json:"pendingHil"`
-			}
-			if err := decode(data, &r); err != nil {
-				return err
-			}
-			for i := range r.Messages {
-				renderMessage(c.out, &r.Messages[i])
-			}
-			if n := int64(len(r.Messages)); n < r.MessageCount {
-				fmt.Fprintf(c.out, "(%d of %d messages shown)\n", n, r.MessageCount)
-			}
-			if r.PendingHil != nil {
-				fmt.Fprintf(c.out, "pending approval %s: %s\n", r.PendingHil.RequestID, hilLine(r.PendingHil))
-			}
-			return nil
+			return do(c, "proc.history", a, func(r *abi.HistoryResult) error {
+				for i := range r.Messages {
+					renderMessage(c.out, &r.Messages[i])
+				}
+				if n := int64(len(r.Messages)); r.MessageCount != nil && n < *r.MessageCount {
+					fmt.Fprintf(c.out, "(%d of %d messages shown)\n", n, *r.MessageCount)
+				}
+				if r.PendingHil != nil {
+					fmt.Fprintf(c.out, "pending approval %s: %s\n", r.PendingHil.RequestID, hilLine(r.PendingHil))
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&pid, "pid", "", "the process (default: your init)")
@@ -389,10 +270,12 @@ func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
 }
 
-// renderMessage writes one message as a person reads it.
-func renderMessage(w io.Writer, m *msgRec) {
+// renderMessage writes one message as a person reads it; content that
+// does not decode as its role's is shown as it is.
+func renderMessage(w io.Writer, m *abi.Message) {
 	head := fmt.Sprintf("#%d %s", m.ID, m.Role)
 	t := stamp(m.Timestamp)
+	raw := func() { fmt.Fprintf(w, "%s  %s\n%s\n\n", head, t, indent(brief(string(m.Content), 5, 400))) }
 	switch m.Role {
 	case "user", "system":
 		var s string
@@ -426,19 +309,22 @@ func renderMessage(w io.Writer, m *msgRec) {
 			Output   string `json:"output"`
 			IsError  bool   `json:"isError"`
 		}
-		json.Unmarshal(m.Content, &tr)
+		if json.Unmarshal(m.Content, &tr) != nil {
+			raw()
+			return
+		}
 		mark := ""
 		if tr.IsError {
 			mark = " (error)"
 		}
 		fmt.Fprintf(w, "#%d tool %s%s  %s\n%s\n\n", m.ID, tr.ToolName, mark, t, indent(brief(tr.Output, 5, 400)))
 	default:
-		fmt.Fprintf(w, "%s  %s\n%s\n\n", head, t, indent(brief(string(m.Content), 5, 400)))
+		raw()
 	}
 }
 
 // hilLine describes a HIL request in one line.
-func hilLine(h *hilRec) string {
+func hilLine(h *abi.HilRequest) string {
 	return fmt.Sprintf("%s (%s) %s", h.ToolName, h.Syscall, brief(string(h.Args), 1, 300))
 }
 
@@ -449,11 +335,8 @@ func (c *cli) convCmd() *cobra.Command {
 		Short: "Open, list, close, compact, fork and reset conversations (proc.conversation.*)",
 	}
 	conv.PersistentFlags().StringVar(&pid, "pid", "", "the process (default: your init)")
-	convArgs := func(cid string) map[string]any {
-		a := map[string]any{}
-		setIf(a, "pid", pid)
-		setIf(a, "conversationId", cid)
-		return a
+	convArgs := func(cid string) *abi.ConvArgs {
+		return &abi.ConvArgs{Pid: pid, ConversationID: cid}
 	}
 	arg0 := func(args []string) string {
 		if len(args) > 0 {
@@ -470,21 +353,15 @@ func (c *cli) convCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, as []string) error {
 			a := convArgs(arg0(as))
 			if cmd.Flags().Changed("title") {
-				a["title"] = title
+				a.Title = &title
 			}
-			data, err := c.call("proc.conversation.open", a)
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			var r struct {
-				Conversation convRec `json:"conversation"`
-				Created      bool    `json:"created"`
-			}
-			if err := decode(data, &r); err != nil {
-				return err
-			}
-			fmt.Fprintln(c.out, r.Conversation.ID)
-			return nil
+			return do(c, "proc.conversation.open", a, func(r *abi.ConvOpenResult) error {
+				if r.Conversation == nil {
+					return fmt.Errorf("bad result: no conversation")
+				}
+				fmt.Fprintln(c.out, r.Conversation.ID)
+				return nil
+			})
 		},
 	}
 	open.Flags().StringVar(&title, "title", "", "a title")
@@ -496,25 +373,15 @@ func (c *cli) convCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, as []string) error {
 			a := convArgs("")
-			if all {
-				a["includeClosed"] = true
-			}
-			data, err := c.call("proc.conversation.list", a)
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			var r struct {
-				Conversations []convRec `json:"conversations"`
-			}
-			if err := decode(data, &r); err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tGEN\tSTATUS\tMESSAGES\tTITLE\tUPDATED")
-			for _, cv := range r.Conversations {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\n", cell(cv.ID), cv.Generation, cell(cv.Status), cv.MessageCount, str(cv.Title), stamp(cv.UpdatedAt))
-			}
-			return tw.Flush()
+			a.IncludeClosed = all
+			return do(c, "proc.conversation.list", a, func(r *abi.ConvListResult) error {
+				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tGEN\tSTATUS\tMESSAGES\tTITLE\tUPDATED")
+				for _, cv := range r.Conversations {
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\n", cell(cv.ID), cv.Generation, cell(cv.Status), cv.MessageCount, str(cv.Title), stamp(cv.UpdatedAt))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	list.Flags().BoolVar(&all, "all", false, "include closed conversations")
@@ -524,11 +391,7 @@ func (c *cli) convCmd() *cobra.Command {
 		Short: "Close a conversation (its history is kept; open reopens it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, as []string) error {
-			data, err := c.call("proc.conversation.close", convArgs(as[0]))
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			return nil
+			return do(c, "proc.conversation.close", convArgs(as[0]), func(*abi.ConvCloseResult) error { return nil })
 		},
 	}
 
@@ -541,36 +404,21 @@ func (c *cli) convCmd() *cobra.Command {
 		Short: "Archive an old prefix of a conversation behind a summary",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, as []string) error {
-			a := convArgs(arg0(as))
+			a := &abi.CompactArgs{Pid: pid, ConversationID: arg0(as), GenerateSummary: generate}
 			if cmd.Flags().Changed("keep") {
-				a["keepLast"] = keep
+				a.KeepLast = &keep
 			}
 			if cmd.Flags().Changed("through") {
-				a["throughMessageId"] = through
+				a.ThroughMessageID = &through
 			}
 			if cmd.Flags().Changed("summary") {
-				a["summary"] = summary
+				a.Summary = &summary
 			}
-			if generate {
-				a["generateSummary"] = true
-			}
-			data, err := c.call("proc.conversation.compact", a)
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			var r struct {
-				ConversationID   string `json:"conversationId"`
-				Segment          segRec `json:"segment"`
-				ArchivedMessages int64  `json:"archivedMessages"`
-				ArchivedTo       string `json:"archivedTo"`
-				SummaryMessageID int64  `json:"summaryMessageId"`
-			}
-			if err := decode(data, &r); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.out, "%s: compacted %d messages into segment %s (summary #%d, archive %s)\n",
-				r.ConversationID, r.ArchivedMessages, r.Segment.ID, r.SummaryMessageID, r.ArchivedTo)
-			return nil
+			return do(c, "proc.conversation.compact", a, func(r *abi.CompactResult) error {
+				fmt.Fprintf(c.out, "%s: compacted %d messages into segment %s (summary #%d, archive %s)\n",
+					r.ConversationID, r.ArchivedMessages, r.Segment.ID, r.SummaryMessageID, r.ArchivedTo)
+				return nil
+			})
 		},
 	}
 	compact.Flags().IntVar(&keep, "keep", 0, "keep the last N messages live")
@@ -590,33 +438,25 @@ func (c *cli) convCmd() *cobra.Command {
 		Short: "Branch a conversation, or restore a compacted segment, into a new conversation; print its id",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, as []string) error {
-			a := convArgs(arg0(as))
+			a := &abi.ForkArgs{Pid: pid, ConversationID: arg0(as), SegmentID: segment, TargetConversationID: target}
 			if cmd.Flags().Changed("through") {
-				a["throughMessageId"] = fthrough
+				a.ThroughMessageID = &fthrough
 			}
-			setIf(a, "segmentId", segment)
-			setIf(a, "targetConversationId", target)
 			if cmd.Flags().Changed("title") {
-				a["title"] = ftitle
+				a.Title = &ftitle
 			}
 			if nosuffix {
-				a["includeLiveSuffix"] = false
+				f := false
+				a.IncludeLiveSuffix = &f
 			}
-			data, err := c.call("proc.conversation.fork", a)
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			var r struct {
-				TargetConversation convRec `json:"targetConversation"`
-				RestoredMessages   int64   `json:"restoredMessages"`
-				IncludedLiveSuffix bool    `json:"includedLiveSuffix"`
-			}
-			if err := decode(data, &r); err != nil {
-				return err
-			}
-			fmt.Fprintln(c.out, r.TargetConversation.ID)
-			fmt.Fprintf(cmd.ErrOrStderr(), "%d messages restored\n", r.RestoredMessages)
-			return nil
+			return do(c, "proc.conversation.fork", a, func(r *abi.ForkResult) error {
+				if r.TargetConversation == nil {
+					return fmt.Errorf("bad result: no target conversation")
+				}
+				fmt.Fprintln(c.out, r.TargetConversation.ID)
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d messages restored\n", r.RestoredMessages)
+				return nil
+			})
 		},
 	}
 	fork.Flags().Int64Var(&fthrough, "through", 0, "branch through this live message id")
@@ -635,27 +475,17 @@ func (c *cli) convCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, as []string) error {
 			a := convArgs(arg0(as))
 			if noarchive {
-				a["archive"] = false
+				f := false
+				a.Archive = &f
 			}
-			data, err := c.call("proc.conversation.reset", a)
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			var r struct {
-				ConversationID   string `json:"conversationId"`
-				Generation       int64  `json:"generation"`
-				ArchivedMessages int64  `json:"archivedMessages"`
-				ArchivedTo       string `json:"archivedTo"`
-			}
-			if err := decode(data, &r); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.out, "%s: generation %d", r.ConversationID, r.Generation)
-			if r.ArchivedTo != "" {
-				fmt.Fprintf(c.out, ", %d messages archived to %s", r.ArchivedMessages, r.ArchivedTo)
-			}
-			fmt.Fprintln(c.out)
-			return nil
+			return do(c, "proc.conversation.reset", a, func(r *abi.ConvResetResult) error {
+				fmt.Fprintf(c.out, "%s: generation %d", r.ConversationID, r.Generation)
+				if r.ArchivedTo != "" {
+					fmt.Fprintf(c.out, ", %d messages archived to %s", r.ArchivedMessages, r.ArchivedTo)
+				}
+				fmt.Fprintln(c.out)
+				return nil
+			})
 		},
 	}
 	reset.Flags().BoolVar(&noarchive, "noarchive", false, "drop the messages instead of archiving them")
@@ -665,26 +495,18 @@ func (c *cli) convCmd() *cobra.Command {
 		Short: "List a conversation's lifecycle segments",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, as []string) error {
-			data, err := c.call("proc.conversation.segments", convArgs(arg0(as)))
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			var r struct {
-				Segments []segRec `json:"segments"`
-			}
-			if err := decode(data, &r); err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tKIND\tGEN\tMESSAGES\tRANGE\tSUMMARY\tARCHIVE")
-			for _, s := range r.Segments {
-				sum := "-"
-				if s.SummaryMessageID != nil {
-					sum = fmt.Sprintf("#%d", *s.SummaryMessageID)
+			return do(c, "proc.conversation.segments", convArgs(arg0(as)), func(r *abi.SegmentsResult) error {
+				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tKIND\tGEN\tMESSAGES\tRANGE\tSUMMARY\tARCHIVE")
+				for _, s := range r.Segments {
+					sum := "-"
+					if s.SummaryMessageID != nil {
+						sum = fmt.Sprintf("#%d", *s.SummaryMessageID)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t#%d-#%d\t%s\t%s\n", s.ID, s.Kind, s.Generation, s.Messages, s.FromMessageID, s.ToMessageID, sum, s.ArchivePath)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t#%d-#%d\t%s\t%s\n", s.ID, s.Kind, s.Generation, s.Messages, s.FromMessageID, s.ToMessageID, sum, s.ArchivePath)
-			}
-			return tw.Flush()
+				return tw.Flush()
+			})
 		},
 	}
 	conv.AddCommand(open, list, closeCmd, compact, fork, reset, segments)
@@ -698,49 +520,38 @@ func (c *cli) abortCmd() *cobra.Command {
 		Short: "Abort a process's active run (proc.abort)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a := map[string]any{}
-			setIf(a, "pid", pid)
-			data, err := c.call("proc.abort", a)
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			var r struct {
-				Pid                  string `json:"pid"`
-				Aborted              bool   `json:"aborted"`
-				RunID                string `json:"runId"`
-				InterruptedToolCalls int    `json:"interruptedToolCalls"`
-				ContinuedQueuedRunID string `json:"continuedQueuedRunId"`
-			}
-			if err := decode(data, &r); err != nil {
-				return err
-			}
-			if !r.Aborted {
-				fmt.Fprintf(c.out, "%s: no active run\n", r.Pid)
+			return do(c, "proc.abort", &abi.PidArgs{Pid: pid}, func(r *abi.AbortResult) error {
+				if !r.Aborted {
+					fmt.Fprintf(c.out, "%s: no active run\n", r.Pid)
+					return nil
+				}
+				n := 0
+				if r.InterruptedToolCalls != nil {
+					n = *r.InterruptedToolCalls
+				}
+				fmt.Fprintf(c.out, "%s: aborted %s (%d tool calls interrupted)\n", r.Pid, r.RunID, n)
+				if r.ContinuedQueuedRunID != "" {
+					fmt.Fprintf(c.out, "%s: started queued %s\n", r.Pid, r.ContinuedQueuedRunID)
+				}
 				return nil
-			}
-			fmt.Fprintf(c.out, "%s: aborted %s (%d tool calls interrupted)\n", r.Pid, r.RunID, r.InterruptedToolCalls)
-			if r.ContinuedQueuedRunID != "" {
-				fmt.Fprintf(c.out, "%s: started queued %s\n", r.Pid, r.ContinuedQueuedRunID)
-			}
-			return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&pid, "pid", "", "the process (default: your init)")
 	return cmd
 }
 
-// printArchive prints the result of proc.kill or proc.reset.
-func (c *cli) printArchive(data json.RawMessage, verb string) error {
-	var r archiveRes
-	if err := decode(data, &r); err != nil {
-		return err
-	}
-	if r.ArchivedTo == "" {
-		fmt.Fprintf(c.out, "%s: %s, nothing archived\n", r.Pid, verb)
+// printArchive returns the printer of the result of proc.kill or
+// proc.reset.
+func (c *cli) printArchive(verb string) func(r *abi.ResetResult) error {
+	return func(r *abi.ResetResult) error {
+		if r.ArchivedTo == "" {
+			fmt.Fprintf(c.out, "%s: %s, nothing archived\n", r.Pid, verb)
+			return nil
+		}
+		fmt.Fprintf(c.out, "%s: %s, %d messages archived to %s\n", r.Pid, verb, r.ArchivedMessages, r.ArchivedTo)
 		return nil
 	}
-	fmt.Fprintf(c.out, "%s: %s, %d messages archived to %s\n", r.Pid, verb, r.ArchivedMessages, r.ArchivedTo)
-	return nil
 }
 
 func (c *cli) killCmd() *cobra.Command {
@@ -750,15 +561,12 @@ func (c *cli) killCmd() *cobra.Command {
 		Short: "Stop a process and clear its conversations, archiving them (proc.kill)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a := map[string]any{"pid": args[0]}
+			a := &abi.KillArgs{Pid: args[0]}
 			if noarchive {
-				a["archive"] = false
+				f := false
+				a.Archive = &f
 			}
-			data, err := c.call("proc.kill", a)
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			return c.printArchive(data, "killed")
+			return do(c, "proc.kill", a, c.printArchive("killed"))
 		},
 	}
 	cmd.Flags().BoolVar(&noarchive, "noarchive", false, "drop the messages instead of archiving them")
@@ -772,13 +580,7 @@ func (c *cli) resetCmd() *cobra.Command {
 		Short: "Archive and clear every conversation of a process (proc.reset)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a := map[string]any{}
-			setIf(a, "pid", pid)
-			data, err := c.call("proc.reset", a)
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			return c.printArchive(data, "reset")
+			return do(c, "proc.reset", &abi.PidArgs{Pid: pid}, c.printArchive("reset"))
 		},
 	}
 	cmd.Flags().StringVar(&pid, "pid", "", "the process (default: your init)")
@@ -805,9 +607,7 @@ func (c *cli) hilCmd() *cobra.Command {
 				if remember {
 					return errors.New("--remember goes with approve")
 				}
-				a := map[string]any{"limit": 1}
-				setIf(a, "pid", pid)
-				data, err := c.call("proc.history", a)
+				data, err := c.call("proc.history", &abi.HistoryArgs{Pid: pid, Limit: 1})
 				if err != nil {
 					return err
 				}
@@ -815,14 +615,14 @@ func (c *cli) hilCmd() *cobra.Command {
 					Pid        string          `json:"pid"`
 					PendingHil json.RawMessage `json:"pendingHil"`
 				}
-				if err := decode(data, &r); err != nil {
+				if err := decodeResult(data, &r); err != nil {
 					return err
 				}
 				if c.json {
 					return c.printJSON(r.PendingHil)
 				}
-				var h *hilRec
-				if err := decode(r.PendingHil, &h); err != nil {
+				var h *abi.HilRequest
+				if err := decodeResult(r.PendingHil, &h); err != nil {
 					return err
 				}
 				if h == nil {
@@ -836,37 +636,21 @@ func (c *cli) hilCmd() *cobra.Command {
 			if remember && args[0] != "approve" {
 				return errors.New("--remember goes with approve")
 			}
-			a := map[string]any{"decision": args[0], "requestId": args[1]}
-			setIf(a, "pid", pid)
-			if remember {
-				a["remember"] = true
-			}
-			data, err := c.call("proc.hil", a)
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			var r struct {
-				Pid        string `json:"pid"`
-				RequestID  string `json:"requestId"`
-				Decision   string `json:"decision"`
-				Resumed    bool   `json:"resumed"`
-				Remembered bool   `json:"remembered"`
-			}
-			if err := decode(data, &r); err != nil {
-				return err
-			}
-			msg := "approved"
-			if r.Decision == "deny" {
-				msg = "denied"
-			}
-			if r.Remembered {
-				msg += " (remembered)"
-			}
-			if r.Resumed {
-				msg += ", run resumed"
-			}
-			fmt.Fprintf(c.out, "%s: %s %s\n", r.Pid, r.RequestID, msg)
-			return nil
+			a := &abi.HilArgs{Pid: pid, Decision: args[0], RequestID: args[1], Remember: remember}
+			return do(c, "proc.hil", a, func(r *abi.HilResult) error {
+				msg := "approved"
+				if r.Decision == "deny" {
+					msg = "denied"
+				}
+				if r.Remembered {
+					msg += " (remembered)"
+				}
+				if r.Resumed {
+					msg += ", run resumed"
+				}
+				fmt.Fprintf(c.out, "%s: %s %s\n", r.Pid, r.RequestID, msg)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&pid, "pid", "", "the process (default: your init)")

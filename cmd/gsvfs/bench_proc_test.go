@@ -58,6 +58,7 @@ import (
 	"testing"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/devices"
 	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/kernel"
@@ -162,7 +163,11 @@ func openHistoryState(stateDir string) (*historyState, error) {
 		return fail(err)
 	}
 	dev.SetRoot(space.Root())
-	if _, err := gproc.Register(space, gproc.Options{Logger: quietLogger()}); err != nil {
+	pm, err := gproc.Open(space, gproc.Options{Logger: quietLogger()})
+	if err != nil {
+		return fail(err)
+	}
+	if err := space.Add(ctx, pm); err != nil {
 		return fail(err)
 	}
 	cred, err := space.Authenticate(ctx, vfs.Peer{Transport: "fuse", HostUID: os.Getuid(), HostGID: os.Getgid()})
@@ -170,11 +175,11 @@ func openHistoryState(stateDir string) (*historyState, error) {
 		return fail(err)
 	}
 	root := ns.CallerOf(cred, "")
-	res, err := kernel.Invoke[map[string]any](ctx, k, root, "proc.spawn", json.RawMessage(`{"profile":"task","label":"history bench"}`))
+	res, err := kernel.Invoke[*abi.SpawnResult](ctx, k, root, "proc.spawn", json.RawMessage(`{"profile":"task","label":"history bench"}`))
 	if err != nil {
 		return fail(err)
 	}
-	s := &historyState{k: k, space: space, root: root, pid: res["pid"].(string)}
+	s := &historyState{k: k, space: space, root: root, pid: res.Pid}
 	rng := rand.New(rand.NewSource(1))
 	t0 := time.Now().UnixMilli() - historyMessages*1000
 	err = k.Store.Tx(ctx, func(tx *sql.Tx) error {

@@ -35,8 +35,11 @@ func TestE2EVFSFSProcDispatcher(t *testing.T) {
 	}
 	t.Cleanup(func() { dev.Close() })
 	dev.SetRoot(space.Root())
-	pm, err := gproc.Register(space, gproc.Options{Logger: kerneltest.Quiet()})
+	pm, err := gproc.Open(space, gproc.Options{Logger: kerneltest.Quiet()})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := space.Add(ctx, pm); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pm.Close() })

@@ -142,8 +142,11 @@ func run(ctx context.Context, o options, mountDir string) error {
 	}
 	defer dev.Close() // after the subsystems: their runs may still use the data tree
 	dev.SetRoot(space.Root())
-	pm, err := proc.Register(space, proc.Options{Logger: log})
+	pm, err := proc.Open(space, proc.Options{Logger: log})
 	if err != nil {
+		return fmt.Errorf("processes: %w", err)
+	}
+	if err := space.Add(ctx, pm); err != nil {
 		return fmt.Errorf("processes: %w", err)
 	}
 	defer pm.Close() // before k.Close: runs stop, their state stays for the next start

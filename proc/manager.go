@@ -1,0 +1,208 @@
+package proc
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
+	"gsvfs.dev/gsvfs/proc/model"
+)
+
+// Options configure the process manager.
+type Options struct {
+	// Provider, if set, returns the model provider for a process owned by
+	// uid (tests inject a scripted provider). By default the provider comes
+	// from the kernel's config: config/ai/* overridden by users/<uid>/ai/*.
+	Provider func(ctx context.Context, uid uint32) (model.Provider, string, error)
+	Logger   *slog.Logger
+	// MaxSteps bounds the model calls of one run (default 40).
+	MaxSteps int
+}
+
+// Manager runs the processes of one kernel. It is the proc room of the
+// namespace (ns.Room, ns.Starter).
+type Manager struct {
+	k     *kernel.Kernel
+	space *ns.Space
+	st    *kernel.Store
+	log   *slog.Logger
+	opts  Options
+
+	mu    sync.Mutex
+	procs map[string]*process
+	// closed is set by Close: no run goroutine starts after it (guarded
+	// by mu, like wg.Add, so that Close's wg.Wait sees every goroutine).
+	closed bool
+	wg     sync.WaitGroup // the run goroutines
+
+	provMu    sync.Mutex
+	provCache map[string]model.Provider // see provider
+
+	cache *renderCache // history and transcript files (cache.go)
+}
+
+// Open migrates the proc schema and prepares the manager of space's
+// kernel (its render cache under STATE/cache/proc). It registers nothing:
+// space.Add(ctx, m) registers its syscalls, binds /proc and starts it.
+func Open(space *ns.Space, opts Options) (*Manager, error) {
+	k := space.Kernel()
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxSteps == 0 {
+		opts.MaxSteps = 40
+	}
+	if err := k.Store.Migrate("proc", migrations); err != nil {
+		return nil, err
+	}
+	m := &Manager{k: k, space: space, st: k.Store, log: opts.Logger, opts: opts, procs: map[string]*process{}}
+	if err := m.openRenderCache(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Syscalls is the proc room's syscall table (ns.Room). The public calls
+// take and return the abi package's proc types; the Internal ones serve
+// the /proc tree; proc.setidentity is the kernel's.
+func (m *Manager) Syscalls() []kernel.Syscall {
+	return []kernel.Syscall{
+		kernel.Fn("proc.list", 0, m.sysList),
+		kernel.Fn("proc.get", kernel.Internal, m.sysGet),
+		kernel.Fn("proc.status", 0, m.sysStatus),
+		kernel.Fn("proc.events", kernel.Internal, m.sysEvents),
+		kernel.Fn("proc.profile.list", 0, m.sysProfiles),
+		kernel.Fn("proc.spawn", 0, m.sysSpawn),
+		kernel.Fn("proc.send", 0, m.sysSend),
+		kernel.Fn("proc.abort", 0, m.sysAbort),
+		kernel.Fn("proc.hil", 0, m.sysHil),
+		kernel.Fn("proc.kill", 0, m.sysKill),
+		kernel.Fn("proc.reset", 0, m.sysReset),
+		kernel.Fn("proc.checkpoint", 0, m.sysCheckpoint),
+		kernel.Fn("proc.setidentity", kernel.KernelOnly, m.sysSetIdentity),
+		kernel.Fn("proc.history", 0, m.sysHistory),
+		kernel.Fn("proc.history.open", kernel.Internal, m.sysHistoryOpen),
+		kernel.Fn("proc.conversation.open", 0, m.sysConvOpen),
+		kernel.Fn("proc.conversation.list", 0, m.sysConvList),
+		kernel.Fn("proc.conversation.get", 0, m.sysConvGet),
+		kernel.Fn("proc.conversation.lookup", kernel.Internal, m.sysConvLookup),
+		kernel.Fn("proc.conversation.close", 0, m.sysConvClose),
+		kernel.Fn("proc.conversation.reset", 0, m.sysConvReset),
+		kernel.Fn("proc.conversation.policy.get", 0, m.sysPolicyGet),
+		kernel.Fn("proc.conversation.policy.set", 0, m.sysPolicySet),
+		kernel.Fn("proc.conversation.compact", 0, m.sysCompact),
+		kernel.Fn("proc.conversation.fork", 0, m.sysFork),
+		kernel.Fn("proc.conversation.segments", 0, m.sysSegments),
+		kernel.Fn("proc.conversation.segment.read", 0, m.sysSegmentRead),
+	}
+}
+
+// Mounts binds /proc (ns.Room): tree.go.
+func (m *Manager) Mounts() []ns.Mount {
+	return []ns.Mount{{Path: "/proc", Node: m.tree()}}
+}
+
+// Start is what follows registration (ns.Starter): every user has an init
+// process from the moment they exist (users made from now on get it in
+// the transaction that makes them, kernel.OnUserCreated; users made
+// before, root and the users of an older state, get it here), and the
+// runs that were under way when the daemon stopped resume.
+func (m *Manager) Start(ctx context.Context) error {
+	m.k.OnUserCreated(m.makeInitTx)
+	if err := m.backfillInits(ctx); err != nil {
+		return err
+	}
+	return m.resume(ctx)
+}
+
+// Close stops the manager for a shutdown (ns.Room): it cancels every
+// executing run and waits until their goroutines have ended, leaving their
+// stored state (run "running", queue, pending HIL) as it is, so that Start
+// on the same store resumes them. Close it before closing the kernel. No
+// run starts after Close.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	procs := make([]*process, 0, len(m.procs))
+	for _, pr := range m.procs {
+		procs = append(procs, pr)
+	}
+	m.mu.Unlock()
+	for _, pr := range procs {
+		pr.mu.Lock()
+		if r := pr.run; r != nil && pr.state == running {
+			r.stop = stopShutdown
+			r.cancel()
+		}
+		pr.mu.Unlock()
+	}
+	m.wg.Wait()
+	return nil
+}
+
+// proc returns the runtime of pid (the process must exist).
+func (m *Manager) proc(pid string, uid uint32) *process {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.procs[pid]
+	if p == nil {
+		p = &process{pid: pid, uid: uid}
+		m.procs[pid] = p
+	}
+	return p
+}
+
+// signal publishes a process signal to the owner (and root).
+func (m *Manager) signal(uid uint32, name string, payload map[string]any) {
+	m.k.Signal(name, payload, kernel.Audience{Uids: []uint32{uid}})
+}
+
+// changed announces a durable state change of pid.
+func (m *Manager) changed(uid uint32, pid, what string, extra map[string]any) {
+	p := map[string]any{"pid": pid, "change": what}
+	for k, v := range extra {
+		p[k] = v
+	}
+	m.signal(uid, "proc.changed", p)
+}
+
+func now() int64 { return time.Now().UnixMilli() }
+
+// newID returns prefix and 16 random hex digits.
+func newID(prefix string) string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// jsonString is s as a JSON string.
+func jsonString(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// nullIf is s, or SQL NULL when s is empty.
+func nullIf(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// orDefault is cid, or "default" when it is empty.
+func orDefault(cid string) string {
+	if cid == "" {
+		return "default"
+	}
+	return cid
+}

@@ -1,0 +1,578 @@
+package proc
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/proc/model"
+)
+
+// A process runs at most one run at a time. Its runtime (process) holds
+// the run and where it is (runState); pr.mu guards both, and every
+// function whose name ends in Locked needs pr.mu held. startLocked is the
+// one place a run's goroutine starts: from Send (a message to an idle
+// process), nextLocked (the oldest queued message, when a run ends or a
+// compaction or reset frees the process), and resumeLocked (a run waiting
+// on a human, once answered, and the runs a restart interrupted).
+
+// runState is where a process's run is.
+type runState int
+
+const (
+	// idle: no run; a message starts one.
+	idle runState = iota
+	// starting: Send is recording a new run (pr.run is set, without a
+	// goroutine yet): other messages queue behind it.
+	starting
+	// running: the run's goroutine executes it.
+	running
+	// waiting: the run waits on a human's answer (proc.hil); no goroutine.
+	waiting
+)
+
+// String is the state as /proc/<pid>/status shows it.
+func (s runState) String() string {
+	switch s {
+	case starting, running:
+		return "running"
+	case waiting:
+		return "waiting"
+	}
+	return "idle"
+}
+
+// stopReason says why a run's goroutine was told to stop.
+type stopReason int
+
+const (
+	notStopped stopReason = iota
+	// stopAbort: abort or reset ended the run; they record its end.
+	stopAbort
+	// stopShutdown: Close stopped the run; nothing records an end, so
+	// that Start on the same store resumes it.
+	stopShutdown
+)
+
+// process is the runtime state of one process.
+type process struct {
+	pid string
+	uid uint32
+
+	mu    sync.Mutex
+	state runState
+	run   *activeRun // nil when idle
+	// compacting holds the conversations a proc.conversation.compact is
+	// working on (without holding mu): messages to them queue meanwhile.
+	compacting map[string]bool
+}
+
+// activeRun is the run a process is executing or waiting on (for HIL).
+type activeRun struct {
+	id, cid string
+	gen     int64
+	// cancel stops the goroutine and done is closed when it exits (both
+	// set by startLocked, for the latest goroutine of the run).
+	cancel context.CancelFunc
+	done   chan struct{}
+	stop   stopReason
+}
+
+// EventPrefix marks runtime events in a conversation.
+const EventPrefix = "[Process Event]: "
+
+// Send delivers message to conversation cid of p: it starts a run when
+// the process is idle, else queues the message (FIFO across the process's
+// conversations). The message is durable when Send returns. An event (a
+// scheduled or system event, not the user speaking) enters the
+// conversation as a visible system message "[Process Event]: <text>".
+//
+// pr.mu is not held while the store commits: Send reserves the process
+// (starting) under the lock, commits, and publishes under the lock again.
+func (m *Manager) Send(ctx context.Context, p *abi.Process, cid, text string, event bool) (runID string, queued bool, err error) {
+	if cid == "" {
+		cid = "default"
+	}
+	if strings.TrimSpace(text) == "" {
+		return "", false, abi.E(abi.Path(p.Pid), abi.Invalid, "empty message")
+	}
+	role := "user"
+	if event {
+		role, text = "system", EventPrefix+text
+	}
+	runID = newID("run_")
+	pr := m.proc(p.Pid, p.Uid)
+	pr.mu.Lock()
+	var r *activeRun
+	if pr.state == idle && !pr.compacting[cid] {
+		r = &activeRun{id: runID, cid: cid}
+		pr.run, pr.state = r, starting
+	}
+	pr.mu.Unlock()
+
+	started := false
+	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+		started = false
+		// Only generation and status: counting the conversation's
+		// messages here would make every send scan it.
+		var gen int64
+		var status string
+		err := m.st.TxQueryRow(tx, `SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, p.Pid, cid).Scan(&gen, &status)
+		if errors.Is(err, sql.ErrNoRows) {
+			return abi.E(abi.Path(p.Pid+"/"+cid), abi.NotExist, "no such conversation")
+		}
+		if err != nil {
+			return err
+		}
+		if status != "open" {
+			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, "conversation is closed: open it again to send")
+		}
+		t := now()
+		hasQueue, err := m.queuedTx(tx, p.Pid)
+		if err != nil {
+			return err
+		}
+		if r == nil || hasQueue {
+			_, err = m.st.TxExec(tx, `INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at) VALUES(?,?,?,?,?,?,?)`, p.Pid, cid, gen, runID, text, role, t)
+			return err
+		}
+		if err := m.startRunTx(tx, p.Pid, cid, gen, runID, role, jsonString(text), t); err != nil {
+			return err
+		}
+		r.gen, started = gen, true
+		return nil
+	})
+
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if r != nil && pr.run == r && pr.state == starting {
+		if started {
+			m.startLocked(pr, r)
+		} else {
+			pr.run, pr.state = nil, idle
+		}
+	} else if r != nil && started {
+		// A reset ended the run while it was being recorded.
+		if err := m.endRun(context.WithoutCancel(ctx), r.id, "aborted"); err != nil {
+			m.log.Error("proc: send: end a superseded run", "pid", p.Pid, "run", r.id, "err", err)
+		}
+	}
+	if pr.state == idle {
+		// What queued while this send held the process (or while a run
+		// ended before the queued message was committed) starts now.
+		m.nextLocked(context.WithoutCancel(ctx), pr, nil)
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if !started {
+		m.changed(p.Uid, p.Pid, "queue", map[string]any{"conversationId": cid, "runId": runID})
+		return runID, true, nil
+	}
+	return runID, false, nil
+}
+
+// queuedTx says whether pid has messages queued (in tx, a transaction of
+// the store's Tx).
+func (m *Manager) queuedTx(tx *sql.Tx, pid string) (bool, error) {
+	var n int
+	err := m.st.TxQueryRow(tx, `SELECT EXISTS(SELECT 1 FROM proc_queue WHERE pid=?)`, pid).Scan(&n)
+	return n > 0, err
+}
+
+// startRunTx appends the message that starts a run and records the run.
+func (m *Manager) startRunTx(tx *sql.Tx, pid, cid string, gen int64, runID, role string, content json.RawMessage, t int64) error {
+	if _, err := m.st.TxExec(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,?,?)`, pid, cid, gen, role, string(content), t); err != nil {
+		return err
+	}
+	if _, err := m.st.TxExec(tx, `UPDATE proc_conversations SET updated_at=? WHERE pid=? AND cid=?`, t, pid, cid); err != nil {
+		return err
+	}
+	if _, err := m.st.TxExec(tx, `INSERT INTO proc_runs(run_id,pid,cid,generation,status,started_at) VALUES(?,?,?,?,'running',?)`, runID, pid, cid, gen, t); err != nil {
+		return err
+	}
+	_, err := m.st.TxExec(tx, `UPDATE proc_processes SET state='running' WHERE pid=?`, pid)
+	return err
+}
+
+// endRun records that run runID ended with status, unless it has ended.
+func (m *Manager) endRun(ctx context.Context, runID, status string) error {
+	_, err := m.st.Exec(ctx, `UPDATE proc_runs SET status=?, finished_at=? WHERE run_id=? AND status IN ('running','waiting_hil')`, status, now(), runID)
+	return err
+}
+
+// startLocked starts the goroutine of run r, recorded as running in the
+// store, on pr: the one place a run starts. After Close it starts no
+// goroutine: r stays recorded as running, and the next Start resumes it.
+func (m *Manager) startLocked(pr *process, r *activeRun) {
+	pr.run, pr.state = r, running
+	r.stop = notStopped
+	done := make(chan struct{})
+	r.done = done
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		r.cancel = func() {}
+		close(done)
+		return
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	m.signal(pr.uid, "proc.run.started", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid})
+	go func() {
+		defer m.wg.Done()
+		defer close(done)
+		defer cancel()
+		status, rerr := m.execute(ctx, pr, r)
+		pr.mu.Lock()
+		defer pr.mu.Unlock()
+		if r.stop != notStopped || pr.run != r {
+			return // abort, reset or Close ended the run
+		}
+		if status == "waiting_hil" {
+			pr.state = waiting
+			// proc.hil may have answered the request between runTool
+			// storing it and this goroutine taking pr.mu: it then saw
+			// the run still running and left it to this goroutine, which
+			// resumes it, or the run would wait with nothing pending.
+			pending, err := m.hilPending(r.id)
+			if err != nil {
+				m.log.Error("proc: run: read its HIL request", "pid", pr.pid, "run", r.id, "err", err)
+				return
+			}
+			if !pending {
+				if err := m.resumeLocked(pr, r); err != nil {
+					m.log.Error("proc: run: resume after an answer", "pid", pr.pid, "run", r.id, "err", err)
+				}
+			}
+			return // else proc.hil resumes it
+		}
+		m.finishLocked(pr, r, status, rerr)
+	}()
+}
+
+// resumeLocked starts r again after its wait on a human: it records r as
+// running and starts it.
+func (m *Manager) resumeLocked(pr *process, r *activeRun) error {
+	if _, err := m.st.Exec(context.Background(), `UPDATE proc_runs SET status='running' WHERE run_id=? AND status='waiting_hil'`, r.id); err != nil {
+		return err
+	}
+	m.startLocked(pr, r)
+	return nil
+}
+
+// hilPending says whether run runID has a HIL request waiting for an
+// answer.
+func (m *Manager) hilPending(runID string) (bool, error) {
+	var n int
+	err := m.st.QueryRowContext(context.Background(), `SELECT count(*) FROM proc_hil WHERE run_id=? AND status='pending'`, runID).Scan(&n)
+	return n > 0, err
+}
+
+// finishLocked records the end of r and starts the next queued message:
+// one transaction does both.
+func (m *Manager) finishLocked(pr *process, r *activeRun, status string, rerr error) {
+	errText := ""
+	if rerr != nil {
+		errText = rerr.Error()
+	}
+	pr.run, pr.state = nil, idle
+	m.nextLocked(context.Background(), pr, func(tx *sql.Tx) error {
+		_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status=?, finished_at=?, error=? WHERE run_id=?`, status, now(), nullIf(errText), r.id)
+		return err
+	})
+	payload := map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "status": status}
+	if status == "aborted" {
+		payload["aborted"] = true
+	}
+	if errText != "" {
+		payload["error"] = errText
+	}
+	m.signal(pr.uid, "proc.run.finished", payload)
+	// chat.complete is the seed's notification that a chat run ended;
+	// an aborted one says so (aborted: true).
+	m.signal(pr.uid, "chat.complete", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid,
+		"status": status, "aborted": status == "aborted"})
+}
+
+// nextLocked runs before (if not nil) and then, in the same transaction,
+// takes the oldest queued message of pr and records the run it starts,
+// and starts it; with nothing to start it marks the process idle. pr is
+// idle. Entries of an old generation or of a closed conversation are
+// dropped: their conversation was reset or closed. A message queued
+// behind a compaction of its conversation waits for it (FIFO); the
+// compaction starts it when it ends. A failure is logged: the queue stays
+// as it was, for the next message or restart.
+func (m *Manager) nextLocked(ctx context.Context, pr *process, before func(*sql.Tx) error) {
+	var next *activeRun
+	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+		next = nil
+		if before != nil {
+			if err := before(tx); err != nil {
+				return err
+			}
+		}
+		for {
+			var id, gen int64
+			var cid, runID, text, role string
+			err := m.st.TxQueryRow(tx, `SELECT id,cid,generation,run_id,message,role FROM proc_queue WHERE pid=? ORDER BY id LIMIT 1`, pr.pid).
+				Scan(&id, &cid, &gen, &runID, &text, &role)
+			if errors.Is(err, sql.ErrNoRows) || (err == nil && pr.compacting[cid]) {
+				_, err = m.st.TxExec(tx, `UPDATE proc_processes SET state='idle' WHERE pid=? AND state='running'`, pr.pid)
+				return err
+			}
+			if err != nil {
+				return err
+			}
+			if _, err := m.st.TxExec(tx, `DELETE FROM proc_queue WHERE id=?`, id); err != nil {
+				return err
+			}
+			var cur int64
+			var status string
+			err = m.st.TxQueryRow(tx, `SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, pr.pid, cid).Scan(&cur, &status)
+			if errors.Is(err, sql.ErrNoRows) || err == nil && (cur != gen || status != "open") {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if err := m.startRunTx(tx, pr.pid, cid, gen, runID, role, jsonString(text), now()); err != nil {
+				return err
+			}
+			next = &activeRun{id: runID, cid: cid, gen: gen}
+			return nil
+		}
+	})
+	if err != nil {
+		m.log.Error("proc: start the next queued message", "pid", pr.pid, "err", err)
+		return
+	}
+	if next != nil {
+		m.startLocked(pr, next)
+	}
+}
+
+// resume restarts, after a daemon restart, the runs that were under way:
+// a running run continues from its stored history; a run waiting on a
+// human keeps waiting; a process with only queued messages starts one.
+func (m *Manager) resume(ctx context.Context) error {
+	rows, err := m.st.QueryContext(ctx, `SELECT r.run_id,r.pid,r.cid,r.generation,r.status,p.uid FROM proc_runs r
+		JOIN proc_processes p ON p.pid=r.pid WHERE r.status IN ('running','waiting_hil') ORDER BY r.started_at`)
+	if err != nil {
+		return err
+	}
+	type pending struct {
+		run    activeRun
+		status string
+		uid    uint32
+		pid    string
+	}
+	var ps []pending
+	for rows.Next() {
+		var x pending
+		if err := rows.Scan(&x.run.id, &x.pid, &x.run.cid, &x.run.gen, &x.status, &x.uid); err != nil {
+			rows.Close()
+			return err
+		}
+		ps = append(ps, x)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	busy := map[string]bool{}
+	for _, x := range ps {
+		pr := m.proc(x.pid, x.uid)
+		pr.mu.Lock()
+		r := x.run
+		var err error
+		switch {
+		case pr.run != nil:
+			// Two live runs for one process cannot be: end the later.
+			_, err = m.st.Exec(ctx, `UPDATE proc_runs SET status='error', error='superseded at restart' WHERE run_id=?`, r.id)
+		case x.status == "waiting_hil":
+			pr.run, pr.state = &r, waiting
+		default:
+			m.startLocked(pr, &r)
+		}
+		busy[x.pid] = true
+		pr.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	rows, err = m.st.QueryContext(ctx, `SELECT DISTINCT q.pid, p.uid FROM proc_queue q JOIN proc_processes p ON p.pid=q.pid`)
+	if err != nil {
+		return err
+	}
+	type qp struct {
+		pid string
+		uid uint32
+	}
+	var qs []qp
+	for rows.Next() {
+		var x qp
+		if err := rows.Scan(&x.pid, &x.uid); err != nil {
+			rows.Close()
+			return err
+		}
+		qs = append(qs, x)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, x := range qs {
+		if busy[x.pid] {
+			continue
+		}
+		pr := m.proc(x.pid, x.uid)
+		pr.mu.Lock()
+		if pr.state == idle {
+			m.nextLocked(ctx, pr, nil)
+		}
+		pr.mu.Unlock()
+	}
+	return nil
+}
+
+// Abort ends p's active run: its pending tool calls end as "interrupted",
+// a pending HIL request goes stale, and the next queued message starts. A
+// run still being recorded (starting) is not aborted: the abort came
+// before it.
+func (m *Manager) Abort(ctx context.Context, p *abi.Process) (*abi.AbortResult, error) {
+	notAborted := &abi.AbortResult{OK: true, Pid: p.Pid}
+	pr := m.proc(p.Pid, p.Uid)
+	pr.mu.Lock()
+	r := pr.run
+	if r == nil || pr.state == starting {
+		pr.mu.Unlock()
+		return notAborted, nil
+	}
+	r.stop = stopAbort
+	if r.cancel != nil {
+		r.cancel()
+	}
+	done := r.done
+	pr.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			m.log.Warn("proc: abort: run did not stop in 10s", "pid", p.Pid, "run", r.id)
+		}
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.run != r {
+		return notAborted, nil
+	}
+	n, err := m.interruptPending(ctx, p.Pid, r)
+	if err != nil {
+		return nil, abi.E(abi.Path(p.Pid), err)
+	}
+	m.finishLocked(pr, r, "aborted", nil)
+	res := &abi.AbortResult{OK: true, Pid: p.Pid, Aborted: true, RunID: r.id, InterruptedToolCalls: &n}
+	if pr.run != nil {
+		res.ContinuedQueuedRunID = pr.run.id
+	}
+	return res, nil
+}
+
+// interruptPending writes "interrupted" results for the tool calls of r
+// that have none, and makes r's HIL requests stale.
+func (m *Manager) interruptPending(ctx context.Context, pid string, r *activeRun) (int, error) {
+	n := 0
+	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+		n = 0
+		calls, err := pendingCalls(ctx, tx, pid, r.cid, r.gen)
+		if err != nil {
+			return err
+		}
+		t := now()
+		for _, c := range calls {
+			b, err := json.Marshal(toolResultContent{ToolCallID: c.ID, ToolName: c.Name, Output: "interrupted", IsError: true})
+			if err != nil {
+				return err
+			}
+			if _, err := m.st.TxExec(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,'toolResult',?,?)`, pid, r.cid, r.gen, string(b), t); err != nil {
+				return err
+			}
+			n++
+		}
+		_, err = m.st.TxExec(tx, `UPDATE proc_hil SET status='stale' WHERE pid=? AND run_id=? AND status='pending'`, pid, r.id)
+		return err
+	})
+	return n, err
+}
+
+// assistantContent is the content of an assistant message.
+type assistantContent struct {
+	Text      string           `json:"text"`
+	ToolCalls []model.ToolCall `json:"toolCalls,omitempty"`
+}
+
+// toolResultContent is the content of a toolResult message.
+type toolResultContent struct {
+	ToolCallID string `json:"toolCallId"`
+	ToolName   string `json:"toolName"`
+	Output     string `json:"output"`
+	IsError    bool   `json:"isError,omitempty"`
+}
+
+// pendingCalls returns the tool calls of the conversation's last assistant
+// message that have no result yet.
+func pendingCalls(ctx context.Context, q querier, pid, cid string, gen int64) ([]model.ToolCall, error) {
+	var id int64
+	var content string
+	err := q.QueryRowContext(ctx, `SELECT id,content FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND role='assistant' ORDER BY id DESC LIMIT 1`, pid, cid, gen).Scan(&id, &content)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ac assistantContent
+	if err := json.Unmarshal([]byte(content), &ac); err != nil {
+		return nil, abi.E(abi.Path(pid+"/"+cid), abi.Other, fmt.Sprintf("message %d: %v", id, err))
+	}
+	if len(ac.ToolCalls) == 0 {
+		return nil, nil
+	}
+	done := map[string]bool{}
+	rows, err := q.QueryContext(ctx, `SELECT id,content FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND role='toolResult' AND id>?`, pid, cid, gen, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var rid int64
+		var c string
+		if err := rows.Scan(&rid, &c); err != nil {
+			return nil, err
+		}
+		var tr toolResultContent
+		if err := json.Unmarshal([]byte(c), &tr); err != nil {
+			return nil, abi.E(abi.Path(pid+"/"+cid), abi.Other, fmt.Sprintf("message %d: %v", rid, err))
+		}
+		done[tr.ToolCallID] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []model.ToolCall
+	for _, c := range ac.ToolCalls {
+		if !done[c.ID] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}

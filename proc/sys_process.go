@@ -1,0 +1,258 @@
+package proc
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// The proc.* syscalls on processes: list, status, spawn, send, abort,
+// hil, kill, reset (the conversation calls are sys_conv.go's, the
+// checkpoint checkpoint.go's).
+
+// profiles are the process profiles proc.profile.list shows and
+// proc.spawn takes.
+var profiles = []abi.Profile{
+	{ID: "init", Kind: "system", DisplayName: "Init", Description: "The user's long-lived home process.", Interactive: true, SpawnMode: "singleton"},
+	{ID: "task", Kind: "system", DisplayName: "Task", Description: "A process for one piece of work.", Interactive: true, Startable: true, Background: true, SpawnMode: "new"},
+	{ID: "review", Kind: "system", DisplayName: "Review", Description: "Reviews work and reports findings.", Interactive: true, Startable: true, Background: true, SpawnMode: "new"},
+	{ID: "cron", Kind: "system", DisplayName: "Cron", Description: "Runs scheduled work.", Startable: true, Background: true, SpawnMode: "new"},
+}
+
+// sysList serves proc.list: the caller's processes; root's are everyone's,
+// or one user's (Uid). Only root may list another user's.
+func (m *Manager) sysList(ctx context.Context, c *kernel.Caller, a *abi.ListArgs) (*abi.ProcList, error) {
+	where, args := "WHERE uid=?", []any{c.Uid}
+	if c.IsRoot() {
+		where, args = "", nil
+		if a.Uid != nil {
+			where, args = "WHERE uid=?", []any{*a.Uid}
+		}
+	} else if a.Uid != nil && *a.Uid != c.Uid {
+		return nil, abi.E(abi.Permission, "only root may list another user's processes")
+	}
+	ps, err := m.listWhere(ctx, where, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &abi.ProcList{Processes: ps}, nil
+}
+
+// sysGet serves proc.get (Internal): the namespace's lookup of a process
+// record.
+func (m *Manager) sysGet(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (*abi.Process, error) {
+	return m.lookup(ctx, c, a.Pid)
+}
+
+// sysStatus serves proc.status (ours): what /proc/<pid>/status shows.
+func (m *Manager) sysStatus(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (*abi.StatusResult, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	st, err := m.status(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &abi.StatusResult{OK: true, Pid: p.Pid, Status: *st}, nil
+}
+
+// status is proc.status's record of p.
+func (m *Manager) status(ctx context.Context, p *abi.Process) (*abi.ProcStatus, error) {
+	user := ""
+	if u, _ := m.k.UserOf(ctx, p.Uid); u != nil {
+		user = u.Username
+	}
+	str := func(s *string) string {
+		if s == nil {
+			return "-"
+		}
+		return *s
+	}
+	pr := m.proc(p.Pid, p.Uid)
+	pr.mu.Lock()
+	run, state := "-", pr.state.String()
+	if pr.run != nil {
+		run = pr.run.id
+	}
+	pr.mu.Unlock()
+	var queued int
+	if err := m.st.R.QueryRowContext(ctx, `SELECT count(*) FROM proc_queue WHERE pid=?`, p.Pid).Scan(&queued); err != nil {
+		return nil, abi.E(abi.Path(p.Pid), err)
+	}
+	return &abi.ProcStatus{Pid: p.Pid, Uid: p.Uid, User: user, Profile: p.Profile, Label: str(p.Label),
+		Parent: str(p.ParentPid), State: state, Run: run, Queued: queued, Cwd: p.Cwd,
+		Workspace: str(p.WorkspaceID), Created: time.UnixMilli(p.CreatedAt).UTC().Format(time.RFC3339)}, nil
+}
+
+// sysEvents serves proc.events (Internal): a process's signal stream,
+// from now. Its result is a live subscription, which only the namespace
+// can serve.
+func (m *Manager) sysEvents(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (vfs.Subscription, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	pid := p.Pid
+	return m.k.Subscribe(c.Identity, func(signal string, payload any) bool {
+		pl, ok := payload.(map[string]any)
+		return ok && pl["pid"] == pid
+	}), nil
+}
+
+// sysProfiles serves proc.profile.list.
+func (m *Manager) sysProfiles(ctx context.Context, c *kernel.Caller, _ *struct{}) (*abi.ProfileList, error) {
+	return &abi.ProfileList{Profiles: profiles}, nil
+}
+
+// sysSpawn serves proc.spawn: a new process of a startable profile (the
+// init profile's is the caller's init process), owned by the caller, in
+// their home, with a first message when Prompt is set.
+func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnArgs) (*abi.SpawnResult, error) {
+	var prof *abi.Profile
+	for i := range profiles {
+		if profiles[i].ID == a.Profile {
+			prof = &profiles[i]
+		}
+	}
+	if prof == nil {
+		return nil, abi.E(abi.Path(a.Profile), abi.Invalid, "unknown profile (see proc.profile.list)")
+	}
+	if err := kernel.CheckText("label", a.Label, kernel.MaxLabel); err != nil {
+		return nil, err
+	}
+	if w, ok := a.Workspace.(string); ok && w != "" && w != "none" {
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("workspace %q: only workspace=none is supported yet", w))
+	}
+	var parent *string
+	if a.ParentPid != "" {
+		pp, err := m.lookup(ctx, c, a.ParentPid)
+		if err != nil {
+			return nil, err
+		}
+		parent = &pp.Pid
+	}
+	pid := newID("")[:8] + "-" + newID("")[:4]
+	if prof.SpawnMode == "singleton" {
+		pid = initPid(c.Uid)
+	}
+	var label *string
+	if a.Label != "" {
+		label = &a.Label
+	}
+	if err := m.create(ctx, pid, c.Uid, prof.ID, label, parent, c.Home); err != nil {
+		return nil, abi.E(abi.Path(pid), err)
+	}
+	p, err := m.get(ctx, pid)
+	if err != nil {
+		return nil, err
+	}
+	m.changed(c.Uid, pid, "spawn", map[string]any{"profile": prof.ID})
+	if a.Prompt != "" {
+		if _, _, err := m.Send(ctx, p, "default", a.Prompt, false); err != nil {
+			return nil, err
+		}
+	}
+	return &abi.SpawnResult{OK: true, Pid: pid, Profile: prof.ID, Cwd: p.Cwd, Label: label}, nil
+}
+
+// sysSend serves proc.send (Send): the run started, or the message queued.
+func (m *Manager) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs) (*abi.SendResult, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	runID, queued, err := m.Send(ctx, p, orDefault(a.ConversationID), a.Message, a.Event)
+	if err != nil {
+		return nil, err
+	}
+	return &abi.SendResult{OK: true, Status: "started", RunID: runID, Queued: queued}, nil
+}
+
+// sysAbort serves proc.abort (Abort).
+func (m *Manager) sysAbort(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (*abi.AbortResult, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	return m.Abort(ctx, p)
+}
+
+// sysHil serves proc.hil (Hil).
+func (m *Manager) sysHil(ctx context.Context, c *kernel.Caller, a *abi.HilArgs) (*abi.HilResult, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	return m.Hil(ctx, p, a.RequestID, a.Decision, a.Remember)
+}
+
+// sysKill serves proc.kill: every conversation archived (unless Archive
+// is false) and cleared, its run aborted.
+func (m *Manager) sysKill(ctx context.Context, c *kernel.Caller, a *abi.KillArgs) (*abi.ResetResult, error) {
+	if a.Pid == "" {
+		return nil, abi.E(abi.Invalid, "pid is required")
+	}
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	return m.resetProcess(ctx, p, a.Archive == nil || *a.Archive, "killed")
+}
+
+// sysReset serves proc.reset: every conversation archived and cleared.
+func (m *Manager) sysReset(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (*abi.ResetResult, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	return m.resetProcess(ctx, p, true, "reset")
+}
+
+// resetProcess archives every non-empty conversation of p under one
+// archive directory and clears them (proc.reset, proc.kill).
+func (m *Manager) resetProcess(ctx context.Context, p *abi.Process, archive bool, event string) (*abi.ResetResult, error) {
+	cids, err := m.allConvs(ctx, p.Pid)
+	if err != nil {
+		return nil, abi.E(abi.Path(p.Pid), err)
+	}
+	entries, dir, err := m.resetConvs(ctx, p, cids, archive)
+	if err != nil {
+		return nil, err
+	}
+	var total int64
+	for _, e := range entries {
+		total += e.Messages
+	}
+	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "process." + event})
+	return &abi.ResetResult{OK: true, Pid: p.Pid, ArchivedMessages: total, Archives: entries, ArchivedTo: dir}, nil
+}
+
+// setIdentityArgs are proc.setidentity's args (a kernel-only call, with
+// the kernel's Identity).
+type setIdentityArgs struct {
+	Pid      string           `json:"pid"`
+	Identity *kernel.Identity `json:"identity"`
+	Profile  string           `json:"profile"`
+}
+
+// sysSetIdentity serves proc.setidentity (KernelOnly): a process's working
+// directory, workspace and (if given) profile.
+func (m *Manager) sysSetIdentity(ctx context.Context, c *kernel.Caller, a *setIdentityArgs) (*abi.SetIdentityResult, error) {
+	if a.Identity == nil {
+		return nil, abi.E(abi.Invalid, "identity is required")
+	}
+	res, err := m.st.Exec(ctx, `UPDATE proc_processes SET cwd=?, workspace_id=?, profile=coalesce(nullif(?,''),profile) WHERE pid=?`,
+		a.Identity.Cwd, a.Identity.WorkspaceID, a.Profile, a.Pid)
+	if err != nil {
+		return nil, abi.E(abi.Path(a.Pid), err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return nil, abi.E(abi.Path(a.Pid), abi.NotExist, "no such process")
+	}
+	return &abi.SetIdentityResult{OK: true}, nil
+}

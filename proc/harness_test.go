@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/devices"
+	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc/model"
@@ -499,10 +501,19 @@ func ptDump(ms []abi.Message) string {
 
 func init0(uid uint32) string { return fmt.Sprintf("init:%d", uid) }
 
-// register opens the proc room on k and adds it to a new namespace, as
-// gsvfs does.
+// register opens the proc room on k and adds it, after the devices room
+// (the data tree), to a new namespace, as gsvfs does. space.Close (by
+// the Manager's harness, or the kernel's end) closes both.
 func register(k *kernel.Kernel, opts Options) (*Manager, error) {
 	space := ns.New(k)
+	dev, err := devices.New(k, devices.Options{Local: local.Options{Logger: opts.Logger}})
+	if err != nil {
+		return nil, err
+	}
+	if err := space.Add(context.Background(), dev); err != nil {
+		return nil, err
+	}
+	dev.SetRoot(space.Root())
 	m, err := Open(space, opts)
 	if err != nil {
 		return nil, err

@@ -17,17 +17,16 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/kernel/kerneltest"
 	"gsvfs.dev/gsvfs/ns"
-	"gsvfs.dev/gsvfs/proc"
 	"gsvfs.dev/gsvfs/vfs"
 	"gsvfs.dev/gsvfs/vfs/fusefs"
 )
 
-// ftHarness is a kernel with proc and the scheduler registered and users
-// alice (host uid 1000) and bob (host uid 1001). proc is the real part
-// that a crontab write's reachability check asks (proc.status through the
-// dispatcher), not a stand-in that would restate its rule; the import is
-// the tests' alone (as in engine_test.go): sched never imports proc.
+// ftHarness is a kernel with the tests' proc room (procroom_test.go) and
+// the scheduler added, and users alice (host uid 1000) and bob (host uid
+// 1001). A crontab write's reachability check asks the proc room
+// (proc.status through the dispatcher).
 type ftHarness struct {
 	t                *testing.T
 	k                *kernel.Kernel
@@ -37,7 +36,7 @@ type ftHarness struct {
 
 func newFTHarness(t *testing.T) *ftHarness {
 	t.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := kerneltest.Quiet()
 	k, err := kernel.Open(kernel.Config{StateDir: t.TempDir(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -52,15 +51,17 @@ func newFTHarness(t *testing.T) *ftHarness {
 		}
 	}
 	space := ns.New(k)
-	pm, err := proc.Register(space, proc.Options{Logger: quiet})
+	if err := space.Add(ctx, newProcRoom()); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(space, Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := Register(space, Options{Logger: quiet})
-	if err != nil {
+	if err := space.Add(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Close(); pm.Close(); k.Close() })
+	t.Cleanup(func() { space.Close(); k.Close() })
 	h := &ftHarness{t: t, k: k, m: m}
 	for uid, c := range map[int]*vfs.Cred{0: &h.root, 1000: &h.alice, 1001: &h.bob} {
 		if *c, err = m.space.Authenticate(ctx, vfs.Peer{Transport: "fuse", HostUID: uid, HostGID: 100}); err != nil {
@@ -407,15 +408,15 @@ func TestCrontabReconcile(t *testing.T) {
 	h := newFTHarness(t)
 	ctx := context.Background()
 	alice := ns.CallerOf(h.alice, "")
-	set := func(text string) (*CrontabResult, error) {
-		return kernel.Invoke[*CrontabResult](ctx, h.k, alice, "sched.crontab.set", &crontabSetArgs{Text: text})
+	set := func(text string) (*abi.CrontabSetResult, error) {
+		return kernel.Invoke[*abi.CrontabSetResult](ctx, h.k, alice, "sched.crontab.set", &abi.CrontabSetArgs{Text: text})
 	}
 	get := func() string {
-		res, err := kernel.Invoke[map[string]any](ctx, h.k, alice, "sched.crontab.get", &crontabGetArgs{})
+		res, err := kernel.Invoke[*abi.CrontabGetResult](ctx, h.k, alice, "sched.crontab.get", &abi.CrontabGetArgs{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res["text"].(string)
+		return res.Text
 	}
 	if _, err := set("@every 1h event init:1000 a # name=a\n@every 1h event init:1000 b # name=b\n@daily event init:1000 c\n"); err != nil {
 		t.Fatal(err)
@@ -448,7 +449,7 @@ func TestCrontabReconcile(t *testing.T) {
 	}
 	// Only root may set another uid's crontab.
 	bob := uint32(1001)
-	if _, err := kernel.Invoke[*CrontabResult](ctx, h.k, alice, "sched.crontab.set", &crontabSetArgs{OwnerUid: &bob, Text: ""}); abi.Code(err) != 403 {
+	if _, err := kernel.Invoke[*abi.CrontabSetResult](ctx, h.k, alice, "sched.crontab.set", &abi.CrontabSetArgs{OwnerUid: &bob, Text: ""}); abi.Code(err) != 403 {
 		t.Fatalf("alice sets bob's: %v", err)
 	}
 	// A parse error is a 400 naming the line.

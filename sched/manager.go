@@ -46,7 +46,7 @@ type Manager struct {
 	next    map[string]int64     // armed fire time by schedule id; the heap's current entries
 	running map[string]*runState // runs under way by schedule id
 
-	// slots bounds the target calls in flight (maxRunning; engine.go).
+	// slots bounds the engine's runs under way (maxRunning; engine.go).
 	slots chan struct{}
 
 	// crontabMu makes one crontab reconciliation at a time.

@@ -26,28 +26,16 @@ type outcome struct {
 
 // runScheduled runs schedule id, due at dueAt and started at startAt, then
 // records it and arms its next time. force runs it even if disabled.
-// release, if not nil, is called once the target call is over (the
-// engine's slot, maxRunning).
-func (m *Manager) runScheduled(ctx context.Context, id string, dueAt, startAt int64, force bool, release func()) outcome {
+func (m *Manager) runScheduled(ctx context.Context, id string, dueAt, startAt int64, force bool) outcome {
 	s, err := m.get(ctx, id)
 	if err != nil {
-		if release != nil {
-			release()
-		}
 		return outcome{RunOutcome: abi.RunOutcome{ScheduleID: id, Status: "error", Error: err.Error()}, err: err}
 	}
-	return m.run(ctx, s, dueAt, startAt, force, release)
+	return m.run(ctx, s, dueAt, startAt, force)
 }
 
 // run is runScheduled of the loaded schedule s.
-func (m *Manager) run(ctx context.Context, s *abi.Schedule, dueAt, startAt int64, force bool, release func()) outcome {
-	var once sync.Once
-	done := func() {
-		if release != nil {
-			once.Do(release)
-		}
-	}
-	defer done()
+func (m *Manager) run(ctx context.Context, s *abi.Schedule, dueAt, startAt int64, force bool) outcome {
 	id := s.ID
 	res := outcome{RunOutcome: abi.RunOutcome{ScheduleID: id}}
 	if !s.Enabled && !force {

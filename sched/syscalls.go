@@ -194,7 +194,7 @@ func (m *Manager) runRequested(ctx context.Context, c *kernel.Caller, a *abi.Sch
 		if err != nil {
 			return nil, err
 		}
-		results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, now, now, true, nil))
+		results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, now, now, true))
 	case a.Mode == "due" || a.Mode == "":
 		uid, err := owner(c, a.OwnerUid)
 		if err != nil {
@@ -206,7 +206,7 @@ func (m *Manager) runRequested(ctx context.Context, c *kernel.Caller, a *abi.Sch
 		}
 		for _, s := range ss {
 			m.arm(s.ID, 0) // the engine must not run it too
-			results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, *s.State.NextRunAtMs, now, false, nil))
+			results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, *s.State.NextRunAtMs, now, false))
 		}
 	default:
 		return nil, abi.E(abi.Invalid, "mode must be due or force")

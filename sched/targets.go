@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -79,7 +80,13 @@ func lifecycleCall(t *abi.Target) (string, any) {
 	case "reset":
 		return "proc.conversation.reset", &abi.ConvArgs{Pid: t.Pid, ConversationID: t.ConversationID}
 	case "checkpoint":
-		return "proc.checkpoint", &abi.ConvArgs{Pid: t.Pid, ConversationID: t.ConversationID}
+		// As JSON, which proc decodes strictly into its own args type
+		// (a pid and a conversation id, as abi.ConvArgs says them).
+		args, err := json.Marshal(&abi.ConvArgs{Pid: t.Pid, ConversationID: t.ConversationID})
+		if err != nil {
+			return "", nil
+		}
+		return "proc.checkpoint", json.RawMessage(args)
 	}
 	return "", nil
 }

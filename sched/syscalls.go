@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -288,7 +289,7 @@ func (m *Manager) insert(q querier, c *kernel.Caller, owner uint32, a *abi.Sched
 		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, s.ID, s.OwnerUid, s.CreatorUid, s.RunAsUid, s.Name, s.Description, s.Enabled, expr, target,
 		s.MisfirePolicy, retry, s.CreatedAtMs, s.UpdatedAtMs, nullInt(next))
 	if err != nil {
-		return nil, abi.E(abi.Path(a.Name), abi.Busy, fmt.Sprintf("a schedule named %q exists", a.Name))
+		return nil, nameErr(a.Name, err)
 	}
 	return s, nil
 }
@@ -370,9 +371,18 @@ func (m *Manager) patch(q querier, s *abi.Schedule, p *abi.SchedPatch) (*abi.Sch
 	_, err = q.Exec(`UPDATE sched_schedules SET name=?, description=?, enabled=?, expression=?, target=?, misfire=?, retry=?, updated_at=?, created_at=?, next_run_at=?, attempt=? WHERE id=?`,
 		s.Name, s.Description, s.Enabled, expr, target, s.MisfirePolicy, retry, s.UpdatedAtMs, s.CreatedAtMs, next, s.State.Attempt, s.ID)
 	if err != nil {
-		return nil, abi.E(abi.Path(s.Name), abi.Busy, fmt.Sprintf("a schedule named %q exists", s.Name))
+		return nil, nameErr(s.Name, err)
 	}
 	return s, nil
+}
+
+// nameErr is the error of a write of the schedule name that failed with
+// err: a name the owner has already (409), or the store's error.
+func nameErr(name string, err error) error {
+	if strings.Contains(err.Error(), "UNIQUE") {
+		return abi.E(abi.Path(name), abi.Busy, fmt.Sprintf("a schedule named %q exists", name))
+	}
+	return abi.E(abi.Path(name), err)
 }
 
 // rearm arms s as stored, after a change.

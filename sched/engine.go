@@ -190,9 +190,14 @@ func (m *Manager) dispatch(due []entry, now int64) {
 			loaded := m.getMany(ctx, chunk) // nil on error: each run loads its own
 			for _, e := range chunk {
 				select {
-				case m.slots <- struct{}{}:
 				case <-m.stop:
 					return // not dispatched: still due at the next start
+				default:
+				}
+				select {
+				case m.slots <- struct{}{}:
+				case <-m.stop:
+					return
 				}
 				s := loaded[e.id]
 				m.wg.Add(1)

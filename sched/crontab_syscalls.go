@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -128,7 +129,7 @@ func (m *Manager) fillZone(ctx context.Context, e *abi.Expression) {
 // defaultZone is the zone of cron lines before any CRON_TZ= line: the
 // system's time zone (config/system/timezone), else UTC.
 func (m *Manager) defaultZone(ctx context.Context) string {
-	res, err := kernel.Invoke[map[string]any](ctx, m.k, m.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: "config/system/timezone"})
+	res, err := kernel.Invoke[map[string]any](ctx, m.k, m.k.KernelCaller(), "sys.config.get", json.RawMessage(`{"key":"config/system/timezone"}`))
 	if err != nil {
 		return "UTC"
 	}

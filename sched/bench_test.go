@@ -142,16 +142,16 @@ func benchReload(b *testing.B, n int, missed bool) {
 		b.StartTimer()
 		start, c0 := time.Now(), cpuTime()
 		var err error
-		m, err = Register(ns.New(k), Options{Logger: quietLog})
+		m, err = openStarted(k, Options{Logger: quietLog})
 		if err != nil {
 			b.Fatal(err)
 		}
 		reload, reloadCPU = time.Since(start), cpuTime()-c0
 	}
 	b.StopTimer()
-	m.emu.Lock()
+	m.mu.Lock()
 	armed := len(m.next)
-	m.emu.Unlock()
+	m.mu.Unlock()
 	if armed != n {
 		b.Fatalf("armed %d schedules, want %d", armed, n)
 	}
@@ -223,7 +223,7 @@ func benchLateness(b *testing.B, n int, spread time.Duration, cron bool) {
 	}
 	b.StartTimer()
 	c0 := cpuTime()
-	m, err := Register(ns.New(k), Options{Logger: quietLog, testExec: hook})
+	m, err := openStarted(k, Options{Logger: quietLog, testExec: hook})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -271,4 +271,18 @@ func benchLateness(b *testing.B, n int, spread time.Duration, cron bool) {
 	report("as recorded (started_at - scheduled_at)", "rec", recorded, true)
 	report("at the target (hook entry - due)", "tgt", atTarget, true)
 	report("to the target call's return (finished_at - scheduled_at)", "end", finished, false)
+}
+
+// openStarted opens the scheduler on k and adds it to a new namespace
+// (which reloads and starts it), as the daemon does.
+func openStarted(k *kernel.Kernel, opts Options) (*Manager, error) {
+	space := ns.New(k)
+	m, err := Open(space, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := space.Add(context.Background(), m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }

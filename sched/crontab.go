@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // The crontab format: one schedule a line.
@@ -42,8 +44,8 @@ type CronLine struct {
 	Name       string // name= of the trailing comment, or ""
 	ID         string // id= of the trailing comment, or ""
 	Disabled   bool   // written as "#disabled <schedule line>"
-	Expression Expression
-	Target     Target
+	Expression abi.Expression
+	Target     abi.Target
 }
 
 // CrontabError is a crontab line that does not parse.
@@ -364,9 +366,9 @@ func parseScheduleLine(s, zone string, checkCron func(string) error) (CronLine, 
 				if ms < MinEveryMs {
 					return cl, fmt.Errorf("@every %s: the interval must be at least 1s", toks[1].text)
 				}
-				cl.Expression = Expression{Kind: "every", EveryMs: ms}
+				cl.Expression = abi.Expression{Kind: "every", EveryMs: ms}
 			} else {
-				cl.Expression = Expression{Kind: "after", AfterMs: ms}
+				cl.Expression = abi.Expression{Kind: "after", AfterMs: ms}
 			}
 			w = 2
 		case "@at":
@@ -377,13 +379,13 @@ func parseScheduleLine(s, zone string, checkCron func(string) error) (CronLine, 
 			if err != nil {
 				return cl, fmt.Errorf("@at %s: bad time (want an RFC 3339 time such as 2026-12-01T09:00:00Z)", toks[1].text)
 			}
-			cl.Expression = Expression{Kind: "at", AtMs: at.UnixMilli()}
+			cl.Expression = abi.Expression{Kind: "at", AtMs: at.UnixMilli()}
 			w = 2
 		default:
 			if err := checkCron(kw); err != nil {
 				return cl, fmt.Errorf("unknown schedule %s (want five cron fields, @hourly, @daily, @midnight, @weekly, @monthly, @yearly, @annually, @every <duration>, @after <duration> or @at <time>)", first)
 			}
-			cl.Expression = Expression{Kind: "cron", Expr: kw, Timezone: zone}
+			cl.Expression = abi.Expression{Kind: "cron", Expr: kw, Timezone: zone}
 			w = 1
 		}
 	} else {
@@ -415,7 +417,7 @@ func parseScheduleLine(s, zone string, checkCron func(string) error) (CronLine, 
 		if err := checkCron(expr); err != nil {
 			return cl, err
 		}
-		cl.Expression = Expression{Kind: "cron", Expr: expr, Timezone: zone}
+		cl.Expression = abi.Expression{Kind: "cron", Expr: expr, Timezone: zone}
 		w = 5
 	}
 	// Target.
@@ -437,12 +439,12 @@ func parseScheduleLine(s, zone string, checkCron func(string) error) (CronLine, 
 		if prompt == "" {
 			return cl, fmt.Errorf("spawn needs a prompt: spawn <profile> <prompt...>")
 		}
-		cl.Target = Target{Kind: "process.spawn", Profile: unescape(toks[w+1].text), Prompt: prompt}
+		cl.Target = abi.Target{Kind: "process.spawn", Profile: unescape(toks[w+1].text), Prompt: prompt}
 	case "event":
 		if w+1 >= len(toks) {
 			return cl, fmt.Errorf("event needs a pid and a message: event <pid> [conv=<cid>] <message...>")
 		}
-		t := Target{Kind: "process.event", Pid: unescape(toks[w+1].text)}
+		t := abi.Target{Kind: "process.event", Pid: unescape(toks[w+1].text)}
 		i := w + 2
 		if i+1 < len(toks) && strings.HasPrefix(toks[i].text, "conv=") && len(toks[i].text) > len("conv=") {
 			t.ConversationID = unescape(toks[i].text[len("conv="):])
@@ -457,7 +459,7 @@ func parseScheduleLine(s, zone string, checkCron func(string) error) (CronLine, 
 		if w+2 >= len(toks) {
 			return cl, fmt.Errorf("lifecycle needs a pid and an action: lifecycle <pid> compact|reset|checkpoint")
 		}
-		t := Target{Kind: "process.lifecycle", Pid: unescape(toks[w+1].text), Action: toks[w+2].text}
+		t := abi.Target{Kind: "process.lifecycle", Pid: unescape(toks[w+1].text), Action: toks[w+2].text}
 		switch t.Action {
 		case "compact", "reset", "checkpoint":
 		default:
@@ -509,7 +511,7 @@ func parseScheduleLine(s, zone string, checkCron func(string) error) (CronLine, 
 	default:
 		return cl, fmt.Errorf("unknown target %q: %s", verb, targetUsage)
 	}
-	if err := cl.Target.validate(); err != nil {
+	if err := validateTarget(&cl.Target); err != nil {
 		return cl, err
 	}
 	return cl, nil
@@ -556,7 +558,7 @@ func parseTrailer(comment string, cl *CronLine) error {
 // "#disabled <line>". A CRON_TZ= line precedes the first cron line and
 // every cron line whose zone differs from the one above it, so the text
 // parses to the same lines whatever the parser's default zone.
-func RenderCrontab(ss []Schedule) string {
+func RenderCrontab(ss []abi.Schedule) string {
 	var b strings.Builder
 	zone := ""
 	for i := range ss {
@@ -575,7 +577,7 @@ func RenderCrontab(ss []Schedule) string {
 }
 
 // zoneOf is the zone a cron expression runs in ("" for the other kinds).
-func zoneOf(e Expression) string {
+func zoneOf(e abi.Expression) string {
 	if e.Kind != "cron" {
 		return ""
 	}
@@ -586,11 +588,11 @@ func zoneOf(e Expression) string {
 }
 
 // renderBody renders "<when> <target>".
-func renderBody(e Expression, t Target) string {
+func renderBody(e abi.Expression, t abi.Target) string {
 	return renderWhen(e) + " " + renderTarget(t)
 }
 
-func renderWhen(e Expression) string {
+func renderWhen(e abi.Expression) string {
 	switch e.Kind {
 	case "cron":
 		expr := strings.Join(strings.Fields(e.Expr), " ")
@@ -621,7 +623,7 @@ func formatMs(ms int64) string {
 	return s
 }
 
-func renderTarget(t Target) string {
+func renderTarget(t abi.Target) string {
 	word := func(s string) string { return escape(s, true) }
 	text := func(s string) string { return escape(s, false) }
 	switch t.Kind {
@@ -677,14 +679,14 @@ func optInt(v any) (int64, bool) {
 // whenKey is what a crontab says about an expression: two expressions with
 // the same key are the same schedule line's <when> (an every's anchor, for
 // one, is not said).
-func whenKey(e Expression) string {
+func whenKey(e abi.Expression) string {
 	return zoneOf(e) + "\n" + renderWhen(e)
 }
 
 // mergeTarget returns old with what a crontab line says replaced by new's:
 // what the line cannot say (a spawn's label, an event's data, other
 // options) is kept while the kind stays the same.
-func mergeTarget(old, new Target) Target {
+func mergeTarget(old, new abi.Target) abi.Target {
 	if old.Kind != new.Kind {
 		return new
 	}

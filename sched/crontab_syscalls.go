@@ -5,29 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 )
 
-type crontabGetArgs struct {
-	OwnerUid *uint32 `json:"ownerUid"`
-}
-
-type crontabSetArgs struct {
-	OwnerUid *uint32 `json:"ownerUid"`
-	Text     string  `json:"text"`
-}
-
-// CrontabResult is sched.crontab.set's result: the ids of the schedules
-// added, updated and removed, and how many lines were left as they were.
-type CrontabResult struct {
-	Added     []string `json:"added"`
-	Updated   []string `json:"updated"`
-	Removed   []string `json:"removed"`
-	Unchanged int      `json:"unchanged"`
-}
+// The handlers of sched.crontab.get, sched.crontab.set and sched.log, and
+// the Internal sched.owners and sched.crontab.check that the files of
+// /var/spool/cron make.
 
 // crontabCheckArgs are sched.crontab.check's args: complete lines of a
 // crontab, the first of them line number Line.
@@ -36,87 +21,90 @@ type crontabCheckArgs struct {
 	Line int
 }
 
-type logArgs struct {
-	OwnerUid *uint32 `json:"ownerUid"`
-	Limit    int     `json:"limit"`
-}
-
-// registerCrontabSyscalls registers sched.crontab.get, sched.crontab.set
-// and sched.log.
-func (m *Manager) registerCrontabSyscalls() {
-	k := m.k
-	var setMu sync.Mutex // one reconciliation at a time
-	// sched.owners (Internal) lists the uids that own schedules: all of
-	// them for root, the caller's own otherwise.
-	kernel.Handle(k, "sched.owners", kernel.Internal, func(ctx context.Context, c *kernel.Caller, _ *struct{}) ([]uint32, error) {
-		if !c.IsRoot() {
-			return []uint32{c.Uid}, nil
-		}
-		rows, err := m.st.QueryContext(ctx, `SELECT DISTINCT owner_uid FROM sched_schedules ORDER BY owner_uid`)
-		if err != nil {
+// owners serves sched.owners (Internal): the uids that own schedules, all
+// of them for root, the caller's own otherwise.
+func (m *Manager) owners(ctx context.Context, c *kernel.Caller, _ *struct{}) ([]uint32, error) {
+	if !c.IsRoot() {
+		return []uint32{c.Uid}, nil
+	}
+	rows, err := m.st.QueryContext(ctx, `SELECT DISTINCT owner_uid FROM sched_schedules ORDER BY owner_uid`)
+	if err != nil {
+		return nil, abi.E(err)
+	}
+	defer rows.Close()
+	var out []uint32
+	for rows.Next() {
+		var uid uint32
+		if err := rows.Scan(&uid); err != nil {
 			return nil, abi.E(err)
 		}
-		defer rows.Close()
-		var out []uint32
-		for rows.Next() {
-			var uid uint32
-			if err := rows.Scan(&uid); err != nil {
-				return nil, abi.E(err)
-			}
-			out = append(out, uid)
+		out = append(out, uid)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, abi.E(err)
+	}
+	return out, nil
+}
+
+// crontabGet serves sched.crontab.get: the caller's (root: ownerUid's)
+// schedules as a crontab.
+func (m *Manager) crontabGet(ctx context.Context, c *kernel.Caller, a *abi.CrontabGetArgs) (*abi.CrontabGetResult, error) {
+	uid, err := owner(c, a.OwnerUid)
+	if err != nil {
+		return nil, err
+	}
+	text, err := m.crontab(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	return &abi.CrontabGetResult{Text: text}, nil
+}
+
+// crontabSet serves sched.crontab.set: it reconciles the caller's (root:
+// ownerUid's) schedules with the text, one reconciliation at a time.
+func (m *Manager) crontabSet(ctx context.Context, c *kernel.Caller, a *abi.CrontabSetArgs) (*abi.CrontabSetResult, error) {
+	uid, err := owner(c, a.OwnerUid)
+	if err != nil {
+		return nil, err
+	}
+	m.crontabMu.Lock()
+	defer m.crontabMu.Unlock()
+	return m.reconcile(ctx, c, uid, a.Text)
+}
+
+// crontabCheck serves sched.crontab.check (Internal): it checks complete
+// crontab lines as they are written (CheckCrontabLines). A crontab file's
+// write fails with its error, which the err view of /var/spool/cron then
+// shows.
+func (m *Manager) crontabCheck(ctx context.Context, c *kernel.Caller, a *crontabCheckArgs) (struct{}, error) {
+	if err := CheckCrontabLines(a.Text, a.Line); err != nil {
+		return struct{}{}, abi.E(abi.Invalid, err)
+	}
+	return struct{}{}, nil
+}
+
+// logCall serves sched.log: the caller's (root: everyone's, or
+// ownerUid's) latest runs, newest first.
+func (m *Manager) logCall(ctx context.Context, c *kernel.Caller, a *abi.SchedLogArgs) (*abi.SchedLogResult, error) {
+	where, args := `WHERE owner_uid=?`, []any{c.Uid}
+	if c.IsRoot() {
+		where, args = ``, nil
+		if a.OwnerUid != nil {
+			where, args = `WHERE owner_uid=?`, []any{*a.OwnerUid}
 		}
-		return out, rows.Err()
-	})
-	kernel.Handle(k, "sched.crontab.get", 0, func(ctx context.Context, c *kernel.Caller, a *crontabGetArgs) (map[string]any, error) {
-		uid, err := owner(c, a.OwnerUid)
-		if err != nil {
-			return nil, err
-		}
-		text, err := m.crontab(ctx, uid)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"text": text}, nil
-	})
-	kernel.Handle(k, "sched.crontab.set", 0, func(ctx context.Context, c *kernel.Caller, a *crontabSetArgs) (*CrontabResult, error) {
-		uid, err := owner(c, a.OwnerUid)
-		if err != nil {
-			return nil, err
-		}
-		setMu.Lock()
-		defer setMu.Unlock()
-		return m.reconcile(ctx, c, uid, a.Text)
-	})
-	// sched.crontab.check (Internal) checks complete crontab lines as they
-	// are written (CheckCrontabLines): a crontab file's write fails with
-	// this error, which the err view of /var/spool/cron then shows.
-	kernel.Handle(k, "sched.crontab.check", kernel.Internal, func(ctx context.Context, c *kernel.Caller, a *crontabCheckArgs) (struct{}, error) {
-		if err := CheckCrontabLines(a.Text, a.Line); err != nil {
-			return struct{}{}, abi.E(abi.Invalid, err)
-		}
-		return struct{}{}, nil
-	})
-	kernel.Handle(k, "sched.log", 0, func(ctx context.Context, c *kernel.Caller, a *logArgs) (map[string]any, error) {
-		where, args := `WHERE owner_uid=?`, []any{c.Uid}
-		if c.IsRoot() {
-			where, args = ``, nil
-			if a.OwnerUid != nil {
-				where, args = `WHERE owner_uid=?`, []any{*a.OwnerUid}
-			}
-		} else if a.OwnerUid != nil && *a.OwnerUid != c.Uid {
-			return nil, abi.E(abi.Permission, "only root may read another uid's run history")
-		}
-		limit := a.Limit
-		if limit <= 0 {
-			limit = 1000
-		}
-		limit = min(limit, 10000)
-		runs, err := m.runs(ctx, where+` ORDER BY id DESC LIMIT ?`, append(args, limit)...)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"runs": runs}, nil
-	})
+	} else if a.OwnerUid != nil && *a.OwnerUid != c.Uid {
+		return nil, abi.E(abi.Permission, "only root may read another uid's run history")
+	}
+	limit := a.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	limit = min(limit, 10000)
+	runs, err := m.runs(ctx, where+` ORDER BY id DESC LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	return &abi.SchedLogResult{Runs: runs}, nil
 }
 
 // crontab renders uid's schedules in the order they were made.
@@ -128,28 +116,10 @@ func (m *Manager) crontab(ctx context.Context, uid uint32) (string, error) {
 	return RenderCrontab(ss), nil
 }
 
-func (m *Manager) runs(ctx context.Context, where string, args ...any) ([]Run, error) {
-	rows, err := m.st.QueryContext(ctx, `SELECT id,schedule_id,name,owner_uid,scheduled_at,started_at,finished_at,status,error,summary,duration_ms FROM sched_runs `+where, args...)
-	if err != nil {
-		return nil, abi.E(err)
-	}
-	defer rows.Close()
-	out := []Run{}
-	for rows.Next() {
-		var r Run
-		if err := rows.Scan(&r.ID, &r.ScheduleID, &r.Name, &r.OwnerUid, &r.ScheduledAtMs, &r.StartedAtMs, &r.FinishedAtMs,
-			&r.Status, &r.Error, &r.Summary, &r.DurationMs); err != nil {
-			return nil, abi.E(err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
-}
-
 // fillZone gives e, if it is a cron expression without a zone, the
 // system's (defaultZone). It makes a syscall: call it outside a
 // transaction of the store.
-func (m *Manager) fillZone(ctx context.Context, e *Expression) {
+func (m *Manager) fillZone(ctx context.Context, e *abi.Expression) {
 	if e != nil && e.Kind == "cron" && e.Timezone == "" {
 		e.Timezone = m.defaultZone(ctx)
 	}
@@ -175,7 +145,7 @@ func (m *Manager) defaultZone(ctx context.Context) string {
 // lineError is err, which a crontab line caused, with the line's number
 // and err's kind.
 func lineError(line int, err error) error {
-	return abi.E(abi.Kind(abi.Code(err)), fmt.Sprintf("line %d: %v", line, err))
+	return abi.E(abi.KindOf(err), fmt.Sprintf("line %d: %v", line, err))
 }
 
 // reconcile makes uid's schedules what text says: the whole text is parsed
@@ -184,7 +154,7 @@ func lineError(line int, err error) error {
 // differs, other lines add schedules, and schedules no line names are
 // removed. A line that is unchanged keeps its id, its next run time and the
 // start of its "after" interval.
-func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, text string) (*CrontabResult, error) {
+func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, text string) (*abi.CrontabSetResult, error) {
 	lines, err := ParseCrontab(text, m.defaultZone(ctx))
 	if err != nil {
 		return nil, abi.E(abi.Invalid, err)
@@ -193,14 +163,14 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string]*Schedule{}
-	byName := map[string]*Schedule{}
+	byID := map[string]*abi.Schedule{}
+	byName := map[string]*abi.Schedule{}
 	for i := range existing {
 		byID[existing[i].ID] = &existing[i]
 		byName[existing[i].Name] = &existing[i]
 	}
 	// Match lines to schedules: by id first, then by name.
-	match := make([]*Schedule, len(lines))
+	match := make([]*abi.Schedule, len(lines))
 	claimed := map[string]bool{}
 	for i, l := range lines {
 		if s := byID[l.ID]; l.ID != "" && s != nil && !claimed[s.ID] {
@@ -212,8 +182,8 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 			match[i], claimed[s.ID] = s, true
 		}
 	}
-	res := &CrontabResult{Added: []string{}, Updated: []string{}, Removed: []string{}}
-	var removed []*Schedule
+	res := &abi.CrontabSetResult{Added: []string{}, Updated: []string{}, Removed: []string{}}
+	var removed []*abi.Schedule
 	for i := range existing {
 		if !claimed[existing[i].ID] {
 			removed = append(removed, &existing[i])
@@ -221,8 +191,8 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 	}
 	type change struct {
 		line  int
-		s     *Schedule
-		patch *Patch
+		s     *abi.Schedule
+		patch *abi.SchedPatch
 	}
 	var changes []change
 	for i, l := range lines {
@@ -230,7 +200,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 		if s == nil {
 			continue
 		}
-		p := &Patch{}
+		p := &abi.SchedPatch{}
 		changed := false
 		if l.Name != "" && l.Name != s.Name {
 			p.Name, changed = &l.Name, true
@@ -269,7 +239,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 			}
 		}
 	}
-	var added, updated []*Schedule
+	var added, updated []*abi.Schedule
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 		for _, s := range removed {
 			if _, err := tx.Exec(`DELETE FROM sched_schedules WHERE id=?`, s.ID); err != nil {
@@ -286,7 +256,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 			}
 		}
 		for _, ch := range changes {
-			s, err := m.update(ctx, tx, ch.s, ch.patch)
+			s, err := m.patch(tx, ch.s, ch.patch)
 			if err != nil {
 				return lineError(ch.line, err)
 			}
@@ -297,7 +267,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 				continue
 			}
 			enabled := !l.Disabled
-			s, err := m.add(ctx, tx, c, uid, &AddArgs{Name: l.Name, Enabled: &enabled, Expression: l.Expression, Target: l.Target})
+			s, err := m.insert(tx, c, uid, &abi.SchedAddArgs{Name: l.Name, Enabled: &enabled, Expression: l.Expression, Target: l.Target})
 			if err != nil {
 				return lineError(l.Line, err)
 			}
@@ -313,7 +283,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 		return nil, err
 	}
 	for _, s := range removed {
-		m.armChange(s.ID, 0)
+		m.armChanged(s.ID, 0)
 		m.changed(uid, s.ID, "removed")
 		res.Removed = append(res.Removed, s.ID)
 	}

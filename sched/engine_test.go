@@ -1,16 +1,14 @@
 package sched
 
 // Tests of the engine (timer heap, loop) with a fake clock, and the harness
-// the scheduler's tests share: an in-process kernel with proc registered
-// (the offline model provider is the default), the users alice and bob,
-// and the scheduler on a fakeClock.
+// the scheduler's tests share: an in-process kernel with the tests' proc
+// room (procroom_test.go), the users alice and bob, and the scheduler on a
+// fakeClock.
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"sort"
 	"sync"
 	"testing"
@@ -18,8 +16,8 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/kernel/kerneltest"
 	"gsvfs.dev/gsvfs/ns"
-	"gsvfs.dev/gsvfs/proc"
 )
 
 // waitLimit bounds every real-time wait of these tests.
@@ -85,17 +83,19 @@ func (c *fakeClock) afterCalls() int {
 
 func (c *fakeClock) ms() int64 { return c.Now().UnixMilli() }
 
-// harness is a kernel on a temporary state dir with proc and the scheduler
-// registered; it can be closed and reopened on the same dir (a restart).
+// harness is a kernel on a temporary state dir with the tests' proc room
+// and the scheduler added; it can be closed and reopened on the same dir
+// (a restart). The proc room lives across restarts.
 type harness struct {
 	t     testing.TB
 	dir   string
 	clock *fakeClock
 	opts  Options
 
-	k  *kernel.Kernel
-	pm *proc.Manager
-	m  *Manager
+	k     *kernel.Kernel
+	space *ns.Space
+	proc  *procRoom
+	m     *Manager
 
 	root, alice, bob *kernel.Identity
 
@@ -103,14 +103,14 @@ type harness struct {
 	hook func(ctx context.Context, s *Schedule) (string, bool, error)
 }
 
-var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quietLog = kerneltest.Quiet()
 
 // harnessStart is the fake clock's default start: a Monday, 10:00 UTC.
 var harnessStart = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 
 func newHarness(t testing.TB, start time.Time) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: t.TempDir(), clock: newFakeClock(start)}
+	h := &harness{t: t, dir: t.TempDir(), clock: newFakeClock(start), proc: newProcRoom()}
 	h.open()
 	t.Cleanup(h.close)
 	ctx := context.Background()
@@ -124,39 +124,42 @@ func newHarness(t testing.TB, start time.Time) *harness {
 	return h
 }
 
-// open opens the kernel on h.dir and registers proc and the scheduler.
+// open opens the kernel on h.dir and adds the proc room and the
+// scheduler.
 func (h *harness) open() {
 	h.t.Helper()
 	k, err := kernel.Open(kernel.Config{StateDir: h.dir, Logger: quietLog})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := k.EnsureSetup(context.Background(), "root", 0); err != nil {
+	ctx := context.Background()
+	if err := k.EnsureSetup(ctx, "root", 0); err != nil {
 		h.t.Fatal(err)
 	}
 	space := ns.New(k)
-	pm, err := proc.Register(space, proc.Options{Logger: quietLog})
-	if err != nil {
+	if err := space.Add(ctx, h.proc); err != nil {
 		h.t.Fatal(err)
 	}
 	opts := h.opts
 	opts.Clock, opts.Logger, opts.testExec = h.clock, quietLog, h.exec
-	m, err := Register(space, opts)
+	m, err := Open(space, opts)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.k, h.pm, h.m = k, pm, m
+	if err := space.Add(ctx, m); err != nil {
+		h.t.Fatal(err)
+	}
+	h.k, h.space, h.m = k, space, m
 }
 
-// close stops the scheduler, then proc, then the kernel.
+// close closes the rooms (the scheduler first), then the kernel.
 func (h *harness) close() {
 	if h.k == nil {
 		return
 	}
-	h.m.Close()
-	h.pm.Close()
+	h.space.Close()
 	h.k.Close()
-	h.k, h.pm, h.m = nil, nil, nil
+	h.k, h.space, h.m = nil, nil, nil
 }
 
 func (h *harness) restart() {
@@ -282,8 +285,8 @@ func (h *harness) runs(id string) []Run {
 
 // armed returns the engine's fire time for id (0: not armed).
 func (h *harness) armed(id string) int64 {
-	h.m.emu.Lock()
-	defer h.m.emu.Unlock()
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
 	return h.m.next[id]
 }
 
@@ -294,9 +297,9 @@ func (h *harness) idleSig() string {
 	if len(h.m.kick) > 0 {
 		return ""
 	}
-	h.m.rmu.Lock()
+	h.m.mu.Lock()
 	running := len(h.m.running)
-	h.m.rmu.Unlock()
+	h.m.mu.Unlock()
 	if running > 0 {
 		return ""
 	}
@@ -309,18 +312,20 @@ func (h *harness) idleSig() string {
 	for rows.Next() {
 		var id string
 		var at int64
-		rows.Scan(&id, &at)
+		if err := rows.Scan(&id, &at); err != nil {
+			h.t.Fatal(err)
+		}
 		next[id] = at
 	}
 	rows.Close()
-	h.m.emu.Lock()
+	h.m.mu.Lock()
 	for id, at := range next {
 		if at <= now || h.m.next[id] != at {
-			h.m.emu.Unlock()
+			h.m.mu.Unlock()
 			return ""
 		}
 	}
-	h.m.emu.Unlock()
+	h.m.mu.Unlock()
 	var runs int
 	h.k.Store.R.QueryRow(`SELECT count(*) FROM sched_runs`).Scan(&runs)
 	return fmt.Sprintf("%d/%d", h.clock.afterCalls(), runs)
@@ -406,6 +411,20 @@ func scheduledAts(rs []Run) []int64 {
 
 func newBareManager() *Manager {
 	return &Manager{next: map[string]int64{}, kick: make(chan struct{}, 1)}
+}
+
+// due is dueLocked with m.mu taken.
+func (m *Manager) due(now int64) []entry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dueLocked(now)
+}
+
+// wait is waitLocked with m.mu taken.
+func (m *Manager) wait(now int64) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.waitLocked(now)
 }
 
 // TestEngineHeap checks arm, due and wait: entries come out in time order,

@@ -9,7 +9,6 @@ import (
 	"os"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,8 +34,8 @@ const (
 	tempTTL     = time.Hour
 )
 
-// mountFiles adds /var/spool/cron and /var/log/gsv/scheduler.
-func (m *Manager) mountFiles() {
+// cronDir makes /var/spool/cron.
+func (m *Manager) cronDir() *cronDir {
 	d := &cronDir{
 		Meta:  ns.RootMeta(cronDirPath, fs.ModeDir|fs.ModeSticky|0o777),
 		m:     m,
@@ -44,8 +43,7 @@ func (m *Manager) mountFiles() {
 		temps: map[uint32]map[string]*tempFile{},
 	}
 	d.ctl = m.space.Ctl(cronDirPath, ns.RootMeta(cronDirPath+"/ctl", 0o666), m.ctlVerbs())
-	m.space.Bind(cronDirPath, d)
-	m.space.Bind(logPath, m.space.View(logPath, 0o444, "sched.log", nil, renderLog))
+	return d
 }
 
 // ctlVerbs are the verbs of /var/spool/cron/ctl. Each takes an id or a
@@ -75,7 +73,7 @@ func (m *Manager) ctlVerbs() map[string]ns.CtlVerb {
 			if err != nil {
 				return "", nil, err
 			}
-			return "sched.update", &updateArgs{ID: id, OwnerUid: uid, Patch: Patch{Enabled: &on}}, nil
+			return "sched.update", &abi.SchedUpdateArgs{ID: id, OwnerUid: uid, Patch: abi.SchedPatch{Enabled: &on}}, nil
 		}
 	}
 	return map[string]ns.CtlVerb{
@@ -85,13 +83,13 @@ func (m *Manager) ctlVerbs() map[string]ns.CtlVerb {
 				return "", nil, err
 			}
 			if id == "due" {
-				return "sched.ctl.run", &runArgs{Mode: "due", OwnerUid: uid}, nil
+				return "sched.ctl.run", &abi.SchedRunArgs{Mode: "due", OwnerUid: uid}, nil
 			}
 			mode := "force"
 			if l.JSON != nil {
 				mode = ""
 			}
-			return "sched.ctl.run", &runArgs{ID: id, Mode: mode, OwnerUid: uid}, nil
+			return "sched.ctl.run", &abi.SchedRunArgs{ID: id, Mode: mode, OwnerUid: uid}, nil
 		},
 		"enable":  enable(true),
 		"disable": enable(false),
@@ -100,7 +98,7 @@ func (m *Manager) ctlVerbs() map[string]ns.CtlVerb {
 			if err != nil {
 				return "", nil, err
 			}
-			return "sched.remove", &idArgs{ID: id, OwnerUid: uid}, nil
+			return "sched.remove", &abi.SchedIDArgs{ID: id, OwnerUid: uid}, nil
 		},
 	}
 }
@@ -148,7 +146,11 @@ type logLine struct {
 // renderLog renders sched.log's runs (the latest, newest first) as a log
 // is read: oldest first, so that tail shows the latest runs.
 func renderLog(res any) ([]byte, error) {
-	runs, _ := res.(map[string]any)["runs"].([]Run)
+	r, ok := res.(*abi.SchedLogResult)
+	if !ok {
+		return nil, abi.E(abi.Path(logPath), abi.Other, fmt.Sprintf("sched.log result of type %T", res))
+	}
+	runs := r.Runs
 	ts := func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 	var b []byte
 	for i := len(runs) - 1; i >= 0; i-- {
@@ -454,15 +456,15 @@ func (h *crontabHandle) Close(ctx context.Context) error {
 }
 
 func (d *cronDir) render(ctx context.Context, c *kernel.Caller, uid uint32) ([]byte, error) {
-	res, err := kernel.Invoke[map[string]any](ctx, d.m.k, c, "sched.crontab.get", &crontabGetArgs{OwnerUid: &uid})
+	res, err := kernel.Invoke[*abi.CrontabGetResult](ctx, d.m.k, c, "sched.crontab.get", &abi.CrontabGetArgs{OwnerUid: &uid})
 	if err != nil {
 		return nil, err
 	}
-	return []byte(res["text"].(string)), nil
+	return []byte(res.Text), nil
 }
 
 func (d *cronDir) apply(ctx context.Context, c *kernel.Caller, uid uint32, data []byte) error {
-	_, err := d.m.k.Call(ctx, c, "sched.crontab.set", &crontabSetArgs{OwnerUid: &uid, Text: string(data)})
+	_, err := d.m.k.Call(ctx, c, "sched.crontab.set", &abi.CrontabSetArgs{OwnerUid: &uid, Text: string(data)})
 	return err
 }
 
@@ -520,19 +522,6 @@ func (d *cronDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, e
 	return out, nil
 }
 
-// validTempName says whether name may be a scratch file.
-func validTempName(name string) error {
-	switch {
-	case name == "" || name == "." || name == "..":
-		return vfs.Errorf(syscall.EINVAL, "bad name")
-	case len(name) > 255:
-		return vfs.Errorf(syscall.ENAMETOOLONG, "name too long")
-	case strings.ContainsAny(name, "/\x00"):
-		return vfs.Errorf(syscall.EINVAL, "bad name")
-	}
-	return nil
-}
-
 // Create implements vfs.Creator. A name that is a crontab the caller may
 // see opens it; any other name (that is no user's) is a scratch file of
 // the caller's, kept in memory: editors write a temporary file and rename
@@ -576,8 +565,8 @@ func (d *cronDir) Create(ctx context.Context, cred vfs.Cred, name string, flags 
 		return nil, nil, vfs.Errorf(syscall.EACCES, "that is another user's crontab")
 	}
 	d.mu.Lock()
-	d.sweep()
-	ts := d.tempsOf(c.Uid)
+	d.sweepLocked()
+	ts := d.tempsOfLocked(c.Uid)
 	if f := ts[name]; f != nil { // made meanwhile
 		d.mu.Unlock()
 		return open(d.tempNode(c, name, f))
@@ -675,7 +664,7 @@ func (d *cronDir) Rename(ctx context.Context, cred vfs.Cred, name string, newDir
 		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		ts := d.tempsOf(c.Uid)
+		ts := d.tempsOfLocked(c.Uid)
 		if ts[newName] == nil && len(ts) >= maxTemps {
 			return errTooManyTemps()
 		}
@@ -712,217 +701,4 @@ func (d *cronDir) Rename(ctx context.Context, cred vfs.Cred, name string, newDir
 		ts[newName] = src
 		return nil
 	}
-}
-
-// temp returns the caller's scratch file name, or nil.
-func (d *cronDir) temp(c *kernel.Caller, name string) *tempNode {
-	d.mu.Lock()
-	f := d.temps[c.Uid][name]
-	d.mu.Unlock()
-	if f == nil {
-		return nil
-	}
-	return d.tempNode(c, name, f)
-}
-
-func (d *cronDir) tempNode(c *kernel.Caller, name string, f *tempFile) *tempNode {
-	host := c.HostUID
-	if host < 0 {
-		host = int(c.Uid)
-	}
-	return &tempNode{name: name, uid: c.Uid, gid: c.Gid, hostUID: uint32(host), user: c.Username, f: f}
-}
-
-// tempsOf returns uid's scratch files, making the map if need be. d.mu is
-// held.
-func (d *cronDir) tempsOf(uid uint32) map[string]*tempFile {
-	ts := d.temps[uid]
-	if ts == nil {
-		ts = map[string]*tempFile{}
-		d.temps[uid] = ts
-	}
-	return ts
-}
-
-func errTooManyTemps() error {
-	return vfs.Errorf(syscall.ENOSPC, fmt.Sprintf("too many scratch files in %s (at most %d)", cronDirPath, maxTemps))
-}
-
-// sweep drops scratch files unused for tempTTL. d.mu is held.
-func (d *cronDir) sweep() {
-	cut := time.Now().Add(-tempTTL)
-	for uid, ts := range d.temps {
-		for name, f := range ts {
-			f.mu.Lock()
-			old := f.used.Before(cut) && f.open == 0
-			f.mu.Unlock()
-			if old {
-				delete(ts, name)
-			}
-		}
-		if len(ts) == 0 {
-			delete(d.temps, uid)
-		}
-	}
-}
-
-// tempFile is the content of a scratch file.
-type tempFile struct {
-	mu    sync.Mutex
-	data  []byte
-	mode  fs.FileMode
-	mtime time.Time
-	used  time.Time
-	open  int // handles open
-}
-
-func (f *tempFile) bytes() []byte {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.used = time.Now()
-	return append([]byte(nil), f.data...)
-}
-
-// tempNode is a scratch file as its owner sees it.
-type tempNode struct {
-	name    string
-	uid     uint32
-	gid     uint32
-	hostUID uint32
-	user    string
-	f       *tempFile
-}
-
-var (
-	_ vfs.File   = (*tempNode)(nil)
-	_ vfs.Setter = (*tempNode)(nil)
-)
-
-func (n *tempNode) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
-	n.f.mu.Lock()
-	defer n.f.mu.Unlock()
-	return vfs.Attr{Ino: vfs.PathIno(fmt.Sprintf("%s/%s\x00%d", cronDirPath, n.name, n.uid)), Mode: n.f.mode,
-		Size: int64(len(n.f.data)), Mtime: n.f.mtime, Uid: n.hostUID, Gid: n.gid, User: n.user, Group: "users",
-		Synthetic: true}, nil
-}
-
-// Access lets only the owner in (the vfs kinds' Meta does this for the
-// others; fusefs asks for access(2)).
-func (n *tempNode) Access(ctx context.Context, cred vfs.Cred, want vfs.Want) error {
-	if ns.CallerOf(cred, "").Uid != n.uid {
-		return vfs.ErrPermission
-	}
-	return nil
-}
-
-func (n *tempNode) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Handle, error) {
-	if err := n.Access(ctx, cred, vfs.WantOf(flags)); err != nil {
-		return nil, err
-	}
-	n.f.mu.Lock()
-	defer n.f.mu.Unlock()
-	if flags&os.O_TRUNC != 0 && vfs.WantOf(flags)&vfs.WantWrite != 0 {
-		n.f.data, n.f.mtime = nil, time.Now()
-	}
-	n.f.used = time.Now()
-	n.f.open++
-	return &tempHandle{f: n.f, write: vfs.WantOf(flags)&vfs.WantWrite != 0, appendOnly: flags&os.O_APPEND != 0}, nil
-}
-
-func (n *tempNode) SetAttr(ctx context.Context, cred vfs.Cred, s vfs.SetAttr) (vfs.Attr, error) {
-	if err := n.Access(ctx, cred, vfs.WantWrite); err != nil {
-		return vfs.Attr{}, err
-	}
-	n.f.mu.Lock()
-	if s.Size != nil {
-		if err := n.f.resize(*s.Size); err != nil {
-			n.f.mu.Unlock()
-			return vfs.Attr{}, err
-		}
-	}
-	if s.Mode != nil {
-		n.f.mode = s.Mode.Perm()
-	}
-	if s.Mtime != nil {
-		n.f.mtime = *s.Mtime
-	}
-	n.f.mu.Unlock()
-	return n.Attr(ctx, cred)
-}
-
-// resize cuts or extends the data. f.mu is held.
-func (f *tempFile) resize(size int64) error {
-	switch {
-	case size < 0:
-		return vfs.Errorf(syscall.EINVAL, "negative size")
-	case size > maxTempSize:
-		return vfs.Errorf(syscall.EFBIG, "scratch file too large")
-	case size <= int64(len(f.data)):
-		f.data = f.data[:size]
-	default:
-		f.data = append(f.data, make([]byte, int(size)-len(f.data))...)
-	}
-	f.mtime, f.used = time.Now(), time.Now()
-	return nil
-}
-
-// tempHandle is an open scratch file: reads and writes at offsets, like
-// a file on disk.
-type tempHandle struct {
-	f          *tempFile
-	write      bool
-	appendOnly bool
-	once       sync.Once
-}
-
-var _ vfs.Truncater = (*tempHandle)(nil)
-
-func (h *tempHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	h.f.mu.Lock()
-	defer h.f.mu.Unlock()
-	h.f.used = time.Now()
-	if off < 0 || off >= int64(len(h.f.data)) {
-		return 0, nil
-	}
-	return copy(p, h.f.data[off:]), nil
-}
-
-func (h *tempHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
-	if !h.write {
-		return 0, vfs.ErrReadOnly
-	}
-	h.f.mu.Lock()
-	defer h.f.mu.Unlock()
-	if h.appendOnly {
-		off = int64(len(h.f.data))
-	}
-	end := off + int64(len(p))
-	if off < 0 || end > maxTempSize {
-		return 0, vfs.Errorf(syscall.EFBIG, "scratch file too large")
-	}
-	if end > int64(len(h.f.data)) {
-		h.f.data = append(h.f.data, make([]byte, int(end)-len(h.f.data))...)
-	}
-	copy(h.f.data[off:], p)
-	h.f.mtime, h.f.used = time.Now(), time.Now()
-	return len(p), nil
-}
-
-func (h *tempHandle) Truncate(ctx context.Context, size int64) error {
-	if !h.write {
-		return vfs.ErrReadOnly
-	}
-	h.f.mu.Lock()
-	defer h.f.mu.Unlock()
-	return h.f.resize(size)
-}
-
-func (h *tempHandle) Close(ctx context.Context) error {
-	h.once.Do(func() {
-		h.f.mu.Lock()
-		h.f.open--
-		h.f.used = time.Now()
-		h.f.mu.Unlock()
-	})
-	return nil
 }

@@ -17,17 +17,17 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/kernel/kerneltest"
 	"gsvfs.dev/gsvfs/ns"
-	"gsvfs.dev/gsvfs/proc"
 	"gsvfs.dev/gsvfs/vfs"
 	"gsvfs.dev/gsvfs/vfs/fusefs"
 )
 
-// ftHarness is a kernel with proc and the scheduler registered and users
-// alice (host uid 1000) and bob (host uid 1001). proc is the real part
-// that a crontab write's reachability check asks (proc.status through the
-// dispatcher), not a stand-in that would restate its rule; the import is
-// the tests' alone (as in engine_test.go): sched never imports proc.
+// ftHarness is kerneltest's kernel (users alice, uid 1000 and host uid
+// 1001, and bob, uid 1001 and host uid 1002) with the tests' proc room
+// (procroom_test.go) and the scheduler added. A crontab write's
+// reachability check asks the proc room (proc.status through the
+// dispatcher).
 type ftHarness struct {
 	t                *testing.T
 	k                *kernel.Kernel
@@ -37,32 +37,23 @@ type ftHarness struct {
 
 func newFTHarness(t *testing.T) *ftHarness {
 	t.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	k, err := kernel.Open(kernel.Config{StateDir: t.TempDir(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
+	quiet := kerneltest.Quiet()
+	k := kerneltest.Open(t).K
 	ctx := context.Background()
-	if err := k.EnsureSetup(ctx, "root", 0); err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range []string{`{"username":"alice","hostUid":1000}`, `{"username":"bob","hostUid":1001}`} {
-		if _, err := k.Call(ctx, k.KernelCaller(), "sys.user.add", json.RawMessage(u)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	space := ns.New(k)
-	pm, err := proc.Register(space, proc.Options{Logger: quiet})
+	if err := space.Add(ctx, newProcRoom()); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(space, Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := Register(space, Options{Logger: quiet})
-	if err != nil {
+	if err := space.Add(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { m.Close(); pm.Close(); k.Close() })
+	t.Cleanup(func() { space.Close() }) // before kerneltest closes the kernel
 	h := &ftHarness{t: t, k: k, m: m}
-	for uid, c := range map[int]*vfs.Cred{0: &h.root, 1000: &h.alice, 1001: &h.bob} {
+	for uid, c := range map[int]*vfs.Cred{0: &h.root, 1001: &h.alice, 1002: &h.bob} {
 		if *c, err = m.space.Authenticate(ctx, vfs.Peer{Transport: "fuse", HostUID: uid, HostGID: 100}); err != nil {
 			t.Fatal(err)
 		}
@@ -407,15 +398,15 @@ func TestCrontabReconcile(t *testing.T) {
 	h := newFTHarness(t)
 	ctx := context.Background()
 	alice := ns.CallerOf(h.alice, "")
-	set := func(text string) (*CrontabResult, error) {
-		return kernel.Invoke[*CrontabResult](ctx, h.k, alice, "sched.crontab.set", &crontabSetArgs{Text: text})
+	set := func(text string) (*abi.CrontabSetResult, error) {
+		return kernel.Invoke[*abi.CrontabSetResult](ctx, h.k, alice, "sched.crontab.set", &abi.CrontabSetArgs{Text: text})
 	}
 	get := func() string {
-		res, err := kernel.Invoke[map[string]any](ctx, h.k, alice, "sched.crontab.get", &crontabGetArgs{})
+		res, err := kernel.Invoke[*abi.CrontabGetResult](ctx, h.k, alice, "sched.crontab.get", &abi.CrontabGetArgs{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res["text"].(string)
+		return res.Text
 	}
 	if _, err := set("@every 1h event init:1000 a # name=a\n@every 1h event init:1000 b # name=b\n@daily event init:1000 c\n"); err != nil {
 		t.Fatal(err)
@@ -448,7 +439,7 @@ func TestCrontabReconcile(t *testing.T) {
 	}
 	// Only root may set another uid's crontab.
 	bob := uint32(1001)
-	if _, err := kernel.Invoke[*CrontabResult](ctx, h.k, alice, "sched.crontab.set", &crontabSetArgs{OwnerUid: &bob, Text: ""}); abi.Code(err) != 403 {
+	if _, err := kernel.Invoke[*abi.CrontabSetResult](ctx, h.k, alice, "sched.crontab.set", &abi.CrontabSetArgs{OwnerUid: &bob, Text: ""}); abi.Code(err) != 403 {
 		t.Fatalf("alice sets bob's: %v", err)
 	}
 	// A parse error is a 400 naming the line.
@@ -469,42 +460,42 @@ func TestCrontabReconcile(t *testing.T) {
 }
 
 // TestCrontabFUSE drives the files through a real FUSE mount with shell
-// commands, as root and as host users 1000 (alice) and 1001 (bob).
+// commands, as root and as host users 1001 (alice) and 1002 (bob).
 func TestCrontabFUSE(t *testing.T) {
 	h := newFTHarness(t)
 	sh, mustSh := h.mountShell()
 	// cat > crontab <<EOF, then cat shows the ids.
-	mustSh(1000, "cat > $D/alice <<'EOF'\n"+ftCrontab+"EOF")
+	mustSh(1001, "cat > $D/alice <<'EOF'\n"+ftCrontab+"EOF")
 	ss := h.schedules(1000)
 	if len(ss) != 5 {
 		t.Fatalf("%d schedules", len(ss))
 	}
-	text := mustSh(1000, "cat $D/alice")
+	text := mustSh(1001, "cat $D/alice")
 	for _, s := range ss {
 		if !strings.Contains(text, "# name="+s.Name+" id="+s.ID+"\n") {
 			t.Errorf("cat lacks %s:\n%s", s.ID, text)
 		}
 	}
 	// Writing the same text back changes nothing.
-	mustSh(1000, `t=$(cat $D/alice); printf '%s\n' "$t" > $D/alice; cat $D/alice > /dev/null`)
-	mustSh(1000, `cp $D/alice /tmp/gsvcron-copy.$$ && cat /tmp/gsvcron-copy.$$ > $D/alice; rm -f /tmp/gsvcron-copy.$$`)
+	mustSh(1001, `t=$(cat $D/alice); printf '%s\n' "$t" > $D/alice; cat $D/alice > /dev/null`)
+	mustSh(1001, `cp $D/alice /tmp/gsvcron-copy.$$ && cat /tmp/gsvcron-copy.$$ > $D/alice; rm -f /tmp/gsvcron-copy.$$`)
 	sameSchedules(t, ss, h.schedules(1000))
-	if got := mustSh(1000, "cat $D/alice"); got != text {
+	if got := mustSh(1001, "cat $D/alice"); got != text {
 		t.Errorf("rendering changed:\n%s\n%s", text, got)
 	}
 
 	// A bad line rejects the whole write with EINVAL; err says why.
-	out, err := sh(1000, "cat > $D/alice <<'EOF'\n@every 1h event p fine # name=fine\n*/61 * * * * event p bad\nEOF")
+	out, err := sh(1001, "cat > $D/alice <<'EOF'\n@every 1h event p fine # name=fine\n*/61 * * * * event p bad\nEOF")
 	if err == nil || !strings.Contains(out, "Invalid argument") {
 		t.Fatalf("bad write: %v\n%s", err, out)
 	}
-	if msg := mustSh(1000, "cat $D/err"); !strings.Contains(msg, "line 2: cron expression \"*/61 * * * *\"") {
+	if msg := mustSh(1001, "cat $D/err"); !strings.Contains(msg, "line 2: cron expression \"*/61 * * * *\"") {
 		t.Errorf("err: %q", msg)
 	}
 	sameSchedules(t, ss, h.schedules(1000))
 
 	// Append a line.
-	mustSh(1000, "echo '@every 2h event init:1000 appended # name=app' >> $D/alice")
+	mustSh(1001, "echo '@every 2h event init:1000 appended # name=app' >> $D/alice")
 	now := h.schedules(1000)
 	sameSchedules(t, ss, now[:len(ss)])
 	if len(now) != 6 || now[5].Name != "app" {
@@ -512,10 +503,10 @@ func TestCrontabFUSE(t *testing.T) {
 	}
 
 	// Editors: a temporary file moved over the crontab; sed -i; vim.
-	mustSh(1000, `sed 's/happy new year/happy new year!/' $D/alice > $D/.alice.new; mv $D/.alice.new $D/alice`)
-	mustSh(1000, `sed -i 's/remind me to stretch/remind me to walk/' $D/alice`)
+	mustSh(1001, `sed 's/happy new year/happy new year!/' $D/alice > $D/.alice.new; mv $D/.alice.new $D/alice`)
+	mustSh(1001, `sed -i 's/remind me to stretch/remind me to walk/' $D/alice`)
 	if _, err := exec.LookPath("vim"); err == nil {
-		mustSh(1000, `vim -Nu NONE -i NONE -es -c '%s/renew the certificate/renew the certificates/' -c 'wq' $D/alice`)
+		mustSh(1001, `vim -Nu NONE -i NONE -es -c '%s/renew the certificate/renew the certificates/' -c 'wq' $D/alice`)
 	}
 	edited := byName(h.schedules(1000))
 	if got := edited["newyear"]; got.ID != byName(now)["newyear"].ID || got.Target.Message != "happy new year!" {
@@ -529,26 +520,26 @@ func TestCrontabFUSE(t *testing.T) {
 	if _, err := exec.LookPath("vim"); err == nil && edited["cert"].Target.Prompt != "renew the certificates" {
 		t.Errorf("vim: %+v", edited["cert"])
 	}
-	if left := mustSh(1000, "ls -A $D"); left != "alice\nctl\nerr\n" {
+	if left := mustSh(1001, "ls -A $D"); left != "alice\nctl\nerr\n" {
 		t.Errorf("scratch files left behind: %q", left)
 	}
 	// A bad edit moved over the crontab fails and changes nothing.
 	before := h.schedules(1000)
 	// (rename(2) fails with EINVAL, which mv reports as "cannot move to a
 	// subdirectory of itself"; err has the real message.)
-	out, err = sh(1000, `echo '@every 1h lifecycle p explode' > $D/tmp.x; mv $D/tmp.x $D/alice`)
+	out, err = sh(1001, `echo '@every 1h lifecycle p explode' > $D/tmp.x; mv $D/tmp.x $D/alice`)
 	if err == nil {
 		t.Errorf("bad mv succeeded: %s", out)
 	}
-	if msg := mustSh(1000, "cat $D/err"); !strings.Contains(msg, `line 1: lifecycle action "explode"`) {
+	if msg := mustSh(1001, "cat $D/err"); !strings.Contains(msg, `line 1: lifecycle action "explode"`) {
 		t.Errorf("err: %q", msg)
 	}
 	sameSchedules(t, before, h.schedules(1000))
-	mustSh(1000, "rm $D/tmp.x")
+	mustSh(1001, "rm $D/tmp.x")
 
 	// ctl: run a schedule by name; the run is in the log.
-	mustSh(1000, "echo 'run newyear' > $D/ctl")
-	log := mustSh(1000, "head -n 1 $L")
+	mustSh(1001, "echo 'run newyear' > $D/ctl")
+	log := mustSh(1001, "head -n 1 $L")
 	var rec map[string]any
 	if err := json.Unmarshal([]byte(log), &rec); err != nil {
 		t.Fatalf("log %q: %v", log, err)
@@ -556,33 +547,33 @@ func TestCrontabFUSE(t *testing.T) {
 	if rec["schedule"] != "newyear" || rec["status"] != "ok" {
 		t.Errorf("log: %v", rec)
 	}
-	if _, err := sh(1000, "echo 'run nosuch' > $D/ctl"); err == nil {
+	if _, err := sh(1001, "echo 'run nosuch' > $D/ctl"); err == nil {
 		t.Error("run nosuch succeeded")
 	}
 
 	// Another user's crontab is invisible; root sees everyone's.
-	if got := mustSh(1001, "ls $D"); got != "bob\nctl\nerr\n" {
+	if got := mustSh(1002, "ls $D"); got != "bob\nctl\nerr\n" {
 		t.Errorf("bob sees %q", got)
 	}
-	if out, err := sh(1001, "cat $D/alice"); err == nil || !strings.Contains(out, "No such file") {
+	if out, err := sh(1002, "cat $D/alice"); err == nil || !strings.Contains(out, "No such file") {
 		t.Errorf("bob reads alice's crontab: %v %s", err, out)
 	}
-	if out, err := sh(1001, "echo '@daily spawn task x' > $D/alice"); err == nil {
+	if out, err := sh(1002, "echo '@daily spawn task x' > $D/alice"); err == nil {
 		t.Errorf("bob writes alice's crontab: %s", out)
 	}
-	if got := mustSh(1001, "cat $L"); got != "" {
+	if got := mustSh(1002, "cat $L"); got != "" {
 		t.Errorf("bob sees runs: %q", got)
 	}
 	if got := mustSh(0, "ls $D"); got != "alice\nbob\nctl\nerr\nroot\n" {
 		t.Errorf("root sees %q", got)
 	}
-	if got := mustSh(0, "cat $D/alice"); got != mustSh(1000, "cat $D/alice") {
+	if got := mustSh(0, "cat $D/alice"); got != mustSh(1001, "cat $D/alice") {
 		t.Errorf("root reads alice's crontab:\n%s", got)
 	}
 	// Emptying the crontab removes every schedule.
 	// (The empty content is applied when the file is released, which the
 	// kernel does after close(2) returns.)
-	mustSh(1000, ": > $D/alice")
+	mustSh(1001, ": > $D/alice")
 	for deadline := time.Now().Add(5 * time.Second); len(h.schedules(1000)) != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after emptying: %+v", h.schedules(1000))
@@ -598,7 +589,7 @@ func TestCrontabFUSE(t *testing.T) {
 func TestCrontabWriteChecked(t *testing.T) {
 	h := newFTHarness(t)
 	sh, mustSh := h.mountShell()
-	mustSh(1000, "echo '@every 1h event init:1000 first # name=first' > $D/alice")
+	mustSh(1001, "echo '@every 1h event init:1000 first # name=first' > $D/alice")
 	before := h.schedules(1000)
 	if len(before) != 1 {
 		t.Fatalf("schedules %+v", before)
@@ -613,7 +604,7 @@ func TestCrontabWriteChecked(t *testing.T) {
 		{"the second line of one write", `printf '@daily event init:1000 ok\n61 * * * * event init:1000 no\n' >> $D/alice`, "line 3: cron expression"},
 	}
 	for _, b := range bad {
-		out, err := sh(1000, b.script)
+		out, err := sh(1001, b.script)
 		if err == nil {
 			t.Errorf("%s: the shell succeeded: %s", b.why, out)
 			continue
@@ -621,7 +612,7 @@ func TestCrontabWriteChecked(t *testing.T) {
 		if !strings.Contains(out, "Invalid argument") {
 			t.Errorf("%s: %s", b.why, out)
 		}
-		if msg := mustSh(1000, "cat $D/err"); !strings.Contains(msg, b.msg) {
+		if msg := mustSh(1001, "cat $D/err"); !strings.Contains(msg, b.msg) {
 			t.Errorf("%s: err %q, want %q", b.why, msg, b.msg)
 		}
 		sameSchedules(t, before, h.schedules(1000))
@@ -629,20 +620,20 @@ func TestCrontabWriteChecked(t *testing.T) {
 	// A good line of 20,000 bytes, written by echo in 4 KiB pieces, is one
 	// line.
 	long := strings.Repeat("y", 20000)
-	mustSh(1000, "echo '@every 2h event init:1000 "+long+" # name=long' >> $D/alice")
+	mustSh(1001, "echo '@every 2h event init:1000 "+long+" # name=long' >> $D/alice")
 	if got := byName(h.schedules(1000))["long"]; got.Target.Message != long {
 		t.Fatalf("long line: message of %d bytes", len(got.Target.Message))
 	}
 	// Scratch file then rename (crontab -e, sed -i, vim's write).
-	mustSh(1000, `cat $D/alice > $D/.edit.tmp && echo '@hourly event init:1000 edited # name=edited' >> $D/.edit.tmp && mv $D/.edit.tmp $D/alice`)
-	mustSh(1000, `sed -i 's/ first / firsts /' $D/alice`)
+	mustSh(1001, `cat $D/alice > $D/.edit.tmp && echo '@hourly event init:1000 edited # name=edited' >> $D/.edit.tmp && mv $D/.edit.tmp $D/alice`)
+	mustSh(1001, `sed -i 's/ first / firsts /' $D/alice`)
 	got := byName(h.schedules(1000))
 	if got["edited"].ID == "" || got["first"].Target.Message != "firsts" || got["first"].ID != before[0].ID {
 		t.Fatalf("after editing: %+v", got)
 	}
 	// A bad scratch file can be written (it is not the crontab); its
 	// rename fails.
-	if out, err := sh(1000, `echo 'bad line' > $D/.bad.tmp; mv $D/.bad.tmp $D/alice`); err == nil {
+	if out, err := sh(1001, `echo 'bad line' > $D/.bad.tmp; mv $D/.bad.tmp $D/alice`); err == nil {
 		t.Errorf("renaming a bad scratch file succeeded: %s", out)
 	}
 	if n := len(h.schedules(1000)); n != 3 {
@@ -716,23 +707,23 @@ func TestCrontabHandleChecks(t *testing.T) {
 func TestCronCtlRunFails(t *testing.T) {
 	h := newFTHarness(t)
 	sh, mustSh := h.mountShell()
-	mustSh(1000, "printf '%s\n' '@daily spawn nosuchprofile do it # name=broken' '@daily event init:1000 fine # name=fine' > $D/alice")
-	out, err := sh(1000, "echo 'run broken' > $D/ctl")
+	mustSh(1001, "printf '%s\n' '@daily spawn nosuchprofile do it # name=broken' '@daily event init:1000 fine # name=fine' > $D/alice")
+	out, err := sh(1001, "echo 'run broken' > $D/ctl")
 	if err == nil || !strings.Contains(out, "Invalid argument") {
 		t.Fatalf("a failed run: %v %s", err, out)
 	}
-	if msg := mustSh(1000, "cat $D/err"); !strings.Contains(msg, "run failed") || !strings.Contains(msg, "unknown profile") {
+	if msg := mustSh(1001, "cat $D/err"); !strings.Contains(msg, "run failed") || !strings.Contains(msg, "unknown profile") {
 		t.Errorf("err %q", msg)
 	}
-	mustSh(1000, "echo 'run fine' > $D/ctl")
+	mustSh(1001, "echo 'run fine' > $D/ctl")
 	for range 3 {
-		mustSh(1000, "echo 'run fine' > $D/ctl")
+		mustSh(1001, "echo 'run fine' > $D/ctl")
 	}
-	mustSh(1000, "echo 'run broken' > $D/ctl || true")
-	lines := strings.Split(strings.TrimSpace(mustSh(1000, "cat $L")), "\n")
+	mustSh(1001, "echo 'run broken' > $D/ctl || true")
+	lines := strings.Split(strings.TrimSpace(mustSh(1001, "cat $L")), "\n")
 	var first, last map[string]any
 	json.Unmarshal([]byte(lines[0]), &first)
-	json.Unmarshal([]byte(mustSh(1000, "tail -n 1 $L")), &last)
+	json.Unmarshal([]byte(mustSh(1001, "tail -n 1 $L")), &last)
 	if len(lines) != 6 || first["schedule"] != "broken" || last["schedule"] != "broken" || last["status"] != "error" {
 		t.Fatalf("log (want oldest first, 6 runs):\n%s", strings.Join(lines, "\n"))
 	}

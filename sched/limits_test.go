@@ -260,7 +260,7 @@ func FuzzSchedule(f *testing.F) {
 			return
 		}
 		// Validated: accepted expressions have a next time in range.
-		if err := e.validate(time.UnixMilli(now)); err == nil && e.Kind != "cron" {
+		if err := validateExpression(&e, time.UnixMilli(now)); err == nil && e.Kind != "cron" {
 			if next := nextAfter(s, now); next == 0 {
 				t.Fatalf("%+v accepted at %d has no next time", e, now)
 			}

@@ -4,48 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 )
 
-type listArgs struct {
-	OwnerUid        *uint32 `json:"ownerUid"`
-	IncludeDisabled *bool   `json:"includeDisabled"`
-	Limit           int     `json:"limit"`
-	Offset          int     `json:"offset"`
-}
-
-// Patch is sched.update's patch.
-type Patch struct {
-	Name          *string          `json:"name"`
-	Description   *json.RawMessage `json:"description"`
-	Enabled       *bool            `json:"enabled"`
-	Expression    *Expression      `json:"expression"`
-	Target        *Target          `json:"target"`
-	MisfirePolicy *string          `json:"misfirePolicy"`
-	RetryPolicy   *Retry           `json:"retryPolicy"`
-}
-
-type updateArgs struct {
-	ID       string  `json:"id"`
-	OwnerUid *uint32 `json:"ownerUid"`
-	Patch    Patch   `json:"patch"`
-}
-
-type idArgs struct {
-	ID       string  `json:"id"`
-	OwnerUid *uint32 `json:"ownerUid"`
-}
-
-type runArgs struct {
-	ID       string  `json:"id"`
-	OwnerUid *uint32 `json:"ownerUid"`
-	Mode     string  `json:"mode"`
-}
+// The handlers of sched.list, sched.add, sched.update, sched.remove and
+// sched.run (seed 003), and sched.ctl.run for /var/spool/cron/ctl.
 
 // owner returns the uid a call acts for: the caller's, or any for root.
 func owner(c *kernel.Caller, uid *uint32) (uint32, error) {
@@ -58,144 +27,165 @@ func owner(c *kernel.Caller, uid *uint32) (uint32, error) {
 	return *uid, nil
 }
 
-func (m *Manager) registerSyscalls() {
-	k := m.k
-	kernel.Handle(k, "sched.list", 0, func(ctx context.Context, c *kernel.Caller, a *listArgs) (map[string]any, error) {
-		where, args := `WHERE owner_uid=?`, []any{c.Uid}
-		if c.IsRoot() {
-			where, args = `WHERE 1`, nil
-			if a.OwnerUid != nil {
-				where, args = `WHERE owner_uid=?`, []any{*a.OwnerUid}
-			}
-		} else if a.OwnerUid != nil && *a.OwnerUid != c.Uid {
-			return nil, abi.E(abi.Permission, "only root may list another uid's schedules")
+// list serves sched.list: the caller's schedules (root: everyone's, or
+// ownerUid's), by owner and name, at most 10,000.
+func (m *Manager) list(ctx context.Context, c *kernel.Caller, a *abi.SchedListArgs) (*abi.SchedListResult, error) {
+	where, args := `WHERE owner_uid=?`, []any{c.Uid}
+	if c.IsRoot() {
+		where, args = `WHERE 1`, nil
+		if a.OwnerUid != nil {
+			where, args = `WHERE owner_uid=?`, []any{*a.OwnerUid}
 		}
-		if a.IncludeDisabled != nil && !*a.IncludeDisabled {
-			where += ` AND enabled=1`
-		}
-		limit := a.Limit
-		if limit <= 0 || limit > 10000 {
-			limit = 10000
-		}
-		ss, err := m.query(ctx, where+` ORDER BY owner_uid, name LIMIT ? OFFSET ?`, append(args, limit, max(a.Offset, 0))...)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"schedules": ss, "count": len(ss)}, nil
-	})
-	kernel.Handle(k, "sched.add", 0, func(ctx context.Context, c *kernel.Caller, a *AddArgs) (map[string]any, error) {
-		uid, err := owner(c, a.OwnerUid)
-		if err != nil {
-			return nil, err
-		}
-		if a.Name != "" {
-			if err := checkName(a.Name); err != nil {
-				return nil, err
-			}
-		}
-		if err := m.checkReach(ctx, uid, a.Name, &a.Target); err != nil {
-			return nil, err
-		}
-		m.fillZone(ctx, &a.Expression)
-		var s *Schedule
-		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
-			var err error
-			s, err = m.add(ctx, tx, c, uid, a)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		if s.Enabled && s.State.NextRunAtMs != nil {
-			m.arm(s.ID, *s.State.NextRunAtMs)
-		}
-		m.changed(s.OwnerUid, s.ID, "added")
-		return map[string]any{"schedule": s}, nil
-	})
-	kernel.Handle(k, "sched.update", 0, func(ctx context.Context, c *kernel.Caller, a *updateArgs) (map[string]any, error) {
-		s, err := m.resolve(ctx, c, a.ID, a.OwnerUid)
-		if err != nil {
-			return nil, err
-		}
-		if a.Patch.Target != nil {
-			if err := m.checkReach(ctx, s.OwnerUid, s.Name, a.Patch.Target); err != nil {
-				return nil, err
-			}
-		}
-		m.fillZone(ctx, a.Patch.Expression)
-		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
-			var err error
-			s, err = m.update(ctx, tx, s, &a.Patch)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		m.rearm(s)
-		m.changed(s.OwnerUid, s.ID, "updated")
-		return map[string]any{"schedule": s}, nil
-	})
-	kernel.Handle(k, "sched.remove", 0, func(ctx context.Context, c *kernel.Caller, a *idArgs) (map[string]any, error) {
-		s, err := m.resolve(ctx, c, a.ID, a.OwnerUid)
-		if ke := (*abi.Error)(nil); errors.As(err, &ke) && ke.Kind == abi.NotExist {
-			// The seed's answer for a schedule that is not there, or
-			// is another user's (which, to its caller, is not there).
-			return map[string]any{"removed": false}, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if _, err := m.st.Exec(ctx, `DELETE FROM sched_schedules WHERE id=?`, s.ID); err != nil {
-			return nil, abi.E(err)
-		}
-		m.armChange(s.ID, 0)
-		m.changed(s.OwnerUid, s.ID, "removed")
-		return map[string]any{"removed": true}, nil
-	})
-	kernel.Handle(k, "sched.run", 0, func(ctx context.Context, c *kernel.Caller, a *runArgs) (map[string]any, error) {
-		results, err := m.runNow(ctx, c, a)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"ran": len(results), "results": results}, nil
-	})
-	// sched.ctl.run (Internal) is sched.run for /var/spool/cron/ctl: a run
-	// that fails, or is skipped because the previous run is still going,
-	// fails the call with the run's error (its kind and message), so that
-	// the write of the ctl line fails and the err view says why.
-	kernel.Handle(k, "sched.ctl.run", kernel.Internal, func(ctx context.Context, c *kernel.Caller, a *runArgs) (map[string]any, error) {
-		results, err := m.runNow(ctx, c, a)
-		if err != nil {
-			return nil, err
-		}
-		var failed []RunResult
-		for _, r := range results {
-			if r.Status == "error" || (r.Status == "skipped" && r.Error != "") {
-				failed = append(failed, r)
-			}
-		}
-		if len(failed) > 0 {
-			r := failed[0]
-			// A failed run has its error's kind (Other without one); a
-			// skipped one is Busy: its previous run is still going.
-			kind, what := abi.Kind(abi.Code(r.err)), "run failed"
-			if r.Status == "skipped" {
-				kind, what = abi.Busy, "run skipped"
-			}
-			if len(results) > 1 {
-				what = fmt.Sprintf("%d of %d runs failed; the first", len(failed), len(results))
-			}
-			return nil, abi.E(abi.Op("sched.run"), abi.Path(r.ScheduleID), kind, fmt.Sprintf("%s: %s", what, r.Error))
-		}
-		return map[string]any{"ran": len(results), "results": results}, nil
-	})
+	} else if a.OwnerUid != nil && *a.OwnerUid != c.Uid {
+		return nil, abi.E(abi.Permission, "only root may list another uid's schedules")
+	}
+	if a.IncludeDisabled != nil && !*a.IncludeDisabled {
+		where += ` AND enabled=1`
+	}
+	limit := a.Limit
+	if limit <= 0 || limit > 10000 {
+		limit = 10000
+	}
+	ss, err := m.query(ctx, where+` ORDER BY owner_uid, name LIMIT ? OFFSET ?`, append(args, limit, max(a.Offset, 0))...)
+	if err != nil {
+		return nil, err
+	}
+	return &abi.SchedListResult{Schedules: ss, Count: len(ss)}, nil
 }
 
-// runNow runs what a sched.run call asks: one schedule, forced, or the
-// caller's (root: ownerUid's) schedules that are due.
-func (m *Manager) runNow(ctx context.Context, c *kernel.Caller, a *runArgs) ([]RunResult, error) {
+// add serves sched.add: a new schedule of the caller (root: of ownerUid),
+// whose target the owner can reach, armed for its first time.
+func (m *Manager) add(ctx context.Context, c *kernel.Caller, a *abi.SchedAddArgs) (*abi.ScheduleResult, error) {
+	uid, err := owner(c, a.OwnerUid)
+	if err != nil {
+		return nil, err
+	}
+	if a.Name != "" {
+		if err := checkName(a.Name); err != nil {
+			return nil, err
+		}
+	}
+	if err := m.checkReach(ctx, uid, a.Name, &a.Target); err != nil {
+		return nil, err
+	}
+	m.fillZone(ctx, &a.Expression)
+	var s *abi.Schedule
+	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		s, err = m.insert(tx, c, uid, a)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if s.Enabled && s.State.NextRunAtMs != nil {
+		m.arm(s.ID, *s.State.NextRunAtMs)
+	}
+	m.changed(s.OwnerUid, s.ID, "added")
+	return &abi.ScheduleResult{Schedule: s}, nil
+}
+
+// update serves sched.update: it applies the patch (a new target must be
+// reachable) and re-arms the schedule.
+func (m *Manager) update(ctx context.Context, c *kernel.Caller, a *abi.SchedUpdateArgs) (*abi.ScheduleResult, error) {
+	s, err := m.resolve(ctx, c, a.ID, a.OwnerUid)
+	if err != nil {
+		return nil, err
+	}
+	if a.Patch.Target != nil {
+		if err := m.checkReach(ctx, s.OwnerUid, s.Name, a.Patch.Target); err != nil {
+			return nil, err
+		}
+	}
+	m.fillZone(ctx, a.Patch.Expression)
+	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		s, err = m.patch(tx, s, &a.Patch)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.rearm(s)
+	m.changed(s.OwnerUid, s.ID, "updated")
+	return &abi.ScheduleResult{Schedule: s}, nil
+}
+
+// remove serves sched.remove. A schedule that is not there, or is another
+// user's (which, to its caller, is not there), is the seed's answer
+// removed false, not an error.
+func (m *Manager) remove(ctx context.Context, c *kernel.Caller, a *abi.SchedIDArgs) (*abi.SchedRemoveResult, error) {
+	s, err := m.resolve(ctx, c, a.ID, a.OwnerUid)
+	if abi.KindOf(err) == abi.NotExist {
+		return &abi.SchedRemoveResult{Removed: false}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.st.Exec(ctx, `DELETE FROM sched_schedules WHERE id=?`, s.ID); err != nil {
+		return nil, abi.E(abi.Path(s.ID), err)
+	}
+	m.armChanged(s.ID, 0)
+	m.changed(s.OwnerUid, s.ID, "removed")
+	return &abi.SchedRemoveResult{Removed: true}, nil
+}
+
+// runNow serves sched.run: the runs it asks for (runRequested), each with
+// its outcome.
+func (m *Manager) runNow(ctx context.Context, c *kernel.Caller, a *abi.SchedRunArgs) (*abi.SchedRunResult, error) {
+	results, err := m.runRequested(ctx, c, a)
+	if err != nil {
+		return nil, err
+	}
+	return runResult(results), nil
+}
+
+// ctlRun serves sched.ctl.run (Internal), sched.run for
+// /var/spool/cron/ctl: a run that fails, or is skipped because the
+// previous run is still going, fails the call with the run's error (its
+// kind and message), so that the write of the ctl line fails and the err
+// view says why.
+func (m *Manager) ctlRun(ctx context.Context, c *kernel.Caller, a *abi.SchedRunArgs) (*abi.SchedRunResult, error) {
+	results, err := m.runRequested(ctx, c, a)
+	if err != nil {
+		return nil, err
+	}
+	var failed []outcome
+	for _, r := range results {
+		if r.Status == "error" || (r.Status == "skipped" && r.Error != "") {
+			failed = append(failed, r)
+		}
+	}
+	if len(failed) > 0 {
+		r := failed[0]
+		// A failed run has its error's kind (Other without one); a
+		// skipped one is Busy: its previous run is still going.
+		kind, what := abi.KindOf(r.err), "run failed"
+		if r.Status == "skipped" {
+			kind, what = abi.Busy, "run skipped"
+		}
+		if len(results) > 1 {
+			what = fmt.Sprintf("%d of %d runs failed; the first", len(failed), len(results))
+		}
+		return nil, abi.E(abi.Op("sched.run"), abi.Path(r.ScheduleID), kind, fmt.Sprintf("%s: %s", what, r.Error))
+	}
+	return runResult(results), nil
+}
+
+// runResult is sched.run's result of the outcomes rs.
+func runResult(rs []outcome) *abi.SchedRunResult {
+	out := &abi.SchedRunResult{Ran: len(rs), Results: make([]abi.RunOutcome, len(rs))}
+	for i, r := range rs {
+		out.Results[i] = r.RunOutcome
+	}
+	return out
+}
+
+// runRequested runs what a sched.run call asks: one schedule, forced, or
+// the caller's (root: ownerUid's) schedules that are due.
+func (m *Manager) runRequested(ctx context.Context, c *kernel.Caller, a *abi.SchedRunArgs) ([]outcome, error) {
 	now := m.clock.Now().UnixMilli()
-	var results []RunResult
+	var results []outcome
 	switch {
 	case a.Mode == "force" || (a.Mode == "" && a.ID != ""):
 		if a.ID == "" {
@@ -222,15 +212,91 @@ func (m *Manager) runNow(ctx context.Context, c *kernel.Caller, a *runArgs) ([]R
 	default:
 		return nil, abi.E(abi.Invalid, "mode must be due or force")
 	}
-	if results == nil {
-		results = []RunResult{}
-	}
 	return results, nil
 }
 
-// update applies a patch to s and stores it. A cron expression states
-// its zone (fillZone, before the transaction).
-func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) (*Schedule, error) {
+// validName is the rule for schedule names.
+var validName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// checkName checks a schedule name (400).
+func checkName(name string) error {
+	if !validName.MatchString(name) {
+		return abi.E(abi.Path(name), abi.Invalid, "schedule names are 1-64 of [A-Za-z0-9_.-]")
+	}
+	return nil
+}
+
+// checkDescription checks a description as free text.
+func checkDescription(name string, d *string) error {
+	if d == nil {
+		return nil
+	}
+	if err := checkFreeText("description", *d); err != nil {
+		return abi.E(abi.Path(name), abi.Invalid, err)
+	}
+	return nil
+}
+
+// checkMisfire checks a misfire policy: skip or run-once.
+func checkMisfire(name, policy string) error {
+	if policy != "skip" && policy != "run-once" {
+		return abi.E(abi.Path(name), abi.Invalid, "misfirePolicy must be skip or run-once")
+	}
+	return nil
+}
+
+// insert creates a schedule owned by owner, in q; its name must be unused
+// (409). A cron expression states its zone (fillZone, before the
+// transaction).
+func (m *Manager) insert(q querier, c *kernel.Caller, owner uint32, a *abi.SchedAddArgs) (*abi.Schedule, error) {
+	if a.Name == "" {
+		a.Name = newID()[4:]
+	}
+	if err := checkName(a.Name); err != nil {
+		return nil, err
+	}
+	now := m.clock.Now()
+	if err := validateExpression(&a.Expression, now); err != nil {
+		return nil, abi.E(abi.Path(a.Name), abi.Invalid, err)
+	}
+	if err := validateTarget(&a.Target); err != nil {
+		return nil, abi.E(abi.Path(a.Name), abi.Invalid, err)
+	}
+	if err := checkDescription(a.Name, a.Description); err != nil {
+		return nil, err
+	}
+	if a.MisfirePolicy == "" {
+		a.MisfirePolicy = "skip"
+	}
+	if err := checkMisfire(a.Name, a.MisfirePolicy); err != nil {
+		return nil, err
+	}
+	if a.RetryPolicy != nil {
+		if err := validateRetry(a.RetryPolicy); err != nil {
+			return nil, abi.E(abi.Path(a.Name), abi.Invalid, err)
+		}
+	}
+	s := &abi.Schedule{ID: newID(), OwnerUid: owner, CreatorUid: c.Uid, RunAsUid: owner, Name: a.Name, Description: a.Description,
+		Enabled: a.Enabled == nil || *a.Enabled, Expression: a.Expression, Target: a.Target, OverlapPolicy: "skip",
+		MisfirePolicy: a.MisfirePolicy, RetryPolicy: a.RetryPolicy, CreatedAtMs: now.UnixMilli(), UpdatedAtMs: now.UnixMilli()}
+	next := nextAfter(s, now.UnixMilli())
+	s.State.NextRunAtMs = ptr(next)
+	expr, target, retry, err := columns(s)
+	if err != nil {
+		return nil, err
+	}
+	_, err = q.Exec(`INSERT INTO sched_schedules(id,owner_uid,creator_uid,run_as_uid,name,description,enabled,expression,target,misfire,retry,created_at,updated_at,next_run_at)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, s.ID, s.OwnerUid, s.CreatorUid, s.RunAsUid, s.Name, s.Description, s.Enabled, expr, target,
+		s.MisfirePolicy, retry, s.CreatedAtMs, s.UpdatedAtMs, nullInt(next))
+	if err != nil {
+		return nil, nameErr(a.Name, err)
+	}
+	return s, nil
+}
+
+// patch applies p to s and stores it, in q. A cron expression states its
+// zone (fillZone, before the transaction).
+func (m *Manager) patch(q querier, s *abi.Schedule, p *abi.SchedPatch) (*abi.Schedule, error) {
 	now := m.clock.Now()
 	if p.Name != nil {
 		if err := checkName(*p.Name); err != nil {
@@ -254,7 +320,7 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 	}
 	recompute := false
 	if p.Expression != nil {
-		if err := p.Expression.validate(now); err != nil {
+		if err := validateExpression(p.Expression, now); err != nil {
 			return nil, abi.E(abi.Path(s.Name), abi.Invalid, err)
 		}
 		s.Expression = *p.Expression
@@ -262,7 +328,7 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 		recompute = true
 	}
 	if p.Target != nil {
-		if err := p.Target.validate(); err != nil {
+		if err := validateTarget(p.Target); err != nil {
 			return nil, abi.E(abi.Path(s.Name), abi.Invalid, err)
 		}
 		s.Target = *p.Target
@@ -274,7 +340,7 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 		s.MisfirePolicy = *p.MisfirePolicy
 	}
 	if p.RetryPolicy != nil {
-		if err := p.RetryPolicy.validate(); err != nil {
+		if err := validateRetry(p.RetryPolicy); err != nil {
 			return nil, abi.E(abi.Path(s.Name), abi.Invalid, err)
 		}
 		s.RetryPolicy = p.RetryPolicy
@@ -285,52 +351,65 @@ func (m *Manager) update(ctx context.Context, q querier, s *Schedule, p *Patch) 
 	// new expression).
 	stale := s.State.NextRunAtMs == nil || *s.State.NextRunAtMs <= now.UnixMilli()
 	enabling := !wasEnabled && s.Enabled
-	if recompute || (enabling && (stale || s.Expression.oneShot())) {
+	if recompute || (enabling && (stale || oneShot(s.Expression))) {
 		s.State.NextRunAtMs = ptr(nextAfter(s, now.UnixMilli()))
 		s.State.Attempt = 0
-		if s.State.NextRunAtMs == nil && s.Enabled && s.Expression.oneShot() {
+		if s.State.NextRunAtMs == nil && s.Enabled && oneShot(s.Expression) {
 			return nil, abi.E(abi.Path(s.Name), abi.Invalid, fmt.Sprintf("its time has passed (%s): a one-shot runs once; give it a new expression to enable it",
-				time.UnixMilli(s.occurrence()).UTC().Format(time.RFC3339)))
+				time.UnixMilli(occurrence(s)).UTC().Format(time.RFC3339)))
 		}
 	}
 	s.UpdatedAtMs = now.UnixMilli()
-	expr, target, retry := s.columns()
+	expr, target, retry, err := columns(s)
+	if err != nil {
+		return nil, err
+	}
 	var next any
 	if s.State.NextRunAtMs != nil {
 		next = *s.State.NextRunAtMs
 	}
-	_, err := q.Exec(`UPDATE sched_schedules SET name=?, description=?, enabled=?, expression=?, target=?, misfire=?, retry=?, updated_at=?, created_at=?, next_run_at=?, attempt=? WHERE id=?`,
+	_, err = q.Exec(`UPDATE sched_schedules SET name=?, description=?, enabled=?, expression=?, target=?, misfire=?, retry=?, updated_at=?, created_at=?, next_run_at=?, attempt=? WHERE id=?`,
 		s.Name, s.Description, s.Enabled, expr, target, s.MisfirePolicy, retry, s.UpdatedAtMs, s.CreatedAtMs, next, s.State.Attempt, s.ID)
 	if err != nil {
-		return nil, abi.E(abi.Path(s.Name), abi.Busy, fmt.Sprintf("a schedule named %q exists", s.Name))
+		return nil, nameErr(s.Name, err)
 	}
 	return s, nil
 }
 
-// rearm arms s as stored.
-func (m *Manager) rearm(s *Schedule) {
-	if s.Enabled && s.State.NextRunAtMs != nil {
-		// A one-shot's stored next time is its due time until its run
-		// ends: re-arming it while that run goes on (an update of its
-		// metadata) would fire it again at once. The run's advance arms
-		// whatever follows.
-		if *s.State.NextRunAtMs <= m.clock.Now().UnixMilli() && m.isRunning(s.ID) {
-			return
-		}
-		m.armChange(s.ID, *s.State.NextRunAtMs)
-	} else {
-		m.armChange(s.ID, 0)
+// nameErr is the error of a write of the schedule name that failed with
+// err: a name the owner has already (409), or the store's error.
+func nameErr(name string, err error) error {
+	if strings.Contains(err.Error(), "UNIQUE") {
+		return abi.E(abi.Path(name), abi.Busy, fmt.Sprintf("a schedule named %q exists", name))
 	}
+	return abi.E(abi.Path(name), err)
+}
+
+// rearm arms s as stored, after a change.
+func (m *Manager) rearm(s *abi.Schedule) {
+	if !s.Enabled || s.State.NextRunAtMs == nil {
+		m.armChanged(s.ID, 0)
+		return
+	}
+	// A one-shot's stored next time is its due time until its run ends:
+	// re-arming it while that run goes on (an update of its metadata)
+	// would fire it again at once. The run's advance arms whatever
+	// follows.
+	if *s.State.NextRunAtMs <= m.clock.Now().UnixMilli() && m.isRunning(s.ID) {
+		return
+	}
+	m.armChanged(s.ID, *s.State.NextRunAtMs)
 }
 
 // isRunning says whether a run of id is under way.
 func (m *Manager) isRunning(id string) bool {
-	m.rmu.Lock()
-	defer m.rmu.Unlock()
-	_, ok := m.running[id]
-	return ok
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.running[id] != nil
 }
 
+// changed tells uid that schedule id was added, updated or removed
+// (sched.changed).
 func (m *Manager) changed(uid uint32, id, what string) {
 	m.k.Signal("sched.changed", map[string]any{"scheduleId": id, "change": what}, kernel.Audience{Uids: []uint32{uid}})
 }

@@ -11,13 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"gsvfs.dev/gsvfs/abi"
 )
 
 func (c *cli) crontabCmd() *cobra.Command {
@@ -51,24 +52,25 @@ func (c *cli) crontabCmd() *cobra.Command {
 			if modes != 1 {
 				return errors.New("crontab: give one of -l, -e, FILE or - (stdin)")
 			}
-			a := map[string]any{}
+			// owner is the crontab's owner (-u), or nil for the caller's.
+			var owner *uint32
 			if cmd.Flags().Changed("user") {
 				uid, err := c.lookupUid(user)
 				if err != nil {
 					return err
 				}
-				a["ownerUid"] = uid
+				owner = &uid
 			}
 			switch {
 			case list:
-				text, err := c.crontabGet(a)
+				text, err := c.crontabGet(owner)
 				if err != nil {
 					return err
 				}
 				_, err = io.WriteString(c.out, text)
 				return err
 			case edit:
-				return c.crontabEdit(cmd, a)
+				return c.crontabEdit(cmd, owner)
 			}
 			var b []byte
 			var err error
@@ -80,7 +82,7 @@ func (c *cli) crontabCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return c.crontabSet(a, string(b))
+			return c.crontabSet(owner, string(b))
 		},
 	}
 	cmd.Flags().BoolVarP(&list, "list", "l", false, "print the crontab")
@@ -101,7 +103,7 @@ func (c *cli) lookupUid(name string) (uint32, error) {
 			Username string `json:"username"`
 		} `json:"users"`
 	}
-	if err := decode(data, &r); err != nil {
+	if err := decodeResult(data, &r); err != nil {
 		return 0, err
 	}
 	for _, u := range r.Users {
@@ -115,39 +117,32 @@ func (c *cli) lookupUid(name string) (uint32, error) {
 	return 0, fmt.Errorf("crontab: user %s unknown", name)
 }
 
-func (c *cli) crontabGet(a map[string]any) (string, error) {
-	data, err := c.call("sched.crontab.get", a)
+// crontabGet returns the text of owner's crontab (nil: the caller's).
+func (c *cli) crontabGet(owner *uint32) (string, error) {
+	data, err := c.call("sched.crontab.get", &abi.CrontabGetArgs{OwnerUid: owner})
 	if err != nil {
 		return "", err
 	}
-	var r struct {
-		Text *string `json:"text"`
-	}
-	if err := decode(data, &r); err != nil {
+	var r abi.CrontabGetResult
+	if err := decodeResult(data, &r); err != nil {
 		return "", err
 	}
-	if r.Text == nil {
-		return "", fmt.Errorf("sched.crontab.get: no text in %s", data)
-	}
-	return *r.Text, nil
+	return r.Text, nil
 }
 
-func (c *cli) crontabSet(a map[string]any, text string) error {
-	b := maps.Clone(a) // a (ownerUid) serves every call of crontab -e
-	b["text"] = text
-	data, err := c.call("sched.crontab.set", b)
-	if err != nil || !c.json {
-		return err
-	}
-	return c.printJSON(data)
+// crontabSet installs text as owner's crontab (nil: the caller's); --json
+// prints what it added, updated and removed.
+func (c *cli) crontabSet(owner *uint32, text string) error {
+	return do(c, "sched.crontab.set", &abi.CrontabSetArgs{OwnerUid: owner, Text: text},
+		func(*abi.CrontabSetResult) error { return nil })
 }
 
 // crontabEdit is crontab -e: the crontab is copied to a temporary file,
 // edited, and installed if it changed. When it does not install (a line
 // does not parse), the user is asked whether to edit it again; no leaves
 // the edits in the file and fails.
-func (c *cli) crontabEdit(cmd *cobra.Command, a map[string]any) error {
-	text, err := c.crontabGet(a)
+func (c *cli) crontabEdit(cmd *cobra.Command, owner *uint32) error {
+	text, err := c.crontabGet(owner)
 	if err != nil {
 		return err
 	}
@@ -198,7 +193,7 @@ func (c *cli) crontabEdit(cmd *cobra.Command, a map[string]any) error {
 			return nil
 		}
 		fmt.Fprintln(stderr, "crontab: installing new crontab")
-		err = c.crontabSet(a, string(b))
+		err = c.crontabSet(owner, string(b))
 		if err == nil {
 			return nil
 		}

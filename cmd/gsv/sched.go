@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -16,62 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-)
 
-// The shapes of the sched.* records (seed 003 and the scheduler design), as
-// gsv reads them. A target is also kept as a map when it is patched, so
-// that fields gsv does not know survive an update.
-type (
-	schedExpr struct {
-		Kind     string `json:"kind"`
-		AtMs     int64  `json:"atMs,omitempty"`
-		AfterMs  int64  `json:"afterMs,omitempty"`
-		EveryMs  int64  `json:"everyMs,omitempty"`
-		AnchorMs *int64 `json:"anchorMs,omitempty"`
-		Expr     string `json:"expr,omitempty"`
-		Timezone string `json:"timezone,omitempty"`
-	}
-	schedTarget struct {
-		Kind           string         `json:"kind"`
-		Profile        string         `json:"profile"`
-		Label          string         `json:"label"`
-		Prompt         string         `json:"prompt"`
-		Pid            string         `json:"pid"`
-		ConversationID string         `json:"conversationId"`
-		Message        string         `json:"message"`
-		Action         string         `json:"action"`
-		Options        map[string]any `json:"options"`
-	}
-	schedRetry struct {
-		MaxAttempts int   `json:"maxAttempts"`
-		BaseMs      int64 `json:"baseMs"`
-		MaxMs       int64 `json:"maxMs"`
-	}
-	schedRec struct {
-		ID            string          `json:"id"`
-		OwnerUid      uint32          `json:"ownerUid"`
-		Name          string          `json:"name"`
-		Description   *string         `json:"description"`
-		Enabled       bool            `json:"enabled"`
-		Expression    schedExpr       `json:"expression"`
-		Target        json.RawMessage `json:"target"`
-		MisfirePolicy string          `json:"misfirePolicy"`
-		RetryPolicy   *schedRetry     `json:"retryPolicy"`
-		State         struct {
-			NextRunAtMs *int64  `json:"nextRunAtMs"`
-			LastStatus  *string `json:"lastStatus"`
-			LastError   *string `json:"lastError"`
-			RunCount    int64   `json:"runCount"`
-		} `json:"state"`
-	}
-	schedRunResult struct {
-		ScheduleID  string `json:"scheduleId"`
-		Status      string `json:"status"`
-		Error       string `json:"error"`
-		Summary     string `json:"summary"`
-		DurationMs  int64  `json:"durationMs"`
-		NextRunAtMs *int64 `json:"nextRunAtMs"`
-	}
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // schedFlags are the flags add and update share: when a schedule fires,
@@ -129,7 +76,7 @@ func rfc3339Ms(flag, s string) (int64, error) {
 
 // expression builds the expression the flags ask for, starting from cur
 // (nil for add). It returns nil when no when-flag was given.
-func (f *schedFlags) expression(fs *pflag.FlagSet, cur *schedExpr) (*schedExpr, error) {
+func (f *schedFlags) expression(fs *pflag.FlagSet, cur *abi.Expression) (*abi.Expression, error) {
 	set := fs.Changed
 	kinds := 0
 	for _, k := range []string{"cron", "every", "after", "at"} {
@@ -140,10 +87,10 @@ func (f *schedFlags) expression(fs *pflag.FlagSet, cur *schedExpr) (*schedExpr, 
 	if kinds > 1 {
 		return nil, errors.New("give only one of --cron, --every, --after and --at")
 	}
-	var e schedExpr
+	var e abi.Expression
 	switch {
 	case set("cron"):
-		e = schedExpr{Kind: "cron", Expr: f.cron, Timezone: "UTC"}
+		e = abi.Expression{Kind: "cron", Expr: f.cron, Timezone: "UTC"}
 		if cur != nil && cur.Kind == "cron" && cur.Timezone != "" {
 			e.Timezone = cur.Timezone
 		}
@@ -152,7 +99,7 @@ func (f *schedFlags) expression(fs *pflag.FlagSet, cur *schedExpr) (*schedExpr, 
 		if err != nil {
 			return nil, err
 		}
-		e = schedExpr{Kind: "every", EveryMs: ms}
+		e = abi.Expression{Kind: "every", EveryMs: ms}
 		if cur != nil && cur.Kind == "every" {
 			e.AnchorMs = cur.AnchorMs
 		}
@@ -161,13 +108,13 @@ func (f *schedFlags) expression(fs *pflag.FlagSet, cur *schedExpr) (*schedExpr, 
 		if err != nil {
 			return nil, err
 		}
-		e = schedExpr{Kind: "after", AfterMs: ms}
+		e = abi.Expression{Kind: "after", AfterMs: ms}
 	case set("at"):
 		ms, err := rfc3339Ms("at", f.at)
 		if err != nil {
 			return nil, err
 		}
-		e = schedExpr{Kind: "at", AtMs: ms}
+		e = abi.Expression{Kind: "at", AtMs: ms}
 	case set("tz") || set("anchor"):
 		if cur == nil {
 			return nil, errors.New("--tz goes with --cron and --anchor with --every")
@@ -199,7 +146,7 @@ var errNoTarget = errors.New("say what it does: --spawn PROFILE PROMPT..., --eve
 
 // target builds the target the flags and args ask for, starting from cur
 // (nil for add). It returns nil when nothing about the target was given.
-func (f *schedFlags) target(fs *pflag.FlagSet, cur map[string]any, args []string) (map[string]any, error) {
+func (f *schedFlags) target(fs *pflag.FlagSet, cur *abi.Target, args []string) (*abi.Target, error) {
 	set := fs.Changed
 	verbs := 0
 	for _, k := range []string{"spawn", "event", "lifecycle"} {
@@ -213,105 +160,94 @@ func (f *schedFlags) target(fs *pflag.FlagSet, cur map[string]any, args []string
 	if verbs == 0 && len(args) == 0 && !set("conv") && !set("label") && !set("keep") {
 		return nil, nil
 	}
-	t := map[string]any{}
-	for k, v := range cur {
-		t[k] = v
+	var t abi.Target
+	if cur != nil {
+		t = *cur
+		t.Options = maps.Clone(cur.Options)
 	}
-	kind, _ := t["kind"].(string)
 	setKind := func(k string) {
-		if kind != k {
-			t, kind = map[string]any{"kind": k}, k
+		if t.Kind != k {
+			t = abi.Target{Kind: k}
 		}
 	}
 	switch {
 	case set("spawn"):
 		setKind("process.spawn")
-		t["profile"] = f.spawn
+		t.Profile = f.spawn
 	case set("event"):
 		setKind("process.event")
-		t["pid"] = f.event
+		t.Pid = f.event
 	case set("lifecycle"):
 		setKind("process.lifecycle")
-		t["pid"] = f.lifecycle
-	case kind == "":
+		t.Pid = f.lifecycle
+	case t.Kind == "":
 		return nil, errNoTarget
 	}
+	kind := t.Kind
 	if len(args) > 0 {
 		switch kind {
 		case "process.spawn":
-			t["prompt"] = strings.Join(args, " ")
+			t.Prompt = strings.Join(args, " ")
 		case "process.event":
-			t["message"] = strings.Join(args, " ")
+			t.Message = strings.Join(args, " ")
 		case "process.lifecycle":
 			if len(args) != 1 {
 				return nil, fmt.Errorf("--lifecycle takes one action, compact, reset or checkpoint, not %q", strings.Join(args, " "))
 			}
-			t["action"] = args[0]
+			t.Action = args[0]
 		default:
 			return nil, fmt.Errorf("target kind %s: cannot set its text", kind)
 		}
 	}
-	text := func(k string) string { v, _ := t[k].(string); return strings.TrimSpace(v) }
+	blank := func(s string) bool { return strings.TrimSpace(s) == "" }
 	switch {
 	case kind == "process.spawn" && set("spawn") && f.spawn == "":
 		return nil, errors.New("--spawn needs a profile, such as task")
-	case kind == "process.spawn" && text("prompt") == "":
+	case kind == "process.spawn" && blank(t.Prompt):
 		return nil, errors.New("--spawn needs a prompt: --spawn PROFILE PROMPT...")
-	case kind == "process.event" && text("pid") == "":
+	case kind == "process.event" && blank(t.Pid):
 		return nil, errors.New("--event needs a pid: --event PID MESSAGE...")
-	case kind == "process.event" && text("message") == "":
+	case kind == "process.event" && blank(t.Message):
 		return nil, errors.New("--event needs a message: --event PID MESSAGE...")
-	case kind == "process.lifecycle" && text("pid") == "":
+	case kind == "process.lifecycle" && blank(t.Pid):
 		return nil, errors.New("--lifecycle needs a pid: --lifecycle PID compact|reset|checkpoint")
-	case kind == "process.lifecycle" && text("action") == "":
+	case kind == "process.lifecycle" && blank(t.Action):
 		return nil, errors.New("--lifecycle needs an action: --lifecycle PID compact|reset|checkpoint")
 	}
 	if set("conv") {
 		if kind == "process.spawn" {
 			return nil, errors.New("--conv goes with --event and --lifecycle")
 		}
-		if f.conv == "" {
-			delete(t, "conversationId")
-		} else {
-			t["conversationId"] = f.conv
-		}
+		t.ConversationID = f.conv
 	}
 	if set("label") {
 		if kind != "process.spawn" {
 			return nil, errors.New("--label goes with --spawn")
 		}
-		if f.label == "" {
-			delete(t, "label")
-		} else {
-			t["label"] = f.label
-		}
+		t.Label = f.label
 	}
 	if set("keep") {
-		if kind != "process.lifecycle" || t["action"] != "compact" {
+		if kind != "process.lifecycle" || t.Action != "compact" {
 			return nil, errors.New("--keep goes with --lifecycle PID compact")
 		}
 		if f.keep < 1 {
 			return nil, errors.New("--keep wants a number of messages, at least 1")
 		}
-		opts := map[string]any{}
-		if o, ok := t["options"].(map[string]any); ok {
-			for k, v := range o {
-				opts[k] = v
-			}
+		if t.Options == nil {
+			t.Options = map[string]any{}
 		}
-		opts["keep"] = f.keep
-		t["options"] = opts
+		t.Options["keep"] = f.keep
 	}
-	return t, nil
+	return &t, nil
 }
 
 // retryPolicy builds the retry policy from the flags, starting from cur
 // (nil for add), or nil when none was given.
-func (f *schedFlags) retryPolicy(fs *pflag.FlagSet, cur *schedRetry) (*schedRetry, error) {
+func (f *schedFlags) retryPolicy(fs *pflag.FlagSet, cur *abi.Retry) (*abi.Retry, error) {
 	if !fs.Changed("retry") && !fs.Changed("retry-base") && !fs.Changed("retry-max") {
 		return nil, nil
 	}
-	r := schedRetry{MaxAttempts: f.retry}
+	r := abi.Retry{MaxAttempts: f.retry}
 	if cur != nil {
 		r = *cur
 		if fs.Changed("retry") {
@@ -380,7 +316,7 @@ func localTime(ms int64) string {
 }
 
 // when renders an expression for the WHEN column.
-func (e schedExpr) when() string {
+func when(e abi.Expression) string {
 	switch e.Kind {
 	case "cron":
 		tz := e.Timezone
@@ -414,8 +350,8 @@ func short(s string, n int) string {
 	return s
 }
 
-// summary renders a target for the TARGET column.
-func (t schedTarget) summary() string {
+// targetSummary renders a target for the TARGET column.
+func targetSummary(t abi.Target) string {
 	switch t.Kind {
 	case "process.spawn":
 		p := t.Profile
@@ -453,12 +389,13 @@ func (c *cli) schedCmd() *cobra.Command {
 			"conversations. A schedule is named by its id or its name. gsv crontab edits them all as text.",
 	}
 	sched.PersistentFlags().IntVar(&uid, "uid", -1, "act on this user's schedules (root only for another user)")
-	// owned adds ownerUid when --uid was given.
-	owned := func(a map[string]any) map[string]any {
-		if uid >= 0 {
-			a["ownerUid"] = uid
+	// ownerUid is the uid --uid names, or nil.
+	ownerUid := func() *uint32 {
+		if uid < 0 {
+			return nil
 		}
-		return a
+		u := uint32(uid)
+		return &u
 	}
 
 	var all bool
@@ -469,32 +406,22 @@ func (c *cli) schedCmd() *cobra.Command {
 			"enabled ones unless --all. NEXT is the next fire time in local time, LAST the last run's status.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := c.call("sched.list", owned(map[string]any{"includeDisabled": all}))
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			var r struct {
-				Schedules []schedRec `json:"schedules"`
-			}
-			if err := decode(data, &r); err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tENABLED\tWHEN\tTARGET\tNEXT\tLAST\tRUNS")
-			for _, s := range r.Schedules {
-				var t schedTarget
-				json.Unmarshal(s.Target, &t)
-				enabled, next := "no", "-"
-				if s.Enabled {
-					enabled = "yes"
+			return do(c, "sched.list", &abi.SchedListArgs{OwnerUid: ownerUid(), IncludeDisabled: &all}, func(r *abi.SchedListResult) error {
+				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tNAME\tENABLED\tWHEN\tTARGET\tNEXT\tLAST\tRUNS")
+				for _, s := range r.Schedules {
+					enabled, next := "no", "-"
+					if s.Enabled {
+						enabled = "yes"
+					}
+					if s.State.NextRunAtMs != nil {
+						next = localTime(*s.State.NextRunAtMs)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", s.ID, s.Name, enabled, when(s.Expression),
+						targetSummary(s.Target), next, str(s.State.LastStatus), s.State.RunCount)
 				}
-				if s.State.NextRunAtMs != nil {
-					next = localTime(*s.State.NextRunAtMs)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", s.ID, s.Name, enabled, s.Expression.when(),
-					t.summary(), next, str(s.State.LastStatus), s.State.RunCount)
-			}
-			return tw.Flush()
+				return tw.Flush()
+			})
 		},
 	}
 	list.Flags().BoolVar(&all, "all", false, "include disabled schedules")
@@ -538,29 +465,22 @@ func (c *cli) schedCmd() *cobra.Command {
 			if err := af.checkMisfire(fs); err != nil {
 				return err
 			}
-			a := owned(map[string]any{"name": af.name, "expression": e, "target": t})
+			a := &abi.SchedAddArgs{OwnerUid: ownerUid(), Name: af.name, Expression: *e, Target: *t,
+				MisfirePolicy: af.misfire, RetryPolicy: rp}
 			if fs.Changed("description") {
-				a["description"] = af.description
+				a.Description = &af.description
 			}
 			if af.disabled {
-				a["enabled"] = false
+				off := false
+				a.Enabled = &off
 			}
-			setIf(a, "misfirePolicy", af.misfire)
-			if rp != nil {
-				a["retryPolicy"] = rp
-			}
-			data, err := c.call("sched.add", a)
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			var r struct {
-				Schedule schedRec `json:"schedule"`
-			}
-			if err := decode(data, &r); err != nil {
+			return do(c, "sched.add", a, func(r *abi.ScheduleResult) error {
+				if r.Schedule == nil {
+					return errors.New("sched.add: no schedule in its result")
+				}
+				_, err := fmt.Fprintln(c.out, r.Schedule.ID)
 				return err
-			}
-			fmt.Fprintln(c.out, r.Schedule.ID)
-			return nil
+			})
 		},
 	}
 	af.register(add.Flags())
@@ -580,61 +500,47 @@ func (c *cli) schedCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cur, err := c.findSchedule(args[0], owned(map[string]any{}))
+			cur, err := c.findSchedule(args[0], ownerUid())
 			if err != nil {
 				return err
 			}
-			patch := map[string]any{}
+			var patch abi.SchedPatch
 			if fs.Changed("name") {
-				patch["name"] = uf.name
+				patch.Name = &uf.name
 			}
 			if fs.Changed("description") {
-				if uf.description == "" {
-					patch["description"] = nil
-				} else {
-					patch["description"] = uf.description
+				d := json.RawMessage("null")
+				if uf.description != "" {
+					if d, err = json.Marshal(uf.description); err != nil {
+						return err
+					}
 				}
+				patch.Description = &d
 			}
 			if fs.Changed("disabled") {
-				patch["enabled"] = !uf.disabled
+				on := !uf.disabled
+				patch.Enabled = &on
 			}
-			e, err := uf.expression(fs, &cur.Expression)
-			if err != nil {
+			if patch.Expression, err = uf.expression(fs, &cur.Expression); err != nil {
 				return err
 			}
-			if e != nil {
-				patch["expression"] = e
-			}
-			var curT map[string]any
-			if err := json.Unmarshal(cur.Target, &curT); err != nil {
-				return fmt.Errorf("schedule %s: bad target %s", cur.ID, cur.Target)
-			}
-			t, err := uf.target(fs, curT, rest)
-			if err != nil {
+			if patch.Target, err = uf.target(fs, &cur.Target, rest); err != nil {
 				return err
-			}
-			if t != nil {
-				patch["target"] = t
 			}
 			if err := uf.checkMisfire(fs); err != nil {
 				return err
 			}
-			setIf(patch, "misfirePolicy", uf.misfire)
-			rp, err := uf.retryPolicy(fs, cur.RetryPolicy)
-			if err != nil {
+			if uf.misfire != "" {
+				patch.MisfirePolicy = &uf.misfire
+			}
+			if patch.RetryPolicy, err = uf.retryPolicy(fs, cur.RetryPolicy); err != nil {
 				return err
 			}
-			if rp != nil {
-				patch["retryPolicy"] = rp
-			}
-			if len(patch) == 0 {
+			if patch == (abi.SchedPatch{}) {
 				return errors.New("nothing to change: give the flags of what changes")
 			}
-			data, err := c.call("sched.update", owned(map[string]any{"id": cur.ID, "patch": patch}))
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			return nil
+			return do(c, "sched.update", &abi.SchedUpdateArgs{ID: cur.ID, OwnerUid: ownerUid(), Patch: patch},
+				func(*abi.ScheduleResult) error { return nil })
 		},
 	}
 	uf.register(update.Flags())
@@ -646,14 +552,9 @@ func (c *cli) schedCmd() *cobra.Command {
 			Args:  cobra.MinimumNArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				for _, id := range args {
-					data, err := c.call("sched.update", owned(map[string]any{"id": id, "patch": map[string]any{"enabled": on}}))
-					if err != nil {
+					a := &abi.SchedUpdateArgs{ID: id, OwnerUid: ownerUid(), Patch: abi.SchedPatch{Enabled: &on}}
+					if err := do(c, "sched.update", a, func(*abi.ScheduleResult) error { return nil }); err != nil {
 						return err
-					}
-					if c.json {
-						if err := c.printJSON(data); err != nil {
-							return err
-						}
 					}
 				}
 				return nil
@@ -669,24 +570,14 @@ func (c *cli) schedCmd() *cobra.Command {
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, id := range args {
-				data, err := c.call("sched.remove", owned(map[string]any{"id": id}))
+				err := do(c, "sched.remove", &abi.SchedIDArgs{ID: id, OwnerUid: ownerUid()}, func(r *abi.SchedRemoveResult) error {
+					if !r.Removed {
+						return fmt.Errorf("%s: no such schedule", id)
+					}
+					return nil
+				})
 				if err != nil {
 					return err
-				}
-				if c.json {
-					if err := c.printJSON(data); err != nil {
-						return err
-					}
-					continue
-				}
-				var r struct {
-					Removed bool `json:"removed"`
-				}
-				if err := decode(data, &r); err != nil {
-					return err
-				}
-				if !r.Removed {
-					return fmt.Errorf("%s: no such schedule", id)
 				}
 			}
 			return nil
@@ -707,38 +598,30 @@ func (c *cli) schedCmd() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a := owned(map[string]any{"mode": "due"})
+			a := &abi.SchedRunArgs{OwnerUid: ownerUid(), Mode: "due"}
 			if !due {
-				a["mode"], a["id"] = "force", args[0]
+				a.Mode, a.ID = "force", args[0]
 			}
-			data, err := c.call("sched.run", a)
-			if err != nil || c.json {
-				return c.orJSON(data, err)
-			}
-			var r struct {
-				Results []schedRunResult `json:"results"`
-			}
-			if err := decode(data, &r); err != nil {
-				return err
-			}
-			var failed []string
-			for _, x := range r.Results {
-				what := x.Summary
-				if x.Status == "error" {
-					what = x.Error
-					failed = append(failed, x.ScheduleID+": "+x.Error)
+			return do(c, "sched.run", a, func(r *abi.SchedRunResult) error {
+				var failed []string
+				for _, x := range r.Results {
+					what := x.Summary
+					if x.Status == "error" {
+						what = x.Error
+						failed = append(failed, x.ScheduleID+": "+x.Error)
+					}
+					next := "-"
+					if x.NextRunAt != nil {
+						next = localTime(*x.NextRunAt)
+					}
+					fmt.Fprintf(c.out, "%s %s %s (%s, next %s)\n", x.ScheduleID, x.Status, orDash(what),
+						(time.Duration(x.DurationMs) * time.Millisecond).String(), next)
 				}
-				next := "-"
-				if x.NextRunAtMs != nil {
-					next = localTime(*x.NextRunAtMs)
+				if len(failed) > 0 {
+					return fmt.Errorf("run failed: %s", strings.Join(failed, "; "))
 				}
-				fmt.Fprintf(c.out, "%s %s %s (%s, next %s)\n", x.ScheduleID, x.Status, orDash(what),
-					(time.Duration(x.DurationMs) * time.Millisecond).String(), next)
-			}
-			if len(failed) > 0 {
-				return fmt.Errorf("run failed: %s", strings.Join(failed, "; "))
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	runCmd.Flags().BoolVar(&due, "due", false, "run every schedule that is due")
@@ -747,6 +630,7 @@ func (c *cli) schedCmd() *cobra.Command {
 	return sched
 }
 
+// orDash is s, or "-" for "".
 func orDash(s string) string {
 	if s == "" {
 		return "-"
@@ -755,20 +639,18 @@ func orDash(s string) string {
 }
 
 // findSchedule finds a schedule by id, else by name, among those sched.list
-// shows the caller (a, with ownerUid when asked for).
-func (c *cli) findSchedule(ref string, a map[string]any) (*schedRec, error) {
-	a["includeDisabled"] = true
-	data, err := c.call("sched.list", a)
+// shows the caller (those of owner, if not nil).
+func (c *cli) findSchedule(ref string, owner *uint32) (*abi.Schedule, error) {
+	all := true
+	data, err := c.call("sched.list", &abi.SchedListArgs{OwnerUid: owner, IncludeDisabled: &all})
 	if err != nil {
 		return nil, err
 	}
-	var r struct {
-		Schedules []schedRec `json:"schedules"`
-	}
-	if err := decode(data, &r); err != nil {
+	var r abi.SchedListResult
+	if err := decodeResult(data, &r); err != nil {
 		return nil, err
 	}
-	var named []*schedRec
+	var named []*abi.Schedule
 	for i := range r.Schedules {
 		s := &r.Schedules[i]
 		if s.ID == ref {
@@ -794,7 +676,7 @@ func (c *cli) findSchedule(ref string, a map[string]any) (*schedRec, error) {
 			Uid uint32 `json:"uid"`
 		} `json:"process"`
 	}
-	if err := decode(data, &w); err != nil {
+	if err := decodeResult(data, &w); err != nil {
 		return nil, err
 	}
 	for _, s := range named {

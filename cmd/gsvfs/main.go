@@ -150,8 +150,11 @@ func run(ctx context.Context, o options, mountDir string) error {
 		return fmt.Errorf("processes: %w", err)
 	}
 	defer pm.Close() // before k.Close: runs stop, their state stays for the next start
-	sm, err := sched.Register(space, sched.Options{Logger: log})
+	sm, err := sched.Open(space, sched.Options{Logger: log})
 	if err != nil {
+		return fmt.Errorf("scheduler: %w", err)
+	}
+	if err := space.Add(ctx, sm); err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	defer sm.Close()

@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,89 +10,8 @@ import (
 	"gsvfs.dev/gsvfs/kernel"
 )
 
-// Expression says when a schedule fires (the seed's ScheduleExpression).
-type Expression struct {
-	Kind     string `json:"kind"` // at, after, every, cron
-	AtMs     int64  `json:"atMs,omitempty"`
-	AfterMs  int64  `json:"afterMs,omitempty"`
-	EveryMs  int64  `json:"everyMs,omitempty"`
-	AnchorMs *int64 `json:"anchorMs,omitempty"`
-	Expr     string `json:"expr,omitempty"`
-	Timezone string `json:"timezone,omitempty"`
-}
-
-// Target is what a schedule does (the seed's ScheduleTarget plus
-// process.lifecycle).
-type Target struct {
-	Kind           string          `json:"kind"` // process.spawn, process.event, process.lifecycle
-	Profile        string          `json:"profile,omitempty"`
-	Label          string          `json:"label,omitempty"`
-	Prompt         string          `json:"prompt,omitempty"`
-	Pid            string          `json:"pid,omitempty"`
-	ConversationID string          `json:"conversationId,omitempty"`
-	Message        string          `json:"message,omitempty"`
-	Data           json.RawMessage `json:"data,omitempty"`
-	Action         string          `json:"action,omitempty"` // compact, reset, checkpoint
-	Options        map[string]any  `json:"options,omitempty"`
-}
-
-// Retry is the retry policy of one-shot schedules: a failed run is tried
-// again after BaseMs, doubling up to MaxMs, at most MaxAttempts times.
-type Retry struct {
-	MaxAttempts int   `json:"maxAttempts"`
-	BaseMs      int64 `json:"baseMs"`
-	MaxMs       int64 `json:"maxMs"`
-}
-
-// State is a schedule's run state.
-type State struct {
-	NextRunAtMs    *int64  `json:"nextRunAtMs"`
-	RunningAtMs    *int64  `json:"runningAtMs"`
-	LastRunAtMs    *int64  `json:"lastRunAtMs"`
-	LastStatus     *string `json:"lastStatus"`
-	LastError      *string `json:"lastError"`
-	LastDurationMs *int64  `json:"lastDurationMs"`
-	RunCount       int64   `json:"runCount"`
-	Attempt        int     `json:"attempt"`
-}
-
-// Schedule is the seed's ScheduleRecord with the principals and policies
-// of the scheduler design.
-type Schedule struct {
-	ID            string     `json:"id"`
-	OwnerUid      uint32     `json:"ownerUid"`
-	CreatorUid    uint32     `json:"creatorUid"`
-	RunAsUid      uint32     `json:"runAsUid"`
-	Name          string     `json:"name"`
-	Description   *string    `json:"description,omitempty"`
-	Enabled       bool       `json:"enabled"`
-	Expression    Expression `json:"expression"`
-	Target        Target     `json:"target"`
-	OverlapPolicy string     `json:"overlapPolicy"` // skip
-	MisfirePolicy string     `json:"misfirePolicy"` // skip, run-once
-	RetryPolicy   *Retry     `json:"retryPolicy,omitempty"`
-	CreatedAtMs   int64      `json:"createdAtMs"`
-	UpdatedAtMs   int64      `json:"updatedAtMs"`
-	State         State      `json:"state"`
-}
-
-// Run is one entry of the run history.
-type Run struct {
-	ID            int64   `json:"id"`
-	ScheduleID    string  `json:"scheduleId"`
-	Name          string  `json:"schedule"`
-	OwnerUid      uint32  `json:"ownerUid"`
-	ScheduledAtMs int64   `json:"scheduledAtMs"`
-	StartedAtMs   int64   `json:"startedAtMs"`
-	FinishedAtMs  int64   `json:"finishedAtMs"`
-	Status        string  `json:"status"` // ok, error, skipped
-	Error         *string `json:"error,omitempty"`
-	Summary       *string `json:"summary,omitempty"`
-	DurationMs    int64   `json:"durationMs"`
-}
-
 // oneShot says whether e fires once.
-func (e Expression) oneShot() bool { return e.Kind == "at" || e.Kind == "after" }
+func oneShot(e abi.Expression) bool { return e.Kind == "at" || e.Kind == "after" }
 
 // Limits of expressions and policies. No expression fires more often than
 // once a MinEveryMs, and every time an expression names or spans lies
@@ -117,7 +35,7 @@ const (
 
 // occurrence is the one time a one-shot fires (0 for the other kinds):
 // the time its run records name, retries included.
-func (s *Schedule) occurrence() int64 {
+func occurrence(s *abi.Schedule) int64 {
 	switch s.Expression.Kind {
 	case "at":
 		return s.Expression.AtMs
@@ -127,9 +45,9 @@ func (s *Schedule) occurrence() int64 {
 	return 0
 }
 
-// validate checks an expression at now: its kind, its fields and their
-// ranges (see HorizonMs).
-func (e *Expression) validate(now time.Time) error {
+// validateExpression checks an expression at now: its kind, its fields
+// and their ranges (see HorizonMs).
+func validateExpression(e *abi.Expression, now time.Time) error {
 	nowMs := now.UnixMilli()
 	switch e.Kind {
 	case "at":
@@ -161,9 +79,9 @@ func (e *Expression) validate(now time.Time) error {
 	return nil
 }
 
-// validate checks a retry policy: 1 to MaxRetryAttempts attempts and a
-// backoff of 0 < baseMs <= maxMs <= MaxRetryMs.
-func (r *Retry) validate() error {
+// validateRetry checks a retry policy: 1 to MaxRetryAttempts attempts and
+// a backoff of 0 < baseMs <= maxMs <= MaxRetryMs.
+func validateRetry(r *abi.Retry) error {
 	if r.MaxAttempts < 1 || r.MaxAttempts > MaxRetryAttempts || r.BaseMs < 1 || r.MaxMs < r.BaseMs || r.MaxMs > MaxRetryMs {
 		return fmt.Errorf("retryPolicy needs 1 <= maxAttempts <= %d and 0 < baseMs <= maxMs <= %d (1 day)", MaxRetryAttempts, MaxRetryMs)
 	}
@@ -172,7 +90,7 @@ func (r *Retry) validate() error {
 
 // backoff is the wait before retry attempt n (1: the first retry): baseMs
 // doubled n-1 times, at most maxMs (and MaxRetryMs), without overflow.
-func (r *Retry) backoff(n int) int64 {
+func backoff(r *abi.Retry, n int) int64 {
 	limit := min(max(r.MaxMs, 1), MaxRetryMs)
 	b := max(r.BaseMs, 1)
 	for i := 1; i < n && b < limit; i++ {
@@ -211,10 +129,11 @@ func textErr(err error) error {
 	return err
 }
 
-// validate checks a target's shape and text (the run-as principal's
+// validateTarget checks a target's shape and text, and gives a
+// process.spawn target its default profile (the run-as principal's
 // permissions are checked when it runs, by the syscalls it makes, and
 // whether its process can be reached, by sched.add and sched.update).
-func (t *Target) validate() error {
+func validateTarget(t *abi.Target) error {
 	switch t.Kind {
 	case "process.spawn":
 		if t.Profile == "" {

@@ -1,0 +1,181 @@
+package sched
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
+)
+
+// Options configure the scheduler.
+type Options struct {
+	Logger *slog.Logger
+	// Clock is the engine's clock; nil means the real one.
+	Clock Clock
+	// RunTimeout bounds one run's target syscall (default 5 minutes).
+	RunTimeout time.Duration
+
+	// testExec, when set (tests only: it is unexported), is called by
+	// execute before the target: if it reports handled, its summary and
+	// error are the run's and the target syscall is not made. It is an
+	// option, not a Manager field, so that it is in place before the engine
+	// (and reload's catch-up runs) start.
+	testExec func(ctx context.Context, s *abi.Schedule) (summary string, handled bool, err error)
+}
+
+// Manager is the kernel scheduler, a room of the namespace (ns.Room): its
+// syscalls (Syscalls), its files (Mounts), its engine (Start) and Close,
+// which stops the engine and waits for the runs under way.
+type Manager struct {
+	k     *kernel.Kernel
+	space *ns.Space
+	st    *kernel.Store
+	log   *slog.Logger
+	clock Clock
+	opts  Options
+
+	// mu guards the engine's state: the timer heap, the armed time of
+	// each schedule and the runs under way. Functions named ...Locked
+	// need it held.
+	mu      sync.Mutex
+	heap    timerHeap
+	next    map[string]int64     // armed fire time by schedule id; the heap's current entries
+	running map[string]*runState // runs under way by schedule id
+
+	// slots bounds the engine's runs under way (maxRunning; engine.go).
+	slots chan struct{}
+
+	// crontabMu makes one crontab reconciliation at a time.
+	crontabMu sync.Mutex
+
+	kick      chan struct{}
+	stop      chan struct{}
+	stopped   chan struct{} // closed when the engine's loop returns
+	started   bool          // Start ran the loop
+	closeOnce sync.Once
+	wg        sync.WaitGroup // dispatchers and runs
+}
+
+var _ ns.Room = (*Manager)(nil)
+var _ ns.Starter = (*Manager)(nil)
+
+// Open migrates the scheduler's schema and prepares a Manager over space.
+// Nothing runs until Start (ns.Space.Add registers the syscalls, binds
+// the files, then starts it).
+func Open(space *ns.Space, opts Options) (*Manager, error) {
+	k := space.Kernel()
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Clock == nil {
+		opts.Clock = realClock{}
+	}
+	if opts.RunTimeout == 0 {
+		opts.RunTimeout = 5 * time.Minute
+	}
+	if err := k.Store.Migrate("sched", migrations); err != nil {
+		return nil, err
+	}
+	return &Manager{k: k, space: space, st: k.Store, log: opts.Logger, clock: opts.Clock, opts: opts,
+		next: map[string]int64{}, running: map[string]*runState{}, slots: make(chan struct{}, maxRunning),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}, nil
+}
+
+// Start reloads every enabled schedule (applying each one's misfire policy
+// to what was missed while the daemon was down) and starts the engine.
+func (m *Manager) Start(ctx context.Context) error {
+	if err := m.reload(ctx); err != nil {
+		return err
+	}
+	m.started = true
+	go m.loop()
+	return nil
+}
+
+// Close stops the engine and waits for the runs under way; due schedules
+// not yet dispatched stay due (the next start's misfire policy applies to
+// them). It is safe to call more than once.
+func (m *Manager) Close() error {
+	m.closeOnce.Do(func() {
+		close(m.stop)
+		if m.started {
+			<-m.stopped
+		}
+		m.wg.Wait()
+	})
+	return nil
+}
+
+// Syscalls is the scheduler's syscall table: the public sched.* calls
+// (seed 003) and the Internal ones its files make.
+func (m *Manager) Syscalls() []kernel.Syscall {
+	return []kernel.Syscall{
+		kernel.Fn("sched.list", 0, m.list),
+		kernel.Fn("sched.add", 0, m.add),
+		kernel.Fn("sched.update", 0, m.update),
+		kernel.Fn("sched.remove", 0, m.remove),
+		kernel.Fn("sched.run", 0, m.runNow),
+		kernel.Fn("sched.ctl.run", kernel.Internal, m.ctlRun),
+		kernel.Fn("sched.owners", kernel.Internal, m.owners),
+		kernel.Fn("sched.crontab.get", 0, m.crontabGet),
+		kernel.Fn("sched.crontab.set", 0, m.crontabSet),
+		kernel.Fn("sched.crontab.check", kernel.Internal, m.crontabCheck),
+		kernel.Fn("sched.log", 0, m.logCall),
+	}
+}
+
+// Mounts are the scheduler's files: /var/spool/cron (the crontabs, ctl
+// and err) and /var/log/gsv/scheduler (the run history).
+func (m *Manager) Mounts() []ns.Mount {
+	return []ns.Mount{
+		{Path: cronDirPath, Node: m.cronDir()},
+		{Path: logPath, Node: m.space.View(logPath, 0o444, "sched.log", nil, renderLog)},
+	}
+}
+
+var migrations = []string{
+	`CREATE TABLE sched_schedules (
+		id TEXT PRIMARY KEY,
+		owner_uid INTEGER NOT NULL,
+		creator_uid INTEGER NOT NULL,
+		run_as_uid INTEGER NOT NULL,
+		name TEXT NOT NULL,
+		description TEXT,
+		enabled INTEGER NOT NULL DEFAULT 1,
+		expression TEXT NOT NULL,
+		target TEXT NOT NULL,
+		overlap TEXT NOT NULL DEFAULT 'skip',
+		misfire TEXT NOT NULL DEFAULT 'skip',
+		retry TEXT,
+		created_at INTEGER NOT NULL,
+		updated_at INTEGER NOT NULL,
+		next_run_at INTEGER,
+		running_at INTEGER,
+		last_run_at INTEGER,
+		last_status TEXT,
+		last_error TEXT,
+		last_duration_ms INTEGER,
+		run_count INTEGER NOT NULL DEFAULT 0,
+		attempt INTEGER NOT NULL DEFAULT 0,
+		UNIQUE (owner_uid, name)
+	);
+	CREATE INDEX sched_schedules_next ON sched_schedules(enabled, next_run_at);
+	CREATE TABLE sched_runs (
+		id INTEGER PRIMARY KEY AUTOINCREMENT,
+		schedule_id TEXT NOT NULL,
+		name TEXT NOT NULL,
+		owner_uid INTEGER NOT NULL,
+		scheduled_at INTEGER NOT NULL,
+		started_at INTEGER NOT NULL,
+		finished_at INTEGER NOT NULL,
+		status TEXT NOT NULL,
+		error TEXT,
+		summary TEXT,
+		duration_ms INTEGER NOT NULL
+	);
+	CREATE INDEX sched_runs_owner ON sched_runs(owner_uid, id);`,
+}

@@ -1,0 +1,133 @@
+package sched
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
+)
+
+// A schedule's target is a syscall of proc (proc.spawn, proc.send,
+// proc.conversation.compact, .reset, proc.checkpoint) made through the
+// dispatcher as the schedule's run-as user, with proc's abi types: sched
+// never imports proc.
+
+// defaultKeep is how many messages a lifecycle compact keeps when its
+// options do not say.
+const defaultKeep = 80
+
+// execute makes s's target syscall as its run-as user (a schedule can do
+// nothing its owner could not) and returns the run's summary.
+func (m *Manager) execute(ctx context.Context, s *abi.Schedule) (string, error) {
+	if m.opts.testExec != nil {
+		if summary, handled, err := m.opts.testExec(ctx, s); handled {
+			return summary, err
+		}
+	}
+	id, err := m.k.IdentityOf(ctx, s.RunAsUid)
+	if err != nil {
+		return "", err
+	}
+	c := &kernel.Caller{Identity: id}
+	t := s.Target
+	switch t.Kind {
+	case "process.spawn":
+		r, err := kernel.Invoke[*abi.SpawnResult](ctx, m.k, c, "proc.spawn", &abi.SpawnArgs{Profile: t.Profile, Label: t.Label, Prompt: t.Prompt})
+		if err != nil {
+			return "", err
+		}
+		return "spawned " + r.Pid, nil
+	case "process.event":
+		if _, err := kernel.Invoke[*abi.SendResult](ctx, m.k, c, "proc.send",
+			&abi.SendArgs{Pid: t.Pid, ConversationID: t.ConversationID, Message: t.Message, Event: true}); err != nil {
+			return "", err
+		}
+		return "proc.send ok", nil
+	case "process.lifecycle":
+		call, args := lifecycleCall(&t)
+		if call == "" {
+			return "", fmt.Errorf("unknown lifecycle action %q", t.Action)
+		}
+		if _, err := m.k.Call(ctx, c, call, args); err != nil {
+			return "", err
+		}
+		return call + " ok", nil
+	}
+	return "", fmt.Errorf("unknown target %q", t.Kind)
+}
+
+// lifecycleCall is the syscall and args of a process.lifecycle target:
+// proc.conversation.compact (keeping Options.keep messages, default
+// defaultKeep, with Options.summary or a generated one),
+// proc.conversation.reset or proc.checkpoint; "" for another action.
+func lifecycleCall(t *abi.Target) (string, any) {
+	switch t.Action {
+	case "compact":
+		a := &abi.CompactArgs{Pid: t.Pid, ConversationID: t.ConversationID}
+		keep := defaultKeep
+		if v, ok := t.Options["keep"].(float64); ok {
+			keep = int(v)
+		}
+		a.KeepLast = &keep
+		if sm, ok := t.Options["summary"].(string); ok && sm != "" {
+			a.Summary = &sm
+		} else {
+			a.GenerateSummary = true
+		}
+		return "proc.conversation.compact", a
+	case "reset":
+		return "proc.conversation.reset", &abi.ConvArgs{Pid: t.Pid, ConversationID: t.ConversationID}
+	case "checkpoint":
+		// As JSON, which proc decodes strictly into its own args type
+		// (a pid and a conversation id, as abi.ConvArgs says them).
+		args, err := json.Marshal(&abi.ConvArgs{Pid: t.Pid, ConversationID: t.ConversationID})
+		if err != nil {
+			return "", nil
+		}
+		return "proc.checkpoint", json.RawMessage(args)
+	}
+	return "", nil
+}
+
+// checkReach checks t (400) and refuses (404) a process.event or
+// process.lifecycle target whose process, or conversation, owner cannot
+// reach. It asks proc through the dispatcher, as owner, so that it is the
+// rule the run meets (proc.status, or proc.conversation.get for a named
+// conversation). It makes syscalls: call it outside a transaction of the
+// store. name is the schedule's, for the error.
+func (m *Manager) checkReach(ctx context.Context, owner uint32, name string, t *abi.Target) error {
+	if err := validateTarget(t); err != nil {
+		return abi.E(abi.Path(name), abi.Invalid, err)
+	}
+	if t.Kind != "process.event" && t.Kind != "process.lifecycle" {
+		return nil
+	}
+	id, err := m.k.IdentityOf(ctx, owner)
+	if err != nil {
+		return abi.E(abi.Path(name), abi.NotExist, fmt.Sprintf("owner %d: %v", owner, err))
+	}
+	c := &kernel.Caller{Identity: id}
+	unreachable := func(err error) error {
+		switch abi.KindOf(err) {
+		case abi.NotExist, abi.Permission, abi.Invalid:
+			return abi.E(abi.Path(name), abi.NotExist, fmt.Sprintf("target %s: no such process for uid %d", t.Pid, owner))
+		}
+		return abi.E(abi.Path(name), err)
+	}
+	if t.ConversationID == "" {
+		if _, err := kernel.Invoke[any](ctx, m.k, c, "proc.status", &abi.PidArgs{Pid: t.Pid}); err != nil {
+			return unreachable(err)
+		}
+		return nil
+	}
+	r, err := kernel.Invoke[*abi.ConversationGetResult](ctx, m.k, c, "proc.conversation.get", &abi.ConvArgs{Pid: t.Pid, ConversationID: t.ConversationID})
+	if err != nil {
+		return unreachable(err)
+	}
+	if r == nil || r.Conversation == nil {
+		return abi.E(abi.Path(name), abi.NotExist, fmt.Sprintf("target %s: no conversation %q", t.Pid, t.ConversationID))
+	}
+	return nil
+}

@@ -174,9 +174,9 @@ func (p *procRoom) reset(ctx context.Context, c *kernel.Caller, a *abi.ConvArgs)
 	return a, nil
 }
 
-func (p *procRoom) checkpoint(ctx context.Context, c *kernel.Caller, a *abi.ConvArgs) (*abi.ConvArgs, error) {
+func (p *procRoom) checkpoint(ctx context.Context, c *kernel.Caller, a *abi.CheckpointArgs) (*abi.CheckpointResult, error) {
 	if err := p.record(c, "proc.checkpoint", a.Pid, a); err != nil {
 		return nil, err
 	}
-	return a, nil
+	return &abi.CheckpointResult{OK: true, Pid: a.Pid}, nil
 }

@@ -2,7 +2,6 @@ package sched
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -80,13 +79,7 @@ func lifecycleCall(t *abi.Target) (string, any) {
 	case "reset":
 		return "proc.conversation.reset", &abi.ConvArgs{Pid: t.Pid, ConversationID: t.ConversationID}
 	case "checkpoint":
-		// As JSON, which proc decodes strictly into its own args type
-		// (a pid and a conversation id, as abi.ConvArgs says them).
-		args, err := json.Marshal(&abi.ConvArgs{Pid: t.Pid, ConversationID: t.ConversationID})
-		if err != nil {
-			return "", nil
-		}
-		return "proc.checkpoint", json.RawMessage(args)
+		return "proc.checkpoint", &abi.CheckpointArgs{Pid: t.Pid, ConversationID: t.ConversationID}
 	}
 	return "", nil
 }

@@ -133,31 +133,32 @@ func run(ctx context.Context, o options, mountDir string) error {
 	}
 	defer k.Close()
 	space := ns.New(k)
+	defer space.Close() // the rooms close, last first, before the kernel does
 	dev, err := devices.New(k, devices.Options{Local: local.Options{Logger: log}})
 	if err != nil {
 		return fmt.Errorf("devices: %w", err)
 	}
-	if err := space.Add(ctx, dev); err != nil {
-		return fmt.Errorf("devices: %w", err)
-	}
-	defer dev.Close() // after the subsystems: their runs may still use the data tree
 	dev.SetRoot(space.Root())
-	pm, err := proc.Open(space, proc.Options{Logger: log})
-	if err != nil {
-		return fmt.Errorf("processes: %w", err)
+	// The rooms, in the order they are added (Plan 9's devtab): the
+	// devices (the data tree) first, as the others' runs use it and it
+	// closes last; a room's Start may make syscalls of the rooms before it.
+	rooms := []struct {
+		name string
+		open func() (ns.Room, error)
+	}{
+		{"devices", func() (ns.Room, error) { return dev, nil }},
+		{"processes", func() (ns.Room, error) { return proc.Open(space, proc.Options{Logger: log}) }},
+		{"scheduler", func() (ns.Room, error) { return sched.Open(space, sched.Options{Logger: log}) }},
 	}
-	if err := space.Add(ctx, pm); err != nil {
-		return fmt.Errorf("processes: %w", err)
+	for _, r := range rooms {
+		room, err := r.open()
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.name, err)
+		}
+		if err := space.Add(ctx, room); err != nil {
+			return fmt.Errorf("%s: %w", r.name, err)
+		}
 	}
-	defer pm.Close() // before k.Close: runs stop, their state stays for the next start
-	sm, err := sched.Open(space, sched.Options{Logger: log})
-	if err != nil {
-		return fmt.Errorf("scheduler: %w", err)
-	}
-	if err := space.Add(ctx, sm); err != nil {
-		return fmt.Errorf("scheduler: %w", err)
-	}
-	defer sm.Close()
 	// The first user is made after the subsystems register, so that their
 	// hooks (kernel.OnUserCreated: proc's init process) run as it is made.
 	if err := k.EnsureSetup(ctx, hostUser(), os.Getuid()); err != nil {

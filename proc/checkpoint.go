@@ -39,16 +39,12 @@ func (m *Manager) sysCheckpoint(ctx context.Context, c *kernel.Caller, a *abi.Ch
 		}
 	}
 	write := func(path string, content []byte) error {
-		args, err := json.Marshal(map[string]any{"path": path, "content": string(content)})
+		res, err := kernel.Invoke[*abi.FSWriteResult](ctx, m.k, c, "fs.write", &abi.FSWriteArgs{Path: path, Content: string(content)})
 		if err != nil {
 			return err
 		}
-		res, err := m.k.Call(ctx, c, "fs.write", json.RawMessage(args))
-		if err != nil {
-			return err
-		}
-		if err := failed(res, nil); err != nil {
-			return abi.E(abi.Path(path), abi.Permission, err.Error())
+		if !res.OK {
+			return abi.E(abi.Path(path), abi.Permission, res.Error)
 		}
 		return nil
 	}

@@ -241,9 +241,9 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 // removeArchive deletes an archive no segment records (the compaction
 // that wrote it did not happen).
 func (m *Manager) removeArchive(ctx context.Context, path string) {
-	b, err := json.Marshal(map[string]string{"path": path})
-	if err == nil {
-		err = failed(m.k.Call(ctx, m.k.KernelCaller(), "fs.delete", json.RawMessage(b)))
+	res, err := kernel.Invoke[*abi.FSDeleteResult](ctx, m.k, m.k.KernelCaller(), "fs.delete", &abi.FSDeleteArgs{Path: path})
+	if err == nil && !res.OK {
+		err = errors.New(res.Error)
 	}
 	if err != nil {
 		m.log.Warn("proc: removing an unused archive", "path", path, "err", err)

@@ -333,10 +333,8 @@ func (m *Manager) systemPrompt(ctx context.Context, p *abi.Process, caller *kern
 	fmt.Fprintf(&b, "You are a GSV agent process (pid %s, profile %s) acting for user %s. Your working directory is %s.\n",
 		p.Pid, p.Profile, caller.Username, p.Cwd)
 	b.WriteString("Your tools are syscalls made with your owner's permissions. Messages that start with \"[Process Event]:\" are GSV runtime events (compaction summaries, errors, scheduled events), not the user speaking.\n")
-	var dir struct {
-		Files []string `json:"files"`
-	}
-	if err := decodeAs(m.k.Call(ctx, caller, "fs.read", json.RawMessage(`{"path":"~/context.d"}`)))(&dir); err != nil {
+	dir, err := kernel.Invoke[*abi.FSReadResult](ctx, m.k, caller, "fs.read", &abi.FSReadArgs{Path: "~/context.d"})
+	if err != nil || !dir.OK || !dir.Dir {
 		return b.String()
 	}
 	files := dir.Files

@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/proc/model"
 )
@@ -30,13 +30,8 @@ const MaxScript = 1 << 20
 func (m *Manager) aiConfig(ctx context.Context, uid uint32) (cfg map[string]string, systemEndpoint bool) {
 	level := func(prefix string) map[string]string {
 		out := map[string]string{}
-		var r struct {
-			Entries []struct {
-				Key   string `json:"key"`
-				Value string `json:"value"`
-			} `json:"entries"`
-		}
-		if err := decodeAs(m.k.Call(ctx, m.k.KernelCaller(), "sys.config.get", json.RawMessage(`{"key":"`+prefix+`"}`)))(&r); err != nil {
+		r, err := kernel.Invoke[*abi.ConfigGetResult](ctx, m.k, m.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: prefix})
+		if err != nil {
 			return out
 		}
 		for _, e := range r.Entries {

@@ -144,7 +144,11 @@ func (c *cli) call(name string, args any) (json.RawMessage, error) {
 		return nil, err
 	}
 	defer fid.Close()
-	req, err := json.Marshal(map[string]any{"type": "req", "id": "1", "call": name, "args": args})
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	req, err := json.Marshal(abi.Request{Type: "req", ID: "1", Call: name, Args: raw})
 	if err != nil {
 		return nil, err
 	}
@@ -155,13 +159,10 @@ func (c *cli) call(name string, args any) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	var resp struct {
+	var resp struct { // abi.Response, its data kept raw
 		OK    bool            `json:"ok"`
 		Data  json.RawMessage `json:"data"`
-		Error *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
+		Error *abi.FrameError `json:"error"`
 	}
 	if err := json.Unmarshal(b, &resp); err != nil {
 		return nil, fmt.Errorf("bad response %q: %w", b, err)

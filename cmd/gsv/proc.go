@@ -56,13 +56,6 @@ func stamp(ms int64) string {
 // decode unmarshals a syscall's result into v (decodeResult).
 func decode(data json.RawMessage, v any) error { return decodeResult(data, v) }
 
-// setIf sets a[key] = v unless v is the zero string.
-func setIf(a map[string]any, key, v string) {
-	if v != "" {
-		a[key] = v
-	}
-}
-
 func (c *cli) addProcCommands(root *cobra.Command) {
 	root.AddCommand(c.psCmd(), c.spawnCmd(), c.sendCmd(), c.historyCmd(), c.convCmd(),
 		c.abortCmd(), c.killCmd(), c.resetCmd(), c.hilCmd())

@@ -4,14 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 
 	"gsvfs.dev/gsvfs/abi"
-	"gsvfs.dev/gsvfs/vfs"
 )
 
 // newKernel opens a kernel on a fresh state, set up with root as the first
@@ -235,36 +232,6 @@ func TestTokens(t *testing.T) {
 	ts := l.(*abi.TokenListResult).Tokens
 	if len(ts) != 1 || ts[0].Token != "" || ts[0].RevokedAt == nil {
 		t.Fatalf("root list %+v", ts)
-	}
-}
-
-func TestErrno(t *testing.T) {
-	tests := []struct {
-		err   error
-		errno syscall.Errno
-		code  int
-	}{
-		{abi.E(abi.Path("x"), abi.Invalid), syscall.EINVAL, 400},
-		{abi.E(abi.Path("x"), abi.Permission), syscall.EACCES, 403},
-		{abi.E(abi.Path("x"), abi.NotExist), syscall.ENOENT, 404},
-		{abi.E(abi.Path("x"), abi.Busy), syscall.EBUSY, 409},
-		{abi.E(abi.Path("x"), abi.SetupRequired), syscall.EAGAIN, 425},
-		{abi.E(abi.Path("x"), abi.Offline), syscall.EHOSTDOWN, 503},
-		{abi.E(abi.Path("x"), abi.Timeout), syscall.ETIMEDOUT, 504},
-		{abi.E(abi.Path("x"), errors.New("boom")), syscall.EIO, 500},
-		{abi.E(abi.Path("x"), syscall.ENOENT), syscall.ENOENT, 404},
-		{abi.E(abi.Path("x"), syscall.ENOTEMPTY), syscall.ENOTEMPTY, 409},
-	}
-	for _, tt := range tests {
-		if got := vfs.Errno(tt.err); got != tt.errno {
-			t.Errorf("%v: errno %v, want %v", tt.err, got, tt.errno)
-		}
-		if got := abi.Code(tt.err); got != tt.code {
-			t.Errorf("%v: code %d, want %d", tt.err, got, tt.code)
-		}
-	}
-	if s := abi.E(abi.Op("sys.config.set"), abi.Path("k"), abi.Permission, "nope").Error(); s != "sys.config.set: k: nope" {
-		t.Errorf("text %q", s)
 	}
 }
 

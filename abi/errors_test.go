@@ -1,0 +1,74 @@
+package abi
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+)
+
+// errnoOf is the errno a POSIX transport gives err: its Errno().
+func errnoOf(err error) syscall.Errno {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Errno()
+	}
+	return syscall.EIO
+}
+
+func TestErrno(t *testing.T) {
+	tests := []struct {
+		err   error
+		errno syscall.Errno
+		code  int
+	}{
+		{E(Path("x"), Invalid), syscall.EINVAL, 400},
+		{E(Path("x"), Permission), syscall.EACCES, 403},
+		{E(Path("x"), NotExist), syscall.ENOENT, 404},
+		{E(Path("x"), Busy), syscall.EBUSY, 409},
+		{E(Path("x"), SetupRequired), syscall.EAGAIN, 425},
+		{E(Path("x"), Offline), syscall.EHOSTDOWN, 503},
+		{E(Path("x"), Timeout), syscall.ETIMEDOUT, 504},
+		{E(Path("x"), errors.New("boom")), syscall.EIO, 500},
+		{E(Path("x"), syscall.ENOENT), syscall.ENOENT, 404},
+		{E(Path("x"), syscall.ENOTEMPTY), syscall.ENOTEMPTY, 409},
+	}
+	for _, tt := range tests {
+		if got := errnoOf(tt.err); got != tt.errno {
+			t.Errorf("%v: errno %v, want %v", tt.err, got, tt.errno)
+		}
+		if got := Code(tt.err); got != tt.code {
+			t.Errorf("%v: code %d, want %d", tt.err, got, tt.code)
+		}
+	}
+	if s := E(Op("sys.config.set"), Path("k"), Permission, "nope").Error(); s != "sys.config.set: k: nope" {
+		t.Errorf("text %q", s)
+	}
+}
+
+// TestWithOp: the dispatcher's naming of an error keeps a cause's own op
+// and never repeats its own.
+func TestWithOp(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{E(Path("p_1"), NotExist, "no such process"), "proc.history: p_1: no such process"},
+		{E(Op("proc.history"), Path("p_1"), NotExist, "no such process"), "proc.history: p_1: no such process"},
+		{E(Op("fs.readraw"), Path("/x"), Permission), "proc.history: fs.readraw: /x: permission denied"},
+		{errors.New("boom"), "proc.history: boom"},
+	} {
+		got := WithOp("proc.history", tc.err)
+		if got.Error() != tc.want {
+			t.Errorf("WithOp(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+		if Code(got) != Code(tc.err) {
+			t.Errorf("WithOp(%v) code %d, want %d", tc.err, Code(got), Code(tc.err))
+		}
+	}
+	if WithOp("x", nil) != nil {
+		t.Error("WithOp of nil is not nil")
+	}
+	if s := E(42).Error(); s != "abi.E: argument of type int (42)" {
+		t.Errorf("a bad argument reads %q", s)
+	}
+}

@@ -13,15 +13,16 @@ import (
 )
 
 // Device is what the router needs of a device: the routable syscalls,
-// each taking its abi args and returning its abi result. A result whose
-// OK is false is the operation's own failure; an error is the call's.
+// each taking the caller (as local.Who) and its abi args and returning
+// its abi result. A result whose OK is false is the operation's own
+// failure; an error is the call's.
 type Device interface {
-	Read(ctx context.Context, c *kernel.Caller, a *abi.FSReadArgs) (*abi.FSReadResult, error)
-	Write(ctx context.Context, c *kernel.Caller, a *abi.FSWriteArgs) (*abi.FSWriteResult, error)
-	Edit(ctx context.Context, c *kernel.Caller, a *abi.FSEditArgs) (*abi.FSEditResult, error)
-	Delete(ctx context.Context, c *kernel.Caller, a *abi.FSDeleteArgs) (*abi.FSDeleteResult, error)
-	Search(ctx context.Context, c *kernel.Caller, a *abi.FSSearchArgs) (*abi.FSSearchResult, error)
-	Exec(ctx context.Context, c *kernel.Caller, a *abi.ShellExecArgs) (*abi.ShellExecResult, error)
+	Read(ctx context.Context, who local.Who, a *abi.FSReadArgs) (*abi.FSReadResult, error)
+	Write(ctx context.Context, who local.Who, a *abi.FSWriteArgs) (*abi.FSWriteResult, error)
+	Edit(ctx context.Context, who local.Who, a *abi.FSEditArgs) (*abi.FSEditResult, error)
+	Delete(ctx context.Context, who local.Who, a *abi.FSDeleteArgs) (*abi.FSDeleteResult, error)
+	Search(ctx context.Context, who local.Who, a *abi.FSSearchArgs) (*abi.FSSearchResult, error)
+	Exec(ctx context.Context, who local.Who, a *abi.ShellExecArgs) (*abi.ShellExecResult, error)
 }
 
 var _ Device = (*local.Device)(nil)
@@ -55,9 +56,10 @@ type Router struct {
 
 var _ ns.Room = (*Router)(nil)
 
-// New returns the router of k with its local device (see local.New).
+// New returns the router of k with its local device (see local.New), which
+// makes each new user's home in the transaction that adds the user.
 func New(k *kernel.Kernel, opts Options) (*Router, error) {
-	d, err := local.New(k, opts.Local)
+	d, err := openLocal(k, opts.Local)
 	if err != nil {
 		return nil, err
 	}
@@ -84,9 +86,9 @@ func (r *Router) Syscalls() []kernel.Syscall {
 		kernel.Fn("fs.edit", 0, r.edit),
 		kernel.Fn("fs.delete", 0, r.delete),
 		kernel.Fn("fs.search", 0, r.search),
-		kernel.Fn("shell.exec", 0, r.exec).Admit(local.AdmitShell),
+		kernel.Fn("shell.exec", 0, r.exec).Admit(admitShell),
 	}
-	return append(calls, r.local.Syscalls()...)
+	return append(calls, localSyscalls(r.local)...)
 }
 
 // Mounts implements ns.Room: the data tree's directories.
@@ -139,7 +141,7 @@ func (r *Router) read(ctx context.Context, c *kernel.Caller, a *abi.FSReadArgs) 
 	if err != nil {
 		return nil, err
 	}
-	return d.Read(ctx, c, a)
+	return d.Read(ctx, whoOf(c), a)
 }
 
 // write is fs.write, routed.
@@ -148,7 +150,7 @@ func (r *Router) write(ctx context.Context, c *kernel.Caller, a *abi.FSWriteArgs
 	if err != nil {
 		return nil, err
 	}
-	return d.Write(ctx, c, a)
+	return d.Write(ctx, whoOf(c), a)
 }
 
 // edit is fs.edit, routed.
@@ -157,7 +159,7 @@ func (r *Router) edit(ctx context.Context, c *kernel.Caller, a *abi.FSEditArgs) 
 	if err != nil {
 		return nil, err
 	}
-	return d.Edit(ctx, c, a)
+	return d.Edit(ctx, whoOf(c), a)
 }
 
 // delete is fs.delete, routed.
@@ -166,7 +168,7 @@ func (r *Router) delete(ctx context.Context, c *kernel.Caller, a *abi.FSDeleteAr
 	if err != nil {
 		return nil, err
 	}
-	return d.Delete(ctx, c, a)
+	return d.Delete(ctx, whoOf(c), a)
 }
 
 // search is fs.search, routed.
@@ -175,7 +177,7 @@ func (r *Router) search(ctx context.Context, c *kernel.Caller, a *abi.FSSearchAr
 	if err != nil {
 		return nil, err
 	}
-	return d.Search(ctx, c, a)
+	return d.Search(ctx, whoOf(c), a)
 }
 
 // exec is shell.exec, routed.
@@ -184,5 +186,5 @@ func (r *Router) exec(ctx context.Context, c *kernel.Caller, a *abi.ShellExecArg
 	if err != nil {
 		return nil, err
 	}
-	return d.Exec(ctx, c, a)
+	return d.Exec(ctx, whoOf(c), a)
 }

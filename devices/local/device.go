@@ -3,17 +3,22 @@
 // files under <state>/fs, owned by the tree's users), the seed's fs.*
 // file tools over the whole namespace as the caller, and shell.exec on the
 // host. The device router (package devices) routes the target "gsv" (or
-// none) here; the transports reach the data tree through the nodes of
-// Node and the internal POSIX syscalls of Syscalls.
+// none) here and serves the device's methods as syscalls; the transports
+// reach the data tree through the nodes of Node, whose every operation is
+// one of those syscalls, made through the dispatcher (Host.Call).
+//
+// The package is written against abi types and the small interfaces
+// Host and Identity, and imports no kernel: a device daemon links it
+// without the kernel's store.
 package local
 
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path"
@@ -24,7 +29,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"gsvfs.dev/gsvfs/abi"
-	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -41,7 +45,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Device is the local device over one kernel. Its data tree lives in
+// Device is the local device over one host. Its data tree lives in
 // <state>/fs; its shell commands run on the host.
 type Device struct {
 	k        Host
@@ -57,24 +61,60 @@ type Device struct {
 	root   atomic.Pointer[nsRootRef] // the namespace, for fs.* paths outside the data tree
 }
 
-// Host is what the local device needs of the kernel that serves it: the
-// dispatcher, through which the data tree's nodes make their syscalls as
-// the caller; the users (owners of the tree, and their homes); and the
-// state directory. *kernel.Kernel is one.
+// Host is what the local device needs of the system that serves it. The
+// device router gives one over the kernel.
 type Host interface {
-	Call(ctx context.Context, c *kernel.Caller, name string, args any) (any, error)
-	UserByName(ctx context.Context, name string) (*kernel.User, error)
-	Users(ctx context.Context) ([]kernel.User, error)
-	OnUserCreated(h kernel.UserHook)
+	// Call makes the syscall name, as the holder of cred, through the
+	// dispatcher: the data tree's nodes make every operation with it, so
+	// the dispatcher's checks come first. A cred the host does not know
+	// is nobody.
+	Call(ctx context.Context, cred vfs.Cred, name string, args any) (any, error)
+	// Owner returns the user name as the owner of their part of the data
+	// tree (/home/<name>, /var/sessions/<name>); an error if there is no
+	// such user.
+	Owner(ctx context.Context, name string) (Owner, error)
+	// Users lists the users, each of whom has a home.
+	Users(ctx context.Context) ([]abi.User, error)
+	// StateDir is the state directory; the data tree is its fs/.
 	StateDir() string
 }
 
-var _ Host = (*kernel.Kernel)(nil)
+// Identity is the permission rule of a caller, as the device asks it:
+// whether the caller is root, and whether it may use a file owned by uid
+// and gid with mode as want says (the access(2) bits: 4 read, 2 write, 1
+// search or execute). The same value is the credential (vfs.Cred) the
+// device walks the namespace with for the caller. *kernel.Identity is
+// one.
+type Identity interface {
+	IsRoot() bool
+	Allowed(uid, gid uint32, mode fs.FileMode, want uint32) bool
+}
+
+// Who is the caller of an operation on the device: its permission rule
+// (and namespace credential) and what names it: its uid and user name,
+// its home (for "~") and its working directory (for relative paths).
+type Who struct {
+	Identity
+	Uid      uint32
+	Username string
+	Home     string
+	Cwd      string
+}
+
+// Owner is who owns a part of the data tree: the user's uid and primary
+// gid, the host uid files show (the uid if the user maps to none), and the
+// user and group names.
+type Owner struct {
+	Uid, Gid uint32
+	HostUID  int
+	User     string
+	Group    string
+}
 
 // invoke is h.Call with a typed result.
-func invoke[R any](ctx context.Context, h Host, c *kernel.Caller, name string, args any) (R, error) {
+func invoke[R any](ctx context.Context, h Host, cred vfs.Cred, name string, args any) (R, error) {
 	var zero R
-	res, err := h.Call(ctx, c, name, args)
+	res, err := h.Call(ctx, cred, name, args)
 	if err != nil {
 		return zero, err
 	}
@@ -88,11 +128,11 @@ func invoke[R any](ctx context.Context, h Host, c *kernel.Caller, name string, a
 // nsRootRef holds the namespace root (an interface value) for atomic use.
 type nsRootRef struct{ dir vfs.Dir }
 
-// New opens the local device of the kernel k: it makes the data tree under
+// New opens the local device of the host k: it makes the data tree under
 // <state>/fs if needed (mode 0700: host users reach it only through the
-// namespace), empties the temporary files a crash left, makes the home of
-// every user who has none, and makes each new user's home from then on,
-// inside the transaction that creates the user (kernel.OnUserCreated).
+// namespace), empties the temporary files a crash left and makes the home
+// of every user who has none. The host calls MakeHome for each user it
+// creates from then on.
 func New(k Host, opts Options) (*Device, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -130,17 +170,18 @@ func New(k Host, opts Options) (*Device, error) {
 		return nil, err
 	}
 	for _, u := range users {
-		if err := d.makeHome(u.Username); err != nil {
+		if err := d.MakeHome(u.Username); err != nil {
 			d.closeData()
 			return nil, err
 		}
 	}
-	k.OnUserCreated(func(tx *sql.Tx, u *kernel.User) error { return d.makeHome(u.Username) })
 	return d, nil
 }
 
-// makeHome creates the real directory of user name's home.
-func (d *Device) makeHome(name string) error {
+// MakeHome makes the real directory of user name's home, if it is not
+// there; the host calls it as it creates the user, so that a user whose
+// home cannot be made is not created.
+func (d *Device) MakeHome(name string) error {
 	err := d.data.Mkdir(path.Join("home", name), 0o755)
 	if err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("home of %s: %w", name, err)
@@ -159,15 +200,6 @@ func (d *Device) nsRoot() vfs.Dir {
 		return r.dir
 	}
 	return nil
-}
-
-// Syscalls are the device's internal syscalls: the POSIX side of the data
-// tree (fs.stat, fs.open, ...), the file syscalls of subsystems
-// (fs.openread, fs.readraw, fs.create) and fs.statfs. The routable ones
-// (fs.read, ..., shell.exec) are the router's.
-func (d *Device) Syscalls() []kernel.Syscall {
-	calls := append(d.posixSyscalls(), d.fileIOSyscalls()...)
-	return append(calls, kernel.Fn("fs.statfs", kernel.Internal, d.statfs))
 }
 
 // EndCommands kills every running shell.exec command's process group,

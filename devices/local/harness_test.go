@@ -1,49 +1,46 @@
-package local
+package local_test
 
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"testing"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/devices"
+	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/kernel/kerneltest"
 )
 
-// env is a kernel (kerneltest's) with the local device's syscalls
-// registered, the routable ones served straight by the device.
+// env is a kernel (kerneltest's) with the device router's syscalls
+// registered, as the daemon has them: a call without a target is the
+// local device's.
 type env struct {
 	*kernel.Kernel
-	d        *Device
+	r        *devices.Router
+	d        *local.Device
 	dataPath string
 }
 
-// Close closes the device, then the kernel.
+// Close closes the router (and so the local device), then the kernel.
 func (e *env) Close() error {
-	e.d.Close()
+	e.r.Close()
 	return e.Kernel.Close()
 }
 
 // newKernel opens a kernel set up with root, alice (host uid 1001) and
-// bob (host uid 1002), and the local device on it.
+// bob (host uid 1002), and the device router with the local device on it.
 func newKernel(t testing.TB) (*env, *kernel.Identity, *kernel.Identity, *kernel.Identity) {
 	t.Helper()
 	e := kerneltest.Open(t)
-	d, err := New(e.K, Options{Logger: kerneltest.Quiet()})
+	r, err := devices.New(e.K, devices.Options{Local: local.Options{Logger: kerneltest.Quiet()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.Close() })
-	e.K.Register(d.Syscalls()...)
-	e.K.Register(
-		kernel.Fn("fs.read", 0, d.Read),
-		kernel.Fn("fs.write", 0, d.Write),
-		kernel.Fn("fs.edit", 0, d.Edit),
-		kernel.Fn("fs.delete", 0, d.Delete),
-		kernel.Fn("fs.search", 0, d.Search),
-		kernel.Fn("shell.exec", 0, d.Exec).Admit(AdmitShell),
-	)
-	return &env{Kernel: e.K, d: d, dataPath: d.dataPath}, e.Root, e.Alice, e.Bob
+	t.Cleanup(func() { r.Close() })
+	e.K.Register(r.Syscalls()...)
+	return &env{Kernel: e.K, r: r, d: r.Local(), dataPath: filepath.Join(e.K.StateDir(), "fs")}, e.Root, e.Alice, e.Bob
 }
 
 // frame serves the request frame req as id.

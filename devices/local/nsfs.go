@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"gsvfs.dev/gsvfs/abi"
-	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -23,8 +22,8 @@ import (
 // renders it; a write to a ctl file runs its lines.
 
 // walk returns the namespace node at the clean absolute path p, walked as
-// id.
-func (d *Device) walk(ctx context.Context, id *kernel.Identity, p string) (vfs.Node, error) {
+// who.
+func (d *Device) walk(ctx context.Context, who Who, p string) (vfs.Node, error) {
 	var n vfs.Node = d.nsRoot()
 	for _, name := range strings.Split(strings.Trim(p, "/"), "/") {
 		if name == "" {
@@ -35,11 +34,11 @@ func (d *Device) walk(ctx context.Context, id *kernel.Identity, p string) (vfs.N
 			return nil, abi.E(abi.Path(p), abi.NotExist, syscall.ENOTDIR)
 		}
 		if m, ok := dir.(vfs.Meta); ok {
-			if err := m.Access(ctx, id, vfs.WantExec); err != nil {
+			if err := m.Access(ctx, who.Identity, vfs.WantExec); err != nil {
 				return nil, abi.E(abi.Path(p), abi.Permission, err)
 			}
 		}
-		next, err := dir.Lookup(ctx, id, name)
+		next, err := dir.Lookup(ctx, who.Identity, name)
 		if err == nil && next == nil {
 			err = vfs.ErrNotExist
 		}
@@ -53,18 +52,18 @@ func (d *Device) walk(ctx context.Context, id *kernel.Identity, p string) (vfs.N
 
 // nsRead is fs.read of the namespace path p: a directory's listing or a
 // file's numbered lines.
-func (d *Device) nsRead(ctx context.Context, id *kernel.Identity, p string, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
-	n, err := d.walk(ctx, id, p)
+func (d *Device) nsRead(ctx context.Context, who Who, p string, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
+	n, err := d.walk(ctx, who, p)
 	if err != nil {
 		return nil, err
 	}
 	if dir, ok := n.(vfs.Dir); ok {
 		if m, ok := dir.(vfs.Meta); ok {
-			if err := m.Access(ctx, id, vfs.WantRead); err != nil {
+			if err := m.Access(ctx, who.Identity, vfs.WantRead); err != nil {
 				return nil, abi.E(abi.Path(p), abi.Permission, err)
 			}
 		}
-		ents, err := dir.ReadDir(ctx, id)
+		ents, err := dir.ReadDir(ctx, who.Identity)
 		if err != nil {
 			return nil, abi.E(abi.Path(p), err)
 		}
@@ -78,31 +77,31 @@ func (d *Device) nsRead(ctx context.Context, id *kernel.Identity, p string, a *a
 		}
 		return &abi.FSReadResult{OK: true, Dir: true, Path: p, Files: files, Directories: dirs}, nil
 	}
-	b, err := d.nsReadFile(ctx, id, p, n)
+	b, err := d.nsReadFile(ctx, who, p, n)
 	if err != nil {
 		return nil, err
 	}
 	return numbered(p, b, int64(len(b)), a)
 }
 
-// nsReadAll returns the content of the namespace file p, read as id.
-func (d *Device) nsReadAll(ctx context.Context, id *kernel.Identity, p string) ([]byte, error) {
-	n, err := d.walk(ctx, id, p)
+// nsReadAll returns the content of the namespace file p, read as who.
+func (d *Device) nsReadAll(ctx context.Context, who Who, p string) ([]byte, error) {
+	n, err := d.walk(ctx, who, p)
 	if err != nil {
 		return nil, err
 	}
-	return d.nsReadFile(ctx, id, p, n)
+	return d.nsReadFile(ctx, who, p, n)
 }
 
 // nsReadFile reads the namespace file n (at p) to its end, or to what
 // is there now for a file whose reads would wait (a stream), up to
 // maxReadFile bytes.
-func (d *Device) nsReadFile(ctx context.Context, id *kernel.Identity, p string, n vfs.Node) ([]byte, error) {
+func (d *Device) nsReadFile(ctx context.Context, who Who, p string, n vfs.Node) ([]byte, error) {
 	f, ok := n.(vfs.File)
 	if !ok {
 		return nil, abi.E(abi.Path(p), abi.Invalid, "not a file")
 	}
-	h, err := f.Open(ctx, id, os.O_RDONLY)
+	h, err := f.Open(ctx, who.Identity, os.O_RDONLY)
 	if err != nil {
 		return nil, abi.E(abi.Path(p), err)
 	}
@@ -125,11 +124,11 @@ func (d *Device) nsReadFile(ctx context.Context, id *kernel.Identity, p string, 
 	}
 }
 
-// nsWrite writes content to the existing namespace file p as id: the file
+// nsWrite writes content to the existing namespace file p as who: the file
 // is opened for writing with truncation, written at offset 0 and closed
 // (a ctl file runs the lines written; the close's error counts).
-func (d *Device) nsWrite(ctx context.Context, id *kernel.Identity, p string, content []byte) error {
-	n, err := d.walk(ctx, id, p)
+func (d *Device) nsWrite(ctx context.Context, who Who, p string, content []byte) error {
+	n, err := d.walk(ctx, who, p)
 	if err != nil {
 		return err
 	}
@@ -137,7 +136,7 @@ func (d *Device) nsWrite(ctx context.Context, id *kernel.Identity, p string, con
 	if !ok {
 		return abi.E(abi.Path(p), abi.Invalid, syscall.EISDIR)
 	}
-	h, err := f.Open(ctx, id, os.O_WRONLY|os.O_TRUNC)
+	h, err := f.Open(ctx, who.Identity, os.O_WRONLY|os.O_TRUNC)
 	if err != nil {
 		return abi.E(abi.Path(p), err)
 	}
@@ -165,14 +164,14 @@ func (d *Device) nsWrite(ctx context.Context, id *kernel.Identity, p string, con
 	return nil
 }
 
-// nsRemove removes the namespace node p as id, if its directory removes
+// nsRemove removes the namespace node p as who, if its directory removes
 // names (a vfs.Remover).
-func (d *Device) nsRemove(ctx context.Context, id *kernel.Identity, p string) error {
+func (d *Device) nsRemove(ctx context.Context, who Who, p string) error {
 	parent, name := path.Split(p)
 	if name == "" {
 		return abi.E(abi.Path(p), abi.Permission, "cannot delete the root")
 	}
-	n, err := d.walk(ctx, id, parent)
+	n, err := d.walk(ctx, who, parent)
 	if err != nil {
 		return err
 	}
@@ -180,7 +179,7 @@ func (d *Device) nsRemove(ctx context.Context, id *kernel.Identity, p string) er
 	if !ok {
 		return abi.E(abi.Path(p), abi.NotExist, syscall.ENOTDIR)
 	}
-	child, err := d.walk(ctx, id, p)
+	child, err := d.walk(ctx, who, p)
 	if err != nil {
 		return err
 	}
@@ -188,11 +187,11 @@ func (d *Device) nsRemove(ctx context.Context, id *kernel.Identity, p string) er
 	if !ok {
 		return abi.E(abi.Path(p), abi.Permission, "this directory's names cannot be removed")
 	}
-	a, err := child.Attr(ctx, id)
+	a, err := child.Attr(ctx, who.Identity)
 	if err != nil {
 		return abi.E(abi.Path(p), err)
 	}
-	if err := rm.Remove(ctx, id, name, a.Mode&fs.ModeDir != 0); err != nil {
+	if err := rm.Remove(ctx, who.Identity, name, a.Mode&fs.ModeDir != 0); err != nil {
 		return abi.E(abi.Path(p), err)
 	}
 	return nil

@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"gsvfs.dev/gsvfs/abi"
-	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -21,10 +20,10 @@ import (
 // /home and /workspaces themselves belong to root. This file holds the
 // permission checks every operation on it makes.
 
-// clean validates a namespace path for id and returns it absolute and
-// clean. It resolves "~" and relative paths against id's home and cwd,
+// clean validates a namespace path for who and returns it absolute and
+// clean. It resolves "~" and relative paths against who's home and cwd,
 // and refuses "..", NUL bytes and invalid UTF-8.
-func clean(id *kernel.Identity, p string) (string, error) {
+func clean(who Who, p string) (string, error) {
 	if p == "" {
 		return "", abi.E(abi.Invalid, "empty path")
 	}
@@ -41,9 +40,9 @@ func clean(id *kernel.Identity, p string) (string, error) {
 	}
 	switch {
 	case p == "~" || strings.HasPrefix(p, "~/"):
-		p = id.Home + p[1:]
+		p = who.Home + p[1:]
 	case !strings.HasPrefix(p, "/"):
-		p = path.Join(id.Cwd, p)
+		p = path.Join(who.Cwd, p)
 	}
 	return path.Clean(p), nil
 }
@@ -59,11 +58,11 @@ func inData(rel string) bool {
 	return false
 }
 
-// resolve validates a namespace path for id (see clean) and returns it
+// resolve validates a namespace path for who (see clean) and returns it
 // relative to the data root ("home/alice/notes.txt"); a path outside the
 // data tree is a 404.
-func resolve(id *kernel.Identity, p string) (string, error) {
-	p, err := clean(id, p)
+func resolve(who Who, p string) (string, error) {
+	p, err := clean(who, p)
 	if err != nil {
 		return "", err
 	}
@@ -82,11 +81,11 @@ type place struct {
 	ns   bool
 }
 
-// where validates p for id (see clean) and tells whether the data tree or
+// where validates p for who (see clean) and tells whether the data tree or
 // the namespace serves it. Without a namespace root (SetRoot), only the
 // data tree is served.
-func (d *Device) where(id *kernel.Identity, p string) (place, error) {
-	p, err := clean(id, p)
+func (d *Device) where(who Who, p string) (place, error) {
+	p, err := clean(who, p)
 	if err != nil {
 		return place{}, err
 	}
@@ -100,23 +99,19 @@ func (d *Device) where(id *kernel.Identity, p string) (place, error) {
 	return place{path: p, ns: true}, nil
 }
 
-// owner is who owns a data path.
-type owner struct {
-	uid, gid uint32
-	hostUID  int
-	name     string
-	group    string
-}
-
-var rootOwner = owner{uid: 0, gid: 0, hostUID: 0, name: "root", group: "root"}
+// rootOwner owns the data tree outside the users' parts.
+var rootOwner = Owner{Uid: 0, Gid: 0, HostUID: 0, User: "root", Group: "root"}
 
 // ownerCache maps user names to owners; users are never renamed.
 type ownerCache struct {
 	mu sync.Mutex
-	m  map[string]owner
+	m  map[string]Owner
 }
 
-func (d *Device) ownerOf(ctx context.Context, rel string) owner {
+// ownerOf returns the owner of the data path rel: <user> for
+// /home/<user>/... and /var/sessions/<user>/..., root for the rest (and
+// for a name that is no user).
+func (d *Device) ownerOf(ctx context.Context, rel string) Owner {
 	var name string
 	if parts := strings.SplitN(rel, "/", 3); len(parts) >= 2 && parts[0] == "home" {
 		name = parts[1]
@@ -131,45 +126,38 @@ func (d *Device) ownerOf(ctx context.Context, rel string) owner {
 	if ok {
 		return o
 	}
-	u, err := d.k.UserByName(ctx, name)
+	o, err := d.k.Owner(ctx, name)
 	if err != nil {
 		return rootOwner
 	}
-	o = owner{uid: u.Uid, gid: u.Gid, hostUID: int(u.Uid), name: u.Username, group: kernel.UsersGroup}
-	if u.HostUID != nil {
-		o.hostUID = *u.HostUID
-	}
-	if u.Gid == kernel.RootGID {
-		o.group = "root"
-	}
 	d.owners.mu.Lock()
 	if d.owners.m == nil {
-		d.owners.m = map[string]owner{}
+		d.owners.m = map[string]Owner{}
 	}
 	d.owners.m[name] = o
 	d.owners.mu.Unlock()
 	return o
 }
 
-// allowed reports whether id may access a file with mode and owner o.
-func allowed(id *kernel.Identity, o owner, mode fs.FileMode, want vfs.Want) bool {
-	return id.Allowed(o.uid, o.gid, mode, uint32(want))
+// allowed reports whether who may access a file with mode and owner o.
+func allowed(who Who, o Owner, mode fs.FileMode, want vfs.Want) bool {
+	return who.Allowed(o.Uid, o.Gid, mode, uint32(want))
 }
 
-// access checks that id may search every directory above rel and use rel
+// access checks that who may search every directory above rel and use rel
 // itself as want says (want 0: only reach it). It returns rel's FileInfo.
-func (d *Device) access(ctx context.Context, id *kernel.Identity, rel string, want vfs.Want) (fs.FileInfo, error) {
-	if err := d.searchAbove(ctx, id, rel); err != nil {
+func (d *Device) access(ctx context.Context, who Who, rel string, want vfs.Want) (fs.FileInfo, error) {
+	if err := d.searchAbove(ctx, who, rel); err != nil {
 		return nil, err
 	}
-	return d.usable(ctx, id, rel, want)
+	return d.usable(ctx, who, rel, want)
 }
 
-// searchAbove checks that id may search every directory above rel.
-func (d *Device) searchAbove(ctx context.Context, id *kernel.Identity, rel string) error {
+// searchAbove checks that who may search every directory above rel.
+func (d *Device) searchAbove(ctx context.Context, who Who, rel string) error {
 	for i := 0; i < len(rel); i++ {
 		if rel[i] == '/' {
-			if err := d.searchable(ctx, id, rel[:i], rel); err != nil {
+			if err := d.searchable(ctx, who, rel[:i], rel); err != nil {
 				return err
 			}
 		}
@@ -182,18 +170,18 @@ func (d *Device) searchAbove(ctx context.Context, id *kernel.Identity, rel strin
 // they were walked, so only the parent's search permission and rel itself
 // are checked (POSIX path walk semantics; an open node, like an open file
 // descriptor, keeps working if an ancestor's mode changes later).
-func (d *Device) accessStep(ctx context.Context, id *kernel.Identity, rel string, want vfs.Want) (fs.FileInfo, error) {
-	fi, err := d.lstatStep(ctx, id, rel)
+func (d *Device) accessStep(ctx context.Context, who Who, rel string, want vfs.Want) (fs.FileInfo, error) {
+	fi, err := d.lstatStep(ctx, who, rel)
 	if err != nil {
 		return nil, err
 	}
-	return d.usableInfo(ctx, id, rel, want, fi)
+	return d.usableInfo(ctx, who, rel, want, fi)
 }
 
 // lstatStep is accessStep for a name that may be a symbolic link (stat
 // and readlink, which never follow it): it checks that rel's parent is
 // searchable and returns rel's own FileInfo.
-func (d *Device) lstatStep(ctx context.Context, id *kernel.Identity, rel string) (fs.FileInfo, error) {
+func (d *Device) lstatStep(ctx context.Context, who Who, rel string) (fs.FileInfo, error) {
 	i := strings.LastIndexByte(rel, '/')
 	if i <= 0 {
 		fi, err := d.lstatData(rel)
@@ -207,7 +195,7 @@ func (d *Device) lstatStep(ctx context.Context, id *kernel.Identity, rel string)
 		return nil, abi.E(abi.Path("/"+rel), err)
 	}
 	// The parent's search permission comes before any error about rel.
-	if serr := d.searchableInfo(ctx, id, rel[:i], rel, dir); serr != nil {
+	if serr := d.searchableInfo(ctx, who, rel[:i], rel, dir); serr != nil {
 		return nil, serr
 	}
 	if err != nil {
@@ -219,8 +207,8 @@ func (d *Device) lstatStep(ctx context.Context, id *kernel.Identity, rel string)
 // reach is access with want 0 for a name that may be a symbolic link: it
 // checks that every directory above rel is searchable and returns rel's
 // own FileInfo.
-func (d *Device) reach(ctx context.Context, id *kernel.Identity, rel string) (fs.FileInfo, error) {
-	if err := d.searchAbove(ctx, id, rel); err != nil {
+func (d *Device) reach(ctx context.Context, who Who, rel string) (fs.FileInfo, error) {
+	if err := d.searchAbove(ctx, who, rel); err != nil {
 		return nil, err
 	}
 	fi, err := d.lstatData(rel)
@@ -230,21 +218,21 @@ func (d *Device) reach(ctx context.Context, id *kernel.Identity, rel string) (fs
 	return fi, nil
 }
 
-// searchable checks that dir, above rel, is a directory id may search.
-func (d *Device) searchable(ctx context.Context, id *kernel.Identity, dir, rel string) error {
+// searchable checks that dir, above rel, is a directory who may search.
+func (d *Device) searchable(ctx context.Context, who Who, dir, rel string) error {
 	fi, err := d.lstatData(dir)
 	if err != nil {
 		return abi.E(abi.Path("/"+rel), err)
 	}
-	return d.searchableInfo(ctx, id, dir, rel, fi)
+	return d.searchableInfo(ctx, who, dir, rel, fi)
 }
 
 // searchableInfo is searchable with dir's FileInfo at hand.
-func (d *Device) searchableInfo(ctx context.Context, id *kernel.Identity, dir, rel string, fi fs.FileInfo) error {
+func (d *Device) searchableInfo(ctx context.Context, who Who, dir, rel string, fi fs.FileInfo) error {
 	if !fi.IsDir() {
 		return abi.E(abi.Path("/"+rel), syscall.ENOTDIR)
 	}
-	if !allowed(id, d.ownerOf(ctx, dir), fi.Mode(), vfs.WantExec) {
+	if !allowed(who, d.ownerOf(ctx, dir), fi.Mode(), vfs.WantExec) {
 		return abi.E(abi.Path("/"+rel), abi.Permission, "permission denied")
 	}
 	return nil
@@ -252,20 +240,20 @@ func (d *Device) searchableInfo(ctx context.Context, id *kernel.Identity, dir, r
 
 // usable stats rel, refuses a symbolic link, and checks want against its
 // mode and owner.
-func (d *Device) usable(ctx context.Context, id *kernel.Identity, rel string, want vfs.Want) (fs.FileInfo, error) {
+func (d *Device) usable(ctx context.Context, who Who, rel string, want vfs.Want) (fs.FileInfo, error) {
 	fi, err := d.lstatData(rel)
 	if err != nil {
 		return nil, abi.E(abi.Path("/"+rel), err)
 	}
-	return d.usableInfo(ctx, id, rel, want, fi)
+	return d.usableInfo(ctx, who, rel, want, fi)
 }
 
 // usableInfo is usable with rel's FileInfo at hand.
-func (d *Device) usableInfo(ctx context.Context, id *kernel.Identity, rel string, want vfs.Want, fi fs.FileInfo) (fs.FileInfo, error) {
+func (d *Device) usableInfo(ctx context.Context, who Who, rel string, want vfs.Want, fi fs.FileInfo) (fs.FileInfo, error) {
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		return nil, abi.E(abi.Path("/"+rel), abi.Permission, "symbolic links are not followed")
 	}
-	if want != 0 && !allowed(id, d.ownerOf(ctx, rel), fi.Mode(), want) {
+	if want != 0 && !allowed(who, d.ownerOf(ctx, rel), fi.Mode(), want) {
 		return nil, abi.E(abi.Path("/"+rel), abi.Permission, "permission denied")
 	}
 	return fi, nil
@@ -275,15 +263,15 @@ func (d *Device) usableInfo(ctx context.Context, id *kernel.Identity, rel string
 // the data root, following no symbolic link on the way: an O_PATH openat2
 // with RESOLVE_NO_SYMLINKS (which yields the link itself for a final one),
 // creating, removing or renaming rel needs.
-func (d *Device) accessParent(ctx context.Context, id *kernel.Identity, rel string) error {
+func (d *Device) accessParent(ctx context.Context, who Who, rel string) error {
 	parent := path.Dir(rel)
 	if parent == "." || !strings.Contains(rel, "/") {
-		if id.IsRoot() {
+		if who.IsRoot() {
 			return nil
 		}
 		return abi.E(abi.Path("/"+rel), abi.Permission, "permission denied")
 	}
-	fi, err := d.access(ctx, id, parent, vfs.WantWrite|vfs.WantExec)
+	fi, err := d.access(ctx, who, parent, vfs.WantWrite|vfs.WantExec)
 	if err != nil {
 		return err
 	}
@@ -297,7 +285,7 @@ func (d *Device) accessParent(ctx context.Context, id *kernel.Identity, rel stri
 func (d *Device) attrOf(ctx context.Context, rel string, fi fs.FileInfo) vfs.Attr {
 	o := d.ownerOf(ctx, rel)
 	a := vfs.Attr{Mode: fi.Mode(), Size: fi.Size(), Mtime: fi.ModTime(),
-		Uid: uint32(o.hostUID), Gid: o.gid, User: o.name, Group: o.group}
+		Uid: uint32(o.HostUID), Gid: o.Gid, User: o.User, Group: o.Group}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		a.Ino = st.Ino
 		a.Nlink = uint32(st.Nlink)

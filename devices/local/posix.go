@@ -13,38 +13,54 @@ import (
 
 	"golang.org/x/sys/unix"
 	"gsvfs.dev/gsvfs/abi"
-	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
-// Internal args of the POSIX side of the data tree.
+// The args of the internal syscalls of the data tree (fs.stat, fs.open,
+// ...), which its nodes make through the dispatcher. Paths are relative
+// to the data root ("home/alice/notes.txt") and already resolved (the
+// nodes hold them); each call checks permissions.
 type (
-	fsPathArgs struct{ Path string }
-	fsOpenArgs struct {
+	// PathArgs name one path: fs.stat, fs.readdir, fs.readlink.
+	PathArgs struct{ Path string }
+	// OpenArgs are fs.open's: open(2)'s flags, and the mode of a file
+	// O_CREATE makes.
+	OpenArgs struct {
 		Path  string
 		Flags int
 		Perm  fs.FileMode
 	}
-	fsIOArgs struct {
+	// IOArgs are fs.pread's and fs.pwrite's: an open file, the buffer
+	// and the offset.
+	IOArgs struct {
 		F   *os.File
 		Buf []byte
 		Off int64
 	}
-	fsMkdirArgs struct {
+	// MkdirArgs are fs.mkdir's.
+	MkdirArgs struct {
 		Path string
 		Perm fs.FileMode
 	}
-	fsRemoveArgs struct {
+	// RemoveArgs are fs.remove's: Dir removes an empty directory, else a
+	// file or link.
+	RemoveArgs struct {
 		Path string
 		Dir  bool
 	}
-	fsRenameArgs  struct{ Old, New string }
-	fsSymlinkArgs struct{ Target, Path string }
-	fsSetattrArgs struct {
+	// RenameArgs are fs.rename's and fs.link's: Old becomes (or is
+	// linked as) New.
+	RenameArgs struct{ Old, New string }
+	// SymlinkArgs are fs.symlink's: a link at Path whose content is
+	// Target.
+	SymlinkArgs struct{ Target, Path string }
+	// SetattrArgs are fs.setattr's.
+	SetattrArgs struct {
 		Path string
 		Set  vfs.SetAttr
 	}
-	fsTruncArgs struct {
+	// TruncArgs are fs.ftruncate's and fs.fsync's (which uses F only).
+	TruncArgs struct {
 		F    *os.File
 		Size int64
 	}
@@ -54,39 +70,6 @@ type (
 		Attr vfs.Attr
 	}
 )
-
-// fileIOSyscalls are the internal file syscalls for subsystems:
-// fs.openread, fs.readraw and fs.create (see abi.FileArgs).
-func (d *Device) fileIOSyscalls() []kernel.Syscall {
-	return []kernel.Syscall{
-		kernel.Fn("fs.openread", kernel.Internal, d.openread),
-		kernel.Fn("fs.readraw", kernel.Internal, d.readraw),
-		kernel.Fn("fs.create", kernel.Internal, d.createFile),
-	}
-}
-
-// posixSyscalls are the internal syscalls that serve /home, /workspaces
-// and /var/sessions to the transports. Paths are relative to the data
-// root and already resolved (the nodes hold them); each call checks
-// permissions.
-func (d *Device) posixSyscalls() []kernel.Syscall {
-	return []kernel.Syscall{
-		kernel.Fn("fs.stat", kernel.Internal, d.statFile),
-		kernel.Fn("fs.readdir", kernel.Internal, d.readDir),
-		kernel.Fn("fs.open", kernel.Internal, d.openFile),
-		kernel.Fn("fs.pread", kernel.Internal, d.pread),
-		kernel.Fn("fs.pwrite", kernel.Internal, d.pwrite),
-		kernel.Fn("fs.ftruncate", kernel.Internal, d.ftruncate),
-		kernel.Fn("fs.fsync", kernel.Internal, d.fsync),
-		kernel.Fn("fs.mkdir", kernel.Internal, d.mkdirFile),
-		kernel.Fn("fs.remove", kernel.Internal, d.removeFile),
-		kernel.Fn("fs.rename", kernel.Internal, d.renameFile),
-		kernel.Fn("fs.readlink", kernel.Internal, d.readlinkFile),
-		kernel.Fn("fs.symlink", kernel.Internal, d.symlinkFile),
-		kernel.Fn("fs.link", kernel.Internal, d.linkFile),
-		kernel.Fn("fs.setattr", kernel.Internal, d.setattr),
-	}
-}
 
 // checkLinkTarget checks a symbolic link's target: text of 1 to 4095
 // bytes without NUL. The target is data: the daemon never resolves it
@@ -99,14 +82,14 @@ func checkLinkTarget(t string) error {
 	return nil
 }
 
-// openread is fs.openread (internal): it opens a data tree file the caller
+// OpenRead is fs.openread (internal): it opens a data tree file the caller
 // may read, for reading (a subsystem reads an archive with it).
-func (d *Device) openread(ctx context.Context, c *kernel.Caller, a *abi.FileArgs) (*os.File, error) {
-	rel, err := resolve(c.Identity, a.Path)
+func (d *Device) OpenRead(ctx context.Context, who Who, a *abi.FileArgs) (*os.File, error) {
+	rel, err := resolve(who, a.Path)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := d.access(ctx, c.Identity, rel, vfs.WantRead); err != nil {
+	if _, err := d.access(ctx, who, rel, vfs.WantRead); err != nil {
 		return nil, err
 	}
 	f, err := d.openData(rel, os.O_RDONLY, 0)
@@ -116,15 +99,15 @@ func (d *Device) openread(ctx context.Context, c *kernel.Caller, a *abi.FileArgs
 	return f, nil
 }
 
-// readraw is fs.readraw (internal): it returns the content of a regular
+// ReadRaw is fs.readraw (internal): it returns the content of a regular
 // data tree file the caller may read, at most a.Max bytes (default 25 MiB);
 // a FIFO, a device or a larger file is a 400, never a block.
-func (d *Device) readraw(ctx context.Context, c *kernel.Caller, a *abi.FileArgs) ([]byte, error) {
-	rel, err := resolve(c.Identity, a.Path)
+func (d *Device) ReadRaw(ctx context.Context, who Who, a *abi.FileArgs) ([]byte, error) {
+	rel, err := resolve(who, a.Path)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := d.access(ctx, c.Identity, rel, vfs.WantRead)
+	fi, err := d.access(ctx, who, rel, vfs.WantRead)
 	if err != nil {
 		return nil, err
 	}
@@ -145,19 +128,19 @@ func (d *Device) readraw(ctx context.Context, c *kernel.Caller, a *abi.FileArgs)
 	return b, nil
 }
 
-// createFile is fs.create (internal): it creates a new data tree file
+// Create is fs.create (internal): it creates a new data tree file
 // (O_EXCL) with mode a.Perm, making its missing parent directories, and
 // returns it open for writing.
-func (d *Device) createFile(ctx context.Context, c *kernel.Caller, a *abi.FileArgs) (*os.File, error) {
-	rel, err := resolve(c.Identity, a.Path)
+func (d *Device) Create(ctx context.Context, who Who, a *abi.FileArgs) (*os.File, error) {
+	rel, err := resolve(who, a.Path)
 	if err != nil {
 		return nil, err
 	}
 	dirPerm := a.Perm.Perm() | (a.Perm.Perm()&0o444)>>2
-	if err := d.mkdirAllMode(ctx, c.Identity, path.Dir(rel), dirPerm); err != nil {
+	if err := d.mkdirAllMode(ctx, who, path.Dir(rel), dirPerm); err != nil {
 		return nil, err
 	}
-	if err := d.accessParent(ctx, c.Identity, rel); err != nil {
+	if err := d.accessParent(ctx, who, rel); err != nil {
 		return nil, err
 	}
 	f, err := d.openData(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, a.Perm)
@@ -168,20 +151,20 @@ func (d *Device) createFile(ctx context.Context, c *kernel.Caller, a *abi.FileAr
 	return f, nil
 }
 
-// statFile is fs.stat (internal): it returns the attributes of rel (a
+// Stat is fs.stat (internal): it returns the attributes of rel (a
 // symbolic link itself), checking that its parent is searchable.
-func (d *Device) statFile(ctx context.Context, c *kernel.Caller, a *fsPathArgs) (vfs.Attr, error) {
-	fi, err := d.lstatStep(ctx, c.Identity, a.Path)
+func (d *Device) Stat(ctx context.Context, who Who, a *PathArgs) (vfs.Attr, error) {
+	fi, err := d.lstatStep(ctx, who, a.Path)
 	if err != nil {
 		return vfs.Attr{}, err
 	}
 	return d.attrOf(ctx, a.Path, fi), nil
 }
 
-// readDir is fs.readdir (internal): it lists a directory the caller may
+// ReadDir is fs.readdir (internal): it lists a directory the caller may
 // read, with each entry's attributes.
-func (d *Device) readDir(ctx context.Context, c *kernel.Caller, a *fsPathArgs) ([]DirEnt, error) {
-	if _, err := d.access(ctx, c.Identity, a.Path, vfs.WantRead); err != nil {
+func (d *Device) ReadDir(ctx context.Context, who Who, a *PathArgs) ([]DirEnt, error) {
+	if _, err := d.access(ctx, who, a.Path, vfs.WantRead); err != nil {
 		return nil, err
 	}
 	ents, err := d.readDirData(a.Path)
@@ -196,11 +179,11 @@ func (d *Device) readDir(ctx context.Context, c *kernel.Caller, a *fsPathArgs) (
 	return out, nil
 }
 
-// openFile is fs.open (internal): it opens (or, with O_CREATE, creates) a
+// Open is fs.open (internal): it opens (or, with O_CREATE, creates) a
 // data tree file as the caller, as open(2) does; O_APPEND is left to the
 // transport, which sends the offsets.
-func (d *Device) openFile(ctx context.Context, c *kernel.Caller, a *fsOpenArgs) (*os.File, error) {
-	fi, err := d.accessStep(ctx, c.Identity, a.Path, vfs.WantOf(a.Flags))
+func (d *Device) Open(ctx context.Context, who Who, a *OpenArgs) (*os.File, error) {
+	fi, err := d.accessStep(ctx, who, a.Path, vfs.WantOf(a.Flags))
 	created := false
 	switch {
 	case err == nil:
@@ -211,7 +194,7 @@ func (d *Device) openFile(ctx context.Context, c *kernel.Caller, a *fsOpenArgs) 
 			return nil, abi.E(abi.Path("/"+a.Path), abi.Invalid, syscall.EISDIR)
 		}
 	case a.Flags&os.O_CREATE != 0 && errors.Is(err, fs.ErrNotExist):
-		if err := d.accessParent(ctx, c.Identity, a.Path); err != nil {
+		if err := d.accessParent(ctx, who, a.Path); err != nil {
 			return nil, err
 		}
 		created = true
@@ -232,9 +215,9 @@ func (d *Device) openFile(ctx context.Context, c *kernel.Caller, a *fsOpenArgs) 
 	return f, nil
 }
 
-// pread is fs.pread (internal): it reads from an open file at an offset;
+// Pread is fs.pread (internal): it reads from an open file at an offset;
 // end of file is a short read, not an error.
-func (d *Device) pread(ctx context.Context, c *kernel.Caller, a *fsIOArgs) (int, error) {
+func (d *Device) Pread(ctx context.Context, who Who, a *IOArgs) (int, error) {
 	n, err := a.F.ReadAt(a.Buf, a.Off)
 	if err == io.EOF {
 		err = nil
@@ -242,15 +225,15 @@ func (d *Device) pread(ctx context.Context, c *kernel.Caller, a *fsIOArgs) (int,
 	return n, err
 }
 
-// pwrite is fs.pwrite (internal): it writes to an open file at an offset.
-func (d *Device) pwrite(ctx context.Context, c *kernel.Caller, a *fsIOArgs) (int, error) {
+// Pwrite is fs.pwrite (internal): it writes to an open file at an offset.
+func (d *Device) Pwrite(ctx context.Context, who Who, a *IOArgs) (int, error) {
 	return a.F.WriteAt(a.Buf, a.Off)
 }
 
-// mkdirFile is fs.mkdir (internal): it makes a directory in a directory the
+// Mkdir is fs.mkdir (internal): it makes a directory in a directory the
 // caller may write.
-func (d *Device) mkdirFile(ctx context.Context, c *kernel.Caller, a *fsMkdirArgs) (vfs.Attr, error) {
-	if err := d.accessParent(ctx, c.Identity, a.Path); err != nil {
+func (d *Device) Mkdir(ctx context.Context, who Who, a *MkdirArgs) (vfs.Attr, error) {
+	if err := d.accessParent(ctx, who, a.Path); err != nil {
 		return vfs.Attr{}, err
 	}
 	if err := d.mkdirData(a.Path, a.Perm); err != nil {
@@ -263,10 +246,10 @@ func (d *Device) mkdirFile(ctx context.Context, c *kernel.Caller, a *fsMkdirArgs
 	return d.attrOf(ctx, a.Path, fi), nil
 }
 
-// readlinkFile is fs.readlink (internal): it returns a symbolic link's
+// Readlink is fs.readlink (internal): it returns a symbolic link's
 // target.
-func (d *Device) readlinkFile(ctx context.Context, c *kernel.Caller, a *fsPathArgs) (string, error) {
-	fi, err := d.lstatStep(ctx, c.Identity, a.Path)
+func (d *Device) Readlink(ctx context.Context, who Who, a *PathArgs) (string, error) {
+	fi, err := d.lstatStep(ctx, who, a.Path)
 	if err != nil {
 		return "", err
 	}
@@ -280,13 +263,13 @@ func (d *Device) readlinkFile(ctx context.Context, c *kernel.Caller, a *fsPathAr
 	return t, nil
 }
 
-// symlinkFile is fs.symlink (internal): it makes a symbolic link; its
+// Symlink is fs.symlink (internal): it makes a symbolic link; its
 // target is data, never resolved by the daemon.
-func (d *Device) symlinkFile(ctx context.Context, c *kernel.Caller, a *fsSymlinkArgs) (vfs.Attr, error) {
+func (d *Device) Symlink(ctx context.Context, who Who, a *SymlinkArgs) (vfs.Attr, error) {
 	if err := checkLinkTarget(a.Target); err != nil {
 		return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), err)
 	}
-	if err := d.accessParent(ctx, c.Identity, a.Path); err != nil {
+	if err := d.accessParent(ctx, who, a.Path); err != nil {
 		return vfs.Attr{}, err
 	}
 	if err := d.symlinkData(a.Target, a.Path); err != nil {
@@ -299,18 +282,18 @@ func (d *Device) symlinkFile(ctx context.Context, c *kernel.Caller, a *fsSymlink
 	return d.attrOf(ctx, a.Path, fi), nil
 }
 
-// linkFile is fs.link (internal): it makes a hard link within one owner's
+// Link is fs.link (internal): it makes a hard link within one owner's
 // tree (only the owner, or who may read and write the file, links it, as
 // Linux's protected_hardlinks).
-func (d *Device) linkFile(ctx context.Context, c *kernel.Caller, a *fsRenameArgs) (vfs.Attr, error) {
-	fi, err := d.reach(ctx, c.Identity, a.Old)
+func (d *Device) Link(ctx context.Context, who Who, a *RenameArgs) (vfs.Attr, error) {
+	fi, err := d.reach(ctx, who, a.Old)
 	if err != nil {
 		return vfs.Attr{}, err
 	}
 	if fi.IsDir() {
 		return vfs.Attr{}, abi.E(abi.Path("/"+a.Old), abi.Permission, syscall.EPERM)
 	}
-	if err := d.accessParent(ctx, c.Identity, a.New); err != nil {
+	if err := d.accessParent(ctx, who, a.New); err != nil {
 		return vfs.Attr{}, err
 	}
 	o := d.ownerOf(ctx, a.Old)
@@ -319,7 +302,7 @@ func (d *Device) linkFile(ctx context.Context, c *kernel.Caller, a *fsRenameArgs
 	}
 	// As Linux's protected_hardlinks: only the owner, or who may read
 	// and write the file, links it.
-	if !c.IsRoot() && c.Uid != o.uid && !allowed(c.Identity, o, fi.Mode(), vfs.WantRead|vfs.WantWrite) {
+	if !who.IsRoot() && who.Uid != o.Uid && !allowed(who, o, fi.Mode(), vfs.WantRead|vfs.WantWrite) {
 		return vfs.Attr{}, abi.E(abi.Path("/"+a.Old), abi.Permission, "permission denied")
 	}
 	if err := d.linkData(a.Old, a.New); err != nil {
@@ -331,10 +314,10 @@ func (d *Device) linkFile(ctx context.Context, c *kernel.Caller, a *fsRenameArgs
 	return d.attrOf(ctx, a.New, fi), nil
 }
 
-// setattr is fs.setattr (internal): it changes a file's mode (its owner
+// Setattr is fs.setattr (internal): it changes a file's mode (its owner
 // only), size (who may write it) or modification time.
-func (d *Device) setattr(ctx context.Context, c *kernel.Caller, a *fsSetattrArgs) (vfs.Attr, error) {
-	fi, err := d.reach(ctx, c.Identity, a.Path)
+func (d *Device) Setattr(ctx context.Context, who Who, a *SetattrArgs) (vfs.Attr, error) {
+	fi, err := d.reach(ctx, who, a.Path)
 	if err != nil {
 		return vfs.Attr{}, err
 	}
@@ -342,7 +325,7 @@ func (d *Device) setattr(ctx context.Context, c *kernel.Caller, a *fsSetattrArgs
 		return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), syscall.EOPNOTSUPP)
 	}
 	o := d.ownerOf(ctx, a.Path)
-	isOwner := c.IsRoot() || c.Uid == o.uid
+	isOwner := who.IsRoot() || who.Uid == o.Uid
 	if a.Set.Mode != nil {
 		if !isOwner {
 			return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), abi.Permission, "only the owner may change the mode")
@@ -352,7 +335,7 @@ func (d *Device) setattr(ctx context.Context, c *kernel.Caller, a *fsSetattrArgs
 		}
 	}
 	if a.Set.Size != nil {
-		if !allowed(c.Identity, o, fi.Mode(), vfs.WantWrite) {
+		if !allowed(who, o, fi.Mode(), vfs.WantWrite) {
 			return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), abi.Permission, "permission denied")
 		}
 		f, err := d.openData(a.Path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
@@ -366,7 +349,7 @@ func (d *Device) setattr(ctx context.Context, c *kernel.Caller, a *fsSetattrArgs
 		}
 	}
 	if a.Set.Mtime != nil {
-		if !isOwner && (fi.Mode()&fs.ModeSymlink != 0 || !allowed(c.Identity, o, fi.Mode(), vfs.WantWrite)) {
+		if !isOwner && (fi.Mode()&fs.ModeSymlink != 0 || !allowed(who, o, fi.Mode(), vfs.WantWrite)) {
 			return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), abi.Permission, "permission denied")
 		}
 		if err := d.chtimesData(a.Path, *a.Set.Mtime); err != nil {
@@ -379,21 +362,21 @@ func (d *Device) setattr(ctx context.Context, c *kernel.Caller, a *fsSetattrArgs
 	return d.attrOf(ctx, a.Path, fi), nil
 }
 
-// ftruncate is fs.ftruncate (internal): it truncates an open file.
-func (d *Device) ftruncate(ctx context.Context, c *kernel.Caller, a *fsTruncArgs) (struct{}, error) {
+// Ftruncate is fs.ftruncate (internal): it truncates an open file.
+func (d *Device) Ftruncate(ctx context.Context, who Who, a *TruncArgs) (struct{}, error) {
 	return struct{}{}, a.F.Truncate(a.Size)
 }
 
-// fsync is fs.fsync (internal): it flushes an open file to stable storage.
-func (d *Device) fsync(ctx context.Context, c *kernel.Caller, a *fsTruncArgs) (struct{}, error) {
+// Fsync is fs.fsync (internal): it flushes an open file to stable storage.
+func (d *Device) Fsync(ctx context.Context, who Who, a *TruncArgs) (struct{}, error) {
 	return struct{}{}, a.F.Sync()
 }
 
-// removeFile is fs.remove (internal): it removes a file or link (a.Dir
+// Remove is fs.remove (internal): it removes a file or link (a.Dir
 // false) or an empty directory (a.Dir true) from a directory the caller may
 // write.
-func (d *Device) removeFile(ctx context.Context, c *kernel.Caller, a *fsRemoveArgs) (struct{}, error) {
-	if err := d.accessParent(ctx, c.Identity, a.Path); err != nil {
+func (d *Device) Remove(ctx context.Context, who Who, a *RemoveArgs) (struct{}, error) {
+	if err := d.accessParent(ctx, who, a.Path); err != nil {
 		return struct{}{}, err
 	}
 	fi, err := d.lstatData(a.Path)
@@ -412,16 +395,16 @@ func (d *Device) removeFile(ctx context.Context, c *kernel.Caller, a *fsRemoveAr
 	return struct{}{}, nil
 }
 
-// renameFile is fs.rename (internal): it renames a file within one owner's
+// Rename is fs.rename (internal): it renames a file within one owner's
 // tree, as rename(2) does.
-func (d *Device) renameFile(ctx context.Context, c *kernel.Caller, a *fsRenameArgs) (struct{}, error) {
-	if err := d.accessParent(ctx, c.Identity, a.Old); err != nil {
+func (d *Device) Rename(ctx context.Context, who Who, a *RenameArgs) (struct{}, error) {
+	if err := d.accessParent(ctx, who, a.Old); err != nil {
 		return struct{}{}, err
 	}
-	if err := d.accessParent(ctx, c.Identity, a.New); err != nil {
+	if err := d.accessParent(ctx, who, a.New); err != nil {
 		return struct{}{}, err
 	}
-	if d.ownerOf(ctx, a.Old) != d.ownerOf(ctx, a.New) && !c.IsRoot() {
+	if d.ownerOf(ctx, a.Old) != d.ownerOf(ctx, a.New) && !who.IsRoot() {
 		return struct{}{}, abi.E(abi.Path("/"+a.Old), abi.Permission, "cannot move a file into another user's tree")
 	}
 	if err := d.renameData(a.Old, a.New); err != nil {

@@ -1,4 +1,4 @@
-package local
+package local_test
 
 import (
 	"context"

@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"gsvfs.dev/gsvfs/abi"
-	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -31,8 +30,8 @@ const maxSearchMatches = 500
 
 // Read is fs.read: a file's numbered lines or a directory's listing.
 // The operation's own failure is {ok:false, error}.
-func (d *Device) Read(ctx context.Context, c *kernel.Caller, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
-	res, err := d.fsRead(ctx, c.Identity, a)
+func (d *Device) Read(ctx context.Context, who Who, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
+	res, err := d.fsRead(ctx, who, a)
 	if err != nil {
 		return &abi.FSReadResult{Error: err.Error()}, nil
 	}
@@ -41,13 +40,13 @@ func (d *Device) Read(ctx context.Context, c *kernel.Caller, a *abi.FSReadArgs) 
 
 // Write is fs.write: it replaces a file's content atomically (a data
 // tree file), or writes it to a namespace file (a ctl file runs it).
-func (d *Device) Write(ctx context.Context, c *kernel.Caller, a *abi.FSWriteArgs) (*abi.FSWriteResult, error) {
-	p, err := d.where(c.Identity, a.Path)
+func (d *Device) Write(ctx context.Context, who Who, a *abi.FSWriteArgs) (*abi.FSWriteResult, error) {
+	p, err := d.where(who, a.Path)
 	if err == nil {
 		if p.ns {
-			err = d.nsWrite(ctx, c.Identity, p.path, []byte(a.Content))
+			err = d.nsWrite(ctx, who, p.path, []byte(a.Content))
 		} else {
-			err = d.writeFile(ctx, c.Identity, p.rel, []byte(a.Content), true)
+			err = d.writeFile(ctx, who, p.rel, []byte(a.Content), true)
 		}
 	}
 	if err != nil {
@@ -57,8 +56,8 @@ func (d *Device) Write(ctx context.Context, c *kernel.Caller, a *abi.FSWriteArgs
 }
 
 // Edit is fs.edit: it replaces an exact string in a file.
-func (d *Device) Edit(ctx context.Context, c *kernel.Caller, a *abi.FSEditArgs) (*abi.FSEditResult, error) {
-	n, p, err := d.fsEdit(ctx, c.Identity, a)
+func (d *Device) Edit(ctx context.Context, who Who, a *abi.FSEditArgs) (*abi.FSEditResult, error) {
+	n, p, err := d.fsEdit(ctx, who, a)
 	if err != nil {
 		return &abi.FSEditResult{Error: err.Error()}, nil
 	}
@@ -67,13 +66,13 @@ func (d *Device) Edit(ctx context.Context, c *kernel.Caller, a *abi.FSEditArgs) 
 
 // Delete is fs.delete: it removes a file or a directory tree of the data
 // tree, or a namespace file whose directory removes it.
-func (d *Device) Delete(ctx context.Context, c *kernel.Caller, a *abi.FSDeleteArgs) (*abi.FSDeleteResult, error) {
-	p, err := d.where(c.Identity, a.Path)
+func (d *Device) Delete(ctx context.Context, who Who, a *abi.FSDeleteArgs) (*abi.FSDeleteResult, error) {
+	p, err := d.where(who, a.Path)
 	if err == nil {
 		if p.ns {
-			err = d.nsRemove(ctx, c.Identity, p.path)
+			err = d.nsRemove(ctx, who, p.path)
 		} else {
-			err = d.deleteTree(ctx, c.Identity, p.rel)
+			err = d.deleteTree(ctx, who, p.rel)
 		}
 	}
 	if err != nil {
@@ -84,8 +83,8 @@ func (d *Device) Delete(ctx context.Context, c *kernel.Caller, a *abi.FSDeleteAr
 
 // Search is fs.search: the lines holding a literal string, in the data
 // tree's files under a path.
-func (d *Device) Search(ctx context.Context, c *kernel.Caller, a *abi.FSSearchArgs) (*abi.FSSearchResult, error) {
-	res, err := d.fsSearch(ctx, c.Identity, a)
+func (d *Device) Search(ctx context.Context, who Who, a *abi.FSSearchArgs) (*abi.FSSearchResult, error) {
+	res, err := d.fsSearch(ctx, who, a)
 	if err != nil {
 		return &abi.FSSearchResult{Error: err.Error()}, nil
 	}
@@ -93,16 +92,16 @@ func (d *Device) Search(ctx context.Context, c *kernel.Caller, a *abi.FSSearchAr
 }
 
 // fsRead reads a file or lists a directory for fs.read.
-func (d *Device) fsRead(ctx context.Context, id *kernel.Identity, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
-	p, err := d.where(id, a.Path)
+func (d *Device) fsRead(ctx context.Context, who Who, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
+	p, err := d.where(who, a.Path)
 	if err != nil {
 		return nil, err
 	}
 	if p.ns {
-		return d.nsRead(ctx, id, p.path, a)
+		return d.nsRead(ctx, who, p.path, a)
 	}
 	rel := p.rel
-	fi, err := d.access(ctx, id, rel, vfs.WantRead)
+	fi, err := d.access(ctx, who, rel, vfs.WantRead)
 	if err != nil {
 		return nil, err
 	}
@@ -157,25 +156,25 @@ func numbered(path string, b []byte, size int64, a *abi.FSReadArgs) (*abi.FSRead
 // writeFile replaces rel's content atomically (a temporary file renamed
 // over it), creating parent directories when mkParents is set. An existing
 // file keeps its mode; a new one gets 0644.
-func (d *Device) writeFile(ctx context.Context, id *kernel.Identity, rel string, content []byte, mkParents bool) error {
+func (d *Device) writeFile(ctx context.Context, who Who, rel string, content []byte, mkParents bool) error {
 	mode := fs.FileMode(0o644)
-	fi, err := d.access(ctx, id, rel, vfs.WantWrite)
+	fi, err := d.access(ctx, who, rel, vfs.WantWrite)
 	switch {
 	case err == nil:
 		if fi.IsDir() {
 			return abi.E(abi.Path("/"+rel), abi.Invalid, syscall.EISDIR)
 		}
 		mode = fi.Mode().Perm()
-		if err := d.accessParent(ctx, id, rel); err != nil {
+		if err := d.accessParent(ctx, who, rel); err != nil {
 			return err
 		}
 	case errors.Is(err, fs.ErrNotExist):
 		if mkParents {
-			if err := d.mkdirAll(ctx, id, path.Dir(rel)); err != nil {
+			if err := d.mkdirAll(ctx, who, path.Dir(rel)); err != nil {
 				return err
 			}
 		}
-		if err := d.accessParent(ctx, id, rel); err != nil {
+		if err := d.accessParent(ctx, who, rel); err != nil {
 			return err
 		}
 	default:
@@ -204,13 +203,13 @@ func (d *Device) writeFile(ctx context.Context, id *kernel.Identity, rel string,
 }
 
 // mkdirAll makes rel and its missing parents, checking each step.
-func (d *Device) mkdirAll(ctx context.Context, id *kernel.Identity, rel string) error {
-	return d.mkdirAllMode(ctx, id, rel, 0o755)
+func (d *Device) mkdirAll(ctx context.Context, who Who, rel string) error {
+	return d.mkdirAllMode(ctx, who, rel, 0o755)
 }
 
 // mkdirAllMode is mkdirAll making directories with mode perm.
-func (d *Device) mkdirAllMode(ctx context.Context, id *kernel.Identity, rel string, perm fs.FileMode) error {
-	if fi, err := d.access(ctx, id, rel, 0); err == nil {
+func (d *Device) mkdirAllMode(ctx context.Context, who Who, rel string, perm fs.FileMode) error {
+	if fi, err := d.access(ctx, who, rel, 0); err == nil {
 		if !fi.IsDir() {
 			return abi.E(abi.Path("/"+rel), syscall.ENOTDIR)
 		}
@@ -219,11 +218,11 @@ func (d *Device) mkdirAllMode(ctx context.Context, id *kernel.Identity, rel stri
 		return err
 	}
 	if parent := path.Dir(rel); parent != "." {
-		if err := d.mkdirAllMode(ctx, id, parent, perm); err != nil {
+		if err := d.mkdirAllMode(ctx, who, parent, perm); err != nil {
 			return err
 		}
 	}
-	if err := d.accessParent(ctx, id, rel); err != nil {
+	if err := d.accessParent(ctx, who, rel); err != nil {
 		return err
 	}
 	if err := d.mkdirData(rel, perm); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -234,8 +233,8 @@ func (d *Device) mkdirAllMode(ctx context.Context, id *kernel.Identity, rel stri
 
 // fsEdit replaces a.OldString in a file for fs.edit and returns the
 // count of replacements and the file's path.
-func (d *Device) fsEdit(ctx context.Context, id *kernel.Identity, a *abi.FSEditArgs) (int, string, error) {
-	p, err := d.where(id, a.Path)
+func (d *Device) fsEdit(ctx context.Context, who Who, a *abi.FSEditArgs) (int, string, error) {
+	p, err := d.where(who, a.Path)
 	if err != nil {
 		return 0, "", err
 	}
@@ -244,9 +243,9 @@ func (d *Device) fsEdit(ctx context.Context, id *kernel.Identity, a *abi.FSEditA
 	}
 	var b []byte
 	if p.ns {
-		b, err = d.nsReadAll(ctx, id, p.path)
+		b, err = d.nsReadAll(ctx, who, p.path)
 	} else {
-		b, err = d.readForEdit(ctx, id, p.rel)
+		b, err = d.readForEdit(ctx, who, p.rel)
 	}
 	if err != nil {
 		return 0, p.path, err
@@ -265,15 +264,15 @@ func (d *Device) fsEdit(ctx context.Context, id *kernel.Identity, a *abi.FSEditA
 	}
 	s = strings.Replace(s, a.OldString, a.NewString, n)
 	if p.ns {
-		return n, p.path, d.nsWrite(ctx, id, p.path, []byte(s))
+		return n, p.path, d.nsWrite(ctx, who, p.path, []byte(s))
 	}
-	return n, p.path, d.writeFile(ctx, id, rel, []byte(s), false)
+	return n, p.path, d.writeFile(ctx, who, rel, []byte(s), false)
 }
 
-// readForEdit reads the data tree file rel, which id must be able to
+// readForEdit reads the data tree file rel, which who must be able to
 // read and write.
-func (d *Device) readForEdit(ctx context.Context, id *kernel.Identity, rel string) ([]byte, error) {
-	if _, err := d.access(ctx, id, rel, vfs.WantRead|vfs.WantWrite); err != nil {
+func (d *Device) readForEdit(ctx context.Context, who Who, rel string) ([]byte, error) {
+	if _, err := d.access(ctx, who, rel, vfs.WantRead|vfs.WantWrite); err != nil {
 		return nil, err
 	}
 	b, err := d.readFileData(rel, maxReadFile)
@@ -284,19 +283,19 @@ func (d *Device) readForEdit(ctx context.Context, id *kernel.Identity, rel strin
 }
 
 // deleteTree removes rel and, for a directory, everything in it.
-func (d *Device) deleteTree(ctx context.Context, id *kernel.Identity, rel string) error {
+func (d *Device) deleteTree(ctx context.Context, who Who, rel string) error {
 	if !strings.Contains(rel, "/") {
 		return abi.E(abi.Path("/"+rel), abi.Permission, "cannot delete a top-level directory")
 	}
-	if err := d.accessParent(ctx, id, rel); err != nil {
+	if err := d.accessParent(ctx, who, rel); err != nil {
 		return err
 	}
-	fi, err := d.reach(ctx, id, rel)
+	fi, err := d.reach(ctx, who, rel)
 	if err != nil {
 		return err
 	}
 	if fi.IsDir() {
-		if _, err := d.access(ctx, id, rel, vfs.WantWrite|vfs.WantExec|vfs.WantRead); err != nil {
+		if _, err := d.access(ctx, who, rel, vfs.WantWrite|vfs.WantExec|vfs.WantRead); err != nil {
 			return err
 		}
 		ents, err := d.readDirData(rel)
@@ -304,7 +303,7 @@ func (d *Device) deleteTree(ctx context.Context, id *kernel.Identity, rel string
 			return abi.E(abi.Path("/"+rel), err)
 		}
 		for _, e := range ents {
-			if err := d.deleteTree(ctx, id, rel+"/"+e.Name()); err != nil {
+			if err := d.deleteTree(ctx, who, rel+"/"+e.Name()); err != nil {
 				return err
 			}
 		}
@@ -317,15 +316,15 @@ func (d *Device) deleteTree(ctx context.Context, id *kernel.Identity, rel string
 
 // fsSearch searches the data tree's files for fs.search; unreadable
 // parts are skipped.
-func (d *Device) fsSearch(ctx context.Context, id *kernel.Identity, a *abi.FSSearchArgs) (*abi.FSSearchResult, error) {
+func (d *Device) fsSearch(ctx context.Context, who Who, a *abi.FSSearchArgs) (*abi.FSSearchResult, error) {
 	if a.Query == "" {
 		return nil, abi.E(abi.Invalid, "empty query")
 	}
 	p := a.Path
 	if p == "" {
-		p = id.Cwd
+		p = who.Cwd
 	}
-	rel, err := resolve(id, p)
+	rel, err := resolve(who, p)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +341,7 @@ func (d *Device) fsSearch(ctx context.Context, id *kernel.Identity, a *abi.FSSea
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		fi, err := d.access(ctx, id, rel, vfs.WantRead)
+		fi, err := d.access(ctx, who, rel, vfs.WantRead)
 		if err != nil {
 			return nil // unreadable parts are skipped, as grep -r -s does
 		}

@@ -17,7 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"gsvfs.dev/gsvfs/abi"
-	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -109,7 +108,7 @@ var errShellNotRoot = abi.E(abi.Permission, "only root may run host commands: th
 //     itself serves would deadlock the daemon against itself.
 //   - Sessions (polling a running command, writing its stdin) are not
 //     supported yet: a sessionId is refused.
-func (d *Device) Exec(ctx context.Context, c *kernel.Caller, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
+func (d *Device) Exec(ctx context.Context, who Who, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
 	if a.SessionID != "" {
 		return notStarted(abi.E(abi.Invalid, "shell sessions are not supported yet")), nil
 	}
@@ -123,14 +122,14 @@ func (d *Device) Exec(ctx context.Context, c *kernel.Caller, a *abi.ShellExecArg
 	if a.TimeoutMs > 0 {
 		timeout = time.Duration(min(a.TimeoutMs, maxShellTimeout.Milliseconds())) * time.Millisecond
 	}
-	dir, err := d.shellDir(ctx, c.Identity, a.Cwd)
+	dir, err := d.shellDir(ctx, who, a.Cwd)
 	if err != nil {
 		return notStarted(err), nil
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err // nothing started yet: the caller is gone
 	}
-	job, err := d.startShell(c.Identity, dir, a.Input, timeout)
+	job, err := d.startShell(who, dir, a.Input, timeout)
 	if err != nil {
 		return notStarted(err), nil
 	}
@@ -138,7 +137,7 @@ func (d *Device) Exec(ctx context.Context, c *kernel.Caller, a *abi.ShellExecArg
 	case <-job.done:
 		return job.res, nil
 	case <-ctx.Done():
-		d.log.Debug("shell.exec: caller gone, killing the command", "uid", c.Uid, "pgid", job.pgid)
+		d.log.Debug("shell.exec: caller gone, killing the command", "uid", who.Uid, "pgid", job.pgid)
 		job.stop("cancelled")
 		return nil, ctx.Err()
 	}
@@ -151,8 +150,8 @@ func notStarted(err error) *abi.ShellExecResult {
 
 // AdmitShell is shell.exec's own rule on who may make it on the local
 // device: root only (see Exec).
-func AdmitShell(c *kernel.Caller) error {
-	if !c.IsRoot() {
+func AdmitShell(id Identity) error {
+	if !id.IsRoot() {
 		return errShellNotRoot
 	}
 	return nil
@@ -225,16 +224,16 @@ func (j *shellJob) stop(why string) {
 }
 
 // shellDir resolves cwd (the caller's cwd if empty) and checks that it is
-// a directory id may search; it returns its real path.
-func (d *Device) shellDir(ctx context.Context, id *kernel.Identity, cwd string) (string, error) {
+// a directory who may search; it returns its real path.
+func (d *Device) shellDir(ctx context.Context, who Who, cwd string) (string, error) {
 	if cwd == "" {
-		cwd = id.Cwd
+		cwd = who.Cwd
 	}
-	rel, err := resolve(id, cwd)
+	rel, err := resolve(who, cwd)
 	if err != nil {
 		return "", abi.E(abi.Op("cwd"), err)
 	}
-	fi, err := d.access(ctx, id, rel, vfs.WantExec)
+	fi, err := d.access(ctx, who, rel, vfs.WantExec)
 	if err != nil {
 		return "", abi.E(abi.Op("cwd"), err)
 	}
@@ -244,18 +243,18 @@ func (d *Device) shellDir(ctx context.Context, id *kernel.Identity, cwd string) 
 	return d.dataPath + "/" + rel, nil
 }
 
-// shellEnv is the fixed environment of a command run for id in dir.
-func (d *Device) shellEnv(id *kernel.Identity, dir string) []string {
+// shellEnv is the fixed environment of a command run for who in dir.
+func (d *Device) shellEnv(who Who, dir string) []string {
 	home := dir
-	if rel, err := resolve(id, id.Home); err == nil {
+	if rel, err := resolve(who, who.Home); err == nil {
 		home = d.dataPath + "/" + rel
 	}
 	return []string{
 		"PATH=" + shellPath,
 		"HOME=" + home,
-		"USER=" + id.Username,
-		"LOGNAME=" + id.Username,
-		"GSV_UID=" + strconv.FormatUint(uint64(id.Uid), 10),
+		"USER=" + who.Username,
+		"LOGNAME=" + who.Username,
+		"GSV_UID=" + strconv.FormatUint(uint64(who.Uid), 10),
 		"LANG=C.UTF-8",
 		"PWD=" + dir,
 	}
@@ -266,13 +265,13 @@ func (d *Device) shellEnv(id *kernel.Identity, dir string) []string {
 // been stopped), its output is drained and its group is killed and
 // reaped. Only the job's stop, its timeout and the kernel's Close end it
 // early.
-func (d *Device) startShell(id *kernel.Identity, dir, input string, timeout time.Duration) (*shellJob, error) {
+func (d *Device) startShell(who Who, dir, input string, timeout time.Duration) (*shellJob, error) {
 	j := &shellJob{stopping: make(chan struct{}), done: make(chan struct{})}
 	if !d.shells.add(j) {
 		return nil, abi.E(abi.Path("shell"), "the daemon is shutting down")
 	}
 	started := make(chan error, 1)
-	go d.runShell(j, id, dir, input, timeout, started)
+	go d.runShell(j, who, dir, input, timeout, started)
 	if err := <-started; err != nil {
 		return nil, err
 	}
@@ -283,7 +282,7 @@ func (d *Device) startShell(id *kernel.Identity, dir, input string, timeout time
 // for it. It runs locked to its OS thread until the shell is reaped:
 // Pdeathsig fires when the thread that forked the shell ends, and a
 // locked thread ends only with its goroutine.
-func (d *Device) runShell(j *shellJob, id *kernel.Identity, dir, input string, timeout time.Duration, started chan<- error) {
+func (d *Device) runShell(j *shellJob, who Who, dir, input string, timeout time.Duration, started chan<- error) {
 	defer d.shells.remove(j)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -296,7 +295,7 @@ func (d *Device) runShell(j *shellJob, id *kernel.Identity, dir, input string, t
 	defer pr.Close()
 	cmd := exec.Command("/bin/sh", "-c", input)
 	cmd.Dir = dir
-	cmd.Env = d.shellEnv(id, dir)
+	cmd.Env = d.shellEnv(who, dir)
 	cmd.Stdin = nil // /dev/null
 	// One *os.File for both: the child writes straight into our pipe, in
 	// order, and Wait returns when the shell exits rather than when every
@@ -321,7 +320,7 @@ func (d *Device) runShell(j *shellJob, id *kernel.Identity, dir, input string, t
 	defer guardW.Close()
 	j.pgid = pid
 	started <- nil
-	d.log.Debug("shell.exec started", "uid", id.Uid, "user", id.Username, "dir", dir, "pgid", pid)
+	d.log.Debug("shell.exec started", "uid", who.Uid, "user", who.Username, "dir", dir, "pgid", pid)
 
 	out := &tailBuffer{max: maxShellOutput}
 	drained := make(chan struct{})
@@ -409,7 +408,7 @@ func (d *Device) runShell(j *shellJob, id *kernel.Identity, dir, input string, t
 			r.Error = "waiting for the command: " + abi.CauseText(werr)
 		}
 	}
-	d.log.Debug("shell.exec ended", "uid", id.Uid, "pgid", pid, "status", r.Status, "exitCode", r.ExitCode)
+	d.log.Debug("shell.exec ended", "uid", who.Uid, "pgid", pid, "status", r.Status, "exitCode", r.ExitCode)
 	j.res = r
 	close(j.done)
 }

@@ -1,4 +1,4 @@
-package local
+package local_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/kernel"
 )
 
@@ -218,34 +219,11 @@ func TestShellOutputCap(t *testing.T) {
 		t.Fatalf("first line %q", first)
 	}
 	n, _ := strconv.Atoi(m[1])
-	if len(rest) != maxShellOutput || n+len(rest) != full.Len() {
+	if len(rest) != local.MaxShellOutput || n+len(rest) != full.Len() {
 		t.Fatalf("kept %d bytes, dropped %d, of %d", len(rest), n, full.Len())
 	}
 	if !strings.HasSuffix(full.String(), rest) || !strings.HasSuffix(rest, "99999\n100000\n") {
 		t.Fatalf("tail is not the output's end: ...%q", rest[len(rest)-40:])
-	}
-}
-
-func TestTailBuffer(t *testing.T) {
-	var all bytes.Buffer
-	b := &tailBuffer{max: 10}
-	for _, s := range []string{"abc", "", "defgh", "ij", "k", "lmnopqrstuvwxyz0123", "45", "6789"} {
-		b.Write([]byte(s))
-		all.WriteString(s)
-		got, trunc := b.text()
-		want := all.String()
-		if len(want) > 10 {
-			want = fmt.Sprintf("[... %d bytes truncated ...]\n%s", len(want)-10, want[len(want)-10:])
-		}
-		if got != want || trunc != (all.Len() > 10) {
-			t.Fatalf("after %q: %q %v, want %q", s, got, trunc, want)
-		}
-	}
-	// A character cut by the ring's edge is dropped whole.
-	b = &tailBuffer{max: 4}
-	b.Write([]byte("aé€")) // 1+2+3 bytes: the last 4 are é's second byte and €
-	if got, _ := b.text(); got != "[... 3 bytes truncated ...]\n€" {
-		t.Fatalf("cut rune: %q", got)
 	}
 }
 
@@ -323,7 +301,7 @@ func TestShellTimeoutKillsGroup(t *testing.T) {
 	k, root, _, _ := newKernel(t)
 	start := time.Now()
 	r := shellExec(t, k, root, &abi.ShellExecArgs{TimeoutMs: 500, Input: "echo pgid=$$\n" + stubbornTree})
-	if el := time.Since(start); el > 500*time.Millisecond+shellKillGrace+time.Second {
+	if el := time.Since(start); el > 500*time.Millisecond+local.ShellKillGrace+time.Second {
 		t.Fatalf("timeout took %v", el)
 	}
 	if r["status"] != "failed" || r["error"] != "timed out after 0.5s" {
@@ -364,7 +342,7 @@ func TestShellCancelKillsGroup(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Fatal("the call did not return when its ctx ended")
 	}
-	waitGroupGone(t, pgid, shellKillGrace+time.Second)
+	waitGroupGone(t, pgid, local.ShellKillGrace+time.Second)
 }
 
 // Close kills every running command's group and reaps its shell before it
@@ -379,7 +357,7 @@ func TestShellCloseKillsGroup(t *testing.T) {
 	pgid := readPgid(t, filepath.Join(k.dataPath, "home/root"))
 	start := time.Now()
 	k.Close()
-	if el := time.Since(start); el > shellKillGrace+time.Second {
+	if el := time.Since(start); el > local.ShellKillGrace+time.Second {
 		t.Fatalf("Close took %v", el)
 	}
 	waitGroupGone(t, pgid, 500*time.Millisecond) // SIGKILLed: dying, if not dead yet

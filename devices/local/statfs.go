@@ -6,14 +6,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"gsvfs.dev/gsvfs/abi"
-	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
-// statfs is fs.statfs (internal): statfs(2) of the state directory, which
+// StatFS is fs.statfs (internal): statfs(2) of the state directory, which
 // holds the store and the data tree, so df on the mount shows the space
 // the namespace's files really have.
-func (d *Device) statfs(ctx context.Context, c *kernel.Caller, _ *struct{}) (vfs.StatFS, error) {
+func (d *Device) StatFS(ctx context.Context, who Who, _ *struct{}) (vfs.StatFS, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(d.stateDir, &st); err != nil {
 		return vfs.StatFS{}, abi.E(err)

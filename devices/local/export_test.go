@@ -1,0 +1,7 @@
+package local
+
+// Limits of shell.exec, for the external tests.
+const (
+	ShellKillGrace = shellKillGrace
+	MaxShellOutput = maxShellOutput
+)

@@ -1,0 +1,112 @@
+package devices
+
+import (
+	"context"
+	"database/sql"
+
+	"gsvfs.dev/gsvfs/devices/local"
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// The local device on the kernel: the host it runs on (kernelHost), the
+// caller it is told (whoOf), and its internal syscalls. Package
+// devices/local imports no kernel; this file is where the two meet.
+
+// kernelHost is the kernel as the local device's host (local.Host).
+type kernelHost struct{ k *kernel.Kernel }
+
+var _ local.Host = kernelHost{}
+
+// Call makes the syscall name through the kernel's dispatcher as the
+// identity cred is (kernel.Nobody for any other credential).
+func (h kernelHost) Call(ctx context.Context, cred vfs.Cred, name string, args any) (any, error) {
+	return h.k.Call(ctx, &kernel.Caller{Identity: identOf(cred)}, name, args)
+}
+
+// Owner returns the user name as the owner of their part of the data
+// tree: files show the host uid the user maps to (else the uid) and the
+// group of the user's primary gid (root's, or the users group).
+func (h kernelHost) Owner(ctx context.Context, name string) (local.Owner, error) {
+	u, err := h.k.UserByName(ctx, name)
+	if err != nil {
+		return local.Owner{}, err
+	}
+	o := local.Owner{Uid: u.Uid, Gid: u.Gid, HostUID: int(u.Uid), User: u.Username, Group: kernel.UsersGroup}
+	if u.HostUID != nil {
+		o.HostUID = *u.HostUID
+	}
+	if u.Gid == kernel.RootGID {
+		o.Group = "root"
+	}
+	return o, nil
+}
+
+// Users lists the kernel's users.
+func (h kernelHost) Users(ctx context.Context) ([]kernel.User, error) { return h.k.Users(ctx) }
+
+// StateDir is the kernel's state directory.
+func (h kernelHost) StateDir() string { return h.k.StateDir() }
+
+// identOf returns the *kernel.Identity a vfs.Cred is; any other
+// credential is nobody.
+func identOf(cred vfs.Cred) *kernel.Identity {
+	if id, ok := cred.(*kernel.Identity); ok && id != nil {
+		return id
+	}
+	return kernel.Nobody()
+}
+
+// whoOf returns the caller c as the local device is told it.
+func whoOf(c *kernel.Caller) local.Who {
+	return local.Who{Identity: c.Identity, Uid: c.Uid, Username: c.Username, Home: c.Home, Cwd: c.Cwd}
+}
+
+// asCaller serves the local device's method m as a syscall handler: the
+// caller becomes the device's Who.
+func asCaller[A, R any](m func(context.Context, local.Who, *A) (R, error)) func(context.Context, *kernel.Caller, *A) (R, error) {
+	return func(ctx context.Context, c *kernel.Caller, a *A) (R, error) { return m(ctx, whoOf(c), a) }
+}
+
+// openLocal opens the local device on k and makes each user's home as
+// the kernel creates the user, inside the transaction that adds them
+// (kernel.OnUserCreated): a home that cannot be made fails the add.
+func openLocal(k *kernel.Kernel, opts local.Options) (*local.Device, error) {
+	d, err := local.New(kernelHost{k}, opts)
+	if err != nil {
+		return nil, err
+	}
+	k.OnUserCreated(func(_ *sql.Tx, u *kernel.User) error { return d.MakeHome(u.Username) })
+	return d, nil
+}
+
+// localSyscalls are the local device's internal syscalls: the POSIX side
+// of the data tree that its nodes make (fs.stat, fs.open, ...: paths
+// relative to the data root, already resolved), the file syscalls of
+// subsystems (fs.openread, fs.readraw, fs.create; see abi.FileArgs) and
+// fs.statfs.
+func localSyscalls(d *local.Device) []kernel.Syscall {
+	return []kernel.Syscall{
+		kernel.Fn("fs.stat", kernel.Internal, asCaller(d.Stat)),
+		kernel.Fn("fs.readdir", kernel.Internal, asCaller(d.ReadDir)),
+		kernel.Fn("fs.open", kernel.Internal, asCaller(d.Open)),
+		kernel.Fn("fs.pread", kernel.Internal, asCaller(d.Pread)),
+		kernel.Fn("fs.pwrite", kernel.Internal, asCaller(d.Pwrite)),
+		kernel.Fn("fs.ftruncate", kernel.Internal, asCaller(d.Ftruncate)),
+		kernel.Fn("fs.fsync", kernel.Internal, asCaller(d.Fsync)),
+		kernel.Fn("fs.mkdir", kernel.Internal, asCaller(d.Mkdir)),
+		kernel.Fn("fs.remove", kernel.Internal, asCaller(d.Remove)),
+		kernel.Fn("fs.rename", kernel.Internal, asCaller(d.Rename)),
+		kernel.Fn("fs.readlink", kernel.Internal, asCaller(d.Readlink)),
+		kernel.Fn("fs.symlink", kernel.Internal, asCaller(d.Symlink)),
+		kernel.Fn("fs.link", kernel.Internal, asCaller(d.Link)),
+		kernel.Fn("fs.setattr", kernel.Internal, asCaller(d.Setattr)),
+		kernel.Fn("fs.openread", kernel.Internal, asCaller(d.OpenRead)),
+		kernel.Fn("fs.readraw", kernel.Internal, asCaller(d.ReadRaw)),
+		kernel.Fn("fs.create", kernel.Internal, asCaller(d.Create)),
+		kernel.Fn("fs.statfs", kernel.Internal, asCaller(d.StatFS)),
+	}
+}
+
+// admitShell is shell.exec's own rule on the local device (local.AdmitShell).
+func admitShell(c *kernel.Caller) error { return local.AdmitShell(c.Identity) }

@@ -18,10 +18,21 @@ type kernelHost struct{ k *kernel.Kernel }
 
 var _ local.Host = kernelHost{}
 
-// Call makes the syscall name through the kernel's dispatcher as the
-// identity cred is (kernel.Nobody for any other credential).
-func (h kernelHost) Call(ctx context.Context, cred vfs.Cred, name string, args any) (any, error) {
-	return h.k.Call(ctx, &kernel.Caller{Identity: identOf(cred)}, name, args)
+// As returns the kernel's dispatcher for the identity cred is
+// (kernel.Nobody for any other credential).
+func (h kernelHost) As(cred vfs.Cred) local.Dispatcher {
+	return &kernelCaller{k: h.k, c: kernel.Caller{Identity: identOf(cred)}}
+}
+
+// kernelCaller is the kernel's dispatcher for one caller.
+type kernelCaller struct {
+	k *kernel.Kernel
+	c kernel.Caller
+}
+
+// Call makes the syscall name through the kernel's dispatcher.
+func (kc *kernelCaller) Call(ctx context.Context, name string, args any) (any, error) {
+	return kc.k.Call(ctx, &kc.c, name, args)
 }
 
 // Owner returns the user name as the owner of their part of the data

@@ -5,7 +5,7 @@
 // host. The device router (package devices) routes the target "gsv" (or
 // none) here and serves the device's methods as syscalls; the transports
 // reach the data tree through the nodes of Node, whose every operation is
-// one of those syscalls, made through the dispatcher (Host.Call).
+// one of those syscalls, made through the dispatcher (Host.As).
 //
 // The package is written against abi types and the small interfaces
 // Host and Identity, and imports no kernel: a device daemon links it
@@ -64,11 +64,10 @@ type Device struct {
 // Host is what the local device needs of the system that serves it. The
 // device router gives one over the kernel.
 type Host interface {
-	// Call makes the syscall name, as the holder of cred, through the
-	// dispatcher: the data tree's nodes make every operation with it, so
-	// the dispatcher's checks come first. A cred the host does not know
-	// is nobody.
-	Call(ctx context.Context, cred vfs.Cred, name string, args any) (any, error)
+	// As returns the dispatcher for the holder of cred: the data tree's
+	// nodes make every operation through it, so the dispatcher's checks
+	// come first. A cred the host does not know is nobody.
+	As(cred vfs.Cred) Dispatcher
 	// Owner returns the user name as the owner of their part of the data
 	// tree (/home/<name>, /var/sessions/<name>); an error if there is no
 	// such user.
@@ -77,6 +76,11 @@ type Host interface {
 	Users(ctx context.Context) ([]abi.User, error)
 	// StateDir is the state directory; the data tree is its fs/.
 	StateDir() string
+}
+
+// Dispatcher makes syscalls as one caller, through the host's dispatcher.
+type Dispatcher interface {
+	Call(ctx context.Context, name string, args any) (any, error)
 }
 
 // Identity is the permission rule of a caller, as the device asks it:
@@ -111,10 +115,10 @@ type Owner struct {
 	Group    string
 }
 
-// invoke is h.Call with a typed result.
-func invoke[R any](ctx context.Context, h Host, cred vfs.Cred, name string, args any) (R, error) {
+// invoke is d.Call with a typed result.
+func invoke[R any](ctx context.Context, d Dispatcher, name string, args any) (R, error) {
 	var zero R
-	res, err := h.Call(ctx, cred, name, args)
+	res, err := d.Call(ctx, name, args)
 	if err != nil {
 		return zero, err
 	}

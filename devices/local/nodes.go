@@ -13,7 +13,7 @@ import (
 )
 
 // dataNode is a file or directory of the data tree. Its every operation is
-// a syscall made as the caller, through the dispatcher (Host.Call), whose
+// a syscall made as the caller, through the dispatcher (Host.As), whose
 // checks come first; the device's method that serves it checks the
 // file's permissions.
 type dataNode struct {
@@ -47,11 +47,11 @@ var (
 )
 
 func (n *dataNode) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
-	return invoke[vfs.Attr](ctx, n.dev.k, cred, "fs.stat", &PathArgs{n.rel})
+	return invoke[vfs.Attr](ctx, n.dev.k.As(cred), "fs.stat", &PathArgs{n.rel})
 }
 
 func (n *dataNode) SetAttr(ctx context.Context, cred vfs.Cred, s vfs.SetAttr) (vfs.Attr, error) {
-	return invoke[vfs.Attr](ctx, n.dev.k, cred, "fs.setattr", &SetattrArgs{n.rel, s})
+	return invoke[vfs.Attr](ctx, n.dev.k.As(cred), "fs.setattr", &SetattrArgs{n.rel, s})
 }
 
 func (n *dataNode) node(rel string, a vfs.Attr) vfs.Node {
@@ -70,7 +70,7 @@ func (d *dataDir) Symlink(ctx context.Context, cred vfs.Cred, target, name strin
 		return nil, err
 	}
 	rel := d.rel + "/" + name
-	a, err := invoke[vfs.Attr](ctx, d.dev.k, cred, "fs.symlink", &SymlinkArgs{Target: target, Path: rel})
+	a, err := invoke[vfs.Attr](ctx, d.dev.k.As(cred), "fs.symlink", &SymlinkArgs{Target: target, Path: rel})
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func (d *dataDir) Link(ctx context.Context, cred vfs.Cred, target vfs.Node, name
 		return nil, abi.E(abi.Op("link"), abi.Permission, syscall.EXDEV)
 	}
 	rel := d.rel + "/" + name
-	a, err := invoke[vfs.Attr](ctx, d.dev.k, cred, "fs.link", &RenameArgs{Old: old, New: rel})
+	a, err := invoke[vfs.Attr](ctx, d.dev.k.As(cred), "fs.link", &RenameArgs{Old: old, New: rel})
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (d *dataDir) Link(ctx context.Context, cred vfs.Cred, target vfs.Node, name
 
 // Readlink implements vfs.Readlinker with fs.readlink.
 func (l *dataLink) Readlink(ctx context.Context, cred vfs.Cred) (string, error) {
-	return invoke[string](ctx, l.dev.k, cred, "fs.readlink", &PathArgs{l.rel})
+	return invoke[string](ctx, l.dev.k.As(cred), "fs.readlink", &PathArgs{l.rel})
 }
 
 // Open serves the link to transports without symbolic links (9P2000): a
@@ -154,7 +154,7 @@ func (d *dataDir) LookupAttr(ctx context.Context, cred vfs.Cred, name string) (v
 		return nil, vfs.Attr{}, err
 	}
 	rel := d.rel + "/" + name
-	a, err := invoke[vfs.Attr](ctx, d.dev.k, cred, "fs.stat", &PathArgs{rel})
+	a, err := invoke[vfs.Attr](ctx, d.dev.k.As(cred), "fs.stat", &PathArgs{rel})
 	if err != nil {
 		return nil, vfs.Attr{}, err
 	}
@@ -162,7 +162,7 @@ func (d *dataDir) LookupAttr(ctx context.Context, cred vfs.Cred, name string) (v
 }
 
 func (d *dataDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
-	ents, err := invoke[[]DirEnt](ctx, d.dev.k, cred, "fs.readdir", &PathArgs{d.rel})
+	ents, err := invoke[[]DirEnt](ctx, d.dev.k.As(cred), "fs.readdir", &PathArgs{d.rel})
 	if err != nil {
 		return nil, err
 	}
@@ -178,11 +178,12 @@ func (d *dataDir) Create(ctx context.Context, cred vfs.Cred, name string, flags 
 		return nil, nil, err
 	}
 	rel := d.rel + "/" + name
-	f, err := invoke[*os.File](ctx, d.dev.k, cred, "fs.open", &OpenArgs{rel, flags | os.O_CREATE, perm})
+	as := d.dev.k.As(cred)
+	f, err := invoke[*os.File](ctx, as, "fs.open", &OpenArgs{rel, flags | os.O_CREATE, perm})
 	if err != nil {
 		return nil, nil, err
 	}
-	return &dataFile{dataNode{d.dev, rel}}, &dataHandle{dev: d.dev, cred: cred, f: f}, nil
+	return &dataFile{dataNode{d.dev, rel}}, &dataHandle{as: as, f: f}, nil
 }
 
 func (d *dataDir) Mkdir(ctx context.Context, cred vfs.Cred, name string, perm fs.FileMode) (vfs.Node, error) {
@@ -190,7 +191,7 @@ func (d *dataDir) Mkdir(ctx context.Context, cred vfs.Cred, name string, perm fs
 		return nil, err
 	}
 	rel := d.rel + "/" + name
-	if _, err := invoke[vfs.Attr](ctx, d.dev.k, cred, "fs.mkdir", &MkdirArgs{rel, perm}); err != nil {
+	if _, err := invoke[vfs.Attr](ctx, d.dev.k.As(cred), "fs.mkdir", &MkdirArgs{rel, perm}); err != nil {
 		return nil, err
 	}
 	return &dataDir{dataNode{d.dev, rel}}, nil
@@ -200,7 +201,7 @@ func (d *dataDir) Remove(ctx context.Context, cred vfs.Cred, name string, dir bo
 	if err := validName(name); err != nil {
 		return err
 	}
-	_, err := d.dev.k.Call(ctx, cred, "fs.remove", &RemoveArgs{d.rel + "/" + name, dir})
+	_, err := d.dev.k.As(cred).Call(ctx, "fs.remove", &RemoveArgs{d.rel + "/" + name, dir})
 	return err
 }
 
@@ -215,24 +216,24 @@ func (d *dataDir) Rename(ctx context.Context, cred vfs.Cred, name string, newDir
 	if err := validName(newName); err != nil {
 		return err
 	}
-	_, err := d.dev.k.Call(ctx, cred, "fs.rename", &RenameArgs{d.rel + "/" + name, nd.rel + "/" + newName})
+	_, err := d.dev.k.As(cred).Call(ctx, "fs.rename", &RenameArgs{d.rel + "/" + name, nd.rel + "/" + newName})
 	return err
 }
 
 func (f *dataFile) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Handle, error) {
-	fd, err := invoke[*os.File](ctx, f.dev.k, cred, "fs.open", &OpenArgs{Path: f.rel, Flags: flags &^ (os.O_CREATE | os.O_EXCL)})
+	as := f.dev.k.As(cred)
+	fd, err := invoke[*os.File](ctx, as, "fs.open", &OpenArgs{Path: f.rel, Flags: flags &^ (os.O_CREATE | os.O_EXCL)})
 	if err != nil {
 		return nil, err
 	}
-	return &dataHandle{dev: f.dev, cred: cred, f: fd}, nil
+	return &dataHandle{as: as, f: fd}, nil
 }
 
 // dataHandle is an open real file. Permission was checked at open, as for
 // a POSIX file descriptor; each read and write is still a syscall.
 type dataHandle struct {
-	dev  *Device
-	cred vfs.Cred // who opened it
-	f    *os.File
+	as Dispatcher // who opened it
+	f  *os.File
 }
 
 var (
@@ -241,20 +242,20 @@ var (
 )
 
 func (h *dataHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	return invoke[int](ctx, h.dev.k, h.cred, "fs.pread", &IOArgs{h.f, p, off})
+	return invoke[int](ctx, h.as, "fs.pread", &IOArgs{h.f, p, off})
 }
 
 func (h *dataHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
-	return invoke[int](ctx, h.dev.k, h.cred, "fs.pwrite", &IOArgs{h.f, p, off})
+	return invoke[int](ctx, h.as, "fs.pwrite", &IOArgs{h.f, p, off})
 }
 
 func (h *dataHandle) Truncate(ctx context.Context, size int64) error {
-	_, err := h.dev.k.Call(ctx, h.cred, "fs.ftruncate", &TruncArgs{h.f, size})
+	_, err := h.as.Call(ctx, "fs.ftruncate", &TruncArgs{h.f, size})
 	return err
 }
 
 func (h *dataHandle) Sync(ctx context.Context) error {
-	_, err := h.dev.k.Call(ctx, h.cred, "fs.fsync", &TruncArgs{F: h.f})
+	_, err := h.as.Call(ctx, "fs.fsync", &TruncArgs{F: h.f})
 	return err
 }
 

@@ -85,7 +85,7 @@ var errShellNotRoot = abi.E(abi.Permission, "only root may run host commands: th
 //   - At its timeout (timeoutMs, default 2m, at most 10m), when ctx ends
 //     (the caller is gone: a client that closed its handle, Ctrl-C, a 9P
 //     Tflush or a closed connection; an agent run aborted) and when the
-//     kernel closes, the group gets SIGTERM and, if the shell has not
+//     device closes (EndCommands), the group gets SIGTERM and, if the shell has not
 //     exited shellKillGrace later, SIGKILL; children that trap SIGTERM die
 //     all the same. A timed-out command's result says "timed out after Ns";
 //     a cancelled call returns ctx.Err() at once while the group is killed.
@@ -263,7 +263,7 @@ func (d *Device) shellEnv(who Who, dir string) []string {
 // startShell starts input under /bin/sh in dir and returns its job, whose
 // done channel is closed once the command has ended (exited, timed out or
 // been stopped), its output is drained and its group is killed and
-// reaped. Only the job's stop, its timeout and the kernel's Close end it
+// reaped. Only the job's stop, its timeout and EndCommands end it
 // early.
 func (d *Device) startShell(who Who, dir, input string, timeout time.Duration) (*shellJob, error) {
 	j := &shellJob{stopping: make(chan struct{}), done: make(chan struct{})}

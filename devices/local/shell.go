@@ -85,10 +85,11 @@ var errShellNotRoot = abi.E(abi.Permission, "only root may run host commands: th
 //   - At its timeout (timeoutMs, default 2m, at most 10m), when ctx ends
 //     (the caller is gone: a client that closed its handle, Ctrl-C, a 9P
 //     Tflush or a closed connection; an agent run aborted) and when the
-//     device closes (EndCommands), the group gets SIGTERM and, if the shell has not
-//     exited shellKillGrace later, SIGKILL; children that trap SIGTERM die
-//     all the same. A timed-out command's result says "timed out after Ns";
-//     a cancelled call returns ctx.Err() at once while the group is killed.
+//     device ends its commands (EndCommands), the group gets SIGTERM and,
+//     if the shell has not exited shellKillGrace later, SIGKILL; children
+//     that trap SIGTERM die all the same. A timed-out command's result
+//     says "timed out after Ns"; a cancelled call returns ctx.Err() at
+//     once while the group is killed.
 //   - Close (and EndCommands, which a daemon calls as it begins to shut
 //     down) stops every command this way and returns after each shell is
 //     reaped; commands asked for after it are refused.

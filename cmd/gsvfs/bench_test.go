@@ -84,6 +84,8 @@ import (
 	"9fans.net/go/plan9/client"
 	"github.com/knusbaum/go9p"
 
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ninep"
 	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/vfs"
@@ -486,13 +488,12 @@ func BenchmarkNinePSmallRead(b *testing.B) {
 	}
 	data[len(data)-1] = '\n'
 	ctx := context.Background()
-	content, _ := json.Marshal(string(data))
-	res, err := k.Call(ctx, k.KernelCaller(), "fs.write", json.RawMessage(`{"path":"/home/root/small.txt","content":`+string(content)+`}`))
+	res, err := kernel.Invoke[*abi.FSWriteResult](ctx, k, k.KernelCaller(), "fs.write", &abi.FSWriteArgs{Path: "/home/root/small.txt", Content: string(data)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if m, ok := res.(map[string]any); !ok || m["ok"] != true {
-		b.Fatalf("fs.write: %v", res)
+	if !res.OK {
+		b.Fatalf("fs.write: %s", res.Error)
 	}
 	// The same bytes in memory in our tree, to split our protocol layer's
 	// cost from the data tree's.

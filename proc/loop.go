@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,9 +85,52 @@ func toolByName(name string) *tool {
 	return nil
 }
 
-// needsApproval is the default approval policy: shell.exec and fs.delete
-// ask a human; the other tools run.
-func needsApproval(syscall string) bool { return syscall == "shell.exec" || syscall == "fs.delete" }
+// dataRoots are the directories of the data tree: files in them are
+// data, and writing one runs nothing.
+var dataRoots = []string{"/home", "/workspaces", "/var/sessions"}
+
+// approval is the approval policy: the approval a tool call needs, named
+// as it is remembered, or "" for none. shell.exec and fs.delete ask a
+// human ("shell.exec", "fs.delete"). A write, edit or delete of a path
+// outside the data tree asks too, remembered per path ("fs.write
+// /proc/p_1/ctl"): a ctl or call file of the namespace runs syscalls as
+// the owner, so an unasked write there could make any call that asks a
+// human (a shell.exec frame written to /sys/call, an "hil ... approve"
+// line written to a process's ctl). The path is resolved as the device
+// resolves it (~ is home, a relative path is under cwd); arguments that do
+// not say one ask under the syscall's name.
+func approval(syscall string, args json.RawMessage, home, cwd string) string {
+	switch syscall {
+	case "shell.exec":
+		return syscall
+	case "fs.write", "fs.edit", "fs.delete":
+	default:
+		return ""
+	}
+	var a struct {
+		Path string `json:"path"`
+	}
+	if json.Unmarshal(args, &a) != nil || a.Path == "" {
+		return syscall
+	}
+	p := a.Path
+	switch {
+	case p == "~" || strings.HasPrefix(p, "~/"):
+		p = home + p[1:]
+	case !strings.HasPrefix(p, "/"):
+		p = path.Join(cwd, p)
+	}
+	p = path.Clean(p)
+	for _, root := range dataRoots {
+		if p == root || strings.HasPrefix(p, root+"/") {
+			if syscall == "fs.delete" {
+				return syscall
+			}
+			return ""
+		}
+	}
+	return syscall + " " + p
+}
 
 // execute runs r until it finishes, fails, or waits on a human. It
 // returns the run's status: done, error, aborted or waiting_hil.
@@ -268,8 +312,9 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 		return false, result(err.Error(), true)
 	}
 	ask := false
-	if needsApproval(t.syscall) {
-		ok, err := m.allowed(ctx, pr.pid, t.syscall)
+	need := approval(t.syscall, args, caller.Home, caller.Cwd)
+	if need != "" {
+		ok, err := m.allowed(ctx, pr.pid, need)
 		if err != nil {
 			return false, err
 		}
@@ -280,12 +325,12 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 		err := m.st.QueryRowContext(ctx, `SELECT status FROM proc_hil WHERE pid=? AND run_id=? AND call_id=? ORDER BY created_at DESC LIMIT 1`, pr.pid, r.id, c.ID).Scan(&status)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			h := abi.HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: t.syscall, Args: args, CreatedAt: now()}
+			h := abi.HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: need, Args: args, CreatedAt: now()}
 			// The request and the run's waiting state are one write, so
 			// whoever sees the request sees the run waiting on it.
 			err := m.st.Tx(ctx, func(tx *sql.Tx) error {
 				if _, err := m.st.TxExec(tx, `INSERT INTO proc_hil(request_id,pid,run_id,cid,generation,call_id,tool_name,syscall,args,created_at) VALUES(?,?,?,?,?,?,?,?,?,?)`,
-					h.RequestID, pr.pid, r.id, r.cid, r.gen, c.ID, c.Name, t.syscall, string(args), h.CreatedAt); err != nil {
+					h.RequestID, pr.pid, r.id, r.cid, r.gen, c.ID, c.Name, need, string(args), h.CreatedAt); err != nil {
 					return err
 				}
 				_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status='waiting_hil' WHERE run_id=? AND status='running'`, r.id)

@@ -422,3 +422,53 @@ func TestProcessSerialFIFO(t *testing.T) {
 		t.Fatalf("B: %s", ptDump(bm))
 	}
 }
+
+// TestApprovalPolicy: which tool calls ask a human, named as they are
+// remembered.
+func TestApprovalPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		syscall, args, want string
+	}{
+		{"shell.exec", `{"input":"ls"}`, "shell.exec"},
+		{"fs.read", `{"path":"/sys/call"}`, ""},
+		{"fs.delete", `{"path":"~/x"}`, "fs.delete"},
+		{"fs.delete", `{"path":"/proc/p_1"}`, "fs.delete /proc/p_1"},
+		{"fs.write", `{"path":"~/notes.md"}`, ""},
+		{"fs.write", `{"path":"notes.md"}`, ""},
+		{"fs.write", `{"path":"/workspaces/w/a"}`, ""},
+		{"fs.write", `{"path":"/sys/call"}`, "fs.write /sys/call"},
+		{"fs.write", `{"path":"../../sys/call"}`, "fs.write /sys/call"},
+		{"fs.write", `{"path":"/home/../proc/p_1/ctl"}`, "fs.write /proc/p_1/ctl"},
+		{"fs.edit", `{"path":"/sys/config/ctl"}`, "fs.edit /sys/config/ctl"},
+		{"fs.write", `{"path":"/homework"}`, "fs.write /homework"},
+		{"fs.write", `not json`, "fs.write"},
+		{"fs.search", `{"query":"x","path":"/sys"}`, ""},
+	} {
+		if got := approval(tc.syscall, json.RawMessage(tc.args), "/home/alice", "/home/alice"); got != tc.want {
+			t.Errorf("approval(%s, %s) = %q, want %q", tc.syscall, tc.args, got, tc.want)
+		}
+	}
+}
+
+// TestNamespaceWriteAsks: an agent's Write to a call or ctl file of the
+// namespace runs syscalls as the owner, so it asks a human first, as the
+// calls it could make would: a frame written to /sys/call must not
+// delete a file nobody approved deleting.
+func TestNamespaceWriteAsks(t *testing.T) {
+	h := newPTHarness(t)
+	if err := h.call(h.alice, "fs.write", map[string]any{"path": "/home/alice/precious.txt", "content": "keep"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.setScript(h.alice.Uid, "nswrite.jsonl")
+	pid := h.spawn(h.alice, "nswrite")
+	r := h.send(h.alice, pid, "", "clean up")
+	h.waitRun(r.RunID, "waiting_hil")
+	hist := h.history(h.alice, pid, "default")
+	if hist.PendingHil == nil || hist.PendingHil.ToolName != "Write" || hist.PendingHil.Syscall != "fs.write /sys/call" {
+		t.Fatalf("pending HIL %+v", hist.PendingHil)
+	}
+	var read abi.FSReadResult
+	if err := h.call(h.alice, "fs.read", map[string]any{"path": "/home/alice/precious.txt"}, &read); err != nil || !read.OK {
+		t.Fatalf("the file is gone before anyone approved: %+v, %v", read, err)
+	}
+}

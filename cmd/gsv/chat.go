@@ -368,14 +368,10 @@ func (c *cli) chatCmd() *cobra.Command {
 					continue
 				}
 				interrupted = false
-				data, err := c.call("proc.send", &abi.SendArgs{Pid: pid, ConversationID: conv, Message: l.text})
+				r, err := get[abi.SendResult](c, "proc.send", &abi.SendArgs{Pid: pid, ConversationID: conv, Message: l.text})
 				if err != nil {
 					fmt.Fprintf(errOut, "gsv: %v\n", err)
 					continue
-				}
-				var r abi.SendResult
-				if err := decodeResult(data, &r); err != nil {
-					return err
 				}
 				if r.Queued {
 					fmt.Fprintln(errOut, "(queued behind the active run)")

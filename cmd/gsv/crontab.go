@@ -93,17 +93,8 @@ func (c *cli) crontabCmd() *cobra.Command {
 
 // lookupUid maps a user name (or a uid) to its uid through sys.user.list.
 func (c *cli) lookupUid(name string) (uint32, error) {
-	data, err := c.call("sys.user.list", nil)
+	r, err := get[abi.UserListResult](c, "sys.user.list", &abi.UserListArgs{})
 	if err != nil {
-		return 0, err
-	}
-	var r struct {
-		Users []struct {
-			Uid      uint32 `json:"uid"`
-			Username string `json:"username"`
-		} `json:"users"`
-	}
-	if err := decodeResult(data, &r); err != nil {
 		return 0, err
 	}
 	for _, u := range r.Users {
@@ -119,12 +110,8 @@ func (c *cli) lookupUid(name string) (uint32, error) {
 
 // crontabGet returns the text of owner's crontab (nil: the caller's).
 func (c *cli) crontabGet(owner *uint32) (string, error) {
-	data, err := c.call("sched.crontab.get", &abi.CrontabGetArgs{OwnerUid: owner})
+	r, err := get[abi.CrontabGetResult](c, "sched.crontab.get", &abi.CrontabGetArgs{OwnerUid: owner})
 	if err != nil {
-		return "", err
-	}
-	var r abi.CrontabGetResult
-	if err := decodeResult(data, &r); err != nil {
 		return "", err
 	}
 	return r.Text, nil

@@ -21,6 +21,21 @@ func do[R any](c *cli, name string, args any, show func(r *R) error) error {
 	return show(r)
 }
 
+// get makes the syscall name with args and returns its result decoded
+// into an R: the calls a command makes for what it needs (a pid, a uid)
+// rather than to print.
+func get[R any](c *cli, name string, args any) (*R, error) {
+	data, err := c.call(name, args)
+	if err != nil {
+		return nil, err
+	}
+	r := new(R)
+	if err := decodeResult(data, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // decodeResult decodes a syscall's result; a result that does not fit is
 // an error that shows it.
 func decodeResult(data json.RawMessage, v any) error {

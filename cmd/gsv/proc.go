@@ -53,9 +53,6 @@ func stamp(ms int64) string {
 	return time.UnixMilli(ms).Format("2006-01-02 15:04:05")
 }
 
-// decode unmarshals a syscall's result into v (decodeResult).
-func decode(data json.RawMessage, v any) error { return decodeResult(data, v) }
-
 func (c *cli) addProcCommands(root *cobra.Command) {
 	root.AddCommand(c.psCmd(), c.spawnCmd(), c.sendCmd(), c.historyCmd(), c.convCmd(),
 		c.abortCmd(), c.killCmd(), c.resetCmd(), c.hilCmd())
@@ -147,12 +144,8 @@ func (c *cli) sendCmd() *cobra.Command {
 			}
 			defer evs.close()
 			a.Pid = p
-			data, err := c.call("proc.send", a)
+			r, err := get[abi.SendResult](c, "proc.send", a)
 			if err != nil {
-				return err
-			}
-			var r abi.SendResult
-			if err := decodeResult(data, &r); err != nil {
 				return err
 			}
 			w := &runWatch{c: c, evs: evs, pid: p, runID: r.RunID, errOut: cmd.ErrOrStderr()}
@@ -176,12 +169,8 @@ func (c *cli) sendCmd() *cobra.Command {
 // resolvePid returns pid, or the caller's init pid when pid is empty,
 // checking that the process exists and is the caller's.
 func (c *cli) resolvePid(pid string) (string, error) {
-	data, err := c.call("proc.conversation.get", &abi.ConvArgs{Pid: pid})
+	r, err := get[abi.ConversationGetResult](c, "proc.conversation.get", &abi.ConvArgs{Pid: pid})
 	if err != nil {
-		return "", err
-	}
-	var r abi.ConversationGetResult
-	if err := decodeResult(data, &r); err != nil {
 		return "", err
 	}
 	return r.Pid, nil
@@ -201,12 +190,8 @@ func (c *cli) historyCmd() *cobra.Command {
 			a := &abi.HistoryArgs{Pid: pid, ConversationID: conv}
 			if limit > 0 {
 				// The last N: find how many there are first.
-				data, err := c.call("proc.conversation.get", &abi.ConvArgs{Pid: pid, ConversationID: conv})
+				g, err := get[abi.ConversationGetResult](c, "proc.conversation.get", &abi.ConvArgs{Pid: pid, ConversationID: conv})
 				if err != nil {
-					return err
-				}
-				var g abi.ConversationGetResult
-				if err := decodeResult(data, &g); err != nil {
 					return err
 				}
 				if g.Conversation == nil {
@@ -600,23 +585,17 @@ func (c *cli) hilCmd() *cobra.Command {
 				if remember {
 					return errors.New("--remember goes with approve")
 				}
-				data, err := c.call("proc.history", &abi.HistoryArgs{Pid: pid, Limit: 1})
+				r, err := get[abi.HistoryResult](c, "proc.history", &abi.HistoryArgs{Pid: pid, Limit: 1})
 				if err != nil {
 					return err
 				}
-				var r struct {
-					Pid        string          `json:"pid"`
-					PendingHil json.RawMessage `json:"pendingHil"`
-				}
-				if err := decodeResult(data, &r); err != nil {
-					return err
-				}
+				h := r.PendingHil
 				if c.json {
-					return c.printJSON(r.PendingHil)
-				}
-				var h *abi.HilRequest
-				if err := decodeResult(r.PendingHil, &h); err != nil {
-					return err
+					b, err := json.Marshal(h)
+					if err != nil {
+						return err
+					}
+					return c.printJSON(b)
 				}
 				if h == nil {
 					fmt.Fprintf(c.out, "%s: no pending request\n", r.Pid)

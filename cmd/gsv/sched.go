@@ -642,12 +642,8 @@ func orDash(s string) string {
 // shows the caller (those of owner, if not nil).
 func (c *cli) findSchedule(ref string, owner *uint32) (*abi.Schedule, error) {
 	all := true
-	data, err := c.call("sched.list", &abi.SchedListArgs{OwnerUid: owner, IncludeDisabled: &all})
+	r, err := get[abi.SchedListResult](c, "sched.list", &abi.SchedListArgs{OwnerUid: owner, IncludeDisabled: &all})
 	if err != nil {
-		return nil, err
-	}
-	var r abi.SchedListResult
-	if err := decodeResult(data, &r); err != nil {
 		return nil, err
 	}
 	var named []*abi.Schedule
@@ -667,16 +663,8 @@ func (c *cli) findSchedule(ref string, owner *uint32) (*abi.Schedule, error) {
 		return named[0], nil
 	}
 	// Root sees everyone's: a name is the caller's own.
-	data, err = c.call("sys.whoami", nil)
+	w, err := get[abi.WhoamiResult](c, "sys.whoami", &abi.WhoamiArgs{})
 	if err != nil {
-		return nil, err
-	}
-	var w struct {
-		Process struct {
-			Uid uint32 `json:"uid"`
-		} `json:"process"`
-	}
-	if err := decodeResult(data, &w); err != nil {
 		return nil, err
 	}
 	for _, s := range named {

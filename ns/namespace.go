@@ -130,7 +130,11 @@ func (s *Space) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl {
 			err = l.unusedOpt()
 		}
 		if err != nil {
-			err = abi.E(abi.Path(dir+"/ctl"), err)
+			if call != "" {
+				err = abi.E(abi.Op(call), abi.Path(dir+"/ctl"), err)
+			} else {
+				err = abi.E(abi.Path(dir+"/ctl"), err)
+			}
 			s.k.NoteError(c.Uid, dir, err)
 			return "", err
 		}
@@ -141,7 +145,7 @@ func (s *Space) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl {
 			if args == nil {
 				args = l.JSON
 			} else if err := kernel.DecodeArgs(l.JSON, args); err != nil {
-				err = abi.E(abi.Path(dir+"/ctl"), err)
+				err = abi.E(abi.Op(call), abi.Path(dir+"/ctl"), err)
 				s.k.NoteError(c.Uid, dir, err)
 				return "", err
 			}

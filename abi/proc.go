@@ -153,6 +153,9 @@ type Profile struct {
 	SpawnMode   string `json:"spawnMode"`
 }
 
+// ProfileListArgs are proc.profile.list's args: none.
+type ProfileListArgs struct{}
+
 // ProfileList is proc.profile.list's result.
 type ProfileList struct {
 	Profiles []Profile `json:"profiles"`

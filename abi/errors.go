@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 )
@@ -173,8 +174,12 @@ func (e *Error) Error() string {
 	add(string(e.Path))
 	if e.Err != nil {
 		var inner *Error
-		if errors.As(e.Err, &inner) && inner.Op == e.Op && e.Op != "" {
-			add(strings.TrimPrefix(inner.Error(), string(e.Op)+": "))
+		if errors.As(e.Err, &inner) && inner == e.Err {
+			if inner.Op == e.Op && e.Op != "" {
+				add(strings.TrimPrefix(inner.Error(), string(e.Op)+": "))
+			} else {
+				add(inner.Error())
+			}
 		} else {
 			add(CauseText(e.Err))
 		}
@@ -184,15 +189,21 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// CauseText returns the text of err without the Go prefixes of os
-// errors ("open /x: ...") that would show host paths.
+// CauseText returns the text of err. An *os.PathError, *os.LinkError or
+// *os.SyscallError in err's chain (which name host paths or calls) gives
+// only the text of its own cause; any other error gives err.Error().
 func CauseText(err error) string {
-	var pe interface{ Unwrap() error }
+	var pe *os.PathError
 	if errors.As(err, &pe) {
-		var errno syscall.Errno
-		if errors.As(err, &errno) {
-			return errno.Error()
-		}
+		return CauseText(pe.Err)
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return CauseText(le.Err)
+	}
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		return CauseText(se.Err)
 	}
 	return err.Error()
 }

@@ -2,6 +2,8 @@ package abi
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"syscall"
 	"testing"
 )
@@ -56,6 +58,14 @@ func TestWithOp(t *testing.T) {
 		{E(Op("proc.history"), Path("p_1"), NotExist, "no such process"), "proc.history: p_1: no such process"},
 		{E(Op("fs.readraw"), Path("/x"), Permission), "proc.history: fs.readraw: /x: permission denied"},
 		{errors.New("boom"), "proc.history: boom"},
+		{E(Op("cwd"), Path("/x"), syscall.ENOTDIR), "proc.history: cwd: /x: not a directory"},
+		{E(Path("p_1"), E(Op("fs.read"), Path("/y"), syscall.ENOENT)), "proc.history: p_1: fs.read: /y: no such file or directory"},
+		{E(Path("p_1"), E(Op("proc.history"), Path("/y"), NotExist)), "proc.history: p_1: /y: not found"},
+		{E(Path("p_1"), fmt.Errorf("load: %w", fmt.Errorf("row 3: %w", syscall.ENOENT))), "proc.history: p_1: load: row 3: no such file or directory"},
+		{E(Path("/x"), &os.PathError{Op: "open", Path: "/host/secret/x", Err: syscall.ENOENT}), "proc.history: /x: no such file or directory"},
+		{E(Path("/x"), fmt.Errorf("mkdir: %w", &os.PathError{Op: "mkdir", Path: "/host/x", Err: syscall.EEXIST})), "proc.history: /x: file exists"},
+		{E(Path("/x"), &os.LinkError{Op: "rename", Old: "/host/a", New: "/host/b", Err: syscall.EXDEV}), "proc.history: /x: invalid cross-device link"},
+		{E(Path("/x"), os.NewSyscallError("fchmod", syscall.EPERM)), "proc.history: /x: operation not permitted"},
 	} {
 		got := WithOp("proc.history", tc.err)
 		if got.Error() != tc.want {

@@ -24,12 +24,12 @@ type SpawnArgs struct {
 
 // SpawnResult is proc.spawn's result.
 type SpawnResult struct {
+	Cwd         string  `json:"cwd"`
+	Label       *string `json:"label,omitempty"`
 	OK          bool    `json:"ok"`
 	Pid         string  `json:"pid"`
 	Profile     string  `json:"profile"`
 	WorkspaceID *string `json:"workspaceId"`
-	Cwd         string  `json:"cwd"`
-	Label       *string `json:"label,omitempty"`
 }
 
 // SendArgs are proc.send's args.
@@ -46,9 +46,9 @@ type SendArgs struct {
 // conversation's running one.
 type SendResult struct {
 	OK     bool   `json:"ok"`
-	Status string `json:"status"`
-	RunID  string `json:"runId"`
 	Queued bool   `json:"queued,omitempty"`
+	RunID  string `json:"runId"`
+	Status string `json:"status"`
 }
 
 // ConvArgs name a conversation of a process (empty ConversationID: the
@@ -86,9 +86,9 @@ type Conversation struct {
 // ConversationGetResult is proc.conversation.get's result; Conversation is
 // nil when the process has no conversation of that id.
 type ConversationGetResult struct {
+	Conversation *Conversation `json:"conversation"`
 	OK           bool          `json:"ok"`
 	Pid          string        `json:"pid"`
-	Conversation *Conversation `json:"conversation"`
 }
 
 // ListArgs are proc.list's args: Uid (root only, for another user) lists
@@ -119,19 +119,19 @@ type Process struct {
 // with its live state (idle, running or waiting), its run ("-" when idle)
 // and the count of its queued messages. Unset names are "-".
 type ProcStatus struct {
-	Pid       string `json:"pid"`
-	Uid       uint32 `json:"uid"`
-	User      string `json:"user"`
-	Profile   string `json:"profile"`
+	// Created is RFC 3339, UTC.
+	Created   string `json:"created"`
+	Cwd       string `json:"cwd"`
 	Label     string `json:"label"`
 	Parent    string `json:"parent"`
-	State     string `json:"state"`
-	Run       string `json:"run"`
+	Pid       string `json:"pid"`
+	Profile   string `json:"profile"`
 	Queued    int    `json:"queued"`
-	Cwd       string `json:"cwd"`
+	Run       string `json:"run"`
+	State     string `json:"state"`
+	Uid       uint32 `json:"uid"`
+	User      string `json:"user"`
 	Workspace string `json:"workspace"`
-	// Created is RFC 3339, UTC.
-	Created string `json:"created"`
 }
 
 // StatusResult is proc.status's result.
@@ -153,6 +153,9 @@ type Profile struct {
 	SpawnMode   string `json:"spawnMode"`
 }
 
+// ProfileListArgs are proc.profile.list's args: none.
+type ProfileListArgs struct{}
+
 // ProfileList is proc.profile.list's result.
 type ProfileList struct {
 	Profiles []Profile `json:"profiles"`
@@ -162,12 +165,12 @@ type ProfileList struct {
 // it, InterruptedToolCalls counts its tool calls ended as "interrupted",
 // and ContinuedQueuedRunID names the queued run that started after it.
 type AbortResult struct {
+	Aborted              bool   `json:"aborted"`
+	ContinuedQueuedRunID string `json:"continuedQueuedRunId,omitempty"`
+	InterruptedToolCalls *int   `json:"interruptedToolCalls,omitempty"`
 	OK                   bool   `json:"ok"`
 	Pid                  string `json:"pid"`
-	Aborted              bool   `json:"aborted"`
 	RunID                string `json:"runId,omitempty"`
-	InterruptedToolCalls *int   `json:"interruptedToolCalls,omitempty"`
-	ContinuedQueuedRunID string `json:"continuedQueuedRunId,omitempty"`
 }
 
 // HilArgs are proc.hil's args: Decision is approve or deny; Remember
@@ -181,12 +184,12 @@ type HilArgs struct {
 
 // HilResult is proc.hil's result: Resumed says the waiting run continued.
 type HilResult struct {
+	Decision   string `json:"decision"`
 	OK         bool   `json:"ok"`
 	Pid        string `json:"pid"`
-	RequestID  string `json:"requestId"`
-	Decision   string `json:"decision"`
-	Resumed    bool   `json:"resumed"`
 	Remembered bool   `json:"remembered,omitempty"`
+	RequestID  string `json:"requestId"`
+	Resumed    bool   `json:"resumed"`
 }
 
 // HilRequest is the seed's ProcHilRequest: a tool call waiting for a
@@ -221,11 +224,11 @@ type ArchiveEntry struct {
 // ResetResult is the result of proc.reset and proc.kill: ArchivedTo is the
 // archive directory, when anything was archived.
 type ResetResult struct {
+	ArchivedMessages int64          `json:"archivedMessages"`
+	ArchivedTo       string         `json:"archivedTo,omitempty"`
+	Archives         []ArchiveEntry `json:"archives"`
 	OK               bool           `json:"ok"`
 	Pid              string         `json:"pid"`
-	ArchivedMessages int64          `json:"archivedMessages"`
-	Archives         []ArchiveEntry `json:"archives"`
-	ArchivedTo       string         `json:"archivedTo,omitempty"`
 }
 
 // HistoryArgs are proc.history's args: a page by Offset and Limit
@@ -254,62 +257,69 @@ type Message struct {
 // set) also has Truncated and PendingHil (null when no request waits); a
 // page by id has neither.
 type HistoryResult struct {
-	OK             bool        `json:"ok"`
-	Pid            string      `json:"pid"`
 	ConversationID string      `json:"conversationId"`
-	Messages       []Message   `json:"messages"`
 	MessageCount   *int64      `json:"messageCount,omitempty"`
-	Truncated      *bool       `json:"truncated,omitempty"`
+	Messages       []Message   `json:"messages"`
+	OK             bool        `json:"ok"`
 	PendingHil     *HilRequest `json:"pendingHil,omitempty"`
+	Pid            string      `json:"pid"`
+	Truncated      *bool       `json:"truncated,omitempty"`
 }
 
 // MarshalJSON implements json.Marshaler: a page by offset always has
-// pendingHil, null when no request waits.
+// pendingHil, null when no request waits; the keys stay in sorted order.
 func (r HistoryResult) MarshalJSON() ([]byte, error) {
-	type plain HistoryResult
-	if r.MessageCount == nil {
-		return json.Marshal(plain(r))
+	// A nil *HilRequest held in a non-nil interface is not omitted: it
+	// is written as null.
+	var hil any
+	if r.PendingHil != nil || r.MessageCount != nil {
+		hil = r.PendingHil
 	}
 	return json.Marshal(struct {
-		plain
-		PendingHil *HilRequest `json:"pendingHil"`
-	}{plain(r), r.PendingHil})
+		ConversationID string    `json:"conversationId"`
+		MessageCount   *int64    `json:"messageCount,omitempty"`
+		Messages       []Message `json:"messages"`
+		OK             bool      `json:"ok"`
+		PendingHil     any       `json:"pendingHil,omitempty"`
+		Pid            string    `json:"pid"`
+		Truncated      *bool     `json:"truncated,omitempty"`
+	}{r.ConversationID, r.MessageCount, r.Messages, r.OK, hil, r.Pid, r.Truncated})
 }
 
 // ConvOpenResult is proc.conversation.open's result: Created says the
 // conversation is new (else a closed one was opened again).
 type ConvOpenResult struct {
-	OK           bool          `json:"ok"`
-	Pid          string        `json:"pid"`
 	Conversation *Conversation `json:"conversation"`
 	Created      bool          `json:"created"`
+	OK           bool          `json:"ok"`
+	Pid          string        `json:"pid"`
 }
 
 // ConvListResult is proc.conversation.list's result.
 type ConvListResult struct {
+	Conversations []Conversation `json:"conversations"`
 	OK            bool           `json:"ok"`
 	Pid           string         `json:"pid"`
-	Conversations []Conversation `json:"conversations"`
 }
 
 // ConvCloseResult is proc.conversation.close's result.
 type ConvCloseResult struct {
+	Closed         bool   `json:"closed"`
+	ConversationID string `json:"conversationId"`
 	OK             bool   `json:"ok"`
 	Pid            string `json:"pid"`
-	ConversationID string `json:"conversationId"`
-	Closed         bool   `json:"closed"`
 }
 
 // ConvResetResult is proc.conversation.reset's result: the conversation's
 // new generation, and where the old one was archived (ArchivedTo, when it
 // had messages and was archived).
 type ConvResetResult struct {
-	OK               bool   `json:"ok"`
-	Pid              string `json:"pid"`
-	ConversationID   string `json:"conversationId"`
-	Generation       int64  `json:"generation"`
 	ArchivedMessages int64  `json:"archivedMessages"`
 	ArchivedTo       string `json:"archivedTo,omitempty"`
+	ConversationID   string `json:"conversationId"`
+	Generation       int64  `json:"generation"`
+	OK               bool   `json:"ok"`
+	Pid              string `json:"pid"`
 }
 
 // Policy is the seed's ProcConversationContextPolicy: Overflow is manual,
@@ -354,12 +364,12 @@ type Segment struct {
 
 // CompactResult is proc.conversation.compact's result.
 type CompactResult struct {
-	OK               bool    `json:"ok"`
-	Pid              string  `json:"pid"`
-	ConversationID   string  `json:"conversationId"`
-	Segment          Segment `json:"segment"`
 	ArchivedMessages int64   `json:"archivedMessages"`
 	ArchivedTo       string  `json:"archivedTo"`
+	ConversationID   string  `json:"conversationId"`
+	OK               bool    `json:"ok"`
+	Pid              string  `json:"pid"`
+	Segment          Segment `json:"segment"`
 	SummaryMessageID int64   `json:"summaryMessageId"`
 }
 
@@ -379,21 +389,21 @@ type ForkArgs struct {
 
 // ForkResult is proc.conversation.fork's result.
 type ForkResult struct {
+	IncludedLiveSuffix   bool          `json:"includedLiveSuffix"`
 	OK                   bool          `json:"ok"`
 	Pid                  string        `json:"pid"`
+	RestoredMessages     int           `json:"restoredMessages"`
+	Segment              *Segment      `json:"segment,omitempty"`
 	SourceConversationID string        `json:"sourceConversationId"`
 	TargetConversation   *Conversation `json:"targetConversation"`
-	RestoredMessages     int           `json:"restoredMessages"`
-	IncludedLiveSuffix   bool          `json:"includedLiveSuffix"`
-	Segment              *Segment      `json:"segment,omitempty"`
 	ThroughMessageID     *int64        `json:"throughMessageId,omitempty"`
 }
 
 // SegmentsResult is proc.conversation.segments's result.
 type SegmentsResult struct {
+	ConversationID string    `json:"conversationId"`
 	OK             bool      `json:"ok"`
 	Pid            string    `json:"pid"`
-	ConversationID string    `json:"conversationId"`
 	Segments       []Segment `json:"segments"`
 }
 
@@ -409,12 +419,12 @@ type SegmentReadArgs struct {
 
 // SegmentReadResult is proc.conversation.segment.read's result.
 type SegmentReadResult struct {
+	ConversationID string    `json:"conversationId"`
+	MessageCount   int64     `json:"messageCount"`
+	Messages       []Message `json:"messages"`
 	OK             bool      `json:"ok"`
 	Pid            string    `json:"pid"`
-	ConversationID string    `json:"conversationId"`
 	Segment        Segment   `json:"segment"`
-	Messages       []Message `json:"messages"`
-	MessageCount   int64     `json:"messageCount"`
 	Truncated      bool      `json:"truncated"`
 }
 
@@ -428,8 +438,8 @@ type CheckpointArgs struct {
 // CheckpointResult is proc.checkpoint's result: the files written.
 type CheckpointResult struct {
 	OK    bool     `json:"ok"`
-	Pid   string   `json:"pid"`
 	Paths []string `json:"paths"`
+	Pid   string   `json:"pid"`
 }
 
 // SetIdentityResult is proc.setidentity's result.

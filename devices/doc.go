@@ -3,6 +3,7 @@
 // to the device its args' target names. The target "gsv", or none, is
 // the local device (package devices/local), the only one today. The
 // seed's checks before a call reaches a device (403 access denied to the
-// device, 503 offline or no connection, 400 not implemented, 504 timed
-// out) live here once, for every device.
+// device, 503 offline or no connection, 400 not implemented) live here
+// once, for every device; 504 (timed out) comes with remote devices,
+// whose calls can time out on the way.
 package devices

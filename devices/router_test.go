@@ -11,6 +11,7 @@ import (
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/kernel/kerneltest"
 	"gsvfs.dev/gsvfs/ns"
+	"gsvfs.dev/gsvfs/vfs"
 )
 
 // newSpace opens a kernel with its namespace and the router added, as the
@@ -178,4 +179,22 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A namespace directory the caller may not search or read refuses fs.read
+// with the namespace's own error: a 403 naming the directory once.
+func TestNSReadPermission(t *testing.T) {
+	e, space := newSpace(t)
+	sub := vfs.NewDir(ns.RootMeta("/secret/sub", 0o755))
+	space.Bind("/secret", vfs.NewDir(ns.RootMeta("/secret", 0o700), vfs.DirEntry{Name: "sub", Node: sub}))
+	for _, p := range []string{"/secret", "/secret/sub"} {
+		r := serve(t, e.K, e.Alice, `{"call":"fs.read","args":{"path":"`+p+`"}}`)
+		got := string(mustJSON(t, r.Data))
+		if r.Error != nil {
+			got = r.Error.Message
+		}
+		if !strings.Contains(got, "/secret: permission denied") || strings.Count(got, "/secret") != 1 {
+			t.Errorf("alice reading %s: %+v %s", p, r.Error, got)
+		}
+	}
 }

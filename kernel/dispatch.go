@@ -104,11 +104,6 @@ func (k *Kernel) Register(calls ...Syscall) {
 	}
 }
 
-// Handle registers the one syscall name, served by fn (Register(Fn(...))).
-func Handle[A any, R any](k *Kernel, name string, flags Flags, fn func(ctx context.Context, c *Caller, args *A) (R, error)) {
-	k.Register(Fn(name, flags, fn))
-}
-
 // Call is the single dispatcher: every syscall, from a request frame, a
 // ctl line, a view being rendered or a namespace node, passes here. It
 // checks that the call exists and that the caller may make it (Permit),

@@ -66,9 +66,6 @@ func FuzzParseCtl(f *testing.F) {
 	})
 }
 
-// FuzzDecodeArgs: DecodeArgs accepts an object only if every field it
-// names is one the args have (as encoding/json matches names: without
-// case), and a refusal is a 400.
 // A ctl line's key=value options and JSON args are as strict as a frame's
 // args: one the verb does not read is a 400 naming it, and nothing runs.
 func TestCtlUnknownOption(t *testing.T) {
@@ -77,10 +74,10 @@ func TestCtlUnknownOption(t *testing.T) {
 	s := New(k)
 	ctx := context.Background()
 	ran := 0
-	kernel.Handle(k, "fs.testopt", 0, func(ctx context.Context, c *kernel.Caller, a *abi.ConfigGetArgs) (string, error) {
+	k.Register(kernel.Fn("fs.testopt", 0, func(ctx context.Context, c *kernel.Caller, a *abi.ConfigGetArgs) (string, error) {
 		ran++
 		return a.Key, nil
-	})
+	}))
 	ctl := s.Ctl("/test", RootMeta("/test/ctl", 0o666), map[string]CtlVerb{
 		"get": func(l CtlLine) (string, any, error) {
 			return "fs.testopt", &abi.ConfigGetArgs{Key: l.Opt("key")}, nil
@@ -93,9 +90,9 @@ func TestCtlUnknownOption(t *testing.T) {
 		line, want, err string
 	}{
 		{"get key=a", `"a"`, ""},
-		{"get key=a uid=0", "", `/test/ctl: unknown option "uid"`},
+		{"get key=a uid=0", "", `fs.testopt: /test/ctl: unknown option "uid"`},
 		{"get {\"key\":\"b\"}", `"b"`, ""},
-		{"get {\"key\":\"b\",\"uid\":0}", "", `/test/ctl: unknown field "uid"`},
+		{"get {\"key\":\"b\",\"uid\":0}", "", `fs.testopt: /test/ctl: unknown field "uid"`},
 		{"say a=b c", `"a=b c"`, ""},
 	} {
 		before := ran

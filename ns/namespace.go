@@ -54,22 +54,6 @@ func RootMeta(path string, mode fs.FileMode) *Meta {
 	return &Meta{Path: path, Mode: mode, Owner: "root", Group: "root", HostUID: 0}
 }
 
-// View returns a view at path rendered by the syscall call: its result is
-// shown as JSON unless render formats it.
-func (s *Space) View(path string, mode fs.FileMode, call string, args any, render func(res any) ([]byte, error)) *vfs.View {
-	return &vfs.View{Meta: RootMeta(path, mode), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		res, err := s.k.Call(ctx, CallerOf(cred, ""), call, args)
-		if err != nil {
-			return nil, err
-		}
-		if render != nil {
-			return render(res)
-		}
-		b, err := json.MarshalIndent(res, "", "  ")
-		return append(b, '\n'), err
-	}}
-}
-
 // ViewOf returns a view at path rendered by render from the result of the
 // syscall call, an R (kernel.Invoke): a result of another type is an
 // error, not a panic.
@@ -130,7 +114,11 @@ func (s *Space) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl {
 			err = l.unusedOpt()
 		}
 		if err != nil {
-			err = abi.E(abi.Path(dir+"/ctl"), err)
+			if call != "" {
+				err = abi.E(abi.Op(call), abi.Path(dir+"/ctl"), err)
+			} else {
+				err = abi.E(abi.Path(dir+"/ctl"), err)
+			}
 			s.k.NoteError(c.Uid, dir, err)
 			return "", err
 		}
@@ -141,7 +129,7 @@ func (s *Space) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl {
 			if args == nil {
 				args = l.JSON
 			} else if err := kernel.DecodeArgs(l.JSON, args); err != nil {
-				err = abi.E(abi.Path(dir+"/ctl"), err)
+				err = abi.E(abi.Op(call), abi.Path(dir+"/ctl"), err)
 				s.k.NoteError(c.Uid, dir, err)
 				return "", err
 			}

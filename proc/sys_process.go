@@ -105,7 +105,7 @@ func (m *Manager) sysEvents(ctx context.Context, c *kernel.Caller, a *abi.PidArg
 }
 
 // sysProfiles serves proc.profile.list.
-func (m *Manager) sysProfiles(ctx context.Context, c *kernel.Caller, _ *struct{}) (*abi.ProfileList, error) {
+func (m *Manager) sysProfiles(ctx context.Context, c *kernel.Caller, _ *abi.ProfileListArgs) (*abi.ProfileList, error) {
 	return &abi.ProfileList{Profiles: profiles}, nil
 }
 

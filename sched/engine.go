@@ -194,12 +194,20 @@ func (m *Manager) dispatch(due []entry, now int64) {
 					return // not dispatched: still due at the next start
 				default:
 				}
+				s := loaded[e.id]
 				select {
 				case m.slots <- struct{}{}:
-				case <-m.stop:
-					return
+				default:
+					// No slot is free: the schedule may change
+					// (removed, disabled, retargeted) while the run
+					// waits, so the run reloads it once it has one.
+					s = nil
+					select {
+					case m.slots <- struct{}{}:
+					case <-m.stop:
+						return
+					}
 				}
-				s := loaded[e.id]
 				m.wg.Add(1)
 				go func() {
 					defer m.wg.Done()

@@ -598,3 +598,37 @@ func TestEngineCloseStops(t *testing.T) {
 		t.Fatalf("ran after Close: %+v", rs)
 	}
 }
+
+// TestEngineSlotWaitReloads: a due schedule that waits for a free slot
+// (maxRunning runs under way) is reloaded once it has one, so one
+// disabled meanwhile does not fire with its old record.
+func TestEngineSlotWaitReloads(t *testing.T) {
+	h := newHarness(t, harnessStart)
+	var mu sync.Mutex
+	fired := 0
+	h.setHook(func(ctx context.Context, s *Schedule) (string, bool, error) {
+		mu.Lock()
+		fired++
+		mu.Unlock()
+		return "hooked", true, nil
+	})
+	s := h.add(h.alice, map[string]any{"name": "tick", "expression": map[string]any{"kind": "every", "everyMs": 60000},
+		"target": map[string]any{"kind": "process.event", "pid": "init:1000", "message": "tick"}})
+	h.settle()
+	for range cap(h.m.slots) { // every slot taken
+		h.m.slots <- struct{}{}
+	}
+	h.clock.Advance(time.Minute)
+	time.Sleep(200 * time.Millisecond) // dispatch loads the chunk and waits for a slot
+	h.must(h.alice, "sched.update", map[string]any{"id": s.ID, "patch": map[string]any{"enabled": false}}, nil)
+	<-h.m.slots // one slot free
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if fired != 0 {
+		t.Fatalf("a schedule disabled while waiting for a slot fired %d times", fired)
+	}
+	if st := h.sched(s.ID); st.Enabled {
+		t.Fatalf("enabled again: %+v", st)
+	}
+}

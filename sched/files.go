@@ -145,11 +145,7 @@ type logLine struct {
 
 // renderLog renders sched.log's runs (the latest, newest first) as a log
 // is read: oldest first, so that tail shows the latest runs.
-func renderLog(res any) ([]byte, error) {
-	r, ok := res.(*abi.SchedLogResult)
-	if !ok {
-		return nil, abi.E(abi.Path(logPath), abi.Other, fmt.Sprintf("sched.log result of type %T", res))
-	}
+func renderLog(r *abi.SchedLogResult) ([]byte, error) {
 	runs := r.Runs
 	ts := func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 	var b []byte

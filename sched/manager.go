@@ -133,7 +133,7 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 func (m *Manager) Mounts() []ns.Mount {
 	return []ns.Mount{
 		{Path: cronDirPath, Node: m.cronDir()},
-		{Path: logPath, Node: m.space.View(logPath, 0o444, "sched.log", nil, renderLog)},
+		{Path: logPath, Node: ns.ViewOf(m.space, logPath, 0o444, "sched.log", nil, renderLog)},
 	}
 }
 

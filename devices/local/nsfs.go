@@ -35,7 +35,7 @@ func (d *Device) walk(ctx context.Context, who Who, p string) (vfs.Node, error) 
 		}
 		if m, ok := dir.(vfs.Meta); ok {
 			if err := m.Access(ctx, who.Identity, vfs.WantExec); err != nil {
-				return nil, abi.E(abi.Path(p), abi.Permission, err)
+				return nil, accessErr(p, err)
 			}
 		}
 		next, err := dir.Lookup(ctx, who.Identity, name)
@@ -60,7 +60,7 @@ func (d *Device) nsRead(ctx context.Context, who Who, p string, a *abi.FSReadArg
 	if dir, ok := n.(vfs.Dir); ok {
 		if m, ok := dir.(vfs.Meta); ok {
 			if err := m.Access(ctx, who.Identity, vfs.WantRead); err != nil {
-				return nil, abi.E(abi.Path(p), abi.Permission, err)
+				return nil, accessErr(p, err)
 			}
 		}
 		ents, err := dir.ReadDir(ctx, who.Identity)
@@ -195,4 +195,15 @@ func (d *Device) nsRemove(ctx context.Context, who Who, p string) error {
 		return abi.E(abi.Path(p), err)
 	}
 	return nil
+}
+
+// accessErr is the error of a refused Access on the way to p: an
+// *abi.Error (which names its own path and kind) as it is, anything else
+// as a 403 on p.
+func accessErr(p string, err error) error {
+	var ae *abi.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	return abi.E(abi.Path(p), abi.Permission, err)
 }

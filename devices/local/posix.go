@@ -147,7 +147,9 @@ func (d *Device) Create(ctx context.Context, who Who, a *abi.FileArgs) (*os.File
 	if err != nil {
 		return nil, abi.E(abi.Path("/"+rel), err)
 	}
-	f.Chmod(a.Perm.Perm())
+	if err := d.chmodCreated(f, rel, a.Perm); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -210,7 +212,9 @@ func (d *Device) Open(ctx context.Context, who Who, a *OpenArgs) (*os.File, erro
 	if created {
 		// The mode is the caller's (the transport applied its umask);
 		// the daemon's own umask must not narrow it.
-		f.Chmod(a.Perm.Perm())
+		if err := d.chmodCreated(f, a.Path, a.Perm); err != nil {
+			return nil, err
+		}
 	}
 	return f, nil
 }
@@ -411,4 +415,16 @@ func (d *Device) Rename(ctx context.Context, who Who, a *RenameArgs) (struct{}, 
 		return struct{}{}, abi.E(abi.Path("/"+a.Old), err)
 	}
 	return struct{}{}, nil
+}
+
+// chmodCreated gives f, just created at rel, the mode perm (which the
+// daemon's umask may have narrowed); on failure it closes and removes the
+// file and returns the error.
+func (d *Device) chmodCreated(f *os.File, rel string, perm fs.FileMode) error {
+	if err := f.Chmod(perm.Perm()); err != nil {
+		f.Close()
+		d.removeData(rel, false)
+		return abi.E(abi.Path("/"+rel), err)
+	}
+	return nil
 }

@@ -9,6 +9,14 @@
 //     up with the devices room, the real data tree their files live in
 //     (wiring, as gsvfs does; they reach it only through the dispatcher);
 //     sched's tests never import proc;
+//   - devices/local links no kernel and no SQLite (outside its tests): it
+//     is what a device daemon links, and reaches the kernel only through
+//     the Host the router gives it;
+//   - ns imports of GSV only kernel, abi and vfs; its tests may also
+//     import kernel/kerneltest and the transports (vfs/..., ninep) whose
+//     view of the namespace they check;
+//   - cmd/gsv imports of GSV only abi, and ninep's 9P client (with the
+//     vfs that ninep imports) for mounts;
 //   - abi imports nothing of GSV.
 //
 // A rule holds for a package's tests too, and for what it imports

@@ -100,6 +100,29 @@ var rules = []rule{
 		},
 	},
 	{
+		// The namespace is built on the kernel's dispatcher and the vfs
+		// node types only. Its tests stand the kernel up (kerneltest)
+		// and check what the transports (vfs/..., ninep) serve of it.
+		name:  "ns imports of GSV only kernel, abi and vfs",
+		binds: func(p string) bool { return p == "ns" },
+		forbid: func(_, dep string, test bool) bool {
+			if test && (dep == "kernel/kerneltest" || under(dep, "vfs", "ninep")) {
+				return false
+			}
+			return dep != "kernel" && dep != "abi" && dep != "vfs"
+		},
+	},
+	{
+		// The CLI speaks the ABI: request frames and their records, and
+		// 9P (ninep's client, with the vfs that ninep imports) for
+		// mounts; never the kernel, the namespace or a room.
+		name:  "cmd/gsv imports of GSV only abi (and ninep's client)",
+		binds: func(p string) bool { return p == "cmd/gsv" },
+		forbid: func(_, dep string, _ bool) bool {
+			return dep != "abi" && dep != "ninep" && dep != "vfs"
+		},
+	},
+	{
 		name:   "abi imports nothing of GSV",
 		binds:  func(p string) bool { return p == "abi" },
 		forbid: func(_, dep string, _ bool) bool { return true },

@@ -83,9 +83,10 @@ func (m *Manager) Hil(ctx context.Context, p *abi.Process, requestID, decision s
 		return nil, abi.E(abi.Path(requestID), err)
 	}
 	// A run still running (its goroutine has not yet taken pr.mu to wait)
-	// resumes itself: it finds no request pending.
+	// resumes itself: it finds no request pending. An aborted run is not
+	// resumed: its aborter records its end.
 	resumed := false
-	if r := pr.run; r != nil && r.id == runID && pr.state == waiting {
+	if r := pr.run; r != nil && r.id == runID && pr.state == waiting && r.stop != stopAbort {
 		m.startLocked(pr, r)
 		resumed = true
 	}

@@ -461,33 +461,33 @@ func (m *Manager) resetConvs(ctx context.Context, p *abi.Process, cids []string,
 			return nil, "", abi.E(abi.Path(p.Pid+"/"+cid), err)
 		}
 	}
-	r := pr.run
-	pr.mu.Unlock()
-	for _, cid := range cids {
-		if r != nil && r.cid == cid {
-			if _, err := m.Abort(ctx, p); err != nil {
-				return nil, "", err
-			}
+	// A run of these conversations ends before they are cleared, as an
+	// abort ends it (with its finish signals); one being recorded by Send
+	// is waited for first. The abort frees the process, and a message
+	// queued meanwhile may start a run in them again: the loop ends it
+	// too. pr.mu is held from the last check to the end, so no run starts
+	// in them before their generations are bumped.
+	for {
+		r := pr.run
+		if r == nil || !slices.Contains(cids, r.cid) {
 			break
 		}
+		pr.mu.Unlock()
+		_, err := m.abortRun(ctx, pr, r)
+		pr.mu.Lock()
+		if err != nil {
+			pr.mu.Unlock()
+			return nil, "", err
+		}
+		if pr.run == r {
+			pr.mu.Unlock()
+			return nil, "", abi.E(abi.Path(p.Pid), abi.Busy, "the conversation's run did not stop")
+		}
 	}
-	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if r := pr.run; r != nil && slices.Contains(cids, r.cid) {
-		// A run of these conversations started meanwhile (a queued
-		// message, or a send being recorded): it ends here. A starting
-		// one is recorded as aborted by its Send.
-		r.stop = stopAbort
-		if r.cancel != nil && pr.state == running {
-			r.cancel()
-		}
-		if pr.state != starting {
-			if err := m.endRun(ctx, r.id, "aborted"); err != nil {
-				return nil, "", abi.E(abi.Path(p.Pid), err)
-			}
-		}
-		pr.run, pr.state = nil, idle
-	}
+	// The abort may have ended ctx (a process resetting itself: its own
+	// run is the caller); the reset still completes.
+	ctx = context.WithoutCancel(ctx)
 	u, err := m.k.UserOf(ctx, p.Uid)
 	if err != nil {
 		return nil, "", err

@@ -29,7 +29,8 @@ const (
 	// idle: no run; a message starts one.
 	idle runState = iota
 	// starting: Send is recording a new run (pr.run is set, without a
-	// goroutine yet): other messages queue behind it.
+	// goroutine yet): other messages queue behind it. Only Send ends this
+	// state; abort and reset wait for it (activeRun.recorded).
 	starting
 	// running: the run's goroutine executes it.
 	running
@@ -53,7 +54,10 @@ type stopReason int
 
 const (
 	notStopped stopReason = iota
-	// stopAbort: abort or reset ended the run; they record its end.
+	// stopAbort: abort or reset ended the run: whichever of the aborter
+	// and the run's goroutine takes pr.mu first with the run still
+	// current records its end (endAbortedLocked). A run stopped so never
+	// starts again.
 	stopAbort
 	// stopShutdown: Close stopped the run; nothing records an end, so
 	// that Start on the same store resumes it.
@@ -82,6 +86,16 @@ type activeRun struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	stop   stopReason
+	// recorded is closed by Send once it has committed (or failed to
+	// commit) the run and published the outcome; nil for a run that
+	// did not start in Send.
+	recorded chan struct{}
+	// ended, interrupted and next are set by endAbortedLocked: the run is
+	// recorded aborted, with interrupted tool calls, and next is the run
+	// of the queued message that started after it ("" if none).
+	ended       bool
+	interrupted int
+	next        string
 }
 
 // EventPrefix marks runtime events in a conversation.
@@ -111,7 +125,7 @@ func (m *Manager) Send(ctx context.Context, p *abi.Process, cid, text string, ev
 	pr.mu.Lock()
 	var r *activeRun
 	if pr.state == idle && !pr.compacting[cid] {
-		r = &activeRun{id: runID, cid: cid}
+		r = &activeRun{id: runID, cid: cid, recorded: make(chan struct{})}
 		pr.run, pr.state = r, starting
 	}
 	pr.mu.Unlock()
@@ -149,19 +163,20 @@ func (m *Manager) Send(ctx context.Context, p *abi.Process, cid, text string, ev
 		return nil
 	})
 
+	// A failed commit records nothing, even if the function got as far
+	// as the run.
+	started = started && err == nil
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if r != nil && pr.run == r && pr.state == starting {
+	if r != nil {
+		// Nothing but Send ends a starting run (abort and reset wait on
+		// recorded), so pr.run is still r.
 		if started {
 			m.startLocked(pr, r)
 		} else {
 			pr.run, pr.state = nil, idle
 		}
-	} else if r != nil && started {
-		// A reset ended the run while it was being recorded.
-		if err := m.endRun(context.WithoutCancel(ctx), r.id, "aborted"); err != nil {
-			m.log.Error("proc: send: end a superseded run", "pid", p.Pid, "run", r.id, "err", err)
-		}
+		close(r.recorded)
 	}
 	if pr.state == idle {
 		// What queued while this send held the process (or while a run
@@ -201,18 +216,16 @@ func (m *Manager) startRunTx(tx *sql.Tx, pid, cid string, gen int64, runID, role
 	return err
 }
 
-// endRun records that run runID ended with status, unless it has ended.
-func (m *Manager) endRun(ctx context.Context, runID, status string) error {
-	_, err := m.st.Exec(ctx, `UPDATE proc_runs SET status=?, finished_at=? WHERE run_id=? AND status IN ('running','waiting_hil')`, status, now(), runID)
-	return err
-}
-
 // startLocked starts the goroutine of run r, recorded as running in the
 // store, on pr: the one place a run starts. After Close it starts no
 // goroutine: r stays recorded as running, and the next Start resumes it.
+// A run stopped by an abort (stopAbort) never starts again: its aborter
+// records its end.
 func (m *Manager) startLocked(pr *process, r *activeRun) {
+	if r.stop == stopAbort {
+		return
+	}
 	pr.run, pr.state = r, running
-	r.stop = notStopped
 	done := make(chan struct{})
 	r.done = done
 	m.mu.Lock()
@@ -234,8 +247,16 @@ func (m *Manager) startLocked(pr *process, r *activeRun) {
 		status, rerr := m.execute(ctx, pr, r)
 		pr.mu.Lock()
 		defer pr.mu.Unlock()
-		if r.stop != notStopped || pr.run != r {
-			return // abort, reset or Close ended the run
+		if pr.run != r || r.stop == stopShutdown {
+			return // its end is recorded, or Close left it to the next Start
+		}
+		if r.stop == stopAbort {
+			// The aborter may have stopped waiting (its ctx ended, as
+			// when the run aborts itself): the end is recorded here.
+			if err := m.endAbortedLocked(pr, r); err != nil {
+				m.log.Error("proc: run: record an aborted run", "pid", pr.pid, "run", r.id, "err", err)
+			}
+			return
 		}
 		if status == "waiting_hil" {
 			pr.state = waiting
@@ -446,45 +467,96 @@ func (m *Manager) resume(ctx context.Context) error {
 
 // Abort ends p's active run: its pending tool calls end as "interrupted",
 // a pending HIL request goes stale, and the next queued message starts. A
-// run still being recorded (starting) is not aborted: the abort came
-// before it.
+// run still being recorded (starting) is aborted once Send has recorded
+// it.
 func (m *Manager) Abort(ctx context.Context, p *abi.Process) (*abi.AbortResult, error) {
-	notAborted := &abi.AbortResult{OK: true, Pid: p.Pid}
 	pr := m.proc(p.Pid, p.Uid)
 	pr.mu.Lock()
 	r := pr.run
-	if r == nil || pr.state == starting {
-		pr.mu.Unlock()
-		return notAborted, nil
-	}
-	r.stop = stopAbort
-	if r.cancel != nil {
-		r.cancel()
-	}
-	done := r.done
 	pr.mu.Unlock()
-	if done != nil {
+	if r == nil {
+		return &abi.AbortResult{OK: true, Pid: p.Pid}, nil
+	}
+	return m.abortRun(ctx, pr, r)
+}
+
+// abortWait bounds how long an abort waits for a run's goroutine to stop.
+const abortWait = 10 * time.Second
+
+// abortRun ends run r of pr, and does nothing unless r is pr's run (once
+// Send has recorded it). A waiting run ends without pr.mu being released,
+// so that no answer resumes it meanwhile. A running run's goroutine is
+// cancelled and waited for, until it ends, ctx ends (as when the run
+// aborts itself: its own tool call is the caller) or abortWait passes;
+// the end is then recorded by whichever of the goroutine and abortRun
+// comes first. The bookkeeping does not depend on ctx.
+func (m *Manager) abortRun(ctx context.Context, pr *process, r *activeRun) (*abi.AbortResult, error) {
+	notAborted := &abi.AbortResult{OK: true, Pid: pr.pid}
+	if r.recorded != nil {
 		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			m.log.Warn("proc: abort: run did not stop in 10s", "pid", p.Pid, "run", r.id)
+		case <-r.recorded:
+		default:
+			select {
+			case <-r.recorded:
+			case <-ctx.Done():
+				return nil, abi.E(abi.Path(pr.pid), ctx.Err())
+			}
 		}
 	}
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if pr.run != r {
-		return notAborted, nil
+		return aborted(pr.pid, r, notAborted), nil
 	}
-	n, err := m.interruptPending(ctx, p.Pid, r)
+	r.stop = stopAbort
+	if pr.state == running {
+		r.cancel()
+		done := r.done
+		pr.mu.Unlock()
+		t := time.NewTimer(abortWait)
+		select {
+		case <-done:
+		case <-ctx.Done():
+		case <-t.C:
+			m.log.Warn("proc: abort: run did not stop", "pid", pr.pid, "run", r.id, "after", abortWait)
+		}
+		t.Stop()
+		pr.mu.Lock()
+		if pr.run != r {
+			return aborted(pr.pid, r, notAborted), nil
+		}
+	}
+	if err := m.endAbortedLocked(pr, r); err != nil {
+		return nil, abi.E(abi.Path(pr.pid), err)
+	}
+	return aborted(pr.pid, r, notAborted), nil
+}
+
+// aborted is the result of an abort of r: notAborted unless r ended
+// aborted.
+func aborted(pid string, r *activeRun, notAborted *abi.AbortResult) *abi.AbortResult {
+	if !r.ended {
+		return notAborted
+	}
+	n := r.interrupted
+	return &abi.AbortResult{OK: true, Pid: pid, Aborted: true, RunID: r.id, InterruptedToolCalls: &n, ContinuedQueuedRunID: r.next}
+}
+
+// endAbortedLocked records the end of r, pr's run, as aborted (its pending
+// tool calls interrupted, its HIL requests stale, the finish signals
+// sent) and starts the next queued message. On a failure r stays pr's
+// run, so that another abort can end it.
+func (m *Manager) endAbortedLocked(pr *process, r *activeRun) error {
+	n, err := m.interruptPending(context.Background(), pr.pid, r)
 	if err != nil {
-		return nil, abi.E(abi.Path(p.Pid), err)
+		return err
 	}
 	m.finishLocked(pr, r, "aborted", nil)
-	res := &abi.AbortResult{OK: true, Pid: p.Pid, Aborted: true, RunID: r.id, InterruptedToolCalls: &n}
+	r.ended, r.interrupted = true, n
 	if pr.run != nil {
-		res.ContinuedQueuedRunID = pr.run.id
+		r.next = pr.run.id
 	}
-	return res, nil
+	return nil
 }
 
 // interruptPending writes "interrupted" results for the tool calls of r

@@ -97,8 +97,8 @@ var dataRoots = []string{"/home", "/workspaces", "/var/sessions"}
 // the owner, so an unasked write there could make any call that asks a
 // human (a shell.exec frame written to /sys/call, an "hil ... approve"
 // line written to a process's ctl). The path is resolved as the device
-// resolves it (~ is home, a relative path is under cwd); arguments that do
-// not say one ask under the syscall's name.
+// resolves it (~ is home, a relative path is under cwd); a write that
+// names no path fails by itself and asks nothing.
 func approval(syscall string, args json.RawMessage, home, cwd string) string {
 	switch syscall {
 	case "shell.exec":
@@ -111,7 +111,10 @@ func approval(syscall string, args json.RawMessage, home, cwd string) string {
 		Path string `json:"path"`
 	}
 	if json.Unmarshal(args, &a) != nil || a.Path == "" {
-		return syscall
+		if syscall == "fs.delete" {
+			return syscall
+		}
+		return "" // no path: the call fails as it is, writing nothing
 	}
 	p := a.Path
 	switch {

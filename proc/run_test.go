@@ -441,7 +441,9 @@ func TestApprovalPolicy(t *testing.T) {
 		{"fs.write", `{"path":"/home/../proc/p_1/ctl"}`, "fs.write /proc/p_1/ctl"},
 		{"fs.edit", `{"path":"/sys/config/ctl"}`, "fs.edit /sys/config/ctl"},
 		{"fs.write", `{"path":"/homework"}`, "fs.write /homework"},
-		{"fs.write", `not json`, "fs.write"},
+		{"fs.write", `not json`, ""},
+		{"fs.write", `{}`, ""},
+		{"fs.delete", `{}`, "fs.delete"},
 		{"fs.search", `{"query":"x","path":"/sys"}`, ""},
 	} {
 		if got := approval(tc.syscall, json.RawMessage(tc.args), "/home/alice", "/home/alice"); got != tc.want {

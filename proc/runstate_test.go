@@ -116,8 +116,18 @@ func TestRunStopsItself(t *testing.T) {
 			h.setScriptText(0, `{"tools":[{"name":"Write","args":{"path":"/proc/`+pid+`/ctl","content":"`+verb+`\n"}}],"expectUser":"stop"}
 {"text":"after","expectUser":"again"}
 `)
-			start := time.Now()
 			r := h.send(h.root, pid, "", "stop")
+			// A write to a ctl file asks first; the approved write stops
+			// the run that made it.
+			h.waitRun(r.RunID, "waiting_hil")
+			req := h.history(h.root, pid, "").PendingHil
+			if req == nil || req.Syscall != "fs.write /proc/"+pid+"/ctl" {
+				t.Fatalf("pending HIL %+v", req)
+			}
+			start := time.Now()
+			if err := h.call(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve"}, nil); err != nil {
+				t.Fatal(err)
+			}
 			if st := h.waitRun(r.RunID); st != "aborted" {
 				t.Fatalf("run: %s", st)
 			}

@@ -95,8 +95,8 @@ func Open(cfg Config) (*Kernel, error) {
 		log:   cfg.Logger,
 		Store: st,
 		calls: map[string]*syscallDef{},
-		kid: &Identity{Role: "kernel", Username: "kernel", Home: "/", Cwd: "/",
-			Capabilities: []string{"*"}, HostUID: -1, kernel: true},
+		kid: &Identity{Identity: abi.Identity{Role: "kernel", Username: "kernel", Home: "/", Cwd: "/",
+			Capabilities: []string{"*"}}, HostUID: -1, kernel: true},
 	}
 	if err := k.seed(); err != nil {
 		k.Close()
@@ -148,26 +148,20 @@ func (k *Kernel) isSetUp() bool { return k.setUp.Load() }
 
 func now() int64 { return time.Now().UnixMilli() }
 
-// Identity is who a caller is: the seed's ProcessIdentity plus the role and
-// capabilities of its connection.
+// Identity is who a caller is: its record (abi.Identity: the seed's
+// ProcessIdentity plus the role and capabilities of its connection), the
+// host uid it maps to, and, for a token attach, the token's lease.
 type Identity struct {
-	Role         string   `json:"role"`
-	Uid          uint32   `json:"uid"`
-	Gid          uint32   `json:"gid"`
-	Gids         []uint32 `json:"gids"`
-	Username     string   `json:"username"`
-	Home         string   `json:"home"`
-	Cwd          string   `json:"cwd"`
-	WorkspaceID  *string  `json:"workspaceId"`
-	Capabilities []string `json:"capabilities"`
+	abi.Identity
 	// HostUID is the host uid this user maps to, or -1.
 	HostUID int `json:"-"`
 	kernel  bool
 	lease   *lease // the token this identity attached with; nil if none
 }
 
-// Grant names the grant the identity came from (vfs.Lease): an identity that attached with a token names
-// it ("token tok_…"); any other names no grant.
+// Grant names the grant the identity came from (vfs.Lease): an identity
+// that attached with a token names it ("token tok_…"); any other names
+// no grant.
 func (id *Identity) Grant() string {
 	if id == nil || id.lease == nil {
 		return ""
@@ -175,8 +169,9 @@ func (id *Identity) Grant() string {
 	return "token " + id.lease.tokenID
 }
 
-// Done ends with the identity's grant (vfs.Lease): it is closed when the token the identity
-// attached with is revoked or expires; nil for an identity with no token.
+// Done ends with the identity's grant (vfs.Lease): it is closed when the
+// token the identity attached with is revoked or expires; nil for an
+// identity with no token.
 func (id *Identity) Done() <-chan struct{} {
 	if id == nil || id.lease == nil {
 		return nil
@@ -186,8 +181,8 @@ func (id *Identity) Done() <-chan struct{} {
 
 // Record returns id as the abi.Identity a result reports.
 func (id *Identity) Record() *abi.Identity {
-	return &abi.Identity{Role: id.Role, Uid: id.Uid, Gid: id.Gid, Gids: id.Gids, Username: id.Username,
-		Home: id.Home, Cwd: id.Cwd, WorkspaceID: id.WorkspaceID, Capabilities: id.Capabilities}
+	r := id.Identity
+	return &r
 }
 
 func (id *Identity) isKernel() bool { return id != nil && id.kernel }
@@ -254,8 +249,8 @@ func Nobody() *Identity { return nobody(-1) }
 
 // nobody is the identity of a host user with no GSV account.
 func nobody(hostUID int) *Identity {
-	return &Identity{Role: "nobody", Uid: 65534, Gid: 65534, Username: "nobody",
-		Home: "/", Cwd: "/", HostUID: hostUID}
+	return &Identity{Identity: abi.Identity{Role: "nobody", Uid: 65534, Gid: 65534, Username: "nobody",
+		Home: "/", Cwd: "/"}, HostUID: hostUID}
 }
 
 // Peer is what a transport knows about who is on the other end: its

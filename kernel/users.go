@@ -123,7 +123,7 @@ func (k *Kernel) seed() error {
 // the capabilities of those groups.
 func (k *Kernel) identity(ctx context.Context, uid uint32) (*Identity, error) {
 	who := abi.Path(fmt.Sprintf("uid %d", uid))
-	id := &Identity{Role: "user", Uid: uid, HostUID: -1}
+	id := &Identity{Identity: abi.Identity{Role: "user", Uid: uid}, HostUID: -1}
 	var host sql.NullInt64
 	err := k.Store.QueryRowContext(ctx, `SELECT username,gid,home,host_uid FROM users WHERE uid=?`, uid).
 		Scan(&id.Username, &id.Gid, &id.Home, &host)

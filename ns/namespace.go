@@ -93,8 +93,20 @@ type CtlVerb func(l CtlLine) (call string, args any, err error)
 // Failures are remembered for dir's err view. The result text of a line is
 // its syscall result as JSON.
 func (s *Space) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl {
+	return s.CtlShow(dir, meta, verbs, func(res any) (string, error) {
+		b, err := json.Marshal(res)
+		return string(b), err
+	})
+}
+
+// CtlShow is Ctl whose result text is show's rendering of the syscall's
+// result: a clone file reads back the new id alone. Its lines follow every
+// rule of Ctl (one verb table, strict options and JSON args, failures in
+// dir's err view, errors naming the syscall and the file).
+func (s *Space) CtlShow(dir string, meta *Meta, verbs map[string]CtlVerb, show func(res any) (string, error)) *vfs.Ctl {
+	file := abi.Path(meta.Path)
 	reject := func(ctx context.Context, cred vfs.Cred, err error) {
-		s.k.NoteError(ident(cred).Uid, dir, abi.E(abi.Path(dir+"/ctl"), abi.Invalid, err))
+		s.k.NoteError(ident(cred).Uid, dir, abi.E(file, abi.Invalid, err))
 	}
 	return &vfs.Ctl{Meta: meta, Reject: reject, Exec: func(ctx context.Context, cred vfs.Cred, line string) (string, error) {
 		c := CallerOf(cred, dir)
@@ -105,7 +117,7 @@ func (s *Space) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl {
 		}
 		v, ok := verbs[l.Verb]
 		if !ok {
-			err := abi.E(abi.Path(dir+"/ctl"), abi.Invalid, fmt.Sprintf("unknown verb %q (want one of %s)", l.Verb, verbList(verbs)))
+			err := abi.E(file, abi.Invalid, fmt.Sprintf("unknown verb %q (want one of %s)", l.Verb, verbList(verbs)))
 			s.k.NoteError(c.Uid, dir, err)
 			return "", err
 		}
@@ -115,9 +127,9 @@ func (s *Space) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl {
 		}
 		if err != nil {
 			if call != "" {
-				err = abi.E(abi.Op(call), abi.Path(dir+"/ctl"), err)
+				err = abi.E(abi.Op(call), file, err)
 			} else {
-				err = abi.E(abi.Path(dir+"/ctl"), err)
+				err = abi.E(file, err)
 			}
 			s.k.NoteError(c.Uid, dir, err)
 			return "", err
@@ -129,7 +141,7 @@ func (s *Space) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl {
 			if args == nil {
 				args = l.JSON
 			} else if err := kernel.DecodeArgs(l.JSON, args); err != nil {
-				err = abi.E(abi.Op(call), abi.Path(dir+"/ctl"), err)
+				err = abi.E(abi.Op(call), file, err)
 				s.k.NoteError(c.Uid, dir, err)
 				return "", err
 			}
@@ -138,8 +150,7 @@ func (s *Space) Ctl(dir string, meta *Meta, verbs map[string]CtlVerb) *vfs.Ctl {
 		if err != nil {
 			return "", err
 		}
-		b, err := json.Marshal(res)
-		return string(b), err
+		return show(res)
 	}}
 }
 

@@ -662,3 +662,38 @@ func TestPolicy(t *testing.T) {
 		t.Fatalf("refusal %q", txt)
 	}
 }
+
+// TestCloneIsACtl: /proc/clone follows the rules of every ctl file: an
+// option or JSON field spawn does not read is a 400 naming it and the
+// syscall, nothing is spawned, and the failure shows in /proc/err.
+func TestCloneIsACtl(t *testing.T) {
+	h := newPTHarness(t)
+	ctx := context.Background()
+	n, err := h.node(h.alice, "/proc/clone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := n.(*vfs.Ctl)
+	count := func() int { return h.sqlCount(`SELECT count(*) FROM proc_processes WHERE uid=?`, h.alice.Uid) }
+	before := count()
+	for _, tc := range []struct{ line, want string }{
+		{"spawn task colour=red", `proc.spawn: /proc/clone: unknown option "colour"`},
+		{`spawn {"profile":"task","colour":"red"}`, `proc.spawn: /proc/clone: unknown field "colour"`},
+		{"fork task", `/proc/clone: unknown verb "fork" (want one of spawn)`},
+	} {
+		_, err := ctl.Exec(ctx, h.alice, tc.line)
+		if err == nil || err.Error() != tc.want || abi.Code(err) != 400 {
+			t.Errorf("%q: %v, want 400 %q", tc.line, err, tc.want)
+		}
+		if got, _ := h.readFile(h.alice, "/proc/err"); strings.TrimSpace(got) != tc.want {
+			t.Errorf("%q: /proc/err says %q", tc.line, got)
+		}
+	}
+	if after := count(); after != before {
+		t.Fatalf("%d processes spawned by refused lines", after-before)
+	}
+	pid, err := ctl.Exec(ctx, h.alice, "spawn task label=ok")
+	if err != nil || pid == "" || strings.ContainsAny(pid, "{\"") {
+		t.Fatalf("clone read back %q, %v", pid, err)
+	}
+}

@@ -50,30 +50,14 @@ func (m *Manager) tree() vfs.Dir {
 	ctl := m.space.Ctl("/proc", ns.RootMeta("/proc/ctl", 0o666), map[string]ns.CtlVerb{"spawn": spawnVerb})
 	// clone is a ctl whose result is the new pid: exec 3<>clone; echo
 	// 'spawn task' >&3; read pid <&3.
-	clone := &vfs.Ctl{Meta: ns.RootMeta("/proc/clone", 0o666), Exec: func(ctx context.Context, cred vfs.Cred, line string) (string, error) {
-		c := ns.CallerOf(cred, "/proc")
-		l, err := ns.ParseCtl(line)
-		if err == nil && l.Verb != "spawn" {
-			err = abi.E(abi.Path("/proc/clone"), abi.Invalid, fmt.Sprintf("unknown verb %q (want spawn)", l.Verb))
-		}
-		var args any
-		if err == nil {
-			_, args, err = spawnVerb(l)
-		}
-		if err == nil && l.JSON != nil {
-			if jerr := json.Unmarshal(l.JSON, args); jerr != nil {
-				err = abi.E(abi.Path("/proc/clone"), abi.Invalid, fmt.Sprintf("bad args: %v", jerr))
+	clone := m.space.CtlShow("/proc", ns.RootMeta("/proc/clone", 0o666), map[string]ns.CtlVerb{"spawn": spawnVerb},
+		func(res any) (string, error) {
+			r, ok := res.(*abi.SpawnResult)
+			if !ok {
+				return "", abi.E(abi.Op("proc.spawn"), abi.Other, fmt.Sprintf("result of type %T", res))
 			}
-		}
-		if err != nil {
-			return "", err
-		}
-		res, err := kernel.Invoke[*abi.SpawnResult](ctx, m.k, c, "proc.spawn", args)
-		if err != nil {
-			return "", err
-		}
-		return res.Pid, nil
-	}}
+			return r.Pid, nil
+		})
 	errv := m.space.ErrView("/proc")
 	return &vfs.FuncDir{Meta: root,
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {

@@ -150,6 +150,16 @@ func TestRunStopsItself(t *testing.T) {
 	}
 }
 
+// rollBackTheBatch queues a transaction that rolls back the whole batch
+// it is in. (A function of its own, so that waitTxQueued tells it from
+// the test's other goroutines.)
+func rollBackTheBatch(ctx context.Context, h *ptHarness) error {
+	return h.k.Store.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`ROLLBACK`)
+		return err
+	})
+}
+
 // A send whose transaction the store does not commit starts no run.
 func TestSendCommitFails(t *testing.T) {
 	h := newPTHarness(t)
@@ -170,13 +180,8 @@ func TestSendCommitFails(t *testing.T) {
 	// The next transaction, in the same batch, rolls the whole batch
 	// back: Send's function ran, its changes are gone.
 	rollc := make(chan error, 1)
-	go func() {
-		rollc <- h.k.Store.Tx(ctx, func(tx *sql.Tx) error {
-			_, err := tx.Exec(`ROLLBACK`)
-			return err
-		})
-	}()
-	waitTxQueued(t, "TestSendCommitFails")
+	go func() { rollc <- rollBackTheBatch(ctx, h) }()
+	waitTxQueued(t, "rollBackTheBatch(")
 	release()
 	if err := <-sendc; err == nil {
 		t.Fatal("send: no error from a rolled back transaction")

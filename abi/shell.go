@@ -2,29 +2,36 @@ package abi
 
 import "encoding/json"
 
-// ShellExecArgs are the args of shell.exec: run Input with /bin/sh -c in
-// Cwd (default: the caller's cwd) on the device Target, for at most
-// TimeoutMs (default 2 minutes, at most 10). SessionID continues a shell
-// session (not supported yet).
+// ShellExecArgs are the args of shell.exec. Without SessionID it starts a
+// command: Input run with /bin/sh -c in Cwd (default: the caller's cwd) on
+// the device Target, for at most TimeoutMs (default 2 minutes, at most
+// 10); Background returns at once with the session instead of waiting for
+// the command. With SessionID it continues that shell session: an empty
+// Input polls it, any other Input is written to the command's stdin (Cwd,
+// TimeoutMs and Background are then ignored).
 type ShellExecArgs struct {
-	Target    string `json:"target,omitempty"`
-	Cwd       string `json:"cwd,omitempty"`
-	Input     string `json:"input"`
-	SessionID string `json:"sessionId,omitempty"`
-	TimeoutMs int64  `json:"timeoutMs,omitempty"`
+	Target     string `json:"target,omitempty"`
+	Cwd        string `json:"cwd,omitempty"`
+	Input      string `json:"input"`
+	SessionID  string `json:"sessionId,omitempty"`
+	TimeoutMs  int64  `json:"timeoutMs,omitempty"`
+	Background bool   `json:"background,omitempty"`
 }
 
-// ShellExecResult is shell.exec's result. A command that ran has a Status
-// ("completed" when it exited 0, else "failed"), its Output (stdout and
-// stderr merged, the tail kept: Truncated says earlier output was
-// dropped), its ExitCode when it exited (nil when it was stopped: timed
-// out, cancelled, the daemon shutting down) and, when it failed, an
-// Error. A command that could not start has no Status: the result is
-// {ok:false, error}.
+// ShellExecResult is shell.exec's result. A command has a Status:
+// "running" while it runs (its SessionID names the session to poll),
+// "completed" when it exited 0, else "failed". Output is its output
+// (stdout and stderr merged) not returned before, the tail kept:
+// Truncated says earlier output was dropped. ExitCode is set when it
+// exited (nil when it was stopped: timed out, cancelled, the daemon
+// shutting down) and Error when it failed. SessionID is set on every
+// result of a session that a result has named before. A command that
+// could not start has no Status: the result is {ok:false, error}.
 type ShellExecResult struct {
 	Error     string `json:"error,omitempty"`
 	ExitCode  *int   `json:"exitCode,omitempty"`
 	Output    string `json:"output"`
+	SessionID string `json:"sessionId,omitempty"`
 	Status    string `json:"status"`
 	Truncated bool   `json:"truncated,omitempty"`
 }

@@ -4,6 +4,7 @@ package main_test
 // no command's process outlives its caller or the daemon.
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -160,4 +161,48 @@ func TestE2EShellClientGone(t *testing.T) {
 	<-done
 	// The daemon serves on.
 	mustOK(t, call9p(t, root, "sys.whoami", nil), nil)
+}
+
+// shell.exec sessions through `gsv call`: a background command polled to
+// its end, stdin written to cat, and the 404 of a session already read.
+func TestE2EShellSession(t *testing.T) {
+	d := startDaemon(t, newBase(t), daemonOpts{})
+	env := []string{"GSV_ADDR=unix!" + d.sock}
+	call := func(args string) map[string]any {
+		t.Helper()
+		r := gsvAs(0, env, "call", "shell.exec", args)
+		var m map[string]any
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &m) != nil {
+			t.Fatalf("gsv call shell.exec %s: %v", args, r)
+		}
+		return m
+	}
+	r := call(`{"input":"sleep 0.5; echo done","background":true}`)
+	sid, _ := r["sessionId"].(string)
+	if r["status"] != "running" || !strings.HasPrefix(sid, "sh_") {
+		t.Fatalf("background start: %v", r)
+	}
+	poll := `{"sessionId":"` + sid + `","input":""}`
+	var out strings.Builder
+	for deadline := time.Now().Add(20 * time.Second); r["status"] == "running"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s still running: %v", sid, r)
+		}
+		r = call(poll)
+		out.WriteString(r["output"].(string))
+	}
+	if r["status"] != "completed" || r["exitCode"] != float64(0) || r["sessionId"] != sid || out.String() != "done\n" {
+		t.Fatalf("final %v, output %q", r, out.String())
+	}
+	res := gsvAs(0, env, "call", "shell.exec", poll)
+	if res.code != 1 || !strings.Contains(res.stderr, "Unknown shell session: "+sid) || !strings.Contains(res.stderr, "(404)") {
+		t.Fatalf("poll after the end: %v", res)
+	}
+
+	r = call(`{"input":"cat","background":true,"timeoutMs":10000}`)
+	sid = r["sessionId"].(string)
+	r = call(`{"sessionId":"` + sid + `","input":"hello\n"}`)
+	if r["status"] != "running" || r["output"] != "hello\n" {
+		t.Fatalf("stdin to cat: %v", r)
+	}
 }

@@ -1,7 +1,18 @@
 package local
 
+import "time"
+
 // Limits of shell.exec, for the external tests.
 const (
 	ShellKillGrace = shellKillGrace
 	MaxShellOutput = maxShellOutput
 )
+
+// SetShellLimits sets the TTL of the device's shell sessions and the wait
+// budget of a start or poll (zero: the default); call it before the
+// device's first command.
+func (d *Device) SetShellLimits(ttl, wait time.Duration) {
+	d.shells.mu.Lock()
+	d.shells.ttl, d.shells.wait = ttl, wait
+	d.shells.mu.Unlock()
+}

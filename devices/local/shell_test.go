@@ -84,9 +84,8 @@ func TestShellExecFrames(t *testing.T) {
 		t.Fatalf("exit 2: %+v", r)
 	}
 	r = frame(t, k, root, `{"call":"shell.exec","args":{"sessionId":"sh_1","input":""}}`)
-	data, _ = r.Data.(map[string]any)
-	if !r.OK || data["ok"] != false || data["error"] != "shell sessions are not supported yet" {
-		t.Fatalf("session: %+v", r)
+	if r.OK || r.Error.Code != 404 || r.Error.Message != "shell.exec: Unknown shell session: sh_1" {
+		t.Fatalf("unknown session: %+v", r)
 	}
 	r = frame(t, k, root, `{"call":"shell.exec","args":{"input":"  "}}`)
 	data, _ = r.Data.(map[string]any)
@@ -304,7 +303,7 @@ func TestShellTimeoutKillsGroup(t *testing.T) {
 	if el := time.Since(start); el > 500*time.Millisecond+local.ShellKillGrace+time.Second {
 		t.Fatalf("timeout took %v", el)
 	}
-	if r["status"] != "failed" || r["error"] != "timed out after 0.5s" {
+	if r["status"] != "failed" || r["error"] != "Command timed out" {
 		t.Fatalf("timeout: %v", r)
 	}
 	if _, ok := r["exitCode"]; ok {

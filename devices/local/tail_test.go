@@ -28,3 +28,24 @@ func TestTailBuffer(t *testing.T) {
 		t.Fatalf("cut rune: %q", got)
 	}
 }
+
+// take returns what was written since the last take; a character split
+// between takes is returned whole by the later one.
+func TestTailBufferTake(t *testing.T) {
+	b := &tailBuffer{max: 8}
+	b.Write([]byte("ab\xc3"))
+	if s, trunc := b.take(false); s != "ab" || trunc {
+		t.Fatalf("first take: %q %v", s, trunc)
+	}
+	b.Write([]byte("\xa9cd"))
+	if s, _ := b.take(false); s != "écd" {
+		t.Fatalf("second take: %q", s)
+	}
+	b.Write([]byte("0123456789"))
+	if s, trunc := b.take(true); s != "[... 2 bytes truncated ...]\n23456789" || !trunc {
+		t.Fatalf("truncated take: %q %v", s, trunc)
+	}
+	if s, trunc := b.take(true); s != "" || trunc {
+		t.Fatalf("empty take: %q %v", s, trunc)
+	}
+}

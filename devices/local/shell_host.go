@@ -1,0 +1,338 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"gsvfs.dev/gsvfs/abi"
+)
+
+// shellRunner starts shell commands for shell.exec's sessions. The host
+// runner (hostShell) runs /bin/sh as the daemon's user in a process
+// group of its own; a sandbox runtime is another runner. The sessions
+// (polls, stdin, timeouts, expiry) are the device's, whatever the runner.
+type shellRunner interface {
+	// start starts c and returns its handle once it runs, or why it
+	// could not start (nothing then runs).
+	start(ctx context.Context, c *shellCommand) (shellHandle, error)
+}
+
+// shellCommand is one command for a runner to start.
+type shellCommand struct {
+	who   Who
+	dir   string   // the real working directory
+	env   []string // the whole environment
+	input string   // the text /bin/sh -c runs
+	// stdin says the command's stdin is a pipe that writeInput writes;
+	// otherwise it is /dev/null.
+	stdin bool
+	// out receives stdout and stderr, merged in the order written, until
+	// the command's handle is done.
+	out io.Writer
+}
+
+// shellHandle is a started command.
+type shellHandle interface {
+	// writeInput writes p to the command's stdin, giving up at deadline;
+	// an error if its stdin is /dev/null, closed, or the command ended.
+	writeInput(p []byte, deadline time.Time) (int, error)
+	// kill stops the command: every process of it gets SIGTERM now and
+	// SIGKILL shellKillGrace later if the command has not ended. It
+	// returns at once; only the first kill counts.
+	kill()
+	// done is closed once the command has ended (exited or killed), its
+	// output is all written to out and every process of it is gone.
+	done() <-chan struct{}
+	// exit is how the command ended; valid once done is closed.
+	exit() shellExit
+}
+
+// shellExit is how a command ended.
+type shellExit struct {
+	// killed: kill was called before the command exited by itself.
+	killed bool
+	// code is its exit code, 128+signal if a signal killed the shell (as
+	// $? reports it); nil if it was not waited for.
+	code *int
+	// signal killed the shell, if not 0.
+	signal syscall.Signal
+	// err is why it could not be waited for.
+	err error
+}
+
+// hostShell is the runner of commands on the host: /bin/sh -c as the
+// daemon's own user, leading its own process group, which the runner
+// kills whole when the shell exits, when it is killed and when the
+// daemon dies (see hostProc).
+type hostShell struct {
+	log *slog.Logger
+}
+
+// hostProc is a command of hostShell: a shell leading its process group.
+type hostProc struct {
+	pgid int
+	log  *slog.Logger
+
+	// stdin is the write end of its stdin pipe (nil for /dev/null);
+	// stdinMu keeps writes whole, one after another; closeStdin closes it
+	// without waiting for a write.
+	stdinMu    sync.Mutex
+	stdin      *os.File
+	stdinClose sync.Once
+
+	// stopping is closed by the first kill.
+	stopOnce sync.Once
+	stopping chan struct{}
+	// ended is closed when everything is gone; ex is then how it ended.
+	ended chan struct{}
+	ex    shellExit
+}
+
+func (p *hostProc) done() <-chan struct{} { return p.ended }
+func (p *hostProc) exit() shellExit       { return p.ex }
+func (p *hostProc) kill()                 { p.stopOnce.Do(func() { close(p.stopping) }) }
+
+func (p *hostProc) writeInput(b []byte, deadline time.Time) (int, error) {
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	if p.stdin == nil {
+		return 0, errStdinClosed
+	}
+	if err := p.stdin.SetWriteDeadline(deadline); err != nil {
+		return 0, errStdinClosed // closed as the command ended
+	}
+	n, err := p.stdin.Write(b)
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		err = errStdinClosed
+	}
+	return n, err
+}
+
+// closeStdin closes the command's stdin, which ends a pending write.
+func (p *hostProc) closeStdin() {
+	p.stdinClose.Do(func() {
+		if p.stdin != nil {
+			p.stdin.Close()
+		}
+	})
+}
+
+// errStdinClosed is why input cannot be written to a command.
+var errStdinClosed = errors.New("the command's stdin is closed")
+
+// start starts the command and returns once it runs (see run).
+func (h hostShell) start(ctx context.Context, c *shellCommand) (shellHandle, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p := &hostProc{log: h.log, stopping: make(chan struct{}), ended: make(chan struct{})}
+	started := make(chan error, 1)
+	go p.run(c, started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// run starts the command, reports the start on started, and waits for
+// it. It runs locked to its OS thread until the shell is reaped:
+// Pdeathsig fires when the thread that forked the shell ends, and a
+// locked thread ends only with its goroutine.
+//
+// When the shell exits, whatever is left of its group (background
+// children) may write to the output for shellDrainGrace more and is then
+// killed (SIGKILL). A kill sends the group SIGTERM and, if the shell has
+// not exited shellKillGrace later, SIGKILL. A daemon that dies without
+// doing so takes the group with it: the shell has Pdeathsig SIGKILL, and a
+// guard process outside the group kills the group when a pipe only the
+// daemon writes to closes (see startGuard).
+func (p *hostProc) run(c *shellCommand, started chan<- error) {
+	defer close(p.ended)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		started <- abi.E(abi.Path("shell"), fmt.Sprintf("output pipe: %v", err))
+		return
+	}
+	defer pr.Close()
+	cmd := exec.Command("/bin/sh", "-c", c.input)
+	cmd.Dir = c.dir
+	cmd.Env = c.env
+	cmd.Stdin = nil // /dev/null
+	var inR *os.File
+	if c.stdin {
+		if inR, p.stdin, err = os.Pipe(); err != nil {
+			pw.Close()
+			started <- abi.E(abi.Path("shell"), fmt.Sprintf("input pipe: %v", err))
+			return
+		}
+		cmd.Stdin = inR
+	}
+	defer p.closeStdin()
+	// One *os.File for both: the child writes straight into our pipe, in
+	// order, and Wait returns when the shell exits rather than when every
+	// holder of the pipe has closed it.
+	cmd.Stdout = pw
+	cmd.Stderr = pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	err = cmd.Start()
+	pw.Close()
+	if inR != nil {
+		inR.Close()
+	}
+	if err != nil {
+		started <- abi.E(abi.Path("shell"), fmt.Sprintf("starting /bin/sh: %v", abi.CauseText(err)))
+		return
+	}
+	pid := cmd.Process.Pid
+	guard, guardW, err := startGuard(pid)
+	if err != nil {
+		p.killGroup(pid, syscall.SIGKILL)
+		cmd.Wait()
+		started <- abi.E(abi.Path("shell"), fmt.Sprintf("starting the command's guard: %v", abi.CauseText(err)))
+		return
+	}
+	defer guardW.Close()
+	p.pgid = pid
+	started <- nil
+	p.log.Debug("shell.exec started", "uid", c.who.Uid, "user", c.who.Username, "dir", c.dir, "pgid", pid)
+
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := pr.Read(buf)
+			c.out.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	exited := make(chan struct{})
+	stopperDone := make(chan struct{})
+	go func() { // the stopper: SIGTERM, then SIGKILL after the grace
+		defer close(stopperDone)
+		select {
+		case <-exited:
+			return
+		case <-p.stopping:
+		}
+		p.killGroup(pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(shellKillGrace):
+			p.killGroup(pid, syscall.SIGKILL)
+		}
+	}()
+
+	// Wait for the shell to exit without reaping it: its zombie keeps its
+	// pid, and so the group's id, from being reused until the group is
+	// killed below.
+	werr := waitExited(pid)
+	close(exited)
+	select {
+	case <-p.stopping:
+		p.ex.killed = true
+	default:
+	}
+	p.closeStdin()
+	// Output still in the pipe, or written by background children for a
+	// moment more; then kill what is left of the group and stop listening.
+	select {
+	case <-drained:
+	case <-time.After(shellDrainGrace):
+	}
+	p.killGroup(pid, syscall.SIGKILL)
+	pr.SetReadDeadline(time.Now())
+	<-drained
+	<-stopperDone
+	guard.Process.Kill() // the group is dead: the guard has nothing to do
+	guard.Wait()
+	if err := cmd.Wait(); werr == nil {
+		werr = err
+	}
+	var exitErr *exec.ExitError
+	switch {
+	case werr == nil:
+		p.ex.code = new(int)
+	case errors.As(werr, &exitErr):
+		code := exitCode(exitErr)
+		p.ex.code = &code
+		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			p.ex.signal = ws.Signal()
+		}
+	default:
+		p.ex.err = werr
+	}
+	p.log.Debug("shell.exec ended", "uid", c.who.Uid, "pgid", pid, "exitCode", p.ex.code, "killed", p.ex.killed)
+}
+
+// startGuard starts the guard of process group pgid: a /bin/sh outside
+// the group that reads its stdin, a pipe whose write end only the daemon
+// holds, and kills the group (SIGKILL) when it reads end of file, which
+// happens only when the daemon has died without killing the group itself.
+// It returns the guard and the pipe's write end, to be closed only after
+// the guard is killed and reaped. The daemon kills the guard before it
+// reaps the group's leader, so that the group's id is still the command's
+// whenever the guard may act.
+func startGuard(pgid int) (*exec.Cmd, *os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	g := exec.Command("/bin/sh", "-c", `read _; kill -s KILL -- "-$1"`, "gsv-shell-guard", strconv.Itoa(pgid))
+	g.Dir = "/"
+	g.Env = []string{"PATH=" + shellPath}
+	g.Stdin = r
+	g.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = g.Start()
+	r.Close()
+	if err != nil {
+		w.Close()
+		return nil, nil, err
+	}
+	return g, w, nil
+}
+
+// waitExited waits until the child pid has exited, leaving it unreaped.
+func waitExited(pid int) error {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// killGroup sends sig to the process group pgid.
+func (p *hostProc) killGroup(pgid int, sig syscall.Signal) {
+	if err := syscall.Kill(-pgid, sig); err != nil && err != syscall.ESRCH {
+		p.log.Warn("shell.exec: signalling the command's group", "pgid", pgid, "signal", sig, "err", err)
+	}
+}
+
+// exitCode is the shell's exit code, or 128+signal if a signal killed it,
+// as a shell reports it in $?.
+func exitCode(e *exec.ExitError) int {
+	if ws, ok := e.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return e.ExitCode()
+}

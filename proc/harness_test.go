@@ -506,7 +506,8 @@ func init0(uid uint32) string { return fmt.Sprintf("init:%d", uid) }
 // the Manager's harness, or the kernel's end) closes both.
 func register(k *kernel.Kernel, opts Options) (*Manager, error) {
 	space := ns.New(k)
-	dev, err := devices.New(k, devices.Options{Local: local.Options{Logger: opts.Logger}})
+	// A short wait budget, so that a Shell command of a test may outrun it.
+	dev, err := devices.New(k, devices.Options{Local: local.Options{Logger: opts.Logger, ShellWait: 300 * time.Millisecond}})
 	if err != nil {
 		return nil, err
 	}

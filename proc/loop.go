@@ -85,6 +85,37 @@ func toolByName(name string) *tool {
 	return nil
 }
 
+// awaitShell polls the shell session of a command that outran
+// shell.exec's wait budget until it ends, and returns its whole result:
+// the Shell tool answers the model with the command's end, as the model
+// has no tool to poll. The output is what each poll returned, joined, its
+// tail kept as shell.exec keeps it; an abort ends the polling (the command
+// runs on to its own timeout).
+func (m *Manager) awaitShell(ctx context.Context, caller *kernel.Caller, sh *abi.ShellExecResult) (*abi.ShellExecResult, error) {
+	var out strings.Builder
+	out.WriteString(sh.Output)
+	truncated := sh.Truncated
+	for sh.Status == "running" {
+		next, err := kernel.Invoke[*abi.ShellExecResult](ctx, m.k, caller, "shell.exec", &abi.ShellExecArgs{SessionID: sh.SessionID})
+		if err != nil {
+			return nil, err
+		}
+		sh = next
+		out.WriteString(sh.Output)
+		truncated = truncated || sh.Truncated
+	}
+	whole := *sh
+	whole.Output, whole.Truncated = out.String(), truncated
+	if n := len(whole.Output); n > shellOutputMax {
+		whole.Output, whole.Truncated = strings.ToValidUTF8(whole.Output[n-shellOutputMax:], ""), true
+	}
+	return &whole, nil
+}
+
+// shellOutputMax is the most output of one command the Shell tool gives
+// the model: shell.exec's own cap on one result.
+const shellOutputMax = 200_000
+
 // dataRoots are the directories of the data tree: files in them are
 // data, and writing one runs nothing.
 var dataRoots = []string{"/home", "/workspaces", "/var/sessions"}
@@ -362,6 +393,9 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 	}
 	m.signal(pr.uid, "proc.run.tool.started", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "callId": c.ID, "toolName": c.Name, "syscall": t.syscall})
 	res, err := m.k.Call(ctx, caller, t.syscall, args)
+	if sh, ok := res.(*abi.ShellExecResult); ok && err == nil && sh.Status == "running" {
+		res, err = m.awaitShell(ctx, caller, sh)
+	}
 	if ctx.Err() != nil {
 		return false, errStale // abort writes the "interrupted" result
 	}

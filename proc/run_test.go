@@ -474,3 +474,38 @@ func TestNamespaceWriteAsks(t *testing.T) {
 		t.Fatalf("the file is gone before anyone approved: %+v, %v", read, err)
 	}
 }
+
+// TestShellOutrunsWaitBudget: a Shell command that outruns shell.exec's
+// wait budget answers the model with its end and its whole output (the
+// model has no tool to poll a shell session).
+func TestShellOutrunsWaitBudget(t *testing.T) {
+	h := newPTHarness(t)
+	h.setScriptText(0, `{"tools":[{"name":"Shell","args":{"command":"echo early; sleep 1; echo late"}}],"expectUser":"go"}
+{"text":"ok"}
+`)
+	pid := h.spawn(h.root, "slowshell")
+	r := h.send(h.root, pid, "", "go")
+	h.waitRun(r.RunID, "waiting_hil")
+	req := h.history(h.root, pid, "").PendingHil
+	if req == nil {
+		t.Fatal("no pending HIL request")
+	}
+	h.must(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve"}, nil)
+	if st := h.waitRun(r.RunID); st != "done" {
+		t.Fatalf("run: %s", st)
+	}
+	ms := h.history(h.root, pid, "").Messages
+	var got toolResultContent
+	for _, m := range ms {
+		if m.Role == "toolResult" {
+			got = ptTool(t, m)
+		}
+	}
+	var res abi.ShellExecResult
+	if err := json.Unmarshal([]byte(got.Output), &res); err != nil {
+		t.Fatalf("tool result %q: %v", got.Output, err)
+	}
+	if got.IsError || res.Status != "completed" || res.Output != "early\nlate\n" {
+		t.Fatalf("tool result %+v: %+v", got, res)
+	}
+}

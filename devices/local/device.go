@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -43,6 +44,9 @@ const tmpDir = ".tmp"
 type Options struct {
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
+	// ShellWait is how long a shell.exec start or poll waits for its
+	// command to end before it answers "running"; zero means 10 s.
+	ShellWait time.Duration
 }
 
 // Device is the local device over one host. Its data tree lives in
@@ -168,6 +172,7 @@ func New(k Host, opts Options) (*Device, error) {
 		dataFD = nil
 	}
 	d := &Device{k: k, log: opts.Logger, stateDir: k.StateDir(), data: data, dataFD: dataFD, dataPath: dataPath}
+	d.shells.wait = opts.ShellWait
 	users, err := k.Users(context.Background())
 	if err != nil {
 		d.closeData()

@@ -1,0 +1,276 @@
+package abi
+
+// Exec sessions: process.session.open, process.exec,
+// process.session.signal and process.session.list, in the seed's shapes
+// (snake_case fields). A session is a boundary decided at open (its
+// mounts, network, workdir, environment and ceilings); every exec runs
+// inside it with the opener's authority.
+
+// Network modes of a session.
+const (
+	NetworkNone = "none" // loopback only
+	NetworkFull = "full" // the host's network
+)
+
+// Mount modes of a session's mount.
+const (
+	MountRO = "ro"
+	MountRW = "rw"
+)
+
+// ProcessMount is one mount of a session: the directory HostPath (a path
+// in the caller's namespace, such as "~/proj" or "/workspaces/x"; a raw
+// host path for root) at GuestPath inside the sandbox, read-only ("ro")
+// or read-write ("rw").
+type ProcessMount struct {
+	HostPath  string `json:"host_path"`
+	GuestPath string `json:"guest_path"`
+	Mode      string `json:"mode"`
+}
+
+// ProcessLocalTarget is the local runtime's session definition: its
+// mounts, its working directory (a guest path; default: the first mount's
+// guest path, else the session's home), extra environment, and its
+// network mode ("none" or "full").
+type ProcessLocalTarget struct {
+	Mounts      []ProcessMount    `json:"mounts,omitempty"`
+	Workdir     string            `json:"workdir,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	NetworkMode string            `json:"network_mode"`
+}
+
+// ProcessTarget is the runtime a session runs on, a tagged variant:
+// exactly one arm is set. Local is the only arm today.
+type ProcessTarget struct {
+	Local *ProcessLocalTarget `json:"local,omitempty"`
+}
+
+// SessionOpenArgs are process.session.open's args. SessionTTLNs is how
+// long the session lives (default 1 h, at most the caller's ceiling);
+// Labels are the caller's own names for it.
+type SessionOpenArgs struct {
+	Target       ProcessTarget     `json:"target"`
+	SessionTTLNs *int64            `json:"session_ttl_ns,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+}
+
+// Isolation states what a session's sandbox applies, as built: the
+// runtime, the mounts as mounted (a mode narrowed to what the caller may
+// do), the network, pid and user namespaces, the host uid its processes
+// run as, the seccomp filter and the ceilings of each exec.
+type Isolation struct {
+	Runtime string         `json:"runtime"`
+	Mount   string         `json:"mount"`
+	Mounts  []ProcessMount `json:"mounts"`
+	Network string         `json:"network"`
+	PID     string         `json:"pid"`
+	User    string         `json:"user"`
+	HostUID uint32         `json:"host_uid"`
+	Seccomp string         `json:"seccomp"`
+	Limits  ExecLimits     `json:"limits"`
+}
+
+// ExecLimits are the ceilings of one exec: its time, how many output
+// bytes are kept per stream, how many processes it may run at once.
+type ExecLimits struct {
+	MaxTimeoutNs   int64 `json:"max_timeout_ns"`
+	MaxOutputBytes int64 `json:"max_output_bytes"`
+	MaxProcesses   int   `json:"max_processes"`
+}
+
+// SessionOpenResult is process.session.open's receipt: Status "ready"
+// (the sandbox is set up) or "error" (ErrorCode and Error say why).
+type SessionOpenResult struct {
+	SessionID   string     `json:"session_id"`
+	Status      string     `json:"status"`
+	StartedAtNs int64      `json:"started_at_ns"`
+	ExpiresAtNs *int64     `json:"expires_at_ns,omitempty"`
+	Isolation   *Isolation `json:"isolation,omitempty"`
+	ErrorCode   string     `json:"error_code,omitempty"`
+	Error       string     `json:"error,omitempty"`
+}
+
+// Output modes of process.exec.
+const (
+	OutputAuto          = "auto"
+	OutputRequireInline = "require_inline"
+)
+
+// ExecArgs are process.exec's args: argv run in session SessionID (no
+// shell unless argv says so), in Cwd (a guest path; default the
+// session's workdir), for at most TimeoutNs, with EnvPatch over the
+// session's environment, stdin from the blob StdinRef ("sha256:<hex>";
+// default empty), and its output returned as OutputMode says.
+type ExecArgs struct {
+	SessionID  string            `json:"session_id"`
+	Argv       []string          `json:"argv"`
+	Cwd        string            `json:"cwd,omitempty"`
+	TimeoutNs  *int64            `json:"timeout_ns,omitempty"`
+	EnvPatch   map[string]string `json:"env_patch,omitempty"`
+	StdinRef   string            `json:"stdin_ref,omitempty"`
+	OutputMode string            `json:"output_mode,omitempty"`
+}
+
+// ExecOutput is one stream's output, a tagged variant: small UTF-8 text
+// inline, small other bytes inline, or a blob for large output.
+type ExecOutput struct {
+	InlineText  *InlineText  `json:"inline_text,omitempty"`
+	InlineBytes *InlineBytes `json:"inline_bytes,omitempty"`
+	Blob        *BlobOutput  `json:"blob,omitempty"`
+}
+
+// InlineText is output that is valid UTF-8.
+type InlineText struct {
+	Text string `json:"text"`
+}
+
+// InlineBytes is output that is not UTF-8 (base64 in JSON).
+type InlineBytes struct {
+	Bytes []byte `json:"bytes"`
+}
+
+// BlobOutput is output kept as a blob: its ref ("sha256:<hex>", readable
+// at /var/blobs/sha256/<hex>), its size, and its first bytes. Truncated
+// says the stream wrote more than the exec's output ceiling and only the
+// first SizeBytes were kept.
+type BlobOutput struct {
+	BlobRef      string `json:"blob_ref"`
+	SizeBytes    int64  `json:"size_bytes"`
+	PreviewBytes []byte `json:"preview_bytes,omitempty"`
+	Truncated    bool   `json:"truncated,omitempty"`
+}
+
+// Exec statuses.
+const (
+	ExecOK       = "ok"
+	ExecTimeout  = "timeout"
+	ExecSignaled = "signaled"
+	ExecError    = "error"
+)
+
+// ExecResult is process.exec's receipt. Status is "ok" when the command
+// ran to its exit (ExitCode, 0 or not), "timeout" when it outran its
+// timeout, "signaled" when a signal to the session (or the daemon's
+// end) stopped it, "error" when it could not run or its output could not
+// be returned as asked (ErrorCode: "inline_required_too_large",
+// "start_failed", ...). A command killed by a signal has ExitCode
+// 128+signal, as a shell's $? reports it.
+type ExecResult struct {
+	ExitCode    int         `json:"exit_code"`
+	Status      string      `json:"status"`
+	Stdout      *ExecOutput `json:"stdout,omitempty"`
+	Stderr      *ExecOutput `json:"stderr,omitempty"`
+	StartedAtNs int64       `json:"started_at_ns"`
+	EndedAtNs   int64       `json:"ended_at_ns"`
+	ErrorCode   string      `json:"error_code,omitempty"`
+	Error       string      `json:"error,omitempty"`
+}
+
+// Session signals.
+const (
+	SignalTerm = "term"
+	SignalKill = "kill"
+	SignalInt  = "int"
+)
+
+// SessionSignalArgs are process.session.signal's args. "int" interrupts
+// the running exec (SIGINT to each of its processes) and the session
+// stays open; "term" and "kill" end the session: "term" sends SIGTERM to
+// every process and SIGKILL after GraceTimeoutNs (default 1 s), "kill"
+// SIGKILL at once.
+type SessionSignalArgs struct {
+	SessionID      string `json:"session_id"`
+	Signal         string `json:"signal"`
+	GraceTimeoutNs *int64 `json:"grace_timeout_ns,omitempty"`
+}
+
+// Signal statuses.
+const (
+	SignalSignaled      = "signaled"
+	SignalNotFound      = "not_found"
+	SignalAlreadyExited = "already_exited"
+	SignalError         = "error"
+)
+
+// SessionSignalResult is process.session.signal's receipt: "signaled",
+// or "already_exited" for a session that had already ended. ExitCode is
+// the running exec's, if one was stopped; EndedAtNs is when the session
+// ended.
+type SessionSignalResult struct {
+	Status    string `json:"status"`
+	ExitCode  *int   `json:"exit_code,omitempty"`
+	EndedAtNs *int64 `json:"ended_at_ns,omitempty"`
+}
+
+// SessionListArgs are process.session.list's args: none. A user lists
+// their own sessions, root everyone's.
+type SessionListArgs struct{}
+
+// SessionListResult is process.session.list's result, oldest first.
+type SessionListResult struct {
+	Sessions []SessionInfo `json:"sessions"`
+}
+
+// SessionGetArgs are process.session.get's args.
+type SessionGetArgs struct {
+	SessionID string `json:"session_id"`
+}
+
+// SessionInfo is a session as its status shows it: its state ("ready":
+// no exec running, "running", "ended"), owner, definition, isolation,
+// times, and its last exec's receipt.
+type SessionInfo struct {
+	SessionID   string            `json:"session_id"`
+	State       string            `json:"state"`
+	Uid         uint32            `json:"uid"`
+	User        string            `json:"user"`
+	Network     string            `json:"network"`
+	Workdir     string            `json:"workdir"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Isolation   *Isolation        `json:"isolation"`
+	StartedAtNs int64             `json:"started_at_ns"`
+	ExpiresAtNs int64             `json:"expires_at_ns"`
+	EndedAtNs   *int64            `json:"ended_at_ns,omitempty"`
+	Running     []string          `json:"running,omitempty"`
+	LastExec    *ExecResult       `json:"last_exec,omitempty"`
+}
+
+// ProcessCap is the process capability: what a caller may ask of a
+// session at open. Networks are the network modes allowed; Mounts the
+// namespace path prefixes that may be mounted, each with the strongest
+// mode allowed under it ("~" is the caller's home); MaxSessions how many
+// sessions may be open at once; MaxTTLNs the longest session;
+// MaxTimeoutNs the longest exec; MaxProcesses the processes of one exec.
+// A zero ceiling means the system's.
+type ProcessCap struct {
+	Networks     []string   `json:"networks"`
+	Mounts       []CapMount `json:"mounts"`
+	MaxSessions  int        `json:"max_sessions,omitempty"`
+	MaxTTLNs     int64      `json:"max_ttl_ns,omitempty"`
+	MaxTimeoutNs int64      `json:"max_timeout_ns,omitempty"`
+	MaxProcesses int        `json:"max_processes,omitempty"`
+}
+
+// CapMount is a mount prefix of the process capability: a namespace
+// path ("~" for the caller's home, "/" for the whole namespace; "host:"
+// then a host path for raw host paths) and the strongest mode allowed
+// under it.
+type CapMount struct {
+	Prefix string `json:"prefix"`
+	Mode   string `json:"mode"`
+}
+
+// BlobReadArgs are process.blob.read's args: the blob's ref
+// ("sha256:<hex>"), and a window of it.
+type BlobReadArgs struct {
+	BlobRef string `json:"blob_ref"`
+	Offset  int64  `json:"offset,omitempty"`
+	Limit   int64  `json:"limit,omitempty"`
+}
+
+// BlobReadResult is process.blob.read's result: the bytes of the window
+// (base64 in JSON), and the blob's whole size.
+type BlobReadResult struct {
+	Bytes     []byte `json:"bytes"`
+	SizeBytes int64  `json:"size_bytes"`
+}

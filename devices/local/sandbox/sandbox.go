@@ -1,0 +1,597 @@
+// Package sandbox runs commands inside bubblewrap sandboxes whose files
+// are idmapped bind mounts.
+//
+// A Box is the boundary of one exec session: a set of directories
+// (opened by the caller, who checked the rights to them) mounted at guest
+// paths, read-only or read-write, plus a scratch tmp and home of its own,
+// over a read-only base system (/usr, /etc). Each command of a Box runs
+// in a fresh bubblewrap sandbox (Box.Start): a new mount namespace holding
+// only those, new pid, ipc, uts and cgroup namespaces, a user namespace in
+// which it has no capability on the host and cannot make another, and, for
+// a box without network, a network namespace with only loopback. The
+// command's processes run as the box's host uid, an unprivileged uid that
+// owns no file of the host; the box's directories are mounted idmapped so
+// that their files (owned by root on disk, as the data tree keeps them)
+// appear owned by that uid, and files it creates are root's on disk.
+//
+// The Runtime stages each box's idmapped mounts under
+// /run/gsvfs/<instance>/<box>/ in the host's mount namespace (a directory
+// only the box's host uid may enter), because bubblewrap binds paths; Close
+// unmounts them, and a Runtime removes the stale ones of a daemon that
+// died at its start.
+package sandbox
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// RunDir is where runtimes stage their boxes' mounts.
+const RunDir = "/run/gsvfs"
+
+// Runtime runs boxes with one bubblewrap binary. Its zero value is not
+// usable: see NewRuntime.
+type Runtime struct {
+	bwrap   string // the bwrap binary
+	Version string // bwrap's version line, e.g. "bubblewrap 0.8.0"
+	dir     string // this runtime's staging directory
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	userns map[uint32]*os.File // idmap user namespaces, by host uid
+	boxes  map[*Box]bool
+	probed map[probeKey]error // the result of a first sandbox per host uid and network
+	closed bool
+}
+
+type probeKey struct {
+	uid     uint32
+	network bool
+}
+
+// NewRuntime finds bubblewrap (bwrap on the PATH, or /usr/bin/bwrap) and
+// makes the runtime's staging directory, removing what a runtime of a
+// process that is gone left there. It needs root: it mounts.
+func NewRuntime(log *slog.Logger) (*Runtime, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		bwrap = "/usr/bin/bwrap"
+		if _, serr := os.Stat(bwrap); serr != nil {
+			return nil, errors.New("bubblewrap (bwrap) is not installed: exec sessions need it (Debian: apt-get install bubblewrap)")
+		}
+	}
+	out, err := exec.Command(bwrap, "--version").Output()
+	if err != nil {
+		return nil, fmt.Errorf("bubblewrap: %s --version: %v", bwrap, err)
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("exec sessions need the daemon to run as root (it mounts each session's directories idmapped)")
+	}
+	if err := os.MkdirAll(RunDir, 0o711); err != nil {
+		return nil, fmt.Errorf("sandbox staging: %w", err)
+	}
+	os.Chmod(RunDir, 0o711)
+	removeStale(log)
+	dir, err := os.MkdirTemp(RunDir, strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox staging: %w", err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		os.Remove(dir)
+		return nil, fmt.Errorf("sandbox staging: %w", err)
+	}
+	return &Runtime{
+		bwrap: bwrap, Version: strings.TrimSpace(string(out)), dir: dir, log: log,
+		userns: map[uint32]*os.File{}, boxes: map[*Box]bool{}, probed: map[probeKey]error{},
+	}, nil
+}
+
+// removeStale unmounts and removes the staging directories of runtimes
+// whose process is gone.
+func removeStale(log *slog.Logger) {
+	ents, err := os.ReadDir(RunDir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		pidText, _, ok := strings.Cut(e.Name(), "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil {
+			continue
+		}
+		if syscall.Kill(pid, 0) == nil || pid == os.Getpid() {
+			continue // alive (or a pid reused: left alone, harmless)
+		}
+		dir := filepath.Join(RunDir, e.Name())
+		unmountUnder(dir)
+		if err := os.RemoveAll(dir); err != nil {
+			log.Warn("sandbox: removing a stale staging directory", "dir", dir, "err", err)
+		}
+	}
+}
+
+// unmountUnder detaches every mount at or below dir, deepest first.
+func unmountUnder(dir string) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var points []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		p := unescapeMountinfo(fields[4])
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			points = append(points, p)
+		}
+	}
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	for _, p := range points {
+		unix.Unmount(p, unix.MNT_DETACH)
+	}
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// Close closes every box and removes the staging directory.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	boxes := make([]*Box, 0, len(r.boxes))
+	for b := range r.boxes {
+		boxes = append(boxes, b)
+	}
+	r.mu.Unlock()
+	for _, b := range boxes {
+		b.Close()
+	}
+	r.mu.Lock()
+	for _, f := range r.userns {
+		f.Close()
+	}
+	r.userns = map[uint32]*os.File{}
+	r.mu.Unlock()
+	unmountUnder(r.dir)
+	return os.RemoveAll(r.dir)
+}
+
+// idmap returns a user namespace that maps id 0 to hostUID (uids and
+// gids): the idmapping of a box's mounts. It is made once per uid, by a
+// child that lives only until its namespace is open.
+func (r *Runtime) idmap(hostUID uint32) (*os.File, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f := r.userns[hostUID]; f != nil {
+		return f, nil
+	}
+	cmd := exec.Command("/bin/sh", "-c", "read _")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(hostUID), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(hostUID), Size: 1}},
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("idmap namespace: %w", err)
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+	in.Close()
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err != nil {
+		return nil, fmt.Errorf("idmap namespace: %w", err)
+	}
+	r.userns[hostUID] = f
+	return f, nil
+}
+
+// Mount is a directory of a box: Dir (opened by the caller, O_PATH or
+// not, after checking the rights to it) at the absolute guest path
+// Guest, writable if RW.
+type Mount struct {
+	Dir   *os.File
+	Guest string
+	RW    bool
+}
+
+// Spec defines a box.
+type Spec struct {
+	// ID names the box (letters, digits, '_' and '-').
+	ID string
+	// HostUID is the host uid its processes run as and its files show
+	// as theirs; Uid and Gid are the ids they have inside.
+	HostUID  uint32
+	Uid, Gid uint32
+	// Mounts are its directories, in order (a later one may lie under an
+	// earlier one).
+	Mounts []Mount
+	// Scratch is a host directory for the box's own tmp and home (made
+	// beneath it as tmp/ and home/); Home is the guest path of its home.
+	Scratch string
+	Home    string
+	// Network gives the box the host's network; without it, loopback
+	// only.
+	Network bool
+}
+
+// Box is a staged session boundary. Its methods are safe to call at
+// once.
+type Box struct {
+	r       *Runtime
+	spec    Spec
+	dir     string
+	args    []string // bwrap's arguments up to the command
+	closeMu sync.Mutex
+	closed  bool
+}
+
+// Open stages spec's mounts and returns its box. It fails, and nothing is
+// left staged, if a mount cannot be made or a first sandbox with spec's
+// host uid and network cannot run (the kernel or bubblewrap cannot give
+// the isolation asked for).
+func (r *Runtime) Open(spec Spec) (*Box, error) {
+	if strings.ContainsAny(spec.ID, "/.") || spec.ID == "" {
+		return nil, fmt.Errorf("box id %q", spec.ID)
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, errors.New("the sandbox runtime is closed")
+	}
+	r.mu.Unlock()
+	ns, err := r.idmap(spec.HostUID)
+	if err != nil {
+		return nil, err
+	}
+	b := &Box{r: r, spec: spec, dir: filepath.Join(r.dir, spec.ID)}
+	if err := os.Mkdir(b.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("staging: %w", err)
+	}
+	if err := os.Chown(b.dir, int(spec.HostUID), int(spec.HostUID)); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("staging: %w", err)
+	}
+	for _, d := range []string{"tmp", "home"} {
+		if err := os.MkdirAll(filepath.Join(spec.Scratch, d), 0o700); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("scratch: %w", err)
+		}
+	}
+	scratch, err := os.OpenFile(spec.Scratch, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("scratch: %w", err)
+	}
+	err = b.stage(ns, scratch, "scratch", true)
+	scratch.Close()
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	args := []string{
+		"--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--disable-userns",
+		"--uid", strconv.FormatUint(uint64(spec.Uid), 10), "--gid", strconv.FormatUint(uint64(spec.Gid), 10),
+		"--hostname", "gsv",
+		"--ro-bind", "/usr", "/usr",
+	}
+	if spec.Network {
+		args = append(args, "--share-net")
+	}
+	for _, l := range []string{"bin", "sbin", "lib", "lib64", "lib32", "libx32"} {
+		if t, err := os.Readlink("/" + l); err == nil && strings.HasPrefix(t, "usr/") {
+			args = append(args, "--symlink", t, "/"+l)
+		} else if fi, err := os.Lstat("/" + l); err == nil && fi.IsDir() {
+			args = append(args, "--ro-bind", "/"+l, "/"+l)
+		}
+	}
+	args = append(args,
+		"--ro-bind", "/etc", "/etc")
+	for _, secret := range []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"} {
+		if _, err := os.Lstat(secret); err == nil {
+			args = append(args, "--ro-bind", "/dev/null", secret)
+		}
+	}
+	args = append(args,
+		"--proc", "/proc", "--dev", "/dev",
+		"--bind", filepath.Join(b.dir, "scratch", "tmp"), "/tmp",
+		"--dir", "/var", "--symlink", "../tmp", "/var/tmp",
+		"--bind", filepath.Join(b.dir, "scratch", "home"), spec.Home,
+	)
+	for i, m := range spec.Mounts {
+		name := "m" + strconv.Itoa(i)
+		if err := b.stage(ns, m.Dir, name, m.RW); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("mount %s: %w", m.Guest, err)
+		}
+		op := "--ro-bind"
+		if m.RW {
+			op = "--bind"
+		}
+		args = append(args, op, filepath.Join(b.dir, name), m.Guest)
+	}
+	b.args = args
+	r.mu.Lock()
+	r.boxes[b] = true
+	r.mu.Unlock()
+	if err := r.probe(b); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// stage mounts dir, idmapped by ns (read-only unless rw), at name in the
+// box's staging directory.
+func (b *Box) stage(ns, dir *os.File, name string, rw bool) error {
+	p := filepath.Join(b.dir, name)
+	if err := os.Mkdir(p, 0o700); err != nil {
+		return fmt.Errorf("staging: %w", err)
+	}
+	fd, err := unix.OpenTree(int(dir.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return fmt.Errorf("open_tree: %w", err)
+	}
+	defer unix.Close(fd)
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(ns.Fd())}
+	if !rw {
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+	}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, attr); err != nil {
+		return fmt.Errorf("idmapping the mount: %w", err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, p, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount: %w", err)
+	}
+	return nil
+}
+
+// probe runs `true` in a first sandbox of b's host uid and network, once
+// per runtime: a box whose isolation cannot be had fails at its open.
+func (r *Runtime) probe(b *Box) error {
+	key := probeKey{b.spec.HostUID, b.spec.Network}
+	r.mu.Lock()
+	err, done := r.probed[key]
+	r.mu.Unlock()
+	if done {
+		return err
+	}
+	var out strings.Builder
+	p, err := b.Start(Cmd{Argv: []string{"/bin/true"}, Cwd: "/", Stdout: &out, Stderr: &out})
+	if err == nil {
+		<-p.Done()
+		if ex := p.Exit(); ex.Err != nil || ex.Code != 0 {
+			err = fmt.Errorf("a first sandbox failed (exit %d): %s", ex.Code, strings.TrimSpace(out.String()))
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("the sandbox cannot be set up here: %w", err)
+	}
+	r.mu.Lock()
+	r.probed[key] = err
+	r.mu.Unlock()
+	return err
+}
+
+// Close unmounts the box's directories and removes its staging
+// directory. Commands still running keep their own mounts until they end.
+func (b *Box) Close() error {
+	b.closeMu.Lock()
+	defer b.closeMu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	b.r.mu.Lock()
+	delete(b.r.boxes, b)
+	b.r.mu.Unlock()
+	unmountUnder(b.dir)
+	return os.RemoveAll(b.dir)
+}
+
+// Cmd is one command of a box.
+type Cmd struct {
+	Argv []string
+	Cwd  string   // a guest path
+	Env  []string // the whole environment
+	// Stdin is the command's stdin; nil is empty.
+	Stdin io.Reader
+	// Stdout and Stderr receive its output until Done.
+	Stdout, Stderr io.Writer
+	// MaxProcesses, if not 0, is how many processes it may run at once.
+	MaxProcesses int
+}
+
+// Exit is how a command ended: its exit code (128+signal if a signal
+// killed it, as a shell reports it), the signal if one did, or why it
+// could not be waited for.
+type Exit struct {
+	Code   int
+	Signal syscall.Signal
+	Err    error
+}
+
+// Proc is a running command.
+type Proc struct {
+	cmd   *exec.Cmd
+	init  int // the sandbox's pid 1, in the host's pid namespace
+	nsID  string
+	done  chan struct{}
+	exit  Exit
+	errMu sync.Mutex
+}
+
+// Start starts c in a fresh sandbox of b and returns once it runs.
+func (b *Box) Start(c Cmd) (*Proc, error) {
+	b.closeMu.Lock()
+	closed := b.closed
+	b.closeMu.Unlock()
+	if closed {
+		return nil, errors.New("the session is closed")
+	}
+	if len(c.Argv) == 0 {
+		return nil, errors.New("empty argv")
+	}
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer infoR.Close()
+	args := append([]string(nil), b.args...)
+	args = append(args, "--chdir", c.Cwd, "--info-fd", "3", "--")
+	if c.MaxProcesses > 0 {
+		args = append(args, "/usr/bin/prlimit", "--nproc="+strconv.Itoa(c.MaxProcesses), "--")
+	}
+	args = append(args, c.Argv...)
+	cmd := exec.Command(b.r.bwrap, args...)
+	cmd.Env = c.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	cmd.Dir = "/"
+	cmd.Stdin = c.Stdin
+	cmd.Stdout = c.Stdout
+	cmd.Stderr = c.Stderr
+	cmd.ExtraFiles = []*os.File{infoW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: &syscall.Credential{Uid: b.spec.HostUID, Gid: b.spec.HostUID, NoSetGroups: false},
+		Pdeathsig:  syscall.SIGKILL,
+		Setpgid:    true,
+	}
+	err = cmd.Start()
+	infoW.Close()
+	if err != nil {
+		return nil, fmt.Errorf("starting bwrap: %w", err)
+	}
+	p := &Proc{cmd: cmd, done: make(chan struct{})}
+	var info struct {
+		ChildPid int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(infoR).Decode(&info); err == nil && info.ChildPid > 0 {
+		p.init = info.ChildPid
+		p.nsID, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p.init))
+	}
+	go p.wait()
+	return p, nil
+}
+
+// wait waits for bwrap and records how the command ended.
+func (p *Proc) wait() {
+	defer close(p.done)
+	err := p.cmd.Wait()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		ws, _ := ee.Sys().(syscall.WaitStatus)
+		switch {
+		case ws.Signaled():
+			p.exit.Signal = ws.Signal()
+			p.exit.Code = 128 + int(ws.Signal())
+		default:
+			p.exit.Code = ws.ExitStatus()
+			if p.exit.Code > 128 && p.exit.Code < 128+65 {
+				p.exit.Signal = syscall.Signal(p.exit.Code - 128)
+			}
+		}
+	default:
+		p.exit.Err = err
+		p.exit.Code = -1
+	}
+}
+
+// Done is closed once the command and every process of its sandbox are
+// gone and its output is written.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Exit is how the command ended; valid once Done is closed.
+func (p *Proc) Exit() Exit { return p.exit }
+
+// Started says whether the sandbox came up (its pid 1 ran).
+func (p *Proc) Started() bool { return p.init > 0 }
+
+// Signal sends sig to every process of the command's sandbox.
+func (p *Proc) Signal(sig syscall.Signal) {
+	if p.init <= 0 {
+		p.cmd.Process.Signal(sig)
+		return
+	}
+	if sig == syscall.SIGKILL {
+		p.Kill()
+		return
+	}
+	for _, pid := range p.members() {
+		syscall.Kill(pid, sig)
+	}
+}
+
+// Kill ends the sandbox at once: its pid 1 gets SIGKILL, which the kernel
+// turns into SIGKILL for every process of its pid namespace.
+func (p *Proc) Kill() {
+	if p.init > 0 {
+		if id, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p.init)); id == p.nsID {
+			syscall.Kill(p.init, syscall.SIGKILL)
+		}
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+}
+
+// members lists the host pids of the processes in the sandbox's pid
+// namespace, its pid 1 last.
+func (p *Proc) members() []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == p.init {
+			continue
+		}
+		if id, err := os.Readlink("/proc/" + e.Name() + "/ns/pid"); err == nil && id == p.nsID {
+			pids = append(pids, pid)
+		}
+	}
+	return append(pids, p.init)
+}

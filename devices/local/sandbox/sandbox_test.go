@@ -1,0 +1,152 @@
+package sandbox
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// testUID is a host uid no host user has.
+const testUID = 1_610_612_000
+
+// newBox opens a box over a fresh directory mounted rw at /work and
+// another ro at /data.
+func newBox(t *testing.T, network bool) (*Box, string, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	r, err := NewRuntime(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	base := t.TempDir()
+	work, data := filepath.Join(base, "work"), filepath.Join(base, "data")
+	os.Mkdir(work, 0o755)
+	os.Mkdir(data, 0o755)
+	os.WriteFile(filepath.Join(data, "d.txt"), []byte("data\n"), 0o644)
+	open := func(p string) *os.File {
+		f, err := os.OpenFile(p, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	b, err := r.Open(Spec{
+		ID: "t" + strings.ReplaceAll(t.Name(), "/", "_"), HostUID: testUID, Uid: 1000, Gid: 100,
+		Mounts:  []Mount{{Dir: open(work), Guest: "/work", RW: true}, {Dir: open(data), Guest: "/data"}},
+		Scratch: filepath.Join(base, "scratch"), Home: "/home/alice", Network: network,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b, work, data
+}
+
+// run runs argv in b and returns its output and exit.
+func run(t *testing.T, b *Box, argv ...string) (string, Exit) {
+	t.Helper()
+	var out strings.Builder
+	p, err := b.Start(Cmd{Argv: argv, Cwd: "/work", Env: []string{"PATH=/usr/bin:/bin"}, Stdout: &out, Stderr: &out, MaxProcesses: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(20 * time.Second):
+		p.Kill()
+		t.Fatalf("%v: did not end", argv)
+	}
+	return out.String(), p.Exit()
+}
+
+func TestBoxMountsAndUser(t *testing.T) {
+	b, work, data := newBox(t, false)
+	out, ex := run(t, b, "sh", "-c", "id -u; echo hi > /work/new.txt; cat /data/d.txt; echo x > /data/no.txt; echo rc=$?")
+	if ex.Code != 0 {
+		t.Fatalf("exit %+v: %s", ex, out)
+	}
+	if !strings.HasPrefix(out, "1000\n") || !strings.Contains(out, "data\n") || !strings.Contains(out, "Read-only file system") {
+		t.Fatalf("output: %q", out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(work, "new.txt")); string(got) != "hi\n" {
+		t.Fatalf("rw write: %q", got)
+	}
+	var st syscall.Stat_t
+	syscall.Stat(filepath.Join(work, "new.txt"), &st)
+	if st.Uid != 0 {
+		t.Fatalf("a file the sandbox made is owned by %d on disk, want 0", st.Uid)
+	}
+	if _, err := os.Stat(filepath.Join(data, "no.txt")); err == nil {
+		t.Fatal("a ro mount took a write")
+	}
+	out, _ = run(t, b, "sh", "-c", "cat /etc/shadow; ls /root; ls "+filepath.Dir(work)+"; echo end")
+	if strings.Contains(out, "root:") || !strings.Contains(out, "end") {
+		t.Fatalf("saw outside: %q", out)
+	}
+}
+
+func TestBoxNetwork(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello\n"))
+			c.Close()
+		}
+	}()
+	port := strings.TrimPrefix(ln.Addr().String(), "127.0.0.1:")
+	probe := "exec 3<>/dev/tcp/127.0.0.1/" + port + " && cat <&3"
+	for _, network := range []bool{false, true} {
+		b, _, _ := newBox(t, network)
+		out, ex := run(t, b, "bash", "-c", probe)
+		if network != (ex.Code == 0 && strings.Contains(out, "hello")) {
+			t.Errorf("network %v: exit %d, %q", network, ex.Code, out)
+		}
+	}
+}
+
+func TestBoxKillTakesTree(t *testing.T) {
+	b, _, _ := newBox(t, false)
+	var out strings.Builder
+	p, err := b.Start(Cmd{Argv: []string{"sh", "-c", "trap '' TERM; (trap '' TERM; sleep 1000) & sleep 1000"}, Cwd: "/", Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	n := len(p.members())
+	if n < 3 {
+		t.Fatalf("members %d", n)
+	}
+	p.Signal(syscall.SIGTERM)
+	select {
+	case <-p.Done():
+		t.Fatal("TERM ended a tree that traps it")
+	case <-time.After(300 * time.Millisecond):
+	}
+	p.Kill()
+	select {
+	case <-p.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("kill did not end it")
+	}
+	if ex := p.Exit(); ex.Code != 137 {
+		t.Fatalf("exit %+v", ex)
+	}
+}

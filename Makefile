@@ -25,10 +25,12 @@ run: deps build
 # deps: what the mount and the tests need from the system. As root the
 # mount needs nothing (direct mount); otherwise fusermount3 (Debian fuse3).
 # setpriv (util-linux) runs the permission tests as other host uids; rsync
-# and python3-venv are tools the tree-walker and links tests drive.
+# and python3-venv are tools the tree-walker and links tests drive;
+# bubblewrap is the sandbox of exec sessions.
 DEBS := $(if $(shell command -v fusermount3),,fuse3) \
 	$(if $(shell command -v setpriv),,util-linux) \
 	$(if $(shell command -v rsync),,rsync) \
+	$(if $(shell command -v bwrap),,bubblewrap) \
 	$(if $(shell /usr/bin/python3 -m venv --help >/dev/null 2>&1 && echo y),,python3-venv)
 
 deps:

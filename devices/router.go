@@ -50,6 +50,7 @@ type Options struct {
 // syscalls, the data tree's mounts (/home, /workspaces, /var/sessions) and
 // a Close that ends the local device's commands.
 type Router struct {
+	k       *kernel.Kernel
 	local   *local.Device
 	devices map[string]*entry // by device id; the local device is not here
 }
@@ -59,11 +60,14 @@ var _ ns.Room = (*Router)(nil)
 // New returns the router of k with its local device (see local.New), which
 // makes each new user's home in the transaction that adds the user.
 func New(k *kernel.Kernel, opts Options) (*Router, error) {
+	if err := k.Store.Migrate("devices", migrations); err != nil {
+		return nil, err
+	}
 	d, err := openLocal(k, opts.Local)
 	if err != nil {
 		return nil, err
 	}
-	return &Router{local: d, devices: map[string]*entry{}}, nil
+	return &Router{k: k, local: d, devices: map[string]*entry{}}, nil
 }
 
 // Local returns the local device.
@@ -88,6 +92,7 @@ func (r *Router) Syscalls() []kernel.Syscall {
 		kernel.Fn("fs.search", 0, r.search),
 		kernel.Fn("shell.exec", 0, r.exec).Admit(admitShell),
 	}
+	calls = append(calls, r.sessionSyscalls()...)
 	return append(calls, localSyscalls(r.local)...)
 }
 

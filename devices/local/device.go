@@ -61,8 +61,10 @@ type Device struct {
 	dataPath string
 	owners   ownerCache
 
-	shells shellJobs                 // the running shell.exec commands
-	root   atomic.Pointer[nsRootRef] // the namespace, for fs.* paths outside the data tree
+	shells   shellJobs                 // the running shell.exec commands
+	sessions sessions                  // the exec sessions
+	blobs    blobStore                 // their large outputs
+	root     atomic.Pointer[nsRootRef] // the namespace, for fs.* paths outside the data tree
 }
 
 // Host is what the local device needs of the system that serves it. The
@@ -107,6 +109,9 @@ type Who struct {
 	Username string
 	Home     string
 	Cwd      string
+	// Process is the caller's process capability; nil is
+	// DefaultProcessCap's.
+	Process *abi.ProcessCap
 }
 
 // Owner is who owns a part of the data tree: the user's uid and primary
@@ -173,6 +178,11 @@ func New(k Host, opts Options) (*Device, error) {
 	}
 	d := &Device{k: k, log: opts.Logger, stateDir: k.StateDir(), data: data, dataFD: dataFD, dataPath: dataPath}
 	d.shells.wait = opts.ShellWait
+	if err := d.blobs.open(d.stateDir); err != nil {
+		d.closeData()
+		return nil, err
+	}
+	os.RemoveAll(filepath.Join(d.stateDir, "sessions")) // scratch of sessions a restart ended
 	users, err := k.Users(context.Background())
 	if err != nil {
 		d.closeData()
@@ -215,7 +225,10 @@ func (d *Device) nsRoot() vfs.Dir {
 // reaps its shell and refuses new commands from then on. A daemon calls it
 // as it begins to shut down, before it waits for its servers' requests, so
 // that no request waits on a command; Close calls it too.
-func (d *Device) EndCommands() { d.shells.close() }
+func (d *Device) EndCommands() {
+	d.shells.close()
+	d.sessions.close(d)
+}
 
 // Close ends the commands (EndCommands) and closes the data tree.
 func (d *Device) Close() error {

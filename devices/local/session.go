@@ -1,0 +1,947 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/devices/local/sandbox"
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// Exec sessions (process.session.open, process.exec,
+// process.session.signal): a session is a sandbox boundary decided at
+// open; each exec runs inside it, as an unprivileged host uid, with no
+// more than its opener's rights. See docs/sessions.md.
+
+const (
+	// SandboxUIDBase is the first host uid of sandboxes: GSV user uid u
+	// runs as host uid SandboxUIDBase+u, a uid no host user has.
+	SandboxUIDBase = 1_610_612_736
+	// defaultSessionTTL is a session's life when session_ttl_ns is not
+	// given; maxSessionTTL the longest by default.
+	defaultSessionTTL = time.Hour
+	maxSessionTTL     = 24 * time.Hour
+	// defaultExecTimeout is an exec's time limit when timeout_ns is not
+	// given; maxExecTimeout the longest by default.
+	defaultExecTimeout = 10 * time.Minute
+	maxExecTimeout     = time.Hour
+	// maxSessions is how many sessions a user may have open by default.
+	maxSessions = 16
+	// maxExecProcesses is how many processes an exec may run at once.
+	maxExecProcesses = 512
+	// maxExecOutput is how many bytes of each stream an exec keeps.
+	maxExecOutput = 256 << 20
+	// inlineAuto is the largest output returned inline under "auto";
+	// inlineRequired the largest under "require_inline".
+	inlineAuto     = 16 << 10
+	inlineRequired = 1 << 20
+	// sessionRetention is how long an ended session's record (and the
+	// blobs its receipts hold) stays after it ended.
+	sessionRetention = time.Hour
+	// signalGrace is how long "term" waits before SIGKILL by default.
+	signalGrace = time.Second
+)
+
+// guestReserved are the guest paths a session may not mount over: its
+// base system and its own /proc, /dev and /tmp.
+var guestReserved = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/proc", "/dev", "/tmp", "/var"}
+
+// sessions is the device's table of exec sessions. Its zero value is
+// ready; its sandbox runtime and janitor start with its first session.
+type sessions struct {
+	mu     sync.Mutex
+	rt     *sandbox.Runtime
+	m      map[string]*session
+	closed bool
+	wg     sync.WaitGroup // running execs and the janitor
+	stop   chan struct{}
+}
+
+// session is one exec session.
+type session struct {
+	id      string
+	uid     uint32
+	user    string
+	box     *sandbox.Box
+	info    abi.SessionInfo // its fixed parts
+	env     map[string]string
+	limits  abi.ExecLimits
+	scratch string
+
+	mu      sync.Mutex
+	running *execRun
+	last    *abi.ExecResult
+	lastOut [2][]byte // the last exec's inline outputs, for its files
+	ended   time.Time // zero while open
+	blobs   []string  // the blob refs its receipts hold
+	idle    chan struct{}
+}
+
+// execRun is a running exec.
+type execRun struct {
+	proc     *sandbox.Proc
+	started  time.Time
+	mode     string
+	out      [2]*capture
+	why      string // set by whoever stopped it: abi.ExecTimeout or abi.ExecSignaled
+	done     chan struct{}
+	result   *abi.ExecResult
+	timer    *time.Timer
+	killOnce sync.Once
+}
+
+// runtime returns the sandbox runtime, making it on first use.
+func (t *sessions) runtime(d *Device) (*sandbox.Runtime, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, abi.E(abi.Offline, "the daemon is shutting down")
+	}
+	if t.rt == nil {
+		rt, err := sandbox.NewRuntime(d.log)
+		if err != nil {
+			return nil, abi.E(abi.Offline, err.Error())
+		}
+		t.rt = rt
+		t.m = map[string]*session{}
+		t.stop = make(chan struct{})
+		t.wg.Add(1)
+		go t.janitor(d)
+	}
+	return t.rt, nil
+}
+
+// get returns who's session id (anyone's for root); any other is a 404.
+func (t *sessions) get(who Who, id string) (*session, error) {
+	t.mu.Lock()
+	s := t.m[id]
+	t.mu.Unlock()
+	if s == nil || (s.uid != who.Uid && !who.IsRoot()) {
+		return nil, abi.E(abi.Path(id), abi.NotExist, "no such session")
+	}
+	return s, nil
+}
+
+// janitor ends sessions at their expiry and forgets ended ones after
+// their retention, until the table closes.
+func (t *sessions) janitor(d *Device) {
+	defer t.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case now := <-tick.C:
+			t.mu.Lock()
+			var expired, gone []*session
+			for _, s := range t.m {
+				s.mu.Lock()
+				switch {
+				case s.ended.IsZero() && now.UnixNano() >= s.info.ExpiresAtNs:
+					expired = append(expired, s)
+				case !s.ended.IsZero() && now.Sub(s.ended) >= sessionRetention:
+					gone = append(gone, s)
+					delete(t.m, s.id)
+				}
+				s.mu.Unlock()
+			}
+			t.mu.Unlock()
+			for _, s := range expired {
+				d.endSession(s, syscall.SIGKILL, 0)
+			}
+			for _, s := range gone {
+				d.blobs.release(s.id)
+			}
+		}
+	}
+}
+
+// close ends every session and waits for their execs.
+func (t *sessions) close(d *Device) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.closed = true
+	var all []*session
+	for _, s := range t.m {
+		all = append(all, s)
+	}
+	if t.stop != nil {
+		close(t.stop)
+	}
+	t.mu.Unlock()
+	for _, s := range all {
+		d.endSession(s, syscall.SIGKILL, 0)
+	}
+	t.wg.Wait()
+	if t.rt != nil {
+		t.rt.Close()
+	}
+}
+
+// SessionOpen is process.session.open: it checks the session's
+// definition against who's rights and process capability (who.Process),
+// stages its mounts and returns its receipt once a sandbox of it can run.
+//
+// Each mount's host_path is a directory of the data tree that who may
+// read and search (root: also a raw host path outside the namespace); it
+// is mounted read-write only if its mode is "rw", the capability allows
+// it, and who owns that part of the tree (their home) or is root;
+// otherwise read-only, which the receipt's isolation states. A path
+// with "..", one that crosses a symbolic link, a guest path over the
+// base system, an unknown network mode, a TTL of 0: 400. A path who may
+// not read, a network or mount the capability does not allow, too many
+// sessions: 403. Nothing is started then.
+func (d *Device) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenArgs) (*abi.SessionOpenResult, error) {
+	loc := a.Target.Local
+	if loc == nil {
+		return nil, abi.E(abi.Invalid, "target: want {local:{...}} (the only runtime here)")
+	}
+	pc := who.processCap()
+	switch loc.NetworkMode {
+	case abi.NetworkNone, abi.NetworkFull:
+	default:
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("network_mode %q: want none or full", loc.NetworkMode))
+	}
+	if !slices.Contains(pc.Networks, loc.NetworkMode) {
+		return nil, abi.E(abi.Permission, fmt.Sprintf("network_mode %q is not allowed by your process capability", loc.NetworkMode))
+	}
+	ttl := defaultSessionTTL
+	maxTTL := time.Duration(cmpOr(pc.MaxTTLNs, int64(maxSessionTTL)))
+	if a.SessionTTLNs != nil {
+		if *a.SessionTTLNs <= 0 {
+			return nil, abi.E(abi.Invalid, "session_ttl_ns must be positive")
+		}
+		ttl = time.Duration(*a.SessionTTLNs)
+	}
+	if ttl > maxTTL {
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("session_ttl_ns over the ceiling of %s", maxTTL))
+	}
+	for k, v := range a.Labels {
+		if err := checkLabel(k, v); err != nil {
+			return nil, err
+		}
+	}
+	env := map[string]string{}
+	for k, v := range loc.Env {
+		if err := checkEnv(k, v); err != nil {
+			return nil, err
+		}
+		env[k] = v
+	}
+	home := path.Join("/home", who.Username)
+	mounts, applied, err := d.sessionMounts(ctx, who, pc, loc.Mounts)
+	defer func() {
+		for _, m := range mounts {
+			m.Dir.Close()
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	workdir := loc.Workdir
+	if workdir == "" {
+		workdir = home
+		if len(applied) > 0 {
+			workdir = applied[0].GuestPath
+		}
+	}
+	if err := checkGuest(workdir, true); err != nil {
+		return nil, abi.E(abi.Path(loc.Workdir), err)
+	}
+	rt, err := d.sessions.runtime(d)
+	if err != nil {
+		return nil, err
+	}
+	if n := d.sessions.openCount(who.Uid); n >= cmpOr(pc.MaxSessions, maxSessions) {
+		return nil, abi.E(abi.Permission, fmt.Sprintf("you have %d sessions open, the most your process capability allows", n))
+	}
+	id := "ps_" + randomText()
+	scratch := path.Join(d.stateDir, "sessions", id)
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		return nil, abi.E(abi.Other, fmt.Sprintf("session scratch: %v", err))
+	}
+	now := time.Now()
+	limits := abi.ExecLimits{
+		MaxTimeoutNs:   cmpOr(pc.MaxTimeoutNs, int64(maxExecTimeout)),
+		MaxOutputBytes: maxExecOutput,
+		MaxProcesses:   cmpOr(pc.MaxProcesses, maxExecProcesses),
+	}
+	hostUID := uint32(SandboxUIDBase) + who.Uid
+	box, err := rt.Open(sandbox.Spec{
+		ID: id, HostUID: hostUID, Uid: who.Uid, Gid: who.Uid,
+		Mounts: mounts, Scratch: scratch, Home: home, Network: loc.NetworkMode == abi.NetworkFull,
+	})
+	if err != nil {
+		os.RemoveAll(scratch)
+		return nil, abi.E(abi.Offline, err.Error())
+	}
+	iso := &abi.Isolation{
+		Runtime: rt.Version,
+		Mount: "a new mount namespace: /usr and /etc read-only, the mounts listed (idmapped to the sandbox's uid), " +
+			"its own /tmp and " + home + ", a new /proc and /dev; nothing else of the host",
+		Mounts:  applied,
+		PID:     "a new pid namespace per exec: a signal or the end of the exec takes every process",
+		User:    fmt.Sprintf("uid %d inside, host uid %d outside, no capabilities, no further user namespaces", who.Uid, hostUID),
+		HostUID: hostUID,
+		Seccomp: "none",
+		Limits:  limits,
+		Network: "a new network namespace with loopback only",
+	}
+	if loc.NetworkMode == abi.NetworkFull {
+		iso.Network = "the host's network"
+	}
+	s := &session{
+		id: id, uid: who.Uid, user: who.Username, box: box, env: env, limits: limits, scratch: scratch,
+		idle: make(chan struct{}),
+		info: abi.SessionInfo{
+			SessionID: id, Uid: who.Uid, User: who.Username, Network: loc.NetworkMode, Workdir: workdir,
+			Labels: a.Labels, Isolation: iso, StartedAtNs: now.UnixNano(), ExpiresAtNs: now.Add(ttl).UnixNano(),
+		},
+	}
+	close(s.idle)
+	if !d.sessions.add(s) {
+		box.Close()
+		os.RemoveAll(scratch)
+		return nil, abi.E(abi.Offline, "the daemon is shutting down")
+	}
+	d.log.Debug("process.session.open", "uid", who.Uid, "session", id, "network", loc.NetworkMode, "mounts", len(applied))
+	exp := s.info.ExpiresAtNs
+	return &abi.SessionOpenResult{SessionID: id, Status: "ready", StartedAtNs: s.info.StartedAtNs, ExpiresAtNs: &exp, Isolation: iso}, nil
+}
+
+// cmpOr is v if positive, else def.
+func cmpOr[T int | int64](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// openCount is how many open sessions uid has.
+func (t *sessions) openCount(uid uint32) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, s := range t.m {
+		s.mu.Lock()
+		if s.uid == uid && s.ended.IsZero() {
+			n++
+		}
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// add adds s unless the table is closed.
+func (t *sessions) add(s *session) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.m[s.id] = s
+	return true
+}
+
+// processCap is who's process capability, the default if the host gave
+// none.
+func (who Who) processCap() abi.ProcessCap {
+	if who.Process != nil {
+		return *who.Process
+	}
+	return DefaultProcessCap(who.IsRoot())
+}
+
+// DefaultProcessCap is the process capability a user has unless config
+// narrows it: both network modes, mounts anywhere in the namespace (the
+// files' own permissions decide) and, for root, host paths too.
+func DefaultProcessCap(root bool) abi.ProcessCap {
+	pc := abi.ProcessCap{
+		Networks: []string{abi.NetworkNone, abi.NetworkFull},
+		Mounts:   []abi.CapMount{{Prefix: "/", Mode: abi.MountRW}},
+	}
+	if root {
+		pc.Mounts = append(pc.Mounts, abi.CapMount{Prefix: "host:/", Mode: abi.MountRW})
+	}
+	return pc
+}
+
+// capMode is the strongest mode pc allows for the namespace path p
+// (host: for a raw host path), "" if none.
+func capMode(pc abi.ProcessCap, who Who, p string) string {
+	best := ""
+	for _, m := range pc.Mounts {
+		prefix := m.Prefix
+		if prefix == "~" || strings.HasPrefix(prefix, "~/") {
+			prefix = who.Home + prefix[1:]
+		}
+		host := strings.HasPrefix(prefix, "host:")
+		if host != strings.HasPrefix(p, "host:") {
+			continue
+		}
+		pp, pre := strings.TrimPrefix(p, "host:"), strings.TrimPrefix(prefix, "host:")
+		if pre == "/" || pp == pre || strings.HasPrefix(pp, strings.TrimSuffix(pre, "/")+"/") {
+			if m.Mode == abi.MountRW {
+				return abi.MountRW
+			}
+			if m.Mode == abi.MountRO {
+				best = abi.MountRO
+			}
+		}
+	}
+	return best
+}
+
+// sessionMounts resolves and checks each mount for who and opens its
+// directory; it returns them with the mounts as applied.
+func (d *Device) sessionMounts(ctx context.Context, who Who, pc abi.ProcessCap, ms []abi.ProcessMount) ([]sandbox.Mount, []abi.ProcessMount, error) {
+	var out []sandbox.Mount
+	applied := []abi.ProcessMount{}
+	guests := map[string]bool{}
+	for _, m := range ms {
+		if m.Mode != abi.MountRO && m.Mode != abi.MountRW {
+			return out, nil, abi.E(abi.Path(m.HostPath), abi.Invalid, fmt.Sprintf("mode %q: want ro or rw", m.Mode))
+		}
+		if err := checkGuest(m.GuestPath, false); err != nil {
+			return out, nil, abi.E(abi.Path(m.GuestPath), err)
+		}
+		if guests[path.Clean(m.GuestPath)] {
+			return out, nil, abi.E(abi.Path(m.GuestPath), abi.Invalid, "guest_path mounted twice")
+		}
+		guests[path.Clean(m.GuestPath)] = true
+		dir, mode, shown, err := d.mountDir(ctx, who, pc, m)
+		if err != nil {
+			return out, nil, err
+		}
+		out = append(out, sandbox.Mount{Dir: dir, Guest: path.Clean(m.GuestPath), RW: mode == abi.MountRW})
+		applied = append(applied, abi.ProcessMount{HostPath: shown, GuestPath: path.Clean(m.GuestPath), Mode: mode})
+	}
+	return out, applied, nil
+}
+
+// mountDir opens the directory of mount m for who, following no symbolic
+// link, and returns it with the mode it gets and its path as shown.
+func (d *Device) mountDir(ctx context.Context, who Who, pc abi.ProcessCap, m abi.ProcessMount) (*os.File, string, string, error) {
+	p, err := clean(who, m.HostPath)
+	if err != nil {
+		return nil, "", "", err
+	}
+	rel := strings.TrimPrefix(p, "/")
+	if !inData(rel) {
+		if !who.IsRoot() {
+			return nil, "", "", abi.E(abi.Path(p), abi.Permission,
+				"only a directory of /home, /workspaces or /var/sessions can be mounted (raw host paths are root's)")
+		}
+		mode := capMode(pc, who, "host:"+p)
+		if mode == "" {
+			return nil, "", "", abi.E(abi.Path(p), abi.Permission, "your process capability allows no mount of this host path")
+		}
+		fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
+			Flags: uint64(unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC), Resolve: unix.RESOLVE_NO_SYMLINKS})
+		if err != nil {
+			return nil, "", "", abi.E(abi.Path(p), err)
+		}
+		return os.NewFile(uintptr(fd), p), minMode(m.Mode, mode), "host:" + p, nil
+	}
+	mode := capMode(pc, who, p)
+	if mode == "" {
+		return nil, "", "", abi.E(abi.Path(p), abi.Permission, "your process capability allows no mount of this path")
+	}
+	fi, err := d.access(ctx, who, rel, vfs.WantRead|vfs.WantExec)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if !fi.IsDir() {
+		return nil, "", "", abi.E(abi.Path(p), abi.Invalid, "not a directory: a session mounts directories")
+	}
+	mode = minMode(m.Mode, mode)
+	if mode == abi.MountRW && !who.IsRoot() && d.ownerOf(ctx, rel).Uid != who.Uid {
+		mode = abi.MountRO // rw only in a tree the caller owns
+	}
+	fd, err := d.openPath(rel)
+	if err != nil {
+		return nil, "", "", abi.E(abi.Path(p), err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		unix.Close(fd)
+		return nil, "", "", abi.E(abi.Path(p), abi.Invalid, "not a directory (or it changed)")
+	}
+	return os.NewFile(uintptr(fd), d.dataPath+"/"+rel), mode, p, nil
+}
+
+// minMode is the weaker of two modes.
+func minMode(a, b string) string {
+	if a == abi.MountRW && b == abi.MountRW {
+		return abi.MountRW
+	}
+	return abi.MountRO
+}
+
+// checkGuest checks a guest path: absolute, clean, no "..", and (for a
+// mount) not / nor over the base system.
+func checkGuest(p string, workdir bool) error {
+	if p == "" || !strings.HasPrefix(p, "/") || !utf8.ValidString(p) || strings.ContainsRune(p, 0) {
+		return abi.E(abi.Invalid, fmt.Sprintf("guest path %q: want an absolute path", p))
+	}
+	for _, el := range strings.Split(p, "/") {
+		if el == ".." {
+			return abi.E(abi.Invalid, "guest paths may not contain '..'")
+		}
+	}
+	if workdir {
+		return nil
+	}
+	c := path.Clean(p)
+	if c == "/" {
+		return abi.E(abi.Invalid, "a mount may not be at /")
+	}
+	for _, r := range guestReserved {
+		if c == r || strings.HasPrefix(c, r+"/") {
+			return abi.E(abi.Invalid, fmt.Sprintf("guest path %s is the sandbox's own (%s)", c, r))
+		}
+	}
+	return nil
+}
+
+// checkEnv checks an environment variable.
+func checkEnv(k, v string) error {
+	if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) || !utf8.ValidString(k) {
+		return abi.E(abi.Invalid, fmt.Sprintf("environment variable %q: a name without '=' or NUL, a value without NUL", k))
+	}
+	return nil
+}
+
+// checkLabel checks a label.
+func checkLabel(k, v string) error {
+	if k == "" || len(k) > 64 || len(v) > 256 || strings.ContainsAny(k+v, "\x00\n\r") || !utf8.ValidString(k+v) {
+		return abi.E(abi.Invalid, fmt.Sprintf("label %q: a name of at most 64 bytes and a value of 256, one line of UTF-8", k))
+	}
+	return nil
+}
+
+// sessionEnv is the environment of an exec in s: a fixed base, the
+// session's, then patch.
+func (s *session) sessionEnv(patch map[string]string) []string {
+	env := map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME": path.Join("/home", s.user), "USER": s.user, "LOGNAME": s.user,
+		"LANG": "C.UTF-8", "TMPDIR": "/tmp", "GSV_SESSION": s.id, "GSV_UID": strconv.FormatUint(uint64(s.uid), 10),
+	}
+	for k, v := range s.env {
+		env[k] = v
+	}
+	for k, v := range patch {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Exec is process.exec: it runs argv in the session and returns its
+// receipt when it has ended. A caller gone before then (ctx) kills it.
+// One exec runs at a time in a session: another is a 409.
+func (d *Device) ProcessExec(ctx context.Context, who Who, a *abi.ExecArgs) (*abi.ExecResult, error) {
+	s, run, err := d.startExec(ctx, who, a)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-run.done:
+		return run.result, nil
+	case <-ctx.Done():
+		run.stop(abi.ExecSignaled, syscall.SIGKILL, 0)
+		<-run.done
+		_ = s
+		return nil, ctx.Err()
+	}
+}
+
+// ExecStart is process.exec.start: process.exec that returns once the
+// command runs; process.session.wait returns its receipt.
+func (d *Device) ExecStart(ctx context.Context, who Who, a *abi.ExecArgs) (*abi.SessionInfo, error) {
+	s, _, err := d.startExec(ctx, who, a)
+	if err != nil {
+		return nil, err
+	}
+	return s.snapshot(), nil
+}
+
+// startExec checks a and starts its command in its session.
+func (d *Device) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*session, *execRun, error) {
+	s, err := d.sessions.get(who, a.SessionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(a.Argv) == 0 || a.Argv[0] == "" {
+		return nil, nil, abi.E(abi.Invalid, "argv is empty")
+	}
+	for _, arg := range a.Argv {
+		if strings.ContainsRune(arg, 0) {
+			return nil, nil, abi.E(abi.Invalid, "argv contains a NUL byte")
+		}
+	}
+	for k, v := range a.EnvPatch {
+		if err := checkEnv(k, v); err != nil {
+			return nil, nil, err
+		}
+	}
+	mode := a.OutputMode
+	switch mode {
+	case "":
+		mode = abi.OutputAuto
+	case abi.OutputAuto, abi.OutputRequireInline:
+	default:
+		return nil, nil, abi.E(abi.Invalid, fmt.Sprintf("output_mode %q: want auto or require_inline", mode))
+	}
+	timeout := defaultExecTimeout
+	if a.TimeoutNs != nil {
+		if *a.TimeoutNs <= 0 {
+			return nil, nil, abi.E(abi.Invalid, "timeout_ns must be positive")
+		}
+		timeout = time.Duration(*a.TimeoutNs)
+	}
+	if timeout > time.Duration(s.limits.MaxTimeoutNs) {
+		return nil, nil, abi.E(abi.Invalid, fmt.Sprintf("timeout_ns over the ceiling of %s", time.Duration(s.limits.MaxTimeoutNs)))
+	}
+	cwd := a.Cwd
+	if cwd == "" {
+		cwd = s.info.Workdir
+	}
+	if err := checkGuest(cwd, true); err != nil {
+		return nil, nil, err
+	}
+	var stdin []byte
+	if a.StdinRef != "" {
+		stdin, err = d.blobs.read(who, a.StdinRef, 0, inlineRequired*64)
+		if err != nil {
+			return nil, nil, abi.E(abi.Path(a.StdinRef), err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ended.IsZero() {
+		return nil, nil, abi.E(abi.Path(s.id), abi.Busy, "the session has ended")
+	}
+	if s.running != nil {
+		return nil, nil, abi.E(abi.Path(s.id), abi.Busy, "an exec is running in the session: wait for it (process.session.wait) or open another session")
+	}
+	if !d.sessions.startExecWG() {
+		return nil, nil, abi.E(abi.Offline, "the daemon is shutting down")
+	}
+	run := &execRun{started: time.Now(), mode: mode, done: make(chan struct{})}
+	run.out[0] = newCapture(d.blobs.tmpDir(), s.limits.MaxOutputBytes)
+	run.out[1] = newCapture(d.blobs.tmpDir(), s.limits.MaxOutputBytes)
+	var in *strings.Reader
+	cmd := sandbox.Cmd{Argv: a.Argv, Cwd: cwd, Env: s.sessionEnv(a.EnvPatch),
+		Stdout: run.out[0], Stderr: run.out[1], MaxProcesses: s.limits.MaxProcesses}
+	if stdin != nil {
+		in = strings.NewReader(string(stdin))
+		cmd.Stdin = in
+	}
+	p, err := s.box.Start(cmd)
+	if err != nil {
+		d.sessions.wg.Done()
+		run.out[0].discard()
+		run.out[1].discard()
+		return nil, nil, abi.E(abi.Path(s.id), abi.Offline, err.Error())
+	}
+	run.proc = p
+	run.timer = time.AfterFunc(timeout, func() { run.stop(abi.ExecTimeout, syscall.SIGTERM, signalGrace) })
+	s.running = run
+	s.idle = make(chan struct{})
+	go d.finishExec(s, run)
+	return s, run, nil
+}
+
+// startExecWG counts an exec as running unless the table is closed.
+func (t *sessions) startExecWG() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	return true
+}
+
+// stop stops the exec for why: sig to every process, then, after grace
+// (if sig is not SIGKILL), SIGKILL. Only the first reason counts.
+func (r *execRun) stop(why string, sig syscall.Signal, grace time.Duration) {
+	r.killOnce.Do(func() { r.why = why })
+	r.proc.Signal(sig)
+	if sig != syscall.SIGKILL {
+		go func() {
+			select {
+			case <-r.done:
+			case <-time.After(grace):
+				r.proc.Kill()
+			}
+		}()
+	}
+}
+
+// finishExec waits for run's end, makes its receipt and makes the session
+// idle.
+func (d *Device) finishExec(s *session, run *execRun) {
+	defer d.sessions.wg.Done()
+	<-run.proc.Done()
+	run.timer.Stop()
+	ex := run.proc.Exit()
+	r := &abi.ExecResult{ExitCode: ex.Code, Status: abi.ExecOK, StartedAtNs: run.started.UnixNano(), EndedAtNs: time.Now().UnixNano()}
+	run.killOnce.Do(func() {})
+	switch {
+	case !run.proc.Started():
+		r.Status, r.ErrorCode = abi.ExecError, "start_failed"
+		r.Error = strings.TrimSpace(string(run.out[1].head(4096)))
+		if r.Error == "" {
+			r.Error = "the sandbox did not start"
+		}
+	case run.why != "":
+		r.Status = run.why
+		if run.why == abi.ExecTimeout {
+			r.Error = "the command timed out"
+		}
+	case ex.Err != nil:
+		r.Status, r.ErrorCode, r.Error = abi.ExecError, "wait_failed", ex.Err.Error()
+	case ex.Signal != 0:
+		r.Status = abi.ExecSignaled
+	}
+	var inline [2][]byte
+	var refs []string
+	for i, c := range run.out {
+		o, ref, text, err := d.blobs.output(c, run.mode)
+		switch {
+		case errors.Is(err, errInlineTooLarge):
+			r.Status, r.ErrorCode = abi.ExecError, "inline_required_too_large"
+			r.Error = fmt.Sprintf("%s is %d bytes, over the %d bytes require_inline allows", [2]string{"stdout", "stderr"}[i], c.size, inlineRequired)
+		case err != nil:
+			r.Status, r.ErrorCode, r.Error = abi.ExecError, "output_failed", err.Error()
+		}
+		if o != nil {
+			if i == 0 {
+				r.Stdout = o
+			} else {
+				r.Stderr = o
+			}
+		}
+		inline[i] = text
+		if ref != "" {
+			refs = append(refs, ref)
+			d.blobs.hold(ref, s.id, s.uid)
+		}
+	}
+	s.mu.Lock()
+	s.last = r
+	s.lastOut = inline
+	s.blobs = append(s.blobs, refs...)
+	s.running = nil
+	close(s.idle)
+	s.mu.Unlock()
+	run.result = r
+	close(run.done)
+}
+
+// snapshot is s as process.session.get shows it.
+func (s *session) snapshot() *abi.SessionInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info := s.info
+	info.State = "ready"
+	switch {
+	case !s.ended.IsZero():
+		info.State = "ended"
+		e := s.ended.UnixNano()
+		info.EndedAtNs = &e
+	case s.running != nil:
+		info.State = "running"
+	}
+	info.LastExec = s.last
+	return &info
+}
+
+// SessionSignal is process.session.signal.
+func (d *Device) SessionSignal(ctx context.Context, who Who, a *abi.SessionSignalArgs) (*abi.SessionSignalResult, error) {
+	s, err := d.sessions.get(who, a.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	grace := signalGrace
+	if a.GraceTimeoutNs != nil {
+		if *a.GraceTimeoutNs < 0 {
+			return nil, abi.E(abi.Invalid, "grace_timeout_ns may not be negative")
+		}
+		grace = time.Duration(*a.GraceTimeoutNs)
+	}
+	var sig syscall.Signal
+	switch a.Signal {
+	case abi.SignalTerm:
+		sig = syscall.SIGTERM
+	case abi.SignalKill:
+		sig = syscall.SIGKILL
+	case abi.SignalInt:
+		sig = syscall.SIGINT
+	default:
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("signal %q: want term, kill or int", a.Signal))
+	}
+	s.mu.Lock()
+	ended, run := s.ended, s.running
+	s.mu.Unlock()
+	if !ended.IsZero() {
+		e := ended.UnixNano()
+		return &abi.SessionSignalResult{Status: abi.SignalAlreadyExited, EndedAtNs: &e}, nil
+	}
+	if sig == syscall.SIGINT {
+		if run == nil {
+			return &abi.SessionSignalResult{Status: abi.SignalSignaled}, nil
+		}
+		run.stop(abi.ExecSignaled, syscall.SIGINT, 0)
+		return &abi.SessionSignalResult{Status: abi.SignalSignaled}, nil
+	}
+	res := d.endSession(s, sig, grace)
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	default:
+	}
+	return res, nil
+}
+
+// endSession ends s: its running exec gets sig (then SIGKILL after
+// grace), its box closes once the exec is gone. It returns the receipt of
+// process.session.signal.
+func (d *Device) endSession(s *session, sig syscall.Signal, grace time.Duration) *abi.SessionSignalResult {
+	s.mu.Lock()
+	if !s.ended.IsZero() {
+		e := s.ended.UnixNano()
+		s.mu.Unlock()
+		return &abi.SessionSignalResult{Status: abi.SignalAlreadyExited, EndedAtNs: &e}
+	}
+	s.ended = time.Now()
+	run := s.running
+	s.mu.Unlock()
+	res := &abi.SessionSignalResult{Status: abi.SignalSignaled}
+	if run != nil {
+		if sig == syscall.SIGKILL {
+			run.stop(abi.ExecSignaled, syscall.SIGKILL, 0)
+		} else {
+			run.stop(abi.ExecSignaled, sig, grace)
+		}
+		<-run.done
+		code := run.result.ExitCode
+		res.ExitCode = &code
+	}
+	s.box.Close()
+	os.RemoveAll(s.scratch)
+	s.mu.Lock()
+	s.ended = time.Now()
+	e := s.ended.UnixNano()
+	s.mu.Unlock()
+	res.EndedAtNs = &e
+	return res
+}
+
+// SessionList is process.session.list: who's sessions (root: everyone's),
+// oldest first.
+func (d *Device) SessionList(ctx context.Context, who Who, a *abi.SessionListArgs) (*abi.SessionListResult, error) {
+	d.sessions.mu.Lock()
+	var all []*session
+	for _, s := range d.sessions.m {
+		if s.uid == who.Uid || who.IsRoot() {
+			all = append(all, s)
+		}
+	}
+	d.sessions.mu.Unlock()
+	res := &abi.SessionListResult{Sessions: []abi.SessionInfo{}}
+	for _, s := range all {
+		res.Sessions = append(res.Sessions, *s.snapshot())
+	}
+	sort.Slice(res.Sessions, func(i, j int) bool {
+		a, b := res.Sessions[i], res.Sessions[j]
+		return a.StartedAtNs < b.StartedAtNs || (a.StartedAtNs == b.StartedAtNs && a.SessionID < b.SessionID)
+	})
+	return res, nil
+}
+
+// SessionGet is process.session.get: one of who's sessions.
+func (d *Device) SessionGet(ctx context.Context, who Who, a *abi.SessionGetArgs) (*abi.SessionInfo, error) {
+	s, err := d.sessions.get(who, a.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	return s.snapshot(), nil
+}
+
+// SessionWait is process.session.wait: it waits until no exec runs in the
+// session (or ctx ends) and returns the last exec's receipt; a 404 if the
+// session has run none.
+func (d *Device) SessionWait(ctx context.Context, who Who, a *abi.SessionGetArgs) (*abi.ExecResult, error) {
+	s, err := d.sessions.get(who, a.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	idle := s.idle
+	s.mu.Unlock()
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		return nil, abi.E(abi.Path(s.id), abi.NotExist, "the session has run no exec")
+	}
+	return s.last, nil
+}
+
+// SessionOutput is the last exec's output of a stream ("stdout" or
+// "stderr") in session id: its inline bytes, or its blob's first bytes.
+func (d *Device) SessionOutput(ctx context.Context, who Who, a *abi.BlobReadArgs) (*abi.BlobReadResult, error) {
+	id, stream, _ := strings.Cut(a.BlobRef, "/")
+	s, err := d.sessions.get(who, id)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.Index([]string{"stdout", "stderr"}, stream)
+	if i < 0 {
+		return nil, abi.E(abi.Invalid, "stream: want stdout or stderr")
+	}
+	s.mu.Lock()
+	last, text := s.last, s.lastOut[i]
+	s.mu.Unlock()
+	if last == nil {
+		return &abi.BlobReadResult{Bytes: []byte{}}, nil
+	}
+	o := last.Stdout
+	if i == 1 {
+		o = last.Stderr
+	}
+	if o != nil && o.Blob != nil {
+		return d.BlobRead(ctx, who, &abi.BlobReadArgs{BlobRef: o.Blob.BlobRef, Offset: a.Offset, Limit: a.Limit})
+	}
+	return &abi.BlobReadResult{Bytes: text, SizeBytes: int64(len(text))}, nil
+}

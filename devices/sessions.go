@@ -1,0 +1,158 @@
+package devices
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/devices/local"
+	"gsvfs.dev/gsvfs/kernel"
+)
+
+// Exec sessions on the router: the process.* syscalls, the process
+// capability each caller has, and the migration that grants them to the
+// users group.
+
+// migrations are the devices room's schema steps: the users group may
+// make the process.* syscalls.
+var migrations = []string{
+	`INSERT INTO group_caps(gid,cap) SELECT 100,'process.*'
+		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap='process.*')`,
+}
+
+// Config keys of the process capability: the system's (root sets it),
+// then the user's (root sets it too: users may set only their ai/ keys).
+const (
+	processCapKey     = "config/process/cap"
+	userProcessCapKey = "users/%d/process/cap"
+)
+
+// processCap returns c's process capability: the default, narrowed by
+// config/process/cap, then by users/<uid>/process/cap, each a JSON
+// abi.ProcessCap. A key that does not parse is an error, never a wider
+// capability.
+func (r *Router) processCap(ctx context.Context, c *kernel.Caller) (*abi.ProcessCap, error) {
+	pc := local.DefaultProcessCap(c.IsRoot())
+	for _, key := range []string{processCapKey, fmt.Sprintf(userProcessCapKey, c.Uid)} {
+		res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, r.k, r.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: key})
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range res.Entries {
+			if e.Key != key {
+				continue
+			}
+			var narrow abi.ProcessCap
+			if err := json.Unmarshal([]byte(e.Value), &narrow); err != nil {
+				return nil, abi.E(abi.Path(key), abi.Other, fmt.Sprintf("the process capability does not parse: %v", err))
+			}
+			pc = narrowCap(pc, narrow)
+		}
+	}
+	return &pc, nil
+}
+
+// narrowCap is what both a and b allow: the networks in both, b's mounts
+// (each no stronger than a allows it), the smaller ceilings.
+func narrowCap(a, b abi.ProcessCap) abi.ProcessCap {
+	out := abi.ProcessCap{Networks: []string{}, Mounts: []abi.CapMount{}}
+	for _, n := range b.Networks {
+		if slices.Contains(a.Networks, n) {
+			out.Networks = append(out.Networks, n)
+		}
+	}
+	for _, m := range b.Mounts {
+		if mode := capAllows(a, m.Prefix); mode != "" {
+			if m.Mode != abi.MountRW {
+				mode = abi.MountRO
+			}
+			out.Mounts = append(out.Mounts, abi.CapMount{Prefix: m.Prefix, Mode: mode})
+		}
+	}
+	out.MaxSessions = minPos(a.MaxSessions, b.MaxSessions)
+	out.MaxTTLNs = minPos(a.MaxTTLNs, b.MaxTTLNs)
+	out.MaxTimeoutNs = minPos(a.MaxTimeoutNs, b.MaxTimeoutNs)
+	out.MaxProcesses = minPos(a.MaxProcesses, b.MaxProcesses)
+	return out
+}
+
+// capAllows is the strongest mode pc allows at prefix ("" for none): a
+// mount of pc at it or above it, of the same kind (a host: path or a
+// namespace path; "~" and "~/..." only under "~" or "/").
+func capAllows(pc abi.ProcessCap, prefix string) string {
+	kind := func(p string) string {
+		switch {
+		case strings.HasPrefix(p, "host:"):
+			return "host"
+		}
+		return "ns"
+	}
+	trim := func(p string) string { return strings.TrimSuffix(strings.TrimPrefix(p, "host:"), "/") }
+	best := ""
+	for _, m := range pc.Mounts {
+		if kind(m.Prefix) != kind(prefix) {
+			continue
+		}
+		pre, p := trim(m.Prefix), trim(prefix)
+		covers := pre == "" || p == pre || strings.HasPrefix(p, pre+"/")
+		if strings.HasPrefix(p, "~") && pre != "" && !strings.HasPrefix(pre, "~") {
+			covers = false
+		}
+		if !covers {
+			continue
+		}
+		if m.Mode == abi.MountRW {
+			return abi.MountRW
+		}
+		best = abi.MountRO
+	}
+	return best
+}
+
+// minPos is the smaller of the positive ones of a and b (0: neither).
+func minPos[T int | int64](a, b T) T {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// sessionSyscalls are the process.* syscalls, served by the local device
+// (the only runtime: target.local).
+func (r *Router) sessionSyscalls() []kernel.Syscall {
+	d := r.local
+	return []kernel.Syscall{
+		kernel.Fn("process.session.open", 0, r.sessionOpen),
+		kernel.Fn("process.exec", 0, asCaller(d.ProcessExec)),
+		kernel.Fn("process.session.signal", 0, asCaller(d.SessionSignal)),
+		kernel.Fn("process.session.list", 0, asCaller(d.SessionList)),
+		kernel.Fn("process.session.get", 0, asCaller(d.SessionGet)),
+		kernel.Fn("process.session.wait", 0, asCaller(d.SessionWait)),
+		kernel.Fn("process.blob.read", 0, asCaller(d.BlobRead)),
+		kernel.Fn("process.exec.start", kernel.Internal, asCaller(d.ExecStart)),
+		kernel.Fn("process.session.output", kernel.Internal, asCaller(d.SessionOutput)),
+		kernel.Fn("process.blob.open", kernel.Internal, asCaller(func(ctx context.Context, who local.Who, a *abi.BlobReadArgs) (*os.File, error) {
+			return d.BlobOpen(ctx, who, a)
+		})),
+		kernel.Fn("process.blob.list", kernel.Internal, asCaller(d.BlobList)),
+	}
+}
+
+// sessionOpen is process.session.open with the caller's process
+// capability.
+func (r *Router) sessionOpen(ctx context.Context, c *kernel.Caller, a *abi.SessionOpenArgs) (*abi.SessionOpenResult, error) {
+	pc, err := r.processCap(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	who := whoOf(c)
+	who.Process = pc
+	return r.local.SessionOpen(ctx, who, a)
+}

@@ -118,6 +118,3 @@ func localSyscalls(d *local.Device) []kernel.Syscall {
 		kernel.Fn("fs.statfs", kernel.Internal, asCaller(d.StatFS)),
 	}
 }
-
-// admitShell is shell.exec's own rule on the local device (local.AdmitShell).
-func admitShell(c *kernel.Caller) error { return local.AdmitShell(c.Identity) }

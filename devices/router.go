@@ -90,7 +90,7 @@ func (r *Router) Syscalls() []kernel.Syscall {
 		kernel.Fn("fs.edit", 0, r.edit),
 		kernel.Fn("fs.delete", 0, r.delete),
 		kernel.Fn("fs.search", 0, r.search),
-		kernel.Fn("shell.exec", 0, r.exec).Admit(admitShell),
+		kernel.Fn("shell.exec", 0, r.exec),
 	}
 	calls = append(calls, r.sessionSyscalls()...)
 	return append(calls, localSyscalls(r.local)...)

@@ -34,21 +34,17 @@ const (
 	shellPath = "/usr/local/bin:/usr/bin:/bin"
 )
 
-// errShellNotRoot is why shell.exec refuses a caller that is not root.
-var errShellNotRoot = abi.E(abi.Permission, "only root may run host commands: they run on the host as the daemon's user, "+
-	"not as you; for other users they arrive with exec sessions")
-
 // Exec is shell.exec on the local device.
 //
-// shell.exec runs input with `/bin/sh -c` on the host as the daemon's own
-// host user. Only root (GSV uid 0, and the kernel) may make it: for any
-// other caller it is a 403 before anything starts, whatever the caller's
-// capabilities, because the command would run with the daemon's rights,
-// not the caller's. The agent's Shell tool makes the same syscall as the
-// process's owner, so for a non-root owner its result is that error (the
-// agent loop checks Permit before it asks a human). Commands for other
-// users arrive with exec sessions, which run them with the caller's own
-// authority.
+// shell.exec runs input with `/bin/sh -c` with the caller's authority.
+// For root, whose authority is the host's, it runs on the host as the
+// daemon's user (hostShell). For everyone else it runs in a sandbox of
+// its own (sandboxShell, see docs/sessions.md): the caller's home
+// read-write and the working directory, each at its namespace path,
+// over a read-only base system, as an unprivileged host uid, with the
+// network the caller's process capability allows; nothing else of the
+// host, the state directory or other users is there. The agent's Shell
+// tool makes the same syscall as the process's owner.
 //
 // Every command is a session (the seed's): a start returns its final
 // result if the command ends within the wait budget (shellWaitBudget, 10
@@ -117,14 +113,14 @@ func (d *Device) Exec(ctx context.Context, who Who, a *abi.ShellExecArgs) (*abi.
 	if a.TimeoutMs > 0 {
 		timeout = time.Duration(min(a.TimeoutMs, maxShellTimeout.Milliseconds())) * time.Millisecond
 	}
-	dir, err := d.shellDir(ctx, who, a.Cwd)
+	cwd, dir, err := d.shellDir(ctx, who, a.Cwd)
 	if err != nil {
 		return notStarted(err), nil
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err // nothing started yet: the caller is gone
 	}
-	s, err := d.startShell(ctx, who, dir, a.Input, timeout, a.Background)
+	s, err := d.startShell(ctx, who, cwd, dir, a.Input, timeout, a.Background)
 	if err != nil {
 		return notStarted(err), nil
 	}
@@ -155,33 +151,25 @@ func notStarted(err error) *abi.ShellExecResult {
 	return &abi.ShellExecResult{Error: err.Error()}
 }
 
-// AdmitShell is shell.exec's own rule on who may make it on the local
-// device: root only (see Exec).
-func AdmitShell(id Identity) error {
-	if !id.IsRoot() {
-		return errShellNotRoot
-	}
-	return nil
-}
-
 // shellDir resolves cwd (the caller's cwd if empty) and checks that it is
-// a directory who may search; it returns its real path.
-func (d *Device) shellDir(ctx context.Context, who Who, cwd string) (string, error) {
+// a directory who may search; it returns its namespace path and its real
+// path.
+func (d *Device) shellDir(ctx context.Context, who Who, cwd string) (string, string, error) {
 	if cwd == "" {
 		cwd = who.Cwd
 	}
 	rel, err := resolve(who, cwd)
 	if err != nil {
-		return "", abi.E(abi.Op("cwd"), err)
+		return "", "", abi.E(abi.Op("cwd"), err)
 	}
 	fi, err := d.access(ctx, who, rel, vfs.WantExec)
 	if err != nil {
-		return "", abi.E(abi.Op("cwd"), err)
+		return "", "", abi.E(abi.Op("cwd"), err)
 	}
 	if !fi.IsDir() {
-		return "", abi.E(abi.Op("cwd"), abi.Path("/"+rel), syscall.ENOTDIR)
+		return "", "", abi.E(abi.Op("cwd"), abi.Path("/"+rel), syscall.ENOTDIR)
 	}
-	return d.dataPath + "/" + rel, nil
+	return "/" + rel, d.dataPath + "/" + rel, nil
 }
 
 // shellEnv is the fixed environment of a command run for who in dir.

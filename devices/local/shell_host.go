@@ -32,7 +32,8 @@ type shellRunner interface {
 // shellCommand is one command for a runner to start.
 type shellCommand struct {
 	who   Who
-	dir   string   // the real working directory
+	dir   string   // the real working directory (the host runner's)
+	cwd   string   // the working directory's namespace path (a sandbox's)
 	env   []string // the whole environment
 	input string   // the text /bin/sh -c runs
 	// stdin says the command's stdin is a pipe that writeInput writes;

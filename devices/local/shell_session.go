@@ -212,7 +212,7 @@ func (t *shellJobs) expire(now time.Time, ttl time.Duration) {
 // startShell starts input for who in dir as a new session, with stdin a
 // pipe if stdin, and returns it once its command runs. Its command ends
 // at the latest timeout after it starts.
-func (d *Device) startShell(ctx context.Context, who Who, dir, input string, timeout time.Duration, stdin bool) (*shellSession, error) {
+func (d *Device) startShell(ctx context.Context, who Who, cwd, dir, input string, timeout time.Duration, stdin bool) (*shellSession, error) {
 	s := &shellSession{
 		id:      "sh_" + randomText(),
 		uid:     who.Uid,
@@ -223,8 +223,8 @@ func (d *Device) startShell(ctx context.Context, who Who, dir, input string, tim
 	if !d.shells.add(s) {
 		return nil, abi.E(abi.Path("shell"), "the daemon is shutting down")
 	}
-	h, err := d.runner().start(ctx, &shellCommand{
-		who: who, dir: dir, env: d.shellEnv(who, dir), input: input, stdin: stdin, out: s.out,
+	h, err := d.runner(who).start(ctx, &shellCommand{
+		who: who, dir: dir, cwd: cwd, env: d.shellEnv(who, dir), input: input, stdin: stdin, out: s.out,
 	})
 	if err != nil {
 		d.shells.drop(s)
@@ -242,8 +242,14 @@ func (d *Device) startShell(ctx context.Context, who Who, dir, input string, tim
 	return s, nil
 }
 
-// runner is the runner of the device's commands.
-func (d *Device) runner() shellRunner { return hostShell{log: d.log} }
+// runner is the runner of who's commands: the host for root, a sandbox
+// with who's grant for everyone else.
+func (d *Device) runner(who Who) shellRunner {
+	if who.IsRoot() {
+		return hostShell{log: d.log}
+	}
+	return sandboxShell{d: d}
+}
 
 // running is s's result while its command runs: the output not yet
 // returned.

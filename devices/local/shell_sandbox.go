@@ -1,0 +1,175 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/devices/local/sandbox"
+)
+
+// sandboxShell is the runner of shell.exec commands for every caller but
+// root: each command runs in a sandbox of its own with the caller's
+// grant: their home read-write at its namespace path, the working
+// directory at its own (read-write only in a tree the caller owns), their
+// process capability's network (full if it allows it), nothing else of
+// the host. Root's commands run on the host (hostShell): root's authority
+// is the host's.
+type sandboxShell struct {
+	d *Device
+}
+
+// sandboxProc is a command of sandboxShell.
+type sandboxProc struct {
+	proc  *sandbox.Proc
+	box   *sandbox.Box
+	stdin *os.File // the write end of its stdin pipe; nil for empty stdin
+
+	stdinMu    sync.Mutex
+	stdinClose sync.Once
+	stopOnce   sync.Once
+	ended      chan struct{}
+	ex         shellExit
+	stopped    bool
+}
+
+// start opens the command's box and starts /bin/sh -c in it.
+func (r sandboxShell) start(ctx context.Context, c *shellCommand) (shellHandle, error) {
+	d := r.d
+	rt, err := d.sessions.runtime(d)
+	if err != nil {
+		return nil, err
+	}
+	who := c.who
+	pc := who.processCap()
+	home := path.Join("/home", who.Username)
+	var ms []abi.ProcessMount
+	if _, err := resolve(who, home); err == nil {
+		ms = append(ms, abi.ProcessMount{HostPath: home, GuestPath: home, Mode: abi.MountRW})
+	}
+	if c.cwd != home && !strings.HasPrefix(c.cwd, home+"/") {
+		ms = append(ms, abi.ProcessMount{HostPath: c.cwd, GuestPath: c.cwd, Mode: abi.MountRW})
+	}
+	mounts, _, err := d.sessionMounts(ctx, who, pc, ms)
+	defer func() {
+		for _, m := range mounts {
+			m.Dir.Close()
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	id := "sh_" + randomText()
+	scratch := path.Join(d.stateDir, "sessions", id)
+	box, err := rt.Open(sandbox.Spec{
+		ID: id, HostUID: uint32(SandboxUIDBase) + who.Uid, Uid: who.Uid, Gid: who.Uid,
+		Mounts: mounts, Scratch: scratch, Home: home, Network: slices.Contains(pc.Networks, abi.NetworkFull),
+	})
+	if err != nil {
+		os.RemoveAll(scratch)
+		return nil, abi.E(abi.Path("shell"), abi.Offline, err.Error())
+	}
+	p := &sandboxProc{box: box, ended: make(chan struct{})}
+	cmd := sandbox.Cmd{Argv: []string{"/bin/sh", "-c", c.input}, Cwd: c.cwd, Env: c.sandboxEnv(home),
+		Stdout: c.out, Stderr: c.out, MaxProcesses: cmpOr(pc.MaxProcesses, maxExecProcesses)}
+	var inR *os.File
+	if c.stdin {
+		if inR, p.stdin, err = os.Pipe(); err != nil {
+			box.Close()
+			os.RemoveAll(scratch)
+			return nil, abi.E(abi.Path("shell"), fmt.Sprintf("input pipe: %v", err))
+		}
+		cmd.Stdin = inR
+	}
+	p.proc, err = box.Start(cmd)
+	if inR != nil {
+		inR.Close()
+	}
+	if err != nil {
+		p.closeStdin()
+		box.Close()
+		os.RemoveAll(scratch)
+		return nil, abi.E(abi.Path("shell"), err.Error())
+	}
+	go func() {
+		defer close(p.ended)
+		<-p.proc.Done()
+		p.closeStdin()
+		box.Close()
+		os.RemoveAll(scratch)
+		ex := p.proc.Exit()
+		p.ex = shellExit{killed: p.stopped, err: ex.Err, signal: ex.Signal}
+		if ex.Err == nil {
+			code := ex.Code
+			p.ex.code = &code
+		}
+	}()
+	return p, nil
+}
+
+// sandboxEnv is c's environment inside a sandbox: the host shell's, with
+// the guest home and working directory.
+func (c *shellCommand) sandboxEnv(home string) []string {
+	env := make([]string, 0, len(c.env))
+	for _, kv := range c.env {
+		switch {
+		case strings.HasPrefix(kv, "HOME="):
+			kv = "HOME=" + home
+		case strings.HasPrefix(kv, "PWD="):
+			kv = "PWD=" + c.cwd
+		}
+		env = append(env, kv)
+	}
+	return append(env, "TMPDIR=/tmp")
+}
+
+func (p *sandboxProc) done() <-chan struct{} { return p.ended }
+func (p *sandboxProc) exit() shellExit       { return p.ex }
+
+// kill sends every process of the sandbox SIGTERM, then SIGKILL after
+// shellKillGrace.
+func (p *sandboxProc) kill() {
+	p.stopOnce.Do(func() {
+		p.stopped = true
+		p.proc.Signal(syscall.SIGTERM)
+		go func() {
+			select {
+			case <-p.ended:
+			case <-time.After(shellKillGrace):
+				p.proc.Kill()
+			}
+		}()
+	})
+}
+
+func (p *sandboxProc) writeInput(b []byte, deadline time.Time) (int, error) {
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	if p.stdin == nil {
+		return 0, errStdinClosed
+	}
+	if err := p.stdin.SetWriteDeadline(deadline); err != nil {
+		return 0, errStdinClosed
+	}
+	n, err := p.stdin.Write(b)
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		err = errStdinClosed
+	}
+	return n, err
+}
+
+func (p *sandboxProc) closeStdin() {
+	p.stdinClose.Do(func() {
+		if p.stdin != nil {
+			p.stdin.Close()
+		}
+	})
+}

@@ -65,7 +65,7 @@ fuzz:
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server).
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 20m ./cmd/gsvfs ./devices/local ./proc ./sched
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 20m ./cmd/gsvfs ./devices ./devices/local ./proc ./sched
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi

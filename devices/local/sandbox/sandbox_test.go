@@ -150,3 +150,23 @@ func TestBoxKillTakesTree(t *testing.T) {
 		t.Fatalf("exit %+v", ex)
 	}
 }
+
+// MaxProcesses is the sandbox's RLIMIT_NPROC from its first process on:
+// the command sees it, and a fork past it fails.
+func TestBoxMaxProcesses(t *testing.T) {
+	b, _, _ := newBox(t, false)
+	out, ex := run(t, b, "grep", "Max processes", "/proc/self/limits")
+	if f := strings.Fields(out); ex.Code != 0 || len(f) < 4 || f[2] != "64" || f[3] != "64" {
+		t.Fatalf("the limits of a command: %q %+v", out, ex)
+	}
+	var o strings.Builder
+	p, err := b.Start(Cmd{Argv: []string{"sh", "-c", "for i in 1 2 3 4 5 6 7 8; do sleep 1 & done; wait"}, Cwd: "/work",
+		Env: []string{"PATH=/usr/bin:/bin"}, Stdout: &o, Stderr: &o, MaxProcesses: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	if !strings.Contains(strings.ToLower(o.String()), "fork") {
+		t.Fatalf("8 processes under a ceiling of 4: %q %+v", o.String(), p.Exit())
+	}
+}

@@ -27,13 +27,20 @@ func main() {
 }
 
 // run executes the command line and returns the exit status: 0, or 1 with
-// the error on stderr.
+// the error on stderr; gsv exec exits with its command's code.
 func run(args []string, stdout, stderr io.Writer) int {
 	cmd := rootCmd(stdout)
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
 	if err := cmd.Execute(); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			if ee.msg != "" {
+				fmt.Fprintln(stderr, "gsv:", ee.msg)
+			}
+			return ee.code
+		}
 		fmt.Fprintln(stderr, "gsv:", err)
 		return 1
 	}
@@ -95,6 +102,7 @@ func rootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(c.schedCmd())
 	root.AddCommand(c.crontabCmd())
 	root.AddCommand(c.chatCmd())
+	root.AddCommand(c.sessionCmd(), c.execCmd())
 	return root
 }
 

@@ -465,12 +465,15 @@ func (d *Device) mountDir(ctx context.Context, who Who, pc abi.ProcessCap, m abi
 	if mode == "" {
 		return nil, "", "", abi.E(abi.Path(p), abi.Permission, "your process capability allows no mount of this path")
 	}
-	fi, err := d.access(ctx, who, rel, vfs.WantRead|vfs.WantExec)
+	fi, err := d.access(ctx, who, rel, 0)
 	if err != nil {
 		return nil, "", "", err
 	}
 	if !fi.IsDir() {
 		return nil, "", "", abi.E(abi.Path(p), abi.Invalid, "not a directory: a session mounts directories")
+	}
+	if _, err := d.usableInfo(ctx, who, rel, vfs.WantRead|vfs.WantExec, fi); err != nil {
+		return nil, "", "", err
 	}
 	mode = minMode(m.Mode, mode)
 	if mode == abi.MountRW && !who.IsRoot() && d.ownerOf(ctx, rel).Uid != who.Uid {

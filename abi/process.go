@@ -150,8 +150,8 @@ const (
 
 // ExecResult is process.exec's receipt. Status is "ok" when the command
 // ran to its exit (ExitCode, 0 or not), "timeout" when it outran its
-// timeout, "signaled" when a signal to the session (or the daemon's
-// end) stopped it, "error" when it could not run or its output could not
+// timeout, "signaled" when a signal ended it (a signal to the session,
+// the session's or the daemon's end, or one the command sent itself), "error" when it could not run or its output could not
 // be returned as asked (ErrorCode: "inline_required_too_large",
 // "start_failed", ...). A command killed by a signal has ExitCode
 // 128+signal, as a shell's $? reports it.

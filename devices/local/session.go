@@ -706,6 +706,12 @@ func (r *execRun) stop(why string, sig syscall.Signal, grace time.Duration) {
 	}
 }
 
+// interrupt sends SIGINT to every process of the exec, which decides
+// what to do with it: nothing follows.
+func (r *execRun) interrupt() {
+	r.proc.Signal(syscall.SIGINT)
+}
+
 // finishExec waits for run's end, makes its receipt and makes the session
 // idle.
 func (d *Device) finishExec(s *session, run *execRun) {
@@ -820,7 +826,7 @@ func (d *Device) SessionSignal(ctx context.Context, who Who, a *abi.SessionSigna
 		if run == nil {
 			return &abi.SessionSignalResult{Status: abi.SignalSignaled}, nil
 		}
-		run.stop(abi.ExecSignaled, syscall.SIGINT, 0)
+		run.interrupt()
 		return &abi.SessionSignalResult{Status: abi.SignalSignaled}, nil
 	}
 	res := d.endSession(s, sig, grace)

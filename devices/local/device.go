@@ -1,8 +1,10 @@
 // Package local is the local device: the daemon's own machine as a GSV
 // device. It serves the data tree (/home, /workspaces, /var/sessions: real
 // files under <state>/fs, owned by the tree's users), the seed's fs.*
-// file tools over the whole namespace as the caller, and shell.exec on the
-// host. The device router (package devices) routes the target "gsv" (or
+// file tools over the whole namespace as the caller, shell.exec, and exec
+// sessions (process.*: a sandbox boundary decided at open, each command
+// run inside it with the caller's rights; see package sandbox) with their
+// blobs. The device router (package devices) routes the target "gsv" (or
 // none) here and serves the device's methods as syscalls; the transports
 // reach the data tree through the nodes of Node, whose every operation is
 // one of those syscalls, made through the dispatcher (Host.As).
@@ -50,7 +52,8 @@ type Options struct {
 }
 
 // Device is the local device over one host. Its data tree lives in
-// <state>/fs; its shell commands run on the host.
+// <state>/fs; root's shell commands run on the host, everyone else's and
+// every exec session's in sandboxes.
 type Device struct {
 	k        Host
 	log      *slog.Logger

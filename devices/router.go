@@ -44,13 +44,19 @@ type entry struct {
 // Options configure the router and its local device.
 type Options struct {
 	Local local.Options
+	// Space, if set, is the namespace the router's files are bound in:
+	// with it, Mounts binds the files of exec sessions too (/dev/gsv,
+	// /var/blobs/sha256; see devtree.go).
+	Space *ns.Space
 }
 
 // Router routes the routable syscalls to devices. It is an ns.Room: its
-// syscalls, the data tree's mounts (/home, /workspaces, /var/sessions) and
-// a Close that ends the local device's commands.
+// syscalls, the data tree's mounts (/home, /workspaces, /var/sessions),
+// the files of exec sessions (/dev/gsv, /var/blobs/sha256) and a Close
+// that ends the local device's commands.
 type Router struct {
 	k       *kernel.Kernel
+	space   *ns.Space // nil: no files of exec sessions
 	local   *local.Device
 	devices map[string]*entry // by device id; the local device is not here
 }
@@ -67,7 +73,7 @@ func New(k *kernel.Kernel, opts Options) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Router{k: k, local: d, devices: map[string]*entry{}}, nil
+	return &Router{k: k, space: opts.Space, local: d, devices: map[string]*entry{}}, nil
 }
 
 // Local returns the local device.
@@ -96,13 +102,14 @@ func (r *Router) Syscalls() []kernel.Syscall {
 	return append(calls, localSyscalls(r.local)...)
 }
 
-// Mounts implements ns.Room: the data tree's directories.
+// Mounts implements ns.Room: the data tree's directories and, given the
+// namespace, the files of exec sessions.
 func (r *Router) Mounts() []ns.Mount {
-	return []ns.Mount{
+	return append([]ns.Mount{
 		{Path: "/home", Node: r.local.Node("home")},
 		{Path: "/workspaces", Node: r.local.Node("workspaces")},
 		{Path: "/var/sessions", Node: r.local.Node("var/sessions")},
-	}
+	}, r.devMounts()...)
 }
 
 // Close implements ns.Room: it ends the local device's commands and

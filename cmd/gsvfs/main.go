@@ -134,7 +134,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 	defer k.Close()
 	space := ns.New(k)
 	defer space.Close() // the rooms close, last first, before the kernel does
-	dev, err := devices.New(k, devices.Options{Local: local.Options{Logger: log}})
+	dev, err := devices.New(k, devices.Options{Space: space, Local: local.Options{Logger: log}})
 	if err != nil {
 		return fmt.Errorf("devices: %w", err)
 	}

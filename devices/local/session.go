@@ -42,7 +42,7 @@ const (
 	// maxSessions is how many sessions a user may have open by default.
 	maxSessions = 16
 	// maxExecProcesses is how many processes an exec may run at once.
-	maxExecProcesses = 512
+	maxExecProcesses = sandbox.MaxProcesses
 	// maxExecOutput is how many bytes of each stream an exec keeps.
 	maxExecOutput = 256 << 20
 	// inlineAuto is the largest output returned inline under "auto";
@@ -80,7 +80,6 @@ type session struct {
 	info    abi.SessionInfo // its fixed parts
 	env     map[string]string
 	limits  abi.ExecLimits
-	scratch string
 
 	mu      sync.Mutex
 	running *execRun
@@ -274,10 +273,6 @@ func (d *Device) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenArg
 		return nil, abi.E(abi.Permission, fmt.Sprintf("you have %d sessions open, the most your process capability allows", n))
 	}
 	id := "ps_" + randomText()
-	scratch := path.Join(d.stateDir, "sessions", id)
-	if err := os.MkdirAll(scratch, 0o700); err != nil {
-		return nil, abi.E(abi.Other, fmt.Sprintf("session scratch: %v", err))
-	}
 	now := time.Now()
 	limits := abi.ExecLimits{
 		MaxTimeoutNs:   cmpOr(pc.MaxTimeoutNs, int64(maxExecTimeout)),
@@ -287,10 +282,9 @@ func (d *Device) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenArg
 	hostUID := uint32(SandboxUIDBase) + who.Uid
 	box, err := rt.Open(sandbox.Spec{
 		ID: id, HostUID: hostUID, Uid: who.Uid, Gid: who.Uid,
-		Mounts: mounts, Scratch: scratch, Home: home, Network: loc.NetworkMode == abi.NetworkFull,
+		Mounts: mounts, ScratchRoot: d.scratchRoot(who.Uid), Home: home, Network: loc.NetworkMode == abi.NetworkFull,
 	})
 	if err != nil {
-		os.RemoveAll(scratch)
 		return nil, abi.E(abi.Offline, err.Error())
 	}
 	iso := &abi.Isolation{
@@ -309,7 +303,7 @@ func (d *Device) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenArg
 		iso.Network = "the host's network"
 	}
 	s := &session{
-		id: id, uid: who.Uid, user: who.Username, box: box, env: env, limits: limits, scratch: scratch,
+		id: id, uid: who.Uid, user: who.Username, box: box, env: env, limits: limits,
 		idle: make(chan struct{}),
 		info: abi.SessionInfo{
 			SessionID: id, Uid: who.Uid, User: who.Username, Network: loc.NetworkMode, Workdir: workdir,
@@ -319,12 +313,17 @@ func (d *Device) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenArg
 	close(s.idle)
 	if !d.sessions.add(s) {
 		box.Close()
-		os.RemoveAll(scratch)
 		return nil, abi.E(abi.Offline, "the daemon is shutting down")
 	}
 	d.log.Debug("process.session.open", "uid", who.Uid, "session", id, "network", loc.NetworkMode, "mounts", len(applied))
 	exp := s.info.ExpiresAtNs
 	return &abi.SessionOpenResult{SessionID: id, Status: "ready", StartedAtNs: s.info.StartedAtNs, ExpiresAtNs: &exp, Isolation: iso}, nil
+}
+
+// scratchRoot is where the sandboxes of GSV user uid keep their own tmp
+// and home: <state>/sessions/<uid>.
+func (d *Device) scratchRoot(uid uint32) string {
+	return path.Join(d.stateDir, "sessions", strconv.FormatUint(uint64(uid), 10))
 }
 
 // cmpOr is v if positive, else def.
@@ -863,7 +862,6 @@ func (d *Device) endSession(s *session, sig syscall.Signal, grace time.Duration)
 		res.ExitCode = &code
 	}
 	s.box.Close()
-	os.RemoveAll(s.scratch)
 	s.mu.Lock()
 	s.ended = time.Now()
 	e := s.ended.UnixNano()

@@ -68,13 +68,11 @@ func (r sandboxShell) start(ctx context.Context, c *shellCommand) (shellHandle, 
 		return nil, err
 	}
 	id := "sh_" + randomText()
-	scratch := path.Join(d.stateDir, "sessions", id)
 	box, err := rt.Open(sandbox.Spec{
 		ID: id, HostUID: uint32(SandboxUIDBase) + who.Uid, Uid: who.Uid, Gid: who.Uid,
-		Mounts: mounts, Scratch: scratch, Home: home, Network: slices.Contains(pc.Networks, abi.NetworkFull),
+		Mounts: mounts, ScratchRoot: d.scratchRoot(who.Uid), Home: home, Network: slices.Contains(pc.Networks, abi.NetworkFull),
 	})
 	if err != nil {
-		os.RemoveAll(scratch)
 		return nil, abi.E(abi.Path("shell"), abi.Offline, err.Error())
 	}
 	p := &sandboxProc{box: box, ended: make(chan struct{})}
@@ -84,7 +82,6 @@ func (r sandboxShell) start(ctx context.Context, c *shellCommand) (shellHandle, 
 	if c.stdin {
 		if inR, p.stdin, err = os.Pipe(); err != nil {
 			box.Close()
-			os.RemoveAll(scratch)
 			return nil, abi.E(abi.Path("shell"), fmt.Sprintf("input pipe: %v", err))
 		}
 		cmd.Stdin = inR
@@ -96,7 +93,6 @@ func (r sandboxShell) start(ctx context.Context, c *shellCommand) (shellHandle, 
 	if err != nil {
 		p.closeStdin()
 		box.Close()
-		os.RemoveAll(scratch)
 		return nil, abi.E(abi.Path("shell"), err.Error())
 	}
 	go func() {
@@ -104,7 +100,6 @@ func (r sandboxShell) start(ctx context.Context, c *shellCommand) (shellHandle, 
 		<-p.proc.Done()
 		p.closeStdin()
 		box.Close()
-		os.RemoveAll(scratch)
 		ex := p.proc.Exit()
 		p.ex = shellExit{killed: p.stopped, err: ex.Err, signal: ex.Signal}
 		if ex.Err == nil {

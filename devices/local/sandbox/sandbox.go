@@ -43,6 +43,11 @@ import (
 // RunDir is where runtimes stage their boxes' mounts.
 const RunDir = "/run/gsvfs"
 
+// MaxProcesses is how many processes (threads included) the sandboxes of
+// one host uid may run at once: the RLIMIT_NPROC every sandbox inherits.
+// A Cmd may ask for fewer (Cmd.MaxProcesses).
+const MaxProcesses = 1024
+
 // Runtime runs boxes with one bubblewrap binary. Its zero value is not
 // usable: see NewRuntime.
 type Runtime struct {
@@ -53,8 +58,9 @@ type Runtime struct {
 
 	mu     sync.Mutex
 	userns map[uint32]*os.File // idmap user namespaces, by host uid
-	boxes  map[*Box]bool
-	probed map[probeKey]error // the result of a first sandbox per host uid and network
+	boxes   map[*Box]bool
+	probed  map[probeKey]error // the result of a first sandbox per host uid and network
+	scratch map[uint32]string  // the staged scratch root of each host uid
 	closed bool
 }
 
@@ -65,7 +71,9 @@ type probeKey struct {
 
 // NewRuntime finds bubblewrap (bwrap on the PATH, or /usr/bin/bwrap) and
 // makes the runtime's staging directory, removing what a runtime of a
-// process that is gone left there. It needs root: it mounts.
+// process that is gone left there. It needs root: it mounts. It sets the
+// process's RLIMIT_NPROC (soft and hard) to MaxProcesses, which root
+// ignores and every sandbox inherits.
 func NewRuntime(log *slog.Logger) (*Runtime, error) {
 	if log == nil {
 		log = slog.Default()
@@ -88,6 +96,14 @@ func NewRuntime(log *slog.Logger) (*Runtime, error) {
 		return nil, fmt.Errorf("sandbox staging: %w", err)
 	}
 	os.Chmod(RunDir, 0o711)
+	// Every sandbox inherits the daemon's RLIMIT_NPROC, counted per host
+	// uid: a sandbox uid's processes in all its sandboxes together. The
+	// daemon and its other children are root, whom the kernel exempts.
+	// Inheriting it costs no exec inside the sandbox, as a wrapper would.
+	lim := unix.Rlimit{Cur: MaxProcesses, Max: MaxProcesses}
+	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
+		return nil, fmt.Errorf("sandbox process ceiling: %w", err)
+	}
 	removeStale(log)
 	dir, err := os.MkdirTemp(RunDir, strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
@@ -99,7 +115,7 @@ func NewRuntime(log *slog.Logger) (*Runtime, error) {
 	}
 	return &Runtime{
 		bwrap: bwrap, Version: strings.TrimSpace(string(out)), dir: dir, log: log,
-		userns: map[uint32]*os.File{}, boxes: map[*Box]bool{}, probed: map[probeKey]error{},
+		userns: map[uint32]*os.File{}, boxes: map[*Box]bool{}, probed: map[probeKey]error{}, scratch: map[uint32]string{},
 	}, nil
 }
 
@@ -188,6 +204,7 @@ func (r *Runtime) Close() error {
 		f.Close()
 	}
 	r.userns = map[uint32]*os.File{}
+	r.scratch = map[uint32]string{}
 	r.mu.Unlock()
 	unmountUnder(r.dir)
 	return os.RemoveAll(r.dir)
@@ -246,10 +263,12 @@ type Spec struct {
 	// Mounts are its directories, in order (a later one may lie under an
 	// earlier one).
 	Mounts []Mount
-	// Scratch is a host directory for the box's own tmp and home (made
-	// beneath it as tmp/ and home/); Home is the guest path of its home.
-	Scratch string
-	Home    string
+	// ScratchRoot is the host directory of HostUID's scratch, the same
+	// for all its boxes (the runtime stages it once per host uid): a box's
+	// own tmp and home are made beneath it as <ID>/tmp and <ID>/home and
+	// removed when it closes. Home is the guest path of its home.
+	ScratchRoot string
+	Home        string
 	// Network gives the box the host's network; without it, loopback
 	// only.
 	Network bool
@@ -260,8 +279,10 @@ type Spec struct {
 type Box struct {
 	r       *Runtime
 	spec    Spec
-	dir     string
+	dir     string   // its staging directory, made only for its mounts
+	scratch string   // its tmp and home, beneath the scratch root
 	args    []string // bwrap's arguments up to the command
+	staged  []string // the mount points it staged, in order
 	closeMu sync.Mutex
 	closed  bool
 }
@@ -284,30 +305,26 @@ func (r *Runtime) Open(spec Spec) (*Box, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Box{r: r, spec: spec, dir: filepath.Join(r.dir, spec.ID)}
-	if err := os.Mkdir(b.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("staging: %w", err)
+	staged, err := r.stageScratch(ns, spec.HostUID, spec.ScratchRoot)
+	if err != nil {
+		return nil, err
 	}
-	if err := os.Chown(b.dir, int(spec.HostUID), int(spec.HostUID)); err != nil {
-		b.Close()
-		return nil, fmt.Errorf("staging: %w", err)
-	}
+	b := &Box{r: r, spec: spec, dir: filepath.Join(r.dir, spec.ID), scratch: filepath.Join(spec.ScratchRoot, spec.ID)}
 	for _, d := range []string{"tmp", "home"} {
-		if err := os.MkdirAll(filepath.Join(spec.Scratch, d), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Join(b.scratch, d), 0o700); err != nil {
 			b.Close()
 			return nil, fmt.Errorf("scratch: %w", err)
 		}
 	}
-	scratch, err := os.OpenFile(spec.Scratch, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		b.Close()
-		return nil, fmt.Errorf("scratch: %w", err)
-	}
-	err = b.stage(ns, scratch, "scratch", true)
-	scratch.Close()
-	if err != nil {
-		b.Close()
-		return nil, err
+	if len(spec.Mounts) > 0 {
+		if err := os.Mkdir(b.dir, 0o700); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("staging: %w", err)
+		}
+		if err := os.Chown(b.dir, int(spec.HostUID), int(spec.HostUID)); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("staging: %w", err)
+		}
 	}
 	args := []string{
 		"--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--disable-userns",
@@ -327,16 +344,19 @@ func (r *Runtime) Open(spec Spec) (*Box, error) {
 	}
 	args = append(args,
 		"--ro-bind", "/etc", "/etc")
+	// The sandbox's uid is no host user's, so the host's password files
+	// (root:shadow, 0640) are closed to it by their modes; one that others
+	// may read is hidden.
 	for _, secret := range []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"} {
-		if _, err := os.Lstat(secret); err == nil {
+		if fi, err := os.Stat(secret); err == nil && fi.Mode().Perm()&0o004 != 0 {
 			args = append(args, "--ro-bind", "/dev/null", secret)
 		}
 	}
 	args = append(args,
 		"--proc", "/proc", "--dev", "/dev",
-		"--bind", filepath.Join(b.dir, "scratch", "tmp"), "/tmp",
+		"--bind", filepath.Join(staged, spec.ID, "tmp"), "/tmp",
 		"--dir", "/var", "--symlink", "../tmp", "/var/tmp",
-		"--bind", filepath.Join(b.dir, "scratch", "home"), spec.Home,
+		"--bind", filepath.Join(staged, spec.ID, "home"), spec.Home,
 	)
 	for i, m := range spec.Mounts {
 		name := "m" + strconv.Itoa(i)
@@ -361,10 +381,54 @@ func (r *Runtime) Open(spec Spec) (*Box, error) {
 	return b, nil
 }
 
+// stageScratch returns where hostUID's scratch root is staged, staging it
+// (idmapped, read-write) on first use.
+func (r *Runtime) stageScratch(ns *os.File, hostUID uint32, root string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.scratch[hostUID]; p != "" {
+		return p, nil
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return "", fmt.Errorf("scratch: %w", err)
+	}
+	dir := filepath.Join(r.dir, "u"+strconv.FormatUint(uint64(hostUID), 10))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", fmt.Errorf("staging: %w", err)
+	}
+	if err := os.Chown(dir, int(hostUID), int(hostUID)); err != nil {
+		os.Remove(dir)
+		return "", fmt.Errorf("staging: %w", err)
+	}
+	f, err := os.OpenFile(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		os.Remove(dir)
+		return "", fmt.Errorf("scratch: %w", err)
+	}
+	defer f.Close()
+	p := filepath.Join(dir, "scratch")
+	if err := stageAt(ns, f, p, true); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	r.scratch[hostUID] = p
+	return p, nil
+}
+
 // stage mounts dir, idmapped by ns (read-only unless rw), at name in the
 // box's staging directory.
 func (b *Box) stage(ns, dir *os.File, name string, rw bool) error {
 	p := filepath.Join(b.dir, name)
+	if err := stageAt(ns, dir, p, rw); err != nil {
+		return err
+	}
+	b.staged = append(b.staged, p)
+	return nil
+}
+
+// stageAt mounts dir, idmapped by ns (read-only unless rw), on a new
+// directory p.
+func stageAt(ns, dir *os.File, p string, rw bool) error {
 	if err := os.Mkdir(p, 0o700); err != nil {
 		return fmt.Errorf("staging: %w", err)
 	}
@@ -425,7 +489,12 @@ func (b *Box) Close() error {
 	b.r.mu.Lock()
 	delete(b.r.boxes, b)
 	b.r.mu.Unlock()
-	unmountUnder(b.dir)
+	for i := len(b.staged) - 1; i >= 0; i-- {
+		if err := unix.Unmount(b.staged[i], unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+			b.r.log.Warn("sandbox: unmounting a staged mount", "path", b.staged[i], "err", err)
+		}
+	}
+	os.RemoveAll(b.scratch)
 	return os.RemoveAll(b.dir)
 }
 
@@ -438,7 +507,9 @@ type Cmd struct {
 	Stdin io.Reader
 	// Stdout and Stderr receive its output until Done.
 	Stdout, Stderr io.Writer
-	// MaxProcesses, if not 0, is how many processes it may run at once.
+	// MaxProcesses, if not 0 and under the runtime's MaxProcesses, is how
+	// many processes it may run at once (a prlimit wrapper sets it, at the
+	// cost of one more exec).
 	MaxProcesses int
 }
 
@@ -479,7 +550,7 @@ func (b *Box) Start(c Cmd) (*Proc, error) {
 	defer infoR.Close()
 	args := append([]string(nil), b.args...)
 	args = append(args, "--chdir", c.Cwd, "--info-fd", "3", "--")
-	if c.MaxProcesses > 0 {
+	if c.MaxProcesses > 0 && c.MaxProcesses < MaxProcesses {
 		args = append(args, "/usr/bin/prlimit", "--nproc="+strconv.Itoa(c.MaxProcesses), "--")
 	}
 	args = append(args, c.Argv...)

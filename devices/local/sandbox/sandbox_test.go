@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,7 +44,7 @@ func newBox(t *testing.T, network bool) (*Box, string, string) {
 	b, err := r.Open(Spec{
 		ID: "t" + strings.ReplaceAll(t.Name(), "/", "_"), HostUID: testUID, Uid: 1000, Gid: 100,
 		Mounts:  []Mount{{Dir: open(work), Guest: "/work", RW: true}, {Dir: open(data), Guest: "/data"}},
-		Scratch: filepath.Join(base, "scratch"), Home: "/home/alice", Network: network,
+		ScratchRoot: filepath.Join(base, "scratch"), Home: "/home/alice", Network: network,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -159,8 +160,19 @@ func TestBoxMaxProcesses(t *testing.T) {
 	if f := strings.Fields(out); ex.Code != 0 || len(f) < 4 || f[2] != "64" || f[3] != "64" {
 		t.Fatalf("the limits of a command: %q %+v", out, ex)
 	}
+	// Without a Cmd's own ceiling, the runtime's holds: inherited, no wrapper.
 	var o strings.Builder
-	p, err := b.Start(Cmd{Argv: []string{"sh", "-c", "for i in 1 2 3 4 5 6 7 8; do sleep 1 & done; wait"}, Cwd: "/work",
+	p, err := b.Start(Cmd{Argv: []string{"sh", "-c", "grep 'Max processes' /proc/self/limits; cat /proc/1/cmdline | tr '\\0' ' '"}, Cwd: "/",
+		Env: []string{"PATH=/usr/bin:/bin"}, Stdout: &o, Stderr: &o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	if f := strings.Fields(o.String()); len(f) < 4 || f[2] != strconv.Itoa(MaxProcesses) || f[3] != strconv.Itoa(MaxProcesses) {
+		t.Fatalf("the runtime's ceiling: %q", o.String())
+	}
+	o.Reset()
+	p, err = b.Start(Cmd{Argv: []string{"sh", "-c", "for i in 1 2 3 4 5 6 7 8; do sleep 1 & done; wait"}, Cwd: "/work",
 		Env: []string{"PATH=/usr/bin:/bin"}, Stdout: &o, Stderr: &o, MaxProcesses: 4})
 	if err != nil {
 		t.Fatal(err)

@@ -73,13 +73,13 @@ type sessions struct {
 
 // session is one exec session.
 type session struct {
-	id      string
-	uid     uint32
-	user    string
-	box     *sandbox.Box
-	info    abi.SessionInfo // its fixed parts
-	env     map[string]string
-	limits  abi.ExecLimits
+	id     string
+	uid    uint32
+	user   string
+	box    *sandbox.Box
+	info   abi.SessionInfo // its fixed parts
+	env    map[string]string
+	limits abi.ExecLimits
 
 	mu      sync.Mutex
 	running *execRun

@@ -56,12 +56,12 @@ type Runtime struct {
 	dir     string // this runtime's staging directory
 	log     *slog.Logger
 
-	mu     sync.Mutex
-	userns map[uint32]*os.File // idmap user namespaces, by host uid
+	mu      sync.Mutex
+	userns  map[uint32]*os.File // idmap user namespaces, by host uid
 	boxes   map[*Box]bool
 	probed  map[probeKey]error // the result of a first sandbox per host uid and network
 	scratch map[uint32]string  // the staged scratch root of each host uid
-	closed bool
+	closed  bool
 }
 
 type probeKey struct {

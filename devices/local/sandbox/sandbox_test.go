@@ -43,7 +43,7 @@ func newBox(t *testing.T, network bool) (*Box, string, string) {
 	}
 	b, err := r.Open(Spec{
 		ID: "t" + strings.ReplaceAll(t.Name(), "/", "_"), HostUID: testUID, Uid: 1000, Gid: 100,
-		Mounts:  []Mount{{Dir: open(work), Guest: "/work", RW: true}, {Dir: open(data), Guest: "/data"}},
+		Mounts:      []Mount{{Dir: open(work), Guest: "/work", RW: true}, {Dir: open(data), Guest: "/data"}},
 		ScratchRoot: filepath.Join(base, "scratch"), Home: "/home/alice", Network: network,
 	})
 	if err != nil {

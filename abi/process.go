@@ -1,5 +1,7 @@
 package abi
 
+import "strconv"
+
 // Exec sessions: process.session.open, process.exec,
 // process.session.signal and process.session.list, in the seed's shapes
 // (snake_case fields). A session is a boundary decided at open (its
@@ -259,6 +261,36 @@ type CapMount struct {
 	Prefix string `json:"prefix"`
 	Mode   string `json:"mode"`
 }
+
+// Check reports whether pc is well formed: known network modes, mounts
+// with a prefix ("~", a namespace path or "host:/...") and a mode ("ro"
+// or "rw"), no negative ceiling.
+func (pc *ProcessCap) Check() error {
+	for _, n := range pc.Networks {
+		if n != NetworkNone && n != NetworkFull {
+			return E(Invalid, "process capability: network "+quote(n)+": want none or full")
+		}
+	}
+	for _, m := range pc.Mounts {
+		p := m.Prefix
+		if len(p) > 5 && p[:5] == "host:" {
+			p = p[5:]
+		}
+		if p == "" || (p[0] != '/' && p[0] != '~') {
+			return E(Invalid, "process capability: mount prefix "+quote(m.Prefix)+": want ~, an absolute path or host:/path")
+		}
+		if m.Mode != MountRO && m.Mode != MountRW {
+			return E(Invalid, "process capability: mount mode "+quote(m.Mode)+": want ro or rw")
+		}
+	}
+	if pc.MaxSessions < 0 || pc.MaxTTLNs < 0 || pc.MaxTimeoutNs < 0 || pc.MaxProcesses < 0 {
+		return E(Invalid, "process capability: a ceiling may not be negative")
+	}
+	return nil
+}
+
+// quote is s in double quotes, as %q writes it.
+func quote(s string) string { return strconv.Quote(s) }
 
 // BlobReadArgs are process.blob.read's args: the blob's ref
 // ("sha256:<hex>"), and a window of it.

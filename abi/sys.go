@@ -136,20 +136,25 @@ type Token struct {
 	ExpiresAt       *int64  `json:"expiresAt"`
 	RevokedAt       *int64  `json:"revokedAt"`
 	RevokedReason   *string `json:"revokedReason"`
+	// Process narrows the owner's process capability for whoever
+	// attaches with the token; nil narrows nothing.
+	Process *ProcessCap `json:"process,omitempty"`
 }
 
 // TokenCreateArgs are sys.token.create's args. Kind is "user",
 // "service" or "node"; Uid (root only) is whose token it is, the caller's
 // by default; AllowedRole, if given, must be the kind's role;
 // AllowedDeviceID binds a node token to a device; ExpiresAt (Unix ms) is
-// in the future.
+// in the future. Process, if given, narrows the owner's process
+// capability for the token's holder (see docs/sessions.md).
 type TokenCreateArgs struct {
-	Uid             *uint32 `json:"uid,omitempty"`
-	Kind            string  `json:"kind"`
-	Label           *string `json:"label,omitempty"`
-	AllowedRole     *string `json:"allowedRole,omitempty"`
-	AllowedDeviceID *string `json:"allowedDeviceId,omitempty"`
-	ExpiresAt       *int64  `json:"expiresAt,omitempty"`
+	Uid             *uint32     `json:"uid,omitempty"`
+	Kind            string      `json:"kind"`
+	Label           *string     `json:"label,omitempty"`
+	AllowedRole     *string     `json:"allowedRole,omitempty"`
+	AllowedDeviceID *string     `json:"allowedDeviceId,omitempty"`
+	ExpiresAt       *int64      `json:"expiresAt,omitempty"`
+	Process         *ProcessCap `json:"process,omitempty"`
 }
 
 // TokenCreateResult is sys.token.create's result: the new token, with

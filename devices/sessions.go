@@ -33,7 +33,7 @@ const (
 
 // processCap returns c's process capability: the default, narrowed by
 // config/process/cap, then by users/<uid>/process/cap, each a JSON
-// abi.ProcessCap. A key that does not parse is an error, never a wider
+// abi.ProcessCap, then by the capability of the token c attached with. A key that does not parse is an error, never a wider
 // capability.
 func (r *Router) processCap(ctx context.Context, c *kernel.Caller) (*abi.ProcessCap, error) {
 	pc := local.DefaultProcessCap(c.IsRoot())
@@ -52,6 +52,9 @@ func (r *Router) processCap(ctx context.Context, c *kernel.Caller) (*abi.Process
 			}
 			pc = narrowCap(pc, narrow)
 		}
+	}
+	if c.Identity.Process != nil { // the token the caller attached with
+		pc = narrowCap(pc, *c.Identity.Process)
 	}
 	return &pc, nil
 }

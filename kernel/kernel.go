@@ -155,6 +155,9 @@ type Identity struct {
 	abi.Identity
 	// HostUID is the host uid this user maps to, or -1.
 	HostUID int `json:"-"`
+	// Process narrows the user's process capability: the capability of
+	// the token the identity attached with; nil narrows nothing.
+	Process *abi.ProcessCap `json:"-"`
 	kernel  bool
 	lease   *lease // the token this identity attached with; nil if none
 }

@@ -373,6 +373,9 @@ var kernelMigrations = []string{
 		key TEXT PRIMARY KEY,
 		value TEXT NOT NULL
 	);`,
+	// A token may narrow its holder's process capability (abi.ProcessCap
+	// as JSON; NULL narrows nothing).
+	`ALTER TABLE tokens ADD COLUMN process_cap TEXT`,
 }
 
 // maxCachedStmts bounds each statement cache; queries beyond it run

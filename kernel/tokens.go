@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"encoding/base32"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -91,12 +92,24 @@ func (k *Kernel) tokenCreate(ctx context.Context, c *Caller, a *abi.TokenCreateA
 	if _, err := k.userByUID(ctx, uid); err != nil {
 		return nil, err
 	}
+	var procCap *string
+	if a.Process != nil {
+		if err := a.Process.Check(); err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(a.Process)
+		if err != nil {
+			return nil, abi.E(err)
+		}
+		s := string(b)
+		procCap = &s
+	}
 	raw := "gsv_" + a.Kind + "_" + randomText(20)
 	t := &Token{TokenID: "tok_" + randomText(8), Token: raw, TokenPrefix: raw[:len("gsv_"+a.Kind+"_")+4],
 		Uid: uid, Kind: a.Kind, Label: a.Label, AllowedRole: &role, AllowedDeviceID: a.AllowedDeviceID,
-		CreatedAt: now(), ExpiresAt: a.ExpiresAt}
-	_, err = k.Store.Exec(ctx, `INSERT INTO tokens(token_id,hash,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,expires_at)
-		VALUES(?,?,?,?,?,?,?,?,?,?)`, t.TokenID, hashToken(raw), t.TokenPrefix, t.Uid, t.Kind, t.Label, t.AllowedRole, t.AllowedDeviceID, t.CreatedAt, t.ExpiresAt)
+		CreatedAt: now(), ExpiresAt: a.ExpiresAt, Process: a.Process}
+	_, err = k.Store.Exec(ctx, `INSERT INTO tokens(token_id,hash,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,expires_at,process_cap)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?)`, t.TokenID, hashToken(raw), t.TokenPrefix, t.Uid, t.Kind, t.Label, t.AllowedRole, t.AllowedDeviceID, t.CreatedAt, t.ExpiresAt, procCap)
 	if err != nil {
 		return nil, abi.E(err)
 	}
@@ -119,13 +132,19 @@ func (k *Kernel) tokenList(ctx context.Context, c *Caller, a *abi.TokenListArgs)
 	out := []Token{}
 	err := k.Store.eachRow(ctx, func(rows *sql.Rows) error {
 		var t Token
+		var procCap sql.NullString
 		if err := rows.Scan(&t.TokenID, &t.TokenPrefix, &t.Uid, &t.Kind, &t.Label, &t.AllowedRole, &t.AllowedDeviceID,
-			&t.CreatedAt, &t.LastUsedAt, &t.ExpiresAt, &t.RevokedAt, &t.RevokedReason); err != nil {
+			&t.CreatedAt, &t.LastUsedAt, &t.ExpiresAt, &t.RevokedAt, &t.RevokedReason, &procCap); err != nil {
 			return err
 		}
+		pc, err := decodeProcessCap(procCap)
+		if err != nil {
+			return abi.E(abi.Path(t.TokenID), err)
+		}
+		t.Process = pc
 		out = append(out, t)
 		return nil
-	}, `SELECT token_id,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,last_used_at,expires_at,revoked_at,revoked_reason
+	}, `SELECT token_id,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,last_used_at,expires_at,revoked_at,revoked_reason,process_cap
 		FROM tokens `+where+` ORDER BY created_at, token_id`, args...)
 	if err != nil {
 		return nil, abi.E(err)
@@ -171,8 +190,9 @@ func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Ident
 	var tokenID, hash, kind string
 	var uid uint32
 	var expires, revoked sql.NullInt64
-	err := k.Store.QueryRowContext(ctx, `SELECT token_id,uid,hash,kind,expires_at,revoked_at FROM tokens WHERE hash=?`, hashToken(raw)).
-		Scan(&tokenID, &uid, &hash, &kind, &expires, &revoked)
+	var procCap sql.NullString
+	err := k.Store.QueryRowContext(ctx, `SELECT token_id,uid,hash,kind,expires_at,revoked_at,process_cap FROM tokens WHERE hash=?`, hashToken(raw)).
+		Scan(&tokenID, &uid, &hash, &kind, &expires, &revoked, &procCap)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, deny
 	}
@@ -188,6 +208,9 @@ func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Ident
 	}
 	if user != "" && user != id.Username {
 		return nil, deny
+	}
+	if id.Process, err = decodeProcessCap(procCap); err != nil {
+		return nil, abi.E(abi.Op("attach"), abi.Path(tokenID), err)
 	}
 	switch kind {
 	case "user":
@@ -209,6 +232,19 @@ func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Ident
 		return nil, abi.E(abi.Op("attach"), abi.Path(user), err)
 	}
 	return id, nil
+}
+
+// decodeProcessCap decodes a token's stored process capability; NULL is
+// nil (the token narrows nothing).
+func decodeProcessCap(s sql.NullString) (*abi.ProcessCap, error) {
+	if !s.Valid {
+		return nil, nil
+	}
+	var pc abi.ProcessCap
+	if err := json.Unmarshal([]byte(s.String), &pc); err != nil {
+		return nil, fmt.Errorf("the token's process capability does not parse: %w", err)
+	}
+	return &pc, nil
 }
 
 // A lease is the life of one token in use: done is closed when the token

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -52,7 +53,7 @@ func (c *cli) configCmd() *cobra.Command {
 // tokenCmd is gsv token: sys.token.create, list and revoke.
 func (c *cli) tokenCmd() *cobra.Command {
 	token := &cobra.Command{Use: "token", Short: "Create, list and revoke tokens"}
-	var kind, label, reason string
+	var kind, label, reason, procCap string
 	var tokUID int
 	create := &cobra.Command{
 		Use:   "create",
@@ -67,6 +68,14 @@ func (c *cli) tokenCmd() *cobra.Command {
 				u := uint32(tokUID)
 				a.Uid = &u
 			}
+			if procCap != "" {
+				a.Process = &abi.ProcessCap{}
+				dec := json.NewDecoder(strings.NewReader(procCap))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(a.Process); err != nil {
+					return fmt.Errorf("--process: %v", err)
+				}
+			}
 			return do(c, "sys.token.create", a, func(r *abi.TokenCreateResult) error {
 				if r.Token == nil {
 					return fmt.Errorf("sys.token.create: no token in the result")
@@ -80,6 +89,7 @@ func (c *cli) tokenCmd() *cobra.Command {
 	create.Flags().StringVar(&kind, "kind", "user", "user, service or node")
 	create.Flags().StringVar(&label, "label", "", "a label for the token")
 	create.Flags().IntVar(&tokUID, "uid", -1, "the uid to create it for (root only)")
+	create.Flags().StringVar(&procCap, "process", "", `narrow the process capability of the token's holder: JSON, e.g. '{"networks":["none"],"mounts":[{"prefix":"~","mode":"ro"}]}'`)
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List your tokens (root: everyone's)",

@@ -284,6 +284,35 @@ func TestE2ETokenSessions(t *testing.T) {
 		}
 	})
 
+	// A token narrows its holder's process capability: a session opened
+	// with it gets no network beyond the token's and mounts no stronger.
+	t.Run("ProcessCap", func(t *testing.T) {
+		if _, err := exec.LookPath("bwrap"); err != nil {
+			t.Skip("bubblewrap is not installed")
+		}
+		unixAddr := "GSV_ADDR=unix!" + d.sock
+		r := gsvAs(0, []string{unixAddr}, "token", "create", "--uid", strconv.Itoa(int(aliceUID)),
+			"--process", `{"networks":["none"],"mounts":[{"prefix":"~","mode":"ro"}]}`)
+		if r.code != 0 {
+			t.Fatalf("gsv token create --process: %v", r)
+		}
+		tcp := []string{"GSV_ADDR=" + listen, "GSV_USER=alice", "GSV_TOKEN=" + strings.TrimSpace(r.stdout)}
+		if r := gsvAs(0, tcp, "session", "open", "--network", "full"); r.code == 0 || !strings.Contains(r.stderr, "(403)") {
+			t.Fatalf("network full with a none-only token: %v", r)
+		}
+		r = gsvAs(0, tcp, "session", "open", "--network", "none", "--mount", "~:/h:rw", "--json")
+		if r.code != 0 || !strings.Contains(r.stdout, `"mode": "ro"`) {
+			t.Fatalf("rw under a ro token: %v", r)
+		}
+		if r := gsvAs(0, []string{unixAddr}, "token", "create", "--process", `{"networks":["moon"]}`); r.code == 0 || !strings.Contains(r.stderr, "(400)") {
+			t.Fatalf("a malformed process capability: %v", r)
+		}
+		// Without the token (alice's own host uid), full is hers.
+		if r := gsvAs(aliceHost, []string{unixAddr}, "session", "open", "--network", "full"); r.code != 0 {
+			t.Fatalf("alice's own network full: %v", r)
+		}
+	})
+
 	t.Run("ListNulls", func(t *testing.T) {
 		create(map[string]any{"kind": "user"})
 		var r struct{ Tokens []map[string]json.RawMessage }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -81,4 +82,28 @@ func TestWithOp(t *testing.T) {
 	if s := E(42).Error(); s != "abi.E: argument of type int (42)" {
 		t.Errorf("a bad argument reads %q", s)
 	}
+}
+
+// FuzzParseMount: any text parses or is a 400; what parses has a host
+// and a guest path and a mode, and its text form parses back the same.
+func FuzzParseMount(f *testing.F) {
+	for _, s := range []string{"~/proj:/work:rw", "/home/a/x:/x", "host:/srv:/data:ro", ":", "a:b:c:d", "x:/y:rx"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ParseMount(s)
+		if err != nil {
+			if KindOf(err) != Invalid {
+				t.Fatalf("ParseMount(%q): %v, want a 400", s, err)
+			}
+			return
+		}
+		if m.HostPath == "" || m.GuestPath == "" || (m.Mode != MountRO && m.Mode != MountRW) || strings.Contains(m.GuestPath, ":") {
+			t.Fatalf("ParseMount(%q) = %+v", s, m)
+		}
+		back, err := ParseMount(m.HostPath + ":" + m.GuestPath + ":" + m.Mode)
+		if err != nil || back != m {
+			t.Fatalf("ParseMount(%q) = %+v; its text parses to %+v, %v", s, m, back, err)
+		}
+	})
 }

@@ -1,6 +1,9 @@
 package abi
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // Exec sessions: process.session.open, process.exec,
 // process.session.signal and process.session.list, in the seed's shapes
@@ -287,6 +290,24 @@ func (pc *ProcessCap) Check() error {
 		return E(Invalid, "process capability: a ceiling may not be negative")
 	}
 	return nil
+}
+
+// ParseMount parses the text form of a mount, HOST:GUEST[:ro|rw] (mode
+// rw if not given), as gsv session open --mount and the open line of
+// /dev/gsv/shell/clone write it. HOST may itself hold colons
+// (host:/srv for a raw host path): the text is read from its end.
+func ParseMount(s string) (ProcessMount, error) {
+	parts := strings.Split(s, ":")
+	mode := MountRW
+	if n := len(parts); n >= 3 && (parts[n-1] == MountRO || parts[n-1] == MountRW) {
+		mode = parts[n-1]
+		parts = parts[:n-1]
+	}
+	n := len(parts)
+	if n < 2 || parts[n-1] == "" || strings.Join(parts[:n-1], ":") == "" {
+		return ProcessMount{}, E(Invalid, "mount "+quote(s)+": want HOST:GUEST[:ro|rw]")
+	}
+	return ProcessMount{HostPath: strings.Join(parts[:n-1], ":"), GuestPath: parts[n-1], Mode: mode}, nil
 }
 
 // quote is s in double quotes, as %q writes it.

@@ -423,7 +423,7 @@ func (r *Router) wordCtl(dir string, meta *ns.Meta, verbs map[string]ns.CtlVerb,
 //	     [ttl=<duration>] [env=<K>=<V>]... [label=<k>=<v>]...
 //
 // A mount's path is a path of the caller's namespace (~ is their home); a
-// mount without a mode is read-only. The network is "none" unless given.
+// mount without a mode is read-write (abi.ParseMount), as gsv's --mount. The network is "none" unless given.
 func openWords(words []string) (string, any, error) {
 	const call = "process.session.open"
 	loc := &abi.ProcessLocalTarget{NetworkMode: abi.NetworkNone}
@@ -444,7 +444,7 @@ func openWords(words []string) (string, any, error) {
 		case "network":
 			loc.NetworkMode = v
 		case "mount":
-			m, err := parseMount(v)
+			m, err := abi.ParseMount(v)
 			if err != nil {
 				return call, nil, err
 			}
@@ -481,22 +481,6 @@ func openWords(words []string) (string, any, error) {
 		}
 	}
 	return call, a, nil
-}
-
-// parseMount parses <path>:<guest>[:ro|rw].
-func parseMount(v string) (abi.ProcessMount, error) {
-	parts := strings.Split(v, ":")
-	m := abi.ProcessMount{Mode: abi.MountRO}
-	if n := len(parts); n >= 3 && (parts[n-1] == abi.MountRO || parts[n-1] == abi.MountRW) {
-		m.Mode = parts[n-1]
-		parts = parts[:n-1]
-	}
-	n := len(parts)
-	if n < 2 || parts[n-1] == "" || strings.Join(parts[:n-1], ":") == "" {
-		return m, abi.E(abi.Invalid, fmt.Sprintf("mount=%q: want mount=<path>:<guest>[:ro|rw]", v))
-	}
-	m.HostPath, m.GuestPath = strings.Join(parts[:n-1], ":"), parts[n-1]
-	return m, nil
 }
 
 // splitWords splits s into words as a shell does, without expansions:

@@ -2,12 +2,14 @@ package devices
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/devices/local"
@@ -51,7 +53,7 @@ func TestOpenWords(t *testing.T) {
 	ttl := int64(3600e9)
 	want := &abi.SessionOpenArgs{SessionTTLNs: &ttl, Labels: map[string]string{"k": "v"}, Target: abi.ProcessTarget{Local: &abi.ProcessLocalTarget{
 		NetworkMode: "full", Workdir: "/work", Env: map[string]string{"A": "b=c"},
-		Mounts: []abi.ProcessMount{{HostPath: "~/proj", GuestPath: "/work", Mode: "rw"}, {HostPath: "/home/a/my docs", GuestPath: "/docs", Mode: "ro"}},
+		Mounts: []abi.ProcessMount{{HostPath: "~/proj", GuestPath: "/work", Mode: "rw"}, {HostPath: "/home/a/my docs", GuestPath: "/docs", Mode: "rw"}},
 	}}}
 	if !reflect.DeepEqual(args, want) {
 		t.Fatalf("openWords = %+v, want %+v", args, want)
@@ -174,4 +176,56 @@ func TestSessionTree(t *testing.T) {
 	if ents, err := blobs.ReadDir(ctx, e.Bob); err != nil || len(ents) != 0 {
 		t.Fatalf("bob's blobs: %v, %v", ents, err)
 	}
+}
+
+// FuzzOpenLine: any line splits and parses without a panic or is a 400;
+// a UTF-8 line that parses gives args whose JSON decodes back the same,
+// and
+// words that splitWords gives back, quoted again, split the same.
+func FuzzOpenLine(f *testing.F) {
+	for _, s := range []string{
+		`network=none mount=/home/me/proj:/work:rw`,
+		`network=full mount='/home/a/my docs:/docs:ro' workdir=/work ttl=1h env=A=b=c label=k=v`,
+		`sh -c "echo \"hi\" > /w; echo 'x'"`, `a\ b "x\"y\\z" '' ""`, `mount=host:/srv:/data:ro`, `"unterminated`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		ws, err := splitWords(line)
+		if err != nil {
+			if abi.KindOf(err) != abi.Invalid {
+				t.Fatalf("splitWords(%q): %v, want a 400", line, err)
+			}
+			return
+		}
+		var quoted []string
+		for _, w := range ws {
+			quoted = append(quoted, "'"+strings.ReplaceAll(w, "'", `'\''`)+"'")
+		}
+		again, err := splitWords(strings.Join(quoted, " "))
+		if err != nil || (len(ws) > 0 && !reflect.DeepEqual(again, ws)) {
+			t.Fatalf("words %q quoted and split again: %q, %v", ws, again, err)
+		}
+		_, args, err := openWords(ws)
+		if err != nil {
+			if abi.KindOf(err) != abi.Invalid {
+				t.Fatalf("openWords(%q): %v, want a 400", ws, err)
+			}
+			return
+		}
+		if !utf8.ValidString(line) {
+			return // JSON carries only UTF-8; the open refuses the rest
+		}
+		b, err := json.Marshal(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back abi.SessionOpenArgs
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if b2, _ := json.Marshal(&back); string(b2) != string(b) {
+			t.Fatalf("args %s decode back as %s", b, b2)
+		}
+	})
 }

@@ -60,27 +60,6 @@ func keyValues(what string, kvs []string) (map[string]string, error) {
 	return m, nil
 }
 
-// parseMount parses --mount HOST:GUEST[:ro|rw] (default rw). HOST may
-// itself hold a colon (host:/srv for a raw host path), so the string is
-// read from its end.
-func parseMount(s string) (abi.ProcessMount, error) {
-	parts := strings.Split(s, ":")
-	mode := abi.MountRW
-	if n := len(parts); n >= 3 && (parts[n-1] == abi.MountRO || parts[n-1] == abi.MountRW) {
-		mode = parts[n-1]
-		parts = parts[:n-1]
-	}
-	n := len(parts)
-	if n < 2 {
-		return abi.ProcessMount{}, fmt.Errorf("mount %q: want HOST:GUEST[:ro|rw]", s)
-	}
-	host, guest := strings.Join(parts[:n-1], ":"), parts[n-1]
-	if host == "" || guest == "" {
-		return abi.ProcessMount{}, fmt.Errorf("mount %q: want HOST:GUEST[:ro|rw]", s)
-	}
-	return abi.ProcessMount{HostPath: host, GuestPath: guest, Mode: mode}, nil
-}
-
 // durationNs returns d in nanoseconds for an optional *_ns arg.
 func durationNs(d time.Duration) *int64 {
 	ns := int64(d)
@@ -146,7 +125,7 @@ func (c *cli) sessionOpenCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			loc := &abi.ProcessLocalTarget{Workdir: workdir, NetworkMode: network}
 			for _, m := range mounts {
-				pm, err := parseMount(m)
+				pm, err := abi.ParseMount(m)
 				if err != nil {
 					return err
 				}

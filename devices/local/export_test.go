@@ -16,3 +16,11 @@ func (d *Device) SetShellLimits(ttl, wait time.Duration) {
 	d.shells.ttl, d.shells.wait = ttl, wait
 	d.shells.mu.Unlock()
 }
+
+// SetSessionRetention sets how long an ended exec session (and the blobs
+// its receipts hold) is kept; call it before the first session.
+func (d *Device) SetSessionRetention(r time.Duration) {
+	d.sessions.mu.Lock()
+	d.sessions.retention = r
+	d.sessions.mu.Unlock()
+}

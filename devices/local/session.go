@@ -69,6 +69,8 @@ type sessions struct {
 	closed bool
 	wg     sync.WaitGroup // running execs and the janitor
 	stop   chan struct{}
+	// retention is sessionRetention when zero (tests shorten it).
+	retention time.Duration
 }
 
 // session is one exec session.
@@ -153,7 +155,7 @@ func (t *sessions) janitor(d *Device) {
 				switch {
 				case s.ended.IsZero() && now.UnixNano() >= s.info.ExpiresAtNs:
 					expired = append(expired, s)
-				case !s.ended.IsZero() && now.Sub(s.ended) >= sessionRetention:
+				case !s.ended.IsZero() && now.Sub(s.ended) >= cmpOr(t.retention, sessionRetention):
 					gone = append(gone, s)
 					delete(t.m, s.id)
 				}
@@ -327,7 +329,7 @@ func (d *Device) scratchRoot(uid uint32) string {
 }
 
 // cmpOr is v if positive, else def.
-func cmpOr[T int | int64](v, def T) T {
+func cmpOr[T ~int | ~int64](v, def T) T {
 	if v > 0 {
 		return v
 	}

@@ -341,3 +341,40 @@ func kindOf(err error) abi.Kind {
 	}
 	return 0
 }
+
+// A blob is kept while a session whose receipt holds it is kept, and
+// removed after: the session ended and its retention passed.
+func TestSessionBlobCollected(t *testing.T) {
+	needSandbox(t)
+	k, _, alice, _ := newKernel(t)
+	k.d.SetSessionRetention(500 * time.Millisecond)
+	s := openSession(t, k, alice, abi.ProcessLocalTarget{NetworkMode: "none"})
+	r := execIn(t, k, alice, s.SessionID, "head", "-c", "100000", "/dev/zero")
+	if r.Stdout == nil || r.Stdout.Blob == nil {
+		t.Fatalf("receipt %+v", r)
+	}
+	file := filepath.Join(k.StateDir(), "blobs", "sha256", strings.TrimPrefix(r.Stdout.Blob.BlobRef, "sha256:"))
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("the blob's file: %v", err)
+	}
+	if _, err := sessionCall[*abi.SessionSignalResult](t, k, alice, "process.session.signal", &abi.SessionSignalArgs{SessionID: s.SessionID, Signal: "term"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sessionCall[*abi.BlobReadResult](t, k, alice, "process.blob.read", &abi.BlobReadArgs{BlobRef: r.Stdout.Blob.BlobRef}); err != nil {
+		t.Fatalf("the blob of an ended session, within its retention: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := os.Stat(file)
+		if os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the blob outlived its session's retention")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := sessionCall[*abi.BlobReadResult](t, k, alice, "process.blob.read", &abi.BlobReadArgs{BlobRef: r.Stdout.Blob.BlobRef}); kindOf(err) != abi.NotExist {
+		t.Fatalf("a collected blob: %v", err)
+	}
+}

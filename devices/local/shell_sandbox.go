@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,7 +39,7 @@ type sandboxProc struct {
 	stopOnce   sync.Once
 	ended      chan struct{}
 	ex         shellExit
-	stopped    bool
+	stopped    atomic.Bool // kill was called
 }
 
 // start opens the command's box and starts /bin/sh -c in it.
@@ -101,7 +102,7 @@ func (r sandboxShell) start(ctx context.Context, c *shellCommand) (shellHandle, 
 		p.closeStdin()
 		box.Close()
 		ex := p.proc.Exit()
-		p.ex = shellExit{killed: p.stopped, err: ex.Err, signal: ex.Signal}
+		p.ex = shellExit{killed: p.stopped.Load(), err: ex.Err, signal: ex.Signal}
 		if ex.Err == nil {
 			code := ex.Code
 			p.ex.code = &code
@@ -133,7 +134,7 @@ func (p *sandboxProc) exit() shellExit       { return p.ex }
 // shellKillGrace.
 func (p *sandboxProc) kill() {
 	p.stopOnce.Do(func() {
-		p.stopped = true
+		p.stopped.Store(true)
 		p.proc.Signal(syscall.SIGTERM)
 		go func() {
 			select {

@@ -183,8 +183,7 @@ func TestShellSessionOwner(t *testing.T) {
 	who := func(id *kernel.Identity) local.Who {
 		return local.Who{Identity: id, Uid: id.Uid, Username: id.Username, Home: id.Home, Cwd: id.Home}
 	}
-	// shell.exec is root's: call the device as alice, as a sandbox
-	// runner will let her.
+	// alice's command runs in a sandbox of hers.
 	r, err := k.d.Exec(context.Background(), who(alice), &abi.ShellExecArgs{Input: "cat", Background: true})
 	if err != nil || r.Status != "running" {
 		t.Fatalf("alice's start: %+v %v", r, err)

@@ -44,8 +44,9 @@ type DeviceGetArgs struct {
 	DeviceID string `json:"deviceId"`
 }
 
-// DeviceGetResult is sys.device.get's and sys.device.update's result: the
-// device, or null if there is none the caller may use.
+// DeviceGetResult is sys.device.get's, sys.device.update's and
+// sys.device.grant's result: the device, or null if there is none the
+// caller may use (update: none the caller owns).
 type DeviceGetResult struct {
 	Device *Device `json:"device"`
 }

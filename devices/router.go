@@ -64,9 +64,14 @@ type Router struct {
 var _ ns.Room = (*Router)(nil)
 
 // New returns the router of k with its local device (see local.New), which
-// makes each new user's home in the transaction that adds the user.
+// makes each new user's home in the transaction that adds the user. Every
+// device of the registry is offline at first: no connection of a device
+// outlives the router.
 func New(k *kernel.Kernel, opts Options) (*Router, error) {
 	if err := k.Store.Migrate("devices", migrations); err != nil {
+		return nil, err
+	}
+	if err := offlineAll(context.Background(), k.Store); err != nil {
 		return nil, err
 	}
 	d, err := openLocal(k, opts.Local)
@@ -87,8 +92,8 @@ func (r *Router) SetRoot(root vfs.Dir) { r.local.SetRoot(root) }
 // EndCommands ends the local device's shell commands (local.Device.EndCommands).
 func (r *Router) EndCommands() { r.local.EndCommands() }
 
-// Syscalls implements ns.Room: the routable syscalls and the local
-// device's internal ones.
+// Syscalls implements ns.Room: the routable syscalls, the registry's
+// (sys.device.*) and the local device's internal ones.
 func (r *Router) Syscalls() []kernel.Syscall {
 	calls := []kernel.Syscall{
 		kernel.Fn("fs.read", 0, r.read),
@@ -99,6 +104,7 @@ func (r *Router) Syscalls() []kernel.Syscall {
 		kernel.Fn("shell.exec", 0, r.exec),
 	}
 	calls = append(calls, r.sessionSyscalls()...)
+	calls = append(calls, r.registrySyscalls()...)
 	return append(calls, localSyscalls(r.local)...)
 }
 

@@ -18,10 +18,31 @@ import (
 // users group.
 
 // migrations are the devices room's schema steps: the users group may
-// make the process.* syscalls.
+// make the process.* syscalls; the device registry (devices, the groups
+// granted each in device_access; see registry.go); the users group may
+// make sys.device.update and sys.device.grant.
 var migrations = []string{
 	`INSERT INTO group_caps(gid,cap) SELECT 100,'process.*'
 		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap='process.*')`,
+	`CREATE TABLE devices (
+		device_id TEXT PRIMARY KEY,
+		owner_uid INTEGER NOT NULL,
+		description TEXT NOT NULL DEFAULT '',
+		platform TEXT NOT NULL DEFAULT '',
+		version TEXT NOT NULL DEFAULT '',
+		implements TEXT NOT NULL DEFAULT '[]',
+		online INTEGER NOT NULL DEFAULT 0,
+		first_seen_at INTEGER NOT NULL,
+		connected_at INTEGER,
+		disconnected_at INTEGER,
+		last_seen_at INTEGER NOT NULL,
+		connection_id TEXT);
+	CREATE TABLE device_access (
+		device_id TEXT NOT NULL REFERENCES devices(device_id) ON DELETE CASCADE,
+		gid INTEGER NOT NULL,
+		PRIMARY KEY (device_id, gid));`,
+	`INSERT INTO group_caps(gid,cap) SELECT 100,c.cap FROM (SELECT 'sys.device.update' AS cap UNION ALL SELECT 'sys.device.grant') c
+		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap=c.cap)`,
 }
 
 // Config keys of the process capability: the system's (root sets it),

@@ -70,7 +70,9 @@ func (k *Kernel) tokenSyscalls() []Syscall {
 }
 
 // tokenCreate serves sys.token.create: a new token of a.Kind for the
-// caller (root: for a.Uid), whose raw value the result shows once.
+// caller (root: for a.Uid), whose raw value the result shows once. A node
+// token binds to one device (allowedDeviceId, a valid device id); no
+// other kind binds to any.
 func (k *Kernel) tokenCreate(ctx context.Context, c *Caller, a *abi.TokenCreateArgs) (*abi.TokenCreateResult, error) {
 	uid, err := scopeUID(c, a.Uid)
 	if err != nil {
@@ -85,6 +87,14 @@ func (k *Kernel) tokenCreate(ctx context.Context, c *Caller, a *abi.TokenCreateA
 	}
 	if a.AllowedDeviceID != nil && a.Kind != "node" {
 		return nil, abi.E(abi.Invalid, "only node tokens may bind to a device")
+	}
+	if a.Kind == "node" {
+		if a.AllowedDeviceID == nil {
+			return nil, abi.E(abi.Invalid, "a node token binds to a device: give allowedDeviceId")
+		}
+		if err := abi.CheckDeviceID(*a.AllowedDeviceID); err != nil {
+			return nil, err
+		}
 	}
 	if a.ExpiresAt != nil && *a.ExpiresAt <= now() {
 		return nil, abi.E(abi.Invalid, "expiresAt is in the past")

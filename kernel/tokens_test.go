@@ -58,7 +58,8 @@ func TestTokenKinds(t *testing.T) {
 	if id, err := auth(user.Token, "alice"); err != nil || id.Role != "user" || id.Uid != alice.Uid {
 		t.Fatalf("user token: %+v, %v", id, err)
 	}
-	node := createToken(t, k, alice, &abi.TokenCreateArgs{Kind: "node"})
+	nodeDevice := "laptop"
+	node := createToken(t, k, alice, &abi.TokenCreateArgs{Kind: "node", AllowedDeviceID: &nodeDevice})
 	if _, err := auth(node.Token, "alice"); err == nil || !strings.Contains(err.Error(), "only as a device") {
 		t.Fatalf("node token attaches: err = %v, want refused: only as a device", err)
 	}
@@ -155,5 +156,35 @@ func TestUnmappedHostUID(t *testing.T) {
 	_, err = k.Authenticate(ctx, Peer{Transport: "9p-unix", HostUID: 4242})
 	if err == nil || !strings.Contains(err.Error(), "host uid 4242 has no GSV account") {
 		t.Fatalf("9P unix peer with no account: err = %v", err)
+	}
+}
+
+// TestNodeTokenDevice: a node token binds to one valid device id; it is
+// refused without one, with a bad one, and no other kind binds to any.
+func TestNodeTokenDevice(t *testing.T) {
+	k, _, alice, _ := newKernel(t)
+	ctx := context.Background()
+	id := func(s string) *string { return &s }
+	tok := createToken(t, k, alice, &abi.TokenCreateArgs{Kind: "node", AllowedDeviceID: id("laptop")})
+	if tok.AllowedDeviceID == nil || *tok.AllowedDeviceID != "laptop" {
+		t.Fatalf("node token: allowedDeviceId %v, want laptop", tok.AllowedDeviceID)
+	}
+	for _, tc := range []struct {
+		args *abi.TokenCreateArgs
+		want string
+	}{
+		{&abi.TokenCreateArgs{Kind: "node"}, "a node token binds to a device: give allowedDeviceId"},
+		{&abi.TokenCreateArgs{Kind: "node", AllowedDeviceID: id("")}, "a device id is empty"},
+		{&abi.TokenCreateArgs{Kind: "node", AllowedDeviceID: id("gsv")}, "the kernel's own device"},
+		{&abi.TokenCreateArgs{Kind: "node", AllowedDeviceID: id("Laptop")}, "want only a-z"},
+		{&abi.TokenCreateArgs{Kind: "node", AllowedDeviceID: id("a/b")}, "want only a-z"},
+		{&abi.TokenCreateArgs{Kind: "node", AllowedDeviceID: id("..")}, "not a name"},
+		{&abi.TokenCreateArgs{Kind: "node", AllowedDeviceID: id(strings.Repeat("x", 65))}, "longer than 64"},
+		{&abi.TokenCreateArgs{Kind: "user", AllowedDeviceID: id("laptop")}, "only node tokens may bind to a device"},
+	} {
+		_, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.create", tc.args)
+		if abi.Code(err) != 400 || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("sys.token.create %+v: %v, want 400 %q", tc.args, err, tc.want)
+		}
 	}
 }

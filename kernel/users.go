@@ -26,6 +26,7 @@ var userCaps = []string{
 	"fs.*", "shell.exec", "process.*", "proc.*", "sched.*",
 	"sys.whoami", "sys.config.get", "sys.config.set", "sys.token.*",
 	"sys.user.list", "sys.group.list", "sys.device.list", "sys.device.get",
+	"sys.device.update", "sys.device.grant",
 	"sys.workspace.list", "sys.events", "sys.lasterror",
 }
 

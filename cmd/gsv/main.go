@@ -103,6 +103,7 @@ func rootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(c.crontabCmd())
 	root.AddCommand(c.chatCmd())
 	root.AddCommand(c.sessionCmd(), c.execCmd())
+	root.AddCommand(c.deviceCmd())
 	return root
 }
 

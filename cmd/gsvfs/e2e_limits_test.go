@@ -277,7 +277,7 @@ func TestE2ETokenSessions(t *testing.T) {
 		if r.code == 0 || !strings.Contains(r.stderr, "only a user manages tokens") {
 			t.Fatalf("a service token mints a user token: %v", r)
 		}
-		node := create(map[string]any{"kind": "node"})
+		node := create(map[string]any{"kind": "node", "allowedDeviceId": "laptop"})
 		r = gsvAs(0, append(tcp, "GSV_TOKEN="+node.Token), "whoami")
 		if r.code == 0 || !strings.Contains(r.stderr, "only as a device") {
 			t.Fatalf("gsv whoami with a node token: %v, want refused: only as a device", r)

@@ -64,7 +64,7 @@ type Device struct {
 	dataPath string
 	owners   ownerCache
 
-	shells   shellJobs                 // the running shell.exec commands
+	shell    *Shell                    // shell.exec's sessions and commands
 	sessions sessions                  // the exec sessions
 	blobs    blobStore                 // their large outputs
 	root     atomic.Pointer[nsRootRef] // the namespace, for fs.* paths outside the data tree
@@ -180,7 +180,7 @@ func New(k Host, opts Options) (*Device, error) {
 		dataFD = nil
 	}
 	d := &Device{k: k, log: opts.Logger, stateDir: k.StateDir(), data: data, dataFD: dataFD, dataPath: dataPath}
-	d.shells.wait = opts.ShellWait
+	d.shell = NewShell(ShellOptions{Logger: opts.Logger, Wait: opts.ShellWait, Dir: d.shellDir, Env: d.shellEnv, Runner: d.runner})
 	if err := d.blobs.open(d.stateDir); err != nil {
 		d.closeData()
 		return nil, err
@@ -229,7 +229,7 @@ func (d *Device) nsRoot() vfs.Dir {
 // as it begins to shut down, before it waits for its servers' requests, so
 // that no request waits on a command; Close calls it too.
 func (d *Device) EndCommands() {
-	d.shells.close()
+	d.shell.Close()
 	d.sessions.close(d)
 }
 

@@ -12,9 +12,9 @@ const (
 // budget of a start or poll (zero: the default); call it before the
 // device's first command.
 func (d *Device) SetShellLimits(ttl, wait time.Duration) {
-	d.shells.mu.Lock()
-	d.shells.ttl, d.shells.wait = ttl, wait
-	d.shells.mu.Unlock()
+	d.shell.jobs.mu.Lock()
+	d.shell.jobs.ttl, d.shell.jobs.wait = ttl, wait
+	d.shell.jobs.mu.Unlock()
 }
 
 // SetSessionRetention sets how long an ended exec session (and the blobs

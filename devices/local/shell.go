@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,17 +35,113 @@ const (
 	shellPath = "/usr/local/bin:/usr/bin:/bin"
 )
 
-// Exec is shell.exec on the local device.
+// Exec is shell.exec on the local device: its Shell (see Shell.Exec),
+// with commands run for root on the host (hostShell) and for everyone else
+// in a sandbox of their own (sandboxShell, see docs/sessions.md): the
+// caller's home read-write and the working directory, each at its
+// namespace path, over a read-only base system, as an unprivileged host
+// uid, with the network the caller's process capability allows; nothing
+// else of the host, the state directory or other users is there. The
+// agent's Shell tool makes the same syscall as the process's owner.
 //
-// shell.exec runs input with `/bin/sh -c` with the caller's authority.
-// For root, whose authority is the host's, it runs on the host as the
-// daemon's user (hostShell). For everyone else it runs in a sandbox of
-// its own (sandboxShell, see docs/sessions.md): the caller's home
-// read-write and the working directory, each at its namespace path,
-// over a read-only base system, as an unprivileged host uid, with the
-// network the caller's process capability allows; nothing else of the
-// host, the state directory or other users is there. The agent's Shell
-// tool makes the same syscall as the process's owner.
+// The command runs in cwd (default: the caller's cwd), a namespace path
+// ("~", "~/src", "/workspaces/x") that must be a directory of the data
+// tree the caller may search (shellDir); the process's working directory
+// is its real directory under the state dir. Its environment is a fixed
+// minimal one (shellEnv: PATH, HOME as the caller's real home directory,
+// USER, GSV_UID, LANG, PWD): the daemon's own environment, which may hold
+// secrets, is never passed on.
+//
+// Known limitation: the working directory is always under the state dir,
+// never inside the daemon's own FUSE mount, and the shell is /bin/sh with
+// a PATH of system directories only: a child blocking on a path the
+// daemon itself serves would deadlock the daemon against itself.
+func (d *Device) Exec(ctx context.Context, who Who, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
+	return d.shell.Exec(ctx, who, a)
+}
+
+// ShellOptions configure a Shell.
+type ShellOptions struct {
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Wait is how long a start or poll waits for its command to end
+	// before it answers "running"; zero means 10 s.
+	Wait time.Duration
+	// Dir resolves a start's cwd (as given, "" if none) for who: the
+	// working directory as the command sees it (guest: a sandbox's path)
+	// and its real directory on the host. Its error is the start's
+	// {ok:false, error}. Required.
+	Dir func(ctx context.Context, who Who, cwd string) (guest, real string, err error)
+	// Env is the whole environment of a command run for who in the real
+	// directory dir; nil means DefaultShellEnv.
+	Env func(who Who, dir string) []string
+	// Runner is the runner of who's commands; nil means HostRunner for
+	// everyone.
+	Runner func(who Who) ShellRunner
+}
+
+// Shell is shell.exec's session machinery, standalone: the table of
+// sessions (wait budget, background, polls, stdin, expiry, the output
+// tail, timeouts) over a runner. The local device has one; a device
+// daemon that exports a directory has one of its own (devices/export).
+type Shell struct {
+	log  *slog.Logger
+	opts ShellOptions
+	jobs shellJobs // the running commands
+}
+
+// NewShell returns a Shell; its janitor starts with its first command.
+func NewShell(opts ShellOptions) *Shell {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	sh := &Shell{log: opts.Logger, opts: opts}
+	sh.jobs.wait = opts.Wait
+	return sh
+}
+
+// Close kills every running command's process group, reaps its shell,
+// ends the janitor and refuses new commands from then on; it returns once
+// every command is gone.
+func (sh *Shell) Close() { sh.jobs.close() }
+
+// runner is the runner of who's commands.
+func (sh *Shell) runner(who Who) ShellRunner {
+	if sh.opts.Runner != nil {
+		return sh.opts.Runner(who)
+	}
+	return hostShell{log: sh.log}
+}
+
+// env is the environment of a command run for who in dir.
+func (sh *Shell) env(who Who, dir string) []string {
+	if sh.opts.Env != nil {
+		return sh.opts.Env(who, dir)
+	}
+	return DefaultShellEnv(who, dir)
+}
+
+// DefaultShellEnv is the fixed minimal environment of a command run for
+// who in the real directory dir: PATH (system directories), HOME (who's
+// Home, dir if none), USER, LOGNAME, GSV_UID, LANG and PWD.
+func DefaultShellEnv(who Who, dir string) []string {
+	home := who.Home
+	if home == "" {
+		home = dir
+	}
+	return []string{
+		"PATH=" + shellPath,
+		"HOME=" + home,
+		"USER=" + who.Username,
+		"LOGNAME=" + who.Username,
+		"GSV_UID=" + strconv.FormatUint(uint64(who.Uid), 10),
+		"LANG=C.UTF-8",
+		"PWD=" + dir,
+	}
+}
+
+// Exec is shell.exec on a Shell: input run with `/bin/sh -c` by the
+// Shell's runner for who, in the directory its Dir resolves cwd to.
 //
 // Every command is a session (the seed's): a start returns its final
 // result if the command ends within the wait budget (shellWaitBudget, 10
@@ -67,18 +164,14 @@ const (
 // daemon shut down, or it could not be waited for; and {ok:false, error}
 // when it could not be started. A result of a poll also has the sessionId.
 //
-// The command runs in cwd (default: the caller's cwd), a namespace path
-// ("~", "~/src", "/workspaces/x") that must be a directory of the data tree
-// the caller may search; the process's working directory is its real
-// directory under the state dir. Its stdout and stderr share one pipe,
-// and its environment is a fixed minimal one (PATH, HOME as the caller's
-// real home directory, USER, GSV_UID, LANG, PWD): the daemon's own
-// environment, which may hold secrets, is never passed on. One result
-// carries at most maxShellOutput bytes of output, keeping the tail; a
-// truncated output begins with a "[... N bytes truncated ...]" line.
+// The command runs in the directory Dir resolves cwd to, with the
+// environment Env gives (DefaultShellEnv: a fixed minimal one). Its
+// stdout and stderr share one pipe. One result carries at most
+// maxShellOutput bytes of output, keeping the tail; a truncated output
+// begins with a "[... N bytes truncated ...]" line.
 //
-// The command runs under the device's runner (hostShell: its own process
-// group, which the device owns until the group is gone; see hostProc.run),
+// The command runs under the Shell's runner (hostShell: its own process
+// group, which the Shell owns until the group is gone; see hostProc.run),
 // and ends at the latest:
 //   - at its timeout (timeoutMs, default 2m, at most 10m);
 //   - when the caller of a start is gone (a client that closed its handle,
@@ -86,22 +179,18 @@ const (
 //     before the start returned: the call returns ctx.Err() at once while
 //     the command is killed. A caller of a poll that is gone leaves the
 //     command running;
-//   - when its session expires, and when the device ends its commands
-//     (EndCommands, Close), which returns once every command is gone;
+//   - when its session expires, and when the Shell is closed (Close; the
+//     local device's EndCommands), which returns once every command is gone;
 //     commands asked for after it are refused.
 //
 // Known limitations:
 //   - A process that leaves the group (setsid, setpgid) is no longer the
 //     command's, and nothing kills it.
-//   - The working directory is always under the state dir, never inside
-//     the daemon's own FUSE mount, and the shell is /bin/sh with a PATH
-//     of system directories only: a child blocking on a path the daemon
-//     itself serves would deadlock the daemon against itself.
 //   - A background command's stdin is never closed: a command that reads
 //     it to its end runs until its timeout.
-func (d *Device) Exec(ctx context.Context, who Who, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
+func (sh *Shell) Exec(ctx context.Context, who Who, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
 	if a.SessionID != "" {
-		return d.continueShell(ctx, who, a)
+		return sh.continueShell(ctx, who, a)
 	}
 	if strings.TrimSpace(a.Input) == "" {
 		return notStarted(abi.E(abi.Invalid, "empty input")), nil
@@ -113,34 +202,34 @@ func (d *Device) Exec(ctx context.Context, who Who, a *abi.ShellExecArgs) (*abi.
 	if a.TimeoutMs > 0 {
 		timeout = time.Duration(min(a.TimeoutMs, maxShellTimeout.Milliseconds())) * time.Millisecond
 	}
-	cwd, dir, err := d.shellDir(ctx, who, a.Cwd)
+	cwd, dir, err := sh.opts.Dir(ctx, who, a.Cwd)
 	if err != nil {
 		return notStarted(err), nil
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err // nothing started yet: the caller is gone
 	}
-	s, err := d.startShell(ctx, who, cwd, dir, a.Input, timeout, a.Background)
+	s, err := sh.startShell(ctx, who, cwd, dir, a.Input, timeout, a.Background)
 	if err != nil {
 		return notStarted(err), nil
 	}
 	if a.Background {
 		return s.running(), nil
 	}
-	_, wait := d.shells.limits()
+	_, wait := sh.jobs.limits()
 	budget := time.NewTimer(wait)
 	defer budget.Stop()
 	select {
 	case <-s.h.done():
-		return d.finish(s)
+		return sh.finish(s)
 	case <-ctx.Done():
-		d.log.Debug("shell.exec: caller gone, killing the command", "uid", who.Uid, "session", s.id)
+		sh.log.Debug("shell.exec: caller gone, killing the command", "uid", who.Uid, "session", s.id)
 		s.stop("cancelled")
-		d.shells.drop(s)
+		sh.jobs.drop(s)
 		return nil, ctx.Err()
 	case <-budget.C:
 		if s.ended() {
-			return d.finish(s)
+			return sh.finish(s)
 		}
 		return s.running(), nil
 	}
@@ -172,19 +261,22 @@ func (d *Device) shellDir(ctx context.Context, who Who, cwd string) (string, str
 	return "/" + rel, d.dataPath + "/" + rel, nil
 }
 
-// shellEnv is the fixed environment of a command run for who in dir.
+// shellEnv is the fixed environment of a command run for who in dir:
+// DefaultShellEnv with HOME the real directory of who's home.
 func (d *Device) shellEnv(who Who, dir string) []string {
 	home := dir
 	if rel, err := resolve(who, who.Home); err == nil {
 		home = d.dataPath + "/" + rel
 	}
-	return []string{
-		"PATH=" + shellPath,
-		"HOME=" + home,
-		"USER=" + who.Username,
-		"LOGNAME=" + who.Username,
-		"GSV_UID=" + strconv.FormatUint(uint64(who.Uid), 10),
-		"LANG=C.UTF-8",
-		"PWD=" + dir,
+	who.Home = home
+	return DefaultShellEnv(who, dir)
+}
+
+// runner is the runner of who's commands: the host for root, a sandbox
+// with who's grant for everyone else.
+func (d *Device) runner(who Who) ShellRunner {
+	if who.IsRoot() {
+		return hostShell{log: d.log}
 	}
+	return sandboxShell{d: d}
 }

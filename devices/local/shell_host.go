@@ -19,11 +19,13 @@ import (
 	"gsvfs.dev/gsvfs/abi"
 )
 
-// shellRunner starts shell commands for shell.exec's sessions. The host
-// runner (hostShell) runs /bin/sh as the daemon's user in a process
-// group of its own; a sandbox runtime is another runner. The sessions
-// (polls, stdin, timeouts, expiry) are the device's, whatever the runner.
-type shellRunner interface {
+// ShellRunner starts shell commands for shell.exec's sessions. The host
+// runner (HostRunner, hostShell) runs /bin/sh as the daemon's user in a
+// process group of its own; a sandbox runtime is another runner (the
+// local device's, for its callers but root). The sessions (polls, stdin,
+// timeouts, expiry) are the Shell's, whatever the runner. Its method is
+// unexported: the runners are this package's.
+type ShellRunner interface {
 	// start starts c and returns its handle once it runs, or why it
 	// could not start (nothing then runs).
 	start(ctx context.Context, c *shellCommand) (shellHandle, error)
@@ -71,6 +73,15 @@ type shellExit struct {
 	signal syscall.Signal
 	// err is why it could not be waited for.
 	err error
+}
+
+// HostRunner is the runner of commands on the host (hostShell), logging
+// to log.
+func HostRunner(log *slog.Logger) ShellRunner {
+	if log == nil {
+		log = slog.Default()
+	}
+	return hostShell{log: log}
 }
 
 // hostShell is the runner of commands on the host: /bin/sh -c as the

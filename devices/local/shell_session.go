@@ -24,7 +24,7 @@ const (
 	// (its start, a call on it, its command's end).
 	shellSessionTTL = 24 * time.Hour
 	// shellPollSettle is how long a poll waits for more output once there
-	// is new output to return (see Device.continueShell).
+	// is new output to return (see Shell.continueShell).
 	shellPollSettle = 200 * time.Millisecond
 	// shellPollTick is how often a poll looks at its command's output.
 	shellPollTick = 25 * time.Millisecond
@@ -32,7 +32,7 @@ const (
 	errTimedOut = "Command timed out"
 )
 
-// shellJobs is the device's table of shell sessions and the commands
+// shellJobs is a Shell's table of shell sessions and the commands
 // they run. Its zero value is ready: its janitor starts with its first
 // session.
 type shellJobs struct {
@@ -212,7 +212,7 @@ func (t *shellJobs) expire(now time.Time, ttl time.Duration) {
 // startShell starts input for who in dir as a new session, with stdin a
 // pipe if stdin, and returns it once its command runs. Its command ends
 // at the latest timeout after it starts.
-func (d *Device) startShell(ctx context.Context, who Who, cwd, dir, input string, timeout time.Duration, stdin bool) (*shellSession, error) {
+func (sh *Shell) startShell(ctx context.Context, who Who, cwd, dir, input string, timeout time.Duration, stdin bool) (*shellSession, error) {
 	s := &shellSession{
 		id:      "sh_" + randomText(),
 		uid:     who.Uid,
@@ -220,15 +220,15 @@ func (d *Device) startShell(ctx context.Context, who Who, cwd, dir, input string
 		out:     &tailBuffer{max: maxShellOutput},
 		updated: time.Now(),
 	}
-	if !d.shells.add(s) {
+	if !sh.jobs.add(s) {
 		return nil, abi.E(abi.Path("shell"), "the daemon is shutting down")
 	}
-	h, err := d.runner(who).start(ctx, &shellCommand{
-		who: who, dir: dir, cwd: cwd, env: d.shellEnv(who, dir), input: input, stdin: stdin, out: s.out,
+	h, err := sh.runner(who).start(ctx, &shellCommand{
+		who: who, dir: dir, cwd: cwd, env: sh.env(who, dir), input: input, stdin: stdin, out: s.out,
 	})
 	if err != nil {
-		d.shells.drop(s)
-		d.shells.wg.Done()
+		sh.jobs.drop(s)
+		sh.jobs.wg.Done()
 		return nil, err
 	}
 	s.timer = time.AfterFunc(timeout, func() { s.stop(errTimedOut) })
@@ -238,17 +238,8 @@ func (d *Device) startShell(ctx context.Context, who Who, cwd, dir, input string
 		h.kill()
 	}
 	s.mu.Unlock()
-	go d.shells.watch(s)
+	go sh.jobs.watch(s)
 	return s, nil
-}
-
-// runner is the runner of who's commands: the host for root, a sandbox
-// with who's grant for everyone else.
-func (d *Device) runner(who Who) shellRunner {
-	if who.IsRoot() {
-		return hostShell{log: d.log}
-	}
-	return sandboxShell{d: d}
 }
 
 // running is s's result while its command runs: the output not yet
@@ -291,8 +282,8 @@ func (s *shellSession) final() *abi.ShellExecResult {
 
 // finish is s's final result, once only: s leaves the table, and a later
 // call on it is a 404.
-func (d *Device) finish(s *shellSession) (*abi.ShellExecResult, error) {
-	if !d.shells.drop(s) {
+func (sh *Shell) finish(s *shellSession) (*abi.ShellExecResult, error) {
+	if !sh.jobs.drop(s) {
 		return nil, abi.E(abi.NotExist, "Unknown shell session: "+s.id)
 	}
 	return s.final(), nil
@@ -304,16 +295,16 @@ func (d *Device) finish(s *shellSession) (*abi.ShellExecResult, error) {
 // there is new output, until none has come for shellPollSettle (status
 // "running" with that output). A caller gone (ctx) leaves the command
 // running and its output unread.
-func (d *Device) continueShell(ctx context.Context, who Who, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
-	s, err := d.shells.get(who, a.SessionID)
+func (sh *Shell) continueShell(ctx context.Context, who Who, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
+	s, err := sh.jobs.get(who, a.SessionID)
 	if err != nil {
 		return nil, err
 	}
 	s.touch()
-	_, wait := d.shells.limits()
+	_, wait := sh.jobs.limits()
 	deadline := time.Now().Add(wait)
 	if a.Input != "" {
-		if err := d.writeShellInput(ctx, s, []byte(a.Input), deadline); err != nil {
+		if err := writeShellInput(ctx, s, []byte(a.Input), deadline); err != nil {
 			return nil, err
 		}
 	}
@@ -322,7 +313,7 @@ func (d *Device) continueShell(ctx context.Context, who Who, a *abi.ShellExecArg
 	last, quiet := s.out.written(), time.Now()
 	for {
 		if s.ended() {
-			r, err := d.finish(s)
+			r, err := sh.finish(s)
 			if err == nil {
 				r.SessionID = s.id
 			}
@@ -348,7 +339,7 @@ func (d *Device) continueShell(ctx context.Context, who Who, a *abi.ShellExecArg
 
 // writeShellInput writes p to s's command's stdin by deadline (or until
 // ctx ends).
-func (d *Device) writeShellInput(ctx context.Context, s *shellSession, p []byte, deadline time.Time) error {
+func writeShellInput(ctx context.Context, s *shellSession, p []byte, deadline time.Time) error {
 	if !s.stdin {
 		return abi.E(abi.Path(s.id), abi.Invalid, "the command's stdin is /dev/null: start it with background:true to write to it")
 	}

@@ -12,6 +12,8 @@
 //   - devices/local links no kernel and no SQLite (outside its tests): it
 //     is what a device daemon links, and reaches the kernel only through
 //     the Host the router gives it;
+//   - devices/export links no kernel and no SQLite, its tests included:
+//     the device daemon links it on a machine that has no kernel;
 //   - ns imports of GSV only kernel, abi and vfs; its tests may also
 //     import kernel/kerneltest and the transports (vfs/..., ninep) whose
 //     view of the namespace they check;

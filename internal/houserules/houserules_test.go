@@ -100,6 +100,20 @@ var rules = []rule{
 		},
 	},
 	{
+		// The device side of a remote device is what the device daemon
+		// links on a machine without the kernel: its tree and its
+		// syscalls, over abi, vfs and the local device's code. Its tests
+		// stand up no kernel either (a 9P server and client only).
+		name:  "devices/export links no kernel and no SQLite",
+		binds: func(p string) bool { return under(p, "devices/export") },
+		forbid: func(_, dep string, test bool) bool {
+			return under(dep, "kernel")
+		},
+		external: func(dep string, test bool) bool {
+			return dep == "modernc.org/sqlite" || strings.HasPrefix(dep, "modernc.org/sqlite/")
+		},
+	},
+	{
 		// The namespace is built on the kernel's dispatcher and the vfs
 		// node types only. Its tests stand the kernel up (kerneltest)
 		// and check what the transports (vfs/..., ninep) serve of it.

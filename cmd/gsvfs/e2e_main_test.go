@@ -196,7 +196,7 @@ type daemon struct {
 	mnt    string // "" for gsvfs serve
 	work   string // the cwd of the daemon and of the commands run on the mount
 	sock   string
-	listen string // the extra --listen dial string, if any
+	listen string  // the extra --listen dial string, if any
 	kernel *daemon // for a remote mount (gsvfs mount --kernel): the daemon it mounts
 
 	cmd    *exec.Cmd

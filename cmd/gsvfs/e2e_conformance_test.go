@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -97,9 +98,9 @@ func wantErr(t *testing.T, ns nsOps, err error, errno syscall.Errno, text string
 		t.Fatalf("%s: %v: not an opError", ns.Name(), err)
 	}
 	switch ns.Name() {
-	case "fuse":
+	case "fuse", "rmount":
 		if oe.errno != errno {
-			t.Fatalf("fuse: %v: want %v (%q)", err, errno, errno.Error())
+			t.Fatalf("%s: %v: want %v (%q)", ns.Name(), err, errno, errno.Error())
 		}
 	case "9p":
 		for _, alt := range strings.Split(text, "|") {
@@ -124,9 +125,12 @@ func must(t *testing.T, err error) {
 
 // ---- FUSE: real commands on the mount ----
 
-type fuseOps struct{ d *daemon }
+type fuseOps struct {
+	d    *daemon
+	name string // "fuse", or "rmount" for a remote mount (gsvfs mount --kernel)
+}
 
-func (f *fuseOps) Name() string { return "fuse" }
+func (f *fuseOps) Name() string { return f.name }
 
 func (f *fuseOps) run(op, p, script string, args ...string) (string, error) {
 	r := f.d.sh(script, args...)
@@ -793,7 +797,14 @@ var transports = []struct {
 }{
 	{"fuse", func(t *testing.T) (nsOps, *daemon) {
 		d := startDaemon(t, newBase(t), daemonOpts{mount: true})
-		return &fuseOps{d}, d
+		return &fuseOps{d, "fuse"}, d
+	}},
+	{"rmount", func(t *testing.T) (nsOps, *daemon) {
+		// gsvfs mount DIR --kernel unix!SOCK: a second process with no
+		// kernel, serving the daemon's namespace over 9P on a FUSE mount.
+		k := startDaemon(t, newBase(t), daemonOpts{})
+		d := startRemoteMount(t, k, "unix!"+k.sock)
+		return &fuseOps{d, "rmount"}, d
 	}},
 	{"9p", func(t *testing.T) (nsOps, *daemon) {
 		d := startDaemon(t, newBase(t), daemonOpts{})
@@ -807,7 +818,7 @@ func TestE2EConformance(t *testing.T) {
 			ns, d := tr.start(t)
 			for _, s := range scenarios {
 				t.Run(s.name, func(t *testing.T) {
-					if s.only != "" && s.only != tr.name {
+					if s.only != "" && s.only != tr.name && !(s.only == "fuse" && tr.name == "rmount") {
 						t.Skipf("%s only", s.only)
 					}
 					x := &cenv{ns: ns, d: d, dir: "/home/root/" + s.name}
@@ -818,4 +829,44 @@ func TestE2EConformance(t *testing.T) {
 			d.stop()
 		})
 	}
+}
+
+// startRemoteMount starts gsvfs mount DIR --kernel addr on a mount point of
+// its own, attached to the daemon k (addr is k's socket or listener), and
+// waits until DIR/etc/passwd reads as k's. The returned daemon's stop
+// stops the mount, then k.
+func startRemoteMount(t testing.TB, k *daemon, addr string, args ...string) *daemon {
+	t.Helper()
+	requireFUSE(t)
+	base := newBase(t)
+	d := &daemon{
+		t:      t,
+		base:   base,
+		state:  k.state,
+		mnt:    filepath.Join(base, "mnt"),
+		work:   filepath.Join(base, "work"),
+		sock:   k.sock,
+		stderr: &syncBuffer{},
+		done:   make(chan struct{}),
+		kernel: k,
+	}
+	args = append([]string{"mount", d.mnt, "--kernel", addr}, args...)
+	d.cmd = exec.Command(gsvfsBin, args...)
+	d.cmd.Dir = d.work
+	d.cmd.Stdout = d.stderr
+	d.cmd.Stderr = d.stderr
+	d.cmd.Env = append(os.Environ(), "GSV_STATE=", "GSV_TOKEN=", "GSV_USER=", raceEnv)
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatalf("start gsvfs: %v", err)
+	}
+	go func() {
+		d.err = d.cmd.Wait()
+		close(d.done)
+	}()
+	t.Cleanup(d.cleanup)
+	if err := d.waitReady(startTimeout); err != nil {
+		t.Fatalf("gsvfs %s: %v\nstderr:\n%s", strings.Join(args, " "), err, d.stderr.String())
+	}
+	return d
 }

@@ -196,7 +196,8 @@ type daemon struct {
 	mnt    string // "" for gsvfs serve
 	work   string // the cwd of the daemon and of the commands run on the mount
 	sock   string
-	listen string // the extra --listen dial string, if any
+	listen string  // the extra --listen dial string, if any
+	kernel *daemon // for a remote mount (gsvfs mount --kernel): the daemon it mounts
 
 	cmd    *exec.Cmd
 	stderr *syncBuffer
@@ -331,6 +332,9 @@ func (d *daemon) stop() {
 		}
 	}
 	d.checkRaces()
+	if d.kernel != nil {
+		d.kernel.stop()
+	}
 }
 
 // kill kills the daemon with SIGKILL and waits for it.

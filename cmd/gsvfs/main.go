@@ -65,15 +65,24 @@ func rootCmd() *cobra.Command {
 	root.PersistentFlags().IntVar(&o.maxConns, "9p-max-conns", ninep.DefaultMaxConns, "9P connections one host uid, token, or not yet attached TCP address may hold at once (0: no limit)")
 	root.PersistentFlags().IntVar(&o.maxFids, "9p-max-fids", ninep.DefaultMaxFids, "9P fids one host uid or token may hold at once across its connections (0: no limit)")
 	root.PersistentFlags().IntVar(&o.maxInflight, "9p-max-inflight", ninep.DefaultMaxPrincipalInflight, "9P requests one host uid or token may have in flight at once across its connections; one more gets an error at once (0: no limit)")
+	var ro remoteOptions
 	mount := &cobra.Command{
 		Use:   "mount DIR",
 		Short: "Mount the namespace on DIR with FUSE and serve 9P; Ctrl-C unmounts",
-		Args:  cobra.ExactArgs(1),
+		Long: "Mount the namespace on DIR with FUSE and serve 9P; Ctrl-C unmounts.\n\n" +
+			"With --kernel ADDR no kernel runs here: DIR shows the namespace of the kernel at ADDR, over 9P.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if ro.kernel != "" {
+				return mountRemote(cmd.Context(), o, ro, args[0])
+			}
 			return run(cmd.Context(), o, args[0])
 		},
 	}
 	mount.Flags().BoolVar(&o.debug, "fuse-debug", false, "log every FUSE request")
+	mount.Flags().StringVar(&ro.kernel, "kernel", "", "mount the namespace of the kernel at this 9P dial string (tcp!host!port, unix!path) instead of running one")
+	mount.Flags().StringVar(&ro.token, "token", "", "with --kernel: the token to attach with; $GSV_TOKEN (none: a unix socket's peer credentials)")
+	mount.Flags().StringVar(&ro.user, "user", "", "with --kernel: the user name to attach as; $GSV_USER, else the login name")
 	serve := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the namespace over 9P only",

@@ -1,0 +1,852 @@
+package ninep
+
+// The 9P client side as a vfs tree: RemoteDir.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/user"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"9fans.net/go/plan9"
+	"9fans.net/go/plan9/client"
+
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// RemoteOwner is the owner a RemoteDir shows for every node, in place of
+// the one the 9P server's stat names.
+type RemoteOwner struct {
+	// Uid and Gid are the numbers POSIX transports show.
+	Uid, Gid uint32
+	// User and Group are the names 9P shows.
+	User, Group string
+}
+
+// RemoteOptions configure a RemoteDir. The zero value is usable.
+type RemoteOptions struct {
+	// Access decides who may use the tree: it is asked by every node's
+	// Access method (access(2), chdir(2) over FUSE) and before every
+	// operation that reaches the server (want is WantExec for a walk or a
+	// listing, the open's access for an open, WantWrite for a change to a
+	// directory or to attributes). Nil allows everyone. The server checks
+	// the rest, as the identity the Fsys attached with: every caller that
+	// passes Access acts as that one identity.
+	Access func(ctx context.Context, cred vfs.Cred, want vfs.Want) error
+	// Owner, if not nil, is shown as the owner of every node. Nil shows
+	// the 9P stat's uid and gid names, and as numbers those names' host
+	// uid and gid (a decimal name is its own number; an unknown name is
+	// 65534, nobody).
+	Owner *RemoteOwner
+}
+
+// RemoteChunk is the payload of one Tread a RemoteDir asks for when it
+// splits a large read: the iounit of a session with this package's largest
+// msize (MaxMsize). A server with a smaller msize answers each piece with
+// several Treads.
+const RemoteChunk = MaxMsize - ioHdrSize
+
+// RemoteReadAhead is how many Treads one large read of a RemoteDir file
+// keeps in flight at once.
+const RemoteReadAhead = 16
+
+// readdirTTL is how long the attributes a directory listing returned stand
+// for its nodes' Attr (a listing followed by a stat of each entry makes one
+// round trip, not one per entry).
+const readdirTTL = time.Second
+
+// nonblockWait is how long a read on a non-blocking descriptor
+// (vfs.Nonblocking) waits for its Tread before it says ErrWouldBlock; 9P
+// cannot say "do not wait", and the Tread stays in flight for the next read.
+const nonblockWait = 50 * time.Millisecond
+
+// RemoteDir returns the directory dir of the 9P server reached through fsys
+// as a vfs tree: every node is a file or directory of the server, walked by
+// path from fsys's root on each operation (a node holds no fid; an open
+// handle holds one, clunked by Close).
+//
+// Lookup is a Twalk and Tstat; Attr a Tstat, whose mode bits, length,
+// mtime and qid path (as Ino) become the vfs.Attr (a file of length 0 is
+// Synthetic: its content may be rendered, so a FUSE binding reads it with
+// direct I/O); ReadDir reads the directory; Open a Topen (O_TRUNC is
+// OTRUNC; O_APPEND is done by the handle, which writes at the length a
+// Tstat gives); Create and Mkdir a Tcreate (without O_EXCL an existing
+// file is opened instead); Remove a Tremove; Rename, SetAttr and Truncate
+// a Twstat (a rename stays in its directory: another directory is EXDEV).
+//
+// A read of a file that had a length when it was opened is split into
+// RemoteChunk pieces read at their offsets with up to RemoteReadAhead
+// Treads in flight on the handle's fid. Any other file (a ctl, call or
+// stream file, or an empty one) is read with one Tread per Read, in turn:
+// a short read there is not the end of the file.
+//
+// Rerror texts become errors with the same text and an errno guessed from
+// it (RemoteErrno). When the connection fails every call in flight and
+// every later call fails at once with EIO.
+//
+// Cancellation: the 9fans client cannot flush a request, so when ctx ends
+// a call returns ctx.Err() at once and the request goes on at the server;
+// its reply is dropped (a fid it made is clunked). A read that is
+// abandoned so keeps its Tread: the next Read of the handle at the same
+// offset is answered with what it brings, so a stream loses no record to
+// an interrupted read.
+func RemoteDir(fsys *client.Fsys, dir string, opts RemoteOptions) vfs.Dir {
+	r := &remote{fsys: fsys, opts: opts, dead: make(chan struct{})}
+	return &remoteDir{remoteNode{r: r, path: strings.Trim(path.Clean("/"+dir), "/")}}
+}
+
+var (
+	_ vfs.Dir          = (*remoteDir)(nil)
+	_ vfs.AttrLookuper = (*remoteDir)(nil)
+	_ vfs.Creator      = (*remoteDir)(nil)
+	_ vfs.Remover      = (*remoteDir)(nil)
+	_ vfs.Renamer      = (*remoteDir)(nil)
+	_ vfs.Setter       = (*remoteDir)(nil)
+	_ vfs.Meta         = (*remoteDir)(nil)
+	_ vfs.File         = (*remoteFile)(nil)
+	_ vfs.Setter       = (*remoteFile)(nil)
+	_ vfs.Meta         = (*remoteFile)(nil)
+	_ vfs.Handle       = (*remoteHandle)(nil)
+	_ vfs.Truncater    = (*remoteHandle)(nil)
+)
+
+// remote is what the nodes of one RemoteDir share.
+type remote struct {
+	fsys *client.Fsys
+	opts RemoteOptions
+
+	dead     chan struct{} // closed when the connection has failed
+	deadOnce sync.Once
+	deadErr  error // set before dead is closed
+
+	ids sync.Map // "u:name" or "g:name" -> uint32
+}
+
+// lost returns the error of every call once the connection has failed,
+// else nil.
+func (r *remote) lost() error {
+	select {
+	case <-r.dead:
+		return r.deadErr
+	default:
+		return nil
+	}
+}
+
+func (r *remote) kill(cause error) {
+	r.deadOnce.Do(func() {
+		r.deadErr = vfs.Errorf(syscall.EIO, "9P connection lost: "+cause.Error())
+		close(r.dead)
+	})
+}
+
+// connErr reports whether err, returned by the 9fans client, is a failure
+// of the connection rather than an Rerror or a refusal of the client's own.
+func connErr(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ce client.Error
+	var pe plan9.ProtocolError
+	return !errors.As(err, &ce) && !errors.As(err, &pe)
+}
+
+// result is what one client call returned.
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// do runs fn, a call of the 9fans client, and waits for it, for ctx to end,
+// or for the connection to fail, whichever is first. The client does not
+// wake the callers still waiting when its connection fails (only the one
+// reading the connection sees the error), so fn runs in a goroutine of its
+// own; a call abandoned this way is left to finish (or to wait for ever on
+// a dead connection), and drop is given what a call abandoned by ctx
+// returns successfully, to release it.
+func do[T any](ctx context.Context, r *remote, fn func() (T, error), drop func(T)) (T, error) {
+	var zero T
+	if err := r.lost(); err != nil {
+		return zero, err
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	ch := make(chan result[T], 1)
+	go func() {
+		v, err := fn()
+		if connErr(err) {
+			r.kill(err)
+		}
+		ch <- result[T]{v, err}
+	}()
+	var cause error
+	select {
+	case res := <-ch:
+		if res.err != nil {
+			return res.v, r.mapErr(res.err)
+		}
+		return res.v, nil
+	case <-ctx.Done():
+		cause = ctx.Err()
+	case <-r.dead:
+		cause = r.deadErr
+	}
+	go func() {
+		if res := <-ch; res.err == nil && drop != nil {
+			drop(res.v)
+		}
+	}()
+	return zero, cause
+}
+
+// mapErr turns an error of the client into a vfs error.
+func (r *remote) mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if connErr(err) {
+		if lerr := r.lost(); lerr != nil {
+			return lerr
+		}
+		return vfs.Errorf(syscall.EIO, err.Error())
+	}
+	return vfs.Errorf(RemoteErrno(err.Error()), err.Error())
+}
+
+// remoteErrnos maps words of Rerror texts to errnos, most specific first.
+var remoteErrnos = []struct {
+	text  string
+	errno syscall.Errno
+}{
+	{"not a directory", syscall.ENOTDIR},
+	{"is a directory", syscall.EISDIR},
+	{"not empty", syscall.ENOTEMPTY},
+	{"does not exist", syscall.ENOENT},
+	{"no such", syscall.ENOENT},
+	{"not found", syscall.ENOENT},
+	{"already exists", syscall.EEXIST},
+	{"file exists", syscall.EEXIST},
+	{"exists", syscall.EEXIST},
+	{"permission denied", syscall.EACCES},
+	{"access denied", syscall.EACCES},
+	{"read-only", syscall.EACCES},
+	{"write-only", syscall.EACCES},
+	{"not permitted", syscall.EPERM},
+	{"cross-device", syscall.EXDEV},
+	{"name too long", syscall.ENAMETOOLONG},
+	{"too long", syscall.EINVAL},
+	{"no space", syscall.ENOSPC},
+	{"not supported", syscall.ENOTSUP},
+	{"not implemented", syscall.ENOTSUP},
+	{"nothing to read yet", syscall.EAGAIN},
+	{"temporarily unavailable", syscall.EAGAIN},
+	{"too many", syscall.EAGAIN},
+	{"interrupted", syscall.EINTR},
+	{"timed out", syscall.ETIMEDOUT},
+	{"offline", syscall.EHOSTDOWN},
+	{"host is down", syscall.EHOSTDOWN},
+	{"invalid", syscall.EINVAL},
+	{"malformed", syscall.EINVAL},
+	{"unknown", syscall.EINVAL},
+	{"bad ", syscall.EINVAL},
+}
+
+// RemoteErrno guesses the errno of a 9P Rerror text (9P2000 carries none):
+// "file does not exist" and "no such file" are ENOENT, "permission
+// denied" EACCES, "file exists" EEXIST, "unknown verb" EINVAL, and so on;
+// a text it does not know is EIO.
+func RemoteErrno(text string) syscall.Errno {
+	t := strings.ToLower(text)
+	for _, e := range remoteErrnos {
+		if strings.Contains(t, e.text) {
+			return e.errno
+		}
+	}
+	return syscall.EIO
+}
+
+func (r *remote) access(ctx context.Context, cred vfs.Cred, want vfs.Want) error {
+	if r.opts.Access == nil {
+		return nil
+	}
+	return r.opts.Access(ctx, cred, want)
+}
+
+// attr turns a 9P stat into a vfs.Attr.
+func (r *remote) attr(d *plan9.Dir) vfs.Attr {
+	a := vfs.Attr{
+		Ino:   d.Qid.Path,
+		Mode:  fs.FileMode(d.Mode & 0o777),
+		Size:  int64(d.Length),
+		Mtime: time.Unix(int64(d.Mtime), 0),
+	}
+	switch {
+	case d.Mode&plan9.DMDIR != 0:
+		a.Mode |= fs.ModeDir
+		a.Size = 0
+	case d.Mode&plan9.DMAPPEND != 0:
+		a.Mode |= fs.ModeAppend
+	}
+	if d.Mode&plan9.DMEXCL != 0 {
+		a.Mode |= fs.ModeExclusive
+	}
+	a.Synthetic = !a.Mode.IsDir() && a.Size == 0
+	if o := r.opts.Owner; o != nil {
+		a.Uid, a.Gid, a.User, a.Group = o.Uid, o.Gid, o.User, o.Group
+	} else {
+		a.User, a.Group = d.Uid, d.Gid
+		a.Uid, a.Gid = r.id("u", d.Uid), r.id("g", d.Gid)
+	}
+	return a
+}
+
+// id returns the host uid (kind "u") or gid ("g") of a 9P user or group
+// name, remembered once found.
+func (r *remote) id(kind, name string) uint32 {
+	if v, ok := r.ids.Load(kind + ":" + name); ok {
+		return v.(uint32)
+	}
+	id := uint32(65534)
+	if n, err := strconv.ParseUint(name, 10, 32); err == nil {
+		id = uint32(n)
+	} else if kind == "u" {
+		if u, err := user.Lookup(name); err == nil {
+			if n, err := strconv.ParseUint(u.Uid, 10, 32); err == nil {
+				id = uint32(n)
+			}
+		}
+	} else if g, err := user.LookupGroup(name); err == nil {
+		if n, err := strconv.ParseUint(g.Gid, 10, 32); err == nil {
+			id = uint32(n)
+		}
+	}
+	r.ids.Store(kind+":"+name, id)
+	return id
+}
+
+// remoteNode is a file or directory of the server: its path from fsys's
+// root ("" for the root itself).
+type remoteNode struct {
+	r    *remote
+	path string
+
+	// cached holds the attributes a listing returned, and until when
+	// Attr may answer with them (see readdirTTL); nil if none.
+	cached atomic.Pointer[cachedAttr]
+	// size is the length the last stat reported, for Open's choice of
+	// how to read.
+	size atomic.Int64
+}
+
+type cachedAttr struct {
+	a     vfs.Attr
+	until time.Time
+}
+
+func (n *remoteNode) child(name string) string {
+	if n.path == "" {
+		return name
+	}
+	return n.path + "/" + name
+}
+
+// stat makes a Tstat of n's path.
+func (n *remoteNode) stat(ctx context.Context) (vfs.Attr, error) {
+	d, err := do(ctx, n.r, func() (*plan9.Dir, error) { return n.r.fsys.Stat(n.path) }, nil)
+	if err != nil {
+		return vfs.Attr{}, err
+	}
+	a := n.r.attr(d)
+	n.size.Store(a.Size)
+	return a, nil
+}
+
+// Attr implements vfs.Node with a Tstat.
+func (n *remoteNode) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
+	if c := n.cached.Swap(nil); c != nil && time.Now().Before(c.until) {
+		return c.a, nil
+	}
+	return n.stat(ctx)
+}
+
+// Access implements vfs.Meta with RemoteOptions.Access.
+func (n *remoteNode) Access(ctx context.Context, cred vfs.Cred, want vfs.Want) error {
+	return n.r.access(ctx, cred, want)
+}
+
+// SetAttr implements vfs.Setter with a Twstat, then a Tstat.
+func (n *remoteNode) setAttr(ctx context.Context, cred vfs.Cred, s vfs.SetAttr, isDir bool) (vfs.Attr, error) {
+	if err := n.r.access(ctx, cred, vfs.WantWrite); err != nil {
+		return vfs.Attr{}, err
+	}
+	var d plan9.Dir
+	d.Null()
+	set := false
+	if s.Mode != nil {
+		d.Mode = plan9.Perm(s.Mode.Perm())
+		if isDir {
+			d.Mode |= plan9.DMDIR
+		}
+		set = true
+	}
+	if s.Size != nil {
+		if isDir {
+			return vfs.Attr{}, vfs.ErrIsDir
+		}
+		d.Length = uint64(*s.Size)
+		set = true
+	}
+	if s.Mtime != nil {
+		d.Mtime = uint32(s.Mtime.Unix())
+		set = true
+	}
+	if set {
+		if _, err := do(ctx, n.r, func() (struct{}, error) { return struct{}{}, n.r.fsys.Wstat(n.path, &d) }, nil); err != nil {
+			return vfs.Attr{}, err
+		}
+	}
+	return n.stat(ctx)
+}
+
+// node returns the vfs node for path whose stat is a.
+func (r *remote) node(p string, a vfs.Attr) vfs.Node {
+	if a.Mode.IsDir() {
+		d := &remoteDir{remoteNode{r: r, path: p}}
+		d.size.Store(a.Size)
+		return d
+	}
+	f := &remoteFile{remoteNode: remoteNode{r: r, path: p}}
+	f.size.Store(a.Size)
+	f.excl = a.Mode&(fs.ModeAppend|fs.ModeExclusive) != 0
+	return f
+}
+
+// remoteDir is a directory of the server.
+type remoteDir struct{ remoteNode }
+
+// SetAttr implements vfs.Setter with a Twstat, then a Tstat.
+func (d *remoteDir) SetAttr(ctx context.Context, cred vfs.Cred, s vfs.SetAttr) (vfs.Attr, error) {
+	return d.setAttr(ctx, cred, s, true)
+}
+
+// Lookup implements vfs.Dir with a Twalk and a Tstat.
+func (d *remoteDir) Lookup(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, error) {
+	n, _, err := d.LookupAttr(ctx, cred, name)
+	return n, err
+}
+
+// LookupAttr implements vfs.AttrLookuper with a Twalk and a Tstat.
+func (d *remoteDir) LookupAttr(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, vfs.Attr, error) {
+	if err := d.r.access(ctx, cred, vfs.WantExec); err != nil {
+		return nil, vfs.Attr{}, err
+	}
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return nil, vfs.Attr{}, vfs.ErrNotExist
+	}
+	p := d.child(name)
+	dir, err := do(ctx, d.r, func() (*plan9.Dir, error) { return d.r.fsys.Stat(p) }, nil)
+	if err != nil {
+		return nil, vfs.Attr{}, err
+	}
+	a := d.r.attr(dir)
+	return d.r.node(p, a), a, nil
+}
+
+// ReadDir implements vfs.Dir: the directory is opened and read to its end.
+func (d *remoteDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
+	if err := d.r.access(ctx, cred, vfs.WantRead); err != nil {
+		return nil, err
+	}
+	dirs, err := do(ctx, d.r, func() ([]*plan9.Dir, error) {
+		fid, err := d.r.fsys.Open(d.path, plan9.OREAD)
+		if err != nil {
+			return nil, err
+		}
+		defer fid.Close()
+		dirs, err := fid.Dirreadall()
+		if err != nil {
+			return nil, err
+		}
+		// Dirreadall ends at the first empty read, which is also what
+		// a connection's end looks like: make sure it is alive.
+		if _, err := fid.Stat(); err != nil {
+			return nil, err
+		}
+		return dirs, nil
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	until := time.Now().Add(readdirTTL)
+	out := make([]vfs.DirEntry, 0, len(dirs))
+	for _, di := range dirs {
+		if di.Name == "" || di.Name == "." || di.Name == ".." || strings.Contains(di.Name, "/") {
+			continue
+		}
+		a := d.r.attr(di)
+		n := d.r.node(d.child(di.Name), a)
+		switch n := n.(type) {
+		case *remoteDir:
+			n.cached.Store(&cachedAttr{a, until})
+		case *remoteFile:
+			n.cached.Store(&cachedAttr{a, until})
+		}
+		out = append(out, vfs.DirEntry{Name: di.Name, Node: n})
+	}
+	return out, nil
+}
+
+// omode returns the 9P open mode of POSIX open flags.
+func omode(flags int) uint8 {
+	var m uint8
+	switch flags & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR) {
+	case os.O_RDONLY:
+		m = plan9.OREAD
+	case os.O_WRONLY:
+		m = plan9.OWRITE
+	default:
+		m = plan9.ORDWR
+	}
+	if flags&os.O_TRUNC != 0 {
+		m |= plan9.OTRUNC
+	}
+	return m
+}
+
+// Create implements vfs.Creator with a Tcreate. Without O_EXCL, a name
+// that exists is opened (Topen) instead.
+func (d *remoteDir) Create(ctx context.Context, cred vfs.Cred, name string, flags int, perm fs.FileMode) (vfs.Node, vfs.Handle, error) {
+	if err := d.r.access(ctx, cred, vfs.WantWrite); err != nil {
+		return nil, nil, err
+	}
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return nil, nil, vfs.Errorf(syscall.EINVAL, "bad file name")
+	}
+	p := d.child(name)
+	mode := omode(flags)
+	fid, err := do(ctx, d.r, func() (*client.Fid, error) {
+		return d.r.fsys.Create(p, mode, plan9.Perm(perm.Perm()))
+	}, closeFid)
+	if err != nil && flags&os.O_EXCL == 0 && vfs.Errno(err) == syscall.EEXIST {
+		f := &remoteFile{remoteNode: remoteNode{r: d.r, path: p}}
+		h, err := f.Open(ctx, cred, flags&^(os.O_CREATE|os.O_EXCL))
+		if err != nil {
+			return nil, nil, err
+		}
+		return f, h, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	f := &remoteFile{remoteNode: remoteNode{r: d.r, path: p}}
+	return f, newRemoteHandle(d.r, fid, false, flags), nil
+}
+
+// Mkdir implements vfs.Creator with a Tcreate of a directory.
+func (d *remoteDir) Mkdir(ctx context.Context, cred vfs.Cred, name string, perm fs.FileMode) (vfs.Node, error) {
+	if err := d.r.access(ctx, cred, vfs.WantWrite); err != nil {
+		return nil, err
+	}
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return nil, vfs.Errorf(syscall.EINVAL, "bad file name")
+	}
+	p := d.child(name)
+	_, err := do(ctx, d.r, func() (struct{}, error) {
+		fid, err := d.r.fsys.Create(p, plan9.OREAD, plan9.DMDIR|plan9.Perm(perm.Perm()))
+		if err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, fid.Close()
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &remoteDir{remoteNode{r: d.r, path: p}}, nil
+}
+
+// Remove implements vfs.Remover with a Tremove. The server decides by the
+// node whether it is a directory; dir is not checked here (a POSIX
+// transport's kernel has checked it against the node's type).
+func (d *remoteDir) Remove(ctx context.Context, cred vfs.Cred, name string, dir bool) error {
+	if err := d.r.access(ctx, cred, vfs.WantWrite); err != nil {
+		return err
+	}
+	p := d.child(name)
+	_, err := do(ctx, d.r, func() (struct{}, error) { return struct{}{}, d.r.fsys.Remove(p) }, nil)
+	return err
+}
+
+// Rename implements vfs.Renamer with a Twstat of the name: 9P2000 renames
+// only within a directory, so newDir must be d's own directory of the same
+// RemoteDir (else EXDEV, and mv copies). An existing newName is replaced:
+// if the server refuses the rename because it exists, it is removed first.
+func (d *remoteDir) Rename(ctx context.Context, cred vfs.Cred, name string, newDir vfs.Dir, newName string) error {
+	nd, ok := newDir.(*remoteDir)
+	if !ok || nd.r != d.r || nd.path != d.path {
+		return vfs.Errorf(syscall.EXDEV, "9P renames only within a directory")
+	}
+	if err := d.r.access(ctx, cred, vfs.WantWrite); err != nil {
+		return err
+	}
+	if name == newName {
+		return nil
+	}
+	p := d.child(name)
+	var st plan9.Dir
+	st.Null()
+	st.Name = newName
+	wstat := func() (struct{}, error) { return struct{}{}, d.r.fsys.Wstat(p, &st) }
+	_, err := do(ctx, d.r, wstat, nil)
+	if err != nil && vfs.Errno(err) == syscall.EEXIST {
+		if err := d.Remove(ctx, cred, newName, false); err != nil {
+			return err
+		}
+		_, err = do(ctx, d.r, wstat, nil)
+	}
+	return err
+}
+
+// remoteFile is a file of the server.
+type remoteFile struct {
+	remoteNode
+	excl bool // DMAPPEND or DMEXCL: read in turn
+}
+
+// SetAttr implements vfs.Setter with a Twstat, then a Tstat.
+func (f *remoteFile) SetAttr(ctx context.Context, cred vfs.Cred, s vfs.SetAttr) (vfs.Attr, error) {
+	return f.setAttr(ctx, cred, s, false)
+}
+
+// Open implements vfs.File with a Twalk and a Topen.
+func (f *remoteFile) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Handle, error) {
+	if err := f.r.access(ctx, cred, vfs.WantOf(flags)); err != nil {
+		return nil, err
+	}
+	mode := omode(flags)
+	fid, err := do(ctx, f.r, func() (*client.Fid, error) { return f.r.fsys.Open(f.path, mode) }, closeFid)
+	if err != nil {
+		return nil, err
+	}
+	bulk := !f.excl && f.size.Load() > 0 && flags&os.O_TRUNC == 0
+	return newRemoteHandle(f.r, fid, bulk, flags), nil
+}
+
+func closeFid(fid *client.Fid) { fid.Close() }
+
+// remoteHandle is an open file of the server: one fid.
+type remoteHandle struct {
+	r      *remote
+	fid    *client.Fid
+	bulk   bool // a data file: read in pieces, concurrently, at offsets
+	append bool // O_APPEND: write at the end
+
+	// turn is held by the Read in progress of a handle that is not bulk;
+	// pending is the Tread it (or a Read abandoned before it) started.
+	turn    chan struct{}
+	pending *pendingRead
+}
+
+// pendingRead is one Tread of a handle read in turn.
+type pendingRead struct {
+	off  int64
+	done chan struct{} // closed when data and err are set
+	data []byte
+	err  error
+}
+
+func newRemoteHandle(r *remote, fid *client.Fid, bulk bool, flags int) *remoteHandle {
+	return &remoteHandle{r: r, fid: fid, bulk: bulk, append: flags&os.O_APPEND != 0, turn: make(chan struct{}, 1)}
+}
+
+// Read implements vfs.Handle (see RemoteDir for how).
+func (h *remoteHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if h.bulk {
+		return h.readBulk(ctx, p, off)
+	}
+	return h.readTurn(ctx, p, off)
+}
+
+// eof checks, after a read found the end of the file, that it was not the
+// connection's end (the client reports both as io.EOF): a Tstat of the fid
+// must succeed.
+func (h *remoteHandle) eof() error {
+	if _, err := h.fid.Stat(); connErr(err) {
+		return fmt.Errorf("connection closed: %w", err)
+	}
+	return nil
+}
+
+// readBulk reads p at off in RemoteChunk pieces, RemoteReadAhead at once.
+// The pieces are read into a buffer of the call's own, so that a Read
+// abandoned by ctx leaves nothing writing into p.
+func (h *remoteHandle) readBulk(ctx context.Context, p []byte, off int64) (int, error) {
+	size := len(p)
+	buf, err := do(ctx, h.r, func() ([]byte, error) {
+		buf := make([]byte, size)
+		pieces := (size + RemoteChunk - 1) / RemoteChunk
+		ns := make([]int, pieces)
+		errs := make([]error, pieces)
+		sem := make(chan struct{}, RemoteReadAhead)
+		var wg sync.WaitGroup
+		for i := range pieces {
+			lo, hi := i*RemoteChunk, min((i+1)*RemoteChunk, size)
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				n, err := h.fid.ReadAt(buf[lo:hi], off+int64(lo))
+				if err == io.EOF {
+					err = h.eof()
+					if err == nil {
+						err = io.EOF
+					}
+				}
+				if connErr(err) && err != io.EOF {
+					// At once: the other pieces may never return.
+					h.r.kill(err)
+				}
+				ns[i], errs[i] = n, err
+			})
+		}
+		wg.Wait()
+		n := 0
+		for i := range pieces {
+			n += ns[i]
+			if errs[i] == io.EOF {
+				return buf[:n], nil
+			}
+			if errs[i] != nil {
+				if n > 0 && !connErr(errs[i]) {
+					return buf[:n], nil
+				}
+				return buf[:n], errs[i]
+			}
+			if ns[i] < min((i+1)*RemoteChunk, size)-i*RemoteChunk {
+				break
+			}
+		}
+		return buf[:n], nil
+	}, nil)
+	if err != nil {
+		return 0, err
+	}
+	return copy(p, buf), nil
+}
+
+// readTurn reads p at off with one Tread, after any Read of the handle
+// before it: if an abandoned Read left a Tread at off in flight, its
+// answer is this Read's.
+func (h *remoteHandle) readTurn(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := h.r.lost(); err != nil {
+		return 0, err
+	}
+	select {
+	case h.turn <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	defer func() { <-h.turn }()
+	var nonblock <-chan time.Time
+	if vfs.Nonblocking(ctx) {
+		t := time.NewTimer(nonblockWait)
+		defer t.Stop()
+		nonblock = t.C
+	}
+	for {
+		pr := h.pending
+		if pr == nil {
+			pr = h.startRead(off, len(p))
+		}
+		select {
+		case <-pr.done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-nonblock:
+			return 0, vfs.ErrWouldBlock
+		case <-h.r.dead:
+			return 0, h.r.deadErr
+		}
+		h.pending = nil
+		if pr.off != off {
+			continue // an abandoned read of another offset: not ours
+		}
+		n := copy(p, pr.data)
+		if n < len(pr.data) {
+			// The rest answers the next Read, at the offset after.
+			h.pending = &pendingRead{off: off + int64(n), done: pr.done, data: pr.data[n:]}
+		}
+		if pr.err != nil && n == 0 {
+			return 0, h.r.mapErr(pr.err)
+		}
+		return n, nil
+	}
+}
+
+// startRead starts one Tread of size bytes at off and makes it the
+// handle's pending read. The fid's own offset is used by nothing else (bulk
+// reads and writes give theirs), and only one such Tread is in flight.
+func (h *remoteHandle) startRead(off int64, size int) *pendingRead {
+	pr := &pendingRead{off: off, done: make(chan struct{})}
+	h.pending = pr
+	go func() {
+		defer close(pr.done)
+		buf := make([]byte, min(size, RemoteChunk))
+		if _, err := h.fid.Seek(off, 0); err != nil {
+			pr.err = err
+			return
+		}
+		n, err := h.fid.Read(buf)
+		if err == io.EOF {
+			err = h.eof()
+		}
+		if connErr(err) {
+			h.r.kill(err)
+		}
+		pr.data, pr.err = buf[:n], err
+	}()
+	return pr
+}
+
+// Write implements vfs.Handle with Twrites at off (with O_APPEND, at the
+// length a Tstat gives). p is copied first: an abandoned write goes on.
+func (h *remoteHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	b := append([]byte(nil), p...)
+	return do(ctx, h.r, func() (int, error) {
+		if h.append {
+			d, err := h.fid.Stat()
+			if err != nil {
+				return 0, err
+			}
+			off = int64(d.Length)
+		}
+		return h.fid.WriteAt(b, off)
+	}, nil)
+}
+
+// Truncate implements vfs.Truncater with a Twstat of the open fid.
+func (h *remoteHandle) Truncate(ctx context.Context, size int64) error {
+	var d plan9.Dir
+	d.Null()
+	d.Length = uint64(size)
+	_, err := do(ctx, h.r, func() (struct{}, error) { return struct{}{}, h.fid.Wstat(&d) }, nil)
+	return err
+}
+
+// Close implements vfs.Handle with a Tclunk.
+func (h *remoteHandle) Close(ctx context.Context) error {
+	_, err := do(context.WithoutCancel(ctx), h.r, func() (struct{}, error) { return struct{}{}, h.fid.Close() }, nil)
+	return err
+}

@@ -202,7 +202,10 @@ type HilRequest struct {
 	ToolName       string          `json:"toolName"`
 	Syscall        string          `json:"syscall"`
 	Args           json.RawMessage `json:"args"`
-	CreatedAt      int64           `json:"createdAt"`
+	// Target is the device the call would run on ("" for this machine),
+	// from Args, so that an approval shows where.
+	Target    string `json:"target,omitempty"`
+	CreatedAt int64  `json:"createdAt"`
 }
 
 // KillArgs are proc.kill's args: Archive (default true) archives the

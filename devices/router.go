@@ -3,7 +3,10 @@ package devices
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"sync"
+	"time"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/devices/local"
@@ -31,16 +34,6 @@ var _ Device = (*local.Device)(nil)
 // shell.exec.
 var Routable = []string{"fs.read", "fs.write", "fs.edit", "fs.delete", "fs.search", "shell.exec"}
 
-// entry is one device the router knows: its record as the seed's checks
-// read it and, while it is connected, its driver.
-type entry struct {
-	owner      uint32   // the owner's uid
-	groups     []uint32 // groups granted access
-	online     bool
-	implements []string // the syscalls it serves
-	dev        Device   // nil: no live connection
-}
-
 // Options configure the router and its local device.
 type Options struct {
 	Local local.Options
@@ -48,6 +41,12 @@ type Options struct {
 	// with it, Mounts binds the files of exec sessions too (/dev/gsv,
 	// /var/blobs/sha256; see devtree.go).
 	Space *ns.Space
+	// Logger receives the router's logs; nil means Local.Logger, else
+	// slog.Default().
+	Logger *slog.Logger
+	// RouteTimeout is how long a routed fs.* call may take before its
+	// caller gets 504; zero means DefaultRouteTimeout.
+	RouteTimeout time.Duration
 }
 
 // Router routes the routable syscalls to devices. It is an ns.Room: its
@@ -55,10 +54,20 @@ type Options struct {
 // the files of exec sessions (/dev/gsv, /var/blobs/sha256) and a Close
 // that ends the local device's commands.
 type Router struct {
-	k       *kernel.Kernel
-	space   *ns.Space // nil: no files of exec sessions
-	local   *local.Device
-	devices map[string]*entry // by device id; the local device is not here
+	k            *kernel.Kernel
+	space        *ns.Space
+	local        *local.Device
+	log          *slog.Logger
+	routeTimeout time.Duration
+
+	mu          sync.Mutex
+	remotes     map[string]*remoteDevice // the live connections, by device id
+	shellRoutes map[string]shellRoute    // shell sessions running on devices, by session id
+	bound       map[string]bool          // the /dev/<id> directories bound
+
+	closing   chan struct{} // closed by Close: device connections end
+	closeOnce sync.Once
+	wg        sync.WaitGroup // device connections and listeners
 }
 
 var _ ns.Room = (*Router)(nil)
@@ -78,7 +87,20 @@ func New(k *kernel.Kernel, opts Options) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Router{k: k, space: opts.Space, local: d, devices: map[string]*entry{}}, nil
+	log := opts.Logger
+	if log == nil {
+		log = opts.Local.Logger
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &Router{k: k, space: opts.Space, local: d, log: log, routeTimeout: opts.RouteTimeout,
+		remotes: map[string]*remoteDevice{}, shellRoutes: map[string]shellRoute{}, bound: map[string]bool{},
+		closing: make(chan struct{})}
+	if r.routeTimeout <= 0 {
+		r.routeTimeout = DefaultRouteTimeout
+	}
+	return r, nil
 }
 
 // Local returns the local device.
@@ -118,44 +140,55 @@ func (r *Router) Mounts() []ns.Mount {
 	}, r.devMounts()...)
 }
 
-// Close implements ns.Room: it ends the local device's commands and
-// closes its data tree.
-func (r *Router) Close() error { return r.local.Close() }
+// Close implements ns.Room: it ends the device connections and the local
+// device's commands, and closes its data tree.
+func (r *Router) Close() error {
+	r.closeOnce.Do(func() { close(r.closing) })
+	r.wg.Wait()
+	return r.local.Close()
+}
 
 // route returns the device that serves the syscall call for c at target,
 // by the seed's checks in the seed's order: the caller's access to the
-// device (its owner, a granted group, or root; 403), the device online
-// (503), the syscall implemented (400), a live connection (503). A
-// device the router does not know has no owner and is never online.
-func (r *Router) route(c *kernel.Caller, call, target string) (Device, error) {
+// device (its owner, a granted group, or root; 403 "Access denied to
+// device"), the device online (503 "Device offline"), the syscall
+// implemented (400 "Device does not implement"), a live connection (503
+// "No active connection"). A device with no record is denied to all but
+// root, for whom it is offline.
+func (r *Router) route(ctx context.Context, c *kernel.Caller, call, target string) (Device, error) {
 	if target == "" || target == abi.LocalTarget {
 		return r.local, nil
 	}
-	e := r.devices[target]
-	if e == nil {
-		e = &entry{}
-		if !c.IsRoot() {
-			return nil, abi.E(abi.Path(target), abi.Permission, fmt.Sprintf("access denied to device %q", target))
+	st, err := r.lookup(ctx, target)
+	if err != nil && abi.KindOf(err) != abi.NotExist {
+		return nil, err
+	}
+	var d *abi.Device
+	if st != nil {
+		d = st.dev
+	}
+	if d == nil || !mayUse(c, d, st.gids) {
+		if d != nil || !c.IsRoot() {
+			return nil, abi.E(abi.Path(target), abi.Permission, fmt.Sprintf("Access denied to device %q", target))
 		}
+		return nil, abi.E(abi.Path(target), abi.Offline, fmt.Sprintf("Device offline: %q", target))
 	}
-	if !c.IsRoot() && c.Uid != e.owner && !slices.ContainsFunc(e.groups, c.InGroup) {
-		return nil, abi.E(abi.Path(target), abi.Permission, fmt.Sprintf("access denied to device %q", target))
+	if !d.Online {
+		return nil, abi.E(abi.Path(target), abi.Offline, fmt.Sprintf("Device offline: %q", target))
 	}
-	if !e.online {
-		return nil, abi.E(abi.Path(target), abi.Offline, fmt.Sprintf("device %q is offline", target))
+	if !slices.Contains(d.Implements, call) {
+		return nil, abi.E(abi.Path(target), abi.Invalid, fmt.Sprintf("Device %q does not implement %s", target, call))
 	}
-	if !slices.Contains(e.implements, call) {
-		return nil, abi.E(abi.Path(target), abi.Invalid, fmt.Sprintf("device %q does not implement %s", target, call))
+	rd := r.remote(target)
+	if rd == nil {
+		return nil, abi.E(abi.Path(target), abi.Offline, fmt.Sprintf("No active connection for device %q", target))
 	}
-	if e.dev == nil {
-		return nil, abi.E(abi.Path(target), abi.Offline, fmt.Sprintf("no active connection for device %q", target))
-	}
-	return e.dev, nil
+	return rd, nil
 }
 
 // read is fs.read, routed.
 func (r *Router) read(ctx context.Context, c *kernel.Caller, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
-	d, err := r.route(c, "fs.read", a.Target)
+	d, err := r.route(ctx, c, "fs.read", a.Target)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +197,7 @@ func (r *Router) read(ctx context.Context, c *kernel.Caller, a *abi.FSReadArgs) 
 
 // write is fs.write, routed.
 func (r *Router) write(ctx context.Context, c *kernel.Caller, a *abi.FSWriteArgs) (*abi.FSWriteResult, error) {
-	d, err := r.route(c, "fs.write", a.Target)
+	d, err := r.route(ctx, c, "fs.write", a.Target)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +206,7 @@ func (r *Router) write(ctx context.Context, c *kernel.Caller, a *abi.FSWriteArgs
 
 // edit is fs.edit, routed.
 func (r *Router) edit(ctx context.Context, c *kernel.Caller, a *abi.FSEditArgs) (*abi.FSEditResult, error) {
-	d, err := r.route(c, "fs.edit", a.Target)
+	d, err := r.route(ctx, c, "fs.edit", a.Target)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +215,7 @@ func (r *Router) edit(ctx context.Context, c *kernel.Caller, a *abi.FSEditArgs) 
 
 // delete is fs.delete, routed.
 func (r *Router) delete(ctx context.Context, c *kernel.Caller, a *abi.FSDeleteArgs) (*abi.FSDeleteResult, error) {
-	d, err := r.route(c, "fs.delete", a.Target)
+	d, err := r.route(ctx, c, "fs.delete", a.Target)
 	if err != nil {
 		return nil, err
 	}
@@ -191,18 +224,62 @@ func (r *Router) delete(ctx context.Context, c *kernel.Caller, a *abi.FSDeleteAr
 
 // search is fs.search, routed.
 func (r *Router) search(ctx context.Context, c *kernel.Caller, a *abi.FSSearchArgs) (*abi.FSSearchResult, error) {
-	d, err := r.route(c, "fs.search", a.Target)
+	d, err := r.route(ctx, c, "fs.search", a.Target)
 	if err != nil {
 		return nil, err
 	}
 	return d.Search(ctx, whoOf(c), a)
 }
 
-// exec is shell.exec, routed.
+// exec is shell.exec, routed. A call that continues a session (its
+// sessionId, no target) goes where the session runs: a device session
+// whose device has disconnected answers failed "Device disconnected"
+// from its record, without the device. A start that returns running on a
+// device records where its session runs; its final result forgets it.
 func (r *Router) exec(ctx context.Context, c *kernel.Caller, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
-	d, err := r.route(c, "shell.exec", a.Target)
+	if a.SessionID != "" && a.Target == "" {
+		r.mu.Lock()
+		sr, ok := r.shellRoutes[a.SessionID]
+		if ok && sr.uid != c.Uid && !c.IsRoot() {
+			ok = false
+		}
+		if ok && sr.failed {
+			delete(r.shellRoutes, a.SessionID)
+		}
+		r.mu.Unlock()
+		if ok {
+			if sr.failed {
+				return &abi.ShellExecResult{Status: "failed", Error: "Device disconnected", SessionID: a.SessionID}, nil
+			}
+			return r.execOn(ctx, c, sr.dev, a)
+		}
+	}
+	d, err := r.route(ctx, c, "shell.exec", a.Target)
 	if err != nil {
 		return nil, err
 	}
+	if rd, ok := d.(*remoteDevice); ok {
+		return r.execOn(ctx, c, rd, a)
+	}
 	return d.Exec(ctx, whoOf(c), a)
+}
+
+// execOn is shell.exec on the remote device d, keeping the record of the
+// session it runs.
+func (r *Router) execOn(ctx context.Context, c *kernel.Caller, d *remoteDevice, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
+	res, err := d.Exec(ctx, whoOf(c), a)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case res.Status == "running" && res.SessionID != "":
+		r.shellRoutes[res.SessionID] = shellRoute{dev: d, uid: c.Uid}
+	case res.SessionID != "":
+		delete(r.shellRoutes, res.SessionID)
+	case a.SessionID != "":
+		delete(r.shellRoutes, a.SessionID)
+	}
+	return res, nil
 }

@@ -63,11 +63,11 @@ func TestRouteTarget(t *testing.T) {
 		`{"call":"fs.search","args":{"query":"x","target":"laptop"}}`,
 	} {
 		r := serve(t, e.K, e.Alice, req)
-		if r.OK || r.Error.Code != 403 || !strings.Contains(r.Error.Message, `access denied to device "laptop"`) {
+		if r.OK || r.Error.Code != 403 || !strings.Contains(r.Error.Message, `Access denied to device "laptop"`) {
 			t.Errorf("alice %s: %+v", req, r.Error)
 		}
 		r = serve(t, e.K, e.Root, req)
-		if r.OK || r.Error.Code != 503 || !strings.Contains(r.Error.Message, `device "laptop" is offline`) {
+		if r.OK || r.Error.Code != 503 || !strings.Contains(r.Error.Message, `Device offline: "laptop"`) {
 			t.Errorf("root %s: %+v", req, r.Error)
 		}
 	}

@@ -194,7 +194,7 @@ func (k *Kernel) tokenRevoke(ctx context.Context, c *Caller, a *abi.TokenRevokeA
 //   - a service token: its owner in role "service" (root's is not root, and
 //     no service manages tokens);
 //   - a node token: refused. A node token attaches only as a device (role
-//     "driver", bound to its allowedDeviceId); devices are not served yet.
+//     "driver", bound to its allowedDeviceId): see AuthenticateNode.
 func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Identity, error) {
 	deny := abi.E(abi.Op("attach"), abi.Path(user), abi.Permission, "authentication failed")
 	var tokenID, hash, kind string
@@ -227,7 +227,7 @@ func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Ident
 	case "service":
 		id.Role = "service"
 	case "node":
-		return nil, abi.E(abi.Op("attach"), abi.Path(user), abi.Permission, "a node token attaches only as a device (role driver); devices are not served yet")
+		return nil, abi.E(abi.Op("attach"), abi.Path(user), abi.Permission, "a node token attaches only as a device: gsvfs device --kernel ADDR --id ID --token T")
 	default:
 		return nil, deny
 	}

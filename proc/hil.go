@@ -108,5 +108,17 @@ func (m *Manager) pendingHil(ctx context.Context, pid string) (*abi.HilRequest, 
 		return nil, err
 	}
 	h.Args = json.RawMessage(args)
+	h.Target = argsTarget(h.Args)
 	return &h, nil
+}
+
+// argsTarget is the target device a tool call's args name, "" for none.
+func argsTarget(args json.RawMessage) string {
+	var a struct {
+		Target string `json:"target"`
+	}
+	if json.Unmarshal(args, &a) != nil {
+		return ""
+	}
+	return a.Target
 }

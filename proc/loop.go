@@ -47,22 +47,22 @@ func passArgs(raw json.RawMessage) (json.RawMessage, error) {
 // tools are the agent's tools: each is a syscall made as the process.
 var tools = []tool{
 	{model.ToolDef{Name: "Read", Description: "Read a file (numbered lines) or list a directory.",
-		Schema: schema(`{"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer"},"limit":{"type":"integer"}},"required":["path"]}`)},
+		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"path":{"type":"string"},"offset":{"type":"integer"},"limit":{"type":"integer"}},"required":["path"]}`)},
 		"fs.read", passArgs},
 	{model.ToolDef{Name: "Write", Description: "Create or replace a whole file.",
-		Schema: schema(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`)},
+		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`)},
 		"fs.write", passArgs},
 	{model.ToolDef{Name: "Edit", Description: "Replace an exact string in a file.",
-		Schema: schema(`{"type":"object","properties":{"path":{"type":"string"},"oldString":{"type":"string"},"newString":{"type":"string"},"replaceAll":{"type":"boolean"}},"required":["path","oldString","newString"]}`)},
+		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"path":{"type":"string"},"oldString":{"type":"string"},"newString":{"type":"string"},"replaceAll":{"type":"boolean"}},"required":["path","oldString","newString"]}`)},
 		"fs.edit", passArgs},
 	{model.ToolDef{Name: "Delete", Description: "Delete a file or directory tree.",
-		Schema: schema(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
+		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"path":{"type":"string"}},"required":["path"]}`)},
 		"fs.delete", passArgs},
 	{model.ToolDef{Name: "Search", Description: "Search files for a literal string.",
-		Schema: schema(`{"type":"object","properties":{"query":{"type":"string"},"path":{"type":"string"},"include":{"type":"string"}},"required":["query"]}`)},
+		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"query":{"type":"string"},"path":{"type":"string"},"include":{"type":"string"}},"required":["query"]}`)},
 		"fs.search", passArgs},
 	{model.ToolDef{Name: "Shell", Description: "Run a shell command (/bin/sh -c) in the process's working directory.",
-		Schema: schema(`{"type":"object","properties":{"command":{"type":"string"},"cwd":{"type":"string"},"timeoutMs":{"type":"integer"}},"required":["command"]}`)},
+		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"command":{"type":"string"},"cwd":{"type":"string"},"timeoutMs":{"type":"integer"}},"required":["command"]}`)},
 		"shell.exec", func(raw json.RawMessage) (json.RawMessage, error) {
 			var a map[string]any
 			if err := json.Unmarshal(raw, &a); err != nil {
@@ -359,7 +359,7 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 		err := m.st.QueryRowContext(ctx, `SELECT status FROM proc_hil WHERE pid=? AND run_id=? AND call_id=? ORDER BY created_at DESC LIMIT 1`, pr.pid, r.id, c.ID).Scan(&status)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			h := abi.HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: need, Args: args, CreatedAt: now()}
+			h := abi.HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: need, Args: args, Target: argsTarget(args), CreatedAt: now()}
 			// The request and the run's waiting state are one write, so
 			// whoever sees the request sees the run waiting on it.
 			err := m.st.Tx(ctx, func(tx *sql.Tx) error {
@@ -415,6 +415,7 @@ func (m *Manager) systemPrompt(ctx context.Context, p *abi.Process, caller *kern
 	fmt.Fprintf(&b, "You are a GSV agent process (pid %s, profile %s) acting for user %s. Your working directory is %s.\n",
 		p.Pid, p.Profile, caller.Username, p.Cwd)
 	b.WriteString("Your tools are syscalls made with your owner's permissions. Messages that start with \"[Process Event]:\" are GSV runtime events (compaction summaries, errors, scheduled events), not the user speaking.\n")
+	m.devicesPrompt(ctx, &b, caller)
 	dir, err := kernel.Invoke[*abi.FSReadResult](ctx, m.k, caller, "fs.read", &abi.FSReadArgs{Path: "~/context.d"})
 	if err != nil || !dir.OK || !dir.Dir {
 		return b.String()
@@ -432,6 +433,20 @@ func (m *Manager) systemPrompt(ctx context.Context, p *abi.Process, caller *kern
 		fmt.Fprintf(&b, "\n## %s\n%s\n", f, raw)
 	}
 	return b.String()
+}
+
+// devicesPrompt lists the online devices the caller may use and what each
+// serves, for the tools' target: a prompt is free, so a failed list
+// leaves the section out.
+func (m *Manager) devicesPrompt(ctx context.Context, b *strings.Builder, caller *kernel.Caller) {
+	res, err := kernel.Invoke[*abi.DeviceListResult](ctx, m.k, caller, "sys.device.list", &abi.DeviceListArgs{})
+	if err != nil || len(res.Devices) == 0 {
+		return
+	}
+	b.WriteString("Devices you may use: give a tool's target as the device's id to run it there (paths and commands are then the device's own; ~ is its user's home). Without a target a tool runs on this machine.\n")
+	for _, d := range res.Devices {
+		fmt.Fprintf(b, "- %s (%s): %s\n", d.DeviceID, d.Platform, strings.Join(d.Implements, " "))
+	}
 }
 
 // modelMessages loads the active messages of a conversation as model

@@ -48,6 +48,8 @@ type options struct {
 	maxConns    int           // ninep.Server.MaxConns
 	maxFids     int           // ninep.Server.MaxFids
 	maxInflight int           // ninep.Server.MaxPrincipalInflight
+
+	routeTimeout time.Duration // devices.Options.RouteTimeout
 }
 
 func rootCmd() *cobra.Command {
@@ -64,6 +66,7 @@ func rootCmd() *cobra.Command {
 	root.PersistentFlags().DurationVar(&o.authTimeout, "9p-auth-timeout", ninep.DefaultAuthTimeout, "close a 9P connection that has not attached within this time (0: never)")
 	root.PersistentFlags().IntVar(&o.maxConns, "9p-max-conns", ninep.DefaultMaxConns, "9P connections one host uid, token, or not yet attached TCP address may hold at once (0: no limit)")
 	root.PersistentFlags().IntVar(&o.maxFids, "9p-max-fids", ninep.DefaultMaxFids, "9P fids one host uid or token may hold at once across its connections (0: no limit)")
+	root.PersistentFlags().DurationVar(&o.routeTimeout, "device-route-timeout", devices.DefaultRouteTimeout, "how long a call routed to a remote device may take before its caller gets 504")
 	root.PersistentFlags().IntVar(&o.maxInflight, "9p-max-inflight", ninep.DefaultMaxPrincipalInflight, "9P requests one host uid or token may have in flight at once across its connections; one more gets an error at once (0: no limit)")
 	var ro remoteOptions
 	mount := &cobra.Command{
@@ -91,7 +94,7 @@ func rootCmd() *cobra.Command {
 			return run(cmd.Context(), o, "")
 		},
 	}
-	root.AddCommand(mount, serve)
+	root.AddCommand(mount, serve, deviceCmd())
 	return root
 }
 
@@ -143,7 +146,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 	defer k.Close()
 	space := ns.New(k)
 	defer space.Close() // the rooms close, last first, before the kernel does
-	dev, err := devices.New(k, devices.Options{Space: space, Local: local.Options{Logger: log}})
+	dev, err := devices.New(k, devices.Options{Space: space, Local: local.Options{Logger: log}, RouteTimeout: o.routeTimeout})
 	if err != nil {
 		return fmt.Errorf("devices: %w", err)
 	}
@@ -195,7 +198,8 @@ func run(ctx context.Context, o options, mountDir string) error {
 		if err != nil {
 			return err
 		}
-		log.Info("serving 9P", "addr", l.Addr().String(), "auth", "token")
+		log.Info("serving 9P and devices", "addr", l.Addr().String(), "auth", "token")
+		l = dev.SplitListener(serveCtx, l) // devices dial the same address
 		serving.Go(func() {
 			srv.Serve(serveCtx, l, func(net.Conn) vfs.Peer { return vfs.Peer{Transport: "9p-tcp", HostUID: -1, HostGID: -1} })
 		})

@@ -1,0 +1,235 @@
+package main_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Remote devices end to end: a kernel daemon with a TCP listener, and
+// device daemons (gsvfs device) as real second processes dialing it.
+
+// deviceProc is one gsvfs device process.
+type deviceProc struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan struct{}
+}
+
+// startDevice starts gsvfs device with args, as the test's own user.
+func startDevice(t *testing.T, args ...string) *deviceProc {
+	t.Helper()
+	p := &deviceProc{stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(gsvfsBin, append([]string{"device", "--log-level", "debug"}, args...)...)
+	p.cmd.Env = append(os.Environ(), raceEnv)
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGCONT)
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("device %v log:\n%s", args, p.stderr.String())
+		}
+	})
+	return p
+}
+
+// kill ends the device process at once.
+func (p *deviceProc) kill() {
+	p.cmd.Process.Kill()
+	<-p.done
+}
+
+// waitFor polls cond every 50 ms until it holds or within passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+	}
+}
+
+func TestE2EDevices(t *testing.T) {
+	requireRoot(t)
+	port := freePort(t)
+	listen := fmt.Sprintf("tcp!127.0.0.1!%d", port)
+	d := startDaemon(t, newBase(t), daemonOpts{mount: true, listen: listen, args: []string{"--device-route-timeout", "2s"}})
+	root := d.dial(t)
+	aliceUID := addUser(t, root, "alice", aliceHost)
+	addUser(t, root, "bob", bobHost)
+	unixAddr := "GSV_ADDR=unix!" + d.sock
+	var tok struct {
+		Token struct{ Token string }
+	}
+	mustOK(t, call9p(t, root, "sys.token.create", map[string]any{"kind": "node", "uid": aliceUID, "allowedDeviceId": "laptop"}), &tok)
+	node := tok.Token.Token
+
+	export := t.TempDir()
+	os.MkdirAll(filepath.Join(export, "project"), 0o755)
+	os.WriteFile(filepath.Join(export, "project", "README.md"), []byte("hello from the laptop\n"), 0o644)
+	devArgs := []string{"--kernel", listen, "--id", "laptop", "--token", node, "--root", export}
+	top := t // devices that outlive a subtest belong to the test
+	dev := startDevice(top, devArgs...)
+	alice := func(args ...string) shResult { return gsvAs(aliceHost, []string{unixAddr}, args...) }
+	online := func() bool {
+		r := alice("call", "sys.device.get", `{"deviceId":"laptop"}`)
+		return r.code == 0 && strings.Contains(r.stdout, `"online": true`)
+	}
+	waitFor(t, 15*time.Second, "the device online", online)
+
+	t.Run("Files", func(t *testing.T) {
+		r := alice("call", "fs.read", `{"target":"laptop","path":"project/README.md"}`)
+		if r.code != 0 || !strings.Contains(r.stdout, "hello from the laptop") {
+			t.Fatalf("fs.read on the device: %v", r)
+		}
+		r = d.shAs(aliceHost, `ls "$1"/dev; cat "$1"/dev/laptop/status; cat "$1"/dev/laptop/fs/project/README.md`, d.mnt)
+		if r.code != 0 || !strings.Contains(r.stdout, "laptop") || !strings.Contains(r.stdout, "online: true") ||
+			!strings.Contains(r.stdout, "hello from the laptop") {
+			t.Fatalf("/dev/laptop over the mount: %v", r)
+		}
+		r = d.shAs(aliceHost, `echo written > "$1"/dev/laptop/fs/project/new.txt`, d.mnt)
+		if b, err := os.ReadFile(filepath.Join(export, "project", "new.txt")); r.code != 0 || err != nil || string(b) != "written\n" {
+			t.Fatalf("a write through /dev/laptop/fs: %v, %q %v", r, b, err)
+		}
+		// bob may not use alice's device: 403, and /dev/laptop is closed to him.
+		r = gsvAs(bobHost, []string{unixAddr}, "call", "fs.read", `{"target":"laptop","path":"project/README.md"}`)
+		if r.code == 0 || !strings.Contains(r.stderr, "(403)") || !strings.Contains(r.stderr, "Access denied to device") {
+			t.Fatalf("bob's fs.read on alice's device: %v", r)
+		}
+		if r := d.shAs(bobHost, `cat "$1"/dev/laptop/fs/project/README.md`, d.mnt); r.code == 0 {
+			t.Fatalf("bob read /dev/laptop/fs: %v", r)
+		}
+	})
+
+	t.Run("Shell", func(t *testing.T) {
+		r := alice("call", "shell.exec", `{"target":"laptop","input":"echo hi; pwd","cwd":"project"}`)
+		if r.code != 0 || !strings.Contains(r.stdout, `"status": "completed"`) || !strings.Contains(r.stdout, `hi\n`+filepath.Join(export, "project")) {
+			t.Fatalf("shell.exec on the device: %v", r)
+		}
+		// A session started on the device is polled without a target.
+		r = alice("call", "shell.exec", `{"target":"laptop","input":"sleep 0.5; echo later","background":true}`)
+		sid := jsonField(r.stdout, "sessionId")
+		if r.code != 0 || sid == "" {
+			t.Fatalf("a background start on the device: %v", r)
+		}
+		waitFor(t, 10*time.Second, "the session's end", func() bool {
+			r = alice("call", "shell.exec", `{"sessionId":"`+sid+`","input":""}`)
+			return r.code == 0 && strings.Contains(r.stdout, `"status": "completed"`)
+		})
+		if !strings.Contains(r.stdout, "later") {
+			t.Fatalf("the poll's result: %v", r)
+		}
+	})
+
+	t.Run("Disconnect", func(t *testing.T) {
+		r := alice("call", "shell.exec", `{"target":"laptop","input":"sleep 30","background":true}`)
+		sid := jsonField(r.stdout, "sessionId")
+		if sid == "" {
+			t.Fatalf("a background start: %v", r)
+		}
+		dev.kill()
+		waitFor(t, 5*time.Second, "the device offline", func() bool { return !online() })
+		r = alice("call", "fs.read", `{"target":"laptop","path":"project/README.md"}`)
+		if r.code == 0 || !strings.Contains(r.stderr, "(503)") {
+			t.Fatalf("fs.read on a killed device: %v", r)
+		}
+		r = alice("call", "shell.exec", `{"sessionId":"`+sid+`","input":""}`)
+		if r.code != 0 || !strings.Contains(r.stdout, `"status": "failed"`) || !strings.Contains(r.stdout, "Device disconnected") {
+			t.Fatalf("a poll of a session of a disconnected device: %v", r)
+		}
+		if r := d.shAs(aliceHost, `cat "$1"/dev/laptop/fs/project/README.md`, d.mnt); r.code == 0 || !strings.Contains(r.stderr, "down") {
+			t.Fatalf("/dev/laptop/fs while offline: %v", r)
+		}
+		if r := d.shAs(aliceHost, `cat "$1"/dev/laptop/status`, d.mnt); r.code != 0 || !strings.Contains(r.stdout, "online: false") {
+			t.Fatalf("/dev/laptop/status while offline: %v", r)
+		}
+		dev = startDevice(top, devArgs...)
+		waitFor(t, 15*time.Second, "the device online again", online)
+		if r := alice("call", "fs.read", `{"target":"laptop","path":"project/README.md"}`); r.code != 0 {
+			t.Fatalf("fs.read after the reconnect: %v", r)
+		}
+	})
+
+	t.Run("Supersede", func(t *testing.T) {
+		other := t.TempDir()
+		os.MkdirAll(filepath.Join(other, "project"), 0o755)
+		os.WriteFile(filepath.Join(other, "project", "README.md"), []byte("the second connection\n"), 0o644)
+		second := startDevice(top, "--kernel", listen, "--id", "laptop", "--token", node, "--root", other)
+		waitFor(t, 15*time.Second, "the second connection serving", func() bool {
+			r := alice("call", "fs.read", `{"target":"laptop","path":"project/README.md"}`)
+			return r.code == 0 && strings.Contains(r.stdout, "the second connection")
+		})
+		dev.kill() // before its reconnect supersedes the second in turn
+		if r := alice("call", "fs.read", `{"target":"laptop","path":"project/README.md"}`); r.code != 0 || !strings.Contains(r.stdout, "the second connection") {
+			t.Fatalf("after the first device died: %v", r)
+		}
+		dev = second
+	})
+
+	t.Run("Timeout", func(t *testing.T) {
+		dev.cmd.Process.Signal(syscall.SIGSTOP)
+		start := time.Now()
+		r := alice("call", "fs.read", `{"target":"laptop","path":"project/README.md"}`)
+		dev.cmd.Process.Signal(syscall.SIGCONT)
+		if r.code == 0 || !strings.Contains(r.stderr, "(504)") || !strings.Contains(r.stderr, "timed out") {
+			t.Fatalf("fs.read on a stopped device: %v", r)
+		}
+		if took := time.Since(start); took > 8*time.Second {
+			t.Fatalf("the 504 took %v", took)
+		}
+	})
+
+	t.Run("NoShell", func(t *testing.T) {
+		mustOK(t, call9p(t, root, "sys.token.create", map[string]any{"kind": "node", "uid": aliceUID, "allowedDeviceId": "nas"}), &tok)
+		startDevice(t, "--kernel", listen, "--id", "nas", "--token", tok.Token.Token, "--root", export, "--no-shell")
+		waitFor(t, 15*time.Second, "nas online", func() bool {
+			r := alice("call", "sys.device.get", `{"deviceId":"nas"}`)
+			return strings.Contains(r.stdout, `"online": true`)
+		})
+		r := alice("call", "shell.exec", `{"target":"nas","input":"true"}`)
+		if r.code == 0 || !strings.Contains(r.stderr, "(400)") || !strings.Contains(r.stderr, "does not implement shell.exec") {
+			t.Fatalf("shell.exec on a device without shell: %v", r)
+		}
+	})
+
+	t.Run("BadTokens", func(t *testing.T) {
+		// A token bound to another id, and no token at all: refused, and
+		// the device never comes online.
+		p := startDevice(t, "--kernel", listen, "--id", "phone", "--token", node, "--root", export)
+		q := startDevice(t, "--kernel", listen, "--id", "tablet", "--token", "gsv_node_aaaaaaaaaaaaaaaaaaaa", "--root", export)
+		waitFor(t, 10*time.Second, "the refusals", func() bool {
+			return strings.Contains(p.stderr.String(), "bound to device") && strings.Contains(q.stderr.String(), "authentication failed")
+		})
+		r := gsvAs(0, []string{unixAddr}, "call", "sys.device.list", `{"includeOffline":true}`)
+		if strings.Contains(r.stdout, "phone") || strings.Contains(r.stdout, "tablet") {
+			t.Fatalf("a refused device is registered: %v", r)
+		}
+		if !d.running() {
+			t.Fatal("the kernel died")
+		}
+	})
+}
+
+// jsonField is the string value of "key": "value" in pretty JSON text.
+func jsonField(s, key string) string {
+	i := strings.Index(s, `"`+key+`": "`)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(key)+5:]
+	j := strings.IndexByte(s, '"')
+	if j < 0 {
+		return ""
+	}
+	return s[:j]
+}

@@ -1,0 +1,550 @@
+package devices
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"9fans.net/go/plan9"
+	"9fans.net/go/plan9/client"
+	"golang.org/x/sys/unix"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/devices/local"
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ninep"
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// Remote devices: a device daemon dials the kernel, says its hello, and
+// then serves its own 9P tree on the connection (abi.DeviceHello): fs/,
+// its exported files, and call, where it answers the routed syscalls as
+// request frames. The kernel is the 9P client: a remoteDevice is one
+// live connection, and the router's Device for its id while it lasts.
+
+// Defaults of remote devices.
+const (
+	// DefaultRouteTimeout is how long a routed fs.* call may take before
+	// its caller gets 504; shell.exec takes min(11 min, its timeout+10 s).
+	DefaultRouteTimeout = 2 * time.Minute
+	// pingEvery is how often the kernel checks a quiet device, and
+	// pingTimeout how long the device has to answer.
+	pingEvery   = 15 * time.Second
+	pingTimeout = 10 * time.Second
+	// maxHello bounds a hello line.
+	maxHello = 64 << 10
+)
+
+// routable are the syscalls a device may implement.
+var routable = []string{"fs.read", "fs.write", "fs.edit", "fs.delete", "fs.search", "shell.exec"}
+
+// remoteDevice is one live connection of a device.
+type remoteDevice struct {
+	id         string
+	connID     string
+	owner      uint32
+	implements []string
+	nc         net.Conn
+	fsys       *client.Fsys
+	tree       vfs.Dir // fs/ of the device's tree, on this connection
+	timeout    time.Duration
+	log        *slog.Logger
+
+	closeOnce sync.Once
+	done      chan struct{} // closed when the connection ends
+	why       error         // why it ended, set before done closes
+}
+
+var _ Device = (*remoteDevice)(nil)
+
+// close ends the connection for why; the first reason counts.
+func (d *remoteDevice) close(why error) {
+	d.closeOnce.Do(func() {
+		d.why = why
+		close(d.done)
+		d.nc.Close()
+	})
+}
+
+// errGone is a call's error on a connection that has ended.
+func (d *remoteDevice) errGone() error {
+	return abi.E(abi.Path(d.id), abi.Offline, fmt.Sprintf("no active connection for device %q: %v", d.id, d.why))
+}
+
+// call makes the routed syscall name with args on the device and decodes
+// its result into res. It fails at once when the connection ends, with
+// 504 when timeout passes, and with ctx's error when the caller goes (its
+// handle of the device's call file is closed, which cancels the request
+// there).
+func (d *remoteDevice) call(ctx context.Context, name string, args, res any, timeout time.Duration) error {
+	select {
+	case <-d.done:
+		return d.errGone()
+	default:
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return abi.E(abi.Op(name), err)
+	}
+	req, err := json.Marshal(abi.Request{Type: "req", ID: "1", Call: name, Args: b})
+	if err != nil {
+		return abi.E(abi.Op(name), err)
+	}
+	type answer struct {
+		resp frame
+		err  error
+	}
+	got := make(chan answer, 1)
+	var (
+		mu        sync.Mutex
+		fid       *client.Fid
+		abandoned bool
+	)
+	// closeFid closes the call's fid once; abandon closes it and marks the
+	// call abandoned, so that a fid opened after the caller gave up is
+	// closed at once (which cancels the request on the device).
+	closeFid := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if fid != nil {
+			fid.Close()
+			fid = nil
+		}
+	}
+	abandon := func() {
+		mu.Lock()
+		abandoned = true
+		mu.Unlock()
+		closeFid()
+	}
+	go func() {
+		// The whole exchange runs here, so that a device that stops
+		// answering (at the open as well as the read) costs its caller
+		// no more than the deadline.
+		f, err := d.fsys.Open("call", plan9.ORDWR)
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		mu.Lock()
+		fid = f
+		gone := abandoned
+		mu.Unlock()
+		defer closeFid()
+		if gone {
+			return
+		}
+		if _, err := f.Write(append(req, '\n')); err != nil {
+			got <- answer{err: err}
+			return
+		}
+		var fr frame
+		err = json.NewDecoder(fidReader{f}).Decode(&fr)
+		got <- answer{fr, err}
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var a answer
+	select {
+	case a = <-got:
+	case <-ctx.Done():
+		abandon()
+		return ctx.Err()
+	case <-timer.C:
+		abandon()
+		return abi.E(abi.Path(d.id), abi.Timeout, fmt.Sprintf("Syscall timed out: device %q did not answer %s within %s", d.id, name, timeout))
+	case <-d.done:
+		abandon()
+		return d.errGone()
+	}
+	if a.err != nil {
+		return d.transportErr(a.err)
+	}
+	if !a.resp.OK {
+		if a.resp.Error == nil {
+			return abi.E(abi.Path(d.id), abi.Other, "the device answered neither a result nor an error")
+		}
+		msg := strings.TrimPrefix(a.resp.Error.Message, name+": ")
+		return abi.E(abi.Kind(a.resp.Error.Code), msg)
+	}
+	if err := json.Unmarshal(a.resp.Data, res); err != nil {
+		return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("the device's result does not decode: %v", err))
+	}
+	return nil
+}
+
+// transportErr is the error of a call whose 9P exchange failed: the
+// connection's end if it has ended, else a 503 naming the failure.
+func (d *remoteDevice) transportErr(err error) error {
+	select {
+	case <-d.done:
+		return d.errGone()
+	default:
+	}
+	return abi.E(abi.Path(d.id), abi.Offline, fmt.Sprintf("device %q: %v", d.id, err))
+}
+
+// frame is a response frame as the kernel reads it back.
+type frame struct {
+	OK    bool            `json:"ok"`
+	Data  json.RawMessage `json:"data"`
+	Error *abi.FrameError `json:"error"`
+}
+
+// fidReader reads a fid from its current offset.
+type fidReader struct{ f *client.Fid }
+
+func (r fidReader) Read(p []byte) (int, error) {
+	n, err := r.f.Read(p)
+	if n == 0 && err == nil {
+		return 0, io.EOF
+	}
+	return n, err
+}
+
+// Read is fs.read on the device.
+func (d *remoteDevice) Read(ctx context.Context, _ local.Who, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
+	b := *a
+	b.Target = ""
+	var r abi.FSReadResult
+	return &r, d.call(ctx, "fs.read", &b, &r, d.timeout)
+}
+
+// Write is fs.write on the device.
+func (d *remoteDevice) Write(ctx context.Context, _ local.Who, a *abi.FSWriteArgs) (*abi.FSWriteResult, error) {
+	b := *a
+	b.Target = ""
+	var r abi.FSWriteResult
+	return &r, d.call(ctx, "fs.write", &b, &r, d.timeout)
+}
+
+// Edit is fs.edit on the device.
+func (d *remoteDevice) Edit(ctx context.Context, _ local.Who, a *abi.FSEditArgs) (*abi.FSEditResult, error) {
+	b := *a
+	b.Target = ""
+	var r abi.FSEditResult
+	return &r, d.call(ctx, "fs.edit", &b, &r, d.timeout)
+}
+
+// Delete is fs.delete on the device.
+func (d *remoteDevice) Delete(ctx context.Context, _ local.Who, a *abi.FSDeleteArgs) (*abi.FSDeleteResult, error) {
+	b := *a
+	b.Target = ""
+	var r abi.FSDeleteResult
+	return &r, d.call(ctx, "fs.delete", &b, &r, d.timeout)
+}
+
+// Search is fs.search on the device: it runs there.
+func (d *remoteDevice) Search(ctx context.Context, _ local.Who, a *abi.FSSearchArgs) (*abi.FSSearchResult, error) {
+	b := *a
+	b.Target = ""
+	var r abi.FSSearchResult
+	return &r, d.call(ctx, "fs.search", &b, &r, d.timeout)
+}
+
+// Exec is shell.exec on the device, with the deadline min(11 min, the
+// command's timeout + 10 s).
+func (d *remoteDevice) Exec(ctx context.Context, _ local.Who, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
+	b := *a
+	b.Target = ""
+	timeout := 2 * time.Minute
+	if a.TimeoutMs > 0 {
+		timeout = time.Duration(a.TimeoutMs) * time.Millisecond
+	}
+	deadline := min(11*time.Minute, timeout+10*time.Second)
+	if a.SessionID != "" {
+		deadline = min(deadline, d.timeout+10*time.Second)
+	}
+	var r abi.ShellExecResult
+	return &r, d.call(ctx, "shell.exec", &b, &r, deadline)
+}
+
+// randomID is a random name for a connection.
+func randomID() string {
+	b := make([]byte, 10)
+	rand.Read(b)
+	return strings.ToLower(strings.TrimRight(base32.StdEncoding.EncodeToString(b), "="))
+}
+
+// ServeDevice serves one device connection that begins with
+// abi.DeviceMagic: it reads the hello (within helloTimeout), checks the
+// node token against the id it names (kernel.AuthenticateNode), registers
+// the device and answers a welcome; then it is the 9P client of the
+// device's tree until the connection ends, the token is revoked, the
+// device stops answering pings, a newer connection of the same id
+// supersedes it, ctx ends or the router closes. A refused hello is
+// answered with its error and the connection closed.
+func (r *Router) ServeDevice(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(helloTimeout))
+	br := bufio.NewReaderSize(c, 4096)
+	h, err := readHello(br)
+	if err != nil {
+		r.log.Debug("device hello refused", "remote", c.RemoteAddr().String(), "err", err)
+		writeWelcome(c, abi.DeviceWelcome{Error: err.Error()})
+		return
+	}
+	id, err := r.k.AuthenticateNode(ctx, h.Token, h.ID)
+	if err != nil {
+		r.log.Info("device refused", "device", h.ID, "remote", c.RemoteAddr().String(), "err", err)
+		writeWelcome(c, abi.DeviceWelcome{Error: err.Error()})
+		return
+	}
+	connID := "dc_" + randomID()
+	if err := r.Register(ctx, id.Uid, h, connID); err != nil {
+		writeWelcome(c, abi.DeviceWelcome{Error: err.Error()})
+		return
+	}
+	if err := writeWelcome(c, abi.DeviceWelcome{OK: true, ConnectionID: connID}); err != nil {
+		r.Disconnected(context.Background(), h.ID, connID)
+		return
+	}
+	if br.Buffered() > 0 {
+		r.Disconnected(context.Background(), h.ID, connID)
+		return // a device speaks no more until the kernel asks
+	}
+	c.SetDeadline(time.Now().Add(helloTimeout))
+	// The 9P client reads the connection all the time: its end (the
+	// device died, the network went) ends the device at once.
+	lost := make(chan error, 1)
+	cc, err := client.NewConn(&watchedConn{Conn: c, lost: lost})
+	var fsys *client.Fsys
+	if err == nil {
+		fsys, err = cc.Attach(nil, "kernel", "")
+	}
+	c.SetDeadline(time.Time{})
+	if err != nil {
+		r.log.Info("device tree refused", "device", h.ID, "err", err)
+		r.Disconnected(context.Background(), h.ID, connID)
+		return
+	}
+	d := &remoteDevice{id: h.ID, connID: connID, owner: id.Uid, implements: h.Implements, nc: c, fsys: fsys,
+		timeout: r.routeTimeout, log: r.log, done: make(chan struct{})}
+	d.tree = ninep.RemoteDir(fsys, "fs", ninep.RemoteOptions{Owner: r.ownerShown(ctx, id.Uid)})
+	r.attach(d)
+	r.log.Info("device connected", "device", d.id, "owner", d.owner, "platform", h.Platform, "version", h.Version, "implements", h.Implements)
+	go func() { // the connection's end, whoever sees it
+		select {
+		case err := <-lost:
+			d.close(fmt.Errorf("the connection was lost: %v", err))
+		case <-hangup(c, d.done):
+			d.close(errors.New("the device hung up"))
+		case <-id.Done():
+			d.close(errors.New("its token was revoked or expired"))
+		case <-ctx.Done():
+			d.close(errors.New("the kernel is stopping"))
+		case <-r.closing:
+			d.close(errors.New("the kernel is stopping"))
+		case <-d.done:
+		}
+	}()
+	r.ping(d)
+	r.detach(d)
+	r.log.Info("device disconnected", "device", d.id, "why", d.why)
+}
+
+// ownerShown is how the files of a device of uid show their owner.
+func (r *Router) ownerShown(ctx context.Context, uid uint32) *ninep.RemoteOwner {
+	o := &ninep.RemoteOwner{Uid: uid, Gid: kernel.UsersGID, User: fmt.Sprint(uid), Group: kernel.UsersGroup}
+	if u, err := r.k.UserOf(ctx, uid); err == nil {
+		o.User, o.Gid = u.Username, u.Gid
+		if u.HostUID != nil {
+			o.Uid = uint32(*u.HostUID)
+		}
+		if u.Gid == kernel.RootGID {
+			o.Group = "root"
+		}
+	}
+	return o
+}
+
+// hangup returns a channel closed when the peer of c hangs up (or the
+// connection fails), seen without reading c: the 9P client reads it only
+// while it waits for a reply, so a device that dies between calls would
+// otherwise go unnoticed until the next call or ping. It stops watching
+// when done closes. A conn that is not a socket is never seen to hang up.
+func hangup(c net.Conn, done <-chan struct{}) <-chan struct{} {
+	out := make(chan struct{})
+	for {
+		bc, ok := c.(*bufferedConn)
+		if !ok {
+			break
+		}
+		c = bc.Conn
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return out
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return out
+	}
+	fd := -1
+	rc.Control(func(f uintptr) { fd, _ = unix.Dup(int(f)) })
+	if fd < 0 {
+		return out
+	}
+	go func() {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			n, err := unix.Poll(fds, 500)
+			if err == unix.EINTR || n == 0 {
+				continue
+			}
+			if err != nil || fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+				close(out)
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// watchedConn is a net.Conn that reports the first error of a read.
+type watchedConn struct {
+	net.Conn
+	lost chan error
+	once sync.Once
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.once.Do(func() { c.lost <- err })
+	}
+	return n, err
+}
+
+// readHello reads the magic line and the hello.
+func readHello(br *bufio.Reader) (abi.DeviceHello, error) {
+	var h abi.DeviceHello
+	magic := make([]byte, len(abi.DeviceMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != abi.DeviceMagic {
+		return h, abi.E(abi.Op("device.hello"), abi.Invalid, "not a device: want "+strings.TrimSpace(abi.DeviceMagic))
+	}
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		return h, abi.E(abi.Op("device.hello"), abi.Invalid, fmt.Sprintf("no hello line within %d bytes: %v", maxHello, err))
+	}
+	dec := json.NewDecoder(strings.NewReader(string(line)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&h); err != nil {
+		return h, abi.E(abi.Op("device.hello"), abi.Invalid, fmt.Sprintf("malformed hello: %v", err))
+	}
+	if err := checkHello(h); err != nil {
+		return h, abi.E(abi.Op("device.hello"), err)
+	}
+	for _, s := range h.Implements {
+		if !slices.Contains(routable, s) {
+			return h, abi.E(abi.Op("device.hello"), abi.Invalid, fmt.Sprintf("implements %q: a device serves only %s", s, strings.Join(routable, ", ")))
+		}
+	}
+	return h, nil
+}
+
+// writeWelcome writes w as one JSON line.
+func writeWelcome(c net.Conn, w abi.DeviceWelcome) error {
+	b, err := json.Marshal(w)
+	if err != nil {
+		return err
+	}
+	_, err = c.Write(append(b, '\n'))
+	return err
+}
+
+// ping checks d every pingEvery until its connection ends: a device that
+// does not answer a stat of its root within pingTimeout is dropped, so
+// that its callers fail instead of waiting.
+func (r *Router) ping(d *remoteDevice) {
+	tick := time.NewTicker(pingEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-tick.C:
+		}
+		answered := make(chan error, 1)
+		go func() { _, err := d.fsys.Stat("."); answered <- err }()
+		select {
+		case err := <-answered:
+			if err != nil {
+				d.close(fmt.Errorf("its tree failed: %v", err))
+				return
+			}
+			r.Seen(context.Background(), d.id)
+		case <-time.After(pingTimeout):
+			d.close(fmt.Errorf("it did not answer for %s", pingTimeout))
+			return
+		case <-d.done:
+			return
+		}
+	}
+}
+
+// attach makes d the live connection of its id, ending the one it
+// supersedes.
+func (r *Router) attach(d *remoteDevice) {
+	r.mu.Lock()
+	old := r.remotes[d.id]
+	r.remotes[d.id] = d
+	r.mu.Unlock()
+	if old != nil {
+		old.close(errors.New("a newer connection of the device superseded it"))
+	}
+	r.bindDevice(d.id)
+}
+
+// detach forgets d if it is still its id's live connection and records
+// the device offline; shell sessions it ran fail.
+func (r *Router) detach(d *remoteDevice) {
+	d.close(errors.New("the connection ended"))
+	r.mu.Lock()
+	current := r.remotes[d.id] == d
+	if current {
+		delete(r.remotes, d.id)
+	}
+	for sid, sr := range r.shellRoutes {
+		if sr.dev == d {
+			sr.failed = true
+			r.shellRoutes[sid] = sr
+		}
+	}
+	r.mu.Unlock()
+	if err := r.Disconnected(context.Background(), d.id, d.connID); err != nil {
+		r.log.Warn("device disconnected: recording it", "device", d.id, "err", err)
+	}
+}
+
+// remote returns id's live connection, or nil.
+func (r *Router) remote(id string) *remoteDevice {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.remotes[id]
+}
+
+// shellRoute is where a routed shell session runs.
+type shellRoute struct {
+	dev    *remoteDevice
+	uid    uint32
+	failed bool // its device disconnected
+}

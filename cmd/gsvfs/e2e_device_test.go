@@ -1,7 +1,9 @@
 package main_test
 
 import (
+	"bufio"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,6 +133,54 @@ func TestE2EDevices(t *testing.T) {
 		}
 	})
 
+	// A scripted agent of alice's reads a device file and runs a device
+	// command; its instructions name the device, its approval the target.
+	t.Run("Agent", func(t *testing.T) {
+		M := d.mnt
+		if r := d.sh(`echo 'set config/ai/provider scripted' > "$1/sys/config/ctl" && echo 'set config/ai/script ~/turns.jsonl' > "$1/sys/config/ctl"`, M); r.code != 0 {
+			t.Fatalf("set the script: %v", r)
+		}
+		defer d.sh(`echo 'set config/ai/provider offline' > "$1/sys/config/ctl"`, M)
+		script := `{"tools":[{"name":"Read","args":{"target":"laptop","path":"project/README.md"}},{"name":"Shell","args":{"target":"laptop","command":"echo ran-in-$(pwd)","cwd":"project"}}],"expectUser":"check the laptop","expectSystem":"- laptop (linux/amd64): fs.read fs.write fs.edit fs.delete fs.search shell.exec"}
+{"text":"The laptop is fine."}
+`
+		if err := os.WriteFile(filepath.Join(d.state, "fs", "home", "alice", "turns.jsonl"), []byte(script), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sp := alice("spawn", "task", "--label", "devices")
+		pid := strings.TrimSpace(sp.stdout)
+		if sp.code != 0 || pid == "" {
+			t.Fatalf("gsv spawn: %v", sp)
+		}
+		P := M + "/proc/" + pid
+		read := func(p string) (string, error) {
+			r := d.shAs(aliceHost, `cat "$1"`, p)
+			if r.code != 0 {
+				return "", fmt.Errorf("%v", r)
+			}
+			return r.stdout, nil
+		}
+		if r := d.shAs(aliceHost, `echo 'check the laptop' > "$1/conversations/default/in"`, P); r.code != 0 {
+			t.Fatalf("send: %v", r)
+		}
+		hil, err := waitHil(t, read, P)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jsonField(hil, "target") != "laptop" {
+			t.Fatalf("the approval does not name the target: %s", hil)
+		}
+		id := jsonField(hil, "requestId")
+		if r := d.shAs(aliceHost, `echo "hil approve $2" > "$1/ctl"`, P, id); r.code != 0 {
+			t.Fatalf("approve: %v", r)
+		}
+		epWaitIdle(t, read, P)
+		h, _ := read(P + "/conversations/default/history")
+		if !strings.Contains(h, "hello from the laptop") || !strings.Contains(h, "ran-in-"+filepath.Join(export, "project")) {
+			t.Fatalf("the agent's history lacks the device's file or command:\n%s", h)
+		}
+	})
+
 	t.Run("Disconnect", func(t *testing.T) {
 		r := alice("call", "shell.exec", `{"target":"laptop","input":"sleep 30","background":true}`)
 		sid := jsonField(r.stdout, "sessionId")
@@ -161,7 +211,7 @@ func TestE2EDevices(t *testing.T) {
 	})
 
 	t.Run("Supersede", func(t *testing.T) {
-		other := t.TempDir()
+		other := top.TempDir()
 		os.MkdirAll(filepath.Join(other, "project"), 0o755)
 		os.WriteFile(filepath.Join(other, "project", "README.md"), []byte("the second connection\n"), 0o644)
 		second := startDevice(top, "--kernel", listen, "--id", "laptop", "--token", node, "--root", other)
@@ -202,6 +252,59 @@ func TestE2EDevices(t *testing.T) {
 		}
 	})
 
+	// A device that says garbage, or answers 9P with garbage, loses its
+	// connection; the kernel and the other devices go on.
+	t.Run("BadInput", func(t *testing.T) {
+		mustOK(t, call9p(t, root, "sys.token.create", map[string]any{"kind": "node", "uid": aliceUID, "allowedDeviceId": "rogue"}), &tok)
+		rogue := tok.Token.Token
+		dial := func() net.Conn {
+			c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			return c
+		}
+		welcome := func(c net.Conn) string {
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			return line
+		}
+		for name, hello := range map[string]string{
+			"not json":       "{garbage\n",
+			"unknown field":  `{"id":"rogue","token":"` + rogue + `","platform":"x","version":"1","implements":[],"extra":1}` + "\n",
+			"bad implements": `{"id":"rogue","token":"` + rogue + `","platform":"x","version":"1","implements":["sys.user.add"]}` + "\n",
+			"bad id":         `{"id":"../etc","token":"` + rogue + `","platform":"x","version":"1","implements":[]}` + "\n",
+		} {
+			c := dial()
+			c.Write([]byte("GSVDEVICE 1\n" + hello))
+			if w := welcome(c); !strings.Contains(w, `"ok":false`) {
+				t.Errorf("%s: welcome %q", name, w)
+			}
+			c.Close()
+		}
+		// A good hello, then garbage where the 9P replies go.
+		c := dial()
+		c.Write([]byte("GSVDEVICE 1\n" + `{"id":"rogue","token":"` + rogue + `","platform":"x","version":"1","implements":["fs.read"]}` + "\n"))
+		if w := welcome(c); !strings.Contains(w, `"ok":true`) {
+			t.Fatalf("welcome %q", w)
+		}
+		c.Write([]byte("\x03\x00\x00\x00garbage garbage garbage"))
+		buf := make([]byte, 4096)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				break // the kernel ended the connection
+			}
+		}
+		c.Close()
+		waitFor(t, 5*time.Second, "rogue offline", func() bool {
+			r := alice("call", "sys.device.get", `{"deviceId":"rogue"}`)
+			return r.code == 0 && !strings.Contains(r.stdout, `"online": true`)
+		})
+		if r := alice("call", "fs.read", `{"target":"laptop","path":"project/README.md"}`); r.code != 0 || !d.running() {
+			t.Fatalf("the other device after the rogue one: %v", r)
+		}
+	})
+
 	t.Run("BadTokens", func(t *testing.T) {
 		// A token bound to another id, and no token at all: refused, and
 		// the device never comes online.
@@ -232,4 +335,21 @@ func jsonField(s, key string) string {
 		return ""
 	}
 	return s[:j]
+}
+
+// waitHil polls a process's hil view until it shows a request, and
+// returns it.
+func waitHil(t *testing.T, read func(p string) (string, error), base string) (string, error) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		s, err := read(base + "/hil")
+		if err == nil && strings.TrimSpace(s) != "" {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no HIL request at %s: %q %v", base, s, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

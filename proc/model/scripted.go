@@ -33,6 +33,9 @@ type ScriptTurn struct {
 	// ExpectUser, if set, makes Complete fail unless the last User
 	// message contains it.
 	ExpectUser string `json:"expectUser,omitempty"`
+	// ExpectSystem, if set, makes Complete fail unless the system prompt
+	// contains it.
+	ExpectSystem string `json:"expectSystem,omitempty"`
 }
 
 // ScriptTool is one scripted tool call.
@@ -189,6 +192,9 @@ func (s *Scripted) Complete(ctx context.Context, req Request, delta func(string)
 		if !strings.Contains(got, t.ExpectUser) {
 			return Response{}, fmt.Errorf("scripted: turn %d expected the last user message to contain %q, got %q", turnNo, t.ExpectUser, truncateRunes(got, 200))
 		}
+	}
+	if t.ExpectSystem != "" && !strings.Contains(req.System, t.ExpectSystem) {
+		return Response{}, fmt.Errorf("scripted: turn %d expected the system prompt to contain %q, got %q", turnNo, t.ExpectSystem, truncateRunes(req.System, 400))
 	}
 	if t.Error != "" {
 		return Response{}, errors.New(t.Error)

@@ -181,6 +181,20 @@ func TestE2EDevices(t *testing.T) {
 		}
 	})
 
+	// The kernel's namespace mounted elsewhere with alice's user token
+	// over TCP: her device and its files are there.
+	t.Run("RemoteMount", func(t *testing.T) {
+		var ut struct {
+			Token struct{ Token string }
+		}
+		mustOK(t, call9p(t, root, "sys.token.create", map[string]any{"kind": "user", "uid": aliceUID}), &ut)
+		rm := startRemoteMount(t, d, listen, "--token", ut.Token.Token, "--user", "alice")
+		r := rm.sh(`cat "$1"/dev/laptop/status && cat "$1"/dev/laptop/fs/project/README.md && cat "$1"/proc/self/status 2>/dev/null; ls "$1"/home`, rm.mnt)
+		if r.code != 0 || !strings.Contains(r.stdout, "online: true") || !strings.Contains(r.stdout, "hello from the laptop") {
+			t.Fatalf("the remote mount: %v", r)
+		}
+	})
+
 	t.Run("Disconnect", func(t *testing.T) {
 		r := alice("call", "shell.exec", `{"target":"laptop","input":"sleep 30","background":true}`)
 		sid := jsonField(r.stdout, "sessionId")

@@ -23,6 +23,7 @@ const helloTimeout = 10 * time.Second
 // listener; the device connections among them go to the router.
 type splitListener struct {
 	net.Listener
+	sniff     time.Duration // how long a connection has to show what it is
 	r         *Router
 	ctx       context.Context
 	conns     chan net.Conn
@@ -32,12 +33,17 @@ type splitListener struct {
 }
 
 // SplitListener returns the listener of l's 9P connections: each
-// connection l accepts is sorted by its first bytes (within
-// helloTimeout), and a device's is served by the router (ServeDevice)
-// until ctx ends or the router closes. Closing the returned listener
-// closes l.
-func (r *Router) SplitListener(ctx context.Context, l net.Listener) net.Listener {
-	s := &splitListener{Listener: l, r: r, ctx: ctx, conns: make(chan net.Conn), done: make(chan struct{})}
+// connection l accepts is sorted by its first bytes, and a device's is
+// served by the router (ServeDevice) until ctx ends or the router closes.
+// A connection that sends nothing within sniff (helloTimeout if not
+// positive: give the 9P server's attach deadline, so that a silent client
+// is closed when the server would close it) is closed. Closing the
+// returned listener closes l.
+func (r *Router) SplitListener(ctx context.Context, l net.Listener, sniff time.Duration) net.Listener {
+	if sniff <= 0 {
+		sniff = helloTimeout
+	}
+	s := &splitListener{Listener: l, sniff: sniff, r: r, ctx: ctx, conns: make(chan net.Conn), done: make(chan struct{})}
 	r.wg.Add(1)
 	go s.accept()
 	return s
@@ -49,8 +55,10 @@ func (s *splitListener) accept() {
 	for {
 		c, err := s.Listener.Accept()
 		if err != nil {
-			s.acceptErr = err
-			s.once.Do(func() { close(s.done) })
+			s.once.Do(func() {
+				s.acceptErr = err
+				close(s.done)
+			})
 			return
 		}
 		s.r.wg.Add(1)
@@ -62,7 +70,7 @@ func (s *splitListener) accept() {
 func (s *splitListener) sort(c net.Conn) {
 	defer s.r.wg.Done()
 	br := bufio.NewReaderSize(c, 4096)
-	c.SetReadDeadline(time.Now().Add(helloTimeout))
+	c.SetReadDeadline(time.Now().Add(s.sniff))
 	head, err := br.Peek(4)
 	c.SetReadDeadline(time.Time{})
 	if err != nil {
@@ -88,7 +96,7 @@ func (s *splitListener) Accept() (net.Conn, error) {
 	select {
 	case c := <-s.conns:
 		return c, nil
-	case <-s.done:
+	case <-s.done: // acceptErr is set, if ever, before done closes
 		if s.acceptErr != nil {
 			return nil, s.acceptErr
 		}

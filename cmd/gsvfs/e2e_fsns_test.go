@@ -128,7 +128,7 @@ func TestE2EVFSFSCallCLI(t *testing.T) {
 	if r := gsvAs(0, env, "call", "fs.read", arg(map[string]any{"path": P + "/status"})); r.code != 0 || !strings.Contains(r.stdout, "label: cli-fs") {
 		t.Fatalf("fs.read status: %v", r)
 	}
-	if r := gsvAs(0, env, "call", "fs.read", arg(map[string]any{"path": "/etc/passwd", "target": "laptop"})); r.code == 0 || !strings.Contains(r.stderr, `fs.read: laptop: device "laptop" is offline`) {
+	if r := gsvAs(0, env, "call", "fs.read", arg(map[string]any{"path": "/etc/passwd", "target": "laptop"})); r.code == 0 || !strings.Contains(r.stderr, `fs.read: laptop: Device offline: "laptop"`) {
 		t.Fatalf("unknown target: %v", r)
 	}
 }

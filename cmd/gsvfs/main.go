@@ -199,7 +199,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 			return err
 		}
 		log.Info("serving 9P and devices", "addr", l.Addr().String(), "auth", "token")
-		l = dev.SplitListener(serveCtx, l) // devices dial the same address
+		l = dev.SplitListener(serveCtx, l, o.authTimeout) // devices dial the same address
 		serving.Go(func() {
 			srv.Serve(serveCtx, l, func(net.Conn) vfs.Peer { return vfs.Peer{Transport: "9p-tcp", HostUID: -1, HostGID: -1} })
 		})

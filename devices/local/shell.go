@@ -214,7 +214,8 @@ func (sh *Shell) Exec(ctx context.Context, who Who, a *abi.ShellExecArgs) (*abi.
 		return notStarted(err), nil
 	}
 	if a.Background {
-		return s.running(), nil
+		// At once, with no output: what the command writes is the polls'.
+		return &abi.ShellExecResult{Status: "running", SessionID: s.id}, nil
 	}
 	_, wait := sh.jobs.limits()
 	budget := time.NewTimer(wait)

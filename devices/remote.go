@@ -530,6 +530,7 @@ func (r *Router) detach(d *remoteDevice) {
 		}
 	}
 	r.mu.Unlock()
+	r.failShellSessions(d)
 	if err := r.Disconnected(context.Background(), d.id, d.connID); err != nil {
 		r.log.Warn("device disconnected: recording it", "device", d.id, "err", err)
 	}
@@ -540,11 +541,4 @@ func (r *Router) remote(id string) *remoteDevice {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.remotes[id]
-}
-
-// shellRoute is where a routed shell session runs.
-type shellRoute struct {
-	dev    *remoteDevice
-	uid    uint32
-	failed bool // its device disconnected
 }

@@ -83,6 +83,9 @@ func New(k *kernel.Kernel, opts Options) (*Router, error) {
 	if err := offlineAll(context.Background(), k.Store); err != nil {
 		return nil, err
 	}
+	if err := openShellSessions(context.Background(), k.Store); err != nil {
+		return nil, err
+	}
 	d, err := openLocal(k, opts.Local)
 	if err != nil {
 		return nil, err
@@ -232,26 +235,14 @@ func (r *Router) search(ctx context.Context, c *kernel.Caller, a *abi.FSSearchAr
 }
 
 // exec is shell.exec, routed. A call that continues a session (its
-// sessionId, no target) goes where the session runs: a device session
-// whose device has disconnected answers failed "Device disconnected"
-// from its record, without the device. A start that returns running on a
-// device records where its session runs; its final result forgets it.
+// sessionId, no target) goes where the session runs (see shellroute.go).
 func (r *Router) exec(ctx context.Context, c *kernel.Caller, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
 	if a.SessionID != "" && a.Target == "" {
-		r.mu.Lock()
-		sr, ok := r.shellRoutes[a.SessionID]
-		if ok && sr.uid != c.Uid && !c.IsRoot() {
-			ok = false
-		}
-		if ok && sr.failed {
-			delete(r.shellRoutes, a.SessionID)
-		}
-		r.mu.Unlock()
-		if ok {
-			if sr.failed {
-				return &abi.ShellExecResult{Status: "failed", Error: "Device disconnected", SessionID: a.SessionID}, nil
+		if res, d, ok, err := r.continueRouted(ctx, c, a.SessionID); ok || err != nil {
+			if err != nil || res != nil {
+				return res, err
 			}
-			return r.execOn(ctx, c, sr.dev, a)
+			return r.execOn(ctx, c, d, a)
 		}
 	}
 	d, err := r.route(ctx, c, "shell.exec", a.Target)
@@ -262,24 +253,4 @@ func (r *Router) exec(ctx context.Context, c *kernel.Caller, a *abi.ShellExecArg
 		return r.execOn(ctx, c, rd, a)
 	}
 	return d.Exec(ctx, whoOf(c), a)
-}
-
-// execOn is shell.exec on the remote device d, keeping the record of the
-// session it runs.
-func (r *Router) execOn(ctx context.Context, c *kernel.Caller, d *remoteDevice, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
-	res, err := d.Exec(ctx, whoOf(c), a)
-	if err != nil {
-		return nil, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch {
-	case res.Status == "running" && res.SessionID != "":
-		r.shellRoutes[res.SessionID] = shellRoute{dev: d, uid: c.Uid}
-	case res.SessionID != "":
-		delete(r.shellRoutes, res.SessionID)
-	case a.SessionID != "":
-		delete(r.shellRoutes, a.SessionID)
-	}
-	return res, nil
 }

@@ -18,7 +18,12 @@ import (
 // daemon has them.
 func newSpace(t *testing.T) (*kerneltest.Env, *ns.Space) {
 	t.Helper()
-	e := kerneltest.Open(t)
+	return newSpaceOn(t, kerneltest.Open(t))
+}
+
+// newSpaceOn is newSpace on the kernel of e.
+func newSpaceOn(t *testing.T, e *kerneltest.Env) (*kerneltest.Env, *ns.Space) {
+	t.Helper()
 	space := ns.New(e.K)
 	r, err := New(e.K, Options{Local: local.Options{Logger: kerneltest.Quiet()}})
 	if err != nil {

@@ -43,6 +43,15 @@ var migrations = []string{
 		PRIMARY KEY (device_id, gid));`,
 	`INSERT INTO group_caps(gid,cap) SELECT 100,c.cap FROM (SELECT 'sys.device.update' AS cap UNION ALL SELECT 'sys.device.grant') c
 		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap=c.cap)`,
+	// The shell sessions running on devices, by session id: where a poll
+	// goes, and, once the device is gone, what it answers.
+	`CREATE TABLE device_shell_sessions (
+		session_id TEXT PRIMARY KEY,
+		device_id TEXT NOT NULL,
+		connection_id TEXT NOT NULL,
+		uid INTEGER NOT NULL,
+		failed INTEGER NOT NULL DEFAULT 0,
+		updated_at INTEGER NOT NULL)`,
 }
 
 // Config keys of the process capability: the system's (root sets it),

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -201,8 +202,26 @@ func TestE2EDevices(t *testing.T) {
 		if sid == "" {
 			t.Fatalf("a background start: %v", r)
 		}
+		// A handle open on the device's file when it dies fails at once.
+		held := exec.Command("setpriv", "--reuid", strconv.Itoa(aliceHost), "--regid", strconv.Itoa(aliceHost), "--clear-groups",
+			"bash", "-c", `exec 3<"$1"; read -r first <&3; echo "$first"; sleep 1; cat <&3 && echo read-on || echo read-failed`, "sh",
+			filepath.Join(d.mnt, "dev/laptop/fs/project/README.md"))
+		var heldOut syncBuffer
+		held.Stdout, held.Stderr = &heldOut, &heldOut
+		if err := held.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "the handle open", func() bool { return strings.Contains(heldOut.String(), "hello") })
 		dev.kill()
 		waitFor(t, 5*time.Second, "the device offline", func() bool { return !online() })
+		heldDone := make(chan struct{})
+		go func() { held.Wait(); close(heldDone) }()
+		select {
+		case <-heldDone:
+		case <-time.After(10 * time.Second):
+			held.Process.Kill()
+			t.Fatalf("a read on a dead device's handle hangs: %q", heldOut.String())
+		}
 		r = alice("call", "fs.read", `{"target":"laptop","path":"project/README.md"}`)
 		if r.code == 0 || !strings.Contains(r.stderr, "(503)") {
 			t.Fatalf("fs.read on a killed device: %v", r)

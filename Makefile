@@ -66,6 +66,8 @@ fuzz:
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server).
+BENCH_DEBS := $(if $(wildcard /usr/sbin/sshd),,openssh-server) $(if $(shell command -v sshfs),,sshfs)
+bench: DEBS += $(BENCH_DEBS)
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 20m ./cmd/gsvfs ./devices ./devices/local ./proc ./sched
 

@@ -61,9 +61,17 @@ const RemoteChunk = MaxMsize - ioHdrSize
 const RemoteReadAhead = 16
 
 // readdirTTL is how long the attributes a directory listing returned stand
-// for its nodes' Attr (a listing followed by a stat of each entry makes one
-// round trip, not one per entry).
+// for its nodes' Attr, and for one Lookup of each of its names (a listing
+// followed by a stat or a lookup of each entry, as FUSE's READDIRPLUS and
+// find(1) make, costs one round trip, not one per entry). Each entry
+// answers at most one Lookup; a change made through the RemoteDir in the
+// directory (create, mkdir, remove, rename, setattr, a write or truncate
+// through a handle of one of its files) forgets the listing.
 const readdirTTL = time.Second
+
+// maxListings bounds how many directories' listings a RemoteDir keeps for
+// Lookup at once (each for readdirTTL at most).
+const maxListings = 256
 
 // nonblockWait is how long a read on a non-blocking descriptor
 // (vfs.Nonblocking) waits for its Tread before it says ErrWouldBlock; 9P
@@ -130,6 +138,74 @@ type remote struct {
 	deadErr  error // set before dead is closed
 
 	ids sync.Map // "u:name" or "g:name" -> uint32
+
+	// listings holds the attributes of the last listing of each
+	// directory (by path) while it is fresh, for LookupAttr.
+	listMu   sync.Mutex
+	listings map[string]*listing
+}
+
+// listing is what one ReadDir of a directory returned, by name; each name
+// is taken out when a Lookup uses it.
+type listing struct {
+	until time.Time
+	attrs map[string]vfs.Attr
+}
+
+// remember keeps the listing of dir for readdirTTL.
+func (r *remote) remember(dir string, attrs map[string]vfs.Attr, until time.Time) {
+	r.listMu.Lock()
+	defer r.listMu.Unlock()
+	if r.listings == nil {
+		r.listings = map[string]*listing{}
+	}
+	if len(r.listings) >= maxListings {
+		now := time.Now()
+		for p, l := range r.listings {
+			if now.After(l.until) {
+				delete(r.listings, p)
+			}
+		}
+		if len(r.listings) >= maxListings {
+			clear(r.listings)
+		}
+	}
+	r.listings[dir] = &listing{until: until, attrs: attrs}
+}
+
+// listed returns, and takes out, the attributes of name in the fresh
+// listing of dir, if there is one and it holds name.
+func (r *remote) listed(dir, name string) (vfs.Attr, bool) {
+	r.listMu.Lock()
+	defer r.listMu.Unlock()
+	l := r.listings[dir]
+	if l == nil {
+		return vfs.Attr{}, false
+	}
+	if time.Now().After(l.until) {
+		delete(r.listings, dir)
+		return vfs.Attr{}, false
+	}
+	a, ok := l.attrs[name]
+	if ok {
+		delete(l.attrs, name)
+	}
+	return a, ok
+}
+
+// forget drops the listing of dir: something in it changed.
+func (r *remote) forget(dir string) {
+	r.listMu.Lock()
+	delete(r.listings, dir)
+	r.listMu.Unlock()
+}
+
+// parent is the path of the directory holding p.
+func parent(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
 }
 
 // lost returns the error of every call once the connection has failed,
@@ -412,6 +488,7 @@ func (n *remoteNode) setAttr(ctx context.Context, cred vfs.Cred, s vfs.SetAttr, 
 		set = true
 	}
 	if set {
+		n.r.forget(parent(n.path))
 		if _, err := do(ctx, n.r, func() (struct{}, error) { return struct{}{}, n.r.fsys.Wstat(n.path, &d) }, nil); err != nil {
 			return vfs.Attr{}, err
 		}
@@ -455,6 +532,9 @@ func (d *remoteDir) LookupAttr(ctx context.Context, cred vfs.Cred, name string) 
 		return nil, vfs.Attr{}, vfs.ErrNotExist
 	}
 	p := d.child(name)
+	if a, ok := d.r.listed(d.path, name); ok {
+		return d.r.node(p, a), a, nil
+	}
 	dir, err := do(ctx, d.r, func() (*plan9.Dir, error) { return d.r.fsys.Stat(p) }, nil)
 	if err != nil {
 		return nil, vfs.Attr{}, err
@@ -490,11 +570,13 @@ func (d *remoteDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry,
 	}
 	until := time.Now().Add(readdirTTL)
 	out := make([]vfs.DirEntry, 0, len(dirs))
+	attrs := make(map[string]vfs.Attr, len(dirs))
 	for _, di := range dirs {
 		if di.Name == "" || di.Name == "." || di.Name == ".." || strings.Contains(di.Name, "/") {
 			continue
 		}
 		a := d.r.attr(di)
+		attrs[di.Name] = a
 		n := d.r.node(d.child(di.Name), a)
 		switch n := n.(type) {
 		case *remoteDir:
@@ -504,6 +586,7 @@ func (d *remoteDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry,
 		}
 		out = append(out, vfs.DirEntry{Name: di.Name, Node: n})
 	}
+	d.r.remember(d.path, attrs, until)
 	return out, nil
 }
 
@@ -534,6 +617,7 @@ func (d *remoteDir) Create(ctx context.Context, cred vfs.Cred, name string, flag
 		return nil, nil, vfs.Errorf(syscall.EINVAL, "bad file name")
 	}
 	p := d.child(name)
+	d.r.forget(d.path)
 	mode := omode(flags)
 	fid, err := do(ctx, d.r, func() (*client.Fid, error) {
 		return d.r.fsys.Create(p, mode, plan9.Perm(perm.Perm()))
@@ -550,7 +634,7 @@ func (d *remoteDir) Create(ctx context.Context, cred vfs.Cred, name string, flag
 		return nil, nil, err
 	}
 	f := &remoteFile{remoteNode: remoteNode{r: d.r, path: p}}
-	return f, newRemoteHandle(d.r, fid, false, flags), nil
+	return f, newRemoteHandle(d.r, p, fid, false, flags), nil
 }
 
 // Mkdir implements vfs.Creator with a Tcreate of a directory.
@@ -562,6 +646,7 @@ func (d *remoteDir) Mkdir(ctx context.Context, cred vfs.Cred, name string, perm 
 		return nil, vfs.Errorf(syscall.EINVAL, "bad file name")
 	}
 	p := d.child(name)
+	d.r.forget(d.path)
 	_, err := do(ctx, d.r, func() (struct{}, error) {
 		fid, err := d.r.fsys.Create(p, plan9.OREAD, plan9.DMDIR|plan9.Perm(perm.Perm()))
 		if err != nil {
@@ -583,6 +668,7 @@ func (d *remoteDir) Remove(ctx context.Context, cred vfs.Cred, name string, dir 
 		return err
 	}
 	p := d.child(name)
+	d.r.forget(d.path)
 	_, err := do(ctx, d.r, func() (struct{}, error) { return struct{}{}, d.r.fsys.Remove(p) }, nil)
 	return err
 }
@@ -603,6 +689,7 @@ func (d *remoteDir) Rename(ctx context.Context, cred vfs.Cred, name string, newD
 		return nil
 	}
 	p := d.child(name)
+	d.r.forget(d.path)
 	var st plan9.Dir
 	st.Null()
 	st.Name = newName
@@ -634,12 +721,15 @@ func (f *remoteFile) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Ha
 		return nil, err
 	}
 	mode := omode(flags)
+	if flags&os.O_TRUNC != 0 {
+		f.r.forget(parent(f.path))
+	}
 	fid, err := do(ctx, f.r, func() (*client.Fid, error) { return f.r.fsys.Open(f.path, mode) }, closeFid)
 	if err != nil {
 		return nil, err
 	}
 	bulk := !f.excl && f.size.Load() > 0 && flags&os.O_TRUNC == 0
-	return newRemoteHandle(f.r, fid, bulk, flags), nil
+	return newRemoteHandle(f.r, f.path, fid, bulk, flags), nil
 }
 
 func closeFid(fid *client.Fid) { fid.Close() }
@@ -647,6 +737,7 @@ func closeFid(fid *client.Fid) { fid.Close() }
 // remoteHandle is an open file of the server: one fid.
 type remoteHandle struct {
 	r      *remote
+	dir    string // the path of the file's directory
 	fid    *client.Fid
 	bulk   bool // a data file: read in pieces, concurrently, at offsets
 	append bool // O_APPEND: write at the end
@@ -665,8 +756,8 @@ type pendingRead struct {
 	err  error
 }
 
-func newRemoteHandle(r *remote, fid *client.Fid, bulk bool, flags int) *remoteHandle {
-	return &remoteHandle{r: r, fid: fid, bulk: bulk, append: flags&os.O_APPEND != 0, turn: make(chan struct{}, 1)}
+func newRemoteHandle(r *remote, p string, fid *client.Fid, bulk bool, flags int) *remoteHandle {
+	return &remoteHandle{r: r, dir: parent(p), fid: fid, bulk: bulk, append: flags&os.O_APPEND != 0, turn: make(chan struct{}, 1)}
 }
 
 // Read implements vfs.Handle (see RemoteDir for how).
@@ -824,6 +915,7 @@ func (h *remoteHandle) startRead(off int64, size int) *pendingRead {
 // length a Tstat gives). p is copied first: an abandoned write goes on.
 func (h *remoteHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	b := append([]byte(nil), p...)
+	h.r.forget(h.dir)
 	return do(ctx, h.r, func() (int, error) {
 		if h.append {
 			d, err := h.fid.Stat()
@@ -841,6 +933,7 @@ func (h *remoteHandle) Truncate(ctx context.Context, size int64) error {
 	var d plan9.Dir
 	d.Null()
 	d.Length = uint64(size)
+	h.r.forget(h.dir)
 	_, err := do(ctx, h.r, func() (struct{}, error) { return struct{}{}, h.fid.Wstat(&d) }, nil)
 	return err
 }

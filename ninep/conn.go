@@ -71,6 +71,14 @@ type request struct {
 	flushes []uint16 // tags of Tflushes to answer after this request
 
 	charged *principal // what r counts against as a request in flight; owned by r's goroutine
+
+	// For Tclunk and Tremove: the fid, already out of the table (with a
+	// reference for r), or why it could not be taken. The connection
+	// loop takes it in arrival order, so that a request that comes after
+	// the Tclunk may reuse the number at once: a client may free a fid's
+	// number as it sends the Tclunk (9fans.net/go/plan9/client does).
+	unlinked    *fid
+	unlinkedErr error
 }
 
 func (s *Server) newConn(nc net.Conn, peer vfs.Peer) *conn {
@@ -306,6 +314,12 @@ func (c *conn) dispatch(fc proto.FCall) {
 	}
 	c.reqs[tag] = r
 	c.mu.Unlock()
+	switch m := fc.(type) {
+	case *proto.TClunk:
+		r.unlinked, r.unlinkedErr = c.takeFid(m.Fid)
+	case *proto.TRemove:
+		r.unlinked, r.unlinkedErr = c.takeFid(m.Fid)
+	}
 	c.wg.Add(1)
 	select {
 	case c.work <- r: // an idle worker takes it

@@ -223,6 +223,20 @@ func (c *conn) unlinkFid(f *fid) bool {
 	return true
 }
 
+// takeFid removes fid num from the table and returns it with a reference
+// for the caller (who must finish it), or errUnknownFid.
+func (c *conn) takeFid(num uint32) (*fid, error) {
+	f, err := c.getFid(num)
+	if err != nil {
+		return nil, err
+	}
+	if !c.unlinkFid(f) {
+		c.putFid(f)
+		return nil, errUnknownFid
+	}
+	return f, nil
+}
+
 // closeHandle closes f's handle, if any. It is called once, when the last
 // reference to f goes.
 func (c *conn) closeHandle(f *fid) error {

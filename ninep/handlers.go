@@ -512,19 +512,16 @@ func (c *conn) write(r *request, m *proto.TWrite) (proto.FCall, error) {
 	return &proto.RWrite{Header: hdr(r, proto.Rwrite), Count: uint32(n)}, nil
 }
 
-// clunk handles Tclunk. Checked: fid exists. The fid is forgotten whatever
+// clunk handles Tclunk. Checked: fid exists (the connection loop took it
+// out of the table as the Tclunk arrived). The fid is forgotten whatever
 // else happens. An open handle that is a vfs.Flusher is flushed and its
 // error reported; the handle is then closed (at once, or when the last
 // request still using the fid returns) and, if closed at once, Close's
 // error is reported. Always answered, even if flushed.
 func (c *conn) clunk(r *request, m *proto.TClunk) (proto.FCall, error) {
-	f, err := c.getFid(m.Fid)
+	f, err := r.unlinked, r.unlinkedErr // taken from the table on arrival
 	if err != nil {
 		return nil, err
-	}
-	if !c.unlinkFid(f) {
-		c.putFid(f)
-		return nil, errUnknownFid
 	}
 	err = c.finish(r, f)
 	if err != nil {
@@ -554,13 +551,9 @@ func (c *conn) finish(r *request, f *fid) (err error) {
 // (as by Tclunk) whether or not the removal succeeds; the removal's error
 // comes first. Always answered, even if flushed.
 func (c *conn) remove(r *request, m *proto.TRemove) (reply proto.FCall, err error) {
-	f, err := c.getFid(m.Fid)
+	f, err := r.unlinked, r.unlinkedErr // taken from the table on arrival
 	if err != nil {
 		return nil, err
-	}
-	if !c.unlinkFid(f) {
-		c.putFid(f)
-		return nil, errUnknownFid
 	}
 	defer func() { // deferred so that a panicking Remove still clunks
 		if ferr := c.finish(r, f); err == nil && ferr != nil {

@@ -666,3 +666,25 @@ func TestServeShutdown(t *testing.T) {
 		t.Errorf("%d subscriptions open after shutdown", n)
 	}
 }
+
+// A fid's number may be used again by the request that follows its
+// Tclunk (or Tremove), before the Rclunk: the connection takes the fid
+// out of its table as the message arrives, in order.
+func TestFidReusedAfterClunk(t *testing.T) {
+	_, sock := rawServer(t, &Server{})
+	rc := dialRaw(t, sock)
+	rc.setup(8192)
+	for i := 0; i < 200; i++ {
+		mustR[*proto.RWalk](t, rc.rpc(twalk(2, 0, 7)))
+		rc.send(tclunk(3, 7))
+		rc.send(twalk(4, 0, 7)) // pipelined: no wait for the Rclunk
+		got := map[uint16]proto.FCall{}
+		for len(got) < 2 {
+			fc := rc.recv()
+			got[fc.GetTag()] = fc
+		}
+		mustR[*proto.RClunk](t, got[3])
+		mustR[*proto.RWalk](t, got[4])
+		mustR[*proto.RClunk](t, rc.rpc(tclunk(5, 7)))
+	}
+}

@@ -188,3 +188,37 @@ func TestNodeTokenDevice(t *testing.T) {
 		}
 	}
 }
+
+// A device authenticates with a live node token bound to its id: as the
+// token's owner in role driver, with the token's lease; a token bound to
+// another id, a user token, a revoked token and garbage are refused.
+func TestAuthenticateNode(t *testing.T) {
+	k, _, alice, _ := newKernel(t)
+	ctx := context.Background()
+	laptop := "laptop"
+	node := createToken(t, k, alice, &abi.TokenCreateArgs{Kind: "node", AllowedDeviceID: &laptop})
+	user := createToken(t, k, alice, &abi.TokenCreateArgs{Kind: "user"})
+	id, err := k.AuthenticateNode(ctx, node.Token, "laptop")
+	if err != nil || id.Uid != alice.Uid || id.Role != "driver" || id.Done() == nil {
+		t.Fatalf("node token for its device: %+v, %v", id, err)
+	}
+	if _, err := k.AuthenticateNode(ctx, node.Token, "phone"); abi.Code(err) != 403 || !strings.Contains(err.Error(), `bound to device "laptop"`) {
+		t.Fatalf("node token for another device: %v", err)
+	}
+	for name, raw := range map[string]string{"user token": user.Token, "garbage": "gsv_node_nope"} {
+		if _, err := k.AuthenticateNode(ctx, raw, "laptop"); abi.Code(err) != 403 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.revoke", &abi.TokenRevokeArgs{TokenID: node.TokenID}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-id.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the device's lease did not end with its token")
+	}
+	if _, err := k.AuthenticateNode(ctx, node.Token, "laptop"); abi.Code(err) != 403 {
+		t.Fatalf("a revoked node token: %v", err)
+	}
+}

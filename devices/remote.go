@@ -487,10 +487,7 @@ func (r *Router) ping(d *remoteDevice) {
 		go func() { _, err := d.fsys.Stat("."); answered <- err }()
 		select {
 		case err := <-answered:
-			// An Rerror is an answer: the device is alive (a stat can
-			// fail for a reason of its own, e.g. "fid in use" when the
-			// client reuses a fid number whose Tclunk the device has not
-			// yet handled).
+			// An Rerror is an answer: the device is alive.
 			var rerr client.Error
 			if err != nil && !errors.As(err, &rerr) {
 				d.close(fmt.Errorf("its tree failed: %v", err))

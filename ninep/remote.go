@@ -548,27 +548,35 @@ func (d *remoteDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry,
 	if err := d.r.access(ctx, cred, vfs.WantRead); err != nil {
 		return nil, err
 	}
-	dirs, err := do(ctx, d.r, func() ([]*plan9.Dir, error) {
+	type listed struct {
+		dirs []*plan9.Dir
+		self *plan9.Dir
+	}
+	got, err := do(ctx, d.r, func() (listed, error) {
 		fid, err := d.r.fsys.Open(d.path, plan9.OREAD)
 		if err != nil {
-			return nil, err
+			return listed{}, err
 		}
 		defer fid.Close()
 		dirs, err := fid.Dirreadall()
 		if err != nil {
-			return nil, err
+			return listed{}, err
 		}
 		// Dirreadall ends at the first empty read, which is also what
-		// a connection's end looks like: make sure it is alive.
-		if _, err := fid.Stat(); err != nil {
-			return nil, err
+		// a connection's end looks like: make sure it is alive. The
+		// stat answers the directory's own next Attr too.
+		self, err := fid.Stat()
+		if err != nil {
+			return listed{}, err
 		}
-		return dirs, nil
+		return listed{dirs, self}, nil
 	}, nil)
 	if err != nil {
 		return nil, err
 	}
+	dirs := got.dirs
 	until := time.Now().Add(readdirTTL)
+	d.cached.Store(&cachedAttr{d.r.attr(got.self), until})
 	out := make([]vfs.DirEntry, 0, len(dirs))
 	attrs := make(map[string]vfs.Attr, len(dirs))
 	for _, di := range dirs {

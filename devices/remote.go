@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base32"
 	"encoding/json"
 	"errors"
@@ -383,6 +384,9 @@ func hangup(c net.Conn, done <-chan struct{}) <-chan struct{} {
 			break
 		}
 		c = bc.Conn
+	}
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn() // watch the socket under the TLS session
 	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {

@@ -294,6 +294,7 @@ func TestParseAddr(t *testing.T) {
 		{"tcp!example.com!9fs", "tcp", "example.com:564"},
 		{"net!10.0.0.1!99", "tcp", "10.0.0.1:99"},
 		{"tcp!::1!564", "tcp", "[::1]:564"},
+		{"tls!example.com!5641", "tls", "example.com:5641"},
 	} {
 		n, a, err := ParseAddr(tc.in)
 		if err != nil || n != tc.network || a != tc.addr {

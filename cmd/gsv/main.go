@@ -132,7 +132,11 @@ func mount() (*client.Fsys, error) {
 	if t := os.Getenv("GSV_TOKEN"); t != "" {
 		token = []byte(t)
 	}
-	fsys, err := ninep.Mount(Addr(), user, token)
+	conf, err := ninep.CAConfig(os.Getenv("GSV_TLS_CA"))
+	if err != nil {
+		return nil, err
+	}
+	fsys, err := ninep.Dialer{TLS: conf}.Mount(Addr(), user, token)
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", Addr(), err)
 	}

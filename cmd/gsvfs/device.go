@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +40,7 @@ type deviceOptions struct {
 	readOnly bool
 	noShell  bool
 	logLevel string
+	tlsCA    string // whom a tls!host!port kernel address trusts
 }
 
 // Backoff of the device daemon's reconnects.
@@ -76,13 +78,14 @@ func deviceCmd() *cobra.Command {
 			return runDevice(ctx, o)
 		},
 	}
-	cmd.Flags().StringVar(&o.kernel, "kernel", "", "the kernel's dial string, e.g. tcp!kernel.example!5640")
+	cmd.Flags().StringVar(&o.kernel, "kernel", "", "the kernel's dial string, e.g. tcp!kernel.example!5640 or tls!kernel.example!5641")
 	cmd.Flags().StringVar(&o.id, "id", "", "this device's id (the node token is bound to it)")
 	cmd.Flags().StringVar(&o.token, "token", "", "the node token ($GSV_TOKEN)")
 	cmd.Flags().StringVar(&o.root, "root", "", "the directory to export (default: your home)")
 	cmd.Flags().BoolVar(&o.readOnly, "read-only", false, "refuse every write")
 	cmd.Flags().BoolVar(&o.noShell, "no-shell", false, "serve no shell.exec")
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().StringVar(&o.tlsCA, "tls-ca", "", "with --kernel tls!host!port: trust the PEM certificates in this file ($GSV_TLS_CA; default: the system's roots)")
 	return cmd
 }
 
@@ -123,12 +126,20 @@ func runDevice(ctx context.Context, o deviceOptions) error {
 // welcome, and serves the export's tree over 9P until the connection
 // ends.
 func serveKernel(ctx context.Context, o deviceOptions, ex *export.Export, log *slog.Logger) error {
-	nc, err := ninep.Dial(o.kernel)
+	dialer, err := kernelDialer(o.tlsCA)
+	if err != nil {
+		return err
+	}
+	nc, err := dialer.Dial(o.kernel)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	if tc, ok := nc.(*net.TCPConn); ok {
+	tcp := nc
+	if tc, ok := nc.(*tls.Conn); ok {
+		tcp = tc.NetConn()
+	}
+	if tc, ok := tcp.(*net.TCPConn); ok {
 		tc.SetKeepAlive(true)
 		tc.SetKeepAlivePeriod(15 * time.Second)
 	}

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,8 @@ type options struct {
 	maxInflight int           // ninep.Server.MaxPrincipalInflight
 
 	routeTimeout time.Duration // devices.Options.RouteTimeout
+
+	tlsCert, tlsKey string // the certificate and key of tls!host!port listeners
 }
 
 func rootCmd() *cobra.Command {
@@ -66,6 +69,8 @@ func rootCmd() *cobra.Command {
 	root.PersistentFlags().DurationVar(&o.authTimeout, "9p-auth-timeout", ninep.DefaultAuthTimeout, "close a 9P connection that has not attached within this time (0: never)")
 	root.PersistentFlags().IntVar(&o.maxConns, "9p-max-conns", ninep.DefaultMaxConns, "9P connections one host uid, token, or not yet attached TCP address may hold at once (0: no limit)")
 	root.PersistentFlags().IntVar(&o.maxFids, "9p-max-fids", ninep.DefaultMaxFids, "9P fids one host uid or token may hold at once across its connections (0: no limit)")
+	root.PersistentFlags().StringVar(&o.tlsCert, "tls-cert", "", "the PEM certificate (chain) of --listen tls!host!port")
+	root.PersistentFlags().StringVar(&o.tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
 	root.PersistentFlags().DurationVar(&o.routeTimeout, "device-route-timeout", devices.DefaultRouteTimeout, "how long a call routed to a remote device may take before its caller gets 504")
 	root.PersistentFlags().IntVar(&o.maxInflight, "9p-max-inflight", ninep.DefaultMaxPrincipalInflight, "9P requests one host uid or token may have in flight at once across its connections; one more gets an error at once (0: no limit)")
 	var ro remoteOptions
@@ -83,7 +88,8 @@ func rootCmd() *cobra.Command {
 		},
 	}
 	mount.Flags().BoolVar(&o.debug, "fuse-debug", false, "log every FUSE request")
-	mount.Flags().StringVar(&ro.kernel, "kernel", "", "mount the namespace of the kernel at this 9P dial string (tcp!host!port, unix!path) instead of running one")
+	mount.Flags().StringVar(&ro.kernel, "kernel", "", "mount the namespace of the kernel at this 9P dial string (tcp!host!port, tls!host!port, unix!path) instead of running one")
+	mount.Flags().StringVar(&ro.tlsCA, "tls-ca", "", "with --kernel tls!...: trust the PEM certificates in this file ($GSV_TLS_CA; default: the system's roots)")
 	mount.Flags().StringVar(&ro.token, "token", "", "with --kernel: the token to attach with; $GSV_TOKEN (none: a unix socket's peer credentials)")
 	mount.Flags().StringVar(&ro.user, "user", "", "with --kernel: the user name to attach as; $GSV_USER, else the login name")
 	serve := &cobra.Command{
@@ -194,7 +200,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 	defer func() { stopServing(); dev.EndCommands(); serving.Wait() }()
 	serving.Go(func() { srv.Serve(serveCtx, ul, unixPeer) })
 	for _, addr := range o.listen {
-		l, err := listenDial(addr)
+		l, err := listenDial(addr, o)
 		if err != nil {
 			return err
 		}
@@ -275,19 +281,34 @@ func listenUnix(path string) (net.Listener, error) {
 }
 
 // listenDial listens on a Plan 9 dial string: tcp!host!port or unix!path.
-func listenDial(addr string) (net.Listener, error) {
+func listenDial(addr string, o options) (net.Listener, error) {
 	f := strings.Split(addr, "!")
 	switch {
-	case len(f) == 3 && (f[0] == "tcp" || f[0] == "net"):
+	case len(f) == 3 && (f[0] == "tcp" || f[0] == "net" || f[0] == "tls"):
 		host := f[1]
 		if host == "*" {
 			host = ""
 		}
-		return net.Listen("tcp", net.JoinHostPort(host, f[2]))
+		var conf *tls.Config
+		if f[0] == "tls" {
+			if o.tlsCert == "" || o.tlsKey == "" {
+				return nil, errors.New("--listen " + addr + ": a tls listener needs --tls-cert and --tls-key")
+			}
+			cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+			if err != nil {
+				return nil, fmt.Errorf("--listen %s: %w", addr, err)
+			}
+			conf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(host, f[2]))
+		if err != nil || conf == nil {
+			return l, err
+		}
+		return tls.NewListener(l, conf), nil
 	case len(f) == 2 && f[0] == "unix":
 		return listenUnix(f[1])
 	}
-	return nil, errors.New("--listen " + addr + ": want tcp!host!port")
+	return nil, errors.New("--listen " + addr + ": want tcp!host!port or tls!host!port")
 }
 
 // unixPeer identifies a unix-socket peer by SO_PEERCRED.

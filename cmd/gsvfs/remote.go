@@ -19,6 +19,7 @@ type remoteOptions struct {
 	kernel string // the kernel's 9P dial string
 	token  string // --token, else $GSV_TOKEN
 	user   string // --user, else $GSV_USER, else the login name
+	tlsCA  string // --tls-ca, else $GSV_TLS_CA: whom a tls dial string trusts
 }
 
 // remoteCheckEvery is how often a remote mount checks that its kernel is
@@ -59,7 +60,11 @@ func mountRemote(ctx context.Context, o options, ro remoteOptions, dir string) e
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	fsys, err := ninep.Mount(ro.kernel, user, secret)
+	dialer, err := kernelDialer(ro.tlsCA)
+	if err != nil {
+		return err
+	}
+	fsys, err := dialer.Mount(ro.kernel, user, secret)
 	if err != nil {
 		return fmt.Errorf("attach to %s: %w", ro.kernel, err)
 	}
@@ -115,4 +120,17 @@ func (u ownerOnly) Authenticate(ctx context.Context, p vfs.Peer) (vfs.Cred, erro
 		return nil, vfs.ErrPermission
 	}
 	return nil, nil
+}
+
+// kernelDialer dials a kernel: a tls!host!port dial string trusts the PEM
+// certificates in caFile (else $GSV_TLS_CA, else the system's roots).
+func kernelDialer(caFile string) (ninep.Dialer, error) {
+	if caFile == "" {
+		caFile = os.Getenv("GSV_TLS_CA")
+	}
+	conf, err := ninep.CAConfig(caFile)
+	if err != nil {
+		return ninep.Dialer{}, err
+	}
+	return ninep.Dialer{TLS: conf}, nil
 }

@@ -107,7 +107,9 @@ func (d Dialer) Mount(addr, user string, token []byte) (*client.Fsys, error) {
 // On success the connection belongs to the returned Fsys: it closes when
 // the Fsys and every fid obtained from it are closed. On failure the
 // connection is closed.
-func Mount(addr, user string, token []byte) (*client.Fsys, error) { return Dialer{}.Mount(addr, user, token) }
+func Mount(addr, user string, token []byte) (*client.Fsys, error) {
+	return Dialer{}.Mount(addr, user, token)
+}
 
 // attach negotiates 9P2000 on nc and attaches as user (see Mount).
 func attach(nc net.Conn, user string, token []byte) (*client.Fsys, error) {

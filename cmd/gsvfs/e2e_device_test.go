@@ -89,6 +89,12 @@ func TestE2EDevices(t *testing.T) {
 		return r.code == 0 && strings.Contains(r.stdout, `"online": true`)
 	}
 	waitFor(t, 15*time.Second, "the device online", online)
+	if r := alice("device", "list"); r.code != 0 || !strings.Contains(r.stdout, "laptop") || !strings.Contains(r.stdout, "yes") {
+		t.Fatalf("gsv device list: %v", r)
+	}
+	if r := gsvAs(bobHost, []string{unixAddr}, "device", "list", "--all"); r.code != 0 || strings.Contains(r.stdout, "laptop") {
+		t.Fatalf("bob lists alice's device: %v", r)
+	}
 
 	t.Run("Files", func(t *testing.T) {
 		r := alice("call", "fs.read", `{"target":"laptop","path":"project/README.md"}`)

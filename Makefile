@@ -63,6 +63,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSchedule$$' -fuzztime $(FUZZTIME) ./sched
 	$(GO) test -run '^$$' -fuzz '^FuzzParseMount$$' -fuzztime $(FUZZTIME) ./abi
 	$(GO) test -run '^$$' -fuzz '^FuzzOpenLine$$' -fuzztime $(FUZZTIME) ./devices
+	$(GO) test -run '^$$' -fuzz '^FuzzHello$$' -fuzztime $(FUZZTIME) ./devices
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server).

@@ -59,12 +59,14 @@ const RemoteChunk = MaxMsize - ioHdrSize
 const RemoteReadAhead = 16
 
 // readdirTTL is how long the attributes a directory listing returned stand
-// for its nodes' Attr, and for one Lookup of each of its names (a listing
-// followed by a stat or a lookup of each entry, as FUSE's READDIRPLUS and
-// find(1) make, costs one round trip, not one per entry). Each entry
-// answers at most one Lookup; a change made through the RemoteDir in the
-// directory (create, mkdir, remove, rename, setattr, a write or truncate
-// through a handle of one of its files) forgets the listing.
+// for its nodes' Attr (and the directory's own) and for the Lookups of its
+// names, while nothing changes through the RemoteDir: a walk that lists a
+// directory and then looks up or stats its entries, as find(1) does over
+// FUSE (which caches no entry), costs one round trip, not one per entry.
+// A change made through the RemoteDir (create, mkdir, remove, rename,
+// setattr, a write or truncate through a handle) forgets the directory's
+// listing and voids every listing and cached Attr; a change made on the
+// server itself shows within readdirTTL.
 const readdirTTL = time.Second
 
 // maxListings bounds how many directories' listings a RemoteDir keeps for
@@ -141,17 +143,21 @@ type remote struct {
 	// directory (by path) while it is fresh, for LookupAttr.
 	listMu   sync.Mutex
 	listings map[string]*listing
+	// changes counts the changes made through this tree: a node's
+	// cached attributes stand only while it is what it was.
+	changes atomic.Uint64
 }
 
 // listing is what one ReadDir of a directory returned, by name; each name
 // is taken out when a Lookup uses it.
 type listing struct {
-	until time.Time
-	attrs map[string]vfs.Attr
+	until   time.Time
+	changes uint64 // remote.changes before the listing was read
+	attrs   map[string]vfs.Attr
 }
 
 // remember keeps the listing of dir for readdirTTL.
-func (r *remote) remember(dir string, attrs map[string]vfs.Attr, until time.Time) {
+func (r *remote) remember(dir string, attrs map[string]vfs.Attr, until time.Time, changes uint64) {
 	r.listMu.Lock()
 	defer r.listMu.Unlock()
 	if r.listings == nil {
@@ -168,31 +174,33 @@ func (r *remote) remember(dir string, attrs map[string]vfs.Attr, until time.Time
 			clear(r.listings)
 		}
 	}
-	r.listings[dir] = &listing{until: until, attrs: attrs}
+	r.listings[dir] = &listing{until: until, changes: changes, attrs: attrs}
 }
 
-// listed returns, and takes out, the attributes of name in the fresh
-// listing of dir, if there is one and it holds name.
-func (r *remote) listed(dir, name string) (vfs.Attr, bool) {
+// listed returns the attributes of name in the fresh listing of dir, if
+// there is one, nothing has changed through the tree since it was read,
+// and it holds name.
+func (r *remote) listed(dir, name string) (*cachedAttr, bool) {
 	r.listMu.Lock()
 	defer r.listMu.Unlock()
 	l := r.listings[dir]
 	if l == nil {
-		return vfs.Attr{}, false
+		return nil, false
 	}
-	if time.Now().After(l.until) {
+	if time.Now().After(l.until) || l.changes != r.changes.Load() {
 		delete(r.listings, dir)
-		return vfs.Attr{}, false
+		return nil, false
 	}
 	a, ok := l.attrs[name]
-	if ok {
-		delete(l.attrs, name)
+	if !ok {
+		return nil, false
 	}
-	return a, ok
+	return &cachedAttr{a, l.until, l.changes}, true
 }
 
 // forget drops the listing of dir: something in it changed.
 func (r *remote) forget(dir string) {
+	r.changes.Add(1)
 	r.listMu.Lock()
 	delete(r.listings, dir)
 	r.listMu.Unlock()
@@ -424,8 +432,9 @@ type remoteNode struct {
 }
 
 type cachedAttr struct {
-	a     vfs.Attr
-	until time.Time
+	a       vfs.Attr
+	until   time.Time
+	changes uint64 // remote.changes when the attributes were read
 }
 
 func (n *remoteNode) child(name string) string {
@@ -448,7 +457,7 @@ func (n *remoteNode) stat(ctx context.Context) (vfs.Attr, error) {
 
 // Attr implements vfs.Node with a Tstat.
 func (n *remoteNode) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
-	if c := n.cached.Swap(nil); c != nil && time.Now().Before(c.until) {
+	if c := n.cached.Load(); c != nil && time.Now().Before(c.until) && c.changes == n.r.changes.Load() {
 		return c.a, nil
 	}
 	return n.stat(ctx)
@@ -530,8 +539,15 @@ func (d *remoteDir) LookupAttr(ctx context.Context, cred vfs.Cred, name string) 
 		return nil, vfs.Attr{}, vfs.ErrNotExist
 	}
 	p := d.child(name)
-	if a, ok := d.r.listed(d.path, name); ok {
-		return d.r.node(p, a), a, nil
+	if c, ok := d.r.listed(d.path, name); ok {
+		n := d.r.node(p, c.a)
+		switch n := n.(type) { // its Attr, too, is the listing's while it stands
+		case *remoteDir:
+			n.cached.Store(c)
+		case *remoteFile:
+			n.cached.Store(c)
+		}
+		return n, c.a, nil
 	}
 	dir, err := do(ctx, d.r, func() (*plan9.Dir, error) { return d.r.fsys.Stat(p) }, nil)
 	if err != nil {
@@ -550,6 +566,7 @@ func (d *remoteDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry,
 		dirs []*plan9.Dir
 		self *plan9.Dir
 	}
+	changes := d.r.changes.Load() // before the listing: a change during it voids it
 	got, err := do(ctx, d.r, func() (listed, error) {
 		fid, err := d.r.fsys.Open(d.path, plan9.OREAD)
 		if err != nil {
@@ -574,7 +591,7 @@ func (d *remoteDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry,
 	}
 	dirs := got.dirs
 	until := time.Now().Add(readdirTTL)
-	d.cached.Store(&cachedAttr{d.r.attr(got.self), until})
+	d.cached.Store(&cachedAttr{d.r.attr(got.self), until, changes})
 	out := make([]vfs.DirEntry, 0, len(dirs))
 	attrs := make(map[string]vfs.Attr, len(dirs))
 	for _, di := range dirs {
@@ -586,13 +603,13 @@ func (d *remoteDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry,
 		n := d.r.node(d.child(di.Name), a)
 		switch n := n.(type) {
 		case *remoteDir:
-			n.cached.Store(&cachedAttr{a, until})
+			n.cached.Store(&cachedAttr{a, until, changes})
 		case *remoteFile:
-			n.cached.Store(&cachedAttr{a, until})
+			n.cached.Store(&cachedAttr{a, until, changes})
 		}
 		out = append(out, vfs.DirEntry{Name: di.Name, Node: n})
 	}
-	d.r.remember(d.path, attrs, until)
+	d.r.remember(d.path, attrs, until, changes)
 	return out, nil
 }
 

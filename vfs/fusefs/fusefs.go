@@ -174,6 +174,11 @@ func Mount(dir string, root vfs.Dir, auth vfs.Authenticator, opts Options) (*Ser
 			// The tree has no extended attributes; ENOSYS stops the kernel
 			// from asking on every ls -l.
 			DisableXAttrs: true,
+			// Entries and attributes are never cached (the timeouts below
+			// are zero), so the attributes READDIRPLUS carries would be
+			// dropped at once: plain READDIR (names and types) is all a
+			// walker such as find needs, and stat asks when it must.
+			DisableReadDirPlus: true,
 			PanicHandler: func(v any) fuse.Status {
 				log.Error("fusefs: panic in request", "panic", v, "stack", string(debug.Stack()))
 				return fuse.EIO

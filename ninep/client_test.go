@@ -295,6 +295,8 @@ func TestParseAddr(t *testing.T) {
 		{"net!10.0.0.1!99", "tcp", "10.0.0.1:99"},
 		{"tcp!::1!564", "tcp", "[::1]:564"},
 		{"tls!example.com!5641", "tls", "example.com:5641"},
+		{"ws!example.com!80", "ws", "example.com:80"},
+		{"wss!example.com!443", "wss", "example.com:443"},
 	} {
 		n, a, err := ParseAddr(tc.in)
 		if err != nil || n != tc.network || a != tc.addr {

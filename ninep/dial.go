@@ -23,6 +23,8 @@ const DefaultPort = "564"
 //	tcp!host             -> tcp host:564
 //	net!host[!port]      -> as tcp
 //	tls!host!port        -> tls host:port   (TLS over TCP; see Dialer)
+//	ws!host!port         -> ws host:port    (a WebSocket at WSPath)
+//	wss!host!port        -> wss host:port   (a WebSocket over TLS)
 //	/path/to/sock        -> unix /path/to/sock (anything without '!')
 //
 // It fails on an empty address or an unknown network.
@@ -40,7 +42,7 @@ func ParseAddr(addr string) (network, address string, err error) {
 			return "", "", fmt.Errorf("ninep: dial string %q has no path", addr)
 		}
 		return "unix", rest, nil
-	case "tcp", "net", "tls":
+	case "tcp", "net", "tls", "ws", "wss":
 		host, port, ok := strings.Cut(rest, "!")
 		if !ok || port == "9fs" {
 			port = DefaultPort
@@ -64,9 +66,9 @@ func Dial(addr string) (net.Conn, error) { return Dialer{}.Dial(addr) }
 
 // Dialer dials 9P servers. Its zero value is Dial's.
 type Dialer struct {
-	// TLS configures a tls!host!port dial (nil: the system's roots); its
-	// ServerName, if empty, is the dial string's host. Other networks
-	// ignore it.
+	// TLS configures a tls!host!port or wss!host!port dial (nil: the
+	// system's roots); its ServerName, if empty, is the dial string's host.
+	// Other networks ignore it.
 	TLS *tls.Config
 }
 
@@ -76,7 +78,7 @@ func (d Dialer) Dial(addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if network != "tls" {
+	if network != "tls" && network != "ws" && network != "wss" {
 		return net.Dial(network, address)
 	}
 	conf := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -85,6 +87,9 @@ func (d Dialer) Dial(addr string) (net.Conn, error) {
 	}
 	if conf.ServerName == "" {
 		conf.ServerName, _, _ = net.SplitHostPort(address)
+	}
+	if network != "tls" {
+		return dialWS(network, address, conf)
 	}
 	return tls.Dial("tcp", address, conf)
 }

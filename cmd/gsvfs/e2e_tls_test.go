@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net/http"
 	"net"
 	"os"
 	"path/filepath"
@@ -96,5 +97,44 @@ func TestE2ETLS(t *testing.T) {
 	n, _ := c.Read(buf)
 	if strings.Contains(string(buf[:n]), "9P2000") {
 		t.Fatalf("a plain Tversion on the TLS port got %q", buf[:n])
+	}
+}
+
+// 9P over a WebSocket: the CLI and a device reach a kernel that listens
+// on ws!host!port, as through an HTTP proxy; any other HTTP request is
+// refused and the kernel goes on.
+func TestE2EWebSocket(t *testing.T) {
+	requireRoot(t)
+	port := freePort(t)
+	listen := fmt.Sprintf("ws!127.0.0.1!%d", port)
+	d := startDaemon(t, newBase(t), daemonOpts{listen: listen})
+	root := d.dial(t)
+	aliceUID := addUser(t, root, "alice", aliceHost)
+	var tok struct {
+		Token struct{ Token string }
+	}
+	mustOK(t, call9p(t, root, "sys.token.create", map[string]any{"kind": "user", "uid": aliceUID}), &tok)
+	env := []string{"GSV_ADDR=" + listen, "GSV_USER=alice", "GSV_TOKEN=" + tok.Token.Token}
+	mustOK(t, call9p(t, root, "sys.token.create", map[string]any{"kind": "node", "uid": aliceUID, "allowedDeviceId": "laptop"}), &tok)
+	if r := gsvAs(0, env, "whoami"); r.code != 0 || !strings.HasPrefix(r.stdout, "alice ") {
+		t.Fatalf("gsv whoami over a WebSocket: %v", r)
+	}
+	export := t.TempDir()
+	os.WriteFile(filepath.Join(export, "f.txt"), []byte("over a websocket\n"), 0o644)
+	startDevice(t, "--kernel", listen, "--id", "laptop", "--token", tok.Token.Token, "--root", export)
+	waitFor(t, 15*time.Second, "the device online over a WebSocket", func() bool {
+		r := gsvAs(0, env, "call", "fs.read", `{"target":"laptop","path":"f.txt"}`)
+		return r.code == 0 && strings.Contains(r.stdout, "over a websocket")
+	})
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("GET / answered %s", resp.Status)
+	}
+	if r := gsvAs(0, env, "whoami"); r.code != 0 || !d.running() {
+		t.Fatalf("after a stray request: %v", r)
 	}
 }

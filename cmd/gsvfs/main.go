@@ -280,19 +280,22 @@ func listenUnix(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// listenDial listens on a Plan 9 dial string: tcp!host!port or unix!path.
+// listenDial listens on a Plan 9 dial string: tcp!host!port,
+// tls!host!port (with --tls-cert and --tls-key), ws!host!port or
+// wss!host!port (9P over a WebSocket at ninep.WSPath, wss with TLS), or
+// unix!path.
 func listenDial(addr string, o options) (net.Listener, error) {
 	f := strings.Split(addr, "!")
 	switch {
-	case len(f) == 3 && (f[0] == "tcp" || f[0] == "net" || f[0] == "tls"):
+	case len(f) == 3 && (f[0] == "tcp" || f[0] == "net" || f[0] == "tls" || f[0] == "ws" || f[0] == "wss"):
 		host := f[1]
 		if host == "*" {
 			host = ""
 		}
 		var conf *tls.Config
-		if f[0] == "tls" {
+		if f[0] == "tls" || f[0] == "wss" {
 			if o.tlsCert == "" || o.tlsKey == "" {
-				return nil, errors.New("--listen " + addr + ": a tls listener needs --tls-cert and --tls-key")
+				return nil, errors.New("--listen " + addr + ": a " + f[0] + " listener needs --tls-cert and --tls-key")
 			}
 			cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
 			if err != nil {
@@ -301,14 +304,20 @@ func listenDial(addr string, o options) (net.Listener, error) {
 			conf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		}
 		l, err := net.Listen("tcp", net.JoinHostPort(host, f[2]))
-		if err != nil || conf == nil {
-			return l, err
+		if err != nil {
+			return nil, err
 		}
-		return tls.NewListener(l, conf), nil
+		if conf != nil {
+			l = tls.NewListener(l, conf)
+		}
+		if f[0] == "ws" || f[0] == "wss" {
+			l = ninep.ListenWS(l)
+		}
+		return l, nil
 	case len(f) == 2 && f[0] == "unix":
 		return listenUnix(f[1])
 	}
-	return nil, errors.New("--listen " + addr + ": want tcp!host!port or tls!host!port")
+	return nil, errors.New("--listen " + addr + ": want tcp!host!port, tls!host!port, ws!host!port or wss!host!port")
 }
 
 // unixPeer identifies a unix-socket peer by SO_PEERCRED.

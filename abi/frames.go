@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -69,4 +70,27 @@ func DecodeRequest(b []byte) (Request, error) {
 		}
 	}
 	return r, nil
+}
+
+// DecodeArgs decodes a syscall's JSON args object into v strictly: a field
+// v does not have is a 400 naming it (`unknown field "uid"`), so a
+// misspelt or misplaced argument never runs as if it were absent. Empty
+// args and null leave v as it is. The kernel's dispatcher and a device's
+// call file both decode with it.
+func DecodeArgs(raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return E(Invalid, fmt.Sprintf("unknown field %s", f))
+		}
+		return E(Invalid, fmt.Sprintf("bad args: %v", err))
+	}
+	if dec.More() {
+		return E(Invalid, "bad args: trailing data after the args object")
+	}
+	return nil
 }

@@ -61,13 +61,8 @@ func (m *deviceMeta) record(ctx context.Context, cred vfs.Cred) (*abi.Device, er
 func (m *deviceMeta) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
 	a := vfs.Attr{Ino: vfs.PathIno(m.path), Mode: m.mode, Mtime: time.Now(), User: "root", Group: "root", Synthetic: !m.mode.IsDir()}
 	if d, err := m.record(ctx, cred); err == nil && d != nil {
-		a.Uid = d.OwnerUid
-		if u, err := m.r.k.UserOf(ctx, d.OwnerUid); err == nil {
-			a.User, a.Gid = u.Username, u.Gid
-			if u.HostUID != nil {
-				a.Uid = uint32(*u.HostUID)
-			}
-		}
+		o := ns.UserMeta(ctx, m.r.k, d.OwnerUid, fmt.Sprint(d.OwnerUid))
+		a.Uid, a.Gid, a.User, a.Group = uint32(o.HostUID), o.Gid, o.Owner, o.Group
 	}
 	return a, nil
 }

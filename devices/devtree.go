@@ -162,25 +162,11 @@ type sessionOwner ns.Meta
 
 // ownerOf looks up the owner of a session's files: the session's user.
 func (r *Router) ownerOf(ctx context.Context, s *abi.SessionInfo) sessionOwner {
-	o := sessionOwner{Uid: s.Uid, Gid: kernel.UsersGID, Owner: s.User, Group: kernel.UsersGroup, HostUID: int(s.Uid)}
-	if u, err := r.k.UserOf(ctx, s.Uid); err == nil {
-		o.Owner, o.Gid = u.Username, u.Gid
-		if u.HostUID != nil {
-			o.HostUID = *u.HostUID
-		}
-		if u.Gid == kernel.RootGID {
-			o.Group = "root"
-		}
-	}
-	return o
+	return sessionOwner(ns.UserMeta(ctx, r.k, s.Uid, s.User))
 }
 
 // at makes the Meta of the file at path.
-func (o sessionOwner) at(path string, mode fs.FileMode) *ns.Meta {
-	m := ns.Meta(o)
-	m.Path, m.Mode = path, mode
-	return &m
-}
+func (o sessionOwner) at(path string, mode fs.FileMode) *ns.Meta { return ns.Meta(o).At(path, mode) }
 
 // sessionDir is /dev/gsv/shell/<sid>: ctl, status, wait, stdout, stderr
 // and err.

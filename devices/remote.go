@@ -24,8 +24,8 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/devices/local"
-	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ninep"
+	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -215,44 +215,49 @@ func (r fidReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// routed makes the routed call name with args (its target already
+// stripped) on d within timeout, and returns its result.
+func routed[R any](ctx context.Context, d *remoteDevice, name string, args any, timeout time.Duration) (*R, error) {
+	var r R
+	if err := d.call(ctx, name, args, &r, timeout); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // Read is fs.read on the device.
 func (d *remoteDevice) Read(ctx context.Context, _ local.Who, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
 	b := *a
 	b.Target = ""
-	var r abi.FSReadResult
-	return &r, d.call(ctx, "fs.read", &b, &r, d.timeout)
+	return routed[abi.FSReadResult](ctx, d, "fs.read", &b, d.timeout)
 }
 
 // Write is fs.write on the device.
 func (d *remoteDevice) Write(ctx context.Context, _ local.Who, a *abi.FSWriteArgs) (*abi.FSWriteResult, error) {
 	b := *a
 	b.Target = ""
-	var r abi.FSWriteResult
-	return &r, d.call(ctx, "fs.write", &b, &r, d.timeout)
+	return routed[abi.FSWriteResult](ctx, d, "fs.write", &b, d.timeout)
 }
 
 // Edit is fs.edit on the device.
 func (d *remoteDevice) Edit(ctx context.Context, _ local.Who, a *abi.FSEditArgs) (*abi.FSEditResult, error) {
 	b := *a
 	b.Target = ""
-	var r abi.FSEditResult
-	return &r, d.call(ctx, "fs.edit", &b, &r, d.timeout)
+	return routed[abi.FSEditResult](ctx, d, "fs.edit", &b, d.timeout)
 }
 
 // Delete is fs.delete on the device.
 func (d *remoteDevice) Delete(ctx context.Context, _ local.Who, a *abi.FSDeleteArgs) (*abi.FSDeleteResult, error) {
 	b := *a
 	b.Target = ""
-	var r abi.FSDeleteResult
-	return &r, d.call(ctx, "fs.delete", &b, &r, d.timeout)
+	return routed[abi.FSDeleteResult](ctx, d, "fs.delete", &b, d.timeout)
 }
 
 // Search is fs.search on the device: it runs there.
 func (d *remoteDevice) Search(ctx context.Context, _ local.Who, a *abi.FSSearchArgs) (*abi.FSSearchResult, error) {
 	b := *a
 	b.Target = ""
-	var r abi.FSSearchResult
-	return &r, d.call(ctx, "fs.search", &b, &r, d.timeout)
+	return routed[abi.FSSearchResult](ctx, d, "fs.search", &b, d.timeout)
 }
 
 // Exec is shell.exec on the device, with the deadline min(11 min, the
@@ -268,8 +273,7 @@ func (d *remoteDevice) Exec(ctx context.Context, _ local.Who, a *abi.ShellExecAr
 	if a.SessionID != "" {
 		deadline = min(deadline, d.timeout+10*time.Second)
 	}
-	var r abi.ShellExecResult
-	return &r, d.call(ctx, "shell.exec", &b, &r, deadline)
+	return routed[abi.ShellExecResult](ctx, d, "shell.exec", &b, deadline)
 }
 
 // randomID is a random name for a connection.
@@ -358,17 +362,8 @@ func (r *Router) ServeDevice(ctx context.Context, c net.Conn) {
 
 // ownerShown is how the files of a device of uid show their owner.
 func (r *Router) ownerShown(ctx context.Context, uid uint32) *ninep.RemoteOwner {
-	o := &ninep.RemoteOwner{Uid: uid, Gid: kernel.UsersGID, User: fmt.Sprint(uid), Group: kernel.UsersGroup}
-	if u, err := r.k.UserOf(ctx, uid); err == nil {
-		o.User, o.Gid = u.Username, u.Gid
-		if u.HostUID != nil {
-			o.Uid = uint32(*u.HostUID)
-		}
-		if u.Gid == kernel.RootGID {
-			o.Group = "root"
-		}
-	}
-	return o
+	m := ns.UserMeta(ctx, r.k, uid, fmt.Sprint(uid))
+	return &ninep.RemoteOwner{Uid: uint32(m.HostUID), Gid: m.Gid, User: m.Owner, Group: m.Group}
 }
 
 // hangup returns a channel closed when the peer of c hangs up (or the

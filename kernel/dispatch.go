@@ -1,13 +1,11 @@
 package kernel
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
 	"sort"
-	"strings"
 	"sync"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -182,27 +180,9 @@ func (k *Kernel) call(ctx context.Context, c *Caller, def *syscallDef, name stri
 	return res, err
 }
 
-// DecodeArgs decodes a syscall's JSON args object into v strictly: a field
-// v does not have is a 400 naming it (`unknown field "uid"`), so a
-// misspelt or misplaced argument never runs as if it were absent. Empty
-// args and null leave v as it is.
-func DecodeArgs(raw json.RawMessage, v any) error {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return abi.E(abi.Invalid, fmt.Sprintf("unknown field %s", f))
-		}
-		return abi.E(abi.Invalid, fmt.Sprintf("bad args: %v", err))
-	}
-	if dec.More() {
-		return abi.E(abi.Invalid, "bad args: trailing data after the args object")
-	}
-	return nil
-}
+// DecodeArgs decodes a syscall's JSON args object into v strictly
+// (abi.DecodeArgs): a field v does not have is a 400 naming it.
+func DecodeArgs(raw json.RawMessage, v any) error { return abi.DecodeArgs(raw, v) }
 
 // Invoke is Call with a typed result.
 func Invoke[R any](ctx context.Context, k *Kernel, c *Caller, name string, args any) (R, error) {

@@ -49,6 +49,29 @@ func (m *Meta) Access(ctx context.Context, cred vfs.Cred, want vfs.Want) error {
 	return abi.E(abi.Path(m.Path), abi.Permission, "permission denied")
 }
 
+// UserMeta is the owner part of the Meta of the files user uid owns: its
+// uid, its primary group, its name and the host uid it maps to; name
+// stands for a uid the kernel has no user of.
+func UserMeta(ctx context.Context, k *kernel.Kernel, uid uint32, name string) Meta {
+	m := Meta{Uid: uid, Gid: kernel.UsersGID, Owner: name, Group: kernel.UsersGroup, HostUID: int(uid)}
+	if u, err := k.UserOf(ctx, uid); err == nil {
+		m.Owner, m.Gid = u.Username, u.Gid
+		if u.HostUID != nil {
+			m.HostUID = *u.HostUID
+		}
+		if u.Gid == kernel.RootGID {
+			m.Group = "root"
+		}
+	}
+	return m
+}
+
+// At is m for the node at path with mode.
+func (m Meta) At(path string, mode fs.FileMode) *Meta {
+	m.Path, m.Mode = path, mode
+	return &m
+}
+
 // RootMeta returns the Meta of a root-owned synthetic node.
 func RootMeta(path string, mode fs.FileMode) *Meta {
 	return &Meta{Path: path, Mode: mode, Owner: "root", Group: "root", HostUID: 0}

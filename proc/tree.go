@@ -94,25 +94,11 @@ type owner ns.Meta
 
 // owner looks up the owner of p's files.
 func (m *Manager) owner(ctx context.Context, p *abi.Process) owner {
-	o := owner{Uid: p.Uid, Gid: kernel.UsersGID, Owner: strconv.Itoa(int(p.Uid)), Group: "users", HostUID: int(p.Uid)}
-	if u, err := m.k.UserOf(ctx, p.Uid); err == nil {
-		o.Owner, o.Gid = u.Username, u.Gid
-		if u.HostUID != nil {
-			o.HostUID = *u.HostUID
-		}
-		if u.Gid == kernel.RootGID {
-			o.Group = "root"
-		}
-	}
-	return o
+	return owner(ns.UserMeta(ctx, m.k, p.Uid, strconv.Itoa(int(p.Uid))))
 }
 
 // at makes the Meta of the file at path.
-func (o owner) at(path string, mode fs.FileMode) *ns.Meta {
-	meta := ns.Meta(o)
-	meta.Path, meta.Mode = path, mode
-	return &meta
-}
+func (o owner) at(path string, mode fs.FileMode) *ns.Meta { return ns.Meta(o).At(path, mode) }
 
 // jsonView is a view of the syscall call made as the reader, the part of
 // its result (an R) pick chooses shown as indented JSON; a nil part is an

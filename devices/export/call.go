@@ -1,12 +1,10 @@
 package export
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
-	"strings"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/vfs"
@@ -25,7 +23,7 @@ type handler func(ctx context.Context, raw json.RawMessage) (any, error)
 func fn[A, R any](f func(context.Context, *A) (R, error)) handler {
 	return func(ctx context.Context, raw json.RawMessage) (any, error) {
 		a := new(A)
-		if err := decodeArgs(raw, a); err != nil {
+		if err := abi.DecodeArgs(raw, a); err != nil {
 			return nil, err
 		}
 		return f(ctx, a)
@@ -45,26 +43,6 @@ func (e *Export) syscalls() map[string]handler {
 		m["shell.exec"] = fn(e.exec)
 	}
 	return m
-}
-
-// decodeArgs decodes the JSON object raw into v strictly, as the kernel's
-// DecodeArgs does: a field v does not have is a 400 naming it.
-func decodeArgs(raw json.RawMessage, v any) error {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return abi.E(abi.Invalid, fmt.Sprintf("unknown field %s", f))
-		}
-		return abi.E(abi.Invalid, fmt.Sprintf("bad args: %v", err))
-	}
-	if dec.More() {
-		return abi.E(abi.Invalid, "bad args: trailing data after the args object")
-	}
-	return nil
 }
 
 // serve answers one request frame of the call file with its response

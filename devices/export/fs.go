@@ -14,9 +14,9 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/devices/local"
 )
 
 // The fs.* syscalls on the device, the seed's file tools, run here on the
@@ -73,7 +73,7 @@ func (e *Export) readAt(abs, rel string, a *abi.FSReadArgs) (*abi.FSReadResult, 
 	if err != nil {
 		return nil, err
 	}
-	return numbered(abs, b, fi.Size(), a)
+	return local.Numbered(abs, b, fi.Size(), a)
 }
 
 // dirEnt is a directory entry, a symbolic link by its target's type (a
@@ -130,30 +130,6 @@ func (e *Export) readFile(abs, rel string, fi fs.FileInfo) ([]byte, error) {
 		return nil, abi.E(abi.Path(abs), abi.Invalid, fmt.Sprintf("file is larger than %d bytes", maxReadFile))
 	}
 	return b, nil
-}
-
-// numbered is fs.read's result for the file at p with content b: its
-// lines from a.Offset, at most a.Limit of them, each numbered (as the
-// local device's).
-func numbered(p string, b []byte, size int64, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
-	if !utf8.Valid(b) {
-		return nil, abi.E(abi.Path(p), abi.Invalid, "binary file")
-	}
-	var out strings.Builder
-	lines := strings.SplitAfter(string(b), "\n")
-	if n := len(lines); n > 0 && lines[n-1] == "" {
-		lines = lines[:n-1]
-	}
-	total := len(lines)
-	start := min(max(a.Offset, 0), total)
-	end := total
-	if a.Limit > 0 {
-		end = min(start+a.Limit, total)
-	}
-	for i := start; i < end; i++ {
-		fmt.Fprintf(&out, "%6d\t%s", i+1, strings.TrimSuffix(lines[i], "\n")+"\n")
-	}
-	return &abi.FSReadResult{OK: true, Path: p, Content: out.String(), Lines: total, Size: size}, nil
 }
 
 // write is fs.write: it replaces (or creates, with its missing parent
@@ -257,18 +233,11 @@ func (e *Export) editFile(abs, rel string, a *abi.FSEditArgs) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	s := string(b)
-	n := strings.Count(s, a.OldString)
-	switch {
-	case n == 0:
-		return 0, abi.E(abi.Path(abs), abi.NotExist, "oldString not found in file")
-	case n > 1 && !a.ReplaceAll:
-		return 0, abi.E(abi.Path(abs), abi.Invalid, fmt.Sprintf("oldString occurs %d times: give more context to make it unique, or set replaceAll", n))
+	s, n, err := local.Replace(abs, string(b), a)
+	if err != nil {
+		return 0, err
 	}
-	if !a.ReplaceAll {
-		n = 1
-	}
-	return n, e.writeFile(abs, rel, []byte(strings.Replace(s, a.OldString, a.NewString, n)), false)
+	return n, e.writeFile(abs, rel, []byte(s), false)
 }
 
 // delete is fs.delete: it removes a file, a symbolic link (not its

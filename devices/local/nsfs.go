@@ -81,7 +81,7 @@ func (d *Device) nsRead(ctx context.Context, who Who, p string, a *abi.FSReadArg
 	if err != nil {
 		return nil, err
 	}
-	return numbered(p, b, int64(len(b)), a)
+	return Numbered(p, b, int64(len(b)), a)
 }
 
 // nsReadAll returns the content of the namespace file p, read as who.

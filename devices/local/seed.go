@@ -127,12 +127,14 @@ func (d *Device) fsRead(ctx context.Context, who Who, a *abi.FSReadArgs) (*abi.F
 	if err != nil {
 		return nil, abi.E(abi.Path("/"+rel), err)
 	}
-	return numbered("/"+rel, b, fi.Size(), a)
+	return Numbered("/"+rel, b, fi.Size(), a)
 }
 
-// numbered is fs.read's result for the file at path with content b: its
-// lines from a.Offset, at most a.Limit of them, each numbered.
-func numbered(path string, b []byte, size int64, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
+// Numbered is fs.read's result for the file at path with content b: its
+// lines from a.Offset, at most a.Limit of them, each numbered; a file that
+// is not UTF-8 is a 400 "binary file". A device daemon's fs.read answers
+// with it too.
+func Numbered(path string, b []byte, size int64, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
 	if !utf8.Valid(b) {
 		return nil, abi.E(abi.Path(path), abi.Invalid, "binary file")
 	}
@@ -250,23 +252,33 @@ func (d *Device) fsEdit(ctx context.Context, who Who, a *abi.FSEditArgs) (int, s
 	if err != nil {
 		return 0, p.path, err
 	}
-	rel := p.rel
-	s := string(b)
+	s, n, err := Replace(p.path, string(b), a)
+	if err != nil {
+		return 0, p.path, err
+	}
+	if p.ns {
+		return n, p.path, d.nsWrite(ctx, who, p.path, []byte(s))
+	}
+	return n, p.path, d.writeFile(ctx, who, p.rel, []byte(s), false)
+}
+
+// Replace is fs.edit's change to the content s of the file at path:
+// a.OldString replaced by a.NewString, once (it must occur once) or,
+// with a.ReplaceAll, everywhere. It returns the new content and how many
+// were replaced; a missing oldString is a 404, an ambiguous one a 400. A
+// device daemon's fs.edit changes with it too.
+func Replace(path, s string, a *abi.FSEditArgs) (string, int, error) {
 	n := strings.Count(s, a.OldString)
 	switch {
 	case n == 0:
-		return 0, p.path, abi.E(abi.Path(p.path), abi.NotExist, "oldString not found in file")
+		return "", 0, abi.E(abi.Path(path), abi.NotExist, "oldString not found in file")
 	case n > 1 && !a.ReplaceAll:
-		return 0, p.path, abi.E(abi.Path(p.path), abi.Invalid, fmt.Sprintf("oldString occurs %d times: give more context to make it unique, or set replaceAll", n))
+		return "", 0, abi.E(abi.Path(path), abi.Invalid, fmt.Sprintf("oldString occurs %d times: give more context to make it unique, or set replaceAll", n))
 	}
 	if !a.ReplaceAll {
 		n = 1
 	}
-	s = strings.Replace(s, a.OldString, a.NewString, n)
-	if p.ns {
-		return n, p.path, d.nsWrite(ctx, who, p.path, []byte(s))
-	}
-	return n, p.path, d.writeFile(ctx, who, rel, []byte(s), false)
+	return strings.Replace(s, a.OldString, a.NewString, n), n, nil
 }
 
 // readForEdit reads the data tree file rel, which who must be able to

@@ -44,10 +44,20 @@ type ProcessLocalTarget struct {
 	NetworkMode string            `json:"network_mode"`
 }
 
+// ProcessDeviceTarget is a session on a remote device: the device's id
+// and the session's definition, as ProcessLocalTarget's but with paths
+// of the device (its export; "~" the device user's home).
+type ProcessDeviceTarget struct {
+	ID string `json:"id"`
+	ProcessLocalTarget
+}
+
 // ProcessTarget is the runtime a session runs on, a tagged variant:
-// exactly one arm is set. Local is the only arm today.
+// exactly one arm is set. Local is the kernel host's; Device a remote
+// device's, where the session runs in that device's own sandbox.
 type ProcessTarget struct {
-	Local *ProcessLocalTarget `json:"local,omitempty"`
+	Local  *ProcessLocalTarget  `json:"local,omitempty"`
+	Device *ProcessDeviceTarget `json:"device,omitempty"`
 }
 
 // SessionOpenArgs are process.session.open's args. SessionTTLNs is how
@@ -87,6 +97,7 @@ type ExecLimits struct {
 // (the sandbox is set up) or "error" (ErrorCode and Error say why).
 type SessionOpenResult struct {
 	SessionID   string     `json:"session_id"`
+	Device      string     `json:"device,omitempty"` // set for a session on a remote device
 	Status      string     `json:"status"`
 	StartedAtNs int64      `json:"started_at_ns"`
 	ExpiresAtNs *int64     `json:"expires_at_ns,omitempty"`
@@ -137,9 +148,11 @@ type InlineBytes struct {
 // BlobOutput is output kept as a blob: its ref ("sha256:<hex>", readable
 // at /var/blobs/sha256/<hex>), its size, and its first bytes. Truncated
 // says the stream wrote more than the exec's output ceiling and only the
-// first SizeBytes were kept.
+// first SizeBytes were kept. Device names the remote device that keeps
+// the blob (process.blob.read's target), "" for the local device.
 type BlobOutput struct {
 	BlobRef      string `json:"blob_ref"`
+	Device       string `json:"device,omitempty"`
 	SizeBytes    int64  `json:"size_bytes"`
 	PreviewBytes []byte `json:"preview_bytes,omitempty"`
 	Truncated    bool   `json:"truncated,omitempty"`
@@ -209,7 +222,11 @@ type SessionSignalResult struct {
 
 // SessionListArgs are process.session.list's args: none. A user lists
 // their own sessions, root everyone's.
-type SessionListArgs struct{}
+type SessionListArgs struct {
+	// Target lists the caller's sessions on that remote device instead
+	// of the local device's.
+	Target string `json:"target,omitempty"`
+}
 
 // SessionListResult is process.session.list's result, oldest first.
 type SessionListResult struct {
@@ -222,10 +239,11 @@ type SessionGetArgs struct {
 }
 
 // SessionInfo is a session as its status shows it: its state ("ready":
-// no exec running, "running", "ended"), owner, definition, isolation,
+// no exec running, "running", "ended", "failed": its device is gone), owner, definition, isolation,
 // times, and its last exec's receipt.
 type SessionInfo struct {
 	SessionID   string            `json:"session_id"`
+	Device      string            `json:"device,omitempty"` // set for a session on a remote device
 	State       string            `json:"state"`
 	Uid         uint32            `json:"uid"`
 	User        string            `json:"user"`
@@ -238,6 +256,9 @@ type SessionInfo struct {
 	EndedAtNs   *int64            `json:"ended_at_ns,omitempty"`
 	Running     []string          `json:"running,omitempty"`
 	LastExec    *ExecResult       `json:"last_exec,omitempty"`
+	// Error says why a session is "failed": the remote device it ran on
+	// is gone ("Device disconnected").
+	Error string `json:"error,omitempty"`
 }
 
 // ProcessCap is the process capability: what a caller may ask of a
@@ -314,9 +335,12 @@ func ParseMount(s string) (ProcessMount, error) {
 func quote(s string) string { return strconv.Quote(s) }
 
 // BlobReadArgs are process.blob.read's args: the blob's ref
-// ("sha256:<hex>"), and a window of it.
+// ("sha256:<hex>"), a window of it, and the device whose blob it is (a
+// receipt of a session on a remote device refers to that device's
+// blobs; "" is the local device).
 type BlobReadArgs struct {
 	BlobRef string `json:"blob_ref"`
+	Target  string `json:"target,omitempty"`
 	Offset  int64  `json:"offset,omitempty"`
 	Limit   int64  `json:"limit,omitempty"`
 }

@@ -17,7 +17,8 @@ import (
 // registers (or, for a device registered before, when the router starts)
 // and kept while it is offline. status renders sys.device.get as the
 // reader; fs/ is the device's exported tree, reached over its live
-// connection, and EHOSTDOWN while it has none. Only those who may use the
+// connection, and EHOSTDOWN while it has none; shell/ holds the reader's
+// exec sessions on the device, the same files as /dev/gsv/shell. Only those who may use the
 // device (its owner, a granted group, root) may enter it.
 
 // bindDevice binds /dev/<id> once, given the namespace.
@@ -97,6 +98,7 @@ func (r *Router) deviceDir(id string) vfs.Dir {
 	return vfs.NewDir(&deviceMeta{r: r, id: id, path: base, mode: fs.ModeDir | 0o555},
 		vfs.DirEntry{Name: "status", Node: status},
 		vfs.DirEntry{Name: "fs", Node: &deviceFS{r: r, id: id, meta: &deviceMeta{r: r, id: id, path: base + "/fs", mode: fs.ModeDir | 0o755}}},
+		vfs.DirEntry{Name: "shell", Node: r.shellDir(base+"/shell", id, &deviceMeta{r: r, id: id, path: base + "/shell", mode: fs.ModeDir | 0o555})},
 	)
 }
 

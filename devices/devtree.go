@@ -64,7 +64,7 @@ func (r *Router) devDir() vfs.Dir {
 	}}
 	return vfs.NewDir(ns.RootMeta(devPath, fs.ModeDir|0o555),
 		vfs.DirEntry{Name: "status", Node: status},
-		vfs.DirEntry{Name: "shell", Node: r.shellDir()},
+		vfs.DirEntry{Name: "shell", Node: r.shellDir(shellPath, "", ns.RootMeta(shellPath, fs.ModeDir|0o555))},
 	)
 }
 
@@ -97,17 +97,31 @@ func (r *Router) renderStatus(res *abi.SessionListResult) []byte {
 	return []byte(b.String())
 }
 
-// shellDir is /dev/gsv/shell: clone, err, and a directory per session the
-// caller may see.
-func (r *Router) shellDir() vfs.Dir {
+// shellDir is a shell directory at path: /dev/gsv/shell, the local
+// device's (target ""), or /dev/<id>/shell, remote device target's:
+// clone, err, and a directory per session the caller may see there. A
+// remote device's clone opens its sessions on that device: an open line
+// is the same; JSON args take the device arm ({"target":{"device":
+// {...}}}), its id filled in.
+func (r *Router) shellDir(shellPath, target string, meta vfs.Meta) vfs.Dir {
 	open := func(l ns.CtlLine) (string, any, error) {
+		if target != "" {
+			return "process.session.open", &abi.SessionOpenArgs{Target: abi.ProcessTarget{Device: &abi.ProcessDeviceTarget{ID: target}}}, nil
+		}
 		return "process.session.open", &abi.SessionOpenArgs{}, nil // JSON args only; see openWords
+	}
+	words := func(ws []string) (string, any, error) {
+		call, args, err := openWords(ws)
+		if a, ok := args.(*abi.SessionOpenArgs); ok && err == nil && target != "" {
+			a.Target = abi.ProcessTarget{Device: &abi.ProcessDeviceTarget{ID: target, ProcessLocalTarget: *a.Target.Local}}
+		}
+		return call, args, err
 	}
 	// clone is a ctl whose result is the new session id: exec 3<>clone;
 	// echo 'open network=none' >&3; read sid <&3.
 	clone := r.wordCtl(shellPath, ns.RootMeta(shellPath+"/clone", 0o666),
 		map[string]ns.CtlVerb{"open": open, "": open},
-		map[string]wordVerb{"open": openWords},
+		map[string]wordVerb{"open": words},
 		func(res any) (string, error) {
 			o, ok := res.(*abi.SessionOpenResult)
 			if !ok {
@@ -119,16 +133,19 @@ func (r *Router) shellDir() vfs.Dir {
 			return o.SessionID, nil
 		})
 	errv := r.space.ErrView(shellPath)
-	return &vfs.FuncDir{Meta: ns.RootMeta(shellPath, fs.ModeDir|0o555),
+	return &vfs.FuncDir{Meta: meta,
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
 			out := []vfs.DirEntry{{Name: "clone", Node: clone}, {Name: "err", Node: errv}}
-			res, err := kernel.Invoke[*abi.SessionListResult](ctx, r.k, ns.CallerOf(cred, ""), "process.session.list", &abi.SessionListArgs{})
+			res, err := kernel.Invoke[*abi.SessionListResult](ctx, r.k, ns.CallerOf(cred, ""), "process.session.list", &abi.SessionListArgs{Target: target})
 			if err != nil {
+				if target != "" && abi.KindOf(err) == abi.Offline {
+					return nil, err // EHOSTDOWN: the device is offline
+				}
 				return out, nil // a caller without process.* sees the fixed files only
 			}
 			for i := range res.Sessions {
 				s := &res.Sessions[i]
-				out = append(out, vfs.DirEntry{Name: s.SessionID, Node: r.sessionDir(ctx, s)})
+				out = append(out, vfs.DirEntry{Name: s.SessionID, Node: r.sessionDir(ctx, shellPath, s)})
 			}
 			return out, nil
 		},
@@ -143,7 +160,10 @@ func (r *Router) shellDir() vfs.Dir {
 			if err != nil {
 				return nil, notExist(err)
 			}
-			return r.sessionDir(ctx, s), nil
+			if s.Device != target {
+				return nil, vfs.ErrNotExist // another device's session
+			}
+			return r.sessionDir(ctx, shellPath, s), nil
 		}}
 }
 
@@ -168,9 +188,9 @@ func (r *Router) ownerOf(ctx context.Context, s *abi.SessionInfo) sessionOwner {
 // at makes the Meta of the file at path.
 func (o sessionOwner) at(path string, mode fs.FileMode) *ns.Meta { return ns.Meta(o).At(path, mode) }
 
-// sessionDir is /dev/gsv/shell/<sid>: ctl, status, wait, stdout, stderr
+// sessionDir is <shellPath>/<sid>: ctl, status, wait, stdout, stderr
 // and err.
-func (r *Router) sessionDir(ctx context.Context, s *abi.SessionInfo) vfs.Dir {
+func (r *Router) sessionDir(ctx context.Context, shellPath string, s *abi.SessionInfo) vfs.Dir {
 	own := r.ownerOf(ctx, s)
 	sid := s.SessionID
 	base := shellPath + "/" + sid

@@ -519,7 +519,7 @@ func (r *Router) attach(d *remoteDevice) {
 }
 
 // detach forgets d if it is still its id's live connection and records
-// the device offline; shell sessions it ran fail.
+// the device offline; the shell and exec sessions it ran fail.
 func (r *Router) detach(d *remoteDevice) {
 	d.close(errors.New("the connection ended"))
 	r.mu.Lock()
@@ -527,14 +527,17 @@ func (r *Router) detach(d *remoteDevice) {
 	if current {
 		delete(r.remotes, d.id)
 	}
-	for sid, sr := range r.shellRoutes {
-		if sr.dev == d {
-			sr.failed = true
-			r.shellRoutes[sid] = sr
+	for _, routes := range []map[string]shellRoute{r.shellRoutes, r.procRoutes} {
+		for sid, sr := range routes {
+			if sr.dev == d {
+				sr.failed = true
+				routes[sid] = sr
+			}
 		}
 	}
 	r.mu.Unlock()
 	r.failShellSessions(d)
+	r.failProcessSessions(d)
 	if err := r.Disconnected(context.Background(), d.id, d.connID); err != nil {
 		r.log.Warn("device disconnected: recording it", "device", d.id, "err", err)
 	}

@@ -63,6 +63,7 @@ type Router struct {
 	mu          sync.Mutex
 	remotes     map[string]*remoteDevice // the live connections, by device id
 	shellRoutes map[string]shellRoute    // shell sessions running on devices, by session id
+	procRoutes  map[string]shellRoute    // exec sessions opened on devices, by session id
 	bound       map[string]bool          // the /dev/<id> directories bound
 
 	closing   chan struct{} // closed by Close: device connections end
@@ -86,6 +87,9 @@ func New(k *kernel.Kernel, opts Options) (*Router, error) {
 	if err := openShellSessions(context.Background(), k.Store); err != nil {
 		return nil, err
 	}
+	if err := openProcessSessions(context.Background(), k.Store); err != nil {
+		return nil, err
+	}
 	d, err := openLocal(k, opts.Local)
 	if err != nil {
 		return nil, err
@@ -98,7 +102,7 @@ func New(k *kernel.Kernel, opts Options) (*Router, error) {
 		log = slog.Default()
 	}
 	r := &Router{k: k, space: opts.Space, local: d, log: log, routeTimeout: opts.RouteTimeout,
-		remotes: map[string]*remoteDevice{}, shellRoutes: map[string]shellRoute{}, bound: map[string]bool{},
+		remotes: map[string]*remoteDevice{}, shellRoutes: map[string]shellRoute{}, procRoutes: map[string]shellRoute{}, bound: map[string]bool{},
 		closing: make(chan struct{})}
 	if r.routeTimeout <= 0 {
 		r.routeTimeout = DefaultRouteTimeout

@@ -52,6 +52,15 @@ var migrations = []string{
 		uid INTEGER NOT NULL,
 		failed INTEGER NOT NULL DEFAULT 0,
 		updated_at INTEGER NOT NULL)`,
+	// The exec sessions opened on devices, by session id: where later
+	// calls go, and, once the device is gone, what they answer.
+	`CREATE TABLE device_process_sessions (
+		session_id TEXT PRIMARY KEY,
+		device_id TEXT NOT NULL,
+		connection_id TEXT NOT NULL,
+		uid INTEGER NOT NULL,
+		failed INTEGER NOT NULL DEFAULT 0,
+		expires_at INTEGER NOT NULL)`,
 }
 
 // Config keys of the process capability: the system's (root sets it),
@@ -157,20 +166,25 @@ func minPos[T int | int64](a, b T) T {
 	return min(a, b)
 }
 
-// sessionSyscalls are the process.* syscalls, served by the local device
-// (the only runtime: target.local).
+// sessionSyscalls are the process.* syscalls: sessions of the local
+// device (target.local), and of remote devices (target.device; see
+// procroute.go), whose later calls go where the session runs.
 func (r *Router) sessionSyscalls() []kernel.Syscall {
 	d := r.local
+	sid := func(a *abi.SessionGetArgs) string { return a.SessionID }
+	execSID := func(a *abi.ExecArgs) string { return a.SessionID }
 	return []kernel.Syscall{
 		kernel.Fn("process.session.open", 0, r.sessionOpen),
-		kernel.Fn("process.exec", 0, asCaller(d.ProcessExec)),
-		kernel.Fn("process.session.signal", 0, asCaller(d.SessionSignal)),
-		kernel.Fn("process.session.list", 0, asCaller(d.SessionList)),
-		kernel.Fn("process.session.get", 0, asCaller(d.SessionGet)),
-		kernel.Fn("process.session.wait", 0, asCaller(d.SessionWait)),
-		kernel.Fn("process.blob.read", 0, asCaller(d.BlobRead)),
-		kernel.Fn("process.exec.start", kernel.Internal, asCaller(d.ExecStart)),
-		kernel.Fn("process.session.output", kernel.Internal, asCaller(d.SessionOutput)),
+		kernel.Fn("process.exec", 0, onSession(r, "process.exec", execSID, execDeadline, d.ProcessExec, nil)),
+		kernel.Fn("process.session.signal", 0, onSession(r, "process.session.signal",
+			func(a *abi.SessionSignalArgs) string { return a.SessionID }, signalDeadline, d.SessionSignal, goneSignal)),
+		kernel.Fn("process.session.list", 0, r.sessionListOn),
+		kernel.Fn("process.session.get", 0, onSession(r, "process.session.get", sid, routeDeadline, d.SessionGet, goneInfo)),
+		kernel.Fn("process.session.wait", 0, onSession(r, "process.session.wait", sid, waitDeadline, d.SessionWait, nil)),
+		kernel.Fn("process.blob.read", 0, r.blobReadOn),
+		kernel.Fn("process.exec.start", kernel.Internal, onSession(r, "process.exec.start", execSID, routeDeadline, d.ExecStart, nil)),
+		kernel.Fn("process.session.output", kernel.Internal, onSession(r, "process.session.output",
+			func(a *abi.BlobReadArgs) string { id, _, _ := strings.Cut(a.BlobRef, "/"); return id }, routeDeadline, d.SessionOutput, nil)),
 		kernel.Fn("process.blob.open", kernel.Internal, asCaller(func(ctx context.Context, who local.Who, a *abi.BlobReadArgs) (*os.File, error) {
 			return d.BlobOpen(ctx, who, a)
 		})),
@@ -179,11 +193,18 @@ func (r *Router) sessionSyscalls() []kernel.Syscall {
 }
 
 // sessionOpen is process.session.open with the caller's process
-// capability.
+// capability: on the local device (target.local) or a remote one
+// (target.device).
 func (r *Router) sessionOpen(ctx context.Context, c *kernel.Caller, a *abi.SessionOpenArgs) (*abi.SessionOpenResult, error) {
+	if (a.Target.Local == nil) == (a.Target.Device == nil) {
+		return nil, abi.E(abi.Invalid, "target: want exactly one of {local:{...}} and {device:{id:...}}")
+	}
 	pc, err := r.processCap(ctx, c)
 	if err != nil {
 		return nil, err
+	}
+	if a.Target.Device != nil {
+		return r.sessionOpenOn(ctx, c, pc, a)
 	}
 	who := whoOf(c)
 	who.Process = pc

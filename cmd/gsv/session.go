@@ -110,17 +110,19 @@ func (c *cli) sessionCmd() *cobra.Command {
 
 func (c *cli) sessionOpenCmd() *cobra.Command {
 	var mounts, envs, labels []string
-	var network, workdir string
+	var network, workdir, device string
 	var ttl time.Duration
 	cmd := &cobra.Command{
-		Use:   "open [--mount HOST:GUEST[:ro|rw]]... [--network none|full] [--workdir DIR] [--env K=V]... [--ttl D] [--label K=V]...",
+		Use:   "open [--device ID] [--mount HOST:GUEST[:ro|rw]]... [--network none|full] [--workdir DIR] [--env K=V]... [--ttl D] [--label K=V]...",
 		Short: "Open an exec session and print its id (process.session.open)",
 		Long: "Open a sandboxed exec session and print its id only:\n" +
 			"  sid=$(gsv session open --mount '~/proj:/work' --mount /workspaces/data:/data:ro)\n" +
 			"HOST is a directory of the namespace (~ is your home there: quote it from the shell;\n" +
 			"host:/PATH a raw host path, root only), GUEST where it appears in the sandbox; the mode\n" +
 			"is rw unless :ro is given (the daemon narrows it to what you may do: see --json's\n" +
-			"isolation). The network is none (loopback only) unless --network full.",
+			"isolation). The network is none (loopback only) unless --network full.\n" +
+			"With --device ID the session runs on that remote device, in its own sandbox, and\n" +
+			"HOST is a directory of the device's export (~ is the device user's home there).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			loc := &abi.ProcessLocalTarget{Workdir: workdir, NetworkMode: network}
@@ -136,6 +138,9 @@ func (c *cli) sessionOpenCmd() *cobra.Command {
 				return err
 			}
 			a := &abi.SessionOpenArgs{Target: abi.ProcessTarget{Local: loc}}
+			if device != "" {
+				a.Target = abi.ProcessTarget{Device: &abi.ProcessDeviceTarget{ID: device, ProcessLocalTarget: *loc}}
+			}
 			if a.Labels, err = keyValues("label", labels); err != nil {
 				return err
 			}
@@ -158,6 +163,7 @@ func (c *cli) sessionOpenCmd() *cobra.Command {
 	f.StringArrayVar(&envs, "env", nil, "an environment variable K=V (repeatable)")
 	f.DurationVar(&ttl, "ttl", 0, "how long the session lives (default: the daemon's, 1h)")
 	f.StringArrayVar(&labels, "label", nil, "a label K=V (repeatable)")
+	f.StringVar(&device, "device", "", "open the session on this remote device (see gsv device list)")
 	cmd.RegisterFlagCompletionFunc("network", fixedComp(abi.NetworkNone, abi.NetworkFull))
 	return cmd
 }
@@ -179,12 +185,13 @@ func lastExit(r *abi.ExecResult) string {
 }
 
 func (c *cli) sessionListCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
+	var device string
+	cmd := &cobra.Command{
+		Use:   "list [--device ID]",
 		Short: "List your exec sessions (process.session.list; root: everyone's)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "process.session.list", &abi.SessionListArgs{}, func(r *abi.SessionListResult) error {
+			return do(c, "process.session.list", &abi.SessionListArgs{Target: device}, func(r *abi.SessionListResult) error {
 				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tSTATE\tNETWORK\tWORKDIR\tSTARTED\tEXPIRES\tLAST EXIT")
 				for _, s := range r.Sessions {
@@ -195,6 +202,8 @@ func (c *cli) sessionListCmd() *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().StringVar(&device, "device", "", "list your sessions on this remote device")
+	return cmd
 }
 
 func (c *cli) sessionStatusCmd() *cobra.Command {
@@ -380,7 +389,7 @@ func (c *cli) writeOutput(w, stderr io.Writer, stream string, o *abi.ExecOutput)
 		b := o.Blob
 		var off int64
 		for off < b.SizeBytes {
-			r, err := get[abi.BlobReadResult](c, "process.blob.read", &abi.BlobReadArgs{BlobRef: b.BlobRef, Offset: off, Limit: min(blobWindow, b.SizeBytes-off)})
+			r, err := get[abi.BlobReadResult](c, "process.blob.read", &abi.BlobReadArgs{BlobRef: b.BlobRef, Target: b.Device, Offset: off, Limit: min(blobWindow, b.SizeBytes-off)})
 			if err != nil {
 				return fmt.Errorf("%s: %w", stream, err)
 			}

@@ -106,6 +106,7 @@ func runDevice(ctx context.Context, o deviceOptions) error {
 	for {
 		start := time.Now()
 		err := serveKernel(ctx, o, ex, log)
+		ex.EndSessions() // the kernel has failed them with the connection
 		if ctx.Err() != nil {
 			return nil
 		}

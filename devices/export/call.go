@@ -42,6 +42,9 @@ func (e *Export) syscalls() map[string]handler {
 	if e.shell != nil {
 		m["shell.exec"] = fn(e.exec)
 	}
+	if e.sessions != nil {
+		e.addSessionSyscalls(m)
+	}
 	return m
 }
 

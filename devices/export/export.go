@@ -7,8 +7,8 @@
 //	       truncate, chmod, readdir, stat; no symbolic link is followed
 //	       out of Root (every operation goes through an os.Root)
 //	call   a vfs.Call file: abi request frames for fs.read, fs.write,
-//	       fs.edit, fs.delete, fs.search and shell.exec, answered with
-//	       abi response frames
+//	       fs.edit, fs.delete, fs.search, shell.exec and the process.*
+//	       syscalls of exec sessions, answered with abi response frames
 //
 // Every caller on the device is the device's own user: the kernel has
 // decided who may use the device before its request reaches the tree, so
@@ -17,7 +17,9 @@
 // $HOME, a relative path is relative to Root, and a path must lie in Root.
 // shell.exec is the local device's (devices/local's Shell: the same
 // sessions, wait budget, polls, stdin, expiry, output tail, timeouts),
-// run on the host as the daemon's user.
+// run on the host as the daemon's user. Exec sessions are the local
+// device's too (local.Sessions), in rootless bubblewrap sandboxes run as
+// the daemon's user, over directories of the export.
 //
 // The package imports no kernel and no SQLite (internal/houserules holds
 // it): a device daemon links it.
@@ -37,6 +39,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/vfs"
@@ -50,7 +54,8 @@ type Options struct {
 	// write under fs/ (403; EROFS over 9P). shell.exec is not restricted
 	// by it (NoShell is).
 	ReadOnly bool
-	// NoShell serves no shell.exec (it is then not in Implements).
+	// NoShell serves no shell.exec and no exec sessions (they are then
+	// not in Implements).
 	NoShell bool
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -65,9 +70,12 @@ type Export struct {
 	root     string   // Root, absolute and clean
 	realRoot string   // Root with its symbolic links resolved
 	dir      *os.Root // Root, for every file operation
+	rootFD   *os.File // Root opened O_PATH, for the mounts of sessions
+	stateDir string   // the sessions' blobs and scratch, removed at Close
 	home     string   // the daemon user's $HOME, for "~"
 	who      local.Who
-	shell    *local.Shell // nil with NoShell
+	shell    *local.Shell    // nil with NoShell
+	sessions *deviceSessions // nil with NoShell or without bubblewrap
 	tree     *vfs.StaticDir
 	calls    map[string]handler
 }
@@ -119,6 +127,24 @@ func New(opts Options) (*Export, error) {
 			Runner: func(local.Who) local.ShellRunner { return local.HostRunner(opts.Logger) },
 		})
 	}
+	if !opts.NoShell && sandboxAvailable() {
+		if e.rootFD, err = os.OpenFile(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			dir.Close()
+			return nil, fmt.Errorf("export: %w", err)
+		}
+		e.sessions = &deviceSessions{new: func() (*local.Sessions, error) {
+			if e.stateDir == "" {
+				d, err := os.MkdirTemp("", "gsvfs-device-")
+				if err != nil {
+					return nil, err
+				}
+				e.stateDir = d
+			}
+			return local.NewSessions(local.SessionsOptions{
+				Logger: opts.Logger, StateDir: e.stateDir, Mount: e.sessionMount, Rootless: os.Geteuid() != 0,
+			})
+		}}
+	}
 	e.calls = e.syscalls()
 	e.tree = vfs.NewDir(allow{path: "/", dir: true},
 		vfs.DirEntry{Name: "fs", Node: &dirNode{node{e: e, rel: "."}}},
@@ -136,6 +162,9 @@ func (e *Export) Implements() []string {
 	if e.shell != nil {
 		out = append(out, "shell.exec")
 	}
+	if e.sessions != nil {
+		out = append(out, sessionSyscalls...)
+	}
 	return out
 }
 
@@ -145,6 +174,13 @@ func (e *Export) Implements() []string {
 func (e *Export) Close() error {
 	if e.shell != nil {
 		e.shell.Close()
+	}
+	e.EndSessions()
+	if e.rootFD != nil {
+		e.rootFD.Close()
+	}
+	if e.stateDir != "" {
+		os.RemoveAll(e.stateDir)
 	}
 	return e.dir.Close()
 }

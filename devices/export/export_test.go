@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -292,7 +293,12 @@ func TestReadOnly(t *testing.T) {
 func TestFSCalls(t *testing.T) {
 	e, root, fsys := serve(t, export.Options{})
 	c := openCall(t, fsys)
-	if got := e.Implements(); !slices.Equal(got, []string{"fs.read", "fs.write", "fs.edit", "fs.delete", "fs.search", "shell.exec"}) {
+	want := []string{"fs.read", "fs.write", "fs.edit", "fs.delete", "fs.search", "shell.exec"}
+	if _, err := exec.LookPath("bwrap"); err == nil {
+		want = append(want, "process.session.open", "process.exec", "process.exec.start", "process.session.signal",
+			"process.session.list", "process.session.get", "process.session.wait", "process.session.output", "process.blob.read")
+	}
+	if got := e.Implements(); !slices.Equal(got, want) {
 		t.Errorf("Implements = %v", got)
 	}
 	// fs.write makes the parents; paths are relative to Root, or absolute.

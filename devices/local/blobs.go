@@ -135,13 +135,13 @@ func (b *blobStore) read(who Who, ref string, off, limit int64) ([]byte, error) 
 
 // BlobRead is process.blob.read: a window of a blob who may read (at
 // most 16 MiB; default the first 1 MiB).
-func (d *Device) BlobRead(ctx context.Context, who Who, a *abi.BlobReadArgs) (*abi.BlobReadResult, error) {
+func (x *Sessions) BlobRead(ctx context.Context, who Who, a *abi.BlobReadArgs) (*abi.BlobReadResult, error) {
 	limit := a.Limit
 	if limit == 0 {
 		limit = 1 << 20
 	}
 	limit = min(limit, 16<<20)
-	f, err := d.blobs.openBlob(who, a.BlobRef)
+	f, err := x.blobs.openBlob(who, a.BlobRef)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func (d *Device) BlobRead(ctx context.Context, who Who, a *abi.BlobReadArgs) (*a
 	if err != nil {
 		return nil, abi.E(abi.Other, err)
 	}
-	buf, err := d.blobs.read(who, a.BlobRef, a.Offset, limit)
+	buf, err := x.blobs.read(who, a.BlobRef, a.Offset, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -159,16 +159,16 @@ func (d *Device) BlobRead(ctx context.Context, who Who, a *abi.BlobReadArgs) (*a
 
 // BlobOpen is process.blob.open (internal): blob ref opened for reading,
 // for /var/blobs/sha256/<hex>.
-func (d *Device) BlobOpen(ctx context.Context, who Who, a *abi.BlobReadArgs) (*os.File, error) {
-	return d.blobs.openBlob(who, a.BlobRef)
+func (x *Sessions) BlobOpen(ctx context.Context, who Who, a *abi.BlobReadArgs) (*os.File, error) {
+	return x.blobs.openBlob(who, a.BlobRef)
 }
 
 // BlobList is the blobs who may read, as hex digests.
-func (d *Device) BlobList(ctx context.Context, who Who, _ *abi.SessionListArgs) ([]string, error) {
-	d.blobs.mu.Lock()
-	defer d.blobs.mu.Unlock()
+func (x *Sessions) BlobList(ctx context.Context, who Who, _ *abi.SessionListArgs) ([]string, error) {
+	x.blobs.mu.Lock()
+	defer x.blobs.mu.Unlock()
 	var out []string
-	for h, m := range d.blobs.holders {
+	for h, m := range x.blobs.holders {
 		for _, uid := range m {
 			if uid == who.Uid || who.IsRoot() {
 				out = append(out, h)

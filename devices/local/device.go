@@ -64,10 +64,9 @@ type Device struct {
 	dataPath string
 	owners   ownerCache
 
-	shell    *Shell                    // shell.exec's sessions and commands
-	sessions sessions                  // the exec sessions
-	blobs    blobStore                 // their large outputs
-	root     atomic.Pointer[nsRootRef] // the namespace, for fs.* paths outside the data tree
+	shell *Shell                    // shell.exec's sessions and commands
+	root  atomic.Pointer[nsRootRef] // the namespace, for fs.* paths outside the data tree
+	*Sessions                       // the exec sessions, over the data tree
 }
 
 // Host is what the local device needs of the system that serves it. The
@@ -181,11 +180,10 @@ func New(k Host, opts Options) (*Device, error) {
 	}
 	d := &Device{k: k, log: opts.Logger, stateDir: k.StateDir(), data: data, dataFD: dataFD, dataPath: dataPath}
 	d.shell = NewShell(ShellOptions{Logger: opts.Logger, Wait: opts.ShellWait, Dir: d.shellDir, Env: d.shellEnv, Runner: d.runner})
-	if err := d.blobs.open(d.stateDir); err != nil {
+	if d.Sessions, err = NewSessions(SessionsOptions{Logger: opts.Logger, StateDir: d.stateDir, Mount: d.mountDir}); err != nil {
 		d.closeData()
 		return nil, err
 	}
-	os.RemoveAll(filepath.Join(d.stateDir, "sessions")) // scratch of sessions a restart ended
 	users, err := k.Users(context.Background())
 	if err != nil {
 		d.closeData()
@@ -230,7 +228,7 @@ func (d *Device) nsRoot() vfs.Dir {
 // that no request waits on a command; Close calls it too.
 func (d *Device) EndCommands() {
 	d.shell.Close()
-	d.sessions.close(d)
+	d.Sessions.Close()
 }
 
 // Close ends the commands (EndCommands) and closes the data tree.

@@ -19,8 +19,8 @@ func (d *Device) SetShellLimits(ttl, wait time.Duration) {
 
 // SetSessionRetention sets how long an ended exec session (and the blobs
 // its receipts hold) is kept; call it before the first session.
-func (d *Device) SetSessionRetention(r time.Duration) {
-	d.sessions.mu.Lock()
-	d.sessions.retention = r
-	d.sessions.mu.Unlock()
+func (x *Sessions) SetSessionRetention(r time.Duration) {
+	x.sessions.mu.Lock()
+	x.sessions.retention = r
+	x.sessions.mu.Unlock()
 }

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"os"
 	"path"
 	"slices"
 	"sort"
@@ -100,14 +101,18 @@ type execRun struct {
 }
 
 // runtime returns the sandbox runtime, making it on first use.
-func (t *sessions) runtime(d *Device) (*sandbox.Runtime, error) {
+func (t *sessions) runtime(x *Sessions) (*sandbox.Runtime, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return nil, abi.E(abi.Offline, "the daemon is shutting down")
 	}
 	if t.rt == nil {
-		rt, err := sandbox.NewRuntime(d.log)
+		newRuntime := sandbox.NewRuntime
+		if x.rootless {
+			newRuntime = sandbox.NewRootlessRuntime
+		}
+		rt, err := newRuntime(x.log)
 		if err != nil {
 			return nil, abi.E(abi.Offline, err.Error())
 		}
@@ -115,7 +120,7 @@ func (t *sessions) runtime(d *Device) (*sandbox.Runtime, error) {
 		t.m = map[string]*session{}
 		t.stop = make(chan struct{})
 		t.wg.Add(1)
-		go t.janitor(d)
+		go t.janitor(x)
 	}
 	return t.rt, nil
 }
@@ -133,7 +138,7 @@ func (t *sessions) get(who Who, id string) (*session, error) {
 
 // janitor ends sessions at their expiry and forgets ended ones after
 // their retention, until the table closes.
-func (t *sessions) janitor(d *Device) {
+func (t *sessions) janitor(x *Sessions) {
 	defer t.wg.Done()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -157,17 +162,17 @@ func (t *sessions) janitor(d *Device) {
 			}
 			t.mu.Unlock()
 			for _, s := range expired {
-				d.endSession(s, syscall.SIGKILL, 0)
+				x.endSession(s, syscall.SIGKILL, 0)
 			}
 			for _, s := range gone {
-				d.blobs.release(s.id)
+				x.blobs.release(s.id)
 			}
 		}
 	}
 }
 
 // close ends every session and waits for their execs.
-func (t *sessions) close(d *Device) {
+func (t *sessions) close(x *Sessions) {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -183,7 +188,7 @@ func (t *sessions) close(d *Device) {
 	}
 	t.mu.Unlock()
 	for _, s := range all {
-		d.endSession(s, syscall.SIGKILL, 0)
+		x.endSession(s, syscall.SIGKILL, 0)
 	}
 	t.wg.Wait()
 	if t.rt != nil {
@@ -204,7 +209,7 @@ func (t *sessions) close(d *Device) {
 // base system, an unknown network mode, a TTL of 0: 400. A path who may
 // not read, a network or mount the capability does not allow, too many
 // sessions: 403. Nothing is started then.
-func (d *Device) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenArgs) (*abi.SessionOpenResult, error) {
+func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenArgs) (*abi.SessionOpenResult, error) {
 	loc := a.Target.Local
 	if loc == nil {
 		return nil, abi.E(abi.Invalid, "target: want {local:{...}} (the only runtime here)")
@@ -242,7 +247,7 @@ func (d *Device) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenArg
 		env[k] = v
 	}
 	home := path.Join("/home", who.Username)
-	mounts, applied, err := d.sessionMounts(ctx, who, pc, loc.Mounts)
+	mounts, applied, err := x.sessionMounts(ctx, who, pc, loc.Mounts)
 	defer func() {
 		for _, m := range mounts {
 			m.Dir.Close()
@@ -261,11 +266,11 @@ func (d *Device) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenArg
 	if err := checkGuest(workdir, true); err != nil {
 		return nil, abi.E(abi.Path(loc.Workdir), err)
 	}
-	rt, err := d.sessions.runtime(d)
+	rt, err := x.sessions.runtime(x)
 	if err != nil {
 		return nil, err
 	}
-	if n := d.sessions.openCount(who.Uid); n >= cmpOr(pc.MaxSessions, maxSessions) {
+	if n := x.sessions.openCount(who.Uid); n >= cmpOr(pc.MaxSessions, maxSessions) {
 		return nil, abi.E(abi.Permission, fmt.Sprintf("you have %d sessions open, the most your process capability allows", n))
 	}
 	id := "ps_" + randomText()
@@ -276,9 +281,16 @@ func (d *Device) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenArg
 		MaxProcesses:   cmpOr(pc.MaxProcesses, maxExecProcesses),
 	}
 	hostUID := uint32(SandboxUIDBase) + who.Uid
+	if x.rootless {
+		// The daemon's own user, who owns the files it binds; RLIMIT_NPROC
+		// would count all of that user's processes, so only a ceiling the
+		// capability sets applies.
+		hostUID = uint32(os.Getuid())
+		limits.MaxProcesses = pc.MaxProcesses
+	}
 	box, err := rt.Open(sandbox.Spec{
 		ID: id, HostUID: hostUID, Uid: who.Uid, Gid: who.Uid,
-		Mounts: mounts, ScratchRoot: d.scratchRoot(who.Uid), Home: home, Network: loc.NetworkMode == abi.NetworkFull,
+		Mounts: mounts, ScratchRoot: x.scratchRoot(who.Uid), Home: home, Network: loc.NetworkMode == abi.NetworkFull,
 	})
 	if err != nil {
 		return nil, abi.E(abi.Offline, err.Error())
@@ -298,6 +310,11 @@ func (d *Device) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenArg
 	if loc.NetworkMode == abi.NetworkFull {
 		iso.Network = "the host's network"
 	}
+	if x.rootless {
+		iso.Mount = "a new mount namespace: /usr and /etc read-only, the mounts listed (the device user's own files), " +
+			"its own /tmp and " + home + ", a new /proc and /dev; nothing else of the host"
+		iso.User = fmt.Sprintf("uid %d inside, the device's user (host uid %d) outside, no capabilities, no further user namespaces", who.Uid, hostUID)
+	}
 	s := &session{
 		id: id, uid: who.Uid, user: who.Username, box: box, env: env, limits: limits,
 		idle: make(chan struct{}),
@@ -307,19 +324,19 @@ func (d *Device) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenArg
 		},
 	}
 	close(s.idle)
-	if !d.sessions.add(s) {
+	if !x.sessions.add(s) {
 		box.Close()
 		return nil, abi.E(abi.Offline, "the daemon is shutting down")
 	}
-	d.log.Debug("process.session.open", "uid", who.Uid, "session", id, "network", loc.NetworkMode, "mounts", len(applied))
+	x.log.Debug("process.session.open", "uid", who.Uid, "session", id, "network", loc.NetworkMode, "mounts", len(applied))
 	exp := s.info.ExpiresAtNs
 	return &abi.SessionOpenResult{SessionID: id, Status: "ready", StartedAtNs: s.info.StartedAtNs, ExpiresAtNs: &exp, Isolation: iso}, nil
 }
 
 // scratchRoot is where the sandboxes of GSV user uid keep their own tmp
 // and home: <state>/sessions/<uid>.
-func (d *Device) scratchRoot(uid uint32) string {
-	return path.Join(d.stateDir, "sessions", strconv.FormatUint(uint64(uid), 10))
+func (x *Sessions) scratchRoot(uid uint32) string {
+	return path.Join(x.stateDir, "sessions", strconv.FormatUint(uint64(uid), 10))
 }
 
 // cmpOr is v if positive, else def.
@@ -375,8 +392,8 @@ func (s *session) snapshot() *abi.SessionInfo {
 }
 
 // SessionSignal is process.session.signal.
-func (d *Device) SessionSignal(ctx context.Context, who Who, a *abi.SessionSignalArgs) (*abi.SessionSignalResult, error) {
-	s, err := d.sessions.get(who, a.SessionID)
+func (x *Sessions) SessionSignal(ctx context.Context, who Who, a *abi.SessionSignalArgs) (*abi.SessionSignalResult, error) {
+	s, err := x.sessions.get(who, a.SessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +429,7 @@ func (d *Device) SessionSignal(ctx context.Context, who Who, a *abi.SessionSigna
 		run.interrupt()
 		return &abi.SessionSignalResult{Status: abi.SignalSignaled}, nil
 	}
-	res := d.endSession(s, sig, grace)
+	res := x.endSession(s, sig, grace)
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -424,7 +441,7 @@ func (d *Device) SessionSignal(ctx context.Context, who Who, a *abi.SessionSigna
 // endSession ends s: its running exec gets sig (then SIGKILL after
 // grace), its box closes once the exec is gone. It returns the receipt of
 // process.session.signal.
-func (d *Device) endSession(s *session, sig syscall.Signal, grace time.Duration) *abi.SessionSignalResult {
+func (x *Sessions) endSession(s *session, sig syscall.Signal, grace time.Duration) *abi.SessionSignalResult {
 	s.mu.Lock()
 	if !s.ended.IsZero() {
 		e := s.ended.UnixNano()
@@ -456,15 +473,15 @@ func (d *Device) endSession(s *session, sig syscall.Signal, grace time.Duration)
 
 // SessionList is process.session.list: who's sessions (root: everyone's),
 // oldest first.
-func (d *Device) SessionList(ctx context.Context, who Who, a *abi.SessionListArgs) (*abi.SessionListResult, error) {
-	d.sessions.mu.Lock()
+func (x *Sessions) SessionList(ctx context.Context, who Who, a *abi.SessionListArgs) (*abi.SessionListResult, error) {
+	x.sessions.mu.Lock()
 	var all []*session
-	for _, s := range d.sessions.m {
+	for _, s := range x.sessions.m {
 		if s.uid == who.Uid || who.IsRoot() {
 			all = append(all, s)
 		}
 	}
-	d.sessions.mu.Unlock()
+	x.sessions.mu.Unlock()
 	res := &abi.SessionListResult{Sessions: []abi.SessionInfo{}}
 	for _, s := range all {
 		res.Sessions = append(res.Sessions, *s.snapshot())
@@ -477,8 +494,8 @@ func (d *Device) SessionList(ctx context.Context, who Who, a *abi.SessionListArg
 }
 
 // SessionGet is process.session.get: one of who's sessions.
-func (d *Device) SessionGet(ctx context.Context, who Who, a *abi.SessionGetArgs) (*abi.SessionInfo, error) {
-	s, err := d.sessions.get(who, a.SessionID)
+func (x *Sessions) SessionGet(ctx context.Context, who Who, a *abi.SessionGetArgs) (*abi.SessionInfo, error) {
+	s, err := x.sessions.get(who, a.SessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -488,8 +505,8 @@ func (d *Device) SessionGet(ctx context.Context, who Who, a *abi.SessionGetArgs)
 // SessionWait is process.session.wait: it waits until no exec runs in the
 // session (or ctx ends) and returns the last exec's receipt; a 404 if the
 // session has run none.
-func (d *Device) SessionWait(ctx context.Context, who Who, a *abi.SessionGetArgs) (*abi.ExecResult, error) {
-	s, err := d.sessions.get(who, a.SessionID)
+func (x *Sessions) SessionWait(ctx context.Context, who Who, a *abi.SessionGetArgs) (*abi.ExecResult, error) {
+	s, err := x.sessions.get(who, a.SessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -511,9 +528,9 @@ func (d *Device) SessionWait(ctx context.Context, who Who, a *abi.SessionGetArgs
 
 // SessionOutput is the last exec's output of a stream ("stdout" or
 // "stderr") in session id: its inline bytes, or its blob's first bytes.
-func (d *Device) SessionOutput(ctx context.Context, who Who, a *abi.BlobReadArgs) (*abi.BlobReadResult, error) {
+func (x *Sessions) SessionOutput(ctx context.Context, who Who, a *abi.BlobReadArgs) (*abi.BlobReadResult, error) {
 	id, stream, _ := strings.Cut(a.BlobRef, "/")
-	s, err := d.sessions.get(who, id)
+	s, err := x.sessions.get(who, id)
 	if err != nil {
 		return nil, err
 	}
@@ -532,7 +549,7 @@ func (d *Device) SessionOutput(ctx context.Context, who Who, a *abi.BlobReadArgs
 		o = last.Stderr
 	}
 	if o != nil && o.Blob != nil {
-		return d.BlobRead(ctx, who, &abi.BlobReadArgs{BlobRef: o.Blob.BlobRef, Offset: a.Offset, Limit: a.Limit})
+		return x.BlobRead(ctx, who, &abi.BlobReadArgs{BlobRef: o.Blob.BlobRef, Offset: a.Offset, Limit: a.Limit})
 	}
 	return &abi.BlobReadResult{Bytes: text, SizeBytes: int64(len(text))}, nil
 }

@@ -43,8 +43,8 @@ func (s *session) sessionEnv(patch map[string]string) []string {
 // Exec is process.exec: it runs argv in the session and returns its
 // receipt when it has ended. A caller gone before then (ctx) kills it.
 // One exec runs at a time in a session: another is a 409.
-func (d *Device) ProcessExec(ctx context.Context, who Who, a *abi.ExecArgs) (*abi.ExecResult, error) {
-	s, run, err := d.startExec(ctx, who, a)
+func (x *Sessions) ProcessExec(ctx context.Context, who Who, a *abi.ExecArgs) (*abi.ExecResult, error) {
+	s, run, err := x.startExec(ctx, who, a)
 	if err != nil {
 		return nil, err
 	}
@@ -61,8 +61,8 @@ func (d *Device) ProcessExec(ctx context.Context, who Who, a *abi.ExecArgs) (*ab
 
 // ExecStart is process.exec.start: process.exec that returns once the
 // command runs; process.session.wait returns its receipt.
-func (d *Device) ExecStart(ctx context.Context, who Who, a *abi.ExecArgs) (*abi.SessionInfo, error) {
-	s, _, err := d.startExec(ctx, who, a)
+func (x *Sessions) ExecStart(ctx context.Context, who Who, a *abi.ExecArgs) (*abi.SessionInfo, error) {
+	s, _, err := x.startExec(ctx, who, a)
 	if err != nil {
 		return nil, err
 	}
@@ -70,8 +70,8 @@ func (d *Device) ExecStart(ctx context.Context, who Who, a *abi.ExecArgs) (*abi.
 }
 
 // startExec checks a and starts its command in its session.
-func (d *Device) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*session, *execRun, error) {
-	s, err := d.sessions.get(who, a.SessionID)
+func (x *Sessions) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*session, *execRun, error) {
+	s, err := x.sessions.get(who, a.SessionID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -115,7 +115,7 @@ func (d *Device) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*sess
 	}
 	var stdin []byte
 	if a.StdinRef != "" {
-		stdin, err = d.blobs.read(who, a.StdinRef, 0, inlineRequired*64)
+		stdin, err = x.blobs.read(who, a.StdinRef, 0, inlineRequired*64)
 		if err != nil {
 			return nil, nil, abi.E(abi.Path(a.StdinRef), err)
 		}
@@ -128,12 +128,12 @@ func (d *Device) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*sess
 	if s.running != nil {
 		return nil, nil, abi.E(abi.Path(s.id), abi.Busy, "an exec is running in the session: wait for it (process.session.wait) or open another session")
 	}
-	if !d.sessions.startExecWG() {
+	if !x.sessions.startExecWG() {
 		return nil, nil, abi.E(abi.Offline, "the daemon is shutting down")
 	}
 	run := &execRun{started: time.Now(), mode: mode, done: make(chan struct{})}
-	run.out[0] = newCapture(d.blobs.tmpDir(), s.limits.MaxOutputBytes)
-	run.out[1] = newCapture(d.blobs.tmpDir(), s.limits.MaxOutputBytes)
+	run.out[0] = newCapture(x.blobs.tmpDir(), s.limits.MaxOutputBytes)
+	run.out[1] = newCapture(x.blobs.tmpDir(), s.limits.MaxOutputBytes)
 	var in *strings.Reader
 	cmd := sandbox.Cmd{Argv: a.Argv, Cwd: cwd, Env: s.sessionEnv(a.EnvPatch),
 		Stdout: run.out[0], Stderr: run.out[1], MaxProcesses: s.limits.MaxProcesses}
@@ -143,7 +143,7 @@ func (d *Device) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*sess
 	}
 	p, err := s.box.Start(cmd)
 	if err != nil {
-		d.sessions.wg.Done()
+		x.sessions.wg.Done()
 		run.out[0].discard()
 		run.out[1].discard()
 		return nil, nil, abi.E(abi.Path(s.id), abi.Offline, err.Error())
@@ -152,7 +152,7 @@ func (d *Device) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*sess
 	run.timer = time.AfterFunc(timeout, func() { run.stop(abi.ExecTimeout, syscall.SIGTERM, signalGrace) })
 	s.running = run
 	s.idle = make(chan struct{})
-	go d.finishExec(s, run)
+	go x.finishExec(s, run)
 	return s, run, nil
 }
 
@@ -191,8 +191,8 @@ func (r *execRun) interrupt() {
 
 // finishExec waits for run's end, makes its receipt and makes the session
 // idle.
-func (d *Device) finishExec(s *session, run *execRun) {
-	defer d.sessions.wg.Done()
+func (x *Sessions) finishExec(s *session, run *execRun) {
+	defer x.sessions.wg.Done()
 	<-run.proc.Done()
 	run.timer.Stop()
 	ex := run.proc.Exit()
@@ -218,7 +218,7 @@ func (d *Device) finishExec(s *session, run *execRun) {
 	var inline [2][]byte
 	var refs []string
 	for i, c := range run.out {
-		o, ref, text, err := d.blobs.output(c, run.mode)
+		o, ref, text, err := x.blobs.output(c, run.mode)
 		switch {
 		case errors.Is(err, errInlineTooLarge):
 			r.Status, r.ErrorCode = abi.ExecError, "inline_required_too_large"
@@ -236,7 +236,7 @@ func (d *Device) finishExec(s *session, run *execRun) {
 		inline[i] = text
 		if ref != "" {
 			refs = append(refs, ref)
-			d.blobs.hold(ref, s.id, s.uid)
+			x.blobs.hold(ref, s.id, s.uid)
 		}
 	}
 	s.mu.Lock()

@@ -70,7 +70,7 @@ func capMode(pc abi.ProcessCap, who Who, p string) string {
 
 // sessionMounts resolves and checks each mount for who and opens its
 // directory; it returns them with the mounts as applied.
-func (d *Device) sessionMounts(ctx context.Context, who Who, pc abi.ProcessCap, ms []abi.ProcessMount) ([]sandbox.Mount, []abi.ProcessMount, error) {
+func (x *Sessions) sessionMounts(ctx context.Context, who Who, pc abi.ProcessCap, ms []abi.ProcessMount) ([]sandbox.Mount, []abi.ProcessMount, error) {
 	var out []sandbox.Mount
 	applied := []abi.ProcessMount{}
 	guests := map[string]bool{}
@@ -85,7 +85,7 @@ func (d *Device) sessionMounts(ctx context.Context, who Who, pc abi.ProcessCap, 
 			return out, nil, abi.E(abi.Path(m.GuestPath), abi.Invalid, "guest_path mounted twice")
 		}
 		guests[path.Clean(m.GuestPath)] = true
-		dir, mode, shown, err := d.mountDir(ctx, who, pc, m)
+		dir, mode, shown, err := x.mount(ctx, who, pc, m)
 		if err != nil {
 			return out, nil, err
 		}

@@ -45,7 +45,7 @@ type sandboxProc struct {
 // start opens the command's box and starts /bin/sh -c in it.
 func (r sandboxShell) start(ctx context.Context, c *shellCommand) (shellHandle, error) {
 	d := r.d
-	rt, err := d.sessions.runtime(d)
+	rt, err := d.sessions.runtime(d.Sessions)
 	if err != nil {
 		return nil, err
 	}

@@ -51,10 +51,11 @@ const MaxProcesses = 1024
 // Runtime runs boxes with one bubblewrap binary. Its zero value is not
 // usable: see NewRuntime.
 type Runtime struct {
-	bwrap   string // the bwrap binary
-	Version string // bwrap's version line, e.g. "bubblewrap 0.8.0"
-	dir     string // this runtime's staging directory
-	log     *slog.Logger
+	bwrap    string // the bwrap binary
+	Version  string // bwrap's version line, e.g. "bubblewrap 0.8.0"
+	dir      string // this runtime's staging directory ("" when rootless)
+	log      *slog.Logger
+	rootless bool // see NewRootlessRuntime
 
 	mu      sync.Mutex
 	userns  map[uint32]*os.File // idmap user namespaces, by host uid
@@ -78,16 +79,9 @@ func NewRuntime(log *slog.Logger) (*Runtime, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	bwrap, err := exec.LookPath("bwrap")
+	bwrap, version, err := findBwrap()
 	if err != nil {
-		bwrap = "/usr/bin/bwrap"
-		if _, serr := os.Stat(bwrap); serr != nil {
-			return nil, errors.New("bubblewrap (bwrap) is not installed: exec sessions need it (Debian: apt-get install bubblewrap)")
-		}
-	}
-	out, err := exec.Command(bwrap, "--version").Output()
-	if err != nil {
-		return nil, fmt.Errorf("bubblewrap: %s --version: %v", bwrap, err)
+		return nil, err
 	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("exec sessions need the daemon to run as root (it mounts each session's directories idmapped)")
@@ -114,9 +108,50 @@ func NewRuntime(log *slog.Logger) (*Runtime, error) {
 		return nil, fmt.Errorf("sandbox staging: %w", err)
 	}
 	return &Runtime{
-		bwrap: bwrap, Version: strings.TrimSpace(string(out)), dir: dir, log: log,
+		bwrap: bwrap, Version: version, dir: dir, log: log,
 		userns: map[uint32]*os.File{}, boxes: map[*Box]bool{}, probed: map[probeKey]error{}, scratch: map[uint32]string{},
 	}, nil
+}
+
+// NewRootlessRuntime is a runtime for a daemon that is not root, such as
+// a device daemon run by its user: its sandboxes run as the daemon's own
+// user, in a user namespace of their own (bubblewrap needs unprivileged
+// user namespaces for it), and bind their directories as they are, with
+// no idmapping: their files are that user's own. Spec.HostUID is ignored,
+// and no process ceiling is set (RLIMIT_NPROC would count every process
+// of the user, inside sandboxes and out).
+func NewRootlessRuntime(log *slog.Logger) (*Runtime, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	bwrap, version, err := findBwrap()
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{
+		bwrap: bwrap, Version: version, log: log, rootless: true,
+		userns: map[uint32]*os.File{}, boxes: map[*Box]bool{}, probed: map[probeKey]error{}, scratch: map[uint32]string{},
+	}, nil
+}
+
+// Rootless says whether r is a NewRootlessRuntime.
+func (r *Runtime) Rootless() bool { return r.rootless }
+
+// findBwrap returns the bubblewrap binary (bwrap on the PATH, or
+// /usr/bin/bwrap) and its version line.
+func findBwrap() (string, string, error) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		bwrap = "/usr/bin/bwrap"
+		if _, serr := os.Stat(bwrap); serr != nil {
+			return "", "", errors.New("bubblewrap (bwrap) is not installed: exec sessions need it (Debian: apt-get install bubblewrap)")
+		}
+	}
+	out, err := exec.Command(bwrap, "--version").Output()
+	if err != nil {
+		return "", "", fmt.Errorf("bubblewrap: %s --version: %v", bwrap, err)
+	}
+	return bwrap, strings.TrimSpace(string(out)), nil
 }
 
 // removeStale unmounts and removes the staging directories of runtimes
@@ -206,6 +241,9 @@ func (r *Runtime) Close() error {
 	r.userns = map[uint32]*os.File{}
 	r.scratch = map[uint32]string{}
 	r.mu.Unlock()
+	if r.rootless {
+		return nil
+	}
 	unmountUnder(r.dir)
 	return os.RemoveAll(r.dir)
 }
@@ -283,6 +321,7 @@ type Box struct {
 	scratch string   // its tmp and home, beneath the scratch root
 	args    []string // bwrap's arguments up to the command
 	staged  []string // the mount points it staged, in order
+	fds     []*os.File // a rootless box's directories, in order
 	closeMu sync.Mutex
 	closed  bool
 }
@@ -301,22 +340,34 @@ func (r *Runtime) Open(spec Spec) (*Box, error) {
 		return nil, errors.New("the sandbox runtime is closed")
 	}
 	r.mu.Unlock()
-	ns, err := r.idmap(spec.HostUID)
-	if err != nil {
-		return nil, err
+	// staged is where the box sees its scratch root: staged idmapped for
+	// a root runtime, the root itself for a rootless one.
+	var ns *os.File
+	staged := spec.ScratchRoot
+	if r.rootless {
+		if err := os.MkdirAll(spec.ScratchRoot, 0o700); err != nil {
+			return nil, fmt.Errorf("scratch: %w", err)
+		}
+	} else {
+		var err error
+		if ns, err = r.idmap(spec.HostUID); err != nil {
+			return nil, err
+		}
+		if staged, err = r.stageScratch(ns, spec.HostUID, spec.ScratchRoot); err != nil {
+			return nil, err
+		}
 	}
-	staged, err := r.stageScratch(ns, spec.HostUID, spec.ScratchRoot)
-	if err != nil {
-		return nil, err
+	b := &Box{r: r, spec: spec, scratch: filepath.Join(spec.ScratchRoot, spec.ID)}
+	if !r.rootless {
+		b.dir = filepath.Join(r.dir, spec.ID)
 	}
-	b := &Box{r: r, spec: spec, dir: filepath.Join(r.dir, spec.ID), scratch: filepath.Join(spec.ScratchRoot, spec.ID)}
 	for _, d := range []string{"tmp", "home"} {
 		if err := os.MkdirAll(filepath.Join(b.scratch, d), 0o700); err != nil {
 			b.Close()
 			return nil, fmt.Errorf("scratch: %w", err)
 		}
 	}
-	if len(spec.Mounts) > 0 {
+	if len(spec.Mounts) > 0 && !r.rootless {
 		if err := os.Mkdir(b.dir, 0o700); err != nil {
 			b.Close()
 			return nil, fmt.Errorf("staging: %w", err)
@@ -359,6 +410,23 @@ func (r *Runtime) Open(spec Spec) (*Box, error) {
 		"--bind", filepath.Join(staged, spec.ID, "home"), spec.Home,
 	)
 	for i, m := range spec.Mounts {
+		if r.rootless {
+			// The box keeps its own copy of each directory, which bwrap
+			// binds (--bind-fd) and closes before the command runs: fd
+			// 4+i of bwrap, after the info fd.
+			fd, err := unix.FcntlInt(m.Dir.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+			if err != nil {
+				b.Close()
+				return nil, fmt.Errorf("mount %s: %w", m.Guest, err)
+			}
+			b.fds = append(b.fds, os.NewFile(uintptr(fd), m.Dir.Name()))
+			op := "--ro-bind-fd"
+			if m.RW {
+				op = "--bind-fd"
+			}
+			args = append(args, op, strconv.Itoa(4+i), m.Guest)
+			continue
+		}
 		name := "m" + strconv.Itoa(i)
 		if err := b.stage(ns, m.Dir, name, m.RW); err != nil {
 			b.Close()
@@ -489,12 +557,18 @@ func (b *Box) Close() error {
 	b.r.mu.Lock()
 	delete(b.r.boxes, b)
 	b.r.mu.Unlock()
+	for _, f := range b.fds {
+		f.Close()
+	}
 	for i := len(b.staged) - 1; i >= 0; i-- {
 		if err := unix.Unmount(b.staged[i], unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
 			b.r.log.Warn("sandbox: unmounting a staged mount", "path", b.staged[i], "err", err)
 		}
 	}
 	os.RemoveAll(b.scratch)
+	if b.dir == "" {
+		return nil
+	}
 	return os.RemoveAll(b.dir)
 }
 
@@ -534,10 +608,11 @@ type Proc struct {
 
 // Start starts c in a fresh sandbox of b and returns once it runs.
 func (b *Box) Start(c Cmd) (*Proc, error) {
+	// Close waits for a Start under way: the box's directories stay open
+	// until bwrap has them.
 	b.closeMu.Lock()
-	closed := b.closed
-	b.closeMu.Unlock()
-	if closed {
+	defer b.closeMu.Unlock()
+	if b.closed {
 		return nil, errors.New("the session is closed")
 	}
 	if len(c.Argv) == 0 {
@@ -563,11 +638,10 @@ func (b *Box) Start(c Cmd) (*Proc, error) {
 	cmd.Stdin = c.Stdin
 	cmd.Stdout = c.Stdout
 	cmd.Stderr = c.Stderr
-	cmd.ExtraFiles = []*os.File{infoW}
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: &syscall.Credential{Uid: b.spec.HostUID, Gid: b.spec.HostUID, NoSetGroups: false},
-		Pdeathsig:  syscall.SIGKILL,
-		Setpgid:    true,
+	cmd.ExtraFiles = append([]*os.File{infoW}, b.fds...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if !b.r.rootless {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: b.spec.HostUID, Gid: b.spec.HostUID}
 	}
 	err = cmd.Start()
 	infoW.Close()

@@ -1,0 +1,71 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"gsvfs.dev/gsvfs/abi"
+)
+
+// Sessions is a table of exec sessions and the blob store of their
+// receipts: process.session.open, .list, .get, .signal, .wait,
+// process.exec and process.blob.read. The local device has one over its
+// data tree (a root daemon: idmapped sandboxes); a device daemon has one
+// over its export (rootless sandboxes as its own user). Where a session's
+// directories come from is the owner's (SessionsOptions.Mount); the rest
+// is the same code.
+type Sessions struct {
+	log      *slog.Logger
+	stateDir string
+	mount    MountFunc
+	rootless bool
+
+	sessions sessions  // the exec sessions
+	blobs    blobStore // their large outputs
+}
+
+// MountFunc resolves mount m of a session who opens under process
+// capability pc: the directory, opened O_PATH after who's rights to it
+// were checked, the mode it gets (at most m.Mode) and its path as the
+// receipt shows it. An error is the open's answer.
+type MountFunc func(ctx context.Context, who Who, pc abi.ProcessCap, m abi.ProcessMount) (dir *os.File, mode, shown string, err error)
+
+// SessionsOptions configure a Sessions.
+type SessionsOptions struct {
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+	// StateDir holds the blobs (<StateDir>/blobs) and the sessions'
+	// scratch homes and tmp (<StateDir>/sessions/<uid>); NewSessions
+	// empties both, as no session outlives its daemon.
+	StateDir string
+	// Mount resolves the mounts sessions ask for (required).
+	Mount MountFunc
+	// Rootless runs the sandboxes as the daemon's own user (see
+	// sandbox.NewRootlessRuntime); otherwise the daemon is root and each
+	// user's sandboxes run as an unprivileged host uid of their own.
+	Rootless bool
+}
+
+// NewSessions makes an empty table. Its sandbox runtime starts with the
+// first session opened; Close ends it.
+func NewSessions(opts SessionsOptions) (*Sessions, error) {
+	if opts.Mount == nil || opts.StateDir == "" {
+		return nil, errors.New("sessions: no state directory or mount resolver")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	x := &Sessions{log: opts.Logger, stateDir: opts.StateDir, mount: opts.Mount, rootless: opts.Rootless}
+	if err := x.blobs.open(opts.StateDir); err != nil {
+		return nil, err
+	}
+	os.RemoveAll(filepath.Join(opts.StateDir, "sessions")) // scratch of sessions a restart ended
+	return x, nil
+}
+
+// Close ends every session (its running exec killed) and waits for
+// them; opens from then on fail.
+func (x *Sessions) Close() { x.sessions.close(x) }

@@ -136,12 +136,14 @@ func (r *Router) shellDir(shellPath, target string, meta vfs.Meta) vfs.Dir {
 	return &vfs.FuncDir{Meta: meta,
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
 			out := []vfs.DirEntry{{Name: "clone", Node: clone}, {Name: "err", Node: errv}}
+			if target != "" && r.remote(target) == nil {
+				// EHOSTDOWN while the device is offline; its failed
+				// sessions stay reachable by name.
+				return nil, abi.E(abi.Path(shellPath), abi.Offline, fmt.Sprintf("device %q is offline", target))
+			}
 			res, err := kernel.Invoke[*abi.SessionListResult](ctx, r.k, ns.CallerOf(cred, ""), "process.session.list", &abi.SessionListArgs{Target: target})
 			if err != nil {
-				if target != "" && abi.KindOf(err) == abi.Offline {
-					return nil, err // EHOSTDOWN: the device is offline
-				}
-				return out, nil // a caller without process.* sees the fixed files only
+				return out, nil // a caller without process.* (or the device) sees the fixed files only
 			}
 			for i := range res.Sessions {
 				s := &res.Sessions[i]

@@ -142,13 +142,24 @@ func onSession[A, V any](r *Router, name string, sid func(*A) string, timeout fu
 		}
 		switch v := any(res).(type) {
 		case *abi.SessionInfo:
-			v.Device = sr.dev
-			markBlobs(v.LastExec, sr.dev)
+			r.ownSession(ctx, v, sr.dev, sr.uid)
 		case *abi.ExecResult:
 			markBlobs(v, sr.dev)
 		}
 		return res, nil
 	}
+}
+
+// ownSession makes info, a session of device as the device shows it,
+// the kernel's: its owner the GSV user uid who opened it (the device
+// knows only its own user), its device and its blobs' device named.
+func (r *Router) ownSession(ctx context.Context, info *abi.SessionInfo, device string, uid uint32) {
+	info.Device = device
+	info.Uid, info.User = uid, fmt.Sprint(uid)
+	if u, err := r.k.UserOf(ctx, uid); err == nil {
+		info.User = u.Username
+	}
+	markBlobs(info.LastExec, device)
 }
 
 // markBlobs names device as the keeper of r's blobs.
@@ -218,8 +229,11 @@ func (r *Router) sessionListOn(ctx context.Context, c *kernel.Caller, a *abi.Ses
 		for _, s := range res.Sessions {
 			sr, ok := r.procRoutes[s.SessionID]
 			if c.IsRoot() || (ok && sr.dev == rd && sr.uid == c.Uid) {
-				s.Device = rd.id
-				markBlobs(s.LastExec, rd.id)
+				uid := c.Uid
+				if ok {
+					uid = sr.uid
+				}
+				r.ownSession(ctx, &s, rd.id, uid)
 				out.Sessions = append(out.Sessions, s)
 			}
 		}

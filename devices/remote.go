@@ -49,7 +49,7 @@ const (
 )
 
 // routable are the syscalls a device may implement.
-var routable = []string{"fs.read", "fs.write", "fs.edit", "fs.delete", "fs.search", "shell.exec"}
+var routable = append(slices.Clone(Routable), abi.SessionCalls...)
 
 // remoteDevice is one live connection of a device.
 type remoteDevice struct {

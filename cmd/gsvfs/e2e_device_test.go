@@ -46,6 +46,29 @@ func startDevice(t *testing.T, args ...string) *deviceProc {
 	return p
 }
 
+// startDeviceAs starts gsvfs device with args as the host uid (and gid)
+// uid, with home as its $HOME: a device run by its user, without root.
+func startDeviceAs(t *testing.T, uid int, home string, args ...string) *deviceProc {
+	t.Helper()
+	p := &deviceProc{stderr: &syncBuffer{}, done: make(chan struct{})}
+	u := strconv.Itoa(uid)
+	p.cmd = exec.Command("setpriv", append([]string{"--reuid", u, "--regid", u, "--clear-groups", gsvfsBin, "device", "--log-level", "debug"}, args...)...)
+	p.cmd.Env = append(os.Environ(), raceEnv, "HOME="+home, "TMPDIR="+home)
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("device %v log:\n%s", args, p.stderr.String())
+		}
+	})
+	return p
+}
+
 // kill ends the device process at once.
 func (p *deviceProc) kill() {
 	p.cmd.Process.Kill()
@@ -137,6 +160,96 @@ func TestE2EDevices(t *testing.T) {
 		})
 		if !strings.Contains(r.stdout, "later") {
 			t.Fatalf("the poll's result: %v", r)
+		}
+	})
+
+	// Exec sessions on a device run by alice without root: opened with
+	// target.device, used through gsv and through /dev/box/shell, each exec
+	// in a rootless sandbox of the device that sees only its mounts; bob
+	// may not reach them; they fail when the device goes.
+	t.Run("Sessions", func(t *testing.T) {
+		if _, err := exec.LookPath("bwrap"); err != nil {
+			t.Skip("bubblewrap is not installed")
+		}
+		home, err := os.MkdirTemp("", "box-home-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(home) })
+		os.MkdirAll(filepath.Join(home, "src", "project"), 0o755)
+		os.WriteFile(filepath.Join(home, "src", "project", "go.mod"), []byte("module example.com/project\n"), 0o644)
+		os.WriteFile(filepath.Join(home, "src", "secret.txt"), []byte("not mounted\n"), 0o600)
+		if err := chownTree(home, aliceHost, aliceHost); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(home, 0o755)
+		mustOK(t, call9p(t, root, "sys.token.create", map[string]any{"kind": "node", "uid": aliceUID, "allowedDeviceId": "box"}), &tok)
+		box := startDeviceAs(t, aliceHost, home, "--kernel", listen, "--id", "box", "--token", tok.Token.Token, "--root", filepath.Join(home, "src"))
+		boxOnline := func() bool {
+			r := alice("call", "sys.device.get", `{"deviceId":"box"}`)
+			return r.code == 0 && strings.Contains(r.stdout, `"online": true`)
+		}
+		waitFor(t, 15*time.Second, "box online", boxOnline)
+		if r := alice("call", "sys.device.get", `{"deviceId":"box"}`); !strings.Contains(r.stdout, "process.session.open") {
+			t.Fatalf("box does not announce exec sessions: %v", r)
+		}
+
+		r := alice("session", "open", "--device", "box", "--mount", "project:/work")
+		sid := strings.TrimSpace(r.stdout)
+		if r.code != 0 || !strings.HasPrefix(sid, "ps_") {
+			t.Fatalf("gsv session open --device box: %v", r)
+		}
+		r = alice("exec", sid, "--", "sh", "-c", `id -u; cat go.mod; echo made > out.txt; cat ../secret.txt 2>&1 || true; ls /`)
+		if r.code != 0 || !strings.Contains(r.stdout, strconv.Itoa(aliceHost)+"\n") || !strings.Contains(r.stdout, "module example.com/project") ||
+			strings.Contains(r.stdout, "not mounted") || strings.Contains(r.stdout, "src") {
+			t.Fatalf("gsv exec in a device session: %v", r)
+		}
+		if fi, err := os.Stat(filepath.Join(home, "src", "project", "out.txt")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(aliceHost) {
+			t.Fatalf("the exec's file on the device: %v %v", fi, err)
+		}
+		r = alice("session", "status", sid)
+		if r.code != 0 || !strings.Contains(r.stdout, `"device": "box"`) || !strings.Contains(r.stdout, "the device's user") {
+			t.Fatalf("gsv session status of a device session: %v", r)
+		}
+		// Large output comes back from the device's blob.
+		r = alice("exec", sid, "--", "sh", "-c", `head -c 100000 /dev/zero | tr '\0' x`)
+		if r.code != 0 || len(r.stdout) != 100000 {
+			t.Fatalf("large output of a device exec: exit %d, %d bytes, %q", r.code, len(r.stdout), r.stderr)
+		}
+
+		// The same files as /dev/gsv/shell, under /dev/box/shell.
+		r = d.shAs(aliceHost, `S="$1"/dev/box/shell
+			exec 3<>"$S"/clone && echo 'open mount=project:/w:ro' >&3 && read sid <&3 && exec 3<&- &&
+			ls "$S" | grep -qx "$sid" &&
+			echo 'exec sh -c "echo via-files; touch /w/nope 2>&1 || true"' > "$S/$sid/ctl" &&
+			cat "$S/$sid/wait" >/dev/null && cat "$S/$sid/stdout"`, d.mnt)
+		if r.code != 0 || !strings.Contains(r.stdout, "via-files") || !strings.Contains(r.stdout, "Read-only") {
+			t.Fatalf("/dev/box/shell: %v", r)
+		}
+		if r := d.shAs(aliceHost, `ls "$1"/dev/gsv/shell`, d.mnt); strings.Contains(r.stdout, sid) {
+			t.Fatalf("a device session is listed under /dev/gsv/shell: %v", r)
+		}
+
+		// bob may neither open sessions on alice's device nor see hers.
+		if r := gsvAs(bobHost, []string{unixAddr}, "session", "open", "--device", "box"); r.code == 0 || !strings.Contains(r.stderr, "(403)") {
+			t.Fatalf("bob opens a session on alice's device: %v", r)
+		}
+		if r := gsvAs(bobHost, []string{unixAddr}, "session", "status", sid); r.code == 0 || !strings.Contains(r.stderr, "(404)") {
+			t.Fatalf("bob sees alice's device session: %v", r)
+		}
+
+		// The device goes: its sessions fail, from the kernel's record.
+		box.kill()
+		waitFor(t, 5*time.Second, "box offline", func() bool { return !boxOnline() })
+		r = alice("session", "status", sid)
+		if r.code != 0 || !strings.Contains(r.stdout, `"state": "failed"`) || !strings.Contains(r.stdout, "Device disconnected") {
+			t.Fatalf("a session of a gone device: %v", r)
+		}
+		if r := alice("exec", sid, "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "(503)") || !strings.Contains(r.stderr, "Device disconnected") {
+			t.Fatalf("an exec in a session of a gone device: %v", r)
+		}
+		if r := d.shAs(aliceHost, `ls "$1"/dev/box/shell`, d.mnt); r.code == 0 || !strings.Contains(r.stderr, "down") {
+			t.Fatalf("/dev/box/shell while offline: %v", r)
 		}
 	})
 

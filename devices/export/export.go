@@ -163,7 +163,7 @@ func (e *Export) Implements() []string {
 		out = append(out, "shell.exec")
 	}
 	if e.sessions != nil {
-		out = append(out, sessionSyscalls...)
+		out = append(out, abi.SessionCalls...)
 	}
 	return out
 }

@@ -19,13 +19,6 @@ import (
 // sessions last as long as the kernel connection they were opened on
 // (EndSessions): the kernel fails them when it ends.
 
-// sessionSyscalls are the process.* syscalls the call file answers.
-var sessionSyscalls = []string{
-	"process.session.open", "process.exec", "process.exec.start", "process.session.signal",
-	"process.session.list", "process.session.get", "process.session.wait",
-	"process.session.output", "process.blob.read",
-}
-
 // deviceSessions holds the table of the current connection.
 type deviceSessions struct {
 	mu  sync.Mutex

@@ -64,9 +64,9 @@ type Device struct {
 	dataPath string
 	owners   ownerCache
 
-	shell *Shell                    // shell.exec's sessions and commands
-	root  atomic.Pointer[nsRootRef] // the namespace, for fs.* paths outside the data tree
-	*Sessions                       // the exec sessions, over the data tree
+	shell     *Shell                    // shell.exec's sessions and commands
+	root      atomic.Pointer[nsRootRef] // the namespace, for fs.* paths outside the data tree
+	*Sessions                           // the exec sessions, over the data tree
 }
 
 // Host is what the local device needs of the system that serves it. The

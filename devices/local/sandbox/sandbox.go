@@ -317,10 +317,10 @@ type Spec struct {
 type Box struct {
 	r       *Runtime
 	spec    Spec
-	dir     string   // its staging directory, made only for its mounts
-	scratch string   // its tmp and home, beneath the scratch root
-	args    []string // bwrap's arguments up to the command
-	staged  []string // the mount points it staged, in order
+	dir     string     // its staging directory, made only for its mounts
+	scratch string     // its tmp and home, beneath the scratch root
+	args    []string   // bwrap's arguments up to the command
+	staged  []string   // the mount points it staged, in order
 	fds     []*os.File // a rootless box's directories, in order
 	closeMu sync.Mutex
 	closed  bool

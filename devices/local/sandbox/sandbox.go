@@ -83,6 +83,7 @@ func NewRuntime(log *slog.Logger) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	inheritNothing()
 	if os.Geteuid() != 0 {
 		return nil, errors.New("exec sessions need the daemon to run as root (it mounts each session's directories idmapped)")
 	}
@@ -128,6 +129,7 @@ func NewRootlessRuntime(log *slog.Logger) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	inheritNothing()
 	return &Runtime{
 		bwrap: bwrap, Version: version, log: log, rootless: true,
 		userns: map[uint32]*os.File{}, boxes: map[*Box]bool{}, probed: map[probeKey]error{}, scratch: map[uint32]string{},
@@ -136,6 +138,22 @@ func NewRootlessRuntime(log *slog.Logger) (*Runtime, error) {
 
 // Rootless says whether r is a NewRootlessRuntime.
 func (r *Runtime) Rootless() bool { return r.rootless }
+
+// inheritNothing marks every descriptor of the process from 3 up
+// close-on-exec: one it inherited from whoever started it would otherwise
+// pass through bubblewrap into every sandbox. What a sandbox is given
+// (Cmd's files, a box's directories) is passed explicitly.
+func inheritNothing() {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err == nil {
+		return
+	}
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
+}
 
 // findBwrap returns the bubblewrap binary (bwrap on the PATH, or
 // /usr/bin/bwrap) and its version line.

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -180,5 +181,81 @@ func TestBoxMaxProcesses(t *testing.T) {
 	<-p.Done()
 	if !strings.Contains(strings.ToLower(o.String()), "fork") {
 		t.Fatalf("8 processes under a ceiling of 4: %q %+v", o.String(), p.Exit())
+	}
+}
+
+// A rootless runtime runs as the daemon's own user: its box binds its
+// directories by descriptor (none of which the command inherits), shows
+// only them, and writes as that user. The test runs itself again as
+// nobody (setpriv) for it.
+func TestRootless(t *testing.T) {
+	if base := os.Getenv("SANDBOX_ROOTLESS_BASE"); base != "" {
+		rootlessChild(t, base)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to become another user")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv")
+	}
+	base, err := os.MkdirTemp("", "rootless-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	for _, d := range []string{"work", "data", "other"} {
+		os.Mkdir(filepath.Join(base, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(base, "data", "d.txt"), []byte("data\n"), 0o644)
+	os.WriteFile(filepath.Join(base, "other", "secret"), []byte("secret\n"), 0o644)
+	filepath.Walk(base, func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, 65534, 65534) })
+	cmd := exec.Command("setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", os.Args[0], "-test.run", "^TestRootless$", "-test.v")
+	cmd.Env = append(os.Environ(), "SANDBOX_ROOTLESS_BASE="+base, "HOME="+base)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestRootless") {
+		t.Fatalf("the rootless run as nobody: %v\n%s", err, out)
+	}
+	fi, err := os.Stat(filepath.Join(base, "work", "new"))
+	if err != nil || fi.Sys().(*syscall.Stat_t).Uid != 65534 {
+		t.Fatalf("the box's file on the host: %v %v", fi, err)
+	}
+}
+
+// rootlessChild is TestRootless as nobody, over base.
+func rootlessChild(t *testing.T, base string) {
+	r, err := NewRootlessRuntime(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	open := func(p string) *os.File {
+		f, err := os.OpenFile(p, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	work, data := open(filepath.Join(base, "work")), open(filepath.Join(base, "data"))
+	b, err := r.Open(Spec{ID: "rootless", Uid: 65534, Gid: 65534,
+		Mounts:      []Mount{{Dir: work, Guest: "/work", RW: true}, {Dir: data, Guest: "/data"}},
+		ScratchRoot: filepath.Join(base, "scratch"), Home: "/home/nobody"})
+	work.Close() // the box keeps its own descriptors
+	data.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	out, ex := run(t, b, "sh", "-c", `echo made > new; cat /data/d.txt; touch /data/x 2>/dev/null && echo data-writable;
+		ls /proc/self/fd | tr '\n' ' '; echo; ls ` + base + ` 2>&1 | head -1; id -u`)
+	if ex.Code != 0 || !strings.Contains(out, "data\n") || strings.Contains(out, "data-writable") || !strings.Contains(out, "65534\n") {
+		t.Fatalf("the rootless box: exit %d: %q", ex.Code, out)
+	}
+	// Only stdin, stdout, stderr and ls's own directory: no mount's fd.
+	if fds := strings.Fields(strings.Split(out, "\n")[1]); len(fds) > 4 {
+		t.Fatalf("the command inherited descriptors: %v (%q)", fds, out)
+	}
+	if strings.Contains(out, "other") {
+		t.Fatalf("the box sees the host's directory: %q", out)
 	}
 }

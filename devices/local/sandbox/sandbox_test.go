@@ -247,7 +247,7 @@ func rootlessChild(t *testing.T, base string) {
 	}
 	defer b.Close()
 	out, ex := run(t, b, "sh", "-c", `echo made > new; cat /data/d.txt; touch /data/x 2>/dev/null && echo data-writable;
-		ls /proc/self/fd | tr '\n' ' '; echo; ls ` + base + ` 2>&1 | head -1; id -u`)
+		ls /proc/self/fd | tr '\n' ' '; echo; ls `+base+` 2>&1 | head -1; id -u`)
 	if ex.Code != 0 || !strings.Contains(out, "data\n") || strings.Contains(out, "data-writable") || !strings.Contains(out, "65534\n") {
 		t.Fatalf("the rootless box: exit %d: %q", ex.Code, out)
 	}

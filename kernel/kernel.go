@@ -158,7 +158,12 @@ type Identity struct {
 	// Process narrows the user's process capability: the capability of
 	// the token the identity attached with; nil narrows nothing.
 	Process *abi.ProcessCap `json:"-"`
-	kernel  bool
+	// Pid is the process the caller acts as: set on the identity a
+	// process's own agent loop makes its tool calls with; "" for a user,
+	// a service, a device. A syscall that needs a source process (IPC,
+	// notifications, watches) takes it from here.
+	Pid    string `json:"-"`
+	kernel bool
 	lease   *lease // the token this identity attached with; nil if none
 }
 

@@ -179,6 +179,7 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 	}
 	id.Cwd = p.Cwd
 	id.WorkspaceID = p.WorkspaceID
+	id.Pid = p.Pid
 	caller := &kernel.Caller{Identity: id}
 	for steps := 0; ; {
 		if ctx.Err() != nil {

@@ -164,7 +164,7 @@ type Identity struct {
 	// notifications, watches) takes it from here.
 	Pid    string `json:"-"`
 	kernel bool
-	lease   *lease // the token this identity attached with; nil if none
+	lease  *lease // the token this identity attached with; nil if none
 }
 
 // Grant names the grant the identity came from (vfs.Lease): an identity

@@ -40,6 +40,151 @@ type SendArgs struct {
 	// Event (ours) delivers the message as a "[Process Event]:" system
 	// message, as scheduled events arrive.
 	Event bool `json:"event,omitempty"`
+	// Kind (ours) is the message's event kind: "user.message" by default,
+	// "process.event" for an Event; the scheduler says "schedule.tick".
+	// Its source is always the caller's, never claimed.
+	Kind string `json:"kind,omitempty"`
+	// TraceID (ours) ties the message to the work that caused it.
+	TraceID string `json:"traceId,omitempty"`
+}
+
+// Event kinds: what entered a conversation (Message.Kind).
+const (
+	EventUserMessage    = "user.message"
+	EventProcessEvent   = "process.event"
+	EventProcessMessage = "process.message"
+	EventProcessCall    = "process.call"
+	EventScheduleTick   = "schedule.tick"
+	EventHilReply       = "hil.reply"
+	EventIpcReply       = "ipc.reply"
+	EventIpcTimeout     = "ipc.timeout"
+	EventSignal         = "signal"
+)
+
+// EventKinds are the event kinds proc.send accepts (the others are the
+// kernel's own: IPC, replies, signals).
+var EventKinds = []string{EventUserMessage, EventProcessEvent, EventScheduleTick, "adapter.message", "package.event"}
+
+// EventSource is the principal a message came from: a user (Uid,
+// Username), a process (Pid and its owner's Uid), a schedule run as a
+// user, the kernel. It is the caller's, as the dispatcher knows it.
+type EventSource struct {
+	Kind     string `json:"kind"`
+	Uid      uint32 `json:"uid"`
+	Username string `json:"username,omitempty"`
+	Pid      string `json:"pid,omitempty"`
+}
+
+// IpcSendArgs are proc.ipc.send's args: the target process, its
+// conversation, the message and the sender's metadata (a JSON object).
+// SourcePid (ours) names the sending process when the caller is its
+// owner rather than the process itself (a line of its ctl file).
+type IpcSendArgs struct {
+	Pid            string          `json:"pid"`
+	ConversationID string          `json:"conversationId,omitempty"`
+	Message        string          `json:"message"`
+	Metadata       json.RawMessage `json:"metadata,omitempty"`
+	SourcePid      string          `json:"sourcePid,omitempty"`
+}
+
+// IpcSendResult is proc.ipc.send's (and proc.ipc.deliver's) result: the
+// run the message started on the target, or queued behind its running
+// one.
+type IpcSendResult struct {
+	OK             bool   `json:"ok"`
+	Status         string `json:"status"`
+	Pid            string `json:"pid"`
+	SourcePid      string `json:"sourcePid"`
+	ConversationID string `json:"conversationId"`
+	RunID          string `json:"runId"`
+	Queued         bool   `json:"queued,omitempty"`
+}
+
+// IpcCallArgs are proc.ipc.call's args: a send with a deadline
+// (TimeoutMs, 60 s by default, 1 s to 1 h).
+type IpcCallArgs struct {
+	IpcSendArgs
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+}
+
+// IpcCallResult is proc.ipc.call's result, at acceptance: the call's id
+// and deadline; the answer comes later to the source as an ipc.reply (or
+// ipc.timeout) event.
+type IpcCallResult struct {
+	OK             bool   `json:"ok"`
+	Status         string `json:"status"`
+	CallID         string `json:"callId"`
+	Pid            string `json:"pid"`
+	SourcePid      string `json:"sourcePid"`
+	ConversationID string `json:"conversationId"`
+	RunID          string `json:"runId"`
+	DeadlineAt     int64  `json:"deadlineAt"`
+	Queued         bool   `json:"queued,omitempty"`
+}
+
+// IpcDelegateArgs are proc.ipc.delegate's args (ours): a task for a
+// worker, a new process of Profile (default "task") labelled Label,
+// whose parent is the source, or the existing worker Pid; the answer
+// comes back as proc.ipc.call's does, within TimeoutMs (5 min by
+// default, 1 s to 1 h).
+type IpcDelegateArgs struct {
+	Task      string `json:"task"`
+	Profile   string `json:"profile,omitempty"`
+	Label     string `json:"label,omitempty"`
+	Pid       string `json:"pid,omitempty"`
+	TimeoutMs int64  `json:"timeoutMs,omitempty"`
+	SourcePid string `json:"sourcePid,omitempty"`
+}
+
+// IpcDelegateResult is proc.ipc.delegate's result: the worker and the
+// call that waits for its answer.
+type IpcDelegateResult struct {
+	IpcCallResult
+	WorkerPid string `json:"workerPid"`
+	Spawned   bool   `json:"spawned"`
+}
+
+// IpcCallRef is the call part of proc.ipc.deliver's args.
+type IpcCallRef struct {
+	CallID     string `json:"callId"`
+	ReplyToPid string `json:"replyToPid"`
+	DeadlineAt int64  `json:"deadlineAt"`
+}
+
+// IpcDeliverArgs are proc.ipc.deliver's args (kernel-only): the
+// validated envelope the kernel delivers into the target conversation.
+type IpcDeliverArgs struct {
+	Pid            string          `json:"pid"`
+	SourcePid      string          `json:"sourcePid"`
+	Source         ProcessIdentity `json:"source"`
+	ConversationID string          `json:"conversationId,omitempty"`
+	Message        string          `json:"message"`
+	Metadata       json.RawMessage `json:"metadata,omitempty"`
+	SentAt         int64           `json:"sentAt"`
+	Call           *IpcCallRef     `json:"call,omitempty"`
+	TraceID        string          `json:"traceId,omitempty"`
+}
+
+// IpcCall is one call of a process, as /proc/<pid>/ipc shows it: its
+// direction ("out": the process called; "in": it was called), the other
+// process, its deadline and its state (pending, replied, timed_out,
+// dropped).
+type IpcCall struct {
+	CallID     string `json:"callId"`
+	Direction  string `json:"direction"`
+	SourcePid  string `json:"sourcePid"`
+	TargetPid  string `json:"targetPid"`
+	TargetRun  string `json:"targetRunId,omitempty"`
+	DeadlineAt int64  `json:"deadlineAt"`
+	State      string `json:"state"`
+	CreatedAt  int64  `json:"createdAt"`
+	FinishedAt *int64 `json:"finishedAt,omitempty"`
+}
+
+// IpcListResult is proc.ipc.list's result (ours): the process's calls,
+// newest first.
+type IpcListResult struct {
+	Calls []IpcCall `json:"calls"`
 }
 
 // SendResult is proc.send's result: the run started, or queued behind the
@@ -254,6 +399,12 @@ type Message struct {
 	Role      string          `json:"role"`
 	Content   json.RawMessage `json:"content"`
 	Timestamp int64           `json:"timestamp"`
+	// Kind, Source and TraceID say what entered the conversation (ours):
+	// set on the messages that start or join a run (user, system), not on
+	// the model's answers or tool results.
+	Kind    string       `json:"kind,omitempty"`
+	Source  *EventSource `json:"source,omitempty"`
+	TraceID string       `json:"traceId,omitempty"`
 }
 
 // HistoryResult is proc.history's result. A page by offset (MessageCount

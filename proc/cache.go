@@ -192,7 +192,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 		content sql.RawBytes
 	)
 	for {
-		rows, err := tx.QueryContext(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? ORDER BY id LIMIT ?`,
+		rows, err := tx.QueryContext(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? ORDER BY id LIMIT ?`,
 			k.pid, k.cid, gen, e.last, historyPage)
 		if err != nil {
 			return abi.E(abi.Path(k.pid+"/"+k.cid), err)
@@ -211,7 +211,7 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 			return err
 		}
 		for rows.Next() {
-			if err := rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp); err != nil {
+			if err := scanMessage(rows, &msg, &content); err != nil {
 				rows.Close()
 				return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 			}

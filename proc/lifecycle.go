@@ -303,7 +303,7 @@ func (m *Manager) writeArchive(ctx context.Context, path, pid, cid string, gen, 
 	}
 	bw := bufio.NewWriterSize(f, 64<<10)
 	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
-	rows, err := m.st.R.QueryContext(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id`, pid, cid, gen, from, to)
+	rows, err := m.st.R.QueryContext(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id`, pid, cid, gen, from, to)
 	if err != nil {
 		f.Close()
 		return 0, err
@@ -312,8 +312,8 @@ func (m *Manager) writeArchive(ctx context.Context, path, pid, cid string, gen, 
 	enc := json.NewEncoder(zw)
 	for rows.Next() {
 		var msg abi.Message
-		var content string
-		if err := rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp); err != nil {
+		var content sql.RawBytes
+		if err := scanMessage(rows, &msg, &content); err != nil {
 			rows.Close()
 			f.Close()
 			return 0, abi.E(abi.Path(path), err)
@@ -385,7 +385,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 	suffix := false
 	var seg *abi.Segment
 	if a.ThroughMessageID != nil {
-		copied, err = m.readMessages(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id<=? ORDER BY id`, p.Pid, cid, src.Generation, *a.ThroughMessageID)
+		copied, err = m.readMessages(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id<=? ORDER BY id`, p.Pid, cid, src.Generation, *a.ThroughMessageID)
 		if err != nil {
 			return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
 		}
@@ -407,7 +407,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 			if err := m.st.R.QueryRowContext(ctx, `SELECT suffix_to FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&suffixTo); err != nil {
 				return nil, abi.E(abi.Path(seg.ID), err)
 			}
-			live, err := m.readMessages(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? AND id<=? ORDER BY id`,
+			live, err := m.readMessages(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? AND id<=? ORDER BY id`,
 				p.Pid, cid, seg.Generation, seg.ToMessageID, suffixTo)
 			if err != nil {
 				return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
@@ -420,13 +420,18 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 		if _, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at) VALUES(?,?,?,?,?)`, p.Pid, target, title, t, t); err != nil {
 			return abi.E(abi.Path(p.Pid+"/"+target), abi.Busy, "conversation already exists")
 		}
-		st, err := tx.Prepare(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,1,?,?,?)`)
+		st, err := tx.Prepare(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at,kind,source,trace_id) VALUES(?,?,1,?,?,?,?,?,?)`)
 		if err != nil {
 			return err
 		}
 		defer st.Close()
 		for _, msg := range copied {
-			if _, err := st.Exec(p.Pid, target, msg.Role, string(msg.Content), msg.Timestamp); err != nil {
+			meta := eventRow{kind: sql.NullString{String: msg.Kind, Valid: msg.Kind != ""}, trace: sql.NullString{String: msg.TraceID, Valid: msg.TraceID != ""}}
+			if msg.Source != nil {
+				src, _ := json.Marshal(msg.Source)
+				meta.source = sql.NullString{String: string(src), Valid: true}
+			}
+			if _, err := st.Exec(p.Pid, target, msg.Role, string(msg.Content), msg.Timestamp, meta.kind, meta.source, meta.trace); err != nil {
 				return err
 			}
 		}

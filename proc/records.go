@@ -233,8 +233,28 @@ func (m *Manager) strings(ctx context.Context, query string, args ...any) ([]str
 	return out, rows.Err()
 }
 
-// readMessages returns the messages a query of id,role,content,created_at
-// selects.
+// msgColumns are the columns of a message as scanMessage reads them.
+const msgColumns = "id,role,content,created_at,kind,source,trace_id"
+
+// scanMessage scans a row of msgColumns into msg; content receives the
+// stored content (msg.Content is set from it unless raw, when the caller
+// copies it: sql.RawBytes is valid only until the next row).
+func scanMessage(rows *sql.Rows, msg *abi.Message, content *sql.RawBytes) error {
+	var kind, source, trace sql.NullString
+	if err := rows.Scan(&msg.ID, &msg.Role, content, &msg.Timestamp, &kind, &source, &trace); err != nil {
+		return err
+	}
+	msg.Kind, msg.TraceID, msg.Source = kind.String, trace.String, nil
+	if source.Valid {
+		var src abi.EventSource
+		if json.Unmarshal([]byte(source.String), &src) == nil {
+			msg.Source = &src
+		}
+	}
+	return nil
+}
+
+// readMessages returns the messages a query of msgColumns selects.
 func (m *Manager) readMessages(ctx context.Context, query string, args ...any) ([]abi.Message, error) {
 	rows, err := m.st.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -244,11 +264,11 @@ func (m *Manager) readMessages(ctx context.Context, query string, args ...any) (
 	msgs := []abi.Message{}
 	for rows.Next() {
 		var msg abi.Message
-		var content string
-		if err := rows.Scan(&msg.ID, &msg.Role, &content, &msg.Timestamp); err != nil {
+		var content sql.RawBytes
+		if err := scanMessage(rows, &msg, &content); err != nil {
 			return nil, err
 		}
-		msg.Content = json.RawMessage(content)
+		msg.Content = json.RawMessage(string(content))
 		msgs = append(msgs, msg)
 	}
 	return msgs, rows.Err()

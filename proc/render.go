@@ -62,7 +62,38 @@ func renderJSONLine(b *bytes.Buffer, msg *abi.Message) {
 	}
 	b.WriteString(`,"timestamp":`)
 	b.WriteString(strconv.FormatInt(msg.Timestamp, 10))
+	if msg.Kind != "" {
+		b.WriteString(`,"kind":`)
+		kb, _ := json.Marshal(msg.Kind)
+		b.Write(kb)
+	}
+	if msg.Source != nil {
+		b.WriteString(`,"source":`)
+		sb, _ := json.Marshal(msg.Source)
+		b.Write(sb)
+	}
+	if msg.TraceID != "" {
+		b.WriteString(`,"traceId":`)
+		tb, _ := json.Marshal(msg.TraceID)
+		b.Write(tb)
+	}
 	b.WriteString("}\n")
+}
+
+// sourceText is how a transcript names a message's source: "alice",
+// "process p_1", "kernel".
+func sourceText(s *abi.EventSource) string {
+	switch {
+	case s == nil:
+		return ""
+	case s.Kind == "process":
+		return "process " + s.Pid
+	case s.Username != "":
+		return s.Username
+	case s.Kind == "user":
+		return "uid " + strconv.FormatUint(uint64(s.Uid), 10)
+	}
+	return s.Kind
 }
 
 // renderTranscript renders a message as text a person reads. A message
@@ -77,7 +108,18 @@ func renderTranscript(b *bytes.Buffer, msg *abi.Message) {
 			raw()
 			return
 		}
-		fmt.Fprintf(b, "[%s] #%d %s:\n%s\n\n", t, msg.ID, msg.Role, s)
+		what := msg.Role
+		if msg.Kind != "" {
+			what += " (" + msg.Kind
+			if src := sourceText(msg.Source); src != "" {
+				what += " from " + src
+			}
+			if msg.TraceID != "" {
+				what += ", trace " + msg.TraceID
+			}
+			what += ")"
+		}
+		fmt.Fprintf(b, "[%s] #%d %s:\n%s\n\n", t, msg.ID, what, s)
 	case "assistant":
 		var ac assistantContent
 		if json.Unmarshal(msg.Content, &ac) != nil {

@@ -101,25 +101,49 @@ type activeRun struct {
 // EventPrefix marks runtime events in a conversation.
 const EventPrefix = "[Process Event]: "
 
-// Send delivers message to conversation cid of p: it starts a run when
-// the process is idle, else queues the message (FIFO across the process's
-// conversations). The message is durable when Send returns. An event (a
-// scheduled or system event, not the user speaking) enters the
-// conversation as a visible system message "[Process Event]: <text>".
-//
-// pr.mu is not held while the store commits: Send reserves the process
-// (starting) under the lock, commits, and publishes under the lock again.
+// Event is a message entering a conversation: its kind (abi.Event*),
+// the principal it came from, the trace it belongs to, and its text. A
+// runtime event (Runtime) enters as a visible system message
+// "[Process Event]: <text>"; any other as a user message.
+type Event struct {
+	Kind    string
+	Source  abi.EventSource
+	TraceID string
+	Text    string
+	Runtime bool
+}
+
+// Send delivers text to conversation cid of p as its owner's
+// user.message, or, with event, as a process.event (see SendEvent).
 func (m *Manager) Send(ctx context.Context, p *abi.Process, cid, text string, event bool) (runID string, queued bool, err error) {
+	ev := Event{Kind: abi.EventUserMessage, Source: abi.EventSource{Kind: "user", Uid: p.Uid}, Text: text, Runtime: event}
+	if event {
+		ev.Kind = abi.EventProcessEvent
+	}
+	return m.SendEvent(ctx, p, cid, ev)
+}
+
+// SendEvent delivers ev to conversation cid of p: it starts a run when
+// the process is idle, else queues the message (FIFO across the
+// process's conversations). The message, with its kind, source and
+// trace, is durable when SendEvent returns.
+//
+// pr.mu is not held while the store commits: SendEvent reserves the
+// process (starting) under the lock, commits, and publishes under the
+// lock again.
+func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev Event) (runID string, queued bool, err error) {
 	if cid == "" {
 		cid = "default"
 	}
+	text := ev.Text
 	if strings.TrimSpace(text) == "" {
 		return "", false, abi.E(abi.Path(p.Pid), abi.Invalid, "empty message")
 	}
 	role := "user"
-	if event {
+	if ev.Runtime {
 		role, text = "system", EventPrefix+text
 	}
+	meta := eventMeta(ev)
 	runID = newID("run_")
 	pr := m.proc(p.Pid, p.Uid)
 	pr.mu.Lock()
@@ -153,10 +177,11 @@ func (m *Manager) Send(ctx context.Context, p *abi.Process, cid, text string, ev
 			return err
 		}
 		if r == nil || hasQueue {
-			_, err = m.st.TxExec(tx, `INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at) VALUES(?,?,?,?,?,?,?)`, p.Pid, cid, gen, runID, text, role, t)
+			_, err = m.st.TxExec(tx, `INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id) VALUES(?,?,?,?,?,?,?,?,?,?)`,
+				p.Pid, cid, gen, runID, text, role, t, meta.kind, meta.source, meta.trace)
 			return err
 		}
-		if err := m.startRunTx(tx, p.Pid, cid, gen, runID, role, jsonString(text), t); err != nil {
+		if err := m.startRunTx(tx, p.Pid, cid, gen, runID, role, jsonString(text), meta, t); err != nil {
 			return err
 		}
 		r.gen, started = gen, true
@@ -201,18 +226,41 @@ func (m *Manager) queuedTx(tx *sql.Tx, pid string) (bool, error) {
 	return n > 0, err
 }
 
-// startRunTx appends the message that starts a run and records the run.
-func (m *Manager) startRunTx(tx *sql.Tx, pid, cid string, gen int64, runID, role string, content json.RawMessage, t int64) error {
-	if _, err := m.st.TxExec(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,?,?)`, pid, cid, gen, role, string(content), t); err != nil {
+// eventRow is an Event's columns in the store: its kind, its source as
+// JSON, its trace id (NULL when empty).
+type eventRow struct {
+	kind, source, trace sql.NullString
+}
+
+// eventMeta is ev's columns.
+func eventMeta(ev Event) eventRow {
+	src, _ := json.Marshal(ev.Source)
+	return eventRow{
+		kind:   sql.NullString{String: ev.Kind, Valid: ev.Kind != ""},
+		source: sql.NullString{String: string(src), Valid: ev.Source.Kind != ""},
+		trace:  sql.NullString{String: ev.TraceID, Valid: ev.TraceID != ""},
+	}
+}
+
+// startRunTx appends the message that starts a run, with its event's
+// columns, and records the run and its first message.
+func (m *Manager) startRunTx(tx *sql.Tx, pid, cid string, gen int64, runID, role string, content json.RawMessage, meta eventRow, t int64) error {
+	res, err := m.st.TxExec(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at,kind,source,trace_id) VALUES(?,?,?,?,?,?,?,?,?)`,
+		pid, cid, gen, role, string(content), t, meta.kind, meta.source, meta.trace)
+	if err != nil {
+		return err
+	}
+	first, err := res.LastInsertId()
+	if err != nil {
 		return err
 	}
 	if _, err := m.st.TxExec(tx, `UPDATE proc_conversations SET updated_at=? WHERE pid=? AND cid=?`, t, pid, cid); err != nil {
 		return err
 	}
-	if _, err := m.st.TxExec(tx, `INSERT INTO proc_runs(run_id,pid,cid,generation,status,started_at) VALUES(?,?,?,?,'running',?)`, runID, pid, cid, gen, t); err != nil {
+	if _, err := m.st.TxExec(tx, `INSERT INTO proc_runs(run_id,pid,cid,generation,status,started_at,first_message) VALUES(?,?,?,?,'running',?,?)`, runID, pid, cid, gen, t, first); err != nil {
 		return err
 	}
-	_, err := m.st.TxExec(tx, `UPDATE proc_processes SET state='running' WHERE pid=?`, pid)
+	_, err = m.st.TxExec(tx, `UPDATE proc_processes SET state='running' WHERE pid=?`, pid)
 	return err
 }
 
@@ -344,8 +392,9 @@ func (m *Manager) nextLocked(ctx context.Context, pr *process, before func(*sql.
 		for {
 			var id, gen int64
 			var cid, runID, text, role string
-			err := m.st.TxQueryRow(tx, `SELECT id,cid,generation,run_id,message,role FROM proc_queue WHERE pid=? ORDER BY id LIMIT 1`, pr.pid).
-				Scan(&id, &cid, &gen, &runID, &text, &role)
+			var meta eventRow
+			err := m.st.TxQueryRow(tx, `SELECT id,cid,generation,run_id,message,role,kind,source,trace_id FROM proc_queue WHERE pid=? ORDER BY id LIMIT 1`, pr.pid).
+				Scan(&id, &cid, &gen, &runID, &text, &role, &meta.kind, &meta.source, &meta.trace)
 			if errors.Is(err, sql.ErrNoRows) || (err == nil && pr.compacting[cid]) {
 				_, err = m.st.TxExec(tx, `UPDATE proc_processes SET state='idle' WHERE pid=? AND state='running'`, pr.pid)
 				return err
@@ -365,7 +414,7 @@ func (m *Manager) nextLocked(ctx context.Context, pr *process, before func(*sql.
 			if err != nil {
 				return err
 			}
-			if err := m.startRunTx(tx, pr.pid, cid, gen, runID, role, jsonString(text), now()); err != nil {
+			if err := m.startRunTx(tx, pr.pid, cid, gen, runID, role, jsonString(text), meta, now()); err != nil {
 				return err
 			}
 			next = &activeRun{id: runID, cid: cid, gen: gen}

@@ -95,4 +95,48 @@ var migrations = []string{
 	// 3: a conversation's epoch counts the rewrites of its live generation
 	// (compactions); the render cache starts a new file when it changes.
 	`ALTER TABLE proc_conversations ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0`,
+	// 4: the messages that enter a conversation (and wait in its queue)
+	// keep their event: kind, source principal (JSON), trace id; a run
+	// knows its first message; the IPC calls between processes; the
+	// signal watches of processes.
+	`ALTER TABLE proc_messages ADD COLUMN kind TEXT;
+	ALTER TABLE proc_messages ADD COLUMN source TEXT;
+	ALTER TABLE proc_messages ADD COLUMN trace_id TEXT;
+	ALTER TABLE proc_queue ADD COLUMN kind TEXT;
+	ALTER TABLE proc_queue ADD COLUMN source TEXT;
+	ALTER TABLE proc_queue ADD COLUMN trace_id TEXT;
+	ALTER TABLE proc_runs ADD COLUMN first_message INTEGER;
+	CREATE TABLE proc_ipc_calls (
+		call_id TEXT PRIMARY KEY,
+		uid INTEGER NOT NULL,
+		source_pid TEXT NOT NULL,
+		source_cid TEXT NOT NULL,
+		source_gen INTEGER NOT NULL,
+		source_run TEXT,
+		target_pid TEXT NOT NULL,
+		target_cid TEXT NOT NULL,
+		target_run TEXT,
+		deadline_at INTEGER NOT NULL,
+		state TEXT NOT NULL DEFAULT 'pending',
+		created_at INTEGER NOT NULL,
+		finished_at INTEGER);
+	CREATE INDEX proc_ipc_calls_source ON proc_ipc_calls(source_pid, created_at);
+	CREATE INDEX proc_ipc_calls_target ON proc_ipc_calls(target_pid, created_at);
+	CREATE INDEX proc_ipc_calls_run ON proc_ipc_calls(target_run) WHERE state='pending';
+	CREATE TABLE proc_watches (
+		watch_id TEXT PRIMARY KEY,
+		uid INTEGER NOT NULL,
+		watcher_pid TEXT NOT NULL,
+		signal TEXT NOT NULL,
+		process_id TEXT,
+		key TEXT,
+		state TEXT,
+		once INTEGER NOT NULL,
+		status TEXT NOT NULL DEFAULT 'active',
+		created_at INTEGER NOT NULL,
+		expires_at INTEGER NOT NULL,
+		fired INTEGER NOT NULL DEFAULT 0,
+		error TEXT);
+	CREATE UNIQUE INDEX proc_watches_key ON proc_watches(watcher_pid, key) WHERE key IS NOT NULL;
+	CREATE INDEX proc_watches_signal ON proc_watches(signal);`,
 }

@@ -48,7 +48,7 @@ func (m *Manager) sysHistory(ctx context.Context, c *kernel.Caller, a *abi.Histo
 	if a.AfterID != nil {
 		after, offset = *a.AfterID, 0
 	}
-	msgs, err := m.readMessages(ctx, `SELECT id,role,content,created_at FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? ORDER BY id LIMIT ? OFFSET ?`,
+	msgs, err := m.readMessages(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? ORDER BY id LIMIT ? OFFSET ?`,
 		p.Pid, cid, gen, after, limit, max(offset, 0))
 	if err != nil {
 		return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)

@@ -3,6 +3,8 @@ package proc
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -153,7 +155,7 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 	}
 	m.changed(c.Uid, pid, "spawn", map[string]any{"profile": prof.ID})
 	if a.Prompt != "" {
-		if _, _, err := m.Send(ctx, p, "default", a.Prompt, false); err != nil {
+		if _, _, err := m.SendEvent(ctx, p, "default", Event{Kind: abi.EventUserMessage, Source: sourceOf(c), Text: a.Prompt}); err != nil {
 			return nil, err
 		}
 	}
@@ -166,11 +168,47 @@ func (m *Manager) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs
 	if err != nil {
 		return nil, err
 	}
-	runID, queued, err := m.Send(ctx, p, orDefault(a.ConversationID), a.Message, a.Event)
+	ev := Event{Kind: a.Kind, Source: sourceOf(c), TraceID: a.TraceID, Text: a.Message, Runtime: a.Event}
+	switch {
+	case ev.Kind == "" && a.Event:
+		ev.Kind = abi.EventProcessEvent
+	case ev.Kind == "":
+		ev.Kind = abi.EventUserMessage
+	case !slices.Contains(abi.EventKinds, ev.Kind):
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("kind %q: want one of %s", ev.Kind, strings.Join(abi.EventKinds, ", ")))
+	}
+	if err := checkTrace(a.TraceID); err != nil {
+		return nil, err
+	}
+	runID, queued, err := m.SendEvent(ctx, p, orDefault(a.ConversationID), ev)
 	if err != nil {
 		return nil, err
 	}
 	return &abi.SendResult{OK: true, Status: "started", RunID: runID, Queued: queued}, nil
+}
+
+// sourceOf is the principal c's messages come from: the process it acts
+// as, else its user (or its role: kernel, service, driver).
+func sourceOf(c *kernel.Caller) abi.EventSource {
+	s := abi.EventSource{Kind: c.Role, Uid: c.Uid, Username: c.Username}
+	if c.Pid != "" {
+		s.Kind, s.Pid = "process", c.Pid
+	}
+	return s
+}
+
+// checkTrace checks a trace id: at most 128 bytes of letters, digits and
+// "-_.:/".
+func checkTrace(t string) error {
+	if len(t) > 128 {
+		return abi.E(abi.Invalid, "traceId is over 128 bytes")
+	}
+	for _, r := range t {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/", r)) {
+			return abi.E(abi.Invalid, fmt.Sprintf("traceId %q: letters, digits and -_.:/ only", t))
+		}
+	}
+	return nil
 }
 
 // sysAbort serves proc.abort (Abort).

@@ -40,7 +40,8 @@ func (m *Manager) execute(ctx context.Context, s *abi.Schedule) (string, error) 
 		return "spawned " + r.Pid, nil
 	case "process.event":
 		if _, err := kernel.Invoke[*abi.SendResult](ctx, m.k, c, "proc.send",
-			&abi.SendArgs{Pid: t.Pid, ConversationID: t.ConversationID, Message: t.Message, Event: true}); err != nil {
+			&abi.SendArgs{Pid: t.Pid, ConversationID: t.ConversationID, Message: t.Message, Event: true,
+				Kind: abi.EventScheduleTick, TraceID: "sched:" + s.ID}); err != nil {
 			return "", err
 		}
 		return "proc.send ok", nil

@@ -63,12 +63,14 @@ func TestRunsAsOwner(t *testing.T) {
 	if r := run(toSelf); r.Status != "ok" || r.Summary != "proc.send ok" {
 		t.Fatalf("alice -> her process: %+v", r)
 	}
-	// proc.send {event:true}, made as alice, delivers it as a process event.
+	// proc.send {event:true}, made as alice, delivers it as a process event
+	// of kind schedule.tick, traced to its schedule.
 	sends := h.proc.callsOf("proc.send")
 	if len(sends) == 0 {
 		t.Fatalf("no proc.send reached proc")
 	}
-	if c := sends[len(sends)-1]; c.Uid != 1000 || *c.Args.(*abi.SendArgs) != (abi.SendArgs{Pid: aliceProc.Pid, Message: "tick", Event: true}) {
+	if c := sends[len(sends)-1]; c.Uid != 1000 || *c.Args.(*abi.SendArgs) != (abi.SendArgs{Pid: aliceProc.Pid, Message: "tick", Event: true,
+		Kind: abi.EventScheduleTick, TraceID: "sched:" + toSelf.ID}) {
 		t.Fatalf("proc.send %+v as uid %d", c.Args, c.Uid)
 	}
 	// A lifecycle target, also as alice: reset of her own conversation.

@@ -163,6 +163,9 @@ type IpcDeliverArgs struct {
 	SentAt         int64           `json:"sentAt"`
 	Call           *IpcCallRef     `json:"call,omitempty"`
 	TraceID        string          `json:"traceId,omitempty"`
+	// RunID (ours) is the id the target's run gets: a call records the
+	// run it waits for before the delivery.
+	RunID string `json:"runId,omitempty"`
 }
 
 // IpcCall is one call of a process, as /proc/<pid>/ipc shows it: its
@@ -599,4 +602,66 @@ type CheckpointResult struct {
 // SetIdentityResult is proc.setidentity's result.
 type SetIdentityResult struct {
 	OK bool `json:"ok"`
+}
+
+// WatchArgs are signal.watch's args: the signal's name, the process whose
+// signals to watch (required of a process, never itself), a key that
+// makes the watch an upsert, state given back with each delivery, once
+// (default true) and the TTL (24 h by default, 1 s to 30 d).
+// WatcherPid (ours) names the watching process when the caller is its
+// owner (a line of its ctl file).
+type WatchArgs struct {
+	Signal     string          `json:"signal"`
+	ProcessID  string          `json:"processId,omitempty"`
+	Key        string          `json:"key,omitempty"`
+	State      json.RawMessage `json:"state,omitempty"`
+	Once       *bool           `json:"once,omitempty"`
+	TTLMs      *int64          `json:"ttlMs,omitempty"`
+	WatcherPid string          `json:"watcherPid,omitempty"`
+}
+
+// WatchResult is signal.watch's result.
+type WatchResult struct {
+	WatchID   string `json:"watchId"`
+	Created   bool   `json:"created"`
+	CreatedAt int64  `json:"createdAt"`
+	ExpiresAt *int64 `json:"expiresAt"`
+}
+
+// UnwatchArgs are signal.unwatch's args: one of WatchID and Key.
+type UnwatchArgs struct {
+	WatchID    string `json:"watchId,omitempty"`
+	Key        string `json:"key,omitempty"`
+	WatcherPid string `json:"watcherPid,omitempty"`
+}
+
+// UnwatchResult is signal.unwatch's result.
+type UnwatchResult struct {
+	Removed int `json:"removed"`
+}
+
+// Watch is a signal watch as signal.list (ours) shows it.
+type Watch struct {
+	WatchID    string          `json:"watchId"`
+	WatcherPid string          `json:"watcherPid"`
+	Signal     string          `json:"signal"`
+	ProcessID  string          `json:"processId,omitempty"`
+	Key        string          `json:"key,omitempty"`
+	State      json.RawMessage `json:"state,omitempty"`
+	Once       bool            `json:"once"`
+	Status     string          `json:"status"`
+	Fired      int             `json:"fired"`
+	Error      string          `json:"error,omitempty"`
+	CreatedAt  int64           `json:"createdAt"`
+	ExpiresAt  int64           `json:"expiresAt"`
+}
+
+// WatchListArgs are signal.list's args: the watches of a process.
+type WatchListArgs struct {
+	Pid string `json:"pid,omitempty"`
+}
+
+// WatchListResult is signal.list's result.
+type WatchListResult struct {
+	Watches []Watch `json:"watches"`
 }

@@ -30,9 +30,20 @@ func (a audience) sees(id *Identity) bool {
 const subQueue = 4096
 
 type bus struct {
-	mu   sync.Mutex
-	seq  uint64
-	subs map[*Subscription]struct{}
+	mu        sync.Mutex
+	seq       uint64
+	subs      map[*Subscription]struct{}
+	observers []func(signal string, payload any, a Audience)
+}
+
+// Observe adds f to the observers of the signal bus: f sees every signal
+// with its audience, in the order published, before any subscriber. It
+// runs with the bus locked: it must return at once (hand the signal to a
+// goroutine of its own) and must not publish.
+func (k *Kernel) Observe(f func(signal string, payload any, a Audience)) {
+	k.bus.mu.Lock()
+	defer k.bus.mu.Unlock()
+	k.bus.observers = append(k.bus.observers, f)
 }
 
 // Subscription is one reader's queue of the signal bus: the records of the
@@ -59,6 +70,9 @@ func (k *Kernel) signal(signal string, payload any, a audience) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.seq++
+	for _, f := range b.observers {
+		f(signal, payload, Audience{All: a.all, Uids: a.uids})
+	}
 	if len(b.subs) == 0 {
 		return
 	}

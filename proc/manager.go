@@ -45,6 +45,8 @@ type Manager struct {
 	provCache map[string]model.Provider // see provider
 
 	cache *renderCache // history and transcript files (cache.go)
+	ipc   ipcState     // the deadlines of pending IPC calls (ipc.go)
+	watch watchState   // the signal watches' live part (watch.go)
 }
 
 // Open migrates the proc schema and prepares the manager of space's
@@ -80,6 +82,14 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 		kernel.Fn("proc.profile.list", 0, m.sysProfiles),
 		kernel.Fn("proc.spawn", 0, m.sysSpawn),
 		kernel.Fn("proc.send", 0, m.sysSend),
+		kernel.Fn("proc.ipc.send", 0, m.sysIpcSend),
+		kernel.Fn("proc.ipc.call", 0, m.sysIpcCall),
+		kernel.Fn("proc.ipc.delegate", 0, m.sysIpcDelegate),
+		kernel.Fn("proc.ipc.list", 0, m.sysIpcList),
+		kernel.Fn("proc.ipc.deliver", kernel.KernelOnly, m.sysIpcDeliver),
+		kernel.Fn("signal.watch", 0, m.sysWatch),
+		kernel.Fn("signal.unwatch", 0, m.sysUnwatch),
+		kernel.Fn("signal.list", 0, m.sysWatchList),
 		kernel.Fn("proc.abort", 0, m.sysAbort),
 		kernel.Fn("proc.hil", 0, m.sysHil),
 		kernel.Fn("proc.kill", 0, m.sysKill),
@@ -118,7 +128,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := m.backfillInits(ctx); err != nil {
 		return err
 	}
-	return m.resume(ctx)
+	if err := m.resume(ctx); err != nil {
+		return err
+	}
+	if err := m.startWatches(ctx); err != nil {
+		return err
+	}
+	return m.resumeCalls(ctx)
 }
 
 // Close stops the manager for a shutdown (ns.Room): it cancels every
@@ -138,6 +154,8 @@ func (m *Manager) Close() error {
 		procs = append(procs, pr)
 	}
 	m.mu.Unlock()
+	m.stopCalls()
+	m.stopWatches()
 	for _, pr := range procs {
 		pr.mu.Lock()
 		if r := pr.run; r != nil && pr.state == running {

@@ -111,6 +111,10 @@ type Event struct {
 	TraceID string
 	Text    string
 	Runtime bool
+	// RunID, if set, is the id of the run the message starts (or will
+	// start from the queue): a call knows the run it waits for before
+	// the message is delivered.
+	RunID string
 }
 
 // Send delivers text to conversation cid of p as its owner's
@@ -144,7 +148,10 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 		role, text = "system", EventPrefix+text
 	}
 	meta := eventMeta(ev)
-	runID = newID("run_")
+	runID = ev.RunID
+	if runID == "" {
+		runID = newID("run_")
+	}
 	pr := m.proc(p.Pid, p.Uid)
 	pr.mu.Lock()
 	var r *activeRun
@@ -370,6 +377,7 @@ func (m *Manager) finishLocked(pr *process, r *activeRun, status string, rerr er
 	// an aborted one says so (aborted: true).
 	m.signal(pr.uid, "chat.complete", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid,
 		"status": status, "aborted": status == "aborted"})
+	m.runEnded(r.id, status, errText)
 }
 
 // nextLocked runs before (if not nil) and then, in the same transaction,

@@ -139,4 +139,7 @@ var migrations = []string{
 		error TEXT);
 	CREATE UNIQUE INDEX proc_watches_key ON proc_watches(watcher_pid, key) WHERE key IS NOT NULL;
 	CREATE INDEX proc_watches_signal ON proc_watches(signal);`,
+	// 5: the users group may watch signals.
+	`INSERT INTO group_caps(gid,cap) SELECT 100,'signal.*'
+		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap='signal.*')`,
 }

@@ -134,7 +134,7 @@ func (m *Manager) procDir(ctx context.Context, p *abi.Process) vfs.Dir {
 		}
 		return []byte(b.String()), nil
 	}}
-	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), map[string]ns.CtlVerb{
+	verbs := map[string]ns.CtlVerb{
 		"send": func(l ns.CtlLine) (string, any, error) {
 			if l.JSON == nil && l.Rest == "" {
 				return "", nil, abi.E(abi.Invalid, "usage: send <text...>")
@@ -159,7 +159,11 @@ func (m *Manager) procDir(ctx context.Context, p *abi.Process) vfs.Dir {
 			}
 			return "proc.hil", &abi.HilArgs{Pid: pid, Decision: word(l, 0), RequestID: word(l, 1), Remember: word(l, 2) == "remember"}, nil
 		},
-	})
+	}
+	for v, f := range ipcVerbs(pid) {
+		verbs[v] = f
+	}
+	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), verbs)
 	events := &vfs.Stream{Meta: own.at(base+"/events", 0o400), Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
 		return kernel.Invoke[vfs.Subscription](ctx, m.k, ns.CallerOf(cred, ""), "proc.events", &abi.PidArgs{Pid: pid})
 	}}
@@ -172,6 +176,7 @@ func (m *Manager) procDir(ctx context.Context, p *abi.Process) vfs.Dir {
 		vfs.DirEntry{Name: "err", Node: m.space.ErrView(base)},
 		vfs.DirEntry{Name: "events", Node: events},
 		vfs.DirEntry{Name: "hil", Node: hil},
+		vfs.DirEntry{Name: "ipc", Node: m.ipcView(own.at(base+"/ipc", 0o400), pid)},
 		vfs.DirEntry{Name: "conversations", Node: m.convsDir(p, own)},
 	)
 }

@@ -1,0 +1,573 @@
+package proc
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
+)
+
+// IPC between processes (seed 000, "IPC Primitives"; 003, proc.ipc.*):
+// proc.ipc.send (mail), proc.ipc.call (a bounded request whose answer
+// comes back), proc.ipc.delegate (ours: a worker spawned for a task, then
+// called), all delivered through the kernel-only proc.ipc.deliver.
+//
+// Rules:
+//   - Same owner only: the source and the target have the same uid (403).
+//   - The source is a registered process: the process the caller acts as
+//     (kernel.Identity.Pid: its own tool calls), or, for its owner, the
+//     process named by sourcePid (a line of that process's ctl file).
+//   - A call is recorded (proc_ipc_calls) and its deadline armed before
+//     the request is delivered; a delivery that fails leaves no call.
+//     The request starts (or queues behind) a run of the target whose id
+//     the call knows from the start; when that run ends, its final answer
+//     goes back to the source as an ipc.reply event. If the deadline
+//     passes first the source gets ipc.timeout, and the answer, when it
+//     comes, is dropped: a call ends once (its state leaves "pending" in
+//     one UPDATE). A reply or timeout is dropped too when the source's
+//     conversation was reset (another generation) or closed since, or
+//     the run that made the call was aborted.
+
+const (
+	// defaultCallTimeout is a call's deadline when none is given;
+	// defaultDelegateTimeout a delegation's. Both clamp to
+	// [minCallTimeout, maxCallTimeout].
+	defaultCallTimeout     = 60 * time.Second
+	defaultDelegateTimeout = 5 * time.Minute
+	minCallTimeout         = time.Second
+	maxCallTimeout         = time.Hour
+	// maxIpcMessage bounds a message's size; maxReply the answer a reply
+	// carries.
+	maxIpcMessage = 256 << 10
+	maxReply      = 64 << 10
+	// ipcListLimit is how many calls proc.ipc.list shows.
+	ipcListLimit = 100
+)
+
+// ipcState is the manager's live part of the calls: the deadline timer of
+// each pending call and the target run each waits for.
+type ipcState struct {
+	mu     sync.Mutex
+	timers map[string]*time.Timer // by call id
+	runs   map[string]string      // target run id -> call id
+}
+
+// pendingCall is what a call's end needs of its record.
+type pendingCall struct {
+	id                   string
+	uid                  uint32
+	sourcePid, sourceCid string
+	sourceGen            int64
+	sourceRun            sql.NullString
+	targetPid, targetRun string
+	deadline             int64
+}
+
+// ipcSource returns the source process of an IPC call by c: the process c
+// acts as, else sourcePid, which c must own (root: any). A caller that
+// names no process is a 400.
+func (m *Manager) ipcSource(ctx context.Context, c *kernel.Caller, sourcePid string) (*abi.Process, error) {
+	pid := c.Pid
+	if pid == "" {
+		pid = sourcePid
+	} else if sourcePid != "" && sourcePid != pid {
+		return nil, abi.E(abi.Permission, "a process sends as itself: sourcePid names another")
+	}
+	if pid == "" {
+		return nil, abi.E(abi.Invalid, "the source must be a process: call from a process, or name your process as sourcePid (its ctl does)")
+	}
+	p, err := m.get(ctx, pid)
+	if err != nil {
+		return nil, err
+	}
+	if p.Uid != c.Uid && !c.IsRoot() {
+		return nil, abi.E(abi.Path(pid), abi.NotExist, "no such process")
+	}
+	return p, nil
+}
+
+// ipcPair returns the source and target of an IPC call by c: both
+// processes, of the same owner (403 otherwise; a target c may not see is
+// a 403 too, as the rule names the owners, not the record).
+func (m *Manager) ipcPair(ctx context.Context, c *kernel.Caller, sourcePid, targetPid string) (src, tgt *abi.Process, err error) {
+	if src, err = m.ipcSource(ctx, c, sourcePid); err != nil {
+		return nil, nil, err
+	}
+	if targetPid == "" {
+		return nil, nil, abi.E(abi.Invalid, "pid: which process?")
+	}
+	if tgt, err = m.get(ctx, targetPid); err != nil {
+		return nil, nil, err
+	}
+	if tgt.Uid != src.Uid {
+		return nil, nil, abi.E(abi.Path(targetPid), abi.Permission, "IPC is between processes of the same owner")
+	}
+	return src, tgt, nil
+}
+
+// checkIpcMessage checks a message and its metadata (a JSON object).
+func checkIpcMessage(msg string, meta json.RawMessage) error {
+	switch {
+	case strings.TrimSpace(msg) == "":
+		return abi.E(abi.Invalid, "empty message")
+	case len(msg) > maxIpcMessage:
+		return abi.E(abi.Invalid, fmt.Sprintf("message is over %d bytes", maxIpcMessage))
+	}
+	if len(meta) > 0 {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(meta, &obj) != nil || obj == nil {
+			return abi.E(abi.Invalid, "metadata must be a JSON object")
+		}
+		if len(meta) > 16<<10 {
+			return abi.E(abi.Invalid, "metadata is over 16 KiB")
+		}
+	}
+	return nil
+}
+
+// sysIpcSend serves proc.ipc.send: mail from the source process to a
+// process of the same owner, delivered through proc.ipc.deliver; it
+// starts a run of the target or queues behind its running one.
+func (m *Manager) sysIpcSend(ctx context.Context, c *kernel.Caller, a *abi.IpcSendArgs) (*abi.IpcSendResult, error) {
+	src, tgt, err := m.ipcPair(ctx, c, a.SourcePid, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkIpcMessage(a.Message, a.Metadata); err != nil {
+		return nil, err
+	}
+	return kernel.Invoke[*abi.IpcSendResult](ctx, m.k, m.k.KernelCaller(), "proc.ipc.deliver", &abi.IpcDeliverArgs{
+		Pid: tgt.Pid, SourcePid: src.Pid, Source: m.identityOf(ctx, src), ConversationID: a.ConversationID,
+		Message: a.Message, Metadata: a.Metadata, SentAt: now(),
+	})
+}
+
+// identityOf is the ProcessIdentity of process p.
+func (m *Manager) identityOf(ctx context.Context, p *abi.Process) abi.ProcessIdentity {
+	id := abi.ProcessIdentity{Uid: p.Uid, Cwd: p.Cwd}
+	if u, err := m.k.UserOf(ctx, p.Uid); err == nil {
+		id.Username, id.Home, id.Gid = u.Username, u.Home, u.Gid
+	}
+	return id
+}
+
+// sysIpcCall serves proc.ipc.call: it records the call and arms its
+// deadline, then delivers the request; it returns at acceptance. The
+// answer comes later to the source (ipc.reply or ipc.timeout).
+func (m *Manager) sysIpcCall(ctx context.Context, c *kernel.Caller, a *abi.IpcCallArgs) (*abi.IpcCallResult, error) {
+	src, tgt, err := m.ipcPair(ctx, c, a.SourcePid, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkIpcMessage(a.Message, a.Metadata); err != nil {
+		return nil, err
+	}
+	timeout, err := callTimeout(a.TimeoutMs, defaultCallTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return m.call(ctx, c, src, tgt, a.ConversationID, a.Message, a.Metadata, timeout)
+}
+
+// callTimeout is ms as a call's timeout (def when 0), which must lie in
+// [minCallTimeout, maxCallTimeout].
+func callTimeout(ms int64, def time.Duration) (time.Duration, error) {
+	if ms == 0 {
+		return def, nil
+	}
+	d := time.Duration(ms) * time.Millisecond
+	if ms < 0 || d < minCallTimeout || d > maxCallTimeout {
+		return 0, abi.E(abi.Invalid, fmt.Sprintf("timeoutMs %d: want %d to %d", ms, minCallTimeout.Milliseconds(), maxCallTimeout.Milliseconds()))
+	}
+	return d, nil
+}
+
+// call makes a call from src to tgt: recorded, armed, then delivered.
+func (m *Manager) call(ctx context.Context, c *kernel.Caller, src, tgt *abi.Process, cid, msg string, meta json.RawMessage, timeout time.Duration) (*abi.IpcCallResult, error) {
+	callID, runID := newID("call_"), newID("run_")
+	t := now()
+	deadline := t + timeout.Milliseconds()
+	// The source's waiting conversation: the one its current run is in
+	// when the process itself calls; else its default.
+	srcCid, srcRun := "default", sql.NullString{}
+	if c.Pid == src.Pid {
+		pr := m.proc(src.Pid, src.Uid)
+		pr.mu.Lock()
+		if pr.run != nil {
+			srcCid, srcRun = pr.run.cid, sql.NullString{String: pr.run.id, Valid: true}
+		}
+		pr.mu.Unlock()
+	}
+	var srcGen int64
+	if err := m.st.QueryRowContext(ctx, `SELECT generation FROM proc_conversations WHERE pid=? AND cid=?`, src.Pid, srcCid).Scan(&srcGen); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, abi.E(abi.Path(src.Pid+"/"+srcCid), abi.NotExist, "no such conversation")
+		}
+		return nil, abi.E(abi.Path(src.Pid), err)
+	}
+	if _, err := m.st.Exec(ctx, `INSERT INTO proc_ipc_calls(call_id,uid,source_pid,source_cid,source_gen,source_run,target_pid,target_cid,target_run,deadline_at,created_at)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?)`, callID, src.Uid, src.Pid, srcCid, srcGen, srcRun, tgt.Pid, orDefault(cid), runID, deadline, t); err != nil {
+		return nil, abi.E(abi.Path(callID), err)
+	}
+	pc := pendingCall{id: callID, uid: src.Uid, sourcePid: src.Pid, sourceCid: srcCid, sourceGen: srcGen, sourceRun: srcRun,
+		targetPid: tgt.Pid, targetRun: runID, deadline: deadline}
+	if !m.arm(pc) {
+		m.st.Exec(context.WithoutCancel(ctx), `DELETE FROM proc_ipc_calls WHERE call_id=?`, callID)
+		return nil, abi.E(abi.Path(callID), abi.Offline, "the daemon is shutting down")
+	}
+	res, err := kernel.Invoke[*abi.IpcSendResult](ctx, m.k, m.k.KernelCaller(), "proc.ipc.deliver", &abi.IpcDeliverArgs{
+		Pid: tgt.Pid, SourcePid: src.Pid, Source: m.identityOf(ctx, src), ConversationID: cid, Message: msg, Metadata: meta,
+		SentAt: t, Call: &abi.IpcCallRef{CallID: callID, ReplyToPid: src.Pid, DeadlineAt: deadline}, TraceID: callID, RunID: runID,
+	})
+	if err != nil {
+		m.disarm(callID, runID)
+		m.st.Exec(context.WithoutCancel(ctx), `DELETE FROM proc_ipc_calls WHERE call_id=?`, callID)
+		return nil, err
+	}
+	return &abi.IpcCallResult{OK: true, Status: "started", CallID: callID, Pid: tgt.Pid, SourcePid: src.Pid,
+		ConversationID: res.ConversationID, RunID: res.RunID, DeadlineAt: deadline, Queued: res.Queued}, nil
+}
+
+// sysIpcDeliver serves proc.ipc.deliver (kernel-only): the envelope,
+// validated by the public call, enters the target's conversation as a
+// visible user message of kind process.message (mail) or process.call.
+func (m *Manager) sysIpcDeliver(ctx context.Context, c *kernel.Caller, a *abi.IpcDeliverArgs) (*abi.IpcSendResult, error) {
+	tgt, err := m.get(ctx, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	label := ""
+	if src, err := m.get(ctx, a.SourcePid); err == nil && src.Label != nil {
+		label = " (" + *src.Label + ")"
+	}
+	ev := Event{Kind: abi.EventProcessMessage, TraceID: a.TraceID, RunID: a.RunID,
+		Source: abi.EventSource{Kind: "process", Uid: a.Source.Uid, Username: a.Source.Username, Pid: a.SourcePid}}
+	if a.Call != nil {
+		ev.Kind = abi.EventProcessCall
+		ev.Text = fmt.Sprintf("Call %s from process %s%s, answer by %s. Your final answer in this run goes back to the caller.\n\n%s",
+			a.Call.CallID, a.SourcePid, label, time.UnixMilli(a.Call.DeadlineAt).UTC().Format(time.RFC3339), a.Message)
+	} else {
+		ev.Text = fmt.Sprintf("Message from process %s%s:\n\n%s", a.SourcePid, label, a.Message)
+	}
+	cid := orDefault(a.ConversationID)
+	runID, queued, err := m.SendEvent(ctx, tgt, cid, ev)
+	if err != nil {
+		return nil, err
+	}
+	return &abi.IpcSendResult{OK: true, Status: "started", Pid: tgt.Pid, SourcePid: a.SourcePid, ConversationID: cid, RunID: runID, Queued: queued}, nil
+}
+
+// sysIpcDelegate serves proc.ipc.delegate: it spawns a worker (a child of
+// the source, labelled) or takes the worker named, then calls it with the
+// task; the answer comes back as a call's does.
+func (m *Manager) sysIpcDelegate(ctx context.Context, c *kernel.Caller, a *abi.IpcDelegateArgs) (*abi.IpcDelegateResult, error) {
+	src, err := m.ipcSource(ctx, c, a.SourcePid)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkIpcMessage(a.Task, nil); err != nil {
+		return nil, err
+	}
+	timeout, err := callTimeout(a.TimeoutMs, defaultDelegateTimeout)
+	if err != nil {
+		return nil, err
+	}
+	spawned := false
+	workerPid := a.Pid
+	if workerPid == "" {
+		profile := a.Profile
+		if profile == "" {
+			profile = "task"
+		}
+		label := a.Label
+		if label == "" {
+			label = "worker of " + src.Pid
+		}
+		owner, err := m.k.IdentityOf(ctx, src.Uid)
+		if err != nil {
+			return nil, err
+		}
+		sp, err := kernel.Invoke[*abi.SpawnResult](ctx, m.k, &kernel.Caller{Identity: owner}, "proc.spawn",
+			&abi.SpawnArgs{Profile: profile, Label: label, ParentPid: src.Pid})
+		if err != nil {
+			return nil, err
+		}
+		workerPid, spawned = sp.Pid, true
+	}
+	_, tgt, err := m.ipcPair(ctx, c, src.Pid, workerPid)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(timeout).UTC().Format(time.RFC3339)
+	task := fmt.Sprintf("Task delegated by process %s, to be answered by %s:\n\n%s", src.Pid, deadline, a.Task)
+	res, err := m.call(ctx, c, src, tgt, "", task, nil, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &abi.IpcDelegateResult{IpcCallResult: *res, WorkerPid: tgt.Pid, Spawned: spawned}, nil
+}
+
+// sysIpcList serves proc.ipc.list (ours): the calls a process made or
+// was made, newest first; /proc/<pid>/ipc renders it.
+func (m *Manager) sysIpcList(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (*abi.IpcListResult, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := m.st.QueryContext(ctx, `SELECT call_id,source_pid,target_pid,coalesce(target_run,''),deadline_at,state,created_at,finished_at
+		FROM proc_ipc_calls WHERE source_pid=? OR target_pid=? ORDER BY created_at DESC, call_id LIMIT ?`, p.Pid, p.Pid, ipcListLimit)
+	if err != nil {
+		return nil, abi.E(abi.Path(p.Pid), err)
+	}
+	defer rows.Close()
+	out := &abi.IpcListResult{Calls: []abi.IpcCall{}}
+	for rows.Next() {
+		var ic abi.IpcCall
+		var fin sql.NullInt64
+		if err := rows.Scan(&ic.CallID, &ic.SourcePid, &ic.TargetPid, &ic.TargetRun, &ic.DeadlineAt, &ic.State, &ic.CreatedAt, &fin); err != nil {
+			return nil, abi.E(abi.Path(p.Pid), err)
+		}
+		ic.Direction = "out"
+		if ic.TargetPid == p.Pid && ic.SourcePid != p.Pid {
+			ic.Direction = "in"
+		}
+		if fin.Valid {
+			ic.FinishedAt = &fin.Int64
+		}
+		out.Calls = append(out.Calls, ic)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, abi.E(abi.Path(p.Pid), err)
+	}
+	return out, nil
+}
+
+// arm starts pc's deadline timer and records the run it waits for; false
+// after Close.
+func (m *Manager) arm(pc pendingCall) bool {
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return false
+	}
+	m.ipc.mu.Lock()
+	defer m.ipc.mu.Unlock()
+	if m.ipc.timers == nil {
+		m.ipc.timers, m.ipc.runs = map[string]*time.Timer{}, map[string]string{}
+	}
+	wait := time.Until(time.UnixMilli(pc.deadline))
+	m.ipc.runs[pc.targetRun] = pc.id
+	m.ipc.timers[pc.id] = time.AfterFunc(max(wait, 0), func() { m.background(func() { m.callTimedOut(pc.id) }) })
+	return true
+}
+
+// disarm forgets call id and the run it waits for.
+func (m *Manager) disarm(id, run string) {
+	m.ipc.mu.Lock()
+	defer m.ipc.mu.Unlock()
+	if t := m.ipc.timers[id]; t != nil {
+		t.Stop()
+	}
+	delete(m.ipc.timers, id)
+	delete(m.ipc.runs, run)
+}
+
+// background runs f in a goroutine the manager owns (Close waits for it);
+// after Close it does not run.
+func (m *Manager) background(f func()) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		f()
+	}()
+}
+
+// stopCalls stops every deadline timer (Close): the calls stay pending in
+// the store, and Start arms them again.
+func (m *Manager) stopCalls() {
+	m.ipc.mu.Lock()
+	defer m.ipc.mu.Unlock()
+	for _, t := range m.ipc.timers {
+		t.Stop()
+	}
+	m.ipc.timers, m.ipc.runs = nil, nil
+}
+
+// runEnded answers the call that waited for run, if one did: its final
+// answer goes back to the source.
+func (m *Manager) runEnded(run, status, errText string) {
+	m.ipc.mu.Lock()
+	id, ok := m.ipc.runs[run]
+	m.ipc.mu.Unlock()
+	if ok {
+		m.background(func() { m.callAnswered(id, status, errText) })
+	}
+}
+
+// loadCall reads pending call id.
+func (m *Manager) loadCall(ctx context.Context, id string) (*pendingCall, error) {
+	pc := &pendingCall{id: id}
+	err := m.st.QueryRowContext(ctx, `SELECT uid,source_pid,source_cid,source_gen,source_run,target_pid,coalesce(target_run,''),deadline_at
+		FROM proc_ipc_calls WHERE call_id=? AND state='pending'`, id).
+		Scan(&pc.uid, &pc.sourcePid, &pc.sourceCid, &pc.sourceGen, &pc.sourceRun, &pc.targetPid, &pc.targetRun, &pc.deadline)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return pc, err
+}
+
+// callAnswered ends call id with the final answer of its target run.
+func (m *Manager) callAnswered(id, status, errText string) {
+	ctx := context.Background()
+	pc, err := m.loadCall(ctx, id)
+	if err != nil || pc == nil {
+		if err != nil {
+			m.log.Error("proc: ipc reply", "call", id, "err", err)
+		}
+		return
+	}
+	answer, err := m.finalAnswer(ctx, pc.targetPid, pc.targetRun)
+	if err != nil {
+		m.log.Error("proc: ipc reply", "call", id, "err", err)
+		return
+	}
+	text := fmt.Sprintf("ipc.reply from process %s (call %s): ", pc.targetPid, id)
+	switch {
+	case status == "completed" && answer != "":
+		text += answer
+	case status == "completed":
+		text += "(the run ended with no answer)"
+	case errText != "":
+		text += fmt.Sprintf("the run ended %s: %s", status, errText)
+	default:
+		text += "the run ended " + status
+	}
+	m.endCall(ctx, pc, "replied", Event{Kind: abi.EventIpcReply, Text: text, Runtime: true, TraceID: id,
+		Source: abi.EventSource{Kind: "process", Uid: pc.uid, Pid: pc.targetPid}})
+}
+
+// callTimedOut ends call id at its deadline: the source gets ipc.timeout.
+func (m *Manager) callTimedOut(id string) {
+	ctx := context.Background()
+	pc, err := m.loadCall(ctx, id)
+	if err != nil || pc == nil {
+		if err != nil {
+			m.log.Error("proc: ipc timeout", "call", id, "err", err)
+		}
+		return
+	}
+	text := fmt.Sprintf("ipc.timeout: call %s to process %s got no answer by %s", id, pc.targetPid,
+		time.UnixMilli(pc.deadline).UTC().Format(time.RFC3339))
+	m.endCall(ctx, pc, "timed_out", Event{Kind: abi.EventIpcTimeout, Text: text, Runtime: true, TraceID: id,
+		Source: abi.EventSource{Kind: "kernel"}})
+}
+
+// endCall ends pc once: to state, with ev delivered to the source, or
+// "dropped" when the source's conversation changed generation or closed,
+// or the run that made the call was aborted. A call already ended (the
+// other of reply and timeout came first) is left as it is.
+func (m *Manager) endCall(ctx context.Context, pc *pendingCall, state string, ev Event) {
+	m.disarm(pc.id, pc.targetRun)
+	var gen int64
+	var status string
+	err := m.st.QueryRowContext(ctx, `SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, pc.sourcePid, pc.sourceCid).Scan(&gen, &status)
+	deliver := err == nil && gen == pc.sourceGen && status == "open"
+	if deliver && pc.sourceRun.Valid {
+		var runStatus string
+		if err := m.st.QueryRowContext(ctx, `SELECT status FROM proc_runs WHERE run_id=?`, pc.sourceRun.String).Scan(&runStatus); err == nil && runStatus == "aborted" {
+			deliver = false
+		}
+	}
+	final := state
+	if !deliver {
+		final = "dropped"
+	}
+	res, err := m.st.Exec(ctx, `UPDATE proc_ipc_calls SET state=?, finished_at=? WHERE call_id=? AND state='pending'`, final, now(), pc.id)
+	if err != nil {
+		m.log.Error("proc: end an ipc call", "call", pc.id, "err", err)
+		return
+	}
+	if n, _ := res.RowsAffected(); n == 0 || !deliver {
+		return
+	}
+	src, err := m.get(ctx, pc.sourcePid)
+	if err != nil {
+		return // the source is gone
+	}
+	if _, _, err := m.SendEvent(ctx, src, pc.sourceCid, ev); err != nil {
+		m.log.Warn("proc: deliver an ipc answer", "call", pc.id, "source", pc.sourcePid, "err", err)
+	}
+}
+
+// finalAnswer is the text of the last answer of the model in run (after
+// the run's first message), "" if it gave none; at most maxReply bytes.
+func (m *Manager) finalAnswer(ctx context.Context, pid, run string) (string, error) {
+	var content string
+	err := m.st.QueryRowContext(ctx, `SELECT m.content FROM proc_messages m JOIN proc_runs r ON r.run_id=?
+		WHERE m.pid=? AND m.cid=r.cid AND m.generation=r.generation AND m.id>r.first_message AND m.role='assistant'
+		ORDER BY m.id DESC LIMIT 1`, run, pid).Scan(&content)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var ac assistantContent
+	if json.Unmarshal([]byte(content), &ac) != nil {
+		return "", nil
+	}
+	text := strings.TrimSpace(ac.Text)
+	if len(text) > maxReply {
+		text = text[:maxReply] + fmt.Sprintf("… [%d bytes]", len(ac.Text))
+	}
+	return text, nil
+}
+
+// resumeCalls arms the pending calls again at Start: one whose deadline
+// passed times out now; one whose target run already ended is answered.
+func (m *Manager) resumeCalls(ctx context.Context) error {
+	rows, err := m.st.QueryContext(ctx, `SELECT c.call_id,c.uid,c.source_pid,c.source_cid,c.source_gen,c.source_run,c.target_pid,coalesce(c.target_run,''),c.deadline_at,
+		coalesce(r.status,''),coalesce(r.error,'') FROM proc_ipc_calls c LEFT JOIN proc_runs r ON r.run_id=c.target_run WHERE c.state='pending'`)
+	if err != nil {
+		return err
+	}
+	type ended struct{ id, status, errText string }
+	var done []ended
+	for rows.Next() {
+		var pc pendingCall
+		var status, errText string
+		if err := rows.Scan(&pc.id, &pc.uid, &pc.sourcePid, &pc.sourceCid, &pc.sourceGen, &pc.sourceRun, &pc.targetPid, &pc.targetRun, &pc.deadline, &status, &errText); err != nil {
+			rows.Close()
+			return err
+		}
+		m.arm(pc)
+		switch status {
+		case "", "running", "waiting_hil":
+		default:
+			done = append(done, ended{pc.id, status, errText})
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, e := range done {
+		e := e
+		m.background(func() { m.callAnswered(e.id, e.status, e.errText) })
+	}
+	return nil
+}

@@ -1,0 +1,387 @@
+package proc
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
+)
+
+// Signal watches (seed 003, signal.watch / signal.unwatch): a process
+// asks to be told when a signal of another process of its owner is
+// published. A watch is durable (proc_watches); its TTL is 24 h by
+// default, clamped to 1 s..30 d; once (the default) deletes it after its
+// first delivery. The kernel's bus shows every signal to the manager
+// (kernel.Observe); a signal whose name some watch has goes to the
+// watcher goroutine, which delivers it to each matching watcher as a
+// "signal" event ("[Process Event]: signal ..."), if the watcher's owner
+// is in the signal's audience. A delivery that fails marks the watch
+// failed; it fires no more.
+
+const (
+	defaultWatchTTL = 24 * time.Hour
+	minWatchTTL     = time.Second
+	maxWatchTTL     = 30 * 24 * time.Hour
+	// watchQueue is how many signals wait for the watcher goroutine; past
+	// it a signal is dropped (and logged), never the bus blocked.
+	watchQueue = 1024
+	// maxWatchesPerProcess bounds the watches of one process.
+	maxWatchesPerProcess = 256
+)
+
+// watchSignal is a published signal a watch may want.
+type watchSignal struct {
+	name     string
+	payload  any
+	audience kernel.Audience
+}
+
+// watchState is the manager's live part of the watches: the names
+// watched (so that the bus observer drops the rest at once) and the
+// queue of the watcher goroutine.
+type watchState struct {
+	mu    sync.Mutex
+	names map[string]int // signal name -> active watches
+	q     chan watchSignal
+	stop  chan struct{}
+}
+
+// startWatches loads the watched names, observes the bus and starts the
+// watcher goroutine (Close stops it).
+func (m *Manager) startWatches(ctx context.Context) error {
+	m.watch.q = make(chan watchSignal, watchQueue)
+	m.watch.stop = make(chan struct{})
+	if err := m.loadWatchNames(ctx); err != nil {
+		return err
+	}
+	m.k.Observe(func(name string, payload any, a kernel.Audience) {
+		m.watch.mu.Lock()
+		watched := m.watch.names[name] > 0
+		m.watch.mu.Unlock()
+		if !watched {
+			return
+		}
+		select {
+		case m.watch.q <- watchSignal{name, payload, a}:
+		default:
+			m.log.Warn("proc: a watched signal dropped: the watcher is behind", "signal", name)
+		}
+	})
+	m.mu.Lock()
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		for {
+			select {
+			case <-m.watch.stop:
+				return
+			case s := <-m.watch.q:
+				m.fireWatches(s)
+			}
+		}
+	}()
+	return nil
+}
+
+// loadWatchNames counts the active watches by signal name.
+func (m *Manager) loadWatchNames(ctx context.Context) error {
+	rows, err := m.st.QueryContext(ctx, `SELECT signal,count(*) FROM proc_watches WHERE status='active' GROUP BY signal`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	names := map[string]int{}
+	for rows.Next() {
+		var name string
+		var n int
+		if err := rows.Scan(&name, &n); err != nil {
+			return err
+		}
+		names[name] = n
+	}
+	m.watch.mu.Lock()
+	m.watch.names = names
+	m.watch.mu.Unlock()
+	return rows.Err()
+}
+
+// stopWatches stops the watcher goroutine (Close).
+func (m *Manager) stopWatches() {
+	if m.watch.stop != nil {
+		close(m.watch.stop)
+	}
+}
+
+// watcher returns the watching process of c: the process c acts as, else
+// watcherPid, which c must own (root: any).
+func (m *Manager) watcher(ctx context.Context, c *kernel.Caller, watcherPid string) (*abi.Process, error) {
+	if c.Pid != "" && watcherPid != "" && watcherPid != c.Pid {
+		return nil, abi.E(abi.Permission, "a process watches for itself: watcherPid names another")
+	}
+	pid := c.Pid
+	if pid == "" {
+		pid = watcherPid
+	}
+	if pid == "" {
+		return nil, abi.E(abi.Invalid, "signal watches are a process's: call from a process, or name your process as watcherPid (its ctl does)")
+	}
+	p, err := m.get(ctx, pid)
+	if err != nil {
+		return nil, err
+	}
+	if p.Uid != c.Uid && !c.IsRoot() {
+		return nil, abi.E(abi.Path(pid), abi.NotExist, "no such process")
+	}
+	return p, nil
+}
+
+// sysWatch serves signal.watch: it creates the watch, or with a key the
+// process has used, replaces that watch (created false).
+func (m *Manager) sysWatch(ctx context.Context, c *kernel.Caller, a *abi.WatchArgs) (*abi.WatchResult, error) {
+	w, err := m.watcher(ctx, c, a.WatcherPid)
+	if err != nil {
+		return nil, err
+	}
+	if err := kernel.CheckText("signal", a.Signal, 128); err != nil || a.Signal == "" {
+		return nil, abi.E(abi.Invalid, "signal: a name such as proc.run.finished")
+	}
+	if a.ProcessID == "" {
+		return nil, abi.E(abi.Invalid, "processId: a process names the process it watches")
+	}
+	if a.ProcessID == w.Pid {
+		return nil, abi.E(abi.Invalid, "a process cannot watch itself")
+	}
+	target, err := m.get(ctx, a.ProcessID)
+	if err != nil {
+		return nil, err
+	}
+	if target.Uid != w.Uid {
+		return nil, abi.E(abi.Path(a.ProcessID), abi.Permission, "a process watches only processes of its owner")
+	}
+	if len(a.Key) > 128 {
+		return nil, abi.E(abi.Invalid, "key is over 128 bytes")
+	}
+	if len(a.State) > 16<<10 || (len(a.State) > 0 && !json.Valid(a.State)) {
+		return nil, abi.E(abi.Invalid, "state: JSON of at most 16 KiB")
+	}
+	ttl := defaultWatchTTL
+	if a.TTLMs != nil {
+		ttl = min(max(time.Duration(*a.TTLMs)*time.Millisecond, minWatchTTL), maxWatchTTL)
+	}
+	once := a.Once == nil || *a.Once
+	t := now()
+	expires := t + ttl.Milliseconds()
+	key := sql.NullString{String: a.Key, Valid: a.Key != ""}
+	state := sql.NullString{String: string(a.State), Valid: len(a.State) > 0}
+	res := &abi.WatchResult{CreatedAt: t, ExpiresAt: &expires}
+	var oldSignal string
+	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+		oldSignal = ""
+		if key.Valid {
+			var id, sig, status string
+			err := m.st.TxQueryRow(tx, `SELECT watch_id,signal,status FROM proc_watches WHERE watcher_pid=? AND key=?`, w.Pid, a.Key).Scan(&id, &sig, &status)
+			switch {
+			case err == nil:
+				if status == "active" {
+					oldSignal = sig
+				}
+				res.WatchID, res.Created = id, false
+				_, err = m.st.TxExec(tx, `UPDATE proc_watches SET signal=?,process_id=?,state=?,once=?,status='active',created_at=?,expires_at=?,fired=0,error=NULL WHERE watch_id=?`,
+					a.Signal, a.ProcessID, state, once, t, expires, id)
+				return err
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+		}
+		var n int
+		if err := m.st.TxQueryRow(tx, `SELECT count(*) FROM proc_watches WHERE watcher_pid=? AND status='active'`, w.Pid).Scan(&n); err != nil {
+			return err
+		}
+		if n >= maxWatchesPerProcess {
+			return abi.E(abi.Path(w.Pid), abi.Busy, fmt.Sprintf("the process has %d watches, the most it may", n))
+		}
+		res.WatchID, res.Created = newID("watch_"), true
+		_, err := m.st.TxExec(tx, `INSERT INTO proc_watches(watch_id,uid,watcher_pid,signal,process_id,key,state,once,created_at,expires_at) VALUES(?,?,?,?,?,?,?,?,?,?)`,
+			res.WatchID, w.Uid, w.Pid, a.Signal, a.ProcessID, key, state, once, t, expires)
+		return err
+	})
+	if err != nil {
+		return nil, abi.E(abi.Path(w.Pid), err)
+	}
+	m.watch.mu.Lock()
+	if oldSignal != "" {
+		m.watch.names[oldSignal]--
+	}
+	m.watch.names[a.Signal]++
+	m.watch.mu.Unlock()
+	return res, nil
+}
+
+// sysUnwatch serves signal.unwatch: the process's watch by id, or by key.
+func (m *Manager) sysUnwatch(ctx context.Context, c *kernel.Caller, a *abi.UnwatchArgs) (*abi.UnwatchResult, error) {
+	w, err := m.watcher(ctx, c, a.WatcherPid)
+	if err != nil {
+		return nil, err
+	}
+	if (a.WatchID == "") == (a.Key == "") {
+		return nil, abi.E(abi.Invalid, "give one of watchId and key")
+	}
+	n, err := m.removeWatches(ctx, `watcher_pid=? AND (watch_id=? OR key=?)`, w.Pid, a.WatchID, sql.NullString{String: a.Key, Valid: a.Key != ""})
+	if err != nil {
+		return nil, abi.E(abi.Path(w.Pid), err)
+	}
+	return &abi.UnwatchResult{Removed: n}, nil
+}
+
+// removeWatches deletes the watches where says, and forgets their names.
+func (m *Manager) removeWatches(ctx context.Context, where string, args ...any) (int, error) {
+	var names []string
+	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+		names = names[:0]
+		rows, err := tx.QueryContext(ctx, `DELETE FROM proc_watches WHERE `+where+` RETURNING signal,status`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name, status string
+			if err := rows.Scan(&name, &status); err != nil {
+				return err
+			}
+			if status == "active" {
+				names = append(names, name)
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return 0, err
+	}
+	m.watch.mu.Lock()
+	for _, n := range names {
+		m.watch.names[n]--
+	}
+	m.watch.mu.Unlock()
+	return len(names), nil
+}
+
+// sysWatchList serves signal.list (ours): a process's watches.
+func (m *Manager) sysWatchList(ctx context.Context, c *kernel.Caller, a *abi.WatchListArgs) (*abi.WatchListResult, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := m.st.QueryContext(ctx, `SELECT watch_id,watcher_pid,signal,coalesce(process_id,''),coalesce(key,''),coalesce(state,''),once,status,fired,coalesce(error,''),created_at,expires_at
+		FROM proc_watches WHERE watcher_pid=? AND expires_at>? ORDER BY created_at,watch_id`, p.Pid, now())
+	if err != nil {
+		return nil, abi.E(abi.Path(p.Pid), err)
+	}
+	defer rows.Close()
+	out := &abi.WatchListResult{Watches: []abi.Watch{}}
+	for rows.Next() {
+		var w abi.Watch
+		var state string
+		if err := rows.Scan(&w.WatchID, &w.WatcherPid, &w.Signal, &w.ProcessID, &w.Key, &state, &w.Once, &w.Status, &w.Fired, &w.Error, &w.CreatedAt, &w.ExpiresAt); err != nil {
+			return nil, abi.E(abi.Path(p.Pid), err)
+		}
+		if state != "" {
+			w.State = json.RawMessage(state)
+		}
+		out.Watches = append(out.Watches, w)
+	}
+	return out, rows.Err()
+}
+
+// signalPid is the process a signal's payload names ("pid"), if any.
+func signalPid(payload any) string {
+	switch p := payload.(type) {
+	case map[string]any:
+		s, _ := p["pid"].(string)
+		return s
+	}
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return ""
+	}
+	var v struct {
+		Pid string `json:"pid"`
+	}
+	json.Unmarshal(b, &v)
+	return v.Pid
+}
+
+// fireWatches delivers s to the watches that match it: its name, the
+// process its payload names, not expired, whose owner the audience
+// includes.
+func (m *Manager) fireWatches(s watchSignal) {
+	ctx := context.Background()
+	pid := signalPid(s.payload)
+	if pid == "" {
+		return
+	}
+	t := now()
+	rows, err := m.st.QueryContext(ctx, `SELECT watch_id,uid,watcher_pid,coalesce(key,''),coalesce(state,''),once FROM proc_watches
+		WHERE signal=? AND process_id=? AND status='active' AND expires_at>?`, s.name, pid, t)
+	if err != nil {
+		m.log.Error("proc: signal watches", "signal", s.name, "err", err)
+		return
+	}
+	type hit struct {
+		id, watcher, key, state string
+		uid                     uint32
+		once                    bool
+	}
+	var hits []hit
+	for rows.Next() {
+		var h hit
+		if err := rows.Scan(&h.id, &h.uid, &h.watcher, &h.key, &h.state, &h.once); err != nil {
+			m.log.Error("proc: signal watches", "signal", s.name, "err", err)
+			break
+		}
+		if s.audience.All || h.uid == 0 || slices.Contains(s.audience.Uids, h.uid) {
+			hits = append(hits, h)
+		}
+	}
+	rows.Close()
+	payload, _ := json.Marshal(s.payload)
+	for _, h := range hits {
+		text := fmt.Sprintf("signal %s from process %s (watch %s): %s", s.name, pid, h.id, payload)
+		if h.key != "" {
+			text += "\nkey: " + h.key
+		}
+		if h.state != "" {
+			text += "\nstate: " + h.state
+		}
+		err := m.deliverSignal(ctx, h.watcher, Event{Kind: abi.EventSignal, Text: text, Runtime: true, TraceID: h.id,
+			Source: abi.EventSource{Kind: "process", Uid: h.uid, Pid: pid}})
+		switch {
+		case err != nil:
+			m.st.Exec(ctx, `UPDATE proc_watches SET status='failed', error=? WHERE watch_id=?`, err.Error(), h.id)
+			m.watch.mu.Lock()
+			m.watch.names[s.name]--
+			m.watch.mu.Unlock()
+		case h.once:
+			m.removeWatches(ctx, `watch_id=?`, h.id)
+		default:
+			m.st.Exec(ctx, `UPDATE proc_watches SET fired=fired+1 WHERE watch_id=?`, h.id)
+		}
+	}
+}
+
+// deliverSignal sends ev to the watcher's default conversation.
+func (m *Manager) deliverSignal(ctx context.Context, watcher string, ev Event) error {
+	p, err := m.get(ctx, watcher)
+	if err != nil {
+		return err
+	}
+	_, _, err = m.SendEvent(ctx, p, "default", ev)
+	return err
+}

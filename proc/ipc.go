@@ -447,9 +447,9 @@ func (m *Manager) callAnswered(id, status, errText string) {
 	}
 	text := fmt.Sprintf("ipc.reply from process %s (call %s): ", pc.targetPid, id)
 	switch {
-	case status == "completed" && answer != "":
+	case status == "done" && answer != "":
 		text += answer
-	case status == "completed":
+	case status == "done":
 		text += "(the run ended with no answer)"
 	case errText != "":
 		text += fmt.Sprintf("the run ended %s: %s", status, errText)

@@ -25,12 +25,21 @@ func (h *ptHarness) scriptOf(uid uint32, script string) {
 // kind, or nil.
 func (h *ptHarness) findEvent(pid, kind string) *abi.Message {
 	h.t.Helper()
-	for _, m := range h.history(h.alice, pid, "").Messages {
+	for _, m := range h.messages(pid) {
 		if m.Kind == kind {
 			return &m
 		}
 	}
 	return nil
+}
+
+// messages is pid's default conversation as proc.history pages it (no
+// count check: events may arrive while it is read).
+func (h *ptHarness) messages(pid string) []abi.Message {
+	h.t.Helper()
+	var r ptHist
+	h.must(h.alice, "proc.history", map[string]any{"pid": pid}, &r)
+	return r.Messages
 }
 
 // callState is the stored state of an IPC call.
@@ -245,7 +254,7 @@ func TestSignalWatchOnce(t *testing.T) {
 	h.waitRun(r.RunID)
 	time.Sleep(200 * time.Millisecond)
 	n := 0
-	for _, m := range h.history(h.alice, a, "").Messages {
+	for _, m := range h.messages(a) {
 		if m.Kind == abi.EventSignal {
 			n++
 		}

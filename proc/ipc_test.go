@@ -246,8 +246,11 @@ func TestSignalWatchOnce(t *testing.T) {
 	if text := ptText(t, *ev); !strings.Contains(text, "proc.run.finished") || !strings.Contains(text, b) || !strings.Contains(text, `"why":"test"`) {
 		t.Fatalf("the signal event: %s", text)
 	}
-	if n := h.sqlCount(`SELECT count(*) FROM proc_watches WHERE watch_id=?`, w.WatchID); n != 0 {
-		t.Fatalf("the once-watch is still there")
+	for h.sqlCount(`SELECT count(*) FROM proc_watches WHERE watch_id=?`, w.WatchID) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the once-watch is still there after its delivery")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	h.waitIdle(a)
 	r = h.send(h.alice, b, "", "more work")

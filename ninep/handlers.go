@@ -408,7 +408,8 @@ func (c *conn) read(r *request, m *proto.TRead) (proto.FCall, error) {
 	return reply, nil
 }
 
-// readDir returns the next whole stat entries of the directory at l.
+// readDir returns the next whole stat entries of the directory at l: each
+// entry's attributes as the listing gave them, else its node's Attr.
 func (c *conn) readDir(r *request, f *fid, l *loc, offset uint64, count uint32) ([]byte, error) {
 	dir, ok := l.node.(vfs.Dir)
 	if !ok {
@@ -437,7 +438,7 @@ func (c *conn) readDir(r *request, f *fid, l *loc, offset uint64, count uint32) 
 			if e.Node == nil || !validName(e.Name) {
 				continue
 			}
-			a, err := e.Node.Attr(r.ctx, f.cred)
+			a, err := vfs.EntryAttr(r.ctx, e, f.cred)
 			if err != nil {
 				if r.ctx.Err() != nil {
 					d.next--

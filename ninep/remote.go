@@ -5,6 +5,7 @@ package ninep
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"os/user"
@@ -59,19 +60,37 @@ const RemoteChunk = MaxMsize - ioHdrSize
 const RemoteReadAhead = 16
 
 // readdirTTL is how long the attributes a directory listing returned stand
-// for its nodes' Attr (and the directory's own) and for the Lookups of its
-// names, while nothing changes through the RemoteDir: a walk that lists a
-// directory and then looks up or stats its entries, as find(1) does over
-// FUSE (which caches no entry), costs one round trip, not one per entry.
-// A change made through the RemoteDir (create, mkdir, remove, rename,
-// setattr, a write or truncate through a handle) forgets the directory's
-// listing and voids every listing and cached Attr; a change made on the
-// server itself shows within readdirTTL.
+// for its nodes' Attr and for the Lookups of its names, and a listing read
+// ahead (see readAheadDirs) for the ReadDir it was read for, from when the
+// read began and while nothing changes through the RemoteDir: a walk that
+// lists a directory and then looks up or stats its entries, as find(1)
+// does over FUSE (which caches no entry), costs one listing, not a round
+// trip per entry. A change made through the RemoteDir (create, mkdir,
+// remove, rename, setattr, a write or truncate through a handle) forgets
+// the directory's listing and voids every listing, listing read ahead and
+// cached Attr; a change made on the server itself shows within readdirTTL.
 const readdirTTL = time.Second
 
 // maxListings bounds how many directories' listings a RemoteDir keeps for
 // Lookup at once (each for readdirTTL at most).
 const maxListings = 256
+
+// readAheadDirs is how many directories a RemoteDir lists ahead of a
+// walker: when a directory is listed that was found in its parent's fresh
+// listing, the listings of the next readAheadDirs directories of that
+// parent (in the parent's order) are read at once, as find(1), du or
+// ls -R list them next. The walker's ReadDir of one of them takes its
+// listing (waiting for it while it is in flight) instead of a read of its
+// own, so the round trips to the server and the server's work overlap the
+// walker's; a directory listed on its own (ls DIR) reads nothing ahead.
+const readAheadDirs = 8
+
+// readAheadInflight bounds the reads ahead in flight at once on one
+// RemoteDir, and maxAhead how many listings read ahead it keeps unused.
+const (
+	readAheadInflight = 4
+	maxAhead          = 64
+)
 
 // nonblockWait is how long a read on a non-blocking descriptor
 // (vfs.Nonblocking) waits for its Tread before it says ErrWouldBlock; 9P
@@ -86,7 +105,10 @@ const nonblockWait = 50 * time.Millisecond
 // Lookup is a Twalk and Tstat; Attr a Tstat, whose mode bits, length,
 // mtime and qid path (as Ino) become the vfs.Attr (a file of length 0 is
 // Synthetic: its content may be rendered, so a FUSE binding reads it with
-// direct I/O); ReadDir reads the directory; Open a Topen (O_TRUNC is
+// direct I/O); ReadDir reads the directory (a Twalk, a Topen, Treads of
+// whole messages and a Tclunk), and its entries carry their attributes; a
+// listing answers Lookups and Attrs for readdirTTL, and a walker's next
+// directories are listed ahead (readAheadDirs); Open a Topen (O_TRUNC is
 // OTRUNC; O_APPEND is done by the handle, which writes at the length a
 // Tstat gives); Create and Mkdir a Tcreate (without O_EXCL an existing
 // file is opened instead); Remove a Tremove; Rename, SetAttr and Truncate
@@ -109,7 +131,7 @@ const nonblockWait = 50 * time.Millisecond
 // offset is answered with what it brings, so a stream loses no record to
 // an interrupted read.
 func RemoteDir(fsys *client.Fsys, dir string, opts RemoteOptions) vfs.Dir {
-	r := &remote{fsys: fsys, opts: opts, dead: make(chan struct{})}
+	r := &remote{fsys: fsys, opts: opts, dead: make(chan struct{}), aheadSlots: make(chan struct{}, readAheadInflight)}
 	return &remoteDir{remoteNode{r: r, path: strings.Trim(path.Clean("/"+dir), "/")}}
 }
 
@@ -146,18 +168,44 @@ type remote struct {
 	// changes counts the changes made through this tree: a node's
 	// cached attributes stand only while it is what it was.
 	changes atomic.Uint64
+
+	// ahead holds the listings read ahead of a walker (see
+	// readAheadDirs), by path, until the ReadDir they were read for
+	// takes them; aheadSlots bounds those in flight.
+	aheadMu    sync.Mutex
+	ahead      map[string]*dirRead
+	aheadSlots chan struct{}
 }
 
-// listing is what one ReadDir of a directory returned, by name; each name
-// is taken out when a Lookup uses it.
+// listing is what one ReadDir of a directory returned.
 type listing struct {
 	until   time.Time
 	changes uint64 // remote.changes before the listing was read
 	attrs   map[string]vfs.Attr
+	dirs    []string       // the names of its directories, in the server's order
+	dirAt   map[string]int // the index of each in dirs
 }
 
+// dirRead is one read of a directory's listing, done when done is closed.
+type dirRead struct {
+	done    chan struct{}
+	state   atomic.Int32 // a read ahead: aheadQueued, aheadStarted or aheadDropped
+	changes uint64       // remote.changes before the read
+	start   time.Time    // when the read began
+	dirs    []*plan9.Dir
+	err     error
+}
+
+// The states of a read ahead: waiting for a slot, reading, or dropped by
+// the ReadDir it was for before it started (that ReadDir reads itself).
+const (
+	aheadQueued int32 = iota
+	aheadStarted
+	aheadDropped
+)
+
 // remember keeps the listing of dir for readdirTTL.
-func (r *remote) remember(dir string, attrs map[string]vfs.Attr, until time.Time, changes uint64) {
+func (r *remote) remember(dir string, l *listing) {
 	r.listMu.Lock()
 	defer r.listMu.Unlock()
 	if r.listings == nil {
@@ -174,7 +222,7 @@ func (r *remote) remember(dir string, attrs map[string]vfs.Attr, until time.Time
 			clear(r.listings)
 		}
 	}
-	r.listings[dir] = &listing{until: until, changes: changes, attrs: attrs}
+	r.listings[dir] = l
 }
 
 // listed returns the attributes of name in the fresh listing of dir, if
@@ -557,60 +605,212 @@ func (d *remoteDir) LookupAttr(ctx context.Context, cred vfs.Cred, name string) 
 	return d.r.node(p, a), a, nil
 }
 
-// ReadDir implements vfs.Dir: the directory is opened and read to its end.
+// ReadDir implements vfs.Dir: the directory is opened and read to its
+// end, unless its listing was read ahead (see readAheadDirs) within
+// readdirTTL and nothing has changed through the tree since; the entries
+// carry their attributes.
 func (d *remoteDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
 	if err := d.r.access(ctx, cred, vfs.WantRead); err != nil {
 		return nil, err
 	}
-	type listed struct {
-		dirs []*plan9.Dir
-		self *plan9.Dir
-	}
-	changes := d.r.changes.Load() // before the listing: a change during it voids it
-	got, err := do(ctx, d.r, func() (listed, error) {
-		fid, err := d.r.fsys.Open(d.path, plan9.OREAD)
-		if err != nil {
-			return listed{}, err
-		}
-		defer fid.Close()
-		dirs, err := fid.Dirreadall()
-		if err != nil {
-			return listed{}, err
-		}
-		// Dirreadall ends at the first empty read, which is also what
-		// a connection's end looks like: make sure it is alive. The
-		// stat answers the directory's own next Attr too.
-		self, err := fid.Stat()
-		if err != nil {
-			return listed{}, err
-		}
-		return listed{dirs, self}, nil
-	}, nil)
+	got, err := d.r.readAheadOf(ctx, d.path)
 	if err != nil {
 		return nil, err
 	}
-	dirs := got.dirs
-	until := time.Now().Add(readdirTTL)
-	d.cached.Store(&cachedAttr{d.r.attr(got.self), until, changes})
-	out := make([]vfs.DirEntry, 0, len(dirs))
-	attrs := make(map[string]vfs.Attr, len(dirs))
-	for _, di := range dirs {
+	if got == nil {
+		got = &dirRead{changes: d.r.changes.Load(), start: time.Now()} // before the read: a change during it voids it
+		if got.dirs, err = d.r.readList(ctx, d.path); err != nil {
+			return nil, err
+		}
+	}
+	until := got.start.Add(readdirTTL)
+	out := make([]vfs.DirEntry, 0, len(got.dirs))
+	l := &listing{until: until, changes: got.changes, attrs: make(map[string]vfs.Attr, len(got.dirs)), dirAt: map[string]int{}}
+	for _, di := range got.dirs {
 		if di.Name == "" || di.Name == "." || di.Name == ".." || strings.Contains(di.Name, "/") {
 			continue
 		}
 		a := d.r.attr(di)
-		attrs[di.Name] = a
+		l.attrs[di.Name] = a
+		c := &cachedAttr{a, until, got.changes}
 		n := d.r.node(d.child(di.Name), a)
 		switch n := n.(type) {
 		case *remoteDir:
-			n.cached.Store(&cachedAttr{a, until, changes})
+			n.cached.Store(c)
+			l.dirAt[di.Name] = len(l.dirs)
+			l.dirs = append(l.dirs, di.Name)
 		case *remoteFile:
-			n.cached.Store(&cachedAttr{a, until, changes})
+			n.cached.Store(c)
 		}
-		out = append(out, vfs.DirEntry{Name: di.Name, Node: n})
+		out = append(out, vfs.DirEntry{Name: di.Name, Node: n, Attr: &c.a})
 	}
-	d.r.remember(d.path, attrs, until, changes)
+	d.r.remember(d.path, l)
+	d.r.readAhead(d.path)
 	return out, nil
+}
+
+// readList reads the listing of the directory p: a Twalk and a Topen,
+// Treads of a whole message until an empty one, and a Tclunk. The 9fans
+// client reports the end of a connection as it reports an empty read
+// (io.EOF); the clunk's answer, which follows the empty read's, shows the
+// connection was alive, and a clunk on a failed connection fails at once.
+func (r *remote) readList(ctx context.Context, p string) ([]*plan9.Dir, error) {
+	return do(ctx, r, func() ([]*plan9.Dir, error) {
+		fid, err := r.fsys.Open(p, plan9.OREAD)
+		if err != nil {
+			return nil, err
+		}
+		bp := dirBufs.Get().(*[]byte)
+		defer dirBufs.Put(bp)
+		buf := *bp
+		var dirs []*plan9.Dir
+		for {
+			n, err := fid.Read(buf)
+			if err == io.EOF {
+				break
+			}
+			if err == nil {
+				dirs, err = unpackDirs(dirs, buf[:n])
+			}
+			if err != nil {
+				fid.Close()
+				return nil, err
+			}
+		}
+		if err := fid.Close(); connErr(err) {
+			return nil, err
+		}
+		return dirs, nil
+	}, nil)
+}
+
+// dirBufs holds the buffers of directory reads: each asks for a whole
+// message of stats.
+var dirBufs = sync.Pool{New: func() any { b := make([]byte, RemoteChunk); return &b }}
+
+// unpackDirs appends the stats of a directory read's data b to dirs.
+func unpackDirs(dirs []*plan9.Dir, b []byte) ([]*plan9.Dir, error) {
+	for len(b) > 0 {
+		if len(b) < 2 {
+			return dirs, plan9.ProtocolError("short stat in a directory read")
+		}
+		n := int(b[0]) | int(b[1])<<8
+		if len(b) < n+2 {
+			return dirs, plan9.ProtocolError("short stat in a directory read")
+		}
+		d, err := plan9.UnmarshalDir(b[:n+2])
+		if err != nil {
+			return dirs, err
+		}
+		dirs = append(dirs, d)
+		b = b[n+2:]
+	}
+	return dirs, nil
+}
+
+// readAheadOf returns the listing of dir read ahead, waiting for it if it
+// is in flight, when there is one that stands (read within readdirTTL,
+// nothing changed through the tree since it began); else nil. It is
+// forgotten either way: a listing read ahead serves one ReadDir. One that
+// still waits for a slot is dropped: the caller reads at once instead of
+// behind the other reads ahead.
+func (r *remote) readAheadOf(ctx context.Context, dir string) (*dirRead, error) {
+	r.aheadMu.Lock()
+	a := r.ahead[dir]
+	delete(r.ahead, dir)
+	r.aheadMu.Unlock()
+	if a == nil || a.state.CompareAndSwap(aheadQueued, aheadDropped) {
+		return nil, nil
+	}
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-r.dead:
+		return nil, r.deadErr
+	}
+	if a.err != nil || a.changes != r.changes.Load() || time.Since(a.start) >= readdirTTL {
+		return nil, nil
+	}
+	return a, nil
+}
+
+// readAhead starts reading the listings of the directories that follow
+// dir in its parent's fresh listing, up to readAheadDirs of them, when dir
+// is in that listing: a walker lists them next. The reads run as the tree
+// does every call, as the identity fsys attached with; a read that fails
+// is forgotten, and the ReadDir it was for reads again.
+func (r *remote) readAhead(dir string) {
+	if dir == "" {
+		return
+	}
+	p, name := parent(dir), dir[strings.LastIndexByte(dir, '/')+1:]
+	var next []string
+	r.listMu.Lock()
+	if l := r.listings[p]; l != nil && time.Now().Before(l.until) && l.changes == r.changes.Load() {
+		if i, ok := l.dirAt[name]; ok {
+			next = l.dirs[i+1 : min(len(l.dirs), i+1+readAheadDirs)]
+		}
+	}
+	r.listMu.Unlock()
+	if len(next) == 0 {
+		return
+	}
+	r.aheadMu.Lock()
+	defer r.aheadMu.Unlock()
+	if r.ahead == nil {
+		r.ahead = map[string]*dirRead{}
+	}
+	for _, n := range next {
+		c := n
+		if p != "" {
+			c = p + "/" + n
+		}
+		if r.ahead[c] != nil {
+			continue
+		}
+		if len(r.ahead) >= maxAhead {
+			r.pruneAhead()
+			if len(r.ahead) >= maxAhead {
+				return
+			}
+		}
+		a := &dirRead{done: make(chan struct{})}
+		r.ahead[c] = a
+		go r.fetch(c, a)
+	}
+}
+
+// pruneAhead forgets the listings read ahead that no longer stand.
+// r.aheadMu is held.
+func (r *remote) pruneAhead() {
+	for p, a := range r.ahead {
+		select {
+		case <-a.done:
+			if a.err != nil || time.Since(a.start) >= readdirTTL {
+				delete(r.ahead, p)
+			}
+		default:
+		}
+	}
+}
+
+// fetch reads the listing of dir ahead into a, in one of r.aheadSlots.
+func (r *remote) fetch(dir string, a *dirRead) {
+	defer close(a.done)
+	select {
+	case r.aheadSlots <- struct{}{}:
+	case <-r.dead:
+		a.err = r.deadErr
+		return
+	}
+	defer func() { <-r.aheadSlots }()
+	if !a.state.CompareAndSwap(aheadQueued, aheadStarted) {
+		a.err = errors.New("dropped")
+		return
+	}
+	a.changes, a.start = r.changes.Load(), time.Now()
+	a.dirs, a.err = r.readList(context.Background(), dir)
 }
 
 // omode returns the 9P open mode of POSIX open flags.

@@ -70,7 +70,7 @@ func (d *StaticDir) ReadDir(ctx context.Context, cred Cred) ([]DirEntry, error) 
 	defer d.mu.RUnlock()
 	out := make([]DirEntry, len(d.names))
 	for i, name := range d.names {
-		out[i] = DirEntry{name, d.children[name]}
+		out[i] = DirEntry{Name: name, Node: d.children[name]}
 	}
 	return out, nil
 }

@@ -93,6 +93,22 @@ type Node interface {
 type DirEntry struct {
 	Name string
 	Node Node
+	// Attr, if not nil, is what Node.Attr would have answered when the
+	// listing was made: a directory that learns its children's attributes
+	// as it lists them (a real directory's fstatat, a 9P directory read)
+	// gives them here, and a transport that lists the directory (a 9P
+	// directory read, a FUSE READDIR) uses them instead of asking each
+	// node. Nil means ask Node.Attr.
+	Attr *Attr
+}
+
+// EntryAttr returns the attributes of e as the listing gave them, or else
+// as e.Node.Attr answers for cred.
+func EntryAttr(ctx context.Context, e DirEntry, cred Cred) (Attr, error) {
+	if e.Attr != nil {
+		return *e.Attr, nil
+	}
+	return e.Node.Attr(ctx, cred)
 }
 
 // Dir is a directory.

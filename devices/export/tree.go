@@ -116,18 +116,25 @@ func (e *Export) child(rel string) (vfs.Node, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	n, fi := e.nodeOf(rel, fi)
+	return n, fi, nil
+}
+
+// nodeOf is the node of rel, whose Lstat is fi, by its type, and the
+// FileInfo its Attr answers with (a followed link's target's).
+func (e *Export) nodeOf(rel string, fi fs.FileInfo) (vfs.Node, fs.FileInfo) {
 	n := node{e: e, rel: rel}
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		t, err := e.dir.Stat(rel) // only while the link stays inside Root
 		if err != nil {
-			return &linkNode{n}, fi, nil
+			return &linkNode{n}, fi
 		}
 		n.follow, fi = true, t
 	}
 	if fi.IsDir() {
-		return &dirNode{n}, fi, nil
+		return &dirNode{n}, fi
 	}
-	return &fileNode{n}, fi, nil
+	return &fileNode{n}, fi
 }
 
 // sub is the path of name in d.
@@ -165,8 +172,16 @@ func (d *dirNode) Lookup(ctx context.Context, cred vfs.Cred, name string) (vfs.N
 	return n, nil
 }
 
+// ReadDir lists the directory with the attributes of its entries: the
+// directory is opened once, as an os.Root of its own, and each name is
+// one fstatat in it rather than a walk from Root.
 func (d *dirNode) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
-	f, err := d.e.dir.Open(d.rel)
+	dir, err := d.e.dir.OpenRoot(d.rel)
+	if err != nil {
+		return nil, d.fail(d.rel, err)
+	}
+	defer dir.Close()
+	f, err := dir.Open(".")
 	if err != nil {
 		return nil, d.fail(d.rel, err)
 	}
@@ -178,11 +193,13 @@ func (d *dirNode) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, e
 	slices.Sort(names)
 	out := make([]vfs.DirEntry, 0, len(names))
 	for _, name := range names {
-		n, _, err := d.e.child(d.sub(name))
+		fi, err := dir.Lstat(name)
 		if err != nil {
 			continue // gone while listed
 		}
-		out = append(out, vfs.DirEntry{Name: name, Node: n})
+		n, fi := d.e.nodeOf(d.sub(name), fi)
+		a := attrOf(fi)
+		out = append(out, vfs.DirEntry{Name: name, Node: n, Attr: &a})
 	}
 	return out, nil
 }

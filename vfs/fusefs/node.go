@@ -125,8 +125,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	return n.child(ctx, name, vn, a), 0
 }
 
-// Readdir implements fs.NodeReaddirer with vfs.Dir.ReadDir. Children whose
-// Attr fails are left out.
+// Readdir implements fs.NodeReaddirer with vfs.Dir.ReadDir. A child's type
+// and inode come from the attributes its entry carries, else from its
+// Attr; children whose Attr fails are left out.
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	cred, d, e := n.credDir(ctx)
 	if e != 0 {
@@ -146,7 +147,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: parent.StableAttr().Ino},
 	)
 	for _, ent := range ents {
-		a, err := ent.Node.Attr(ctx, cred)
+		a, err := vfs.EntryAttr(ctx, ent, cred)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, syscall.EINTR

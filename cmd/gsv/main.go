@@ -104,6 +104,7 @@ func rootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(c.chatCmd())
 	root.AddCommand(c.sessionCmd(), c.execCmd())
 	root.AddCommand(c.deviceCmd())
+	root.AddCommand(c.notifyCmd())
 	return root
 }
 

@@ -105,6 +105,7 @@ func rootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(c.sessionCmd(), c.execCmd())
 	root.AddCommand(c.deviceCmd())
 	root.AddCommand(c.ipcCmd(), c.watchCmd())
+	root.AddCommand(c.notifyCmd())
 	return root
 }
 

@@ -25,6 +25,7 @@ import (
 	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ninep"
+	"gsvfs.dev/gsvfs/notify"
 	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc"
 	"gsvfs.dev/gsvfs/sched"
@@ -167,6 +168,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 		{"devices", func() (ns.Room, error) { return dev, nil }},
 		{"processes", func() (ns.Room, error) { return proc.Open(space, proc.Options{Logger: log}) }},
 		{"scheduler", func() (ns.Room, error) { return sched.Open(space, sched.Options{Logger: log}) }},
+		{"notifications", func() (ns.Room, error) { return notify.Open(space, notify.Options{Logger: log}) }},
 	}
 	for _, r := range rooms {
 		room, err := r.open()

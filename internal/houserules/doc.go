@@ -2,9 +2,11 @@
 // the tree with go list.
 //
 //   - kernel and kernel/kerneltest import no vfs, transport, namespace or
-//     room (vfs, vfs/..., ninep, ns, proc, sched, devices, devices/...);
+//     room (vfs, vfs/..., ninep, ns, proc, sched, devices, devices/...,
+//     notify);
 //   - vfs, vfs/... and ninep import nothing of GSV but each other;
-//   - proc, sched and devices (with devices/...) never import each other;
+//   - proc, sched, devices (with devices/...) and notify never import
+//     each other;
 //     the one exception is that the tests of proc and sched stand a system
 //     up with the devices room, the real data tree their files live in
 //     (wiring, as gsvfs does; they reach it only through the dispatcher);

@@ -61,7 +61,7 @@ var rules = []rule{
 		name:  "the kernel imports no vfs, transport, namespace or room",
 		binds: func(p string) bool { return p == "kernel" || p == "kernel/kerneltest" },
 		forbid: func(_, dep string, _ bool) bool {
-			return under(dep, "vfs", "ninep", "ns", "proc", "sched", "devices")
+			return under(dep, "vfs", "ninep", "ns", "proc", "sched", "devices", "notify")
 		},
 	},
 	{
@@ -70,8 +70,8 @@ var rules = []rule{
 		forbid: func(_, dep string, _ bool) bool { return !under(dep, "vfs", "ninep") },
 	},
 	{
-		name:  "proc, sched and devices never import each other",
-		binds: func(p string) bool { return under(p, "proc", "sched", "devices") },
+		name:  "proc, sched, devices and notify never import each other",
+		binds: func(p string) bool { return under(p, "proc", "sched", "devices", "notify") },
 		forbid: func(self, dep string, test bool) bool {
 			if test && under(dep, "devices") && under(self, "proc", "sched") {
 				// A room's tests stand a system up with the real data
@@ -79,7 +79,7 @@ var rules = []rule{
 				// reached only through the dispatcher.
 				return false
 			}
-			for _, room := range []string{"proc", "sched", "devices"} {
+			for _, room := range []string{"proc", "sched", "devices", "notify"} {
 				if under(dep, room) && !under(self, room) {
 					return true
 				}

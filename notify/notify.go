@@ -1,0 +1,142 @@
+package notify
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
+)
+
+// Options configure the notification room.
+type Options struct {
+	Logger *slog.Logger
+	// Now is the room's clock; nil means time.Now.
+	Now func() time.Time
+	// PruneEvery is how often the janitor deletes expired notifications
+	// (default one hour; negative: never, the writes still prune).
+	PruneEvery time.Duration
+}
+
+// Room is the notification room (ns.Room): the notification.* syscalls,
+// /var/notify, and the janitor that deletes expired notifications.
+type Room struct {
+	k     *kernel.Kernel
+	space *ns.Space
+	st    *kernel.Store
+	log   *slog.Logger
+	now   func() time.Time
+	every time.Duration
+
+	stop      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup // the janitor
+}
+
+var (
+	_ ns.Room    = (*Room)(nil)
+	_ ns.Starter = (*Room)(nil)
+)
+
+// Open migrates the room's schema and prepares a Room over space. The
+// janitor starts with Start (ns.Space.Add calls it).
+func Open(space *ns.Space, opts Options) (*Room, error) {
+	k := space.Kernel()
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.PruneEvery == 0 {
+		opts.PruneEvery = time.Hour
+	}
+	if err := k.Store.Migrate("notify", migrations); err != nil {
+		return nil, err
+	}
+	return &Room{k: k, space: space, st: k.Store, log: opts.Logger, now: opts.Now, every: opts.PruneEvery,
+		stop: make(chan struct{})}, nil
+}
+
+// Start starts the janitor, which deletes expired notifications every
+// PruneEvery until Close.
+func (r *Room) Start(ctx context.Context) error {
+	if r.every < 0 {
+		return nil
+	}
+	r.wg.Add(1)
+	go r.janitor()
+	return nil
+}
+
+// Close stops the janitor and waits for it. It is safe to call more than
+// once.
+func (r *Room) Close() error {
+	r.closeOnce.Do(func() {
+		close(r.stop)
+		r.wg.Wait()
+	})
+	return nil
+}
+
+// janitor deletes expired notifications every r.every until Close.
+func (r *Room) janitor() {
+	defer r.wg.Done()
+	t := time.NewTicker(r.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		n, err := r.pruneAll(context.Background())
+		if err != nil {
+			r.log.Warn("notify: pruning expired notifications", "err", err)
+		} else if n > 0 {
+			r.log.Debug("notify: pruned expired notifications", "count", n)
+		}
+	}
+}
+
+// Syscalls is the room's syscall table: the public notification.* calls
+// (seed 003) and the Internal ones its files make.
+func (r *Room) Syscalls() []kernel.Syscall {
+	return []kernel.Syscall{
+		kernel.Fn("notification.create", 0, r.create),
+		kernel.Fn("notification.list", 0, r.list),
+		kernel.Fn("notification.mark_read", 0, r.markRead),
+		kernel.Fn("notification.dismiss", 0, r.dismiss),
+		kernel.Fn("notification.files", kernel.Internal, r.files),
+		kernel.Fn("notification.file", kernel.Internal, r.file),
+	}
+}
+
+// Mounts are the room's files: /var/notify.
+func (r *Room) Mounts() []ns.Mount {
+	return []ns.Mount{{Path: dirPath, Node: r.topDir()}}
+}
+
+// migrations are the room's schema steps: the notifications, and the
+// grant of notification.* to the users group.
+var migrations = []string{
+	`CREATE TABLE notify_notifications (
+		id TEXT PRIMARY KEY,
+		owner_uid INTEGER NOT NULL,
+		title TEXT NOT NULL,
+		body TEXT NOT NULL DEFAULT '',
+		level TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		read_at INTEGER,
+		dismissed_at INTEGER,
+		expires_at INTEGER NOT NULL,
+		actions TEXT NOT NULL DEFAULT '[]',
+		source_pid TEXT NOT NULL DEFAULT ''
+	);
+	CREATE INDEX notify_owner ON notify_notifications(owner_uid, created_at);
+	CREATE INDEX notify_expiry ON notify_notifications(expires_at);`,
+	`INSERT INTO group_caps(gid,cap) SELECT 100,'notification.*'
+		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap='notification.*')`,
+}

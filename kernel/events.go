@@ -13,12 +13,18 @@ import (
 type audience struct {
 	all  bool
 	uids []uint32
+	conn *Identity
 }
 
-// Audience is the exported form of audience for subsystems.
+// Audience is who may see a signal: everyone (All), or the users Uids
+// (and root). Conn, if set, routes it: the signal goes only to the
+// subscriptions of that identity (the connection that started the work:
+// a 9P attach, a mount's user) when it has any, and to the rest of the
+// audience only when it has none.
 type Audience struct {
 	All  bool
 	Uids []uint32
+	Conn *Identity
 }
 
 func (a audience) sees(id *Identity) bool {
@@ -62,7 +68,7 @@ type Subscription struct {
 
 // Signal publishes a signal frame to every Subscription in the audience.
 func (k *Kernel) Signal(signal string, payload any, a Audience) {
-	k.signal(signal, payload, audience{all: a.All, uids: a.Uids})
+	k.signal(signal, payload, audience{all: a.All, uids: a.Uids, conn: a.Conn})
 }
 
 func (k *Kernel) signal(signal string, payload any, a audience) {
@@ -71,7 +77,7 @@ func (k *Kernel) signal(signal string, payload any, a audience) {
 	defer b.mu.Unlock()
 	b.seq++
 	for _, f := range b.observers {
-		f(signal, payload, Audience{All: a.all, Uids: a.uids})
+		f(signal, payload, Audience{All: a.all, Uids: a.uids, Conn: a.conn})
 	}
 	if len(b.subs) == 0 {
 		return
@@ -82,8 +88,21 @@ func (k *Kernel) signal(signal string, payload any, a audience) {
 		return
 	}
 	rec = append(rec, '\n')
+	wants := func(s *Subscription) bool { return s.filter == nil || s.filter(signal, payload) }
+	if a.conn != nil {
+		routed := false
+		for s := range b.subs {
+			if s.id == a.conn && a.sees(s.id) && wants(s) {
+				s.push(rec)
+				routed = true
+			}
+		}
+		if routed {
+			return
+		}
+	}
 	for s := range b.subs {
-		if a.sees(s.id) && (s.filter == nil || s.filter(signal, payload)) {
+		if a.sees(s.id) && wants(s) {
 			s.push(rec)
 		}
 	}

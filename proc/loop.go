@@ -514,6 +514,7 @@ func (m *Manager) callModel(ctx context.Context, pr *process, r *activeRun, p *a
 	req := model.Request{Model: modelName, System: m.systemPrompt(ctx, p, caller), Messages: msgs, Tools: toolDefs}
 	return prov.Complete(ctx, req, func(text string) {
 		m.signal(pr.uid, "proc.run.stream", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "text": text})
+		m.chatSignal(pr.uid, r.id, "chat.delta", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "text": text}, false)
 	})
 }
 

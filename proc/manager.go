@@ -44,9 +44,10 @@ type Manager struct {
 	provMu    sync.Mutex
 	provCache map[string]model.Provider // see provider
 
-	cache *renderCache // history and transcript files (cache.go)
-	ipc   ipcState     // the deadlines of pending IPC calls (ipc.go)
-	watch watchState   // the signal watches' live part (watch.go)
+	cache  *renderCache // history and transcript files (cache.go)
+	ipc    ipcState     // the deadlines of pending IPC calls (ipc.go)
+	watch  watchState   // the signal watches' live part (watch.go)
+	routes runRoutes    // the connections runs' chat notifications go to (routes.go)
 }
 
 // Open migrates the proc schema and prepares the manager of space's

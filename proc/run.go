@@ -375,8 +375,8 @@ func (m *Manager) finishLocked(pr *process, r *activeRun, status string, rerr er
 	m.signal(pr.uid, "proc.run.finished", payload)
 	// chat.complete is the seed's notification that a chat run ended;
 	// an aborted one says so (aborted: true).
-	m.signal(pr.uid, "chat.complete", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid,
-		"status": status, "aborted": status == "aborted"})
+	m.chatSignal(pr.uid, r.id, "chat.complete", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid,
+		"status": status, "aborted": status == "aborted"}, true)
 	m.runEnded(r.id, status, errText)
 }
 

@@ -180,8 +180,11 @@ func (m *Manager) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs
 	if err := checkTrace(a.TraceID); err != nil {
 		return nil, err
 	}
+	ev.RunID = newID("run_")
+	m.routes.add(ev.RunID, c) // before the run can stream
 	runID, queued, err := m.SendEvent(ctx, p, orDefault(a.ConversationID), ev)
 	if err != nil {
+		m.routes.conn(ev.RunID, true)
 		return nil, err
 	}
 	return &abi.SendResult{OK: true, Status: "started", RunID: runID, Queued: queued}, nil

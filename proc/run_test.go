@@ -53,9 +53,13 @@ func TestSendRunReply(t *testing.T) {
 
 	evs := ptEvents(t, sub, func(e ptEvent) bool { return e.Signal == "proc.run.finished" && e.Payload["runId"] == r.RunID })
 	var order []string
-	var streamed strings.Builder
+	var streamed, chat strings.Builder
 	for _, e := range evs {
 		if e.Payload["runId"] != r.RunID {
+			continue
+		}
+		if e.Signal == "chat.delta" { // the chat notification of each stream piece
+			chat.WriteString(e.Payload["text"].(string))
 			continue
 		}
 		if len(order) == 0 || order[len(order)-1] != e.Signal {
@@ -68,8 +72,8 @@ func TestSendRunReply(t *testing.T) {
 	if want := []string{"proc.run.started", "proc.run.stream", "proc.run.output", "proc.run.finished"}; !slices.Equal(order, want) {
 		t.Fatalf("event order %v, want %v", order, want)
 	}
-	if streamed.String() != reply {
-		t.Fatalf("streamed %q", streamed.String())
+	if streamed.String() != reply || chat.String() != reply {
+		t.Fatalf("streamed %q, chat.delta %q", streamed.String(), chat.String())
 	}
 	if fin := evs[len(evs)-1]; fin.Payload["status"] != "done" || fin.Payload["conversationId"] != "default" {
 		t.Fatalf("finished %+v", fin.Payload)

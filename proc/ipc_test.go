@@ -278,3 +278,35 @@ func TestSignalWatchOnce(t *testing.T) {
 		t.Fatalf("signal.unwatch = %+v", un)
 	}
 }
+
+// An agent calls another process with its Call tool: the source is the
+// calling process itself, and the answer comes back to it as ipc.reply.
+func TestIPCAgentCallTool(t *testing.T) {
+	h := newPTHarness(t)
+	a, b := h.spawn(h.alice, "manager"), h.spawn(h.alice, "worker")
+	// After the tool call, a's continuation and b's run ask the model at
+	// once, in either order: both turns answer the same.
+	h.scriptOf(1000, `{"tools":[{"name":"Call","args":{"pid":"`+b+`","message":"what is six times seven?"}}]}
+{"text":"forty-two"}
+{"text":"forty-two"}
+{"text":"the worker says forty-two"}`)
+	r := h.send(h.alice, a, "", "ask the worker")
+	h.waitRun(r.RunID)
+	var list abi.IpcListResult
+	h.must(h.alice, "proc.ipc.list", map[string]any{"pid": a}, &list)
+	if len(list.Calls) != 1 || list.Calls[0].SourcePid != a || list.Calls[0].TargetPid != b {
+		t.Fatalf("the agent's call: %+v", list)
+	}
+	if s := h.waitCall(list.Calls[0].CallID); s != "replied" {
+		t.Fatalf("call state %s", s)
+	}
+	h.waitIdle(a)
+	ev := h.findEvent(a, abi.EventIpcReply)
+	if ev == nil || !strings.Contains(ptText(t, *ev), "forty-two") {
+		t.Fatalf("no reply in the agent's conversation: %+v", ev)
+	}
+	in := h.findEvent(b, abi.EventProcessCall)
+	if in == nil || in.Source == nil || in.Source.Pid != a {
+		t.Fatalf("the call as b saw it: %+v", in)
+	}
+}

@@ -74,6 +74,23 @@ var tools = []tool{
 			}
 			return json.Marshal(a)
 		}},
+	// IPC with the owner's other processes: the source is the calling
+	// process (its identity's Pid), never claimed.
+	{model.ToolDef{Name: "Processes", Description: "List your owner's processes: pid, label, profile, state.",
+		Schema: schema(`{"type":"object","properties":{}}`)},
+		"proc.list", func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }},
+	{model.ToolDef{Name: "Mail", Description: "Send a message to another process of your owner; it does not answer you.",
+		Schema: schema(`{"type":"object","properties":{"pid":{"type":"string"},"message":{"type":"string"}},"required":["pid","message"]}`)},
+		"proc.ipc.send", passArgs},
+	{model.ToolDef{Name: "Call", Description: "Ask another process of your owner; its final answer arrives later in this conversation as a [Process Event]: ipc.reply (or ipc.timeout after timeoutMs, default 60000).",
+		Schema: schema(`{"type":"object","properties":{"pid":{"type":"string"},"message":{"type":"string"},"timeoutMs":{"type":"integer"}},"required":["pid","message"]}`)},
+		"proc.ipc.call", passArgs},
+	{model.ToolDef{Name: "Delegate", Description: "Hand a task to a new worker process (profile default task); its answer arrives later in this conversation as a [Process Event]: ipc.reply.",
+		Schema: schema(`{"type":"object","properties":{"task":{"type":"string"},"label":{"type":"string"},"profile":{"type":"string"},"timeoutMs":{"type":"integer"}},"required":["task"]}`)},
+		"proc.ipc.delegate", passArgs},
+	{model.ToolDef{Name: "Watch", Description: "Be told (a [Process Event]: signal) when another process of your owner publishes a signal, such as proc.run.finished; once by default.",
+		Schema: schema(`{"type":"object","properties":{"signal":{"type":"string"},"processId":{"type":"string"},"once":{"type":"boolean"},"ttlMs":{"type":"integer"}},"required":["signal","processId"]}`)},
+		"signal.watch", passArgs},
 }
 
 func toolByName(name string) *tool {
@@ -415,7 +432,7 @@ func (m *Manager) systemPrompt(ctx context.Context, p *abi.Process, caller *kern
 	var b strings.Builder
 	fmt.Fprintf(&b, "You are a GSV agent process (pid %s, profile %s) acting for user %s. Your working directory is %s.\n",
 		p.Pid, p.Profile, caller.Username, p.Cwd)
-	b.WriteString("Your tools are syscalls made with your owner's permissions. Messages that start with \"[Process Event]:\" are GSV runtime events (compaction summaries, errors, scheduled events), not the user speaking.\n")
+	b.WriteString("Your tools are syscalls made with your owner's permissions. Messages that start with \"[Process Event]:\" are GSV runtime events (compaction summaries, errors, scheduled events, IPC replies and timeouts, watched signals), not the user speaking. Other processes of your owner may write to you (Message from process ..., Call ... from process ...): for a call, your final answer of that run goes back to the caller. You may write to them too: Processes, Mail, Call, Delegate, Watch.\n")
 	m.devicesPrompt(ctx, &b, caller)
 	dir, err := kernel.Invoke[*abi.FSReadResult](ctx, m.k, caller, "fs.read", &abi.FSReadArgs{Path: "~/context.d"})
 	if err != nil || !dir.OK || !dir.Dir {

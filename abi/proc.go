@@ -166,6 +166,8 @@ type IpcDeliverArgs struct {
 	// RunID (ours) is the id the target's run gets: a call records the
 	// run it waits for before the delivery.
 	RunID string `json:"runId,omitempty"`
+	// SourceLabel (ours) is the source process's label, for the envelope.
+	SourceLabel string `json:"sourceLabel,omitempty"`
 }
 
 // IpcCall is one call of a process, as /proc/<pid>/ipc shows it: its

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 )
@@ -38,6 +40,13 @@ type Store struct {
 
 	rstmts stmtCache // statements of the read pool
 	wstmts stmtCache // statements of the writer (see TxExec)
+
+	// ckpt is the checkpointer's connection: commits never checkpoint
+	// the WAL themselves (wal_autocheckpoint 0); the checkpointer does,
+	// in the background, once there are commits to fold in.
+	ckpt     *sql.DB
+	dirty    atomic.Bool
+	ckptDone chan struct{}
 
 	migMu sync.Mutex
 }
@@ -75,6 +84,9 @@ func OpenStore(path string) (*Store, error) {
 			q.Add("_pragma", p)
 		}
 		q.Set("_txlock", "immediate")
+		if !ro {
+			q.Add("_pragma", "wal_autocheckpoint(0)") // the checkpointer's work
+		}
 		if ro {
 			q.Add("_pragma", "query_only(ON)")
 		}
@@ -98,9 +110,17 @@ func OpenStore(path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(ReadPool)
 	r.SetMaxIdleConns(ReadPool)
-	s := &Store{R: r, w: w, writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), done: make(chan struct{})}
+	ck, err := sql.Open("sqlite", dsn(false))
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, err
+	}
+	ck.SetMaxOpenConns(1)
+	s := &Store{R: r, w: w, ckpt: ck, writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), done: make(chan struct{}), ckptDone: make(chan struct{})}
 	s.rstmts.db, s.wstmts.db = r, w
 	go s.committer()
+	go s.checkpointer()
 	if err := s.Migrate("kernel", kernelMigrations); err != nil {
 		s.Close()
 		return nil, err
@@ -118,8 +138,10 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 	<-s.done
+	<-s.ckptDone
 	s.rstmts.close()
 	s.wstmts.close()
+	s.ckpt.Close()
 	err1 := s.R.Close()
 	err2 := s.w.Close()
 	if err1 != nil {
@@ -247,9 +269,41 @@ func (s *Store) committer() {
 		for len(batch) > 0 {
 			batch = s.commit(batch)
 		}
+		s.dirty.Store(true)
 		// The writer connection is free: prepare the statements that
 		// TxExec met for the first time.
 		s.wstmts.prepareWanted()
+	}
+}
+
+// checkpointEvery is how often the checkpointer folds the WAL into the
+// database when there were commits.
+const checkpointEvery = 200 * time.Millisecond
+
+// checkpointer folds the WAL into the database (PRAGMA
+// wal_checkpoint(PASSIVE): it waits for no reader nor the writer) every
+// checkpointEvery when there were commits, so that no commit pays a
+// checkpoint's writes and fsync; at Close, once the committer has ended,
+// it checkpoints what is left.
+func (s *Store) checkpointer() {
+	defer close(s.ckptDone)
+	tick := time.NewTicker(checkpointEvery)
+	defer tick.Stop()
+	run := func() {
+		if s.dirty.Swap(false) {
+			if _, err := s.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+				s.dirty.Store(true)
+			}
+		}
+	}
+	for {
+		select {
+		case <-tick.C:
+			run()
+		case <-s.done:
+			run()
+			return
+		}
 	}
 }
 

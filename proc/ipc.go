@@ -97,14 +97,37 @@ func (m *Manager) ipcSource(ctx context.Context, c *kernel.Caller, sourcePid str
 // processes, of the same owner (403 otherwise; a target c may not see is
 // a 403 too, as the rule names the owners, not the record).
 func (m *Manager) ipcPair(ctx context.Context, c *kernel.Caller, sourcePid, targetPid string) (src, tgt *abi.Process, err error) {
-	if src, err = m.ipcSource(ctx, c, sourcePid); err != nil {
-		return nil, nil, err
-	}
 	if targetPid == "" {
 		return nil, nil, abi.E(abi.Invalid, "pid: which process?")
 	}
-	if tgt, err = m.get(ctx, targetPid); err != nil {
-		return nil, nil, err
+	pid := c.Pid
+	if pid == "" {
+		pid = sourcePid
+	}
+	if pid != "" && (sourcePid == "" || sourcePid == pid) {
+		// Both records in one read; ipcSource checks the source's.
+		ps, err := m.listWhere(ctx, `WHERE pid IN (?,?)`, pid, targetPid)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := range ps {
+			if ps[i].Pid == targetPid {
+				tgt = &ps[i]
+			}
+			if ps[i].Pid == pid {
+				src = &ps[i]
+			}
+		}
+	}
+	if src == nil || src.Pid != pid {
+		if src, err = m.ipcSource(ctx, c, sourcePid); err != nil {
+			return nil, nil, err
+		}
+	} else if src.Uid != c.Uid && !c.IsRoot() {
+		return nil, nil, abi.E(abi.Path(pid), abi.NotExist, "no such process")
+	}
+	if tgt == nil {
+		return nil, nil, abi.E(abi.Path(targetPid), abi.NotExist, "no such process")
 	}
 	if tgt.Uid != src.Uid {
 		return nil, nil, abi.E(abi.Path(targetPid), abi.Permission, "IPC is between processes of the same owner")
@@ -144,18 +167,31 @@ func (m *Manager) sysIpcSend(ctx context.Context, c *kernel.Caller, a *abi.IpcSe
 		return nil, err
 	}
 	return kernel.Invoke[*abi.IpcSendResult](ctx, m.k, m.k.KernelCaller(), "proc.ipc.deliver", &abi.IpcDeliverArgs{
-		Pid: tgt.Pid, SourcePid: src.Pid, Source: m.identityOf(ctx, src), ConversationID: a.ConversationID,
+		Pid: tgt.Pid, SourcePid: src.Pid, Source: m.identityOf(ctx, c, src), SourceLabel: labelOf(src), ConversationID: a.ConversationID,
 		Message: a.Message, Metadata: a.Metadata, SentAt: now(),
 	})
 }
 
-// identityOf is the ProcessIdentity of process p.
-func (m *Manager) identityOf(ctx context.Context, p *abi.Process) abi.ProcessIdentity {
+// identityOf is the ProcessIdentity of process p, called by c: c's own
+// when c is p's owner, else its owner's record.
+func (m *Manager) identityOf(ctx context.Context, c *kernel.Caller, p *abi.Process) abi.ProcessIdentity {
 	id := abi.ProcessIdentity{Uid: p.Uid, Cwd: p.Cwd}
+	if c.Uid == p.Uid && c.Role == "user" {
+		id.Username, id.Home, id.Gid, id.Gids = c.Username, c.Home, c.Gid, c.Gids
+		return id
+	}
 	if u, err := m.k.UserOf(ctx, p.Uid); err == nil {
 		id.Username, id.Home, id.Gid = u.Username, u.Home, u.Gid
 	}
 	return id
+}
+
+// labelOf is p's label, "" if none.
+func labelOf(p *abi.Process) string {
+	if p.Label == nil {
+		return ""
+	}
+	return *p.Label
 }
 
 // sysIpcCall serves proc.ipc.call: it records the call and arms its
@@ -223,7 +259,7 @@ func (m *Manager) call(ctx context.Context, c *kernel.Caller, src, tgt *abi.Proc
 		return nil, abi.E(abi.Path(callID), abi.Offline, "the daemon is shutting down")
 	}
 	res, err := kernel.Invoke[*abi.IpcSendResult](ctx, m.k, m.k.KernelCaller(), "proc.ipc.deliver", &abi.IpcDeliverArgs{
-		Pid: tgt.Pid, SourcePid: src.Pid, Source: m.identityOf(ctx, src), ConversationID: cid, Message: msg, Metadata: meta,
+		Pid: tgt.Pid, SourcePid: src.Pid, Source: m.identityOf(ctx, c, src), SourceLabel: labelOf(src), ConversationID: cid, Message: msg, Metadata: meta,
 		SentAt: t, Call: &abi.IpcCallRef{CallID: callID, ReplyToPid: src.Pid, DeadlineAt: deadline}, TraceID: callID, RunID: runID,
 	})
 	if err != nil {
@@ -239,13 +275,12 @@ func (m *Manager) call(ctx context.Context, c *kernel.Caller, src, tgt *abi.Proc
 // validated by the public call, enters the target's conversation as a
 // visible user message of kind process.message (mail) or process.call.
 func (m *Manager) sysIpcDeliver(ctx context.Context, c *kernel.Caller, a *abi.IpcDeliverArgs) (*abi.IpcSendResult, error) {
-	tgt, err := m.get(ctx, a.Pid)
-	if err != nil {
-		return nil, err
-	}
+	// The public call checked both processes (the same owner): the
+	// target is that owner's; a target gone since has no conversation.
+	tgt := &abi.Process{Pid: a.Pid, Uid: a.Source.Uid}
 	label := ""
-	if src, err := m.get(ctx, a.SourcePid); err == nil && src.Label != nil {
-		label = " (" + *src.Label + ")"
+	if a.SourceLabel != "" {
+		label = " (" + a.SourceLabel + ")"
 	}
 	ev := Event{Kind: abi.EventProcessMessage, TraceID: a.TraceID, RunID: a.RunID,
 		Source: abi.EventSource{Kind: "process", Uid: a.Source.Uid, Username: a.Source.Username, Pid: a.SourcePid}}

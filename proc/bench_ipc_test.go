@@ -1,0 +1,171 @@
+package proc
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
+)
+
+// BenchmarkIPC measures, with the offline model (issue 12's targets):
+//
+//   - send: 10,000 proc.ipc.send across 100 process pairs (each source
+//     mails its partner 100 times, the 100 sources at once), against the
+//     baseline of the same run: 10,000 proc.send to the same 100 targets
+//     from 100 clients at once. Each side runs on fresh state, in turn.
+//     Target: ipc.send/s >= proc.send/s.
+//   - call: the round trip of proc.ipc.call, from the call until its
+//     reply is delivered to the caller (the caller's reply run starts),
+//     200 calls one after another on one idle pair. Target: p99 < 20 ms.
+const (
+	benchIPCPairs    = 100
+	benchIPCPerPair  = 100
+	benchCallRounds  = 200
+	benchCallP99Goal = 20 * time.Millisecond
+	benchIPCRounds   = 4
+)
+
+// benchIPCSendRate sends benchIPCPairs*benchIPCPerPair messages on fresh
+// state, as mail (ipc) or as proc.send, and returns sends per second
+// until every send returned.
+func benchIPCSendRate(b *testing.B, ipc bool) float64 {
+	b.Helper()
+	e := newBenchEnv(b)
+	defer e.close()
+	ctx := context.Background()
+	srcs, dsts := make([]string, benchIPCPairs), make([]string, benchIPCPairs)
+	for i := range srcs {
+		srcs[i], dsts[i] = e.spawn(b), e.spawn(b)
+	}
+	runtime.GC()
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range srcs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			// The source process's own identity, as its tool calls have.
+			id := *e.root.Identity
+			id.Pid = srcs[i]
+			c := &kernel.Caller{Identity: &id}
+			for j := 0; j < benchIPCPerPair; j++ {
+				msg := fmt.Sprintf("message %d from %s", j, srcs[i])
+				var err error
+				if ipc {
+					_, err = kernel.Invoke[*abi.IpcSendResult](ctx, e.k, c, "proc.ipc.send", &abi.IpcSendArgs{Pid: dsts[i], Message: msg})
+				} else {
+					_, err = kernel.Invoke[*abi.SendResult](ctx, e.k, e.root, "proc.send", &abi.SendArgs{Pid: dsts[i], Message: msg})
+				}
+				if err != nil {
+					failed.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	d := time.Since(t0)
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	total := benchIPCPairs * benchIPCPerPair
+	kind := abi.EventUserMessage
+	if ipc {
+		kind = abi.EventProcessMessage
+	}
+	if err := e.waitIdle(5 * time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	if n := e.count(b, `SELECT count(*) FROM proc_messages WHERE kind=?`, kind); n != total {
+		b.Fatalf("%d messages of kind %s, want %d", n, kind, total)
+	}
+	return float64(total) / d.Seconds()
+}
+
+// benchCallRoundTrips makes benchCallRounds calls on one pair, each once
+// the caller is idle, and returns each round trip.
+func benchCallRoundTrips(b *testing.B) []time.Duration {
+	b.Helper()
+	e := newBenchEnv(b)
+	defer e.close()
+	ctx := context.Background()
+	a, t := e.spawn(b), e.spawn(b)
+	started, finished := make(chan struct{}, 16), make(chan struct{}, 16)
+	e.k.Observe(func(name string, payload any, _ kernel.Audience) {
+		if p, ok := payload.(map[string]any); !ok || p["pid"] != a {
+			return
+		}
+		switch name {
+		case "proc.run.started":
+			started <- struct{}{}
+		case "proc.run.finished":
+			finished <- struct{}{}
+		}
+	})
+	id := *e.root.Identity
+	id.Pid = a
+	c := &kernel.Caller{Identity: &id}
+	rts := make([]time.Duration, 0, benchCallRounds)
+	for i := 0; i < benchCallRounds; i++ {
+		t0 := time.Now()
+		res, err := kernel.Invoke[*abi.IpcCallResult](ctx, e.k, c, "proc.ipc.call", &abi.IpcCallArgs{IpcSendArgs: abi.IpcSendArgs{Pid: t, Message: fmt.Sprintf("question %d", i)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-started: // the reply started the caller's run: it is delivered
+		case <-time.After(10 * time.Second):
+			b.Fatalf("call %s: no reply after 10 s", res.CallID)
+		}
+		rts = append(rts, time.Since(t0))
+		<-finished
+		if err := e.waitIdle(10 * time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if n := e.count(b, `SELECT count(*) FROM proc_ipc_calls WHERE state='replied'`); n != benchCallRounds {
+		b.Fatalf("%d calls replied, want %d", n, benchCallRounds)
+	}
+	return rts
+}
+
+func BenchmarkIPC(b *testing.B) {
+	b.Run("send", func(b *testing.B) {
+		// benchIPCRounds rounds of each side per b.N, in alternating
+		// order: the two sides share the machine's noise.
+		var ipc, send []float64
+		for it := 0; it < b.N*benchIPCRounds; it++ {
+			if it%2 == 0 {
+				send = append(send, benchIPCSendRate(b, false))
+				ipc = append(ipc, benchIPCSendRate(b, true))
+			} else {
+				ipc = append(ipc, benchIPCSendRate(b, true))
+				send = append(send, benchIPCSendRate(b, false))
+			}
+		}
+		ri, rs := benchMedian(ipc), benchMedian(send)
+		b.ReportMetric(ri, "ipc-sends/s")
+		b.ReportMetric(rs, "proc-sends/s")
+		b.ReportMetric(ri/rs, "ipc/send")
+		b.Logf("SUMMARY IPC/send: %d proc.ipc.send over %d pairs: %.0f/s; proc.send baseline, same run: %.0f/s; ipc/send %.2f (target >= 1.0) %s  [N=%d: ipc %s, send %s; load average %s]",
+			benchIPCPairs*benchIPCPerPair, benchIPCPairs, ri, rs, ri/rs, benchVerdict(ri >= rs), b.N, benchFloats(ipc, 0), benchFloats(send, 0), benchLoad())
+	})
+	b.Run("call", func(b *testing.B) {
+		var all []time.Duration
+		for it := 0; it < b.N; it++ {
+			all = append(all, benchCallRoundTrips(b)...)
+		}
+		p50, p99 := benchPercentile(all, 0.5), benchPercentile(all, 0.99)
+		b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
+		b.Logf("SUMMARY IPC/call: round trip (call -> target answers -> reply delivered), %d calls: p50 %v p99 %v max %v (target p99 < %v) %s  [load average %s]",
+			len(all), p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), benchPercentile(all, 1).Round(10*time.Microsecond), benchCallP99Goal,
+			benchVerdict(p99 < benchCallP99Goal), benchLoad())
+	})
+}

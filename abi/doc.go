@@ -1,7 +1,8 @@
 // Package abi is GSV's system call interface as data: the request,
 // response and signal frames, the error kinds and the *Error every syscall
 // returns, and the argument and result type of every public syscall,
-// grouped by domain (sys, fs, shell, proc, sched, device).
+// grouped by domain (sys, fs, shell, proc (and IPC, watches), sched,
+// device, process (exec sessions), notify).
 //
 // It is a leaf: it imports nothing of GSV, so the daemon, its rooms, the
 // gsv CLI and a device daemon share one definition of every message

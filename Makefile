@@ -64,6 +64,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseMount$$' -fuzztime $(FUZZTIME) ./abi
 	$(GO) test -run '^$$' -fuzz '^FuzzOpenLine$$' -fuzztime $(FUZZTIME) ./devices
 	$(GO) test -run '^$$' -fuzz '^FuzzHello$$' -fuzztime $(FUZZTIME) ./devices
+	$(GO) test -run '^$$' -fuzz '^FuzzIPCVerbs$$' -fuzztime $(FUZZTIME) ./proc
+	$(GO) test -run '^$$' -fuzz '^FuzzCtlLine$$' -fuzztime $(FUZZTIME) ./notify
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server).

@@ -100,9 +100,11 @@ func (m *Manager) sysEvents(ctx context.Context, c *kernel.Caller, a *abi.PidArg
 		return nil, err
 	}
 	pid := p.Pid
+	// chat.delta repeats proc.run.stream for clients (/sys/events): the
+	// process's own stream carries the latter only.
 	return m.k.Subscribe(c.Identity, func(signal string, payload any) bool {
 		pl, ok := payload.(map[string]any)
-		return ok && pl["pid"] == pid
+		return ok && pl["pid"] == pid && signal != "chat.delta"
 	}), nil
 }
 

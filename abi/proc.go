@@ -20,6 +20,11 @@ type SpawnArgs struct {
 	ParentPid string `json:"parentPid,omitempty"`
 	// Workspace is "none" or absent (workspaces are not served yet).
 	Workspace any `json:"workspace,omitempty"`
+	// Budget, Supervise and GraceMs (ours) are the process's run
+	// settings (see RunControlArgs).
+	Budget    *RunBudget `json:"budget,omitempty"`
+	Supervise bool       `json:"supervise,omitempty"`
+	GraceMs   int64      `json:"graceMs,omitempty"`
 }
 
 // SpawnResult is proc.spawn's result.
@@ -46,6 +51,11 @@ type SendArgs struct {
 	Kind string `json:"kind,omitempty"`
 	// TraceID (ours) ties the message to the work that caused it.
 	TraceID string `json:"traceId,omitempty"`
+	// Mode (ours) says what a message does when a run is under way:
+	// "queue" (the default) waits for it; "steer" enters the running run
+	// at its next checkpoint; "interrupt" aborts it and runs this message
+	// next.
+	Mode string `json:"mode,omitempty"`
 }
 
 // Event kinds: what entered a conversation (Message.Kind).

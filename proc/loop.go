@@ -198,6 +198,9 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 	id.WorkspaceID = p.WorkspaceID
 	id.Pid = p.Pid
 	caller := &kernel.Caller{Identity: id}
+	if err := m.restoreCheck(ctx, pr, r); err != nil {
+		return "error", err
+	}
 	for steps := 0; ; {
 		if ctx.Err() != nil {
 			return "aborted", nil
@@ -208,6 +211,15 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 		}
 		if len(calls) > 0 {
 			for _, c := range calls {
+				if capped, err := m.toolCapped(ctx, pr, r, c); capped || err != nil {
+					if errors.Is(err, errStale) || ctx.Err() != nil {
+						return "aborted", nil
+					}
+					if err != nil {
+						return "error", err
+					}
+					continue
+				}
 				waiting, err := m.runTool(ctx, pr, r, p, caller, c)
 				if errors.Is(err, errStale) || ctx.Err() != nil {
 					return "aborted", nil
@@ -236,6 +248,15 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 			m.processEvent(ctx, pr, r, fmt.Sprintf("run stopped after %d model calls", steps))
 			return "error", fmt.Errorf("run stopped after %d model calls", steps)
 		}
+		if status, err := m.atCheckpoint(ctx, pr, r, steps == 0); status != "" || err != nil {
+			if ctx.Err() != nil {
+				return "aborted", nil
+			}
+			if err != nil {
+				return "error", err
+			}
+			return status, nil
+		}
 		steps++
 		msgs, err := m.preflight(ctx, pr, r, p)
 		if err != nil {
@@ -256,6 +277,7 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 			m.processEvent(ctx, pr, r, "model error: "+err.Error())
 			return "error", err
 		}
+		m.account(ctx, pr, r, int64(resp.Usage.InputTokens), int64(resp.Usage.OutputTokens), resp.Usage.CostUSD)
 		seen := map[string]bool{}
 		for i := range resp.ToolCalls {
 			// A call id is unique within the run, because HIL answers
@@ -529,6 +551,14 @@ func (m *Manager) callModel(ctx context.Context, pr *process, r *activeRun, p *a
 		}
 	}
 	req := model.Request{Model: modelName, System: m.systemPrompt(ctx, p, caller), Messages: msgs, Tools: toolDefs}
+	pr.mu.Lock()
+	if ctl := m.controlLocked(ctx, pr); ctl.Model != "" || ctl.Temp != nil {
+		if ctl.Model != "" {
+			req.Model = ctl.Model // swap-model
+		}
+		req.Temperature = ctl.Temp
+	}
+	pr.mu.Unlock()
 	return prov.Complete(ctx, req, func(text string) {
 		m.signal(pr.uid, "proc.run.stream", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "text": text})
 		m.chatSignal(pr.uid, r.id, "chat.delta", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "text": text}, false)

@@ -75,6 +75,12 @@ type process struct {
 	// compacting holds the conversations a proc.conversation.compact is
 	// working on (without holding mu): messages to them queue meanwhile.
 	compacting map[string]bool
+	// ctl is the process's run settings (control.go); parkWait is closed
+	// when a run of it next parks; steer counts the steering messages
+	// waiting for its run's next checkpoint.
+	ctl      *runCtl
+	parkWait chan struct{}
+	steer    int
 }
 
 // activeRun is the run a process is executing or waiting on (for HIL).
@@ -96,6 +102,8 @@ type activeRun struct {
 	ended       bool
 	interrupted int
 	next        string
+	// check is what the run's checkpoints keep (control.go).
+	check runCheck
 }
 
 // EventPrefix marks runtime events in a conversation.
@@ -361,6 +369,7 @@ func (m *Manager) finishLocked(pr *process, r *activeRun, status string, rerr er
 		errText = rerr.Error()
 	}
 	pr.run, pr.state = nil, idle
+	m.runEndedControl(pr, r)
 	m.nextLocked(context.Background(), pr, func(tx *sql.Tx) error {
 		_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status=?, finished_at=?, error=? WHERE run_id=?`, status, now(), nullIf(errText), r.id)
 		return err

@@ -142,4 +142,21 @@ var migrations = []string{
 	// 5: the users group may watch signals.
 	`INSERT INTO group_caps(gid,cap) SELECT 100,'signal.*'
 		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap='signal.*')`,
+	// 6: deliberable runs: a process's run settings and usage; a run's
+	// last checkpoint and where it is parked; the decisions of
+	// checkpoints (first wins: the primary key); steering messages wait
+	// in the queue (mode 'steer').
+	`CREATE TABLE proc_run_control (
+		pid TEXT PRIMARY KEY,
+		settings TEXT NOT NULL);
+	CREATE TABLE proc_directives (
+		run_id TEXT NOT NULL,
+		seq INTEGER NOT NULL,
+		directive TEXT NOT NULL,
+		how TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		PRIMARY KEY (run_id, seq));
+	ALTER TABLE proc_runs ADD COLUMN checkpoint INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE proc_runs ADD COLUMN park TEXT;
+	ALTER TABLE proc_queue ADD COLUMN mode TEXT NOT NULL DEFAULT 'queue';`,
 }

@@ -57,12 +57,16 @@ type Request struct {
 	Messages  []Message
 	Tools     []ToolDef
 	MaxTokens int
+	// Temperature, if set, is the sampling temperature (0 to 2).
+	Temperature *float64
 }
 
 // Usage counts tokens, when the provider reports them.
 type Usage struct {
 	InputTokens  int
 	OutputTokens int
+	// CostUSD is the call's cost in dollars, when known (0 otherwise).
+	CostUSD float64
 }
 
 // Response is the assistant's complete reply to one Request.

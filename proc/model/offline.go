@@ -40,7 +40,8 @@ func (Offline) Complete(ctx context.Context, req Request, delta func(string)) (R
 			delta(said)
 		}
 	}
-	return Response{Text: OfflineNotice + mid + said, StopReason: "end_turn"}, nil
+	text := OfflineNotice + mid + said
+	return Response{Text: text, StopReason: "end_turn", Usage: Usage{InputTokens: requestTokens(req), OutputTokens: (len(text) + 3) / 4}}, nil
 }
 
 // truncateRunes cuts s to at most n runes, marking a cut with "…".

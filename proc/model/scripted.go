@@ -36,6 +36,16 @@ type ScriptTurn struct {
 	// ExpectSystem, if set, makes Complete fail unless the system prompt
 	// contains it.
 	ExpectSystem string `json:"expectSystem,omitempty"`
+	// Usage is what the turn reports it used; absent, a turn reports
+	// its text's length in tokens (a token per 4 bytes) and no cost.
+	Usage *ScriptUsage `json:"usage,omitempty"`
+}
+
+// ScriptUsage is a scripted turn's usage.
+type ScriptUsage struct {
+	In  int     `json:"in"`
+	Out int     `json:"out"`
+	USD float64 `json:"usd"`
 }
 
 // ScriptTool is one scripted tool call.
@@ -217,5 +227,20 @@ func (s *Scripted) Complete(ctx context.Context, req Request, delta func(string)
 	if len(resp.ToolCalls) > 0 {
 		resp.StopReason = "tool_use"
 	}
+	resp.Usage = Usage{InputTokens: requestTokens(req), OutputTokens: (len(t.Text) + 3) / 4}
+	if u := t.Usage; u != nil {
+		resp.Usage = Usage{InputTokens: u.In, OutputTokens: u.Out, CostUSD: u.USD}
+	}
 	return resp, nil
+}
+
+// requestTokens estimates a request's input tokens: a token per 4 bytes
+// of its system prompt and messages (for the providers that run no
+// model: they report usage too, so that budgets work with them).
+func requestTokens(req Request) int {
+	n := len(req.System)
+	for _, m := range req.Messages {
+		n += len(m.Content)
+	}
+	return (n + 3) / 4
 }

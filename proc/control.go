@@ -1,0 +1,799 @@
+package proc
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/proc/model"
+)
+
+// Deliberable runs (seed 002; docs/runs.md). Every step boundary of a run
+// (before a model call that follows tool results) is a checkpoint,
+// numbered per run. A checkpoint applies what waits for it (a directive
+// sent before it was reached, steering messages) and parks the run only
+// when something asks for a decision: a budget spent, a stop requested,
+// a supervised process. A parked run waits for the first directive for
+// its checkpoint (first wins: the store's primary key on (run,
+// checkpoint) decides), or, where it may, continues by itself after its
+// grace (soft-continue). A parked checkpoint is durable: after a restart
+// the run parks at it again.
+
+const (
+	// defaultGrace is how long a parked checkpoint waits before it
+	// continues by itself.
+	defaultGrace = 5 * time.Second
+	// runVisible is how long a finished run stays visible in
+	// proc.run.get.
+	runVisible = 5 * time.Minute
+)
+
+// runCtl is a process's run settings and what its runs have spent,
+// stored in proc_run_control. Its fields are guarded by the process's mu.
+type runCtl struct {
+	loaded    bool
+	Budget    abi.RunBudget `json:"budget"`
+	Supervise bool          `json:"supervise"`
+	GraceMs   int64         `json:"graceMs"`
+	CheckinMs int64         `json:"checkinMs"`
+	Stop      bool          `json:"stop"`
+	Model     string        `json:"model,omitempty"`
+	Temp      *float64      `json:"temp,omitempty"`
+	ToolCap   *int64        `json:"toolCap,omitempty"`
+	Used      abi.RunUsage  `json:"used"`
+}
+
+// grace is the settings' grace.
+func (c *runCtl) grace() time.Duration {
+	if c.GraceMs > 0 {
+		return time.Duration(c.GraceMs) * time.Millisecond
+	}
+	return defaultGrace
+}
+
+// exhausted names the budget dimension spent (counting the elapsed time
+// of the run under way), "" if none.
+func (c *runCtl) exhausted(running time.Duration) string {
+	b, u := c.Budget, c.Used
+	switch {
+	case b.USD > 0 && u.USD >= b.USD:
+		return "usd"
+	case b.Tokens > 0 && u.TokensIn+u.TokensOut >= b.Tokens:
+		return "tokens"
+	case b.Turns > 0 && u.Turns >= b.Turns:
+		return "turns"
+	case b.TimeMs > 0 && u.TimeMs+running.Milliseconds() >= b.TimeMs:
+		return "time"
+	}
+	return ""
+}
+
+// runCheck is the part of an active run its checkpoints keep (guarded by
+// the process's mu).
+type runCheck struct {
+	seq       int64
+	steps     int
+	started   time.Time
+	tokIn     int64
+	tokOut    int64
+	cost      float64
+	toolCalls int
+	lastTool  string
+	parked    *abi.RunCheckpoint
+	decide    chan abi.Directive       // a parked checkpoint's decision
+	pending   map[int64]*abi.Directive // decided before they were reached
+	resume    string                   // the reason of a checkpoint to park at again after a restart
+}
+
+// control returns pr's run settings, loaded on first use; pr.mu is held.
+func (m *Manager) controlLocked(ctx context.Context, pr *process) *runCtl {
+	if pr.ctl != nil && pr.ctl.loaded {
+		return pr.ctl
+	}
+	c := &runCtl{}
+	var raw string
+	err := m.st.QueryRowContext(ctx, `SELECT settings FROM proc_run_control WHERE pid=?`, pr.pid).Scan(&raw)
+	if err == nil {
+		if jerr := json.Unmarshal([]byte(raw), c); jerr != nil {
+			m.log.Error("proc: run settings do not parse", "pid", pr.pid, "err", jerr)
+		}
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		m.log.Error("proc: run settings", "pid", pr.pid, "err", err)
+	}
+	c.loaded = true
+	pr.ctl = c
+	return c
+}
+
+// saveControl stores pr's settings (a copy taken under pr.mu).
+func (m *Manager) saveControl(ctx context.Context, pid string, c runCtl) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	_, err = m.st.Exec(ctx, `INSERT INTO proc_run_control(pid,settings) VALUES(?,?) ON CONFLICT(pid) DO UPDATE SET settings=excluded.settings`, pid, string(b))
+	return err
+}
+
+// checkBudget checks a budget's values.
+func checkBudget(b *abi.RunBudget) error {
+	if b == nil {
+		return nil
+	}
+	if b.USD < 0 || b.Tokens < 0 || b.Turns < 0 || b.TimeMs < 0 {
+		return abi.E(abi.Invalid, "budget: a limit may not be negative")
+	}
+	switch b.OnExhaust {
+	case "", "pause", "abort":
+	default:
+		return abi.E(abi.Invalid, fmt.Sprintf("budget.onExhaust %q: want pause or abort", b.OnExhaust))
+	}
+	return nil
+}
+
+// sysRunControl serves proc.run.control: it changes a process's run
+// settings; stop asks its run to park at its next checkpoint and stay
+// parked (with wait, it returns once parked, or when the caller goes);
+// start ends a stop, and a parked run continues.
+func (m *Manager) sysRunControl(ctx context.Context, c *kernel.Caller, a *abi.RunControlArgs) (*abi.RunInfo, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBudget(a.Budget); err != nil {
+		return nil, err
+	}
+	if a.GraceMs != nil && (*a.GraceMs < 0 || *a.GraceMs > 24*3600*1000) {
+		return nil, abi.E(abi.Invalid, "graceMs: 0 to 24 h")
+	}
+	if a.CheckinMs != nil && *a.CheckinMs < 0 {
+		return nil, abi.E(abi.Invalid, "checkinMs may not be negative")
+	}
+	if a.Stop && a.Start {
+		return nil, abi.E(abi.Invalid, "stop or start, not both")
+	}
+	pr := m.proc(p.Pid, p.Uid)
+	pr.mu.Lock()
+	ctl := m.controlLocked(ctx, pr)
+	if a.Supervise != nil {
+		ctl.Supervise = *a.Supervise
+	}
+	if a.GraceMs != nil {
+		ctl.GraceMs = *a.GraceMs
+	}
+	if a.CheckinMs != nil {
+		ctl.CheckinMs = *a.CheckinMs
+	}
+	if a.Budget != nil {
+		ctl.Budget = *a.Budget
+	}
+	if a.Stop {
+		ctl.Stop = true
+	}
+	if a.Start {
+		ctl.Stop = false
+	}
+	saved := *ctl
+	var parked *abi.RunCheckpoint
+	var r *activeRun
+	if pr.run != nil {
+		r = pr.run
+		parked = r.check.parked
+	}
+	waitParked := pr.parkedCh()
+	pr.mu.Unlock()
+	if err := m.saveControl(ctx, p.Pid, saved); err != nil {
+		return nil, abi.E(abi.Path(p.Pid), err)
+	}
+	if a.Start && parked != nil {
+		if _, err := m.decide(ctx, p, pr, r, parked.Seq, abi.Directive{Type: "continue"}, "start"); err != nil && abi.KindOf(err) != abi.Busy {
+			return nil, err
+		}
+	}
+	if a.Stop && a.Wait && parked == nil && r != nil {
+		select {
+		case <-waitParked:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return m.runInfo(ctx, p)
+}
+
+// parkedCh returns a channel closed when a run of pr next parks (pr.mu
+// held).
+func (pr *process) parkedCh() chan struct{} {
+	if pr.parkWait == nil {
+		pr.parkWait = make(chan struct{})
+	}
+	return pr.parkWait
+}
+
+// sysDirective serves proc.directive: the directive decides checkpoint
+// a.Checkpoint (default: the one the run is parked at, else its next) of
+// p's run, if it is the first for it ("delivered"; else
+// "already-decided"). A checkpoint that has passed is refused (409). For
+// a parked checkpoint the effects are applied before the run resumes; for
+// one not yet reached, when it is.
+func (m *Manager) sysDirective(ctx context.Context, c *kernel.Caller, a *abi.DirectiveArgs) (*abi.DirectiveResult, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	d, err := normalizeDirective(a.Directive)
+	if err != nil {
+		return nil, err
+	}
+	pr := m.proc(p.Pid, p.Uid)
+	pr.mu.Lock()
+	r := pr.run
+	if r == nil {
+		pr.mu.Unlock()
+		return nil, abi.E(abi.Path(p.Pid), abi.Busy, "no run is under way")
+	}
+	seq := r.check.seq + 1
+	if r.check.parked != nil {
+		seq = r.check.parked.Seq
+	}
+	if a.Checkpoint != nil {
+		seq = *a.Checkpoint
+	}
+	switch {
+	case r.check.parked != nil && seq < r.check.parked.Seq, r.check.parked == nil && seq <= r.check.seq:
+		pr.mu.Unlock()
+		return nil, abi.E(abi.Path(p.Pid), abi.Busy, fmt.Sprintf("checkpoint %d is stale: the run is past it", seq))
+	case r.check.parked != nil && seq > r.check.parked.Seq:
+		pr.mu.Unlock()
+		return nil, abi.E(abi.Path(p.Pid), abi.Invalid, fmt.Sprintf("the run is parked at checkpoint %d; %d is not reached", r.check.parked.Seq, seq))
+	}
+	if r.check.parked == nil {
+		// Decided before it is reached: recorded now (first wins), applied
+		// there. pr.mu is held across the record, so that the checkpoint
+		// cannot pass meanwhile.
+		won, err := m.recordDirective(ctx, r.id, seq, d, "delivered")
+		if err == nil && won {
+			if r.check.pending == nil {
+				r.check.pending = map[int64]*abi.Directive{}
+			}
+			r.check.pending[seq] = &d
+		}
+		pr.mu.Unlock()
+		if err != nil {
+			return nil, abi.E(abi.Path(p.Pid), err)
+		}
+		res := &abi.DirectiveResult{Result: "delivered", Checkpoint: seq, EffectsApplied: []string{}}
+		if !won {
+			res.Result = "already-decided"
+		} else if d.Type == "abort" {
+			if _, err := m.Abort(ctx, p); err != nil {
+				return nil, err
+			}
+		}
+		m.signal(p.Uid, "proc.run.directive", map[string]any{"pid": p.Pid, "runId": r.id, "seq": seq, "result": res.Result, "type": d.Type, "effectsApplied": res.EffectsApplied})
+		return res, nil
+	}
+	pr.mu.Unlock()
+	return m.decide(ctx, p, pr, r, seq, d, "directive")
+}
+
+// decide delivers d to r parked at checkpoint seq if it is the first
+// decision for it: its effects applied, then the run resumed (an abort
+// aborts it).
+func (m *Manager) decide(ctx context.Context, p *abi.Process, pr *process, r *activeRun, seq int64, d abi.Directive, how string) (*abi.DirectiveResult, error) {
+	won, err := m.recordDirective(ctx, r.id, seq, d, how)
+	if err != nil {
+		return nil, abi.E(abi.Path(p.Pid), err)
+	}
+	res := &abi.DirectiveResult{Result: "already-decided", Checkpoint: seq, EffectsApplied: []string{}}
+	if won {
+		res.Result = "delivered"
+		if d.Type == "continue" {
+			res.EffectsApplied = m.applyEffects(ctx, pr, r, d.Effects)
+		}
+		m.signal(p.Uid, "proc.run.directive", map[string]any{"pid": p.Pid, "runId": r.id, "seq": seq, "result": res.Result, "type": d.Type, "effectsApplied": res.EffectsApplied})
+		if d.Type == "abort" {
+			if _, err := m.Abort(ctx, p); err != nil {
+				return nil, err
+			}
+			return res, nil
+		}
+		pr.mu.Lock()
+		ch := r.check.decide
+		pr.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- d:
+			default:
+			}
+		}
+	}
+	return res, nil
+}
+
+// recordDirective records d as the decision of checkpoint seq of run:
+// won is false if another decision was recorded first.
+func (m *Manager) recordDirective(ctx context.Context, run string, seq int64, d abi.Directive, how string) (bool, error) {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return false, err
+	}
+	res, err := m.st.Exec(ctx, `INSERT INTO proc_directives(run_id,seq,directive,how,created_at) VALUES(?,?,?,?,?) ON CONFLICT DO NOTHING`,
+		run, seq, string(b), how, now())
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// normalizeDirective desugars d (extend-budget, refocus) into a continue
+// and checks its type.
+func normalizeDirective(d abi.Directive) (abi.Directive, error) {
+	effect := func(e abi.Effect) json.RawMessage { b, _ := json.Marshal(e); return b }
+	switch d.Type {
+	case "continue":
+	case "abort":
+		d.Effects = nil
+	case "extend-budget":
+		d = abi.Directive{Type: "continue", Effects: []json.RawMessage{effect(abi.Effect{Op: "extend-budget", USD: d.USD, Tokens: d.Tokens, Turns: d.Turns, TimeMs: d.TimeMs})}}
+	case "refocus":
+		if d.Hint == "" {
+			return d, abi.E(abi.Invalid, "refocus: a hint is required")
+		}
+		d = abi.Directive{Type: "continue", Effects: []json.RawMessage{effect(abi.Effect{Op: "inject-message", Role: "system", Content: "Refocus: " + d.Hint})}}
+	default:
+		return d, abi.E(abi.Invalid, fmt.Sprintf("directive type %q: want continue, abort, extend-budget or refocus", d.Type))
+	}
+	if len(d.Effects) > 32 {
+		return d, abi.E(abi.Invalid, "at most 32 effects")
+	}
+	return d, nil
+}
+
+// applyEffects applies a continue's effects to pr and r's conversation,
+// in order, and names those applied; an effect that does not decode, an
+// unknown op or a bad value is logged and skipped.
+func (m *Manager) applyEffects(ctx context.Context, pr *process, r *activeRun, effects []json.RawMessage) []string {
+	applied := []string{}
+	var inject []abi.Effect
+	pr.mu.Lock()
+	ctl := m.controlLocked(ctx, pr)
+	for _, raw := range effects {
+		var e abi.Effect
+		if err := json.Unmarshal(raw, &e); err != nil {
+			m.log.Warn("proc: an effect that does not decode is skipped", "pid", pr.pid, "err", err)
+			continue
+		}
+		ok := true
+		switch e.Op {
+		case "extend-budget":
+			b := &ctl.Budget
+			if e.USD < 0 || e.Tokens < 0 || e.Turns < 0 || e.TimeMs < 0 {
+				ok = false
+				break
+			}
+			// A limit that is not set stays unlimited.
+			if b.USD > 0 {
+				b.USD += e.USD
+			}
+			if b.Tokens > 0 {
+				b.Tokens += e.Tokens
+			}
+			if b.Turns > 0 {
+				b.Turns += e.Turns
+			}
+			if b.TimeMs > 0 {
+				b.TimeMs += e.TimeMs
+			}
+		case "inject-message":
+			if e.Content == "" || (e.Role != "" && e.Role != "system" && e.Role != "user") {
+				ok = false
+				break
+			}
+			inject = append(inject, e)
+		case "swap-model":
+			if e.Model == "" || e.Provider != "" {
+				ok = false // a provider follows the owner's config (users/<uid>/ai/provider)
+				break
+			}
+			ctl.Model = e.Model
+		case "set-temperature":
+			if e.Temp == nil || *e.Temp < 0 || *e.Temp > 2 {
+				ok = false
+				break
+			}
+			t := *e.Temp
+			ctl.Temp = &t
+		case "set-tool-cap":
+			if e.N == nil || *e.N < 0 {
+				ok = false
+				break
+			}
+			n := *e.N
+			ctl.ToolCap = &n
+		default:
+			ok = false
+		}
+		if ok {
+			applied = append(applied, e.Op)
+		} else {
+			m.log.Warn("proc: an effect is skipped", "pid", pr.pid, "op", e.Op)
+		}
+	}
+	saved := *ctl
+	pr.mu.Unlock()
+	if err := m.saveControl(ctx, pr.pid, saved); err != nil {
+		m.log.Error("proc: save run settings", "pid", pr.pid, "err", err)
+	}
+	for _, e := range inject {
+		role, text := e.Role, e.Content
+		if role == "" || role == "system" {
+			role, text = "system", EventPrefix+text
+		}
+		if _, err := m.appendGuarded(ctx, pr.pid, r, role, jsonString(text)); err != nil {
+			m.log.Error("proc: inject a message", "pid", pr.pid, "err", err)
+		}
+	}
+	return applied
+}
+
+// atCheckpoint is checkpoint r.check.seq+1 of run r, before a model call
+// (first: the run's first, which parks only for a budget or a stop). It
+// applies the directive decided for it and the steering messages, then
+// parks if a decision is asked for. It returns "aborted" when the run is
+// to end.
+func (m *Manager) atCheckpoint(ctx context.Context, pr *process, r *activeRun, first bool) (string, error) {
+	pr.mu.Lock()
+	ctl := m.controlLocked(ctx, pr)
+	r.check.seq++
+	seq := r.check.seq
+	pending := r.check.pending[seq]
+	delete(r.check.pending, seq)
+	steer := pr.steer
+	pr.steer = 0
+	resumeReason := r.check.resume
+	r.check.resume = ""
+	pr.mu.Unlock()
+	if pending != nil && pending.Type == "continue" {
+		m.applyEffects(ctx, pr, r, pending.Effects)
+	}
+	if steer > 0 {
+		if err := m.injectSteer(ctx, pr, r); err != nil {
+			return "", err
+		}
+	}
+	if ctx.Err() != nil {
+		return "aborted", nil
+	}
+	pr.mu.Lock()
+	reason, soft := resumeReason, resumeReason == "supervised"
+	if reason == "" {
+		switch spent := ctl.exhausted(time.Since(r.check.started)); {
+		case spent != "":
+			if ctl.Budget.OnExhaust == "abort" {
+				pr.mu.Unlock()
+				m.processEvent(ctx, pr, r, "budget spent ("+spent+"): the run is aborted")
+				return "aborted", nil
+			}
+			reason = "budget"
+		case ctl.Stop:
+			reason = "stop"
+		case ctl.Supervise && !first:
+			reason, soft = "supervised", true
+		}
+	}
+	grace := ctl.grace()
+	pr.mu.Unlock()
+	if reason == "" {
+		return "", nil
+	}
+	return m.park(ctx, pr, r, seq, reason, soft, grace)
+}
+
+// park parks r at checkpoint seq until it is decided: a directive, a
+// start, or (soft) its grace passing; the caller going (an abort, Close)
+// ends the run.
+func (m *Manager) park(ctx context.Context, pr *process, r *activeRun, seq int64, reason string, soft bool, grace time.Duration) (string, error) {
+	pr.mu.Lock()
+	cp := &abi.RunCheckpoint{Seq: seq, Reason: reason, ParkedAt: now(), Snapshot: r.check.snapshot(reason)}
+	if soft {
+		t := cp.ParkedAt + grace.Milliseconds()
+		cp.SoftContinueAt = &t
+	}
+	decide := make(chan abi.Directive, 1)
+	r.check.parked, r.check.decide = cp, decide
+	if pr.parkWait != nil {
+		close(pr.parkWait)
+		pr.parkWait = nil
+	}
+	saved := *m.controlLocked(ctx, pr)
+	pr.mu.Unlock()
+	snap, _ := json.Marshal(cp)
+	if _, err := m.st.Exec(ctx, `UPDATE proc_runs SET checkpoint=?, park=? WHERE run_id=?`, seq, string(snap), r.id); err != nil && ctx.Err() == nil {
+		return "", err
+	}
+	if err := m.saveControl(context.WithoutCancel(ctx), pr.pid, saved); err != nil {
+		m.log.Error("proc: save run settings", "pid", pr.pid, "err", err)
+	}
+	state := abi.RunPaused
+	if soft {
+		state = abi.RunAwaitingDecision
+	}
+	payload := map[string]any{"pid": pr.pid, "runId": r.id, "seq": seq, "reason": reason, "snapshot": cp.Snapshot, "state": state}
+	if cp.SoftContinueAt != nil {
+		payload["softContinueAt"] = *cp.SoftContinueAt
+	}
+	m.signal(pr.uid, "proc.run.checkpoint", payload)
+	var timer <-chan time.Time
+	if soft {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		timer = t.C
+	}
+	how := "directive"
+	select {
+	case <-decide:
+	case <-timer:
+		won, err := m.recordDirective(context.WithoutCancel(ctx), r.id, seq, abi.Directive{Type: "continue"}, "soft-continue")
+		if err != nil {
+			return "", err
+		}
+		how = "soft-continue"
+		if !won { // a directive came first: it is on its way
+			select {
+			case <-decide:
+				how = "directive"
+			case <-ctx.Done():
+				return "aborted", nil
+			}
+		}
+	case <-ctx.Done():
+		return "aborted", nil
+	}
+	pr.mu.Lock()
+	r.check.parked, r.check.decide = nil, nil
+	pr.mu.Unlock()
+	if _, err := m.st.Exec(ctx, `UPDATE proc_runs SET park=NULL WHERE run_id=?`, r.id); err != nil && ctx.Err() == nil {
+		return "", err
+	}
+	m.signal(pr.uid, "proc.run.resumed", map[string]any{"pid": pr.pid, "runId": r.id, "seq": seq, "how": how})
+	if ctx.Err() != nil {
+		return "aborted", nil
+	}
+	return "", nil
+}
+
+// snapshot is the run's state at a checkpoint (pr.mu held).
+func (c *runCheck) snapshot(reason string) abi.CheckpointSnapshot {
+	desc := map[string]string{
+		"budget":     "a budget is spent: extend it to continue",
+		"stop":       "stopped as asked: start or direct it to continue",
+		"supervised": "supervised: continues by itself after its grace",
+	}[reason]
+	return abi.CheckpointSnapshot{ElapsedMs: time.Since(c.started).Milliseconds(), Steps: c.steps, TokensIn: c.tokIn, TokensOut: c.tokOut,
+		CostUSD: c.cost, ToolCalls: c.toolCalls, LastTool: c.lastTool, Description: desc}
+}
+
+// account adds a model call's usage to r and its process.
+func (m *Manager) account(ctx context.Context, pr *process, r *activeRun, in, out int64, usd float64) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	ctl := m.controlLocked(ctx, pr)
+	ctl.Used.Turns++
+	ctl.Used.TokensIn += in
+	ctl.Used.TokensOut += out
+	ctl.Used.USD += usd
+	r.check.steps++
+	r.check.tokIn += in
+	r.check.tokOut += out
+	r.check.cost += usd
+}
+
+// runEndedControl adds the run's wall time to the process's and stores
+// the settings (the run's usage included).
+func (m *Manager) runEndedControl(pr *process, r *activeRun) {
+	if r.check.started.IsZero() {
+		return
+	}
+	ctl := m.controlLocked(context.Background(), pr)
+	ctl.Used.TimeMs += time.Since(r.check.started).Milliseconds()
+	saved := *ctl
+	go func() { // off the process's lock; the next load reads it
+		if err := m.saveControl(context.Background(), pr.pid, saved); err != nil {
+			m.log.Error("proc: save run settings", "pid", pr.pid, "err", err)
+		}
+	}()
+}
+
+// injectSteer moves the steering messages waiting for pr's run into its
+// conversation, in order, as the messages they are.
+func (m *Manager) injectSteer(ctx context.Context, pr *process, r *activeRun) error {
+	rows, err := m.st.QueryContext(ctx, `SELECT id,message,role FROM proc_queue WHERE pid=? AND mode='steer' ORDER BY id`, pr.pid)
+	if err != nil {
+		return err
+	}
+	type steer struct {
+		id         int64
+		text, role string
+	}
+	var ss []steer
+	for rows.Next() {
+		var s steer
+		if err := rows.Scan(&s.id, &s.text, &s.role); err != nil {
+			rows.Close()
+			return err
+		}
+		ss = append(ss, s)
+	}
+	rows.Close()
+	for _, s := range ss {
+		if _, err := m.st.Exec(ctx, `DELETE FROM proc_queue WHERE id=?`, s.id); err != nil {
+			return err
+		}
+		if _, err := m.appendGuarded(ctx, pr.pid, r, s.role, jsonString(s.text)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runInfo is p's run as proc.run.get shows it.
+func (m *Manager) runInfo(ctx context.Context, p *abi.Process) (*abi.RunInfo, error) {
+	pr := m.proc(p.Pid, p.Uid)
+	pr.mu.Lock()
+	ctl := *m.controlLocked(ctx, pr)
+	info := &abi.RunInfo{Pid: p.Pid, State: abi.RunIdle, Budget: ctl.Budget, Used: ctl.Used, Supervise: ctl.Supervise,
+		GraceMs: ctl.grace().Milliseconds(), StopRequested: ctl.Stop, Model: ctl.Model, Temperature: ctl.Temp, ToolCap: ctl.ToolCap}
+	live := false
+	if r := pr.run; r != nil {
+		live = true
+		info.RunID, info.ConversationID, info.Step, info.Checkpoint = r.id, r.cid, r.check.steps, r.check.seq
+		info.State = abi.RunRunning
+		if pr.state == waiting {
+			info.State = abi.RunWaitingHil
+		}
+		if cp := r.check.parked; cp != nil {
+			c := *cp
+			info.Pending = &c
+			info.State = abi.RunPaused
+			if cp.SoftContinueAt != nil {
+				info.State = abi.RunAwaitingDecision
+			}
+		}
+		if !r.check.started.IsZero() {
+			info.StartedAt = r.check.started.UnixMilli()
+			info.Used.TimeMs += time.Since(r.check.started).Milliseconds()
+		}
+	}
+	pr.mu.Unlock()
+	if live {
+		return info, nil
+	}
+	var run, cid, status string
+	var started int64
+	var fin sql.NullInt64
+	var errText sql.NullString
+	err := m.st.QueryRowContext(ctx, `SELECT run_id,cid,status,started_at,finished_at,error FROM proc_runs WHERE pid=? ORDER BY started_at DESC, rowid DESC LIMIT 1`, p.Pid).
+		Scan(&run, &cid, &status, &started, &fin, &errText)
+	if errors.Is(err, sql.ErrNoRows) {
+		return info, nil
+	}
+	if err != nil {
+		return nil, abi.E(abi.Path(p.Pid), err)
+	}
+	if fin.Valid && time.Since(time.UnixMilli(fin.Int64)) < runVisible {
+		info.RunID, info.ConversationID, info.StartedAt, info.Error = run, cid, started, errText.String
+		f := fin.Int64
+		info.FinishedAt = &f
+		switch status {
+		case "done":
+			info.State = abi.RunCompleted
+		case "aborted":
+			info.State = abi.RunAborted
+		default:
+			info.State = abi.RunFailed
+		}
+		var n int64
+		m.st.QueryRowContext(ctx, `SELECT coalesce(checkpoint,0) FROM proc_runs WHERE run_id=?`, run).Scan(&n)
+		info.Checkpoint = n
+	}
+	return info, nil
+}
+
+// sysRunGet serves proc.run.get.
+func (m *Manager) sysRunGet(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (*abi.RunInfo, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	return m.runInfo(ctx, p)
+}
+
+// sysRunList serves proc.run.list: the runs under way or parked of the
+// caller's processes (root: Uid's, or all).
+func (m *Manager) sysRunList(ctx context.Context, c *kernel.Caller, a *abi.RunListArgs) (*abi.RunListResult, error) {
+	where, args := `WHERE state<>'idle' AND uid=?`, []any{c.Uid}
+	if c.IsRoot() {
+		where, args = `WHERE state<>'idle'`, nil
+		if a.Uid != nil {
+			where, args = `WHERE state<>'idle' AND uid=?`, []any{*a.Uid}
+		}
+	}
+	ps, err := m.listWhere(ctx, where, args...)
+	if err != nil {
+		return nil, err
+	}
+	out := &abi.RunListResult{Runs: []abi.RunInfo{}}
+	for i := range ps {
+		info, err := m.runInfo(ctx, &ps[i])
+		if err != nil {
+			return nil, err
+		}
+		out.Runs = append(out.Runs, *info)
+	}
+	return out, nil
+}
+
+// restoreCheck readies r's checkpoints when its goroutine starts: the
+// start time, and, for a run parked before a restart, the checkpoint to
+// park at again.
+func (m *Manager) restoreCheck(ctx context.Context, pr *process, r *activeRun) error {
+	pr.mu.Lock()
+	fresh := r.check.started.IsZero()
+	if fresh {
+		r.check.started = time.Now()
+	}
+	pr.mu.Unlock()
+	if !fresh {
+		return nil
+	}
+	var seq int64
+	var park sql.NullString
+	if err := m.st.QueryRowContext(ctx, `SELECT checkpoint,park FROM proc_runs WHERE run_id=?`, r.id).Scan(&seq, &park); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	r.check.seq = seq
+	if park.Valid {
+		var cp abi.RunCheckpoint
+		if json.Unmarshal([]byte(park.String), &cp) == nil && cp.Seq > 0 {
+			r.check.seq, r.check.resume = cp.Seq-1, cp.Reason
+		}
+	}
+	return nil
+}
+
+// toolCapped answers tool call c without running it when the process's
+// tool cap is spent, and counts it down otherwise.
+func (m *Manager) toolCapped(ctx context.Context, pr *process, r *activeRun, c model.ToolCall) (bool, error) {
+	pr.mu.Lock()
+	ctl := m.controlLocked(ctx, pr)
+	capped := ctl.ToolCap != nil && *ctl.ToolCap <= 0
+	if !capped {
+		if ctl.ToolCap != nil {
+			n := *ctl.ToolCap - 1
+			ctl.ToolCap = &n
+		}
+		r.check.toolCalls++
+		r.check.lastTool = c.Name
+	}
+	pr.mu.Unlock()
+	if !capped {
+		return false, nil
+	}
+	b, err := json.Marshal(toolResultContent{ToolCallID: c.ID, ToolName: c.Name, Output: "not run: the tool cap set by the manager is spent", IsError: true})
+	if err != nil {
+		return true, err
+	}
+	_, err = m.appendGuarded(ctx, pr.pid, r, "toolResult", b)
+	return true, err
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -450,10 +451,15 @@ func (m *Manager) applyEffects(ctx context.Context, pr *process, r *activeRun, e
 func (m *Manager) atCheckpoint(ctx context.Context, pr *process, r *activeRun, first bool) (string, error) {
 	pr.mu.Lock()
 	ctl := m.controlLocked(ctx, pr)
-	r.check.seq++
-	seq := r.check.seq
-	pending := r.check.pending[seq]
-	delete(r.check.pending, seq)
+	// The first model call of a run is a checkpoint only if it parks
+	// (a budget spent, a stop): its number is taken then.
+	seq := r.check.seq + 1
+	var pending *abi.Directive
+	if !first || r.check.resume != "" {
+		r.check.seq = seq
+		pending = r.check.pending[seq]
+		delete(r.check.pending, seq)
+	}
 	steer := pr.steer
 	pr.steer = 0
 	resumeReason := r.check.resume
@@ -488,8 +494,20 @@ func (m *Manager) atCheckpoint(ctx context.Context, pr *process, r *activeRun, f
 		}
 	}
 	grace := ctl.grace()
+	if reason != "" && r.check.seq < seq {
+		r.check.seq = seq
+		pending = r.check.pending[seq]
+		delete(r.check.pending, seq)
+	}
 	pr.mu.Unlock()
 	if reason == "" {
+		return "", nil
+	}
+	if pending != nil {
+		// Decided before it was reached (a first call's checkpoint).
+		if pending.Type == "continue" {
+			m.applyEffects(ctx, pr, r, pending.Effects)
+		}
 		return "", nil
 	}
 	return m.park(ctx, pr, r, seq, reason, soft, grace)
@@ -796,4 +814,101 @@ func (m *Manager) toolCapped(ctx context.Context, pr *process, r *activeRun, c m
 	}
 	_, err = m.appendGuarded(ctx, pr.pid, r, "toolResult", b)
 	return true, err
+}
+
+// sendMidRun is proc.send of a message in mode steer or interrupt to p
+// while a run is under way (done false when none is: the message then
+// starts a run as any other). steer: the message waits in the queue
+// (mode 'steer') for the run's next checkpoint, which moves it into the
+// run's conversation. interrupt: the message goes first in the queue and
+// the run is aborted, so that it runs next.
+func (m *Manager) sendMidRun(ctx context.Context, c *kernel.Caller, p *abi.Process, a *abi.SendArgs, ev Event) (*abi.SendResult, bool, error) {
+	pr := m.proc(p.Pid, p.Uid)
+	pr.mu.Lock()
+	r := pr.run
+	var cid string
+	if r != nil {
+		cid = r.cid
+	}
+	pr.mu.Unlock()
+	if r == nil {
+		return nil, false, nil
+	}
+	if strings.TrimSpace(ev.Text) == "" {
+		return nil, true, abi.E(abi.Path(p.Pid), abi.Invalid, "empty message")
+	}
+	role, text := "user", ev.Text
+	if ev.Runtime {
+		role, text = "system", EventPrefix+text
+	}
+	meta := eventMeta(ev)
+	runID := newID("run_")
+	if a.Mode == "steer" {
+		if a.ConversationID != "" && a.ConversationID != cid {
+			return nil, true, abi.E(abi.Path(p.Pid), abi.Invalid, fmt.Sprintf("the run under way is in conversation %s: steer it there", cid))
+		}
+		res, err := m.st.Exec(ctx, `INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id,mode)
+			SELECT ?,?,generation,?,?,?,?,?,?,?,'steer' FROM proc_conversations WHERE pid=? AND cid=?`,
+			p.Pid, cid, runID, text, role, now(), meta.kind, meta.source, meta.trace, p.Pid, cid)
+		if err == nil {
+			err = oneRow(res, p.Pid+"/"+cid)
+		}
+		if err != nil {
+			return nil, true, abi.E(abi.Path(p.Pid), err)
+		}
+		pr.mu.Lock()
+		pr.steer++
+		pr.mu.Unlock()
+		return &abi.SendResult{OK: true, Status: "steered", RunID: r.id, Queued: true}, true, nil
+	}
+	tcid := orDefault(a.ConversationID)
+	res, err := m.st.Exec(ctx, `INSERT INTO proc_queue(id,pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id)
+		SELECT (SELECT coalesce(min(id),1)-1 FROM proc_queue),?,?,generation,?,?,?,?,?,?,? FROM proc_conversations WHERE pid=? AND cid=? AND status='open'`,
+		p.Pid, tcid, runID, text, role, now(), meta.kind, meta.source, meta.trace, p.Pid, tcid)
+	if err == nil {
+		err = oneRow(res, p.Pid+"/"+tcid)
+	}
+	if err != nil {
+		return nil, true, abi.E(abi.Path(p.Pid), err)
+	}
+	m.routes.add(runID, c)
+	if _, err := m.Abort(ctx, p); err != nil {
+		return nil, true, err
+	}
+	return &abi.SendResult{OK: true, Status: "started", RunID: runID}, true, nil
+}
+
+// oneRow is a 404 for an INSERT ... SELECT that found no open
+// conversation at what.
+func oneRow(res sql.Result, what string) error {
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return err
+	}
+	return abi.E(abi.Path(what), abi.NotExist, "no such open conversation")
+}
+
+// budgetPrompt tells the model its process's budget, if it has one: what
+// is spent of each limit.
+func (m *Manager) budgetPrompt(ctx context.Context, b *strings.Builder, p *abi.Process) {
+	pr := m.proc(p.Pid, p.Uid)
+	pr.mu.Lock()
+	ctl := *m.controlLocked(ctx, pr)
+	pr.mu.Unlock()
+	bu, u := ctl.Budget, ctl.Used
+	var parts []string
+	if bu.USD > 0 {
+		parts = append(parts, fmt.Sprintf("$%.4f of $%.4f", u.USD, bu.USD))
+	}
+	if bu.Tokens > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d tokens", u.TokensIn+u.TokensOut, bu.Tokens))
+	}
+	if bu.Turns > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d turns", u.Turns, bu.Turns))
+	}
+	if bu.TimeMs > 0 {
+		parts = append(parts, fmt.Sprintf("%s of %s", time.Duration(u.TimeMs)*time.Millisecond, time.Duration(bu.TimeMs)*time.Millisecond))
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(b, "Budget: %s spent. When a limit is reached the run waits for its manager.\n", strings.Join(parts, ", "))
+	}
 }

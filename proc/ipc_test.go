@@ -10,7 +10,7 @@ import (
 )
 
 // scriptOf makes uid's model the inline script (one JSON turn a line).
-func (h *ptHarness) scriptOf(uid uint32, script string) {
+func (h *ptHarness) scriptOf(uid uint32, script string) *model.Scripted {
 	h.t.Helper()
 	s, err := model.ParseScript([]byte(script))
 	if err != nil {
@@ -19,6 +19,7 @@ func (h *ptHarness) scriptOf(uid uint32, script string) {
 	h.mu.Lock()
 	h.provs[uid] = s
 	h.mu.Unlock()
+	return s
 }
 
 // findEvent returns the first message of pid's default conversation of

@@ -456,6 +456,7 @@ func (m *Manager) systemPrompt(ctx context.Context, p *abi.Process, caller *kern
 		p.Pid, p.Profile, caller.Username, p.Cwd)
 	b.WriteString("Your tools are syscalls made with your owner's permissions. Messages that start with \"[Process Event]:\" are GSV runtime events (compaction summaries, errors, scheduled events, IPC replies and timeouts, watched signals), not the user speaking. Other processes of your owner may write to you (Message from process ..., Call ... from process ...): for a call, your final answer of that run goes back to the caller. You may write to them too: Processes, Mail, Call, Delegate, Watch.\n")
 	m.devicesPrompt(ctx, &b, caller)
+	m.budgetPrompt(ctx, &b, p)
 	dir, err := kernel.Invoke[*abi.FSReadResult](ctx, m.k, caller, "fs.read", &abi.FSReadArgs{Path: "~/context.d"})
 	if err != nil || !dir.OK || !dir.Dir {
 		return b.String()

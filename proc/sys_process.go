@@ -148,8 +148,23 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 	if a.Label != "" {
 		label = &a.Label
 	}
+	if err := checkBudget(a.Budget); err != nil {
+		return nil, err
+	}
+	if a.GraceMs < 0 || a.GraceMs > 24*3600*1000 {
+		return nil, abi.E(abi.Invalid, "graceMs: 0 to 24 h")
+	}
 	if err := m.create(ctx, pid, c.Uid, prof.ID, label, parent, c.Home); err != nil {
 		return nil, abi.E(abi.Path(pid), err)
+	}
+	if a.Budget != nil || a.Supervise || a.GraceMs > 0 {
+		ctl := runCtl{Supervise: a.Supervise, GraceMs: a.GraceMs}
+		if a.Budget != nil {
+			ctl.Budget = *a.Budget
+		}
+		if err := m.saveControl(ctx, pid, ctl); err != nil {
+			return nil, abi.E(abi.Path(pid), err)
+		}
 	}
 	p, err := m.get(ctx, pid)
 	if err != nil {
@@ -181,6 +196,15 @@ func (m *Manager) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs
 	}
 	if err := checkTrace(a.TraceID); err != nil {
 		return nil, err
+	}
+	switch a.Mode {
+	case "", "queue":
+	case "steer", "interrupt":
+		if res, done, err := m.sendMidRun(ctx, c, p, a, ev); done || err != nil {
+			return res, err
+		}
+	default:
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("mode %q: want queue, steer or interrupt", a.Mode))
 	}
 	ev.RunID = newID("run_")
 	m.routes.add(ev.RunID, c) // before the run can stream

@@ -137,9 +137,10 @@ func (m *Manager) procDir(ctx context.Context, p *abi.Process) vfs.Dir {
 	verbs := map[string]ns.CtlVerb{
 		"send": func(l ns.CtlLine) (string, any, error) {
 			if l.JSON == nil && l.Rest == "" {
-				return "", nil, abi.E(abi.Invalid, "usage: send <text...>")
+				return "", nil, abi.E(abi.Invalid, "usage: send [mode=queue|steer|interrupt] <text...>")
 			}
-			return "proc.send", &abi.SendArgs{Pid: pid, Message: l.Text()}, nil
+			ll := splitLead(l.Text(), 0, "mode")
+			return "proc.send", &abi.SendArgs{Pid: pid, Message: ll.text, Mode: ll.opts["mode"]}, nil
 		},
 		"abort": func(l ns.CtlLine) (string, any, error) { return "proc.abort", &abi.PidArgs{Pid: pid}, nil },
 		"kill": func(l ns.CtlLine) (string, any, error) {
@@ -163,6 +164,9 @@ func (m *Manager) procDir(ctx context.Context, p *abi.Process) vfs.Dir {
 	for v, f := range ipcVerbs(pid) {
 		verbs[v] = f
 	}
+	for v, f := range runVerbs(pid) {
+		verbs[v] = f
+	}
 	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), verbs)
 	events := &vfs.Stream{Meta: own.at(base+"/events", 0o400), Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
 		return kernel.Invoke[vfs.Subscription](ctx, m.k, ns.CallerOf(cred, ""), "proc.events", &abi.PidArgs{Pid: pid})
@@ -177,6 +181,8 @@ func (m *Manager) procDir(ctx context.Context, p *abi.Process) vfs.Dir {
 		vfs.DirEntry{Name: "events", Node: events},
 		vfs.DirEntry{Name: "hil", Node: hil},
 		vfs.DirEntry{Name: "ipc", Node: m.ipcView(own.at(base+"/ipc", 0o400), pid)},
+		vfs.DirEntry{Name: "run", Node: jsonView(m, own.at(base+"/run", 0o400), "proc.run.get", &abi.PidArgs{Pid: pid},
+			func(r *abi.RunInfo) *abi.RunInfo { return r })},
 		vfs.DirEntry{Name: "conversations", Node: m.convsDir(p, own)},
 	)
 }

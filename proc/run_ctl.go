@@ -1,0 +1,218 @@
+package proc
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/ns"
+)
+
+// The run verbs of /proc/<pid>/ctl (docs/runs.md):
+//
+//	continue [checkpoint=N] [extend-budget usd=.. tokens=.. turns=.. time=..
+//	         | refocus <text> | swap-model <model> | set-temperature <t>
+//	         | set-tool-cap <n> | inject [role=system|user] <text>]
+//	stop | start | supervise [grace=<ms|duration>] | supervise off
+//	budget [usd=..] [tokens=..] [turns=..] [time=..] [on-exhaust=pause|abort]
+//	extend-budget ... | refocus <text> | swap-model <model>
+//	set-temperature <t> | set-tool-cap <n>
+//
+// The effect verbs are a continue of the checkpoint the run is parked at
+// (else its next) with that one effect.
+
+// durationMs parses v as milliseconds or a Go duration.
+func durationMs(key, v string) (int64, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		return d.Milliseconds(), nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, abi.E(abi.Invalid, fmt.Sprintf("%s=%q: want milliseconds or a duration (such as 5s)", key, v))
+	}
+	return n, nil
+}
+
+// budgetOpts reads the budget options of l into b (those given).
+func budgetOpts(l ns.CtlLine, b *abi.RunBudget) error {
+	if v, ok := l.LookupOpt("usd"); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return abi.E(abi.Invalid, fmt.Sprintf("usd=%q is not a number", v))
+		}
+		b.USD = f
+	}
+	for _, k := range []struct {
+		key string
+		p   *int64
+	}{{"tokens", &b.Tokens}, {"turns", &b.Turns}} {
+		if v, ok := l.LookupOpt(k.key); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return abi.E(abi.Invalid, fmt.Sprintf("%s=%q is not a number", k.key, v))
+			}
+			*k.p = n
+		}
+	}
+	if v, ok := l.LookupOpt("time"); ok {
+		n, err := durationMs("time", v)
+		if err != nil {
+			return err
+		}
+		b.TimeMs = n
+	}
+	if v, ok := l.LookupOpt("on-exhaust"); ok {
+		b.OnExhaust = v
+	}
+	return nil
+}
+
+// effectOf makes the one effect of an effect verb (its words after the
+// verb: words; its free text: text).
+func effectOf(op string, l ns.CtlLine, words []string, text string) (abi.Effect, error) {
+	e := abi.Effect{Op: op}
+	switch op {
+	case "extend-budget":
+		var b abi.RunBudget
+		if err := budgetOpts(l, &b); err != nil {
+			return e, err
+		}
+		e.USD, e.Tokens, e.Turns, e.TimeMs = b.USD, b.Tokens, b.Turns, b.TimeMs
+	case "refocus":
+		if text == "" {
+			return e, abi.E(abi.Invalid, "usage: refocus <text...>")
+		}
+		e = abi.Effect{Op: "inject-message", Role: "system", Content: "Refocus: " + text}
+	case "inject", "inject-message":
+		if text == "" {
+			return e, abi.E(abi.Invalid, "usage: inject [role=system|user] <text...>")
+		}
+		e = abi.Effect{Op: "inject-message", Role: l.Opt("role"), Content: text}
+	case "swap-model":
+		if len(words) != 1 {
+			return e, abi.E(abi.Invalid, "usage: swap-model <model>")
+		}
+		e.Model = words[0]
+	case "set-temperature":
+		if len(words) != 1 {
+			return e, abi.E(abi.Invalid, "usage: set-temperature <0..2>")
+		}
+		t, err := strconv.ParseFloat(words[0], 64)
+		if err != nil || t < 0 || t > 2 {
+			return e, abi.E(abi.Invalid, fmt.Sprintf("temperature %q: want 0 to 2", words[0]))
+		}
+		e.Temp = &t
+	case "set-tool-cap":
+		if len(words) != 1 {
+			return e, abi.E(abi.Invalid, "usage: set-tool-cap <n>")
+		}
+		n, err := strconv.ParseInt(words[0], 10, 64)
+		if err != nil || n < 0 {
+			return e, abi.E(abi.Invalid, fmt.Sprintf("tool cap %q: want a count", words[0]))
+		}
+		e.N = &n
+	default:
+		return e, abi.E(abi.Invalid, fmt.Sprintf("unknown effect %q", op))
+	}
+	return e, nil
+}
+
+// directiveArgs is a continue of pid with effect e (none if nil), for the
+// checkpoint option of l if given.
+func directiveArgs(pid string, l ns.CtlLine, e *abi.Effect) (*abi.DirectiveArgs, error) {
+	a := &abi.DirectiveArgs{Pid: pid, Directive: abi.Directive{Type: "continue"}}
+	if v, ok := l.LookupOpt("checkpoint"); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, abi.E(abi.Invalid, fmt.Sprintf("checkpoint=%q is not a number", v))
+		}
+		a.Checkpoint = &n
+	}
+	if e != nil {
+		b, _ := json.Marshal(e)
+		a.Directive.Effects = []json.RawMessage{b}
+	}
+	return a, nil
+}
+
+// freeText is the text of a free-text verb after its leading options.
+func freeText(l ns.CtlLine, keys ...string) string {
+	return splitLead(l.Text(), 0, keys...).text
+}
+
+// runVerbs are the run verbs of pid's ctl file.
+func runVerbs(pid string) map[string]ns.CtlVerb {
+	effectVerb := func(op string) ns.CtlVerb {
+		return func(l ns.CtlLine) (string, any, error) {
+			if l.JSON != nil {
+				return "proc.directive", &abi.DirectiveArgs{Pid: pid}, nil
+			}
+			text := ""
+			if op == "refocus" || op == "inject" {
+				text = freeText(l, "checkpoint", "role")
+			}
+			e, err := effectOf(op, l, l.Words, text)
+			if err != nil {
+				return "", nil, err
+			}
+			a, err := directiveArgs(pid, l, &e)
+			return "proc.directive", a, err
+		}
+	}
+	verbs := map[string]ns.CtlVerb{
+		"continue": func(l ns.CtlLine) (string, any, error) {
+			if l.JSON != nil {
+				return "proc.directive", &abi.DirectiveArgs{Pid: pid}, nil
+			}
+			if len(l.Words) == 0 {
+				a, err := directiveArgs(pid, l, nil)
+				return "proc.directive", a, err
+			}
+			op := l.Words[0]
+			text := ""
+			if op == "refocus" || op == "inject" {
+				t := splitLead(l.Text(), 0, "checkpoint").text
+				text = splitLead(t, 1, "role").text
+			}
+			e, err := effectOf(op, l, l.Words[1:], text)
+			if err != nil {
+				return "", nil, err
+			}
+			a, err := directiveArgs(pid, l, &e)
+			return "proc.directive", a, err
+		},
+		"stop": func(l ns.CtlLine) (string, any, error) {
+			return "proc.run.control", &abi.RunControlArgs{Pid: pid, Stop: true, Wait: true}, nil
+		},
+		"start": func(l ns.CtlLine) (string, any, error) {
+			return "proc.run.control", &abi.RunControlArgs{Pid: pid, Start: true}, nil
+		},
+		"supervise": func(l ns.CtlLine) (string, any, error) {
+			on := !(len(l.Words) == 1 && l.Words[0] == "off")
+			a := &abi.RunControlArgs{Pid: pid, Supervise: &on}
+			if v, ok := l.LookupOpt("grace"); ok {
+				n, err := durationMs("grace", v)
+				if err != nil {
+					return "", nil, err
+				}
+				a.GraceMs = &n
+			}
+			return "proc.run.control", a, nil
+		},
+		"budget": func(l ns.CtlLine) (string, any, error) {
+			a := &abi.RunControlArgs{Pid: pid, Budget: &abi.RunBudget{}}
+			if l.JSON == nil {
+				if err := budgetOpts(l, a.Budget); err != nil {
+					return "", nil, err
+				}
+			}
+			return "proc.run.control", a, nil
+		},
+	}
+	for _, op := range []string{"extend-budget", "refocus", "swap-model", "set-temperature", "set-tool-cap"} {
+		verbs[op] = effectVerb(op)
+	}
+	return verbs
+}

@@ -510,13 +510,13 @@ func (m *Manager) atCheckpoint(ctx context.Context, pr *process, r *activeRun, f
 		}
 		return "", nil
 	}
-	return m.park(ctx, pr, r, seq, reason, soft, grace)
+	return m.park(ctx, pr, r, seq, reason, soft, grace, nil)
 }
 
 // park parks r at checkpoint seq until it is decided: a directive, a
 // start, or (soft) its grace passing; the caller going (an abort, Close)
 // ends the run.
-func (m *Manager) park(ctx context.Context, pr *process, r *activeRun, seq int64, reason string, soft bool, grace time.Duration) (string, error) {
+func (m *Manager) park(ctx context.Context, pr *process, r *activeRun, seq int64, reason string, soft bool, grace time.Duration, until <-chan struct{}) (string, error) {
 	pr.mu.Lock()
 	cp := &abi.RunCheckpoint{Seq: seq, Reason: reason, ParkedAt: now(), Snapshot: r.check.snapshot(reason)}
 	if soft {
@@ -556,6 +556,20 @@ func (m *Manager) park(ctx context.Context, pr *process, r *activeRun, seq int64
 	how := "directive"
 	select {
 	case <-decide:
+	case <-until:
+		won, err := m.recordDirective(context.WithoutCancel(ctx), r.id, seq, abi.Directive{Type: "continue"}, "tool-finished")
+		if err != nil {
+			return "", err
+		}
+		how = "tool-finished"
+		if !won {
+			select {
+			case <-decide:
+				how = "directive"
+			case <-ctx.Done():
+				return "aborted", nil
+			}
+		}
 	case <-timer:
 		won, err := m.recordDirective(context.WithoutCancel(ctx), r.id, seq, abi.Directive{Type: "continue"}, "soft-continue")
 		if err != nil {
@@ -592,6 +606,7 @@ func (c *runCheck) snapshot(reason string) abi.CheckpointSnapshot {
 		"budget":     "a budget is spent: extend it to continue",
 		"stop":       "stopped as asked: start or direct it to continue",
 		"supervised": "supervised: continues by itself after its grace",
+		"tool-checkin": "a tool call runs past its check-in time; it keeps running",
 	}[reason]
 	return abi.CheckpointSnapshot{ElapsedMs: time.Since(c.started).Milliseconds(), Steps: c.steps, TokensIn: c.tokIn, TokensOut: c.tokOut,
 		CostUSD: c.cost, ToolCalls: c.toolCalls, LastTool: c.lastTool, Description: desc}
@@ -911,4 +926,48 @@ func (m *Manager) budgetPrompt(ctx context.Context, b *strings.Builder, p *abi.P
 	if len(parts) > 0 {
 		fmt.Fprintf(b, "Budget: %s spent. When a limit is reached the run waits for its manager.\n", strings.Join(parts, ", "))
 	}
+}
+
+// runToolCheckin is runTool, with the process's tool check-in: a tool
+// call that runs past CheckinMs makes the run check in at a checkpoint
+// (reason "tool-checkin") while the tool keeps running. The checkpoint
+// is decided by a directive (an abort ends the run and the tool with
+// it), by its grace, or by the tool's end, whichever comes first; the
+// run then waits for the tool as before.
+func (m *Manager) runToolCheckin(ctx context.Context, pr *process, r *activeRun, p *abi.Process, caller *kernel.Caller, c model.ToolCall) (bool, error) {
+	pr.mu.Lock()
+	checkin := time.Duration(m.controlLocked(ctx, pr).CheckinMs) * time.Millisecond
+	grace := m.controlLocked(ctx, pr).grace()
+	pr.mu.Unlock()
+	if checkin <= 0 {
+		return m.runTool(ctx, pr, r, p, caller, c)
+	}
+	type outcome struct {
+		waiting bool
+		err     error
+	}
+	done := make(chan outcome, 1)
+	finished := make(chan struct{})
+	go func() {
+		w, err := m.runTool(ctx, pr, r, p, caller, c)
+		done <- outcome{w, err}
+		close(finished)
+	}()
+	t := time.NewTimer(checkin)
+	defer t.Stop()
+	select {
+	case o := <-done:
+		return o.waiting, o.err
+	case <-t.C:
+	}
+	pr.mu.Lock()
+	r.check.seq++
+	seq := r.check.seq
+	pr.mu.Unlock()
+	if _, err := m.park(ctx, pr, r, seq, "tool-checkin", true, grace, finished); err != nil {
+		<-done
+		return false, err
+	}
+	o := <-done // the tool ends (an abort cancels it)
+	return o.waiting, o.err
 }

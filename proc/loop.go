@@ -88,6 +88,12 @@ var tools = []tool{
 	{model.ToolDef{Name: "Delegate", Description: "Hand a task to a new worker process (profile default task); its answer arrives later in this conversation as a [Process Event]: ipc.reply.",
 		Schema: schema(`{"type":"object","properties":{"task":{"type":"string"},"label":{"type":"string"},"profile":{"type":"string"},"timeoutMs":{"type":"integer"}},"required":["task"]}`)},
 		"proc.ipc.delegate", passArgs},
+	{model.ToolDef{Name: "Runs", Description: "List the runs under way or parked of your owner's processes: state, step, budget, the checkpoint they wait at.",
+		Schema: schema(`{"type":"object","properties":{}}`)},
+		"proc.run.list", func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }},
+	{model.ToolDef{Name: "Direct", Description: "Decide a checkpoint of another process's run: {type:continue, effects:[{op:extend-budget,usd|tokens|turns|timeMs}, {op:inject-message,role,content}, {op:swap-model,model}, {op:set-temperature,temp}, {op:set-tool-cap,n}]} or {type:abort,reason}, or the sugar {type:refocus,hint}.",
+		Schema: schema(`{"type":"object","properties":{"pid":{"type":"string"},"checkpoint":{"type":"integer"},"directive":{"type":"object"}},"required":["pid","directive"]}`)},
+		"proc.directive", passArgs},
 	{model.ToolDef{Name: "Watch", Description: "Be told (a [Process Event]: signal) when another process of your owner publishes a signal, such as proc.run.finished; once by default.",
 		Schema: schema(`{"type":"object","properties":{"signal":{"type":"string"},"processId":{"type":"string"},"once":{"type":"boolean"},"ttlMs":{"type":"integer"}},"required":["signal","processId"]}`)},
 		"signal.watch", passArgs},
@@ -220,7 +226,7 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 					}
 					continue
 				}
-				waiting, err := m.runTool(ctx, pr, r, p, caller, c)
+				waiting, err := m.runToolCheckin(ctx, pr, r, p, caller, c)
 				if errors.Is(err, errStale) || ctx.Err() != nil {
 					return "aborted", nil
 				}

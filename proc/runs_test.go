@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -254,5 +255,41 @@ func TestRunSteerAndInterrupt(t *testing.T) {
 	json.Unmarshal([]byte(first), &text)
 	if text != "urgent" {
 		t.Fatalf("the interrupting run started with %q", text)
+	}
+}
+
+// A tool call that runs past the process's check-in time makes the run
+// check in at a checkpoint while the tool keeps running: the tool's end
+// decides it; an abort directive ends the run and the tool with it.
+func TestRunToolCheckin(t *testing.T) {
+	h := newPTHarness(t)
+	pid := h.spawn(h.alice, "w")
+	if _, err := h.k.Store.Exec(context.Background(), `UPDATE proc_processes SET hil_allow='["shell.exec"]' WHERE pid=?`, pid); err != nil {
+		t.Fatal(err)
+	}
+	ms := int64(150)
+	h.must(h.alice, "proc.run.control", map[string]any{"pid": pid, "checkinMs": ms, "graceMs": 60000}, nil)
+	h.scriptOf(1000, `{"tools":[{"name":"Shell","args":{"command":"sleep 1; echo slept"}}]}
+{"text":"done"}
+{"tools":[{"name":"Shell","args":{"command":"sleep 30"}}]}`)
+	r := h.send(h.alice, pid, "", "work")
+	ri := h.waitParked(pid)
+	if ri.Pending.Reason != "tool-checkin" || ri.Pending.Snapshot.LastTool != "Shell" || ri.State != abi.RunAwaitingDecision {
+		t.Fatalf("the check-in: %+v %+v", ri, ri.Pending)
+	}
+	if st := h.waitRun(r.RunID); st != "done" {
+		t.Fatalf("run %s", st)
+	}
+	if n := h.sqlCount(`SELECT count(*) FROM proc_directives WHERE run_id=? AND how='tool-finished'`, r.RunID); n != 1 {
+		t.Fatalf("the tool's end did not decide the check-in (%d)", n)
+	}
+	r = h.send(h.alice, pid, "", "more")
+	h.waitParked(pid)
+	t0 := time.Now()
+	if d := h.directive(pid, map[string]any{"type": "abort", "reason": "too slow"}); d.Result != "delivered" {
+		t.Fatalf("abort: %+v", d)
+	}
+	if st := h.waitRun(r.RunID); st != "aborted" || time.Since(t0) > 5*time.Second {
+		t.Fatalf("run %s after %v", st, time.Since(t0))
 	}
 }

@@ -168,6 +168,9 @@ func (p *Anthropic) params(req Request) (anthropic.MessageNewParams, error) {
 		maxTokens = DefaultAnthropicMaxTokens
 	}
 	params := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: maxTokens}
+	if req.Temperature != nil {
+		params.Temperature = anthropic.Float(*req.Temperature)
+	}
 	if req.System != "" {
 		params.System = []anthropic.TextBlockParam{{Text: req.System}}
 	}

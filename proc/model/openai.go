@@ -188,6 +188,9 @@ func (p *OpenAI) params(req Request) (openai.ChatCompletionNewParams, error) {
 		Model:         shared.ChatModel(model),
 		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
 	}
+	if req.Temperature != nil {
+		params.Temperature = openai.Float(*req.Temperature)
+	}
 	if req.MaxTokens > 0 {
 		params.MaxCompletionTokens = openai.Int(int64(req.MaxTokens))
 	}

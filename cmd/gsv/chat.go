@@ -2,7 +2,9 @@ package main
 
 // gsv chat, and the event following that gsv send --wait shares with it:
 // open /proc/<pid>/events over 9P before sending, then print the run's
-// stream deltas until its proc.run.finished.
+// stream deltas until its proc.run.finished. A run parked at a checkpoint
+// is shown; gsv chat takes its answer as a line (/continue, /refocus
+// TEXT, /abort), gsv send --wait names the commands that answer it.
 
 import (
 	"bufio"
@@ -13,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"time"
 
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
@@ -36,6 +39,16 @@ type event struct {
 		IsError        bool            `json:"isError"`
 		Request        *abi.HilRequest `json:"request"`
 		Dropped        uint64          `json:"dropped"`
+		// A run's checkpoints (proc.run.checkpoint, .directive,
+		// .resumed).
+		Seq            int64                   `json:"seq"`
+		Reason         string                  `json:"reason"`
+		Snapshot       *abi.CheckpointSnapshot `json:"snapshot"`
+		SoftContinueAt *int64                  `json:"softContinueAt"`
+		Result         string                  `json:"result"`
+		Type           string                  `json:"type"`
+		How            string                  `json:"how"`
+		EffectsApplied []string                `json:"effectsApplied"`
 	} `json:"payload"`
 	err error // the stream failed; the channel closes after this
 }
@@ -125,6 +138,18 @@ type runWatch struct {
 
 	midLine  bool // the last text printed did not end a line
 	streamed bool // deltas were printed since the last proc.run.output
+
+	// parked is the checkpoint a run of the process is parked at, shown
+	// and not decided yet; refocusing says a bare r asked for the
+	// refocus text, the next line.
+	parked     *parkedAt
+	refocusing bool
+}
+
+// parkedAt names a run's checkpoint.
+type parkedAt struct {
+	runID string
+	seq   int64
 }
 
 // finish is how following a run ended.
@@ -175,7 +200,16 @@ func (w *runWatch) noteOut() io.Writer {
 // until the run finishes, waits on a human it cannot ask, or is aborted.
 func (w *runWatch) follow() (finish, error) {
 	for {
+		// Lines are read here only to answer a parked checkpoint.
+		var answers <-chan line
+		if w.parked != nil && w.lines != nil {
+			answers = w.lines
+		}
 		select {
+		case l, ok := <-answers:
+			if f, done := w.answer(l, ok); done {
+				return f, nil
+			}
 		case ev, ok := <-w.evs.ch:
 			if !ok {
 				return finish{}, errors.New("event stream closed")
@@ -226,16 +260,130 @@ func (w *runWatch) follow() (finish, error) {
 				if f, done := w.ask(p.Request); done {
 					return f, nil
 				}
+			case "proc.run.checkpoint":
+				w.endLine()
+				w.showParked(&parkedAt{p.RunID, p.Seq}, checkpointHead(p.Seq, p.Reason, p.Snapshot, p.SoftContinueAt, time.Now()))
+			case "proc.run.directive":
+				if w.isParked(p.RunID, p.Seq) && p.Result == "delivered" {
+					w.endLine()
+					what := cell(p.Type)
+					if len(p.EffectsApplied) > 0 {
+						what += ", effects: " + cell(strings.Join(p.EffectsApplied, ", "))
+					}
+					fmt.Fprintf(w.noteOut(), "(checkpoint %d decided elsewhere: %s)\n", p.Seq, what)
+					w.parked, w.refocusing = nil, false
+				}
+			case "proc.run.resumed":
+				if w.isParked(p.RunID, p.Seq) {
+					w.endLine()
+					switch p.How {
+					case "soft-continue":
+						fmt.Fprintf(w.noteOut(), "(checkpoint %d: no answer within the grace; the run continues)\n", p.Seq)
+					default:
+						fmt.Fprintf(w.noteOut(), "(checkpoint %d: the run continues)\n", p.Seq)
+					}
+					w.parked, w.refocusing = nil, false
+				}
 			case "proc.run.finished":
 				if p.RunID == w.runID {
 					w.endLine()
 					return finish{status: p.Status, errText: p.Error}, nil
+				}
+				if w.parked != nil && w.parked.runID == p.RunID {
+					w.parked, w.refocusing = nil, false
 				}
 			}
 		case <-w.sigs:
 			return w.interrupt(), nil
 		}
 	}
+}
+
+// isParked says whether checkpoint seq of run is the one shown parked.
+func (w *runWatch) isParked(run string, seq int64) bool {
+	return w.parked != nil && w.parked.runID == run && w.parked.seq == seq
+}
+
+// showParked shows a checkpoint a run of the process parked at, head
+// describing it. Interactive, it asks for the answer, which follow reads
+// while it goes on following the events (a supervised checkpoint may
+// continue by itself meanwhile); else it names the commands that answer.
+func (w *runWatch) showParked(at *parkedAt, head string) {
+	w.parked, w.refocusing = at, false
+	if w.lines == nil {
+		fmt.Fprintf(w.errOut, "%s\n  answer: gsv continue %s --checkpoint %d [effects], or gsv abort %s --checkpoint %d\n",
+			head, w.pid, at.seq, w.pid, at.seq)
+		return
+	}
+	fmt.Fprintln(w.c.out, head)
+	w.print(checkpointHint + "? ")
+}
+
+// checkParked shows the checkpoint the process's run is parked at, if
+// any: a message queued behind a parked run waits for its answer.
+func (w *runWatch) checkParked() {
+	r, err := get[abi.RunInfo](w.c, "proc.run.get", &abi.PidArgs{Pid: w.pid})
+	if err != nil || r.Pending == nil {
+		return
+	}
+	p := r.Pending
+	w.showParked(&parkedAt{r.RunID, p.Seq}, checkpointHead(p.Seq, p.Reason, &p.Snapshot, p.SoftContinueAt, time.Now()))
+}
+
+// answer decides the parked checkpoint with the line l (ok false: stdin
+// ended): c continues, r TEXT refocuses (a bare r asks for the text), a
+// aborts. done says that following should stop: stdin ended.
+func (w *runWatch) answer(l line, ok bool) (finish, bool) {
+	out := w.c.out
+	at := w.parked
+	w.midLine = false // the answer ended the prompt's line
+	if !ok || l.err != nil {
+		fmt.Fprintln(out)
+		fmt.Fprintf(w.errOut, "gsv: no answer; checkpoint %d is still pending (gsv continue %s --checkpoint %d)\n", at.seq, w.pid, at.seq)
+		return finish{eof: true}, true
+	}
+	if !w.c.isTTY {
+		fmt.Fprintln(out, l.text) // echo the piped answer
+	}
+	var d abi.Directive
+	if w.refocusing {
+		w.refocusing = false
+		hint := strings.TrimSpace(l.text)
+		if hint == "" {
+			w.print(checkpointHint + "? ")
+			return finish{}, false
+		}
+		d = abi.Directive{Type: "refocus", Hint: hint}
+	} else {
+		a := parseCheckpointAnswer(l.text)
+		switch a.kind {
+		case "continue":
+			d = abi.Directive{Type: "continue"}
+		case "refocus":
+			if a.text == "" {
+				w.refocusing = true
+				w.print("refocus on: ")
+				return finish{}, false
+			}
+			d = abi.Directive{Type: "refocus", Hint: a.text}
+		case "abort":
+			d = abi.Directive{Type: "abort", Reason: a.text}
+		default:
+			fmt.Fprintf(out, "checkpoint %d is waiting for an answer\n", at.seq)
+			w.print(checkpointHint + "? ")
+			return finish{}, false
+		}
+	}
+	seq := at.seq
+	r, err := get[abi.DirectiveResult](w.c, "proc.directive", &abi.DirectiveArgs{Pid: w.pid, Checkpoint: &seq, Directive: d})
+	if err != nil {
+		fmt.Fprintf(w.errOut, "gsv: %v\n", err)
+		w.print(checkpointHint + "? ")
+		return finish{}, false
+	}
+	fmt.Fprintln(out, directiveLine(r))
+	w.parked = nil
+	return finish{}, false
 }
 
 // ask asks on stdin whether to approve h and answers it. done says that
@@ -308,7 +456,11 @@ func (c *cli) chatCmd() *cobra.Command {
 		Long: "Each line read from stdin is sent to the process (proc.send) and its answer is printed as it\n" +
 			"streams from /proc/<pid>/events. When the process asks to run a tool that needs approval, the\n" +
 			"request is shown and answered from stdin: y approves, a approves from now on, anything else\n" +
-			"denies. Ctrl-C while waiting aborts the run; a second Ctrl-C exits. EOF ends the chat.",
+			"denies. When the run parks at a checkpoint (a spent budget, gsv stop, supervision) the\n" +
+			"checkpoint is shown and answered with a line: /continue (or c), /refocus TEXT (or r TEXT; a\n" +
+			"bare r asks for the text), /abort [REASON] (or a); a supervised checkpoint may continue by\n" +
+			"itself meanwhile. Ctrl-C while waiting aborts the run; a second Ctrl-C exits. EOF ends the\n" +
+			"chat.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pid := ""
@@ -377,6 +529,9 @@ func (c *cli) chatCmd() *cobra.Command {
 					fmt.Fprintln(errOut, "(queued behind the active run)")
 				}
 				w := &runWatch{c: c, evs: evs, pid: pid, runID: r.RunID, errOut: errOut, note: c.out, lines: lines, sigs: sigs}
+				if r.Queued {
+					w.checkParked()
+				}
 				f, err := w.follow()
 				if err != nil {
 					return err

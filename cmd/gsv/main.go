@@ -99,6 +99,7 @@ func rootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(c.configCmd(), c.tokenCmd(), c.userCmd())
 
 	c.addProcCommands(root)
+	c.addRunCommands(root)
 	root.AddCommand(c.schedCmd())
 	root.AddCommand(c.crontabCmd())
 	root.AddCommand(c.chatCmd())

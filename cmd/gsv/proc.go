@@ -2,7 +2,8 @@ package main
 
 // The proc.* commands: ps, spawn, send, history, conv, abort, kill, reset
 // and hil. Each is one or two syscalls through /sys/call; chat.go adds the
-// interactive chat, which also reads /proc/<pid>/events.
+// interactive chat, which also reads /proc/<pid>/events; run.go adds the
+// deliberable run commands (run, continue, stop, start, supervise).
 
 import (
 	"encoding/json"
@@ -86,14 +87,30 @@ func (c *cli) psCmd() *cobra.Command {
 
 func (c *cli) spawnCmd() *cobra.Command {
 	var label, prompt, parent string
+	var budget budgetFlag
+	var supervise bool
+	var grace time.Duration
 	cmd := &cobra.Command{
-		Use:   "spawn PROFILE",
+		Use:   "spawn PROFILE [--budget SPEC] [--supervise [--grace D]]",
 		Short: "Start a process and print its pid (proc.spawn)",
 		Long: "Start a process of PROFILE (init, task, review, cron) and print its pid only:\n" +
-			"  pid=$(gsv spawn task --label researcher)",
+			"  pid=$(gsv spawn task --label researcher)\n" +
+			"--budget SPEC limits what its runs may spend, comma-separated KEY=VALUE pairs:\n" +
+			"  usd=0.50  tokens=100000 (or 100k)  turns=20  time=10m (a Go duration)  on-exhaust=pause|abort\n" +
+			"(0 or absent: no limit). A spent budget parks the run until gsv continue --extend-budget\n" +
+			"(on-exhaust=pause, the default) or aborts it. --supervise makes every checkpoint wait for a\n" +
+			"directive, or continue by itself after --grace (default 5s):\n" +
+			"  gsv spawn task --budget turns=20,usd=0.50,time=10m --supervise --grace 10s",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a := &abi.SpawnArgs{Profile: args[0], Label: label, Prompt: prompt, ParentPid: parent}
+			a := &abi.SpawnArgs{Profile: args[0], Label: label, Prompt: prompt, ParentPid: parent,
+				Budget: budget.b, Supervise: supervise}
+			if cmd.Flags().Changed("grace") {
+				if grace <= 0 || grace > 24*time.Hour {
+					return fmt.Errorf("--grace %s: want more than 0, at most 24h", grace)
+				}
+				a.GraceMs = grace.Milliseconds()
+			}
 			return do(c, "proc.spawn", a, func(r *abi.SpawnResult) error {
 				fmt.Fprintln(c.out, r.Pid)
 				return nil
@@ -103,30 +120,44 @@ func (c *cli) spawnCmd() *cobra.Command {
 	cmd.Flags().StringVar(&label, "label", "", "a label for the process")
 	cmd.Flags().StringVar(&prompt, "prompt", "", "a first message to send it")
 	cmd.Flags().StringVar(&parent, "parent", "", "the parent process's pid")
+	cmd.Flags().Var(&budget, "budget", "its budget: usd=0.50,tokens=100k,turns=20,time=10m,on-exhaust=pause|abort")
+	cmd.Flags().BoolVar(&supervise, "supervise", false, "every checkpoint waits for a directive (or the grace)")
+	cmd.Flags().DurationVar(&grace, "grace", 0, "how long a supervised checkpoint waits before it continues by itself (default 5s)")
 	return cmd
 }
 
 func (c *cli) sendCmd() *cobra.Command {
-	var pid, conv string
+	var pid, conv, mode string
 	var wait bool
 	cmd := &cobra.Command{
-		Use:   "send [--pid P] [--conv C] TEXT...",
+		Use:   "send [--pid P] [--conv C] [--mode queue|steer|interrupt] TEXT...",
 		Short: "Send a message to a process (proc.send); TEXT - reads it from stdin",
 		Long: "Send TEXT (the words joined by spaces) to conversation C (default: default) of process P\n" +
 			"(default: your init). With TEXT \"-\" the message is read from stdin. It prints the run id and\n" +
 			"whether it started or was queued; with --wait it prints the answer as it streams and returns\n" +
-			"when the run has finished (or waits for a human: see gsv hil).",
+			"when the run has finished (or waits for a human: see gsv hil).\n" +
+			"--mode says what the message does when a run is under way: queue (the default) waits for it;\n" +
+			"steer enters the running run at its next checkpoint (it prints the running run's id and\n" +
+			"\"steered\"); interrupt aborts it and runs this message next.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("mode") {
+				if err := checkMode(mode); err != nil {
+					return err
+				}
+			}
 			words, err := readText(cmd, args)
 			if err != nil {
 				return err
 			}
-			a := &abi.SendArgs{Pid: pid, ConversationID: conv, Message: strings.Join(words, " ")}
+			a := &abi.SendArgs{Pid: pid, ConversationID: conv, Message: strings.Join(words, " "), Mode: mode}
 			if !wait {
 				return do(c, "proc.send", a, func(r *abi.SendResult) error {
 					state := "started"
-					if r.Queued {
+					switch {
+					case r.Status == "steered":
+						state = "steered"
+					case r.Queued:
 						state = "queued"
 					}
 					fmt.Fprintf(c.out, "%s %s\n", r.RunID, state)
@@ -163,6 +194,7 @@ func (c *cli) sendCmd() *cobra.Command {
 	cmd.Flags().StringVar(&pid, "pid", "", "the process (default: your init)")
 	cmd.Flags().StringVar(&conv, "conv", "", "the conversation (default: default)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "print the answer and wait for the run to finish")
+	cmd.Flags().StringVar(&mode, "mode", "", "with a run under way: queue (default), steer or interrupt")
 	return cmd
 }
 
@@ -492,12 +524,31 @@ func (c *cli) convCmd() *cobra.Command {
 }
 
 func (c *cli) abortCmd() *cobra.Command {
-	var pid string
+	var pid, reason string
+	var checkpoint int64
 	cmd := &cobra.Command{
-		Use:   "abort [--pid P]",
-		Short: "Abort a process's active run (proc.abort)",
-		Args:  cobra.NoArgs,
+		Use:   "abort [PID|--pid P] [--checkpoint N [--reason R]]",
+		Short: "Abort a process's active run (proc.abort), or decide a checkpoint with abort (proc.directive)",
+		Long: "Abort the active run of PID (default: your init) now (proc.abort). With --checkpoint N the\n" +
+			"abort is a directive for checkpoint N of the run (proc.directive), with --reason R: it aborts\n" +
+			"the run at that checkpoint, unless another directive decided it first. The two are one\n" +
+			"mechanism in the kernel. With --checkpoint it prints the directive's result as gsv continue\n" +
+			"does, and exits 3 when the checkpoint was already decided.",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if pid != "" {
+					return errors.New("give PID or --pid, not both")
+				}
+				pid = args[0]
+			}
+			if cmd.Flags().Changed("checkpoint") {
+				return c.sendDirective(&abi.DirectiveArgs{Pid: pid, Checkpoint: &checkpoint,
+					Directive: abi.Directive{Type: "abort", Reason: reason}})
+			}
+			if cmd.Flags().Changed("reason") {
+				return errors.New("--reason goes with --checkpoint (proc.abort takes no reason)")
+			}
 			return do(c, "proc.abort", &abi.PidArgs{Pid: pid}, func(r *abi.AbortResult) error {
 				if !r.Aborted {
 					fmt.Fprintf(c.out, "%s: no active run\n", r.Pid)
@@ -516,6 +567,8 @@ func (c *cli) abortCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&pid, "pid", "", "the process (default: your init)")
+	cmd.Flags().Int64Var(&checkpoint, "checkpoint", 0, "abort at this checkpoint of the run, as a directive (proc.directive)")
+	cmd.Flags().StringVar(&reason, "reason", "", "with --checkpoint: why")
 	return cmd
 }
 

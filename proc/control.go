@@ -603,9 +603,9 @@ func (m *Manager) park(ctx context.Context, pr *process, r *activeRun, seq int64
 // snapshot is the run's state at a checkpoint (pr.mu held).
 func (c *runCheck) snapshot(reason string) abi.CheckpointSnapshot {
 	desc := map[string]string{
-		"budget":     "a budget is spent: extend it to continue",
-		"stop":       "stopped as asked: start or direct it to continue",
-		"supervised": "supervised: continues by itself after its grace",
+		"budget":       "a budget is spent: extend it to continue",
+		"stop":         "stopped as asked: start or direct it to continue",
+		"supervised":   "supervised: continues by itself after its grace",
 		"tool-checkin": "a tool call runs past its check-in time; it keeps running",
 	}[reason]
 	return abi.CheckpointSnapshot{ElapsedMs: time.Since(c.started).Milliseconds(), Steps: c.steps, TokensIn: c.tokIn, TokensOut: c.tokOut,

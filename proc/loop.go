@@ -254,14 +254,16 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 			m.processEvent(ctx, pr, r, fmt.Sprintf("run stopped after %d model calls", steps))
 			return "error", fmt.Errorf("run stopped after %d model calls", steps)
 		}
-		if status, err := m.atCheckpoint(ctx, pr, r, steps == 0); status != "" || err != nil {
-			if ctx.Err() != nil {
-				return "aborted", nil
+		if !m.opts.noCheckpoints {
+			if status, err := m.atCheckpoint(ctx, pr, r, steps == 0); status != "" || err != nil {
+				if ctx.Err() != nil {
+					return "aborted", nil
+				}
+				if err != nil {
+					return "error", err
+				}
+				return status, nil
 			}
-			if err != nil {
-				return "error", err
-			}
-			return status, nil
 		}
 		steps++
 		msgs, err := m.preflight(ctx, pr, r, p)

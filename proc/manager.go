@@ -23,6 +23,9 @@ type Options struct {
 	Logger   *slog.Logger
 	// MaxSteps bounds the model calls of one run (default 40).
 	MaxSteps int
+	// noCheckpoints runs without checkpoints: the baseline of the
+	// checkpoints' cost in BenchmarkRuns.
+	noCheckpoints bool
 }
 
 // Manager runs the processes of one kernel. It is the proc room of the

@@ -333,18 +333,31 @@ type AbortResult struct {
 	RunID                string `json:"runId,omitempty"`
 }
 
-// HilArgs are proc.hil's args: Decision is approve or deny; Remember
-// (with approve) allows the syscall for the rest of the process's life.
+// HilArgs are proc.hil's args. Decision is approve, deny or substitute.
+// Remember (with approve) allows the syscall for the rest of the
+// process's life. Args (with approve) are edited args, a JSON object
+// checked as the tool's own args are: the call runs with them instead of
+// the args shown. Result (with substitute, required) is the text the
+// model gets as the call's result, the call not run. ArgsDigest, if set,
+// must be the request's argsDigest: the answer is to the args its sender
+// saw.
 type HilArgs struct {
-	Pid       string `json:"pid"`
-	RequestID string `json:"requestId"`
-	Decision  string `json:"decision"`
-	Remember  bool   `json:"remember,omitempty"`
+	Pid        string          `json:"pid"`
+	RequestID  string          `json:"requestId"`
+	Decision   string          `json:"decision"`
+	Remember   bool            `json:"remember,omitempty"`
+	Args       json.RawMessage `json:"args,omitempty"`
+	Result     string          `json:"result,omitempty"`
+	ArgsDigest string          `json:"argsDigest,omitempty"`
 }
 
 // HilResult is proc.hil's result: Resumed says the waiting run continued.
+// ArgsDigest (with approve) is the digest of the args approved: the
+// edited args' when Edited, else the request's.
 type HilResult struct {
+	ArgsDigest string `json:"argsDigest,omitempty"`
 	Decision   string `json:"decision"`
+	Edited     bool   `json:"edited,omitempty"`
 	OK         bool   `json:"ok"`
 	Pid        string `json:"pid"`
 	Remembered bool   `json:"remembered,omitempty"`
@@ -362,10 +375,16 @@ type HilRequest struct {
 	ToolName       string          `json:"toolName"`
 	Syscall        string          `json:"syscall"`
 	Args           json.RawMessage `json:"args"`
+	// ArgsDigest is "sha256:" and the hex SHA-256 of Args in compact
+	// JSON (keys sorted, as stored): an approval approves these args.
+	ArgsDigest string `json:"argsDigest,omitempty"`
 	// Target is the device the call would run on ("" for this machine),
 	// from Args, so that an approval shows where.
 	Target    string `json:"target,omitempty"`
 	CreatedAt int64  `json:"createdAt"`
+	// ExpiresAt (Unix ms; 0: never) is when the request expires: it can
+	// no longer be answered and the run gets "approval expired".
+	ExpiresAt int64 `json:"expiresAt,omitempty"`
 }
 
 // KillArgs are proc.kill's args: Archive (default true) archives the

@@ -370,11 +370,15 @@ func (m *Manager) processEvent(ctx context.Context, pr *process, r *activeRun, t
 // runTool runs one tool call: asks a human first when the policy says so
 // (returning waiting=true once the request and the run's waiting state
 // are stored), then makes the syscall as the process and appends the
-// result.
+// result. An answered request decides the call: approved runs it (with
+// the edited args, if the human edited them), denied and expired give
+// the model a refusal, substituted gives it the human's text.
 func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi.Process, caller *kernel.Caller, c model.ToolCall) (waiting bool, err error) {
 	t := toolByName(c.Name)
+	var mark hilResultContent // what a human's answer changed, stored with the result
 	result := func(out string, isErr bool) error {
-		b, err := json.Marshal(toolResultContent{ToolCallID: c.ID, ToolName: c.Name, Output: out, IsError: isErr})
+		mark.toolResultContent = toolResultContent{ToolCallID: c.ID, ToolName: c.Name, Output: out, IsError: isErr}
+		b, err := json.Marshal(mark)
 		if err != nil {
 			return err
 		}
@@ -402,17 +406,21 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 		}
 		ask = !ok
 	}
+	note := ""
 	if ask {
-		var status string
-		err := m.st.QueryRowContext(ctx, `SELECT status FROM proc_hil WHERE pid=? AND run_id=? AND call_id=? ORDER BY created_at DESC LIMIT 1`, pr.pid, r.id, c.ID).Scan(&status)
+		ans, err := m.answerOf(ctx, pr.pid, r.id, c.ID)
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			h := abi.HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: need, Args: args, Target: argsTarget(args), CreatedAt: now()}
+		case err != nil:
+			return false, err
+		case ans.status == "":
+			t0 := now()
+			h := abi.HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: need, Args: args,
+				ArgsDigest: argsDigest(args), Target: argsTarget(args), CreatedAt: t0, ExpiresAt: t0 + m.hilExpiry(ctx, pr.uid).Milliseconds()}
 			// The request and the run's waiting state are one write, so
 			// whoever sees the request sees the run waiting on it.
 			err := m.st.Tx(ctx, func(tx *sql.Tx) error {
-				if _, err := m.st.TxExec(tx, `INSERT INTO proc_hil(request_id,pid,run_id,cid,generation,call_id,tool_name,syscall,args,created_at) VALUES(?,?,?,?,?,?,?,?,?,?)`,
-					h.RequestID, pr.pid, r.id, r.cid, r.gen, c.ID, c.Name, need, string(args), h.CreatedAt); err != nil {
+				if _, err := m.st.TxExec(tx, `INSERT INTO proc_hil(request_id,pid,run_id,cid,generation,call_id,tool_name,syscall,args,args_digest,created_at,expires_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)`,
+					h.RequestID, pr.pid, r.id, r.cid, r.gen, c.ID, c.Name, need, string(args), h.ArgsDigest, h.CreatedAt, h.ExpiresAt); err != nil {
 					return err
 				}
 				_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status='waiting_hil' WHERE run_id=? AND status='running'`, r.id)
@@ -421,21 +429,29 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 			if err != nil {
 				return false, err
 			}
+			m.expireLater(pr.pid, pr.uid, h.RequestID, h.ExpiresAt)
 			m.signal(pr.uid, "proc.run.hil.requested", map[string]any{"pid": pr.pid, "request": h})
 			return true, nil
-		case err != nil:
-			return false, err
-		case status == "pending":
+		case ans.status == "pending":
 			// The run waits on its pending request (already marked so
 			// unless the store was written otherwise).
 			if _, err := m.st.Exec(ctx, `UPDATE proc_runs SET status='waiting_hil' WHERE run_id=? AND status='running'`, r.id); err != nil {
 				return false, err
 			}
 			return true, nil
-		case status == "denied":
-			return false, result("denied by user", true)
-		case status == "stale":
+		case ans.status == "denied":
+			return false, result(resultDenied, true)
+		case ans.status == "expired":
+			return false, result(resultExpired, true)
+		case ans.status == "substituted":
+			mark.Substituted = true
+			return false, result(ans.result, false)
+		case ans.status == "stale":
 			return false, result("interrupted", true)
+		case ans.edited != nil:
+			// approved, with edited args: they run, and the result says so.
+			args, note = ans.edited, editedNote(ans.edited)
+			mark.Args, mark.ArgsDigest, mark.Edited = ans.edited, ans.editedDigest, true
 		}
 		// approved: run it.
 	}
@@ -448,13 +464,13 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 		return false, errStale // abort writes the "interrupted" result
 	}
 	if err != nil {
-		return false, result(err.Error(), true)
+		return false, result(note+err.Error(), true)
 	}
 	out, err := json.Marshal(res)
 	if err != nil {
-		return false, result(err.Error(), true)
+		return false, result(note+err.Error(), true)
 	}
-	return false, result(string(out), failed(res, nil) != nil)
+	return false, result(note+string(out), failed(res, nil) != nil)
 }
 
 // systemPrompt is the profile's prompt plus the owner's ~/context.d/*.md.

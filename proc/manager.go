@@ -67,6 +67,9 @@ func Open(space *ns.Space, opts Options) (*Manager, error) {
 	if err := k.Store.Migrate("proc", migrations); err != nil {
 		return nil, err
 	}
+	if err := migrateHil(k.Store); err != nil {
+		return nil, err
+	}
 	m := &Manager{k: k, space: space, st: k.Store, log: opts.Logger, opts: opts, procs: map[string]*process{}}
 	if err := m.openRenderCache(); err != nil {
 		return nil, err
@@ -140,6 +143,9 @@ func (m *Manager) Start(ctx context.Context) error {
 		return err
 	}
 	if err := m.startWatches(ctx); err != nil {
+		return err
+	}
+	if err := m.armHilExpiries(ctx); err != nil {
 		return err
 	}
 	return m.resumeCalls(ctx)

@@ -255,7 +255,7 @@ func (m *Manager) sysHil(ctx context.Context, c *kernel.Caller, a *abi.HilArgs) 
 	if err != nil {
 		return nil, err
 	}
-	return m.Hil(ctx, p, a.RequestID, a.Decision, a.Remember)
+	return m.Hil(ctx, p, a)
 }
 
 // sysKill serves proc.kill: every conversation archived (unless Archive

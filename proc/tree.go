@@ -32,6 +32,49 @@ func word(l ns.CtlLine, i int) string {
 	return ""
 }
 
+// hilUsage is the usage of a process ctl's hil verb.
+const hilUsage = "hil approve <requestId> [remember] [args=<json>] | hil deny <requestId> | hil substitute <requestId> <text...>"
+
+// hilVerb parses "hil approve <id> [remember] [args=<json>]", "hil deny
+// <id>" and "hil substitute <id> <text...>" (the text is the rest of the
+// line, verbatim, as send's). A line of JSON args fills proc.hil's args.
+func hilVerb(pid string, l ns.CtlLine) (string, any, error) {
+	a := &abi.HilArgs{Pid: pid}
+	if l.JSON != nil {
+		return "proc.hil", a, nil
+	}
+	if err := words(l, 2, hilUsage); err != nil {
+		return "", nil, err
+	}
+	a.Decision, a.RequestID = word(l, 0), word(l, 1)
+	if a.Decision == "substitute" {
+		rest := l.Text()
+		for range 2 { // the decision and the request id
+			rest = strings.TrimLeft(rest, " \t")
+			if i := strings.IndexAny(rest, " \t"); i >= 0 {
+				rest = rest[i:]
+			} else {
+				rest = ""
+			}
+		}
+		a.Result = strings.TrimLeft(rest, " \t")
+		return "proc.hil", a, nil
+	}
+	for _, w := range l.Words[2:] {
+		if w != "remember" {
+			return "", nil, abi.E(abi.Invalid, "usage: "+hilUsage)
+		}
+		a.Remember = true
+	}
+	if v, ok := l.LookupOpt("args"); ok {
+		if !json.Valid([]byte(v)) {
+			return "", nil, abi.E(abi.Invalid, fmt.Sprintf("args=%s is not JSON (JSON with spaces is quoted: args='{\"path\": \"a b\"}')", v))
+		}
+		a.Args = json.RawMessage(v)
+	}
+	return "proc.hil", a, nil
+}
+
 // spawnVerb parses "spawn <profile> [label=..] [prompt=..] [workspace=..]".
 func spawnVerb(l ns.CtlLine) (string, any, error) {
 	if err := words(l, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none]"); err != nil {
@@ -154,12 +197,7 @@ func (m *Manager) procDir(ctx context.Context, p *abi.Process) vfs.Dir {
 			return "proc.kill", a, nil
 		},
 		"reset": func(l ns.CtlLine) (string, any, error) { return "proc.reset", &abi.PidArgs{Pid: pid}, nil },
-		"hil": func(l ns.CtlLine) (string, any, error) {
-			if err := words(l, 2, "hil <approve|deny> <requestId> [remember]"); err != nil {
-				return "", nil, err
-			}
-			return "proc.hil", &abi.HilArgs{Pid: pid, Decision: word(l, 0), RequestID: word(l, 1), Remember: word(l, 2) == "remember"}, nil
-		},
+		"hil":   func(l ns.CtlLine) (string, any, error) { return hilVerb(pid, l) },
 	}
 	for v, f := range ipcVerbs(pid) {
 		verbs[v] = f

@@ -185,7 +185,7 @@ func (c *cli) sendCmd() *cobra.Command {
 				return err
 			}
 			if fin.hil != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "waiting for approval: gsv hil --pid %s approve|deny %s\n", p, fin.hil.RequestID)
+				fmt.Fprintf(cmd.ErrOrStderr(), "waiting for approval: gsv hil --pid %s approve|deny|substitute %s\n", p, fin.hil.RequestID)
 				return nil
 			}
 			return fin.err()
@@ -619,25 +619,31 @@ func (c *cli) resetCmd() *cobra.Command {
 }
 
 func (c *cli) hilCmd() *cobra.Command {
-	var pid string
+	var pid, editArgs string
 	var remember bool
+	const usage = "gsv hil [--pid P] [approve REQUEST-ID [--args JSON] [--remember] | deny REQUEST-ID | substitute REQUEST-ID TEXT...]"
 	cmd := &cobra.Command{
-		Use:   "hil [--pid P] [approve|deny REQUEST-ID [--remember]]",
+		Use:   "hil [--pid P] [approve ID [--args JSON] [--remember] | deny ID | substitute ID TEXT...]",
 		Short: "Show a process's pending approval request, or answer it (proc.hil)",
+		Long: "With no arguments, shows the process's pending approval request. approve runs the call: with --args, " +
+			"with those edited args (a JSON object, checked as the tool's args are) instead of the ones shown. deny gives " +
+			"the model \"denied by user\". substitute gives the model TEXT as the call's result without running it.",
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case len(args) == 0:
 				return nil
 			case len(args) == 2 && (args[0] == "approve" || args[0] == "deny"):
 				return nil
+			case len(args) >= 3 && args[0] == "substitute":
+				return nil
 			}
-			return errors.New("usage: gsv hil [--pid P] [approve|deny REQUEST-ID [--remember]]")
+			return errors.New("usage: " + usage)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if (remember || editArgs != "") && (len(args) == 0 || args[0] != "approve") {
+				return errors.New("--remember and --args go with approve")
+			}
 			if len(args) == 0 {
-				if remember {
-					return errors.New("--remember goes with approve")
-				}
 				r, err := get[abi.HistoryResult](c, "proc.history", &abi.HistoryArgs{Pid: pid, Limit: 1})
 				if err != nil {
 					return err
@@ -654,18 +660,28 @@ func (c *cli) hilCmd() *cobra.Command {
 					fmt.Fprintf(c.out, "%s: no pending request\n", r.Pid)
 					return nil
 				}
-				fmt.Fprintf(c.out, "request:  %s\nrun:      %s\nconv:     %s\ntool:     %s (%s)\nargs:     %s\ncreated:  %s\n",
-					h.RequestID, h.RunID, h.ConversationID, h.ToolName, h.Syscall, brief(string(h.Args), 20, 4000), stamp(h.CreatedAt))
+				expires := "never"
+				if h.ExpiresAt > 0 {
+					expires = stamp(h.ExpiresAt)
+				}
+				fmt.Fprintf(c.out, "request:  %s\nrun:      %s\nconv:     %s\ntool:     %s (%s)\nargs:     %s\ndigest:   %s\ncreated:  %s\nexpires:  %s\n",
+					h.RequestID, h.RunID, h.ConversationID, h.ToolName, h.Syscall, brief(string(h.Args), 20, 4000), h.ArgsDigest, stamp(h.CreatedAt), expires)
 				return nil
 			}
-			if remember && args[0] != "approve" {
-				return errors.New("--remember goes with approve")
-			}
 			a := &abi.HilArgs{Pid: pid, Decision: args[0], RequestID: args[1], Remember: remember}
+			if editArgs != "" {
+				if !json.Valid([]byte(editArgs)) {
+					return fmt.Errorf("--args %s is not JSON", editArgs)
+				}
+				a.Args = json.RawMessage(editArgs)
+			}
+			if a.Decision == "substitute" {
+				a.Result = strings.Join(args[2:], " ")
+			}
 			return do(c, "proc.hil", a, func(r *abi.HilResult) error {
-				msg := "approved"
-				if r.Decision == "deny" {
-					msg = "denied"
+				msg := map[string]string{"approve": "approved", "deny": "denied", "substitute": "answered with your text"}[r.Decision]
+				if r.Edited {
+					msg += " with edited args"
 				}
 				if r.Remembered {
 					msg += " (remembered)"
@@ -680,5 +696,6 @@ func (c *cli) hilCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&pid, "pid", "", "the process (default: your init)")
 	cmd.Flags().BoolVar(&remember, "remember", false, "with approve: allow this syscall for the process from now on")
+	cmd.Flags().StringVar(&editArgs, "args", "", "with approve: run the call with these edited args (a JSON object) instead of the ones shown")
 	return cmd
 }

@@ -28,7 +28,7 @@ const (
 	benchRunRounds  = 2
 )
 
-// stepProvider makes a tool call (Processes: proc.list) on every call
+// stepProvider makes a tool call (Read of a file that is not there) on every call
 // until its run has made steps of them, then answers.
 type stepProvider struct{ steps int }
 
@@ -43,7 +43,7 @@ func (p stepProvider) Complete(ctx context.Context, req model.Request, delta fun
 		return model.Response{Text: "done", StopReason: "end_turn", Usage: model.Usage{InputTokens: 10, OutputTokens: 1}}, nil
 	}
 	return model.Response{StopReason: "tool_use", Usage: model.Usage{InputTokens: 10, OutputTokens: 5},
-		ToolCalls: []model.ToolCall{{ID: fmt.Sprintf("c%d", calls), Name: "Processes", Args: []byte(`{}`)}}}, nil
+		ToolCalls: []model.ToolCall{{ID: fmt.Sprintf("c%d", calls), Name: "Read", Args: []byte(`{"path":"~/none"}`)}}}, nil
 }
 
 // benchRunSteps runs benchRunProcs runs of benchRunSteps steps on fresh

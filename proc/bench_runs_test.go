@@ -51,7 +51,9 @@ func (p stepProvider) Complete(ctx context.Context, req model.Request, delta fun
 func benchRunStepsTime(b *testing.B, checkpoints bool) time.Duration {
 	b.Helper()
 	e := newBenchEnvOpts(b, Options{MaxSteps: benchRunSteps + 2, noCheckpoints: !checkpoints,
-		Provider: func(context.Context, uint32) (model.Provider, string, error) { return stepProvider{benchRunSteps}, "m", nil }})
+		Provider: func(context.Context, uint32) (model.Provider, string, error) {
+			return stepProvider{benchRunSteps}, "m", nil
+		}})
 	defer e.close()
 	ctx := context.Background()
 	pids := make([]string, benchRunProcs)
@@ -89,7 +91,9 @@ func benchRunStepsTime(b *testing.B, checkpoints bool) time.Duration {
 func benchDirectiveLatency(b *testing.B) []time.Duration {
 	b.Helper()
 	e := newBenchEnvOpts(b, Options{MaxSteps: benchDirectives + 5,
-		Provider: func(context.Context, uint32) (model.Provider, string, error) { return stepProvider{benchDirectives + 1}, "m", nil }})
+		Provider: func(context.Context, uint32) (model.Provider, string, error) {
+			return stepProvider{benchDirectives + 1}, "m", nil
+		}})
 	defer e.close()
 	ctx := context.Background()
 	res, err := kernel.Invoke[*abi.SpawnResult](ctx, e.k, e.root, "proc.spawn", &abi.SpawnArgs{Profile: "task", Supervise: true, GraceMs: 60000})

@@ -146,7 +146,7 @@ func (m *Manager) codeModeCall(caller *kernel.Caller, target, cwd, askPid string
 				}
 			}
 		}
-		res, err := m.k.Call(ctx, caller, name, args)
+		res, err := m.k.Call(ctx, caller, name, json.RawMessage(args))
 		if err != nil {
 			return nil, err
 		}

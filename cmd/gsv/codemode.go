@@ -51,9 +51,9 @@ func (c *cli) codemodeCmd() *cobra.Command {
 			}
 			argv = rest
 			switch {
-			case cmd.Flags().Changed("e") && len(pos) > 0:
+			case cmd.Flags().Changed("eval") && len(pos) > 0:
 				return errors.New("codemode: give -e CODE or FILE, not both")
-			case !cmd.Flags().Changed("e") && len(pos) != 1:
+			case !cmd.Flags().Changed("eval") && len(pos) != 1:
 				return errors.New("codemode: give -e CODE or one FILE")
 			case len(pos) == 1:
 				var b []byte

@@ -142,8 +142,8 @@ var rules = []rule{
 		// given. It knows no kernel, namespace, vfs or room, and links
 		// no SQLite, so that anything (a room, a device daemon) can run
 		// blocks. Its tests need nothing of GSV either.
-		name:  "codemode imports nothing of GSV and no SQLite",
-		binds: func(p string) bool { return under(p, "codemode") },
+		name:   "codemode imports nothing of GSV and no SQLite",
+		binds:  func(p string) bool { return under(p, "codemode") },
 		forbid: func(_, dep string, _ bool) bool { return true },
 		external: func(dep string, _ bool) bool {
 			return dep == "modernc.org/sqlite" || strings.HasPrefix(dep, "modernc.org/sqlite/")

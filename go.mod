@@ -7,8 +7,11 @@ require (
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/knusbaum/go9p v1.18.0
 	github.com/spf13/cobra v1.10.2
+	modernc.org/quickjs v0.27.0
 	modernc.org/sqlite v1.61.1
 )
+
+require modernc.org/libquickjs v0.14.0 // indirect
 
 require (
 	github.com/anthropics/anthropic-sdk-go v1.84.0

@@ -430,6 +430,9 @@ var kernelMigrations = []string{
 	// A token may narrow its holder's process capability (abi.ProcessCap
 	// as JSON; NULL narrows nothing).
 	`ALTER TABLE tokens ADD COLUMN process_cap TEXT`,
+	// The users group may run CodeMode blocks (codemode.run); a new
+	// state gets it from userCaps.
+	`INSERT OR IGNORE INTO group_caps(gid,cap) SELECT 100,'codemode.*' WHERE EXISTS (SELECT 1 FROM groups WHERE gid=100)`,
 }
 
 // maxCachedStmts bounds each statement cache; queries beyond it run

@@ -23,7 +23,7 @@ const (
 
 // userCaps are the capabilities of the users group; root's group has "*".
 var userCaps = []string{
-	"fs.*", "shell.exec", "process.*", "proc.*", "sched.*",
+	"fs.*", "shell.exec", "process.*", "proc.*", "sched.*", "codemode.*",
 	"sys.whoami", "sys.config.get", "sys.config.set", "sys.token.*",
 	"sys.user.list", "sys.group.list", "sys.device.list", "sys.device.get",
 	"sys.device.update", "sys.device.grant",

@@ -84,7 +84,7 @@ func (h *ptHarness) open() {
 	if err := k.EnsureSetup(context.Background(), "root", 0); err != nil {
 		h.t.Fatal(err)
 	}
-	opts := Options{Provider: h.provider, Logger: quiet}
+	opts := Options{Provider: h.provider, Logger: quiet, CodeModeWorker: codeModeWorker(h.t)}
 	if h.fromConfig {
 		opts.Provider = nil
 	}

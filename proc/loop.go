@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/proc/model"
 )
@@ -97,6 +98,17 @@ var tools = []tool{
 	{model.ToolDef{Name: "Watch", Description: "Be told (a [Process Event]: signal) when another process of your owner publishes a signal, such as proc.run.finished; once by default.",
 		Schema: schema(`{"type":"object","properties":{"signal":{"type":"string"},"processId":{"type":"string"},"once":{"type":"boolean"},"ttlMs":{"type":"integer"}},"required":["signal","processId"]}`)},
 		"signal.watch", passArgs},
+	// CodeMode runs a block whose shell and fs calls are this process's
+	// tool calls (proc/codemode.go).
+	{model.ToolDef{Name: "CodeMode", Description: codeModeTool,
+		Schema: schema(`{"type":"object","properties":{"code":{"type":"string","description":"the body of an async JavaScript function"},"timeoutMs":{"type":"integer"}},"required":["code"]}`)},
+		"codemode.exec", func(raw json.RawMessage) (json.RawMessage, error) {
+			var a abi.CodeModeExecArgs
+			if err := json.Unmarshal(raw, &a); err != nil {
+				return nil, fmt.Errorf("tool arguments: %v", err)
+			}
+			return json.Marshal(a)
+		}},
 }
 
 func toolByName(name string) *tool {
@@ -456,7 +468,16 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 		// approved: run it.
 	}
 	m.signal(pr.uid, "proc.run.tool.started", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "callId": c.ID, "toolName": c.Name, "syscall": t.syscall})
-	res, err := m.k.Call(ctx, caller, t.syscall, args)
+	var callArgs any = args
+	if t.syscall == "codemode.exec" {
+		// An Internal syscall takes its Go args, not a frame's JSON.
+		var a abi.CodeModeExecArgs
+		if err := kernel.DecodeArgs(args, &a); err != nil {
+			return false, result(err.Error(), true)
+		}
+		callArgs = &a
+	}
+	res, err := m.k.Call(ctx, caller, t.syscall, callArgs)
 	if sh, ok := res.(*abi.ShellExecResult); ok && err == nil && sh.Status == "running" {
 		res, err = m.awaitShell(ctx, caller, sh)
 	}
@@ -470,7 +491,11 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 	if err != nil {
 		return false, result(note+err.Error(), true)
 	}
-	return false, result(note+string(out), failed(res, nil) != nil)
+	isErr := failed(res, nil) != nil
+	if cm, ok := res.(*abi.CodeModeResult); ok {
+		isErr = cm.Status != codemode.StatusCompleted
+	}
+	return false, result(note+string(out), isErr)
 }
 
 // systemPrompt is the profile's prompt plus the owner's ~/context.d/*.md.

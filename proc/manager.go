@@ -23,6 +23,11 @@ type Options struct {
 	Logger   *slog.Logger
 	// MaxSteps bounds the model calls of one run (default 40).
 	MaxSteps int
+	// CodeModeWorker is the argv of the CodeMode worker process (the
+	// daemon's own binary with its hidden codemode-worker command, a
+	// test binary that is its own worker); without it codemode.run and
+	// the CodeMode tool fail (503).
+	CodeModeWorker []string
 	// noCheckpoints runs without checkpoints: the baseline of the
 	// checkpoints' cost in BenchmarkRuns.
 	noCheckpoints bool
@@ -121,6 +126,8 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 		kernel.Fn("proc.conversation.fork", 0, m.sysFork),
 		kernel.Fn("proc.conversation.segments", 0, m.sysSegments),
 		kernel.Fn("proc.conversation.segment.read", 0, m.sysSegmentRead),
+		kernel.Fn("codemode.run", 0, m.sysCodeModeRun),
+		kernel.Fn("codemode.exec", kernel.Internal, m.sysCodeModeExec),
 	}
 }
 

@@ -107,6 +107,7 @@ func rootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(c.deviceCmd())
 	root.AddCommand(c.ipcCmd(), c.watchCmd())
 	root.AddCommand(c.notifyCmd())
+	root.AddCommand(c.codemodeCmd())
 	return root
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/devices"
 	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/kernel"
@@ -101,8 +102,29 @@ func rootCmd() *cobra.Command {
 			return run(cmd.Context(), o, "")
 		},
 	}
-	root.AddCommand(mount, serve, deviceCmd())
+	worker := &cobra.Command{
+		Use:    "codemode-worker",
+		Short:  "Run one CodeMode block (the daemon starts it; JSON lines on stdin and stdout)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		Run: func(cmd *cobra.Command, args []string) {
+			os.Exit(codemode.WorkerMain())
+		},
+	}
+	root.AddCommand(mount, serve, deviceCmd(), worker)
 	return root
+}
+
+// codeModeWorker is the argv of a CodeMode worker: this binary's hidden
+// codemode-worker command, or nil (no CodeMode) when the binary cannot be
+// found.
+func codeModeWorker() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		slog.Warn("no CodeMode: cannot find this binary", "err", err)
+		return nil
+	}
+	return []string{exe, "codemode-worker"}
 }
 
 // DefaultStateDir is $GSV_STATE, else ~/.local/share/gsv.
@@ -166,7 +188,9 @@ func run(ctx context.Context, o options, mountDir string) error {
 		open func() (ns.Room, error)
 	}{
 		{"devices", func() (ns.Room, error) { return dev, nil }},
-		{"processes", func() (ns.Room, error) { return proc.Open(space, proc.Options{Logger: log}) }},
+		{"processes", func() (ns.Room, error) {
+			return proc.Open(space, proc.Options{Logger: log, CodeModeWorker: codeModeWorker()})
+		}},
 		{"scheduler", func() (ns.Room, error) { return sched.Open(space, sched.Options{Logger: log}) }},
 		{"notifications", func() (ns.Room, error) { return notify.Open(space, notify.Options{Logger: log}) }},
 	}

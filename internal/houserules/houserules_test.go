@@ -137,6 +137,19 @@ var rules = []rule{
 		},
 	},
 	{
+		// CodeMode is a library: it runs a JavaScript block in a worker
+		// process and serves its nested calls through a function it is
+		// given. It knows no kernel, namespace, vfs or room, and links
+		// no SQLite, so that anything (a room, a device daemon) can run
+		// blocks. Its tests need nothing of GSV either.
+		name:   "codemode imports nothing of GSV and no SQLite",
+		binds:  func(p string) bool { return under(p, "codemode") },
+		forbid: func(_, dep string, _ bool) bool { return true },
+		external: func(dep string, _ bool) bool {
+			return dep == "modernc.org/sqlite" || strings.HasPrefix(dep, "modernc.org/sqlite/")
+		},
+	},
+	{
 		name:   "abi imports nothing of GSV",
 		binds:  func(p string) bool { return p == "abi" },
 		forbid: func(_, dep string, _ bool) bool { return true },

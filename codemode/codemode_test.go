@@ -1,0 +1,346 @@
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestMain makes the test binary its own worker: Run starts it with
+// WorkerEnv set.
+func TestMain(m *testing.M) {
+	if os.Getenv(WorkerEnv) == "1" {
+		os.Exit(WorkerMain())
+	}
+	os.Exit(m.Run())
+}
+
+// self is the argv of the test binary as a worker.
+func self(t testing.TB) []string {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{exe}
+}
+
+// noCalls is a CallFunc that serves nothing.
+func noCalls(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	return nil, errors.New("no calls here")
+}
+
+func run(t *testing.T, req Request, call CallFunc) *Result {
+	t.Helper()
+	if call == nil {
+		call = noCalls
+	}
+	res, err := Run(context.Background(), self(t), req, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func completed(t *testing.T, res *Result, want string) {
+	t.Helper()
+	if res.Status != StatusCompleted {
+		t.Fatalf("status %s, error %q, logs %q", res.Status, res.Error, res.Logs)
+	}
+	if got := string(res.Result); got != want {
+		t.Fatalf("result %s, want %s", got, want)
+	}
+}
+
+func failedWith(t *testing.T, res *Result, want string) {
+	t.Helper()
+	if res.Status != StatusFailed {
+		t.Fatalf("status %s (result %s), want failed with %q", res.Status, res.Result, want)
+	}
+	if !strings.Contains(res.Error, want) {
+		t.Fatalf("error %q, want it to contain %q", res.Error, want)
+	}
+}
+
+// alive checks that the parent still works after a run.
+func alive(t *testing.T) {
+	t.Helper()
+	completed(t, run(t, Request{Code: "return 1"}, nil), "1")
+}
+
+func TestBasics(t *testing.T) {
+	completed(t, run(t, Request{Code: "return 6*7"}, nil), "42")
+	completed(t, run(t, Request{Code: ""}, nil), "null")
+	completed(t, run(t, Request{Code: "const x = await Promise.resolve(2); return {x, s: 'é'}"}, nil), `{"x":2,"s":"é"}`)
+	completed(t, run(t, Request{Code: "async function* g() { yield 1; yield 2 } let s = 0; for await (const v of g()) s += v; return s"}, nil), "3")
+	completed(t, run(t, Request{Code: "return typeof fetch + typeof setTimeout + typeof require + typeof process"}, nil),
+		`"undefinedundefinedundefinedundefined"`)
+	res := run(t, Request{Code: "return await import('/etc/passwd')"}, nil)
+	failedWith(t, res, "not available")
+	failedWith(t, run(t, Request{Code: "return 1n"}, nil), "not JSON")
+	failedWith(t, run(t, Request{Code: "return (("}, nil), "SyntaxError")
+	// Text that closes the function body early runs as global code.
+	completed(t, run(t, Request{Code: "})(); (function(){"}, nil), "null")
+	failedWith(t, run(t, Request{Code: "await new Promise(() => {})"}, nil), "never settles")
+	failedWith(t, run(t, Request{Code: "__gsv_done('{\"ok\":true,\"result\":1}'); return 2"}, nil), "ReferenceError")
+}
+
+func TestArgvArgs(t *testing.T) {
+	res := run(t, Request{Code: "return {argv, args}", Argv: []string{"a", "b"}, Args: map[string]string{"mode": "fast"}}, nil)
+	completed(t, res, `{"argv":["a","b"],"args":{"mode":"fast"}}`)
+	res = run(t, Request{Code: "return args.n + 1", ArgsJSON: json.RawMessage(`{"n":41}`)}, nil)
+	completed(t, res, "42")
+	completed(t, run(t, Request{Code: "return {argv, args}"}, nil), `{"argv":[],"args":{}}`)
+}
+
+func TestLogs(t *testing.T) {
+	res := run(t, Request{Code: `console.log("a", 1, {b: 2}); console.info("i"); console.warn("w"); console.error(new Error("e")); return "ok"`}, nil)
+	completed(t, res, `"ok"`)
+	want := []string{`a 1 {"b":2}`, "i", "warn: w", "error: Error: e"}
+	if fmt.Sprint(res.Logs) != fmt.Sprint(want) {
+		t.Fatalf("logs %q, want %q", res.Logs, want)
+	}
+	// Logs before a failure are kept.
+	res = run(t, Request{Code: `console.log("before"); throw new Error("boom")`}, nil)
+	failedWith(t, res, "Error: boom")
+	if len(res.Logs) != 1 || res.Logs[0] != "before" {
+		t.Fatalf("logs %q", res.Logs)
+	}
+	res = run(t, Request{Code: `for (let i = 0; i < 5000; i++) console.log(i); return 1`}, nil)
+	completed(t, res, "1")
+	if n := len(res.Logs); n > maxLogs+1 || res.Logs[n-1] != "… (logs truncated)" {
+		t.Fatalf("%d logs, last %q", n, res.Logs[n-1])
+	}
+}
+
+func TestThrow(t *testing.T) {
+	failedWith(t, run(t, Request{Code: `throw new TypeError("bad thing")`}, nil), "TypeError: bad thing")
+	failedWith(t, run(t, Request{Code: `throw "plain"`}, nil), "uncaught: plain")
+	failedWith(t, run(t, Request{Code: `await Promise.reject(new Error("later"))`}, nil), "Error: later")
+	alive(t)
+}
+
+func TestTimeLimit(t *testing.T) {
+	for _, code := range []string{
+		"while (true) {}",
+		"await null; for (;;) {}",
+		"try { while (true) {} } catch (e) { return 'caught' }",
+	} {
+		start := time.Now()
+		res := run(t, Request{Code: code, Limits: Limits{Wall: 300 * time.Millisecond}}, nil)
+		failedWith(t, res, "time limit exceeded")
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("%q took %v", code, d)
+		}
+	}
+	alive(t)
+}
+
+func TestMemoryLimit(t *testing.T) {
+	for _, code := range []string{
+		"const a = []; while (true) a.push(new Array(100000).fill(1))",
+		"let s = 'x'; while (true) s = s + s",
+		"return new ArrayBuffer(1 << 30).byteLength",
+	} {
+		res := run(t, Request{Code: code, Limits: Limits{MemoryBytes: 16 << 20, Wall: 10 * time.Second}}, nil)
+		if res.Status != StatusFailed || !(strings.Contains(res.Error, "memory limit") || strings.Contains(res.Error, "RangeError") || strings.Contains(res.Error, "string too long")) {
+			t.Fatalf("%q: %+v", code, res)
+		}
+	}
+	alive(t)
+}
+
+func TestStackOverflow(t *testing.T) {
+	res := run(t, Request{Code: "function f(n) { return f(n + 1) + 1 } return f(0)"}, nil)
+	failedWith(t, res, "stack overflow")
+	res = run(t, Request{Code: "const f = async (n) => 1 + await f(n + 1); return await f(0)"}, nil)
+	failedWith(t, res, "stack overflow")
+	res = run(t, Request{Code: "function f(n) { return n == 0 ? 0 : 1 + f(n - 1) } return f(100)", Limits: Limits{StackDepth: 50}}, nil)
+	failedWith(t, res, "stack overflow")
+	alive(t)
+}
+
+// fake is a CallFunc over a tiny shell and file system, as the seed's
+// examples use them.
+type fake struct {
+	polls atomic.Int32
+}
+
+func (f *fake) call(_ context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	var a map[string]any
+	if err := json.Unmarshal(args, &a); err != nil {
+		return nil, err
+	}
+	switch name {
+	case "shell.exec":
+		switch {
+		case a["input"] == "pwd":
+			return json.RawMessage(`{"status":"completed","output":"/home/alice\n","exitCode":0}`), nil
+		case a["input"] == "npm run test":
+			if a["cwd"] != "/workspace/gsv/gateway" {
+				return nil, fmt.Errorf("cwd %v", a["cwd"])
+			}
+			return json.RawMessage(`{"status":"running","output":"start ","sessionId":"sh_1"}`), nil
+		case a["sessionId"] == "sh_1":
+			if f.polls.Add(1) < 3 {
+				return json.RawMessage(`{"status":"running","output":"tick ","sessionId":"sh_1"}`), nil
+			}
+			return json.RawMessage(`{"status":"completed","output":"done","exitCode":0,"sessionId":"sh_1"}`), nil
+		}
+		return json.RawMessage(`{"status":"failed","output":"","error":"unknown command","exitCode":127}`), nil
+	case "fs.read":
+		if a["path"] == "package.json" {
+			return json.RawMessage(`{"ok":true,"content":"{\"name\":\"gsv\"}"}`), nil
+		}
+		return nil, fmt.Errorf("fs.read: %v: no such file", a["path"])
+	case "fs.write", "fs.edit", "fs.delete", "fs.search":
+		return json.Marshal(map[string]any{"ok": true, "call": name, "args": a})
+	}
+	return nil, fmt.Errorf("%s: unknown", name)
+}
+
+func TestNestedCalls(t *testing.T) {
+	f := &fake{}
+	res := run(t, Request{Code: `
+const pwd = await shell("pwd");
+const packageJson = await fs.read({ path: "package.json" });
+return { pwd: pwd.output, packageJson: packageJson.content };`}, f.call)
+	completed(t, res, `{"pwd":"/home/alice\n","packageJson":"{\"name\":\"gsv\"}"}`)
+
+	// The seed's polling loop.
+	res = run(t, Request{Code: `
+let res = await shell("npm run test", { cwd: "/workspace/gsv/gateway" });
+let output = res.output;
+while (res.status === "running") {
+  res = await shell("", { sessionId: res.sessionId });
+  output += res.output;
+}
+if (res.status === "failed") {
+  throw new Error(res.error + "\n" + output);
+}
+return { exitCode: res.exitCode, output };`}, f.call)
+	completed(t, res, `{"exitCode":0,"output":"start tick tick done"}`)
+
+	// A failing nested call throws in the block, which may catch it.
+	res = run(t, Request{Code: `try { await fs.read({path: "nope"}) } catch (e) { return e.message }`}, f.call)
+	completed(t, res, `"fs.read: nope: no such file"`)
+	failedWith(t, run(t, Request{Code: `await fs.read({path: "nope"})`}, f.call), "no such file")
+
+	// Every wrapper passes its args through.
+	res = run(t, Request{Code: `return [await fs.write({path:"a", content:"x"}), await fs.edit({path:"a"}), await fs.delete({path:"a"}), await fs.search({query:"q"})].map(r => r.call)`}, f.call)
+	completed(t, res, `["fs.write","fs.edit","fs.delete","fs.search"]`)
+
+	var got json.RawMessage
+	capture := func(_ context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+		got = args
+		return json.RawMessage(`{"status":"completed","output":"","exitCode":0}`), nil
+	}
+	run(t, Request{Code: `return await shell("ls", {target: "laptop", cwd: "~/src", timeoutMs: 5, other: 1})`}, capture)
+	if string(got) != `{"input":"ls","target":"laptop","cwd":"~/src","timeoutMs":5}` {
+		t.Fatalf("shell args %s", got)
+	}
+}
+
+// A nested call that outlives the wall time is cancelled, and the run
+// fails with the time limit.
+func TestNestedCallTimeLimit(t *testing.T) {
+	slow := func(ctx context.Context, _ string, _ json.RawMessage) (json.RawMessage, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	start := time.Now()
+	res := run(t, Request{Code: `try { await shell("sleep") } catch (e) {} while (true) {}`, Limits: Limits{Wall: 300 * time.Millisecond}}, slow)
+	failedWith(t, res, "time limit exceeded")
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+func TestAbort(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	res, err := Run(ctx, self(t), Request{Code: "while (true) {}"}, noCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failedWith(t, res, "aborted")
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+func TestBadWorkers(t *testing.T) {
+	ctx := context.Background()
+	if _, err := Run(ctx, []string{"/nonexistent/worker"}, Request{Code: "return 1"}, noCalls); err == nil {
+		t.Fatal("no error for a missing worker")
+	}
+	for _, c := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"/bin/sh", "-c", "echo garbage"}, "not the protocol"},
+		{[]string{"/bin/sh", "-c", "echo oops >&2; exit 7"}, "exit status 7: oops"},
+		{[]string{"/bin/sh", "-c", "kill -SEGV $$"}, "died"},
+		{[]string{"/bin/sh", "-c", `echo '{"done":{"status":"weird"}}'`}, "weird"},
+		{[]string{"/bin/sh", "-c", `echo '{"id":1,"call":"x"}'; echo '{"id":2,"call":"y"}'; sleep 5`}, "before the last one"},
+	} {
+		res, err := Run(ctx, c.argv, Request{Code: "return 1", Limits: Limits{Wall: time.Second}}, func(ctx context.Context, _ string, _ json.RawMessage) (json.RawMessage, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		failedWith(t, res, c.want)
+	}
+	// A worker that never answers is killed at the wall time.
+	start := time.Now()
+	res, err := Run(ctx, []string{"/bin/sh", "-c", "exec sleep 60"}, Request{Limits: Limits{Wall: 200 * time.Millisecond}}, noCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failedWith(t, res, "time limit exceeded")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+// FuzzRun feeds random code to workers under short limits: every run ends
+// with a Result, and the parent lives on.
+func FuzzRun(f *testing.F) {
+	for _, s := range []string{
+		"return 1", "while(1){}", "throw 1", "return await shell('pwd')",
+		"function f(){f()} f()", "let a=[];for(;;)a.push('xxxxxxxx'+a.length)",
+		"return new Proxy({}, {get(){ throw 1 }})", "await fs.read(); return {a:[1,{b:null}]}",
+		"return JSON.parse('{')", "Object.prototype.toJSON = () => { throw 2 }; return {}",
+		"console.log(Symbol())", "return [].constructor.constructor('return this')()",
+		"globalThis.JSON = null; return 1", "Promise.prototype.then = null; return 1",
+	} {
+		f.Add(s)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, code string) {
+		call := func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+			return json.RawMessage(`{"status":"completed","output":"","exitCode":0}`), nil
+		}
+		res, err := Run(context.Background(), []string{exe}, Request{Code: code, Limits: Limits{Wall: 500 * time.Millisecond, MemoryBytes: 8 << 20}}, call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != StatusCompleted && res.Status != StatusFailed {
+			t.Fatalf("status %q", res.Status)
+		}
+		if res.Status == StatusCompleted && !json.Valid(res.Result) {
+			t.Fatalf("result %q is not JSON", res.Result)
+		}
+	})
+}

@@ -1,0 +1,288 @@
+package codemode
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+	"unicode/utf8"
+)
+
+// prelude sets the block's globals up from the host functions the worker
+// registers (__gsv_*), removes those from the global object (the wrappers
+// keep them in a closure, so a block cannot fake its result or speak the
+// protocol), then starts the block. The block is compiled by the
+// AsyncFunction constructor as global code: it sees the globals, not the
+// prelude's closure, even when its text closes the function body early.
+const prelude = `(function () {
+  "use strict";
+  const call = globalThis.__gsv_call, log = globalThis.__gsv_log,
+        done = globalThis.__gsv_done, code = globalThis.__gsv_code(),
+        input = JSON.parse(globalThis.__gsv_input());
+  for (const k of ["__gsv_call", "__gsv_log", "__gsv_done", "__gsv_code", "__gsv_input"]) {
+    delete globalThis[k];
+  }
+  const errText = (e) => {
+    if (e instanceof Error) return e.name + ": " + e.message;
+    try { return "uncaught: " + (typeof e === "string" ? e : JSON.stringify(e)); } catch (_) { return "uncaught: " + String(e); }
+  };
+  const invoke = (name, args) => {
+    const r = JSON.parse(call(name, JSON.stringify(args === undefined ? {} : args)));
+    if (r.error !== undefined) throw new Error(r.error);
+    return r.result === undefined ? null : r.result;
+  };
+  const text = (x) => {
+    if (typeof x === "string") return x;
+    if (x instanceof Error) return errText(x);
+    try { const s = JSON.stringify(x); return s === undefined ? String(x) : s; } catch (_) { return String(x); }
+  };
+  const logger = (level) => (...a) => { log(level, a.map(text).join(" ")); };
+  globalThis.console = Object.freeze({
+    log: logger("log"), info: logger("info"), warn: logger("warn"),
+    error: logger("error"), debug: logger("debug"),
+  });
+  globalThis.shell = async (command, options) => {
+    const o = options || {};
+    const a = { input: command === undefined || command === null ? "" : String(command) };
+    for (const k of ["target", "cwd", "sessionId", "timeoutMs"]) {
+      if (o[k] !== undefined && o[k] !== null) a[k] = o[k];
+    }
+    return invoke("shell.exec", a);
+  };
+  const fsCall = (name) => async (args) => invoke(name, args === undefined ? {} : args);
+  globalThis.fs = Object.freeze({
+    read: fsCall("fs.read"), write: fsCall("fs.write"), edit: fsCall("fs.edit"),
+    delete: fsCall("fs.delete"), search: fsCall("fs.search"),
+  });
+  globalThis.argv = Object.freeze(input.argv || []);
+  globalThis.args = input.args === undefined || input.args === null ? {} : input.args;
+  const AsyncFunction = (async function () {}).constructor;
+  let fn;
+  try {
+    fn = new AsyncFunction(code);
+  } catch (e) {
+    done(JSON.stringify({ ok: false, error: errText(e) }));
+    return;
+  }
+  let p;
+  try { p = Promise.resolve(fn()); } catch (e) { p = Promise.reject(e); }
+  p.then((v) => {
+    let s;
+    try {
+      s = JSON.stringify({ ok: true, result: v === undefined ? null : v });
+      if (s === undefined) throw new TypeError("not JSON");
+    } catch (e) {
+      s = JSON.stringify({ ok: false, error: "the block's return value is not JSON: " + errText(e) });
+    }
+    done(s);
+  }, (e) => { done(JSON.stringify({ ok: false, error: errText(e) })); });
+})();
+`
+
+// WorkerMain is the worker: it reads a Request on stdin, runs the block,
+// makes its nested calls and writes its logs and its Result on stdout (see
+// the package documentation), and returns the process's exit code. A
+// binary that runs blocks calls it from a hidden subcommand.
+func WorkerMain() int {
+	out := bufio.NewWriter(os.Stdout)
+	// Nothing else may write to the protocol's stream.
+	os.Stdout = os.Stderr
+	w := &worker{in: bufio.NewReaderSize(os.Stdin, 64<<10), out: out}
+	line, err := w.readLine()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "codemode worker: no request:", err)
+		return 2
+	}
+	var req Request
+	if err := json.Unmarshal(line, &req); err != nil {
+		fmt.Fprintln(os.Stderr, "codemode worker: bad request:", err)
+		return 2
+	}
+	res := w.run(req)
+	if err := w.send(wire{Done: res}); err != nil {
+		fmt.Fprintln(os.Stderr, "codemode worker:", err)
+		return 2
+	}
+	// The engine is not closed: the process ends, which frees it whole,
+	// and a script that broke the engine cannot break its teardown.
+	return 0
+}
+
+// worker is the child's side of the protocol.
+type worker struct {
+	in     *bufio.Reader
+	out    *bufio.Writer
+	nextID int64
+	done   string // the block's end, as the prelude encodes it
+	ended  bool
+	nlogs  int
+	nbytes int
+	// deadline is the end of the run's wall time.
+	deadline time.Time
+}
+
+// readLine reads one line of at most maxLine bytes.
+func (w *worker) readLine() ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := w.in.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > maxLine {
+			return nil, errors.New("line too long")
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			if err == io.EOF && len(line) > 0 {
+				return line, nil
+			}
+			return nil, err
+		}
+		return line, nil
+	}
+}
+
+// send writes one protocol line.
+func (w *worker) send(m wire) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if _, err := w.out.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	return w.out.Flush()
+}
+
+// call is __gsv_call: a nested call to the parent, answered as the JSON
+// {"result":…} or {"error":"…"}. It blocks the block until answered.
+func (w *worker) call(name, args string) string {
+	w.nextID++
+	id := w.nextID
+	if !json.Valid([]byte(args)) {
+		return errJSON("arguments are not JSON")
+	}
+	if err := w.send(wire{ID: id, Call: name, Args: json.RawMessage(args)}); err != nil {
+		return errJSON("the parent is gone: " + err.Error())
+	}
+	for {
+		line, err := w.readLine()
+		if err != nil {
+			// The parent is gone: nothing is left to do.
+			os.Exit(3)
+		}
+		var a wire
+		if err := json.Unmarshal(line, &a); err != nil || a.ID != id {
+			continue
+		}
+		if a.Error != nil {
+			return errJSON(*a.Error)
+		}
+		r := a.Result
+		if len(r) == 0 {
+			r = json.RawMessage("null")
+		}
+		b, _ := json.Marshal(struct {
+			Result json.RawMessage `json:"result"`
+		}{r})
+		return string(b)
+	}
+}
+
+func errJSON(msg string) string {
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
+	return string(b)
+}
+
+// log is __gsv_log: one console line, sent at once so that a run that is
+// killed keeps the lines before.
+func (w *worker) log(level, msg string) {
+	if w.nlogs > maxLogs || w.nbytes > maxLogBytes {
+		return
+	}
+	if level != "log" && level != "info" {
+		msg = level + ": " + msg
+	}
+	if !utf8.ValidString(msg) {
+		msg = string([]rune(msg))
+	}
+	w.nlogs++
+	w.nbytes += len(msg)
+	_ = w.send(wire{Log: &msg})
+}
+
+// run runs req's block to its end.
+func (w *worker) run(req Request) *Result {
+	start := time.Now()
+	l := req.Limits.withDefaults()
+	w.deadline = start.Add(l.Wall)
+	e, err := newEngine(l, start)
+	if err != nil {
+		return failed("engine: "+err.Error(), nil)
+	}
+	var args any = req.Args
+	if len(req.ArgsJSON) > 0 {
+		args = req.ArgsJSON
+	}
+	inputJSON, err := json.Marshal(map[string]any{"argv": req.Argv, "args": args})
+	if err != nil {
+		return failed("arguments: "+err.Error(), nil)
+	}
+	for name, f := range map[string]any{
+		"__gsv_call":  w.call,
+		"__gsv_log":   w.log,
+		"__gsv_done":  func(s string) { w.done, w.ended = s, true },
+		"__gsv_code":  func() string { return req.Code },
+		"__gsv_input": func() string { return string(inputJSON) },
+	} {
+		if err := e.register(name, f); err != nil {
+			return failed("engine: "+err.Error(), nil)
+		}
+	}
+	if err := e.eval(prelude); err != nil {
+		return w.end(err, l)
+	}
+	for !w.ended {
+		n, err := e.drain()
+		if err != nil {
+			return w.end(err, l)
+		}
+		if n == 0 && !w.ended {
+			return failed("the block's promise never settles (a block has no timers or events to wait for)", nil)
+		}
+	}
+	return w.end(nil, l)
+}
+
+// end is the Result of a block that ended (err nil: w.done holds how) or
+// stopped with err.
+func (w *worker) end(err error, l Limits) *Result {
+	if err != nil {
+		if errors.Is(err, errTimeLimit) {
+			return failed(fmt.Sprintf("time limit exceeded (%v)", l.Wall), nil)
+		}
+		return failed(err.Error(), nil)
+	}
+	var d struct {
+		OK     bool            `json:"ok"`
+		Result json.RawMessage `json:"result"`
+		Error  string          `json:"error"`
+	}
+	if jerr := json.Unmarshal([]byte(w.done), &d); jerr != nil {
+		return failed("the block's end is not JSON: "+jerr.Error(), nil)
+	}
+	if !d.OK {
+		err := limitError(d.Error, l, !time.Now().Before(w.deadline))
+		if errors.Is(err, errTimeLimit) {
+			return failed(fmt.Sprintf("time limit exceeded (%v)", l.Wall), nil)
+		}
+		return failed(err.Error(), nil)
+	}
+	return &Result{Status: StatusCompleted, Result: d.Result}
+}

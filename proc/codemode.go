@@ -1,0 +1,169 @@
+package proc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/codemode"
+	"gsvfs.dev/gsvfs/kernel"
+)
+
+// codeModeCalls are the syscalls a block's wrappers make: shell(...) and
+// fs.*(...). A block makes no other.
+var codeModeCalls = map[string]bool{
+	"shell.exec": true, "fs.read": true, "fs.write": true,
+	"fs.edit": true, "fs.delete": true, "fs.search": true,
+}
+
+// codeModeMaxWall bounds a run's timeoutMs.
+const codeModeMaxWall = 10 * time.Minute
+
+// sysCodeModeRun serves codemode.run: a person runs a block as one of
+// their processes (default their init). Its nested calls are syscalls
+// made as that process (its identity, cwd and pid), with the args'
+// target and cwd as the defaults of calls that name none. They ask no
+// human: the caller is the person who would be asked, and may make each
+// call directly.
+func (m *Manager) sysCodeModeRun(ctx context.Context, c *kernel.Caller, a *abi.CodeModeRunArgs) (*abi.CodeModeResult, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	caller, err := m.processCaller(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if a.Cwd != "" && (a.Target == "" || a.Target == "gsv") {
+		caller.Cwd = a.Cwd
+	}
+	req := codemode.Request{Code: a.Code, Argv: a.Argv}
+	if len(a.Args) > 0 && string(a.Args) != "null" {
+		req.ArgsJSON = a.Args
+	}
+	if req.Limits.Wall, err = codeModeWall(a.TimeoutMs); err != nil {
+		return nil, err
+	}
+	return m.runCodeMode(ctx, req, m.codeModeCall(caller, a.Target, a.Cwd, ""))
+}
+
+// sysCodeModeExec serves codemode.exec, the agent's CodeMode tool: the
+// caller is the process (an identity with its Pid), and the block's
+// nested calls go as the process's direct tool calls go, through the
+// dispatcher as it, under the same approval policy: a call that needs a
+// human's approval runs only if the process remembers that approval
+// ("approve and remember" of an earlier request); else it fails in the
+// block with "needs approval".
+func (m *Manager) sysCodeModeExec(ctx context.Context, c *kernel.Caller, a *abi.CodeModeExecArgs) (*abi.CodeModeResult, error) {
+	if c.Identity == nil || c.Pid == "" {
+		return nil, abi.E(abi.Permission, "codemode.exec is a process's own call")
+	}
+	wall, err := codeModeWall(a.TimeoutMs)
+	if err != nil {
+		return nil, err
+	}
+	req := codemode.Request{Code: a.Code, Limits: codemode.Limits{Wall: wall}}
+	return m.runCodeMode(ctx, req, m.codeModeCall(c, "", "", c.Pid))
+}
+
+// codeModeWall is the wall time of timeoutMs (0: the default).
+func codeModeWall(timeoutMs int64) (time.Duration, error) {
+	if timeoutMs < 0 {
+		return 0, abi.E(abi.Invalid, "timeoutMs must not be negative")
+	}
+	d := time.Duration(timeoutMs) * time.Millisecond
+	if d > codeModeMaxWall {
+		return 0, abi.E(abi.Invalid, fmt.Sprintf("timeoutMs is at most %d", codeModeMaxWall.Milliseconds()))
+	}
+	return d, nil
+}
+
+// processCaller is the caller a process's calls are made as: its owner's
+// identity with the process's cwd, workspace and pid (as a run's tool
+// calls are).
+func (m *Manager) processCaller(ctx context.Context, p *abi.Process) (*kernel.Caller, error) {
+	id, err := m.k.IdentityOf(ctx, p.Uid)
+	if err != nil {
+		return nil, err
+	}
+	id.Cwd = p.Cwd
+	id.WorkspaceID = p.WorkspaceID
+	id.Pid = p.Pid
+	return &kernel.Caller{Identity: id}, nil
+}
+
+// runCodeMode runs req in a worker and returns its result.
+func (m *Manager) runCodeMode(ctx context.Context, req codemode.Request, call codemode.CallFunc) (*abi.CodeModeResult, error) {
+	if len(m.opts.CodeModeWorker) == 0 {
+		return nil, abi.E(abi.Offline, "CodeMode is not available: the daemon has no worker command")
+	}
+	res, err := codemode.Run(ctx, m.opts.CodeModeWorker, req, call)
+	if err != nil {
+		return nil, abi.E(abi.Other, err)
+	}
+	return &abi.CodeModeResult{Status: res.Status, Result: res.Result, Error: res.Error, Logs: res.Logs}, nil
+}
+
+// codeModeCall serves a block's nested calls as caller: target and cwd,
+// when set, are the defaults of calls that name none (cwd of shell.exec
+// only: an fs path is resolved against the caller's cwd); askPid, when
+// set, is the process whose approval policy the calls are under.
+func (m *Manager) codeModeCall(caller *kernel.Caller, target, cwd, askPid string) codemode.CallFunc {
+	return func(ctx context.Context, name string, raw json.RawMessage) (json.RawMessage, error) {
+		if !codeModeCalls[name] {
+			return nil, fmt.Errorf("%s: not a CodeMode call", name)
+		}
+		var a map[string]any
+		if err := json.Unmarshal(raw, &a); err != nil || a == nil {
+			return nil, fmt.Errorf("%s: arguments must be an object", name)
+		}
+		if _, ok := a["target"]; !ok && target != "" {
+			a["target"] = target
+		}
+		if _, ok := a["cwd"]; !ok && cwd != "" && name == "shell.exec" {
+			if _, cont := a["sessionId"]; !cont {
+				a["cwd"] = cwd
+			}
+		}
+		args, err := json.Marshal(a)
+		if err != nil {
+			return nil, err
+		}
+		if askPid != "" {
+			if err := m.k.Permit(caller, name); err != nil {
+				return nil, err
+			}
+			if need := approval(name, args, caller.Home, caller.Cwd); need != "" {
+				ok, err := m.allowed(ctx, askPid, need)
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					return nil, fmt.Errorf("%s: needs approval: approve %q for this process first (approve and remember a direct call of it), or make the call outside CodeMode", name, need)
+				}
+			}
+		}
+		res, err := m.k.Call(ctx, caller, name, json.RawMessage(args))
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			return nil, fmt.Errorf("%s: result: %v", name, err)
+		}
+		return b, nil
+	}
+}
+
+// codeModeTool is the agent's CodeMode tool's description.
+var codeModeTool = strings.Join([]string{
+	"Run a JavaScript block (the body of an async function: top-level await, explicit return) for multi-step work that is easier as code than as many tool calls.",
+	"In the block: await shell(command, {target, cwd, sessionId, timeoutMs}) returns the shell.exec result ({status: completed|running|failed, output, exitCode, sessionId}; poll a running one with shell(\"\", {sessionId})),",
+	"await fs.read/write/edit/delete/search(args) take the Read/Write/Edit/Delete/Search tools' args and return their results; console.log lines come back as logs.",
+	"Each call is one of your tool calls, as you: one that needs approval runs only if approval was remembered for this process.",
+	"No network, no timers; limits: 64 MiB, 30 s (timeoutMs), call depth.",
+	"Returns {status: completed, result, logs} or {status: failed, error, logs}.",
+}, " ")

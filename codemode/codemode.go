@@ -215,10 +215,9 @@ func Run(ctx context.Context, worker []string, req Request, call CallFunc) (*Res
 		readErr <- io.EOF
 	}()
 
-	if _, err := stdin.Write(append(line, '\n')); err != nil {
-		// The worker died at once; its exit tells why.
-		return failed(fmt.Sprintf("worker died: %v%s", wait(), stderr.text()), nil), nil
-	}
+	// A worker that ended before it read the request fails this write;
+	// what it wrote and its exit, read below, tell why.
+	stdin.Write(append(line, '\n'))
 
 	var logs []string
 	logBytes := 0

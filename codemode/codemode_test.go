@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,15 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv(WorkerEnv) == "1" {
 		os.Exit(WorkerMain())
+	}
+	if os.Getenv("CODEMODE_TEST_WHOAMI") == "1" { // TestWorkerDropsRoot
+		if err := dropPrivileges(); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		gs, _ := os.Getgroups()
+		fmt.Println(os.Geteuid(), os.Getegid(), gs)
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -343,4 +353,21 @@ func FuzzRun(f *testing.F) {
 			t.Fatalf("result %q is not JSON", res.Result)
 		}
 	})
+}
+
+// A worker started by root runs as nobody, with no way back.
+func TestWorkerDropsRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	res, err := Run(context.Background(), self(t), Request{Code: `return 1`}, noCalls)
+	if err != nil || res.Status != "completed" {
+		t.Fatalf("a run as nobody: %+v %v", res, err)
+	}
+	cmd := exec.Command(self(t)[0])
+	cmd.Env = []string{"CODEMODE_TEST_WHOAMI=1"}
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "65534 65534 []" {
+		t.Fatalf("the worker's credentials after the drop: %q %v", out, err)
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // prelude sets the block's globals up from the host functions the worker
@@ -87,6 +89,10 @@ const prelude = `(function () {
 // the package documentation), and returns the process's exit code. A
 // binary that runs blocks calls it from a hidden subcommand.
 func WorkerMain() int {
+	if err := dropPrivileges(); err != nil {
+		fmt.Fprintln(os.Stderr, "codemode worker:", err)
+		return 2
+	}
 	out := bufio.NewWriter(os.Stdout)
 	// Nothing else may write to the protocol's stream.
 	os.Stdout = os.Stderr
@@ -285,4 +291,34 @@ func (w *worker) end(err error, l Limits) *Result {
 		return failed(err.Error(), nil)
 	}
 	return &Result{Status: StatusCompleted, Result: d.Result}
+}
+
+// nobody is the uid and gid a worker started by root runs as.
+const nobody = 65534
+
+// dropPrivileges makes a worker started by root nobody, with no groups,
+// no capabilities and no way to regain any (no_new_privs), before it
+// reads a script: a script's only way out is its nested calls, made by
+// the parent as the caller; a flaw in the engine gets no more. A worker
+// that cannot drop them does not run.
+func dropPrivileges() error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if err := unix.Setgroups(nil); err != nil {
+		return fmt.Errorf("dropping groups: %w", err)
+	}
+	if err := unix.Setresgid(nobody, nobody, nobody); err != nil {
+		return fmt.Errorf("dropping the gid: %w", err)
+	}
+	if err := unix.Setresuid(nobody, nobody, nobody); err != nil {
+		return fmt.Errorf("dropping the uid: %w", err)
+	}
+	if os.Geteuid() == 0 || os.Getegid() == 0 {
+		return fmt.Errorf("still root after dropping privileges")
+	}
+	return nil
 }

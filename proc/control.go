@@ -111,7 +111,20 @@ func (m *Manager) controlLocked(ctx context.Context, pr *process) *runCtl {
 	return c
 }
 
-// saveControl stores pr's settings (a copy taken under pr.mu).
+// storeControl stores pr's settings as they are when it writes: saves
+// of one process are serialized (pr.saveMu) and each writes the latest
+// state, so that a save never overwrites a newer one. pr.mu must not be
+// held.
+func (m *Manager) storeControl(ctx context.Context, pr *process) error {
+	pr.saveMu.Lock()
+	defer pr.saveMu.Unlock()
+	pr.mu.Lock()
+	c := *m.controlLocked(ctx, pr)
+	pr.mu.Unlock()
+	return m.saveControl(ctx, pr.pid, c)
+}
+
+// saveControl stores settings c of process pid.
 func (m *Manager) saveControl(ctx context.Context, pid string, c runCtl) error {
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -179,7 +192,6 @@ func (m *Manager) sysRunControl(ctx context.Context, c *kernel.Caller, a *abi.Ru
 	if a.Start {
 		ctl.Stop = false
 	}
-	saved := *ctl
 	var parked *abi.RunCheckpoint
 	var r *activeRun
 	if pr.run != nil {
@@ -188,7 +200,7 @@ func (m *Manager) sysRunControl(ctx context.Context, c *kernel.Caller, a *abi.Ru
 	}
 	waitParked := pr.parkedCh()
 	pr.mu.Unlock()
-	if err := m.saveControl(ctx, p.Pid, saved); err != nil {
+	if err := m.storeControl(ctx, pr); err != nil {
 		return nil, abi.E(abi.Path(p.Pid), err)
 	}
 	if a.Start && parked != nil {
@@ -426,9 +438,8 @@ func (m *Manager) applyEffects(ctx context.Context, pr *process, r *activeRun, e
 			m.log.Warn("proc: an effect is skipped", "pid", pr.pid, "op", e.Op)
 		}
 	}
-	saved := *ctl
 	pr.mu.Unlock()
-	if err := m.saveControl(ctx, pr.pid, saved); err != nil {
+	if err := m.storeControl(ctx, pr); err != nil {
 		m.log.Error("proc: save run settings", "pid", pr.pid, "err", err)
 	}
 	for _, e := range inject {
@@ -529,13 +540,12 @@ func (m *Manager) park(ctx context.Context, pr *process, r *activeRun, seq int64
 		close(pr.parkWait)
 		pr.parkWait = nil
 	}
-	saved := *m.controlLocked(ctx, pr)
 	pr.mu.Unlock()
 	snap, _ := json.Marshal(cp)
 	if _, err := m.st.Exec(ctx, `UPDATE proc_runs SET checkpoint=?, park=? WHERE run_id=?`, seq, string(snap), r.id); err != nil && ctx.Err() == nil {
 		return "", err
 	}
-	if err := m.saveControl(context.WithoutCancel(ctx), pr.pid, saved); err != nil {
+	if err := m.storeControl(context.WithoutCancel(ctx), pr); err != nil {
 		m.log.Error("proc: save run settings", "pid", pr.pid, "err", err)
 	}
 	state := abi.RunPaused
@@ -635,12 +645,11 @@ func (m *Manager) runEndedControl(pr *process, r *activeRun) {
 	}
 	ctl := m.controlLocked(context.Background(), pr)
 	ctl.Used.TimeMs += time.Since(r.check.started).Milliseconds()
-	saved := *ctl
-	go func() { // off the process's lock; the next load reads it
-		if err := m.saveControl(context.Background(), pr.pid, saved); err != nil {
+	m.background(func() { // off the process's lock; the manager owns it
+		if err := m.storeControl(context.Background(), pr); err != nil {
 			m.log.Error("proc: save run settings", "pid", pr.pid, "err", err)
 		}
-	}()
+	})
 }
 
 // injectSteer moves the steering messages waiting for pr's run into its

@@ -81,6 +81,7 @@ type process struct {
 	ctl      *runCtl
 	parkWait chan struct{}
 	steer    int
+	saveMu   sync.Mutex // serializes the stores of ctl (storeControl)
 }
 
 // activeRun is the run a process is executing or waiting on (for HIL).

@@ -66,6 +66,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzHello$$' -fuzztime $(FUZZTIME) ./devices
 	$(GO) test -run '^$$' -fuzz '^FuzzIPCVerbs$$' -fuzztime $(FUZZTIME) ./proc
 	$(GO) test -run '^$$' -fuzz '^FuzzCtlLine$$' -fuzztime $(FUZZTIME) ./notify
+	$(GO) test -run '^$$' -fuzz '^FuzzRun$$' -fuzztime $(FUZZTIME) ./codemode
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server).

@@ -18,8 +18,9 @@ const runRouteTTL = 30 * time.Minute
 
 // runRoutes maps run ids to the identity (connection) that started them.
 type runRoutes struct {
-	mu sync.Mutex
-	m  map[string]runRoute
+	mu     sync.Mutex
+	m      map[string]runRoute
+	pruned time.Time // when the expired routes last went
 }
 
 type runRoute struct {
@@ -40,10 +41,14 @@ func (r *runRoutes) add(run string, c *kernel.Caller) {
 		r.m = map[string]runRoute{}
 	}
 	now := time.Now()
-	for k, v := range r.m {
-		if now.Sub(v.at) > runRouteTTL {
-			delete(r.m, k)
+	// The routes past their TTL go once a minute, not at every add.
+	if now.Sub(r.pruned) > time.Minute {
+		for k, v := range r.m {
+			if now.Sub(v.at) > runRouteTTL {
+				delete(r.m, k)
+			}
 		}
+		r.pruned = now
 	}
 	r.m[run] = runRoute{id: c.Identity, at: now}
 }

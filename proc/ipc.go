@@ -100,6 +100,18 @@ func (m *Manager) ipcPair(ctx context.Context, c *kernel.Caller, sourcePid, targ
 	if targetPid == "" {
 		return nil, nil, abi.E(abi.Invalid, "pid: which process?")
 	}
+	if c.Pid != "" && (sourcePid == "" || sourcePid == c.Pid) {
+		// A process's own call: the kernel set its pid, and a process is
+		// its owner's, so the source needs no read.
+		if tgt, err = m.get(ctx, targetPid); err != nil {
+			return nil, nil, err
+		}
+		src = &abi.Process{Pid: c.Pid, Uid: c.Uid, Cwd: c.Cwd}
+		if tgt.Uid != src.Uid {
+			return nil, nil, abi.E(abi.Path(targetPid), abi.Permission, "IPC is between processes of the same owner")
+		}
+		return src, tgt, nil
+	}
 	pid := c.Pid
 	if pid == "" {
 		pid = sourcePid

@@ -254,7 +254,12 @@ func (r *Router) sessionListOn(ctx context.Context, c *kernel.Caller, a *abi.Ses
 		if err := rows.Scan(&sid, &uid); err != nil {
 			return nil, abi.E(abi.Path(a.Target), err)
 		}
-		if sr, ok, _ := r.deviceSession(ctx, c, sid); ok && sr.failed {
+		// A record the router does not hold in memory, or holds failed,
+		// is a session whose device's connection ended.
+		r.mu.Lock()
+		sr, live := r.procRoutes[sid]
+		r.mu.Unlock()
+		if !live || sr.failed {
 			out.Sessions = append(out.Sessions, abi.SessionInfo{SessionID: sid, Device: a.Target, Uid: uid, State: "failed", Error: "Device disconnected"})
 		}
 	}

@@ -89,6 +89,7 @@ type runCheck struct {
 	decide    chan abi.Directive       // a parked checkpoint's decision
 	pending   map[int64]*abi.Directive // decided before they were reached
 	resume    string                   // the reason of a checkpoint to park at again after a restart
+	restored  bool                     // the run was under way before a restart (resume)
 }
 
 // control returns pr's run settings, loaded on first use; pr.mu is held.
@@ -782,16 +783,18 @@ func (m *Manager) sysRunList(ctx context.Context, c *kernel.Caller, a *abi.RunLi
 }
 
 // restoreCheck readies r's checkpoints when its goroutine starts: the
-// start time, and, for a run parked before a restart, the checkpoint to
-// park at again.
+// start time, and, for a run under way before a restart, its last
+// checkpoint and the one to park at again (read from the store only
+// then: a new run has none).
 func (m *Manager) restoreCheck(ctx context.Context, pr *process, r *activeRun) error {
 	pr.mu.Lock()
 	fresh := r.check.started.IsZero()
 	if fresh {
 		r.check.started = time.Now()
 	}
+	restored := r.check.restored
 	pr.mu.Unlock()
-	if !fresh {
+	if !fresh || !restored {
 		return nil
 	}
 	var seq int64
@@ -945,8 +948,8 @@ func (m *Manager) budgetPrompt(ctx context.Context, b *strings.Builder, p *abi.P
 // run then waits for the tool as before.
 func (m *Manager) runToolCheckin(ctx context.Context, pr *process, r *activeRun, p *abi.Process, caller *kernel.Caller, c model.ToolCall) (bool, error) {
 	pr.mu.Lock()
-	checkin := time.Duration(m.controlLocked(ctx, pr).CheckinMs) * time.Millisecond
-	grace := m.controlLocked(ctx, pr).grace()
+	ctl := m.controlLocked(ctx, pr)
+	checkin, grace := time.Duration(ctl.CheckinMs)*time.Millisecond, ctl.grace()
 	pr.mu.Unlock()
 	if checkin <= 0 {
 		return m.runTool(ctx, pr, r, p, caller, c)

@@ -18,26 +18,12 @@ import (
 	"gsvfs.dev/gsvfs/proc/model"
 )
 
-// hilScript makes uid's model the inline script and returns it, so that a
-// test can read the requests the model received.
-func (h *ptHarness) hilScript(uid uint32, script string) *model.Scripted {
-	h.t.Helper()
-	s, err := model.ParseScript([]byte(script))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.mu.Lock()
-	h.provs[uid] = s
-	h.mu.Unlock()
-	return s
-}
-
 // hilAsk spawns a process of root whose model makes the one tool call
 // call (a script tool object) on "go" and then says "done"; it sends "go"
 // and returns the pid, the run and the request the run waits on.
 func (h *ptHarness) hilAsk(call string) (*model.Scripted, string, string, *abi.HilRequest) {
 	h.t.Helper()
-	s := h.hilScript(0, `{"tools":[`+call+`],"expectUser":"go"}`+"\n"+`{"text":"done"}`)
+	s := h.scriptOf(0, `{"tools":[`+call+`],"expectUser":"go"}`+"\n"+`{"text":"done"}`)
 	pid := h.spawn(h.root, "hil")
 	r := h.send(h.root, pid, "", "go")
 	h.waitRun(r.RunID, "waiting_hil")

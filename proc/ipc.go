@@ -70,18 +70,19 @@ type pendingCall struct {
 	deadline             int64
 }
 
-// ipcSource returns the source process of an IPC call by c: the process c
-// acts as, else sourcePid, which c must own (root: any). A caller that
-// names no process is a 400.
-func (m *Manager) ipcSource(ctx context.Context, c *kernel.Caller, sourcePid string) (*abi.Process, error) {
+// actingProcess is the process c acts for: the process c is (its own
+// tool calls), else named (field names it in the args), which c must own
+// (root: any). A caller that is no process and names none is a 400; a
+// process naming another is a 403.
+func (m *Manager) actingProcess(ctx context.Context, c *kernel.Caller, named, field string) (*abi.Process, error) {
 	pid := c.Pid
 	if pid == "" {
-		pid = sourcePid
-	} else if sourcePid != "" && sourcePid != pid {
-		return nil, abi.E(abi.Permission, "a process sends as itself: sourcePid names another")
+		pid = named
+	} else if named != "" && named != pid {
+		return nil, abi.E(abi.Permission, fmt.Sprintf("a process acts as itself: %s names another", field))
 	}
 	if pid == "" {
-		return nil, abi.E(abi.Invalid, "the source must be a process: call from a process, or name your process as sourcePid (its ctl does)")
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("the caller must be a process: call from a process, or name your process as %s (its ctl does)", field))
 	}
 	p, err := m.get(ctx, pid)
 	if err != nil {
@@ -103,43 +104,12 @@ func (m *Manager) ipcPair(ctx context.Context, c *kernel.Caller, sourcePid, targ
 	if c.Pid != "" && (sourcePid == "" || sourcePid == c.Pid) {
 		// A process's own call: the kernel set its pid, and a process is
 		// its owner's, so the source needs no read.
-		if tgt, err = m.get(ctx, targetPid); err != nil {
-			return nil, nil, err
-		}
 		src = &abi.Process{Pid: c.Pid, Uid: c.Uid, Cwd: c.Cwd}
-		if tgt.Uid != src.Uid {
-			return nil, nil, abi.E(abi.Path(targetPid), abi.Permission, "IPC is between processes of the same owner")
-		}
-		return src, tgt, nil
+	} else if src, err = m.actingProcess(ctx, c, sourcePid, "sourcePid"); err != nil {
+		return nil, nil, err
 	}
-	pid := c.Pid
-	if pid == "" {
-		pid = sourcePid
-	}
-	if pid != "" && (sourcePid == "" || sourcePid == pid) {
-		// Both records in one read; ipcSource checks the source's.
-		ps, err := m.listWhere(ctx, `WHERE pid IN (?,?)`, pid, targetPid)
-		if err != nil {
-			return nil, nil, err
-		}
-		for i := range ps {
-			if ps[i].Pid == targetPid {
-				tgt = &ps[i]
-			}
-			if ps[i].Pid == pid {
-				src = &ps[i]
-			}
-		}
-	}
-	if src == nil || src.Pid != pid {
-		if src, err = m.ipcSource(ctx, c, sourcePid); err != nil {
-			return nil, nil, err
-		}
-	} else if src.Uid != c.Uid && !c.IsRoot() {
-		return nil, nil, abi.E(abi.Path(pid), abi.NotExist, "no such process")
-	}
-	if tgt == nil {
-		return nil, nil, abi.E(abi.Path(targetPid), abi.NotExist, "no such process")
+	if tgt, err = m.get(ctx, targetPid); err != nil {
+		return nil, nil, err
 	}
 	if tgt.Uid != src.Uid {
 		return nil, nil, abi.E(abi.Path(targetPid), abi.Permission, "IPC is between processes of the same owner")
@@ -315,7 +285,7 @@ func (m *Manager) sysIpcDeliver(ctx context.Context, c *kernel.Caller, a *abi.Ip
 // the source, labelled) or takes the worker named, then calls it with the
 // task; the answer comes back as a call's does.
 func (m *Manager) sysIpcDelegate(ctx context.Context, c *kernel.Caller, a *abi.IpcDelegateArgs) (*abi.IpcDelegateResult, error) {
-	src, err := m.ipcSource(ctx, c, a.SourcePid)
+	src, err := m.actingProcess(ctx, c, a.SourcePid, "sourcePid")
 	if err != nil {
 		return nil, err
 	}

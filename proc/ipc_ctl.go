@@ -3,7 +3,6 @@ package proc
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -67,20 +66,14 @@ func splitLead(rest string, n int, keys ...string) leadLine {
 	return out
 }
 
-// msOpt parses option key of l as milliseconds (0 if absent).
+// msOpt parses option key of l as milliseconds or a duration (0 if
+// absent).
 func msOpt(l leadLine, key string) (int64, error) {
 	v, ok := l.opts[key]
 	if !ok {
 		return 0, nil
 	}
-	if d, err := time.ParseDuration(v); err == nil {
-		return d.Milliseconds(), nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, abi.E(abi.Invalid, fmt.Sprintf("%s=%q: want milliseconds or a duration (such as 60s)", key, v))
-	}
-	return n, nil
+	return durationMs(key, v)
 }
 
 // ipcVerbs are the IPC verbs of pid's ctl file.
@@ -144,7 +137,7 @@ func ipcVerbs(pid string) map[string]ns.CtlVerb {
 					}
 				}
 				if v := l.Opt("ttl"); v != "" {
-					ms, err := msOpt(leadLine{opts: map[string]string{"ttl": v}}, "ttl")
+					ms, err := durationMs("ttl", v)
 					if err != nil {
 						return "", nil, err
 					}

@@ -481,6 +481,7 @@ func (m *Manager) resume(ctx context.Context) error {
 		pr := m.proc(x.pid, x.uid)
 		pr.mu.Lock()
 		r := x.run
+		r.check.restored = true // its checkpoints are in the store (restoreCheck)
 		var err error
 		switch {
 		case pr.run != nil:

@@ -120,33 +120,10 @@ func (m *Manager) stopWatches() {
 	}
 }
 
-// watcher returns the watching process of c: the process c acts as, else
-// watcherPid, which c must own (root: any).
-func (m *Manager) watcher(ctx context.Context, c *kernel.Caller, watcherPid string) (*abi.Process, error) {
-	if c.Pid != "" && watcherPid != "" && watcherPid != c.Pid {
-		return nil, abi.E(abi.Permission, "a process watches for itself: watcherPid names another")
-	}
-	pid := c.Pid
-	if pid == "" {
-		pid = watcherPid
-	}
-	if pid == "" {
-		return nil, abi.E(abi.Invalid, "signal watches are a process's: call from a process, or name your process as watcherPid (its ctl does)")
-	}
-	p, err := m.get(ctx, pid)
-	if err != nil {
-		return nil, err
-	}
-	if p.Uid != c.Uid && !c.IsRoot() {
-		return nil, abi.E(abi.Path(pid), abi.NotExist, "no such process")
-	}
-	return p, nil
-}
-
 // sysWatch serves signal.watch: it creates the watch, or with a key the
 // process has used, replaces that watch (created false).
 func (m *Manager) sysWatch(ctx context.Context, c *kernel.Caller, a *abi.WatchArgs) (*abi.WatchResult, error) {
-	w, err := m.watcher(ctx, c, a.WatcherPid)
+	w, err := m.actingProcess(ctx, c, a.WatcherPid, "watcherPid")
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +204,7 @@ func (m *Manager) sysWatch(ctx context.Context, c *kernel.Caller, a *abi.WatchAr
 
 // sysUnwatch serves signal.unwatch: the process's watch by id, or by key.
 func (m *Manager) sysUnwatch(ctx context.Context, c *kernel.Caller, a *abi.UnwatchArgs) (*abi.UnwatchResult, error) {
-	w, err := m.watcher(ctx, c, a.WatcherPid)
+	w, err := m.actingProcess(ctx, c, a.WatcherPid, "watcherPid")
 	if err != nil {
 		return nil, err
 	}

@@ -18,22 +18,26 @@
 // The parent and the worker speak JSON lines over the worker's stdin and
 // stdout:
 //
+//	worker → parent  {"ready":true}                               ready for a request
 //	parent → worker  {"code":…,"argv":…,"args":…,"limits":…}     the Request, once
 //	worker → parent  {"id":1,"call":"fs.read","args":{…}}        a nested call
-//	parent → worker  {"id":1,"result":{…}} | {"id":1,"error":"…"} its answer
+//	parent → worker  {"id":1,"held":0,"result":{…}}                its answer, or
+//	parent → worker  {"id":1,"held":0,"error":"…"}                 its error
 //	worker → parent  {"log":"…"}                                   one console line
 //	worker → parent  {"done":{"status":"completed","result":…}}  the end
+//
+// An answer's held is the time (ns) the call spent waiting for a human
+// (Hold): the worker moves its deadline by as much.
+//
+// A worker starts, drops its privileges and makes its engine before it
+// reads a request, so a Runner keeps one started (warm) and a run does not
+// wait for a process to start.
 package codemode
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -41,7 +45,10 @@ import (
 
 // CallFunc serves one nested call of a block: name is the syscall
 // ("shell.exec", "fs.read", …), args its JSON arguments. Its result or its
-// error is what the block's wrapper returns or throws.
+// error is what the block's wrapper returns or throws. ctx ends when the
+// run does (its wall time, an abort); a call that waits for a human marks
+// the wait with Hold(ctx), so that the wait does not count against the
+// run's wall time.
 type CallFunc func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error)
 
 // Request is one block to run.
@@ -126,6 +133,8 @@ const WorkerEnv = "GSV_CODEMODE_WORKER"
 // wire is one protocol line, either way.
 type wire struct {
 	ID     int64           `json:"id,omitempty"`
+	Held   int64           `json:"held,omitempty"`
+	Ready  bool            `json:"ready,omitempty"`
 	Call   string          `json:"call,omitempty"`
 	Args   json.RawMessage `json:"args,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
@@ -137,167 +146,6 @@ type wire struct {
 // failed is a failed Result with msg as its error and logs.
 func failed(msg string, logs []string) *Result {
 	return &Result{Status: StatusFailed, Error: msg, Logs: logs}
-}
-
-// Run runs req in a worker started as worker (its argv, such as
-// {os.Executable(), "codemode-worker"}) and serves the worker's nested
-// calls with call, one at a time, each under a context that ends with the
-// run. It returns the worker's Result. The run fails, and Run kills the
-// worker, when the wall time passes ("time limit exceeded"), when ctx ends
-// ("aborted"), when the worker dies or breaks the protocol. Run returns an
-// error only when the worker cannot be started.
-func Run(ctx context.Context, worker []string, req Request, call CallFunc) (*Result, error) {
-	if len(worker) == 0 {
-		return nil, errors.New("codemode: no worker command")
-	}
-	req.Limits = req.Limits.withDefaults()
-	line, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("codemode: request: %w", err)
-	}
-	cmd := exec.Command(worker[0], worker[1:]...)
-	cmd.Env = []string{WorkerEnv + "=1"}
-	cmd.Dir = "/"
-	cmd.WaitDelay = time.Second
-	stderr := &tail{max: stderrKeep}
-	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, fmt.Errorf("codemode: %w", err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("codemode: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("codemode: start worker: %w", err)
-	}
-	waited := make(chan error, 1)
-	var once sync.Once
-	var waitErr error
-	wait := func() error {
-		once.Do(func() { waitErr = cmd.Wait(); waited <- waitErr })
-		return waitErr
-	}
-	defer func() {
-		_ = cmd.Process.Kill()
-		_ = wait()
-	}()
-
-	runCtx, cancel := context.WithTimeout(ctx, req.Limits.Wall)
-	defer cancel()
-	killAt := time.NewTimer(req.Limits.Wall + killGrace)
-	defer killAt.Stop()
-
-	stop := make(chan struct{})
-	defer close(stop)
-	msgs := make(chan wire)
-	readErr := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 0, 64<<10), maxLine)
-		for sc.Scan() {
-			var m wire
-			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-				readErr <- fmt.Errorf("worker wrote a line that is not the protocol: %.80q", sc.Bytes())
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-stop:
-				return
-			}
-		}
-		if err := sc.Err(); err != nil {
-			readErr <- fmt.Errorf("worker output: %w", err)
-			return
-		}
-		readErr <- io.EOF
-	}()
-
-	// A worker that ended before it read the request fails this write;
-	// what it wrote and its exit, read below, tell why.
-	stdin.Write(append(line, '\n'))
-
-	var logs []string
-	logBytes := 0
-	answers := make(chan wire, 1)
-	busy := false
-	for {
-		select {
-		case m := <-msgs:
-			switch {
-			case m.Done != nil:
-				res := m.Done
-				if res.Status != StatusCompleted && res.Status != StatusFailed {
-					return failed(fmt.Sprintf("worker ended with status %q", res.Status), logs), nil
-				}
-				if res.Status == StatusCompleted && len(res.Result) == 0 {
-					res.Result = json.RawMessage("null")
-				}
-				res.Logs = logs
-				return res, nil
-			case m.Log != nil:
-				if len(logs) < maxLogs && logBytes+len(*m.Log) <= maxLogBytes {
-					logs = append(logs, *m.Log)
-					logBytes += len(*m.Log)
-				} else if len(logs) == maxLogs || logBytes+len(*m.Log) > maxLogBytes {
-					if n := len(logs); n == 0 || logs[n-1] != "… (logs truncated)" {
-						logs = append(logs, "… (logs truncated)")
-					}
-				}
-			case m.Call != "":
-				if busy {
-					return failed("worker made a nested call before the last one was answered", logs), nil
-				}
-				busy = true
-				go func(m wire) {
-					a := wire{ID: m.ID}
-					args := m.Args
-					if len(args) == 0 {
-						args = json.RawMessage("{}")
-					}
-					r, err := call(runCtx, m.Call, args)
-					if err != nil {
-						s := err.Error()
-						a.Error = &s
-					} else {
-						if len(r) == 0 {
-							r = json.RawMessage("null")
-						}
-						a.Result = r
-					}
-					answers <- a
-				}(m)
-			default:
-				return failed(fmt.Sprintf("worker wrote an unknown message: %.80s", mustJSON(m)), logs), nil
-			}
-		case a := <-answers:
-			busy = false
-			b, err := json.Marshal(a)
-			if err != nil {
-				s := "answer is not JSON: " + err.Error()
-				b, _ = json.Marshal(wire{ID: a.ID, Error: &s})
-			}
-			if _, err := stdin.Write(append(b, '\n')); err != nil {
-				// The worker is gone; its exit is read next.
-				continue
-			}
-		case err := <-readErr:
-			if err == io.EOF {
-				werr := wait()
-				return failed(fmt.Sprintf("worker died before it finished: %v%s", exitText(werr), stderr.text()), logs), nil
-			}
-			if ctx.Err() != nil {
-				return failed("aborted: "+ctx.Err().Error(), logs), nil
-			}
-			return failed(err.Error(), logs), nil
-		case <-ctx.Done():
-			return failed("aborted: "+ctx.Err().Error(), logs), nil
-		case <-killAt.C:
-			return failed(fmt.Sprintf("time limit exceeded (%v): worker killed", req.Limits.Wall), logs), nil
-		}
-	}
 }
 
 // exitText says how a worker ended.

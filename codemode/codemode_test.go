@@ -297,8 +297,10 @@ func TestBadWorkers(t *testing.T) {
 		{[]string{"/bin/sh", "-c", "echo garbage"}, "not the protocol"},
 		{[]string{"/bin/sh", "-c", "echo oops >&2; exit 7"}, "exit status 7: oops"},
 		{[]string{"/bin/sh", "-c", "kill -SEGV $$"}, "died"},
-		{[]string{"/bin/sh", "-c", `echo '{"done":{"status":"weird"}}'`}, "weird"},
-		{[]string{"/bin/sh", "-c", `echo '{"id":1,"call":"x"}'; echo '{"id":2,"call":"y"}'; sleep 5`}, "before the last one"},
+		{[]string{"/bin/sh", "-c", `echo '{"done":{"status":"completed"}}'`}, "does not say it is ready"},
+		{[]string{"/bin/sh", "-c", `echo '{"ready":true}'; echo '{"done":{"status":"weird"}}'`}, "weird"},
+		{[]string{"/bin/sh", "-c", `echo '{"ready":true}'; echo '{"id":1}'; sleep 5`}, "unknown message"},
+		{[]string{"/bin/sh", "-c", `echo '{"ready":true}'; echo garbage`}, "not the protocol"},
 	} {
 		res, err := Run(ctx, c.argv, Request{Code: "return 1", Limits: Limits{Wall: time.Second}}, func(ctx context.Context, _ string, _ json.RawMessage) (json.RawMessage, error) {
 			<-ctx.Done()
@@ -311,7 +313,7 @@ func TestBadWorkers(t *testing.T) {
 	}
 	// A worker that never answers is killed at the wall time.
 	start := time.Now()
-	res, err := Run(ctx, []string{"/bin/sh", "-c", "exec sleep 60"}, Request{Limits: Limits{Wall: 200 * time.Millisecond}}, noCalls)
+	res, err := Run(ctx, []string{"/bin/sh", "-c", `echo '{"ready":true}'; exec sleep 60`}, Request{Limits: Limits{Wall: 200 * time.Millisecond}}, noCalls)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,4 +372,125 @@ func TestWorkerDropsRoot(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(out)) != "65534 65534 []" {
 		t.Fatalf("the worker's credentials after the drop: %q %v", out, err)
 	}
+}
+
+// A Runner keeps a worker started ahead: runs after the first take it,
+// each run gets a fresh one, and Close kills the one waiting.
+func TestRunner(t *testing.T) {
+	r := NewRunner(self(t), nil)
+	ctx := context.Background()
+	pids := map[string]bool{}
+	for i := 0; i < 4; i++ {
+		// Each worker is its own process: a global set by one run is
+		// not seen by the next.
+		res, err := r.Run(ctx, Request{Code: `const seen = globalThis.mark; globalThis.mark = 1; return [seen === undefined, await shell("pid")]`}, func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+			return json.RawMessage(`{"status":"completed","output":"","exitCode":0}`), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		completed(t, res, `[true,{"status":"completed","output":"","exitCode":0}]`)
+	}
+	// The warm worker is there: a process of this binary, child of this one.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(pids) == 0 && time.Now().Before(deadline) {
+		pids = childWorkers(t)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(pids) != 1 {
+		t.Fatalf("warm workers %v, want 1", pids)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := childWorkers(t); len(left) != 0 {
+		t.Fatalf("workers left after Close: %v", left)
+	}
+	if _, err := r.Run(ctx, Request{Code: "return 1"}, noCalls); err == nil {
+		t.Fatal("Run after Close did not fail")
+	}
+}
+
+// A warm worker that died while it waited is replaced by a fresh one.
+func TestRunnerDeadWarmWorker(t *testing.T) {
+	r := NewRunner(self(t), nil)
+	defer r.Close()
+	ctx := context.Background()
+	completed(t, mustRun(t, r, "return 1"), "1")
+	var pids map[string]bool
+	for deadline := time.Now().Add(5 * time.Second); len(pids) == 0 && time.Now().Before(deadline); {
+		pids = childWorkers(t)
+		time.Sleep(20 * time.Millisecond)
+	}
+	for pid := range pids {
+		if err := exec.Command("kill", "-9", pid).Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	res, err := r.Run(ctx, Request{Code: "return 2"}, noCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	completed(t, res, "2")
+}
+
+func mustRun(t *testing.T, r *Runner, code string) *Result {
+	t.Helper()
+	res, err := r.Run(context.Background(), Request{Code: code}, noCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// childWorkers are the pids of this process's children that are workers
+// (alive, not zombies).
+func childWorkers(t *testing.T) map[string]bool {
+	t.Helper()
+	out, _ := exec.Command("ps", "-o", "pid=,stat=", "--ppid", fmt.Sprint(os.Getpid())).Output()
+	pids := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 2 && !strings.HasPrefix(f[1], "Z") {
+			if b, err := os.ReadFile("/proc/" + f[0] + "/environ"); err == nil && strings.Contains(string(b), WorkerEnv+"=1") {
+				pids[f[0]] = true
+			}
+		}
+	}
+	return pids
+}
+
+// A nested call that holds the clock (waiting for a human) may outlast
+// the wall time; the run goes on with the time it had left, and is still
+// bounded after.
+func TestHold(t *testing.T) {
+	held := func(ctx context.Context, name string, _ json.RawMessage) (json.RawMessage, error) {
+		release := Hold(ctx)
+		defer release()
+		select {
+		case <-time.After(700 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return json.RawMessage(`{"status":"completed","output":"approved","exitCode":0}`), nil
+	}
+	res := run(t, Request{Code: `const r = await shell("x"); let n = 0; for (let i = 0; i < 1e5; i++) n++; return r.output`, Limits: Limits{Wall: 300 * time.Millisecond}}, held)
+	completed(t, res, `"approved"`)
+	start := time.Now()
+	res = run(t, Request{Code: `await shell("x"); while (true) {}`, Limits: Limits{Wall: 300 * time.Millisecond}}, held)
+	failedWith(t, res, "time limit exceeded")
+	if d := time.Since(start); d < 900*time.Millisecond || d > 4*time.Second {
+		t.Errorf("a run held 700ms with a 300ms wall took %v", d)
+	}
+	// Without a hold, the same wait is past the wall time.
+	res = run(t, Request{Code: `return await shell("x")`, Limits: Limits{Wall: 300 * time.Millisecond}}, func(ctx context.Context, _ string, _ json.RawMessage) (json.RawMessage, error) {
+		select {
+		case <-time.After(700 * time.Millisecond):
+			return json.RawMessage(`{}`), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	failedWith(t, res, "time limit exceeded")
 }

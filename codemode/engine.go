@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/quickjs"
@@ -16,27 +17,37 @@ import (
 // ours to get wrong, and a double free cannot come from this package.
 type engine struct {
 	vm       *quickjs.VM
-	deadline time.Time
+	deadline *atomic.Int64 // Unix ns; moved while the block runs
 	limits   Limits
+	// inCall is set while the block waits for a nested call's answer,
+	// which may move the deadline: the engine is not interrupted then.
+	inCall atomic.Bool
 }
 
 // errTimeLimit is the run passing its wall time inside the engine.
 var errTimeLimit = errors.New("time limit exceeded")
 
-// newEngine returns an engine with limits set and no way out: no module
-// loader (import fails), no std or os helpers, no timers.
-func newEngine(l Limits, start time.Time) (*engine, error) {
+// newEngine returns an engine with no way out: no module loader (import
+// fails), no std or os helpers, no timers. Its limits are set by limit.
+func newEngine() (*engine, error) {
 	vm, err := quickjs.NewVM()
 	if err != nil {
 		return nil, err
 	}
-	vm.SetMemoryLimit(uintptr(l.MemoryBytes))
-	vm.SetMaxStackSize(uintptr(l.StackDepth))
 	vm.SetCanBlock(false)
 	vm.SetModuleLoader(func(*quickjs.VM, string) (string, error) {
 		return "", errors.New("modules are not available in CodeMode")
 	}, nil)
-	return &engine{vm: vm, deadline: start.Add(l.Wall), limits: l}, nil
+	return &engine{vm: vm}, nil
+}
+
+// limit sets the engine's memory and call depth bounds to l's, and its
+// wall time to end at *deadline (read at every check: the worker moves
+// it when a nested call held the clock).
+func (e *engine) limit(l Limits, deadline *atomic.Int64) {
+	e.limits, e.deadline = l, deadline
+	e.vm.SetMemoryLimit(uintptr(l.MemoryBytes))
+	e.vm.SetMaxStackSize(uintptr(l.StackDepth))
 }
 
 // register makes f (a Go function over strings) the global name.
@@ -44,20 +55,42 @@ func (e *engine) register(name string, f any) error {
 	return e.vm.RegisterFunc(name, f, false)
 }
 
-// arm sets the eval timeout to what is left of the wall time; it reports
-// errTimeLimit when nothing is.
-func (e *engine) arm() error {
-	left := time.Until(e.deadline)
-	if left <= 0 {
-		return errTimeLimit
-	}
-	return e.vm.SetEvalTimeout(left)
+// late says whether the wall time has passed.
+func (e *engine) late() bool { return time.Now().UnixNano() >= e.deadline.Load() }
+
+// watch interrupts the engine once the wall time has passed, and again
+// every few milliseconds until stop is called: an interrupt requested
+// between two calls into the engine is cleared by the next, which the
+// next request then stops. The deadline is read anew each time.
+func (e *engine) watch() (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			wait := time.Duration(e.deadline.Load() - time.Now().UnixNano())
+			if wait <= 0 {
+				if !e.inCall.Load() {
+					e.vm.Interrupt()
+				}
+				wait = 5 * time.Millisecond
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-done:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
 }
 
 // eval evaluates src as global code and drops its value.
 func (e *engine) eval(src string) error {
-	if err := e.arm(); err != nil {
-		return err
+	if e.late() {
+		return errTimeLimit
 	}
 	_, err := e.vm.Eval(src, quickjs.EvalGlobal)
 	return e.limitErr(err)
@@ -66,8 +99,8 @@ func (e *engine) eval(src string) error {
 // drain runs the pending jobs (promise reactions, await continuations);
 // it reports how many ran.
 func (e *engine) drain() (int, error) {
-	if err := e.arm(); err != nil {
-		return 0, err
+	if e.late() {
+		return 0, errTimeLimit
 	}
 	n, err := e.vm.ExecutePendingJobs()
 	return n, e.limitErr(err)
@@ -79,7 +112,7 @@ func (e *engine) limitErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	return limitError(err.Error(), e.limits, !time.Now().Before(e.deadline))
+	return limitError(err.Error(), e.limits, e.late())
 }
 
 // limitError is the error for an engine message msg: the limit it names,

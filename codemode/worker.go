@@ -5,25 +5,29 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"strconv"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+	"modernc.org/quickjs"
 )
 
 // prelude sets the block's globals up from the host functions the worker
-// registers (__gsv_*), removes those from the global object (the wrappers
-// keep them in a closure, so a block cannot fake its result or speak the
-// protocol), then starts the block. The block is compiled by the
-// AsyncFunction constructor as global code: it sees the globals, not the
-// prelude's closure, even when its text closes the function body early.
+// registers (__gsv_*) and removes those from the global object (the
+// wrappers keep them in a closure, so a block cannot fake its result or
+// speak the protocol). It runs before the request is read; the one global
+// it leaves, __gsv_start, deletes itself and starts the block. The block
+// is compiled by the AsyncFunction constructor as global code: it sees
+// the globals, not the prelude's closure, even when its text closes the
+// function body early.
 const prelude = `(function () {
   "use strict";
   const call = globalThis.__gsv_call, log = globalThis.__gsv_log,
-        done = globalThis.__gsv_done, code = globalThis.__gsv_code(),
-        input = JSON.parse(globalThis.__gsv_input());
+        done = globalThis.__gsv_done, codeOf = globalThis.__gsv_code,
+        inputOf = globalThis.__gsv_input;
   for (const k of ["__gsv_call", "__gsv_log", "__gsv_done", "__gsv_code", "__gsv_input"]) {
     delete globalThis[k];
   }
@@ -32,7 +36,9 @@ const prelude = `(function () {
     try { return "uncaught: " + (typeof e === "string" ? e : JSON.stringify(e)); } catch (_) { return "uncaught: " + String(e); }
   };
   const invoke = (name, args) => {
-    const r = JSON.parse(call(name, JSON.stringify(args === undefined ? {} : args)));
+    const s = JSON.stringify(args === undefined ? {} : args);
+    if (typeof s !== "string") throw new TypeError(name + ": arguments must be JSON");
+    const r = JSON.parse(call(name, s));
     if (r.error !== undefined) throw new Error(r.error);
     return r.result === undefined ? null : r.result;
   };
@@ -59,35 +65,41 @@ const prelude = `(function () {
     read: fsCall("fs.read"), write: fsCall("fs.write"), edit: fsCall("fs.edit"),
     delete: fsCall("fs.delete"), search: fsCall("fs.search"),
   });
-  globalThis.argv = Object.freeze(input.argv || []);
-  globalThis.args = input.args === undefined || input.args === null ? {} : input.args;
   const AsyncFunction = (async function () {}).constructor;
-  let fn;
-  try {
-    fn = new AsyncFunction(code);
-  } catch (e) {
-    done(JSON.stringify({ ok: false, error: errText(e) }));
-    return;
-  }
-  let p;
-  try { p = Promise.resolve(fn()); } catch (e) { p = Promise.reject(e); }
-  p.then((v) => {
-    let s;
+  const stringify = JSON.stringify, resolve = Promise.resolve.bind(Promise), reject = Promise.reject.bind(Promise);
+  globalThis.__gsv_start = function () {
+    delete globalThis.__gsv_start;
+    const input = JSON.parse(inputOf());
+    globalThis.argv = Object.freeze(input.argv || []);
+    globalThis.args = input.args === undefined || input.args === null ? {} : input.args;
+    let fn;
     try {
-      s = JSON.stringify({ ok: true, result: v === undefined ? null : v });
-      if (s === undefined) throw new TypeError("not JSON");
+      fn = new AsyncFunction(codeOf());
     } catch (e) {
-      s = JSON.stringify({ ok: false, error: "the block's return value is not JSON: " + errText(e) });
+      done(stringify({ ok: false, error: errText(e) }));
+      return;
     }
-    done(s);
-  }, (e) => { done(JSON.stringify({ ok: false, error: errText(e) })); });
+    let p;
+    try { p = resolve(fn()); } catch (e) { p = reject(e); }
+    p.then((v) => {
+      let s;
+      try {
+        s = stringify({ ok: true, result: v === undefined ? null : v });
+        if (s === undefined) throw new TypeError("not JSON");
+      } catch (e) {
+        s = stringify({ ok: false, error: "the block's return value is not JSON: " + errText(e) });
+      }
+      done(s);
+    }, (e) => { done(stringify({ ok: false, error: errText(e) })); });
+  };
 })();
 `
 
-// WorkerMain is the worker: it reads a Request on stdin, runs the block,
-// makes its nested calls and writes its logs and its Result on stdout (see
-// the package documentation), and returns the process's exit code. A
-// binary that runs blocks calls it from a hidden subcommand.
+// WorkerMain is the worker: it drops its privileges, makes its engine,
+// then reads a Request on stdin, runs the block, makes its nested calls
+// and writes its logs and its Result on stdout (see the package
+// documentation), and returns the process's exit code. A binary that runs
+// blocks calls it from a hidden subcommand.
 func WorkerMain() int {
 	if err := dropPrivileges(); err != nil {
 		fmt.Fprintln(os.Stderr, "codemode worker:", err)
@@ -97,17 +109,34 @@ func WorkerMain() int {
 	// Nothing else may write to the protocol's stream.
 	os.Stdout = os.Stderr
 	w := &worker{in: bufio.NewReaderSize(os.Stdin, 64<<10), out: out}
-	line, err := w.readLine()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "codemode worker: no request:", err)
+	warmUp()
+	e, err := newEngine()
+	if err == nil {
+		err = w.register(e)
+	}
+	if err == nil {
+		// The block's globals are set up before there is a block.
+		_, err = e.vm.Eval(prelude, quickjs.EvalGlobal)
+	}
+	if err := w.send(wire{Ready: true}); err != nil {
+		fmt.Fprintln(os.Stderr, "codemode worker:", err)
 		return 2
 	}
-	var req Request
-	if err := json.Unmarshal(line, &req); err != nil {
+	line, rerr := readLine(w.in)
+	if rerr != nil {
+		fmt.Fprintln(os.Stderr, "codemode worker: no request:", rerr)
+		return 2
+	}
+	if err := json.Unmarshal(line, &w.req); err != nil {
 		fmt.Fprintln(os.Stderr, "codemode worker: bad request:", err)
 		return 2
 	}
-	res := w.run(req)
+	var res *Result
+	if err != nil {
+		res = failed("engine: "+err.Error(), nil)
+	} else {
+		res = w.run(e)
+	}
 	if err := w.send(wire{Done: res}); err != nil {
 		fmt.Fprintln(os.Stderr, "codemode worker:", err)
 		return 2
@@ -117,39 +146,35 @@ func WorkerMain() int {
 	return 0
 }
 
+// warmUp runs a throwaway block through a throwaway engine, so that the
+// run that follows finds the engine's code paged in and the goroutine's
+// stack grown: a warm worker's block starts at once.
+func warmUp() {
+	e, err := newEngine()
+	if err != nil {
+		return
+	}
+	defer e.vm.Close()
+	e.vm.RegisterFunc("f", func(s string) string { return s }, false)
+	e.vm.Eval(`(async function () { const g = async (a) => JSON.parse(f(JSON.stringify(a))); let n = 0; for (let i = 0; i < 20; i++) n += (await g({i})).i; return [n, new (async function () {}).constructor("return 1")] })()`, quickjs.EvalGlobal)
+	e.vm.ExecutePendingJobs()
+}
+
 // worker is the child's side of the protocol.
 type worker struct {
+	e      *engine
 	in     *bufio.Reader
 	out    *bufio.Writer
+	req    Request
+	input  string // the block's argv and args, as JSON
 	nextID int64
 	done   string // the block's end, as the prelude encodes it
 	ended  bool
 	nlogs  int
 	nbytes int
-	// deadline is the end of the run's wall time.
-	deadline time.Time
-}
-
-// readLine reads one line of at most maxLine bytes.
-func (w *worker) readLine() ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := w.in.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxLine {
-			return nil, errors.New("line too long")
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if err != nil {
-			if err == io.EOF && len(line) > 0 {
-				return line, nil
-			}
-			return nil, err
-		}
-		return line, nil
-	}
+	// deadline is the end of the run's wall time (Unix ns), moved by the
+	// time nested calls held the clock.
+	deadline atomic.Int64
 }
 
 // send writes one protocol line.
@@ -164,38 +189,49 @@ func (w *worker) send(m wire) error {
 	return w.out.Flush()
 }
 
-// call is __gsv_call: a nested call to the parent, answered as the JSON
-// {"result":…} or {"error":"…"}. It blocks the block until answered.
+// call is __gsv_call: a nested call to the parent. It returns the
+// parent's answer line as it is ({"id":…,"result":…} or {"id":…,
+// "error":…}), which the prelude parses, and blocks the block until
+// answered. The time the call held the clock moves the deadline.
 func (w *worker) call(name, args string) string {
 	w.nextID++
 	id := w.nextID
-	if !json.Valid([]byte(args)) {
+	b := make([]byte, 0, len(args)+len(name)+40)
+	b = append(b, `{"id":`...)
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, `,"call":`...)
+	b = strconv.AppendQuoteToASCII(b, name)
+	b = append(b, `,"args":`...)
+	b = append(b, args...)
+	b = append(b, "}\n"...)
+	if !json.Valid(b) {
 		return errJSON("arguments are not JSON")
 	}
-	if err := w.send(wire{ID: id, Call: name, Args: json.RawMessage(args)}); err != nil {
+	w.e.inCall.Store(true)
+	defer w.e.inCall.Store(false)
+	if _, err := w.out.Write(b); err != nil {
+		return errJSON("the parent is gone: " + err.Error())
+	}
+	if err := w.out.Flush(); err != nil {
 		return errJSON("the parent is gone: " + err.Error())
 	}
 	for {
-		line, err := w.readLine()
+		line, err := readLine(w.in)
 		if err != nil {
 			// The parent is gone: nothing is left to do.
 			os.Exit(3)
 		}
-		var a wire
+		var a struct {
+			ID   int64 `json:"id"`
+			Held int64 `json:"held"`
+		}
 		if err := json.Unmarshal(line, &a); err != nil || a.ID != id {
 			continue
 		}
-		if a.Error != nil {
-			return errJSON(*a.Error)
+		if a.Held > 0 {
+			w.deadline.Add(a.Held)
 		}
-		r := a.Result
-		if len(r) == 0 {
-			r = json.RawMessage("null")
-		}
-		b, _ := json.Marshal(struct {
-			Result json.RawMessage `json:"result"`
-		}{r})
-		return string(b)
+		return string(line)
 	}
 }
 
@@ -223,35 +259,41 @@ func (w *worker) log(level, msg string) {
 	_ = w.send(wire{Log: &msg})
 }
 
-// run runs req's block to its end.
-func (w *worker) run(req Request) *Result {
-	start := time.Now()
-	l := req.Limits.withDefaults()
-	w.deadline = start.Add(l.Wall)
-	e, err := newEngine(l, start)
-	if err != nil {
-		return failed("engine: "+err.Error(), nil)
-	}
-	var args any = req.Args
-	if len(req.ArgsJSON) > 0 {
-		args = req.ArgsJSON
-	}
-	inputJSON, err := json.Marshal(map[string]any{"argv": req.Argv, "args": args})
-	if err != nil {
-		return failed("arguments: "+err.Error(), nil)
-	}
+// register makes the worker's host functions the engine's globals; the
+// prelude takes them away from the block.
+func (w *worker) register(e *engine) error {
+	w.e = e
 	for name, f := range map[string]any{
 		"__gsv_call":  w.call,
 		"__gsv_log":   w.log,
 		"__gsv_done":  func(s string) { w.done, w.ended = s, true },
-		"__gsv_code":  func() string { return req.Code },
-		"__gsv_input": func() string { return string(inputJSON) },
+		"__gsv_code":  func() string { return w.req.Code },
+		"__gsv_input": func() string { return w.input },
 	} {
 		if err := e.register(name, f); err != nil {
-			return failed("engine: "+err.Error(), nil)
+			return err
 		}
 	}
-	if err := e.eval(prelude); err != nil {
+	return nil
+}
+
+// run runs the request's block on e to its end.
+func (w *worker) run(e *engine) *Result {
+	l := w.req.Limits.withDefaults()
+	w.deadline.Store(time.Now().Add(l.Wall).UnixNano())
+	e.limit(l, &w.deadline)
+	stop := e.watch()
+	defer stop()
+	var args any = w.req.Args
+	if len(w.req.ArgsJSON) > 0 {
+		args = w.req.ArgsJSON
+	}
+	inputJSON, err := json.Marshal(map[string]any{"argv": w.req.Argv, "args": args})
+	if err != nil {
+		return failed("arguments: "+err.Error(), nil)
+	}
+	w.input = string(inputJSON)
+	if err := e.eval("__gsv_start()"); err != nil {
 		return w.end(err, l)
 	}
 	for !w.ended {
@@ -284,7 +326,7 @@ func (w *worker) end(err error, l Limits) *Result {
 		return failed("the block's end is not JSON: "+jerr.Error(), nil)
 	}
 	if !d.OK {
-		err := limitError(d.Error, l, !time.Now().Before(w.deadline))
+		err := limitError(d.Error, l, time.Now().UnixNano() >= w.deadline.Load())
 		if errors.Is(err, errTimeLimit) {
 			return failed(fmt.Sprintf("time limit exceeded (%v)", l.Wall), nil)
 		}

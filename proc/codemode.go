@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -97,10 +98,10 @@ func (m *Manager) processCaller(ctx context.Context, p *abi.Process) (*kernel.Ca
 
 // runCodeMode runs req in a worker and returns its result.
 func (m *Manager) runCodeMode(ctx context.Context, req codemode.Request, call codemode.CallFunc) (*abi.CodeModeResult, error) {
-	if len(m.opts.CodeModeWorker) == 0 {
+	if m.blocks == nil {
 		return nil, abi.E(abi.Offline, "CodeMode is not available: the daemon has no worker command")
 	}
-	res, err := codemode.Run(ctx, m.opts.CodeModeWorker, req, call)
+	res, err := m.blocks.Run(ctx, req, call)
 	if err != nil {
 		return nil, abi.E(abi.Other, err)
 	}
@@ -116,19 +117,7 @@ func (m *Manager) codeModeCall(caller *kernel.Caller, target, cwd, askPid string
 		if !codeModeCalls[name] {
 			return nil, fmt.Errorf("%s: not a CodeMode call", name)
 		}
-		var a map[string]any
-		if err := json.Unmarshal(raw, &a); err != nil || a == nil {
-			return nil, fmt.Errorf("%s: arguments must be an object", name)
-		}
-		if _, ok := a["target"]; !ok && target != "" {
-			a["target"] = target
-		}
-		if _, ok := a["cwd"]; !ok && cwd != "" && name == "shell.exec" {
-			if _, cont := a["sessionId"]; !cont {
-				a["cwd"] = cwd
-			}
-		}
-		args, err := json.Marshal(a)
+		args, err := codeModeArgs(name, raw, target, cwd)
 		if err != nil {
 			return nil, err
 		}
@@ -156,6 +145,34 @@ func (m *Manager) codeModeCall(caller *kernel.Caller, target, cwd, askPid string
 		}
 		return b, nil
 	}
+}
+
+// codeModeArgs are a nested call's args raw with target and cwd (when
+// set) as the defaults of what they do not name. Args with no default to
+// add pass as they are (the syscall decodes them).
+func codeModeArgs(name string, raw json.RawMessage, target, cwd string) (json.RawMessage, error) {
+	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil, fmt.Errorf("%s: arguments must be an object", name)
+	}
+	if cwd == "" || name != "shell.exec" {
+		cwd = ""
+		if target == "" {
+			return raw, nil
+		}
+	}
+	var a map[string]any
+	if err := json.Unmarshal(raw, &a); err != nil || a == nil {
+		return nil, fmt.Errorf("%s: arguments must be an object", name)
+	}
+	if _, ok := a["target"]; !ok && target != "" {
+		a["target"] = target
+	}
+	if _, ok := a["cwd"]; !ok && cwd != "" {
+		if _, cont := a["sessionId"]; !cont {
+			a["cwd"] = cwd
+		}
+	}
+	return json.Marshal(a)
 }
 
 // codeModeTool is the agent's CodeMode tool's description.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc/model"
@@ -52,10 +53,11 @@ type Manager struct {
 	provMu    sync.Mutex
 	provCache map[string]model.Provider // see provider
 
-	cache  *renderCache // history and transcript files (cache.go)
-	ipc    ipcState     // the deadlines of pending IPC calls (ipc.go)
-	watch  watchState   // the signal watches' live part (watch.go)
-	routes runRoutes    // the connections runs' chat notifications go to (routes.go)
+	cache  *renderCache     // history and transcript files (cache.go)
+	ipc    ipcState         // the deadlines of pending IPC calls (ipc.go)
+	watch  watchState       // the signal watches' live part (watch.go)
+	routes runRoutes        // the connections runs' chat notifications go to (routes.go)
+	blocks *codemode.Runner // CodeMode's workers, one kept warm (nil: no worker command)
 }
 
 // Open migrates the proc schema and prepares the manager of space's
@@ -76,6 +78,9 @@ func Open(space *ns.Space, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{k: k, space: space, st: k.Store, log: opts.Logger, opts: opts, procs: map[string]*process{}}
+	if len(opts.CodeModeWorker) > 0 {
+		m.blocks = codemode.NewRunner(opts.CodeModeWorker, opts.Logger)
+	}
 	if err := m.openRenderCache(); err != nil {
 		return nil, err
 	}
@@ -186,6 +191,9 @@ func (m *Manager) Close() error {
 		pr.mu.Unlock()
 	}
 	m.wg.Wait()
+	if m.blocks != nil {
+		m.blocks.Close()
+	}
 	return nil
 }
 

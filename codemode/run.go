@@ -1,0 +1,528 @@
+package codemode
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Run runs req in a worker started as worker (its argv, such as
+// {os.Executable(), "codemode-worker"}) and serves the worker's nested
+// calls with call, in order, each under a context that ends with the run.
+// It returns the worker's Result. The run fails, and Run kills the
+// worker, when the wall time passes ("time limit exceeded"), when ctx ends
+// ("aborted"), when the worker dies or breaks the protocol. Run returns an
+// error only when the worker cannot be started.
+func Run(ctx context.Context, worker []string, req Request, call CallFunc) (*Result, error) {
+	if len(worker) == 0 {
+		return nil, errors.New("codemode: no worker command")
+	}
+	p, err := startWorker(worker)
+	if err != nil {
+		return nil, err
+	}
+	defer p.kill()
+	if err := p.awaitReady(); err != nil {
+		return failed(err.Error(), nil), nil
+	}
+	res, _ := p.run(ctx, req, call)
+	return res, nil
+}
+
+// Runner runs blocks in workers started as one argv, and keeps one worker
+// started ahead (its privileges dropped, its engine made, waiting for a
+// request), so that a run does not wait for a process to start. Each
+// worker runs one block: nothing of one run is left for the next.
+type Runner struct {
+	argv []string
+	log  *slog.Logger
+
+	once     sync.Once     // starts fill at the first Run
+	ready    chan *process // the warm worker, handed from fill to a Run
+	stop     chan struct{} // closed by Close
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	done     bool     // Close was called
+	starting *process // the worker fill waits for, killed by Close
+}
+
+// NewRunner returns a Runner of workers started as argv. It starts no
+// process until its first Run.
+func NewRunner(argv []string, log *slog.Logger) *Runner {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Runner{argv: argv, log: log, ready: make(chan *process), stop: make(chan struct{})}
+}
+
+// Run is the package's Run with a warm worker when one is ready (else one
+// started now). A warm worker that died while it waited (it wrote
+// nothing and ran nothing) is replaced once by a fresh one.
+func (r *Runner) Run(ctx context.Context, req Request, call CallFunc) (*Result, error) {
+	if len(r.argv) == 0 {
+		return nil, errors.New("codemode: no worker command")
+	}
+	r.mu.Lock()
+	if r.done {
+		r.mu.Unlock()
+		return nil, errors.New("codemode: the runner is closed")
+	}
+	r.once.Do(func() {
+		r.wg.Add(1)
+		go r.fill()
+	})
+	r.mu.Unlock()
+	var p *process
+	select {
+	case p = <-r.ready:
+		res, spoke := p.run(ctx, req, call)
+		r.reap(p)
+		if spoke || ctx.Err() != nil {
+			return res, nil
+		}
+		r.log.Warn("codemode: a warm worker died before it ran its block; starting another", "error", res.Error)
+	default:
+	}
+	p, err := startWorker(r.argv)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.awaitReady(); err != nil {
+		r.reap(p)
+		return failed(err.Error(), nil), nil
+	}
+	res, _ := p.run(ctx, req, call)
+	r.reap(p)
+	return res, nil
+}
+
+// reap kills p and waits for its end in a goroutine Close waits for: the
+// result of a run does not wait for its worker's exit.
+func (r *Runner) reap(p *process) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		p.kill()
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		p.kill()
+	}()
+}
+
+// fill keeps one started worker for Run until Close.
+func (r *Runner) fill() {
+	defer r.wg.Done()
+	for {
+		p, err := r.startWarm()
+		if err != nil {
+			r.log.Error("codemode: start a warm worker", "error", err)
+			select {
+			case <-time.After(time.Second):
+				continue
+			case <-r.stop:
+				return
+			}
+		}
+		select {
+		case r.ready <- p:
+		case <-r.stop:
+			p.kill()
+			return
+		}
+	}
+}
+
+// startWarm starts a worker and waits until it is ready for a request.
+func (r *Runner) startWarm() (*process, error) {
+	p, err := startWorker(r.argv)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.done {
+		r.mu.Unlock()
+		p.kill()
+		return nil, errors.New("closed")
+	}
+	r.starting = p
+	r.mu.Unlock()
+	err = p.awaitReady()
+	r.mu.Lock()
+	r.starting = nil
+	r.mu.Unlock()
+	if err != nil {
+		p.kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Close kills the warm worker and stops starting others; runs under way
+// go on to their end. Run fails after Close.
+func (r *Runner) Close() error {
+	r.mu.Lock()
+	if !r.done {
+		r.done = true
+		close(r.stop)
+	}
+	if r.starting != nil {
+		_ = r.starting.cmd.Process.Kill()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	return nil
+}
+
+// process is one started worker: its request is not written yet.
+type process struct {
+	cmd    *exec.Cmd
+	in     *os.File      // the worker's stdin, blocking
+	out    *bufio.Reader // its stdout, blocking
+	outF   *os.File
+	stderr *tail
+	waited sync.Once
+	werr   error
+}
+
+// startWorker starts a worker as argv. Its stdin and stdout are blocking
+// pipes: a nested call's round trip wakes the reader's thread directly,
+// not through the poller.
+func startWorker(argv []string) (*process, error) {
+	inR, inW, err := blockingPipe()
+	if err != nil {
+		return nil, fmt.Errorf("codemode: %w", err)
+	}
+	outR, outW, err := blockingPipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("codemode: %w", err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = []string{WorkerEnv + "=1"}
+	cmd.Dir = "/"
+	cmd.WaitDelay = time.Second
+	cmd.Stdin, cmd.Stdout = inR, outW
+	p := &process{cmd: cmd, in: inW, outF: outR, out: bufio.NewReaderSize(outR, 64<<10), stderr: &tail{max: stderrKeep}}
+	cmd.Stderr = p.stderr
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, fmt.Errorf("codemode: start worker: %w", err)
+	}
+	return p, nil
+}
+
+// blockingPipe is a close-on-exec pipe whose ends block (os.Pipe's are
+// non-blocking, read through the poller).
+func blockingPipe() (r, w *os.File, err error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), "|0"), os.NewFile(uintptr(fds[1]), "|1"), nil
+}
+
+// awaitReady reads the worker's first line, which says it is ready for
+// a request (its engine made, its privileges dropped).
+func (p *process) awaitReady() error {
+	b, err := readLine(p.out)
+	if err != nil {
+		werr := p.wait()
+		return fmt.Errorf("worker died before it was ready: %v%s", exitText(werr), p.stderr.text())
+	}
+	var m wire
+	if json.Unmarshal(b, &m) != nil {
+		return fmt.Errorf("worker wrote a line that is not the protocol: %.80q", b)
+	}
+	if !m.Ready {
+		return fmt.Errorf("worker's first line does not say it is ready: %.80q", b)
+	}
+	return nil
+}
+
+// kill ends the worker and waits for it.
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill()
+	_ = p.wait()
+}
+
+// wait waits for the worker's end once and closes the parent's ends.
+func (p *process) wait() error {
+	p.waited.Do(func() {
+		p.werr = p.cmd.Wait()
+		p.in.Close()
+		p.outF.Close()
+	})
+	return p.werr
+}
+
+// run runs req on p to its end (see Run); the caller kills p. spoke
+// reports whether the worker wrote anything (a worker that wrote nothing
+// made no call).
+func (p *process) run(ctx context.Context, req Request, call CallFunc) (res *Result, spoke bool) {
+	req.Limits = req.Limits.withDefaults()
+	line, err := json.Marshal(req)
+	if err != nil {
+		return failed("codemode: request: "+err.Error(), nil), true
+	}
+	callCtx, cancelCalls := context.WithCancel(ctx)
+	defer cancelCalls()
+	clk := &clock{deadline: time.Now().Add(req.Limits.Wall), wake: make(chan struct{}, 1)}
+	callCtx = context.WithValue(callCtx, clockKey{}, clk)
+	finished := make(chan struct{})
+	var why atomic.Pointer[string] // why the watchdog killed the worker
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		p.watch(ctx, clk, req.Limits.Wall, cancelCalls, finished, &why)
+	}()
+	defer func() {
+		close(finished)
+		wg.Wait()
+	}()
+
+	// A worker that ended before it read the request fails this write;
+	// what it wrote and its exit, read below, tell why.
+	_, _ = p.in.Write(append(line, '\n'))
+
+	var logs []string
+	logBytes := 0
+	for {
+		b, err := readLine(p.out)
+		if err != nil {
+			if w := why.Load(); w != nil {
+				return failed(*w, logs), true
+			}
+			if err == io.EOF {
+				werr := p.wait()
+				if w := why.Load(); w != nil {
+					return failed(*w, logs), true
+				}
+				return failed(fmt.Sprintf("worker died before it finished: %v%s", exitText(werr), p.stderr.text()), logs), spoke
+			}
+			return failed("worker output: "+err.Error(), logs), true
+		}
+		spoke = true
+		var m wire
+		if err := json.Unmarshal(b, &m); err != nil {
+			return failed(fmt.Sprintf("worker wrote a line that is not the protocol: %.80q", b), logs), true
+		}
+		switch {
+		case m.Done != nil:
+			res := m.Done
+			if res.Status != StatusCompleted && res.Status != StatusFailed {
+				return failed(fmt.Sprintf("worker ended with status %q", res.Status), logs), true
+			}
+			if res.Status == StatusCompleted && len(res.Result) == 0 {
+				res.Result = json.RawMessage("null")
+			}
+			res.Logs = logs
+			return res, true
+		case m.Log != nil:
+			logs, logBytes = addLog(logs, logBytes, *m.Log)
+		case m.Call != "":
+			args := m.Args
+			if len(args) == 0 {
+				args = json.RawMessage("{}")
+			}
+			r, cerr := call(callCtx, m.Call, args)
+			if cerr != nil && callCtx.Err() != nil && ctx.Err() == nil {
+				// The run's wall time ended the call.
+				cerr = fmt.Errorf("%s: time limit exceeded (%v)", m.Call, req.Limits.Wall)
+			}
+			// A write to a worker that is gone fails; its end is read next.
+			_, _ = p.in.Write(answerLine(m.ID, clk.takeHeld(), r, cerr))
+		default:
+			return failed(fmt.Sprintf("worker wrote an unknown message: %.80s", mustJSON(m)), logs), true
+		}
+	}
+}
+
+// addLog adds one console line to logs (of logBytes bytes in all) within
+// the bounds, marking once where they were cut.
+func addLog(logs []string, logBytes int, line string) ([]string, int) {
+	if len(logs) < maxLogs && logBytes+len(line) <= maxLogBytes {
+		return append(logs, line), logBytes + len(line)
+	}
+	if n := len(logs); n == 0 || logs[n-1] != logsCut {
+		logs = append(logs, logsCut)
+	}
+	return logs, logBytes
+}
+
+// logsCut ends logs that were cut.
+const logsCut = "… (logs truncated)"
+
+// answerLine is the protocol line answering call id: its result r or its
+// error, and the time it held the clock.
+func answerLine(id int64, held time.Duration, r json.RawMessage, err error) []byte {
+	b := make([]byte, 0, len(r)+48)
+	b = append(b, `{"id":`...)
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, `,"held":`...)
+	b = strconv.AppendInt(b, int64(held), 10)
+	switch {
+	case err != nil:
+		msg, _ := json.Marshal(err.Error())
+		b = append(append(b, `,"error":`...), msg...)
+	case len(r) == 0:
+		b = append(b, `,"result":null`...)
+	case !json.Valid(r):
+		b = append(b, `,"error":"the call's result is not JSON"`...)
+	default:
+		b = append(append(b, `,"result":`...), r...)
+	}
+	return append(b, "}\n"...)
+}
+
+// watch is the run's watchdog: when ctx ends it cancels the nested calls
+// and kills the worker ("aborted"); at the wall time (moved by the time
+// calls held the clock) it cancels the nested calls, and killGrace later
+// kills the worker ("time limit exceeded … worker killed"), unless the
+// run finished first. It sets why before it kills.
+func (p *process) watch(ctx context.Context, clk *clock, wall time.Duration, cancelCalls func(), finished <-chan struct{}, why *atomic.Pointer[string]) {
+	t := time.NewTimer(wall)
+	defer t.Stop()
+	kill := func(msg string) {
+		why.Store(&msg)
+		cancelCalls()
+		_ = p.cmd.Process.Kill()
+	}
+	for {
+		select {
+		case <-finished:
+			return
+		case <-ctx.Done():
+			kill("aborted: " + ctx.Err().Error())
+			return
+		case <-clk.wake:
+		case <-t.C:
+		}
+		left, holding := clk.left()
+		switch {
+		case holding:
+			t.Stop() // the release wakes this loop
+		case left > 0:
+			t.Reset(left)
+		case left > -killGrace:
+			cancelCalls()
+			t.Reset(killGrace + left)
+		default:
+			kill(fmt.Sprintf("time limit exceeded (%v): worker killed", wall))
+			return
+		}
+	}
+}
+
+// clock is a run's wall time: its deadline moves by the time nested
+// calls hold it (Hold).
+type clock struct {
+	mu       sync.Mutex
+	deadline time.Time // moved by the holds that ended
+	holds    int       // holds in progress
+	since    time.Time // the start of the holds in progress
+	held     time.Duration
+	wake     chan struct{} // told of every change
+}
+
+type clockKey struct{}
+
+// Hold stops the wall clock of the run whose nested call has ctx until
+// release is called (once; later calls do nothing): time a call spends
+// waiting for a human does not count against the run's wall time. With a
+// ctx of no run, Hold does nothing.
+func Hold(ctx context.Context) (release func()) {
+	c, _ := ctx.Value(clockKey{}).(*clock)
+	if c == nil {
+		return func() {}
+	}
+	c.mu.Lock()
+	if c.holds == 0 {
+		c.since = time.Now()
+	}
+	c.holds++
+	c.mu.Unlock()
+	c.tell()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			c.holds--
+			if c.holds == 0 {
+				d := time.Since(c.since)
+				c.deadline = c.deadline.Add(d)
+				c.held += d
+			}
+			c.mu.Unlock()
+			c.tell()
+		})
+	}
+}
+
+func (c *clock) tell() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// left is the wall time left, and whether a hold is in progress.
+func (c *clock) left() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Until(c.deadline), c.holds > 0
+}
+
+// takeHeld returns the time held since the last takeHeld.
+func (c *clock) takeHeld() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.held
+	c.held = 0
+	return d
+}
+
+// readLine reads one line of at most maxLine bytes from r.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if err == nil && line == nil {
+			return chunk, nil // the common case: no copy
+		}
+		line = append(line, chunk...)
+		if len(line) > maxLine {
+			return nil, errors.New("line too long")
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			if err == io.EOF && len(line) > 0 {
+				return line, nil
+			}
+			return nil, err
+		}
+		return line, nil
+	}
+}

@@ -163,6 +163,113 @@ func TestE2EDevices(t *testing.T) {
 		}
 	})
 
+	// CodeMode blocks of alice's, through the gsv CLI, whose nested calls
+	// go to a device of hers run as her host user (a device of its own, so
+	// that it can be killed here): the block's --target, and a call's own
+	// target, over the default; bob's and a missing device fail with the
+	// device's error; a killed device fails a block at once.
+	t.Run("CodeMode", func(t *testing.T) {
+		home, err := os.MkdirTemp("", "cm-home-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(home) })
+		devRoot := filepath.Join(home, "root")
+		os.MkdirAll(filepath.Join(devRoot, "sub"), 0o755)
+		// marker.txt is on both sides, with different contents: a call
+		// that went to the wrong side reads the other one.
+		os.WriteFile(filepath.Join(devRoot, "marker.txt"), []byte("marker on the device cmdev\n"), 0o644)
+		if err := chownTree(home, aliceHost, aliceHost); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(home, 0o755)
+		if r := alice("call", "fs.write", `{"path":"~/marker.txt","content":"marker on the kernel\n"}`); r.code != 0 {
+			t.Fatalf("the kernel's marker: %v", r)
+		}
+		mustOK(t, call9p(t, root, "sys.token.create", map[string]any{"kind": "node", "uid": aliceUID, "allowedDeviceId": "cmdev"}), &tok)
+		cm := startDeviceAs(t, aliceHost, home, "--kernel", listen, "--id", "cmdev", "--token", tok.Token.Token, "--root", devRoot)
+		cmOnline := func() bool {
+			r := alice("call", "sys.device.get", `{"deviceId":"cmdev"}`)
+			return r.code == 0 && strings.Contains(r.stdout, `"online": true`)
+		}
+		waitFor(t, 15*time.Second, "cmdev online", cmOnline)
+		codemode := func(args ...string) shResult { return alice(append([]string{"codemode"}, args...)...) }
+
+		// --target: shell runs on the device, in its root (and in --cwd,
+		// relative to it), as the device's user.
+		r := codemode("--target", "cmdev", "-e", `const r = await shell("pwd; cat marker.txt; id -u"); return r.output`)
+		if want := devRoot + "\nmarker on the device cmdev\n" + strconv.Itoa(aliceHost) + "\n\n"; r.code != 0 || r.stdout != want {
+			t.Fatalf("shell from a block with --target cmdev: %v\nwant stdout %q", r, want)
+		}
+		r = codemode("--target", "cmdev", "--cwd", "sub", "-e", `return (await shell("pwd")).output`)
+		if want := filepath.Join(devRoot, "sub") + "\n\n"; r.code != 0 || r.stdout != want {
+			t.Fatalf("shell from a block with --target cmdev --cwd sub: %v\nwant stdout %q", r, want)
+		}
+		// fs with the call's own target, and without: each side's file.
+		// (fs.read's content is the Read tool's: numbered lines.)
+		r = codemode("-e", `const d = await fs.read({path: "marker.txt", target: "cmdev"});
+const k = await fs.read({path: "~/marker.txt"});
+return d.content + "|" + k.content`)
+		if dev, kern, _ := strings.Cut(r.stdout, "|"); r.code != 0 || !strings.Contains(dev, "\tmarker on the device cmdev\n") || !strings.Contains(kern, "\tmarker on the kernel\n") {
+			t.Fatalf("fs.read from a block, target cmdev and none: %v", r)
+		}
+		// A write with --target lands in the device's root, as its user;
+		// a call naming target gsv goes to the kernel over the default.
+		r = codemode("--target", "cmdev", "-e", `await fs.write({path: "from-block.txt", content: "written by a block\n"});
+const k = await fs.read({path: "~/marker.txt", target: "gsv"});
+return k.content`)
+		if r.code != 0 || !strings.Contains(r.stdout, "\tmarker on the kernel\n") {
+			t.Fatalf("fs.write with --target cmdev, fs.read with target gsv: %v", r)
+		}
+		if b, err := os.ReadFile(filepath.Join(devRoot, "from-block.txt")); err != nil || string(b) != "written by a block\n" {
+			t.Fatalf("the block's file on the device: %q %v", b, err)
+		} else if fi, _ := os.Stat(filepath.Join(devRoot, "from-block.txt")); fi.Sys().(*syscall.Stat_t).Uid != uint32(aliceHost) {
+			t.Fatalf("the block's file on the device is owned by uid %d", fi.Sys().(*syscall.Stat_t).Uid)
+		}
+
+		// bob may not use alice's device, and nobody has one called nosuch:
+		// the block fails with the router's error naming the device.
+		r = gsvAs(bobHost, []string{unixAddr}, "codemode", "--target", "cmdev", "-e", `return await shell("pwd")`)
+		if r.code != 1 || !strings.Contains(r.stderr, `Access denied to device "cmdev"`) || r.stdout != "" {
+			t.Fatalf("bob's block on alice's device: %v", r)
+		}
+		r = codemode("-e", `return await fs.read({path: "marker.txt", target: "nosuch"})`)
+		if r.code != 1 || !strings.Contains(r.stderr, `Access denied to device "nosuch"`) || r.stdout != "" {
+			t.Fatalf("a block on a missing device: %v", r)
+		}
+		// The error is thrown in the block, which may catch it.
+		r = codemode("-e", `try { await shell("pwd", {target: "nosuch"}) } catch (e) { return "caught: " + e.message }`)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "caught: ") || !strings.Contains(r.stdout, `Access denied to device "nosuch"`) {
+			t.Fatalf("a caught device error: %v", r)
+		}
+		if r := codemode("--target", "cmdev", "-e", `return (await fs.read({path: "marker.txt"})).content`); r.code != 0 || !strings.Contains(r.stdout, "\tmarker on the device cmdev\n") {
+			t.Fatalf("the device after the refusals: %v", r)
+		}
+
+		// The device goes: a block on it fails at once with 503, and the
+		// daemon goes on.
+		cm.kill()
+		waitFor(t, 5*time.Second, "cmdev offline", func() bool { return !cmOnline() })
+		for _, args := range [][]string{
+			{"--target", "cmdev", "-e", `return await shell("pwd")`},
+			{"-e", `return await fs.read({path: "marker.txt", target: "cmdev"})`},
+		} {
+			start := time.Now()
+			r := codemode(args...)
+			took := time.Since(start)
+			if took > 5*time.Second {
+				t.Errorf("a block on a killed device took %v", took)
+			}
+			t.Logf("a block on the killed device failed in %v", took.Round(time.Millisecond))
+			if r.code != 1 || !strings.Contains(r.stderr, `Device offline: "cmdev"`) || r.stdout != "" {
+				t.Fatalf("a block on a killed device %q: %v", args, r)
+			}
+		}
+		if r := codemode("-e", `return (await fs.read({path: "~/marker.txt"})).content`); r.code != 0 || !strings.Contains(r.stdout, "\tmarker on the kernel\n") || !d.running() {
+			t.Fatalf("a local block after the device died: %v", r)
+		}
+	})
+
 	// Exec sessions on a device run by alice without root: opened with
 	// target.device, used through gsv and through /dev/box/shell, each exec
 	// in a rootless sandbox of the device that sees only its mounts; bob

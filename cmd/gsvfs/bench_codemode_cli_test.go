@@ -1,0 +1,133 @@
+package main_test
+
+// BenchmarkCodeModeCLI: issue 14's target for CodeMode end to end,
+// `gsv codemode -e 'return 1'` in at most 10 ms (p50), through the real
+// CLI against a real daemon (gsvfs serve, the binaries TestMain built).
+//
+//	go test -run '^$' -bench CodeModeCLI ./cmd/gsvfs/
+//
+// After a warm-up, each iteration times once each, in alternating order:
+//
+//   - codemode: the process `gsv codemode -e 'return 1'` (exec to exit;
+//     its stdout must be "1"). The target is its p50.
+//   - whoami: the process `gsv call sys.whoami` (its stdout must name
+//     root): the CLI's own start and one cheap round trip to the daemon
+//     through the same path, so that what codemode.run adds is visible.
+//   - 9p: codemode.run {"code":"return 1"} as a request frame written to
+//     /sys/call from this process over one 9P connection (no process
+//     start): the daemon's share, worker start included.
+//
+// The SUMMARY line gives p50 and p99 of each and the verdict.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// targetCodeModeCLI is issue 14's target for codemode.run of return 1
+// through the CLI (p50).
+const targetCodeModeCLI = 10 * time.Millisecond
+
+func BenchmarkCodeModeCLI(b *testing.B) {
+	d := startDaemon(b, newBase(b), daemonOpts{})
+	fsys := d.dial(b)
+	env := append(os.Environ(), "GSV_ADDR=unix!"+d.sock, raceEnv)
+	// gsvRun is the op of running gsv args: its stdout must be want
+	// (exact) or contain it.
+	gsvRun := func(exact bool, want string, args ...string) func() error {
+		return func() error {
+			c := exec.Command(gsvBin, args...)
+			c.Env = env
+			var out, errb bytes.Buffer
+			c.Stdout, c.Stderr = &out, &errb
+			if err := c.Run(); err != nil {
+				return fmt.Errorf("gsv %q: %v: %s", args, err, errb.String())
+			}
+			if got := out.String(); exact && got != want || !exact && !strings.Contains(got, want) {
+				return fmt.Errorf("gsv %q: stdout %q, want %q", args, got, want)
+			}
+			return nil
+		}
+	}
+	type cliSide struct {
+		name string
+		op   func() error
+		ds   []time.Duration
+	}
+	sides := []*cliSide{
+		{name: "codemode", op: gsvRun(true, "1\n", "codemode", "-e", "return 1")},
+		{name: "whoami", op: gsvRun(false, `"username": "root"`, "call", "sys.whoami")},
+		{name: "9p", op: func() error {
+			s, err := callRaw9p(fsys, "codemode.run", map[string]any{"code": "return 1"})
+			if err != nil {
+				return err
+			}
+			var f callFrame
+			if err := json.Unmarshal([]byte(strings.TrimSpace(s)), &f); err != nil || !f.OK {
+				return fmt.Errorf("codemode.run over 9P: %q (%v)", s, err)
+			}
+			var r struct {
+				Status string
+				Result json.RawMessage
+			}
+			if err := json.Unmarshal(f.Data, &r); err != nil || r.Status != "completed" || string(r.Result) != "1" {
+				return fmt.Errorf("codemode.run over 9P: %s (%v)", f.Data, err)
+			}
+			return nil
+		}},
+	}
+	// Warm up: the page cache of the binaries, the daemon's first calls.
+	for i := 0; i < 5; i++ {
+		for _, s := range sides {
+			if err := s.op(); err != nil {
+				b.Fatalf("warm-up, %s: %v", s.name, err)
+			}
+		}
+	}
+	const runs = 40
+	b.ResetTimer()
+	for i := 0; i < runs*b.N; i++ {
+		for j := range sides {
+			s := sides[j]
+			if i%2 == 1 {
+				s = sides[len(sides)-1-j]
+			}
+			t0 := time.Now()
+			err := s.op()
+			s.ds = append(s.ds, time.Since(t0))
+			if err != nil {
+				b.Fatalf("%s (run %d): %v", s.name, i, err)
+			}
+		}
+	}
+	b.StopTimer()
+	pct := func(ds []time.Duration, p float64) time.Duration {
+		s := append([]time.Duration(nil), ds...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return s[min(len(s)-1, int(p*float64(len(s))))]
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	cm, who, ninep := sides[0].ds, sides[1].ds, sides[2].ds
+	p50 := pct(cm, 0.5)
+	b.ReportMetric(ms(p50), "codemode-p50-ms")
+	b.ReportMetric(ms(pct(cm, 0.99)), "codemode-p99-ms")
+	b.ReportMetric(ms(pct(who, 0.5)), "whoami-p50-ms")
+	b.ReportMetric(ms(pct(ninep, 0.5)), "9p-p50-ms")
+	load := "?"
+	if l, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(l)); len(f) > 0 {
+			load = f[0]
+		}
+	}
+	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+	b.Logf("SUMMARY CodeModeCLI: `gsv codemode -e 'return 1'`, %d runs: p50 %v p99 %v (target p50 <= %v) %s  | baseline `gsv call sys.whoami` p50 %v p99 %v (codemode - whoami: %v) | codemode.run over 9P from this process p50 %v p99 %v  [load average %s]",
+		len(cm), r(p50), r(pct(cm, 0.99)), targetCodeModeCLI, devVerdict(p50 <= targetCodeModeCLI),
+		r(pct(who, 0.5)), r(pct(who, 0.99)), r(p50-pct(who, 0.5)), r(pct(ninep, 0.5)), r(pct(ninep, 0.99)), load)
+}

@@ -9,12 +9,12 @@ PKGS     := ./...
 PREFIX   ?= /usr/local
 
 build:
-	$(GO) build -o bin/ ./cmd/gsvfs ./cmd/gsv
+	$(GO) build -o bin/ ./cmd/gsvfs ./cmd/gsv ./cmd/gsvfs-codemode
 
-# install: gsv and gsvfs into $(PREFIX)/bin.
+# install: gsv, gsvfs and gsvfs-codemode into $(PREFIX)/bin.
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 bin/gsv bin/gsvfs $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 bin/gsv bin/gsvfs bin/gsvfs-codemode $(DESTDIR)$(PREFIX)/bin/
 
 # run: mount the namespace on $(MOUNT) with an embedded default state
 # (~/.local/share/gsv or $$GSV_STATE). Ctrl-C unmounts.

@@ -41,16 +41,17 @@ func Run(ctx context.Context, worker []string, req Request, call CallFunc) (*Res
 	return res, nil
 }
 
-// Runner runs blocks in workers started as one argv, and keeps one worker
-// started ahead (its privileges dropped, its engine made, waiting for a
-// request), so that a run does not wait for a process to start. Each
-// worker runs one block: nothing of one run is left for the next.
+// Runner runs blocks in workers started as one argv, and keeps warmWorkers
+// workers started ahead (their privileges dropped, their engines made,
+// waiting for a request), so that a run does not wait for a process to
+// start. Each worker runs one block: nothing of one run is left for the
+// next.
 type Runner struct {
 	argv []string
 	log  *slog.Logger
 
 	once     sync.Once     // starts fill at the first Run
-	ready    chan *process // the warm worker, handed from fill to a Run
+	ready    chan *process // warm workers, handed from fill to a Run
 	stop     chan struct{} // closed by Close
 	wg       sync.WaitGroup
 	mu       sync.Mutex
@@ -64,8 +65,13 @@ func NewRunner(argv []string, log *slog.Logger) *Runner {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Runner{argv: argv, log: log, ready: make(chan *process), stop: make(chan struct{})}
+	// fill holds one warm worker while it waits to hand it over.
+	return &Runner{argv: argv, log: log, ready: make(chan *process, warmWorkers-1), stop: make(chan struct{})}
 }
+
+// warmWorkers is how many workers a Runner keeps ready: two, so that a
+// run that follows another at once still finds one.
+const warmWorkers = 2
 
 // Run is the package's Run with a warm worker when one is ready (else one
 // started now). A warm worker that died while it waited (it wrote
@@ -124,7 +130,7 @@ func (r *Runner) reap(p *process) {
 	}()
 }
 
-// fill keeps one started worker for Run until Close.
+// fill keeps warmWorkers started workers for Run until Close.
 func (r *Runner) fill() {
 	defer r.wg.Done()
 	for {
@@ -172,7 +178,7 @@ func (r *Runner) startWarm() (*process, error) {
 	return p, nil
 }
 
-// Close kills the warm worker and stops starting others; runs under way
+// Close kills the warm workers and stops starting others; runs under way
 // go on to their end. Run fails after Close.
 func (r *Runner) Close() error {
 	r.mu.Lock()
@@ -185,7 +191,14 @@ func (r *Runner) Close() error {
 	}
 	r.mu.Unlock()
 	r.wg.Wait()
-	return nil
+	for {
+		select {
+		case p := <-r.ready:
+			p.kill()
+		default:
+			return nil
+		}
+	}
 }
 
 // process is one started worker: its request is not written yet.

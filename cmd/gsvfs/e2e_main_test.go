@@ -96,7 +96,8 @@ func runTests(m *testing.M) int {
 // race-built program otherwise sleeps a second before it exits.
 const raceEnv = "GORACE=atexit_sleep_ms=0"
 
-// buildBinaries builds cmd/gsvfs and cmd/gsv into dir with go build.
+// buildBinaries builds cmd/gsvfs, cmd/gsv and cmd/gsvfs-codemode into
+// dir with go build.
 func buildBinaries(dir string) error {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -106,7 +107,7 @@ func buildBinaries(dir string) error {
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	args = append(args, "gsvfs.dev/gsvfs/cmd/gsvfs", "gsvfs.dev/gsvfs/cmd/gsv")
+	args = append(args, "gsvfs.dev/gsvfs/cmd/gsvfs", "gsvfs.dev/gsvfs/cmd/gsv", "gsvfs.dev/gsvfs/cmd/gsvfs-codemode")
 	cmd := exec.Command(goBin, args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -115,14 +115,19 @@ func rootCmd() *cobra.Command {
 	return root
 }
 
-// codeModeWorker is the argv of a CodeMode worker: this binary's hidden
-// codemode-worker command, or nil (no CodeMode) when the binary cannot be
-// found.
+// codeModeWorker is the argv of a CodeMode worker: the gsvfs-codemode
+// binary next to this one (a small binary that starts fast), else this
+// binary's hidden codemode-worker command, or nil (no CodeMode) when the
+// binary cannot be found.
 func codeModeWorker() []string {
 	exe, err := os.Executable()
 	if err != nil {
 		slog.Warn("no CodeMode: cannot find this binary", "err", err)
 		return nil
+	}
+	small := filepath.Join(filepath.Dir(exe), "gsvfs-codemode")
+	if fi, err := os.Stat(small); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return []string{small}
 	}
 	return []string{exe, "codemode-worker"}
 }

@@ -75,17 +75,20 @@ type RunInfo struct {
 	Step           int            `json:"step"`
 	Checkpoint     int64          `json:"checkpoint"`
 	Pending        *RunCheckpoint `json:"pending,omitempty"`
-	Budget         RunBudget      `json:"budget"`
-	Used           RunUsage       `json:"used"`
-	Supervise      bool           `json:"supervise"`
-	GraceMs        int64          `json:"graceMs"`
-	StopRequested  bool           `json:"stopRequested,omitempty"`
-	Model          string         `json:"model,omitempty"`
-	Temperature    *float64       `json:"temperature,omitempty"`
-	ToolCap        *int64         `json:"toolCap,omitempty"`
-	StartedAt      int64          `json:"startedAt,omitempty"`
-	FinishedAt     *int64         `json:"finishedAt,omitempty"`
-	Error          string         `json:"error,omitempty"`
+	// Hil is the approval request the run waits on (state waiting-hil):
+	// one of a tool call, or of a nested call of its CodeMode block.
+	Hil           *HilRequest `json:"hil,omitempty"`
+	Budget        RunBudget   `json:"budget"`
+	Used          RunUsage    `json:"used"`
+	Supervise     bool        `json:"supervise"`
+	GraceMs       int64       `json:"graceMs"`
+	StopRequested bool        `json:"stopRequested,omitempty"`
+	Model         string      `json:"model,omitempty"`
+	Temperature   *float64    `json:"temperature,omitempty"`
+	ToolCap       *int64      `json:"toolCap,omitempty"`
+	StartedAt     int64       `json:"startedAt,omitempty"`
+	FinishedAt    *int64      `json:"finishedAt,omitempty"`
+	Error         string      `json:"error,omitempty"`
 }
 
 // RunListArgs are proc.run.list's args: the runs of the caller's

@@ -3,9 +3,11 @@ package proc
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -70,6 +72,19 @@ func (m *Manager) sysCodeModeExec(ctx context.Context, c *kernel.Caller, a *abi.
 	return m.runCodeMode(ctx, req, m.codeModeCall(c, "", "", c.Pid))
 }
 
+// blockKey is the context key of the run tool call (a *blockCall) that
+// a codemode.exec serves: runTool sets it, and a nested call that needs
+// a human's approval asks as part of that call.
+type blockKey struct{}
+
+// blockCall is the CodeMode tool call of a run that a block runs in.
+type blockCall struct {
+	pr     *process
+	r      *activeRun
+	callID string
+	asked  atomic.Int64 // the requests the block made
+}
+
 // codeModeWall is the wall time of timeoutMs (0: the default).
 func codeModeWall(timeoutMs int64) (time.Duration, error) {
 	if timeoutMs < 0 {
@@ -131,7 +146,17 @@ func (m *Manager) codeModeCall(caller *kernel.Caller, target, cwd, askPid string
 					return nil, err
 				}
 				if !ok {
-					return nil, fmt.Errorf("%s: needs approval: approve %q for this process first (approve and remember a direct call of it), or make the call outside CodeMode", name, need)
+					b, _ := ctx.Value(blockKey{}).(*blockCall)
+					if b == nil {
+						return nil, fmt.Errorf("%s: needs approval: approve %q for this process first (approve and remember a direct call of it), or make the call outside CodeMode", name, need)
+					}
+					var substitute *string
+					if args, substitute, err = m.askInBlock(ctx, b, name, need, args); err != nil {
+						return nil, err
+					}
+					if substitute != nil {
+						return json.Marshal(*substitute)
+					}
 				}
 			}
 		}
@@ -145,6 +170,90 @@ func (m *Manager) codeModeCall(caller *kernel.Caller, target, cwd, askPid string
 		}
 		return b, nil
 	}
+}
+
+// askInBlock asks a human to approve a nested call of block call b
+// (syscall name with args, needing approval of need), as a direct tool
+// call asks: a HIL request of the run, shown with the tool's name and the
+// call id "<CodeMode call id>/codemode/<n>", with the run waiting on it.
+// The block waits for the answer with its wall clock held. It returns the
+// args to run (the edited args, if the human edited them), or the text
+// the human substituted for the call's result, or the refusal (denied,
+// expired, or the run's end: the request is then stale).
+func (m *Manager) askInBlock(ctx context.Context, b *blockCall, name, need string, args json.RawMessage) (json.RawMessage, *string, error) {
+	release := codemode.Hold(ctx)
+	defer release()
+	pr, r := b.pr, b.r
+	t0 := now()
+	h := abi.HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid,
+		CallID: fmt.Sprintf("%s/codemode/%d", b.callID, b.asked.Add(1)), ToolName: toolNameOf(name), Syscall: need, Args: args,
+		ArgsDigest: argsDigest(args), Target: argsTarget(args), CreatedAt: t0, ExpiresAt: t0 + m.hilExpiry(ctx, pr.uid).Milliseconds()}
+	answered := make(chan struct{})
+	m.hilWaiters.Store(h.RequestID, answered)
+	defer m.hilWaiters.Delete(h.RequestID)
+	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := m.st.TxExec(tx, `INSERT INTO proc_hil(request_id,pid,run_id,cid,generation,call_id,tool_name,syscall,args,args_digest,created_at,expires_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)`,
+			h.RequestID, pr.pid, r.id, r.cid, r.gen, h.CallID, h.ToolName, need, string(args), h.ArgsDigest, h.CreatedAt, h.ExpiresAt); err != nil {
+			return err
+		}
+		_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status='waiting_hil' WHERE run_id=? AND status='running'`, r.id)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	m.expireLater(pr.pid, pr.uid, h.RequestID, h.ExpiresAt)
+	r.blockAsks.Add(1)
+	defer r.blockAsks.Add(-1)
+	m.signal(pr.uid, "proc.run.hil.requested", map[string]any{"pid": pr.pid, "request": h})
+	select {
+	case <-answered:
+	case <-ctx.Done():
+		// The run ended (abort, wall time, shutdown): nobody waits for
+		// the answer any more. The run is running again for whoever
+		// records its end.
+		bg := context.WithoutCancel(ctx)
+		if err := m.st.Tx(bg, func(tx *sql.Tx) error {
+			if _, err := m.st.TxExec(tx, `UPDATE proc_hil SET status='stale' WHERE request_id=? AND status='pending'`, h.RequestID); err != nil {
+				return err
+			}
+			_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status='running' WHERE run_id=? AND status='waiting_hil'`, r.id)
+			return err
+		}); err != nil {
+			m.log.Error("proc: a block's HIL request made stale", "pid", pr.pid, "request", h.RequestID, "err", err)
+		}
+		return nil, nil, fmt.Errorf("%s: no answer to approval request %s: %v", name, h.RequestID, ctx.Err())
+	}
+	var status string
+	var edited, result sql.NullString
+	if err := m.st.QueryRowContext(ctx, `SELECT status,edited_args,result FROM proc_hil WHERE request_id=?`, h.RequestID).Scan(&status, &edited, &result); err != nil {
+		return nil, nil, err
+	}
+	switch status {
+	case "approved":
+		if edited.Valid {
+			return json.RawMessage(edited.String), nil, nil
+		}
+		return args, nil, nil
+	case "substituted":
+		return nil, &result.String, nil
+	case "denied":
+		return nil, nil, fmt.Errorf("%s: %s", name, resultDenied)
+	case "expired":
+		return nil, nil, fmt.Errorf("%s: %s", name, resultExpired)
+	}
+	return nil, nil, fmt.Errorf("%s: approval request %s is %s", name, h.RequestID, status)
+}
+
+// toolNameOf is the name of the agent's tool that makes syscall, or the
+// syscall itself when no tool does.
+func toolNameOf(syscall string) string {
+	for _, t := range tools {
+		if t.syscall == syscall {
+			return t.def.Name
+		}
+	}
+	return syscall
 }
 
 // codeModeArgs are a nested call's args raw with target and cwd (when

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/codemode"
@@ -90,5 +91,109 @@ func TestCodeModeExecApproval(t *testing.T) {
 	alice := &kernel.Caller{Identity: h.alice}
 	if _, err := h.k.Call(ctx, alice, "codemode.exec", &abi.CodeModeExecArgs{Code: "return 1"}); abi.Code(err) != 403 {
 		t.Fatalf("codemode.exec by a user: %v", err)
+	}
+}
+
+// pendingNot waits for pid's pending HIL request other than not, and
+// returns it.
+func (h *ptHarness) pendingNot(pid, not string) *abi.HilRequest {
+	h.t.Helper()
+	deadline := time.Now().Add(ptWait)
+	for {
+		if req := h.history(h.root, pid, "default").PendingHil; req != nil && req.RequestID != not {
+			return req
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: no pending HIL request after %v", pid, ptWait)
+		}
+		time.Sleep(15 * time.Millisecond)
+	}
+}
+
+// A nested call of the CodeMode tool that needs approval waits for it,
+// as a direct tool call does: the run waits on a request shown with the
+// tool's name, the block's wall clock stops meanwhile, and the answer
+// (approve, edited args, deny, substitute) decides the call in the block.
+func TestCodeModeApprovalWaits(t *testing.T) {
+	h := newPTHarness(t)
+	code := `const out = [];
+const r = await shell("echo from-block > blk.txt && cat blk.txt");
+out.push(r.output.trim());
+try { await shell("echo no > no.txt") } catch (e) { out.push(e.message) }
+out.push((await shell("echo original")).output.trim());
+out.push(await shell("echo substituted"));
+return out`
+	args, _ := json.Marshal(map[string]any{"code": code, "timeoutMs": 500})
+	s := h.scriptOf(0, `{"tools":[{"name":"CodeMode","args":`+string(args)+`}],"expectUser":"go"}`+"\n"+`{"text":"done"}`)
+	pid := h.spawn(h.root, "cm-hil")
+	run := h.send(h.root, pid, "", "go")
+	h.waitRun(run.RunID, "waiting_hil")
+
+	// 1: approved, after the block's 500 ms wall time has passed.
+	req := h.pendingNot(pid, "")
+	if req.ToolName != "Shell" || req.Syscall != "shell.exec" || req.RunID != run.RunID || !strings.Contains(req.CallID, "/codemode/1") ||
+		!strings.Contains(string(req.Args), "from-block") {
+		t.Fatalf("the block's request: %+v", req)
+	}
+	time.Sleep(800 * time.Millisecond)
+	if err := h.call(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// 2: denied by a ctl line; the block catches the refusal.
+	req2 := h.pendingNot(pid, req.RequestID)
+	if !strings.Contains(req2.CallID, "/codemode/2") {
+		t.Fatalf("second request: %+v", req2)
+	}
+	if err := h.writeFile(h.root, "/proc/"+pid+"/ctl", "hil deny "+req2.RequestID+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	// 3: approved with edited args.
+	req3 := h.pendingNot(pid, req2.RequestID)
+	if err := h.call(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": req3.RequestID, "decision": "approve",
+		"args": map[string]any{"command": "echo edited"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// 4: substituted: the call resolves to the human's text, unrun.
+	req4 := h.pendingNot(pid, req3.RequestID)
+	if err := h.call(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": req4.RequestID, "decision": "substitute", "result": "not now"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.waitRun(run.RunID); st != "done" {
+		t.Fatalf("run %s", st)
+	}
+	msg := lastToolMessage(t, s)
+	var res abi.CodeModeResult
+	if err := json.Unmarshal([]byte(msg.Content), &res); err != nil {
+		t.Fatalf("tool result %q: %v", msg.Content, err)
+	}
+	if res.Status != "completed" || string(res.Result) != `["from-block","shell.exec: denied by user","edited","not now"]` {
+		t.Fatalf("the block: %+v %s", res, res.Result)
+	}
+	if _, err := os.Stat(h.dir + "/fs/home/root/no.txt"); err == nil {
+		t.Error("the denied command ran")
+	}
+}
+
+// A run aborted while its block waits for an approval ends at once; the
+// request is stale.
+func TestCodeModeApprovalAbort(t *testing.T) {
+	h := newPTHarness(t)
+	h.scriptOf(0, `{"tools":[{"name":"CodeMode","args":{"code":"return await shell(\"echo never\")"}}],"expectUser":"go"}`+"\n"+`{"text":"done"}`)
+	pid := h.spawn(h.root, "cm-abort")
+	run := h.send(h.root, pid, "", "go")
+	h.waitRun(run.RunID, "waiting_hil")
+	req := h.pendingNot(pid, "")
+	if err := h.call(h.root, "proc.abort", map[string]any{"pid": pid}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.waitRun(run.RunID); st != "aborted" {
+		t.Fatalf("run %s", st)
+	}
+	var status string
+	if err := h.m.st.QueryRowContext(context.Background(), `SELECT status FROM proc_hil WHERE request_id=?`, req.RequestID).Scan(&status); err != nil || status != "stale" {
+		t.Fatalf("request %s: %q %v", req.RequestID, status, err)
+	}
+	if err := h.call(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve"}, nil); abi.Code(err) != 404 {
+		t.Fatalf("answering a stale request: %v", err)
 	}
 }

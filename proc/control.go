@@ -697,7 +697,7 @@ func (m *Manager) runInfo(ctx context.Context, p *abi.Process) (*abi.RunInfo, er
 		live = true
 		info.RunID, info.ConversationID, info.Step, info.Checkpoint = r.id, r.cid, r.check.steps, r.check.seq
 		info.State = abi.RunRunning
-		if pr.state == waiting {
+		if pr.state == waiting || r.blockAsks.Load() > 0 {
 			info.State = abi.RunWaitingHil
 		}
 		if cp := r.check.parked; cp != nil {
@@ -715,6 +715,13 @@ func (m *Manager) runInfo(ctx context.Context, p *abi.Process) (*abi.RunInfo, er
 	}
 	pr.mu.Unlock()
 	if live {
+		if info.State == abi.RunWaitingHil {
+			h, err := m.pendingHil(ctx, p.Pid)
+			if err != nil {
+				return nil, abi.E(abi.Path(p.Pid), err)
+			}
+			info.Hil = h
+		}
 		return info, nil
 	}
 	var run, cid, status string

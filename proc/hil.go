@@ -282,6 +282,10 @@ func (m *Manager) decideLocked(ctx context.Context, pr *process, pid string, uid
 	if err != nil || !decided {
 		return false, err
 	}
+	if ch, ok := m.hilWaiters.LoadAndDelete(requestID); ok {
+		// A block's nested call waits for this answer inside the run.
+		close(ch.(chan struct{}))
+	}
 	if r := pr.run; r != nil && r.id == runID && pr.state == waiting && r.stop != stopAbort {
 		m.startLocked(pr, r)
 		resumed = true

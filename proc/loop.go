@@ -469,15 +469,18 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 	}
 	m.signal(pr.uid, "proc.run.tool.started", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "callId": c.ID, "toolName": c.Name, "syscall": t.syscall})
 	var callArgs any = args
+	callCtx := ctx
 	if t.syscall == "codemode.exec" {
-		// An Internal syscall takes its Go args, not a frame's JSON.
+		// An Internal syscall takes its Go args, not a frame's JSON. The
+		// block's nested calls that need a human ask as part of this call.
 		var a abi.CodeModeExecArgs
 		if err := kernel.DecodeArgs(args, &a); err != nil {
 			return false, result(err.Error(), true)
 		}
 		callArgs = &a
+		callCtx = context.WithValue(ctx, blockKey{}, &blockCall{pr: pr, r: r, callID: c.ID})
 	}
-	res, err := m.k.Call(ctx, caller, t.syscall, callArgs)
+	res, err := m.k.Call(callCtx, caller, t.syscall, callArgs)
 	if sh, ok := res.(*abi.ShellExecResult); ok && err == nil && sh.Status == "running" {
 		res, err = m.awaitShell(ctx, caller, sh)
 	}

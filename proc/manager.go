@@ -57,7 +57,10 @@ type Manager struct {
 	ipc    ipcState         // the deadlines of pending IPC calls (ipc.go)
 	watch  watchState       // the signal watches' live part (watch.go)
 	routes runRoutes        // the connections runs' chat notifications go to (routes.go)
-	blocks *codemode.Runner // CodeMode's workers, one kept warm (nil: no worker command)
+	blocks *codemode.Runner // CodeMode's workers, kept warm (nil: no worker command)
+	// hilWaiters are the blocks' nested calls waiting for a human's
+	// answer: request id → a channel decideLocked closes.
+	hilWaiters sync.Map
 }
 
 // Open migrates the proc schema and prepares the manager of space's

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -105,6 +106,9 @@ type activeRun struct {
 	next        string
 	// check is what the run's checkpoints keep (control.go).
 	check runCheck
+	// blockAsks counts the nested calls of its CodeMode blocks waiting
+	// for a human's answer (askInBlock): the run waits on a human then.
+	blockAsks atomic.Int32
 }
 
 // EventPrefix marks runtime events in a conversation.
@@ -452,6 +456,18 @@ func (m *Manager) nextLocked(ctx context.Context, pr *process, before func(*sql.
 // a running run continues from its stored history; a run waiting on a
 // human keeps waiting; a process with only queued messages starts one.
 func (m *Manager) resume(ctx context.Context) error {
+	// A block's nested call that waited for a human ended with the
+	// daemon: its request is stale, and its run runs again.
+	if err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := m.st.TxExec(tx, `UPDATE proc_runs SET status='running' WHERE status='waiting_hil' AND run_id IN
+			(SELECT run_id FROM proc_hil WHERE status='pending' AND call_id LIKE '%/codemode/%')`); err != nil {
+			return err
+		}
+		_, err := m.st.TxExec(tx, `UPDATE proc_hil SET status='stale' WHERE status='pending' AND call_id LIKE '%/codemode/%'`)
+		return err
+	}); err != nil {
+		return err
+	}
 	rows, err := m.st.QueryContext(ctx, `SELECT r.run_id,r.pid,r.cid,r.generation,r.status,p.uid FROM proc_runs r
 		JOIN proc_processes p ON p.pid=r.pid WHERE r.status IN ('running','waiting_hil') ORDER BY r.started_at`)
 	if err != nil {

@@ -422,6 +422,9 @@ func showRun(w io.Writer, r *abi.RunInfo, now time.Time) {
 	} else {
 		row("pending", "-")
 	}
+	if h := r.Hil; h != nil {
+		row("approval", cell(h.RequestID)+": "+cell(hilLine(h)))
+	}
 	b, u := r.Budget, r.Used
 	row("budget usd", ofLimit(usd(u.USD), usd(b.USD), b.USD > 0))
 	row("budget tokens", ofLimit(strconv.FormatInt(u.TokensIn+u.TokensOut, 10), strconv.FormatInt(b.Tokens, 10), b.Tokens > 0)+

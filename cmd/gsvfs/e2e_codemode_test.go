@@ -7,6 +7,7 @@ package main_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,5 +84,36 @@ return {content: f.content, out: sh.output.trim(), status: sh.status};`)
 	}
 	if r := gsv("whoami"); r.code != 0 {
 		t.Fatalf("whoami: %v", r)
+	}
+
+	// Ctrl-C of gsv codemode ends the run at once: a block that writes a
+	// counter in a loop stops writing it.
+	tick := filepath.Join(d.state, "fs/home/root/tick.txt")
+	cmd := exec.Command(gsvBin, "codemode", "-e", `let i = 0; while (true) { await fs.write({path: "~/tick.txt", content: String(i++)}) }`)
+	cmd.Env = append(os.Environ(), env[0], raceEnv)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	counter := func() string {
+		b, _ := os.ReadFile(tick)
+		return string(b)
+	}
+	for deadline := time.Now().Add(10 * time.Second); counter() == "" || counter() == "0"; {
+		if time.Now().After(deadline) {
+			t.Fatal("the block never wrote its counter")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("gsv codemode exited 0 after Ctrl-C")
+	}
+	time.Sleep(200 * time.Millisecond)
+	c1 := counter()
+	time.Sleep(500 * time.Millisecond)
+	if c2 := counter(); c1 != c2 {
+		t.Fatalf("the block went on after Ctrl-C: counter %s, then %s", c1, c2)
 	}
 }

@@ -45,13 +45,15 @@ func Run(ctx context.Context, worker []string, req Request, call CallFunc) (*Res
 // workers started ahead (their privileges dropped, their engines made,
 // waiting for a request), so that a run does not wait for a process to
 // start. Each worker runs one block: nothing of one run is left for the
-// next.
+// next. The worker that replaces a warm one starts when the run that took
+// it ends, so that its start does not compete with the run.
 type Runner struct {
 	argv []string
 	log  *slog.Logger
 
 	once     sync.Once     // starts fill at the first Run
 	ready    chan *process // warm workers, handed from fill to a Run
+	want     chan time.Time // one per warm worker fill is to start, not before its time
 	stop     chan struct{} // closed by Close
 	wg       sync.WaitGroup
 	mu       sync.Mutex
@@ -65,9 +67,17 @@ func NewRunner(argv []string, log *slog.Logger) *Runner {
 	if log == nil {
 		log = slog.Default()
 	}
-	// fill holds one warm worker while it waits to hand it over.
-	return &Runner{argv: argv, log: log, ready: make(chan *process, warmWorkers-1), stop: make(chan struct{})}
+	r := &Runner{argv: argv, log: log, ready: make(chan *process, warmWorkers), want: make(chan time.Time, warmWorkers), stop: make(chan struct{})}
+	for range warmWorkers {
+		r.want <- time.Time{}
+	}
+	return r
 }
+
+// refillDelay is how long after a run's end its replacement starts: the
+// start of a worker takes a core for a few milliseconds, which the
+// caller of the run that ended needs for its result.
+const refillDelay = 20 * time.Millisecond
 
 // warmWorkers is how many workers a Runner keeps ready: two, so that a
 // run that follows another at once still finds one.
@@ -95,6 +105,9 @@ func (r *Runner) Run(ctx context.Context, req Request, call CallFunc) (*Result, 
 	case p = <-r.ready:
 		res, spoke := p.run(ctx, req, call)
 		r.reap(p)
+		// Its replacement, soon after: the caller gets its result first.
+		// The send never blocks: one want per warm worker taken.
+		r.want <- time.Now().Add(refillDelay)
 		if spoke || ctx.Err() != nil {
 			return res, nil
 		}
@@ -130,15 +143,29 @@ func (r *Runner) reap(p *process) {
 	}()
 }
 
-// fill keeps warmWorkers started workers for Run until Close.
+// fill starts a warm worker for each want until Close.
 func (r *Runner) fill() {
 	defer r.wg.Done()
 	for {
+		var at time.Time
+		select {
+		case at = <-r.want:
+		case <-r.stop:
+			return
+		}
+		if d := time.Until(at); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-r.stop:
+				return
+			}
+		}
 		p, err := r.startWarm()
 		if err != nil {
 			r.log.Error("codemode: start a warm worker", "error", err)
 			select {
 			case <-time.After(time.Second):
+				r.want <- time.Time{} // try again: the want is still owed
 				continue
 			case <-r.stop:
 				return

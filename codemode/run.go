@@ -51,10 +51,10 @@ type Runner struct {
 	argv []string
 	log  *slog.Logger
 
-	once     sync.Once     // starts fill at the first Run
-	ready    chan *process // warm workers, handed from fill to a Run
+	once     sync.Once      // starts fill at the first Run
+	ready    chan *process  // warm workers, handed from fill to a Run
 	want     chan time.Time // one per warm worker fill is to start, not before its time
-	stop     chan struct{} // closed by Close
+	stop     chan struct{}  // closed by Close
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	done     bool     // Close was called

@@ -55,7 +55,7 @@ const prelude = `(function () {
   globalThis.shell = async (command, options) => {
     const o = options || {};
     const a = { input: command === undefined || command === null ? "" : String(command) };
-    for (const k of ["target", "cwd", "sessionId", "timeoutMs"]) {
+    for (const k of ["target", "cwd", "sessionId", "timeoutMs", "background"]) {
       if (o[k] !== undefined && o[k] !== null) a[k] = o[k];
     }
     return invoke("shell.exec", a);

@@ -287,9 +287,9 @@ func codeModeArgs(name string, raw json.RawMessage, target, cwd string) (json.Ra
 // codeModeTool is the agent's CodeMode tool's description.
 var codeModeTool = strings.Join([]string{
 	"Run a JavaScript block (the body of an async function: top-level await, explicit return) for multi-step work that is easier as code than as many tool calls.",
-	"In the block: await shell(command, {target, cwd, sessionId, timeoutMs}) returns the shell.exec result ({status: completed|running|failed, output, exitCode, sessionId}; poll a running one with shell(\"\", {sessionId})),",
+	"In the block: await shell(command, {target, cwd, sessionId, timeoutMs, background}) returns the shell.exec result ({status: completed|running|failed, output, exitCode, sessionId}; poll a running one with shell(\"\", {sessionId})),",
 	"await fs.read/write/edit/delete/search(args) take the Read/Write/Edit/Delete/Search tools' args and return their results; console.log lines come back as logs.",
-	"Each call is one of your tool calls, as you: one that needs approval runs only if approval was remembered for this process.",
+	"Each call is one of your tool calls, as you: one that needs approval waits for the user's answer, as a direct call does.",
 	"No network, no timers; limits: 64 MiB, 30 s (timeoutMs), call depth.",
 	"Returns {status: completed, result, logs} or {status: failed, error, logs}.",
 }, " ")

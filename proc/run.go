@@ -474,14 +474,14 @@ func (m *Manager) resume(ctx context.Context) error {
 		return err
 	}
 	type pending struct {
-		run    activeRun
+		run    *activeRun
 		status string
 		uid    uint32
 		pid    string
 	}
 	var ps []pending
 	for rows.Next() {
-		var x pending
+		x := pending{run: &activeRun{}}
 		if err := rows.Scan(&x.run.id, &x.pid, &x.run.cid, &x.run.gen, &x.status, &x.uid); err != nil {
 			rows.Close()
 			return err
@@ -504,9 +504,9 @@ func (m *Manager) resume(ctx context.Context) error {
 			// Two live runs for one process cannot be: end the later.
 			_, err = m.st.Exec(ctx, `UPDATE proc_runs SET status='error', error='superseded at restart' WHERE run_id=?`, r.id)
 		case x.status == "waiting_hil":
-			pr.run, pr.state = &r, waiting
+			pr.run, pr.state = r, waiting
 		default:
-			m.startLocked(pr, &r)
+			m.startLocked(pr, r)
 		}
 		busy[x.pid] = true
 		pr.mu.Unlock()

@@ -46,6 +46,33 @@ return {content: f.content, out: sh.output.trim(), status: sh.status};`)
 		t.Fatalf("fs and shell: %v", r)
 	}
 
+	// The seed's polling loop over a real background command.
+	r = gsv("codemode", "--json", "-e", `
+let res = await shell("for i in 1 2 3; do echo tick $i; sleep 0.2; done", {background: true});
+const first = res.status;
+let output = res.output;
+let polls = 0;
+while (res.status === "running") {
+  res = await shell("", {sessionId: res.sessionId});
+  output += res.output;
+  polls++;
+}
+if (res.status === "failed") throw new Error(res.error + "\n" + output);
+return {first, polls: polls > 0, exitCode: res.exitCode, output};`)
+	var poll struct {
+		Status string
+		Result struct {
+			First    string
+			Polls    bool
+			ExitCode int
+			Output   string
+		}
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &poll) != nil || poll.Status != "completed" || poll.Result.First != "running" ||
+		!poll.Result.Polls || poll.Result.ExitCode != 0 || poll.Result.Output != "tick 1\ntick 2\ntick 3\n" {
+		t.Fatalf("polling a background shell: %v", r)
+	}
+
 	// A script file with argv and args.
 	script := filepath.Join(base, "work", "s.js")
 	if err := os.WriteFile(script, []byte(`return argv.join(",") + " " + args.mode`), 0o644); err != nil {

@@ -27,29 +27,9 @@ func TestE2EProcHilAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	M := d.mnt
-	run := func(sh string, args ...string) string {
-		t.Helper()
-		r := d.sh(sh, args...)
-		if r.err != nil || r.code != 0 {
-			t.Fatalf("%s: %v", sh, r)
-		}
-		return r.stdout
-	}
-	read := func(p string) (string, error) {
-		r := d.sh(`cat "$1"`, p)
-		if r.code != 0 {
-			return r.stdout, &opError{op: "cat", path: p, msg: r.stderr}
-		}
-		return r.stdout, nil
-	}
-	gsv := func(args ...string) string {
-		t.Helper()
-		r := gsvAs(0, []string{"GSV_ADDR=unix!" + d.sock}, args...)
-		if r.err != nil || r.code != 0 {
-			t.Fatalf("gsv %q: %v", args, r)
-		}
-		return r.stdout
-	}
+	run := func(sh string, args ...string) string { t.Helper(); return d.mustSh(t, sh, args...) }
+	read := d.cat
+	gsv := func(args ...string) string { t.Helper(); return d.mustGsv(t, args...) }
 	run(`echo 'set config/ai/provider scripted' > "$1/sys/config/ctl" && echo "set config/ai/script /home/root/hil.jsonl" > "$1/sys/config/ctl"`, M)
 	pid := strings.TrimSpace(run(`exec 3<>"$1/proc/clone"; echo 'spawn task label=hil' >&3; read pid <&3; echo "$pid"`, M))
 	P := M + "/proc/" + pid

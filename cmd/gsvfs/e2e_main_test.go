@@ -460,6 +460,38 @@ func (d *daemon) sh(script string, args ...string) shResult {
 	return runCmd(d.work, nil, nil, "sh", append([]string{"-c", script, "sh"}, args...)...)
 }
 
+// mustSh runs script as sh does and returns its stdout; one that fails
+// to run or exits non-zero fails t.
+func (d *daemon) mustSh(t testing.TB, script string, args ...string) string {
+	t.Helper()
+	r := d.sh(script, args...)
+	if r.err != nil || r.code != 0 {
+		t.Fatalf("%s: %v", script, r)
+	}
+	return r.stdout
+}
+
+// cat reads the file p with cat(1): the reader epWaitHil and epWaitIdle
+// take.
+func (d *daemon) cat(p string) (string, error) {
+	r := d.sh(`cat "$1"`, p)
+	if r.code != 0 {
+		return r.stdout, &opError{op: "cat", path: p, msg: r.stderr}
+	}
+	return r.stdout, nil
+}
+
+// mustGsv runs the gsv CLI as root against d and returns its stdout; a
+// run that fails fails t.
+func (d *daemon) mustGsv(t testing.TB, args ...string) string {
+	t.Helper()
+	r := gsvAs(0, []string{"GSV_ADDR=unix!" + d.sock}, args...)
+	if r.err != nil || r.code != 0 {
+		t.Fatalf("gsv %q: %v", args, r)
+	}
+	return r.stdout
+}
+
 // shAs runs script as the host uid (and gid) with setpriv.
 func (d *daemon) shAs(uid int, script string, args ...string) shResult {
 	u := strconv.Itoa(uid)

@@ -98,16 +98,12 @@ func TestCodeModeExecApproval(t *testing.T) {
 // returns it.
 func (h *ptHarness) pendingNot(pid, not string) *abi.HilRequest {
 	h.t.Helper()
-	deadline := time.Now().Add(ptWait)
-	for {
-		if req := h.history(h.root, pid, "default").PendingHil; req != nil && req.RequestID != not {
-			return req
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: no pending HIL request after %v", pid, ptWait)
-		}
-		time.Sleep(15 * time.Millisecond)
-	}
+	var req *abi.HilRequest
+	eventually(h.t, func() bool {
+		req = h.history(h.root, pid, "default").PendingHil
+		return req != nil && req.RequestID != not
+	}, func() string { return pid + ": no new pending HIL request" })
+	return req
 }
 
 // A nested call of the CodeMode tool that needs approval waits for it,

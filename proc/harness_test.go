@@ -247,6 +247,19 @@ func (h *ptHarness) runStatus(runID string) string {
 	return s
 }
 
+// eventually polls cond every 10 ms until it holds; when ptWait passes
+// first it fails t with what().
+func eventually(t testing.TB, cond func() bool, what func() string) {
+	t.Helper()
+	deadline := time.Now().Add(ptWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", ptWait, what())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // waitRun waits until the run's status is one of want (default: an end:
 // done, error or aborted) and returns it.
 func (h *ptHarness) waitRun(runID string, want ...string) string {
@@ -254,44 +267,33 @@ func (h *ptHarness) waitRun(runID string, want ...string) string {
 	if len(want) == 0 {
 		want = []string{"done", "error", "aborted"}
 	}
-	deadline := time.Now().Add(ptWait)
-	for {
-		s := h.runStatus(runID)
-		if slices.Contains(want, s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("run %s: status %q after %v, want one of %v", runID, s, ptWait, want)
-		}
-		time.Sleep(15 * time.Millisecond)
-	}
+	var s string
+	eventually(h.t, func() bool { s = h.runStatus(runID); return slices.Contains(want, s) },
+		func() string { return fmt.Sprintf("run %s: status %q, want one of %v", runID, s, want) })
+	return s
 }
 
 // waitIdle waits until pid has no run, stored or in memory, and no queue.
 func (h *ptHarness) waitIdle(pid string) {
 	h.t.Helper()
-	deadline := time.Now().Add(ptWait)
-	for {
-		var n int
+	var n int
+	busy := false
+	eventually(h.t, func() bool {
 		h.k.Store.R.QueryRow(`SELECT (SELECT count(*) FROM proc_runs WHERE pid=? AND status IN ('running','waiting_hil'))
 			+ (SELECT count(*) FROM proc_queue WHERE pid=?)`, pid, pid).Scan(&n)
 		h.m.mu.Lock()
 		pr := h.m.procs[pid]
 		h.m.mu.Unlock()
-		busy := false
+		busy = false
 		if pr != nil {
 			pr.mu.Lock()
 			busy = pr.run != nil
 			pr.mu.Unlock()
 		}
-		if n == 0 && !busy {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("process %s not idle after %v (%d stored runs/queue entries, run in memory %v)", pid, ptWait, n, busy)
-		}
-		time.Sleep(15 * time.Millisecond)
-	}
+		return n == 0 && !busy
+	}, func() string {
+		return fmt.Sprintf("process %s not idle (%d stored runs/queue entries, run in memory %v)", pid, n, busy)
+	})
 }
 
 // chat sends texts one by one to pid/cid, each after the previous run

@@ -55,16 +55,10 @@ func (h *ptHarness) callState(id string) string {
 // waitCall waits until call id leaves pending and returns its state.
 func (h *ptHarness) waitCall(id string) string {
 	h.t.Helper()
-	deadline := time.Now().Add(ptWait)
-	for {
-		if s := h.callState(id); s != "pending" {
-			return s
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("call %s still pending after %v", id, ptWait)
-		}
-		time.Sleep(15 * time.Millisecond)
-	}
+	var s string
+	eventually(h.t, func() bool { s = h.callState(id); return s != "pending" },
+		func() string { return "call " + id + " still pending" })
+	return s
 }
 
 // Mail and a call between alice's processes: the target sees a typed
@@ -236,23 +230,13 @@ func TestSignalWatchOnce(t *testing.T) {
 	}
 	r := h.send(h.alice, b, "", "work")
 	h.waitRun(r.RunID)
-	deadline := time.Now().Add(ptWait)
-	for h.findEvent(a, abi.EventSignal) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("no signal event in %s", a)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, func() bool { return h.findEvent(a, abi.EventSignal) != nil }, func() string { return "no signal event in " + a })
 	ev := h.findEvent(a, abi.EventSignal)
 	if text := ptText(t, *ev); !strings.Contains(text, "proc.run.finished") || !strings.Contains(text, b) || !strings.Contains(text, `"why":"test"`) {
 		t.Fatalf("the signal event: %s", text)
 	}
-	for h.sqlCount(`SELECT count(*) FROM proc_watches WHERE watch_id=?`, w.WatchID) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the once-watch is still there after its delivery")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, func() bool { return h.sqlCount(`SELECT count(*) FROM proc_watches WHERE watch_id=?`, w.WatchID) == 0 },
+		func() string { return "the once-watch is still there after its delivery" })
 	h.waitIdle(a)
 	r = h.send(h.alice, b, "", "more work")
 	h.waitRun(r.RunID)

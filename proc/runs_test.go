@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -38,17 +39,10 @@ func (h *ptHarness) runInfo(pid string) abi.RunInfo {
 // waitParked waits until pid's run is parked and returns its info.
 func (h *ptHarness) waitParked(pid string) abi.RunInfo {
 	h.t.Helper()
-	deadline := time.Now().Add(ptWait)
-	for {
-		ri := h.runInfo(pid)
-		if ri.Pending != nil {
-			return ri
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s never parked: %+v", pid, ri)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var ri abi.RunInfo
+	eventually(h.t, func() bool { ri = h.runInfo(pid); return ri.Pending != nil },
+		func() string { return fmt.Sprintf("%s never parked: %+v", pid, ri) })
+	return ri
 }
 
 // directive sends a directive as alice and returns its result.

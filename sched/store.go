@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -125,54 +126,97 @@ func (m *Manager) reload(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	// The missed schedules are loaded by one query and their misfire
-	// policy applied in one transaction: a query and a write or two per
-	// schedule (about 0.5 ms each) would take 51 s to reload 100,000
-	// hourly schedules after a downtime of over an hour.
-	miss, err := m.missed(ctx, now)
-	if err != nil {
-		return err
-	}
+	// The missed schedules are read by one query and their misfire
+	// policy applied in one transaction, batch by batch while the query
+	// goes on: a query and a write or two per schedule (about 0.5 ms each)
+	// would take 51 s to reload 100,000 hourly schedules after a downtime
+	// of over an hour, and the read and the writes (about a second each)
+	// overlap on two cores.
 	arms := armed
 	var skipped []*abi.Schedule
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
-		// Runs that were under way when the daemon stopped are over.
-		if _, err := tx.Exec(`UPDATE sched_schedules SET running_at=NULL WHERE running_at IS NOT NULL`); err != nil {
-			return err
-		}
-		upd, err := tx.Prepare(`UPDATE sched_schedules SET next_run_at=? WHERE id=?`)
-		if err != nil {
-			return err
-		}
-		defer upd.Close()
-		for i := range miss {
-			s := &miss[i]
-			if s.MisfirePolicy == "run-once" {
-				arms = append(arms, entry{now, s.ID}) // the catch-up run
-				continue
-			}
-			if oneShot(s.Expression) {
-				if err := m.recordTx(tx, s, *s.State.NextRunAtMs, now, now, "skipped", "missed while the daemon was down", ""); err != nil {
-					return err
+	work := make(chan missWork, 4)
+	txDone := make(chan error, 1)
+	go func() {
+		txDone <- m.st.Tx(ctx, func(tx *sql.Tx) error {
+			defer func() {
+				for range work { // the reader never blocks on a failed transaction
 				}
-				if _, err := tx.Exec(`UPDATE sched_schedules SET next_run_at=NULL, enabled=0 WHERE id=?`, s.ID); err != nil {
-					return err
-				}
-				skipped = append(skipped, s)
-				continue
-			}
-			next := nextAfter(s, now)
-			if _, err := upd.Exec(nullInt(next), s.ID); err != nil {
+			}()
+			// Runs that were under way when the daemon stopped are over.
+			if _, err := tx.Exec(`UPDATE sched_schedules SET running_at=NULL WHERE running_at IS NOT NULL`); err != nil {
 				return err
 			}
+			for w := range work {
+				if w.err != nil {
+					return w.err
+				}
+				if s := w.oneShot; s != nil {
+					if err := m.recordTx(tx, s, *s.State.NextRunAtMs, now, now, "skipped", "missed while the daemon was down", ""); err != nil {
+						return err
+					}
+					if _, err := tx.Exec(`UPDATE sched_schedules SET next_run_at=NULL, enabled=0 WHERE id=?`, s.ID); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := setNexts(tx, w.nexts); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}()
+	var txErr error
+	txEnded := false
+	send := func(w missWork) bool {
+		select {
+		case work <- w:
+			return true
+		case txErr = <-txDone:
+			txEnded = true
+			return false
+		}
+	}
+	var nexts []rowNext
+	rerr := m.eachMissed(ctx, now, func(rowid int64, s *abi.Schedule) error {
+		switch {
+		case s.MisfirePolicy == "run-once":
+			arms = append(arms, entry{now, s.ID}) // the catch-up run
+		case oneShot(s.Expression):
+			skipped = append(skipped, s)
+			if !send(missWork{oneShot: s}) {
+				return errTxEnded
+			}
+		default:
+			next := nextAfter(s, now)
+			nexts = append(nexts, rowNext{rowid, next})
 			if next != 0 {
 				arms = append(arms, entry{next, s.ID})
+			}
+			if len(nexts) == setNextsBatch {
+				if !send(missWork{nexts: nexts}) {
+					return errTxEnded
+				}
+				nexts = nil
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return err
+	switch {
+	case rerr != nil && !errors.Is(rerr, errTxEnded):
+		send(missWork{err: rerr}) // the transaction rolls back
+	case rerr == nil && len(nexts) > 0:
+		send(missWork{nexts: nexts})
+	}
+	close(work)
+	if !txEnded {
+		txErr = <-txDone
+	}
+	if rerr != nil && !errors.Is(rerr, errTxEnded) {
+		return rerr
+	}
+	if txErr != nil {
+		return txErr
 	}
 	for _, s := range skipped {
 		m.signalRun(s, "skipped", "missed while the daemon was down")
@@ -187,30 +231,79 @@ func (m *Manager) reload(ctx context.Context) error {
 	return nil
 }
 
-// missed loads the enabled schedules whose next time is not after now,
-// with only what reload needs (id, owner, name, expression, misfire
-// policy, creation and next time): a full query decodes every column and
-// the target, twice the cost for a large catch-up.
-func (m *Manager) missed(ctx context.Context, now int64) ([]abi.Schedule, error) {
-	rows, err := m.st.QueryContext(ctx, `SELECT id,owner_uid,name,expression,misfire,created_at,next_run_at FROM sched_schedules
+// missWork is what reload's transaction applies for missed schedules:
+// next run times, or a one-shot to record as skipped and disable, or the
+// read's error (the transaction rolls back).
+type missWork struct {
+	nexts   []rowNext
+	oneShot *abi.Schedule
+	err     error
+}
+
+// errTxEnded stops the read of missed schedules when reload's
+// transaction has ended before it.
+var errTxEnded = errors.New("the reload's transaction ended")
+
+// eachMissed calls fn for each enabled schedule whose next time is not
+// after now (with its rowid), with only what reload needs (id, owner,
+// name, expression, misfire policy, creation and next time): a full query
+// decodes every column and the target, twice the cost for a large
+// catch-up. fn's error stops it and is returned.
+func (m *Manager) eachMissed(ctx context.Context, now int64, fn func(rowid int64, s *abi.Schedule) error) error {
+	rows, err := m.st.QueryContext(ctx, `SELECT rowid,id,owner_uid,name,expression,misfire,created_at,next_run_at FROM sched_schedules
 		WHERE enabled=1 AND next_run_at IS NOT NULL AND next_run_at<=?`, now)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
-	var out []abi.Schedule
 	for rows.Next() {
-		s := abi.Schedule{Enabled: true}
+		s := &abi.Schedule{Enabled: true}
+		var rowid int64
 		var expr string
-		if err := rows.Scan(&s.ID, &s.OwnerUid, &s.Name, &expr, &s.MisfirePolicy, &s.CreatedAtMs, &s.State.NextRunAtMs); err != nil {
-			return nil, err
+		if err := rows.Scan(&rowid, &s.ID, &s.OwnerUid, &s.Name, &expr, &s.MisfirePolicy, &s.CreatedAtMs, &s.State.NextRunAtMs); err != nil {
+			return err
 		}
 		if err := json.Unmarshal([]byte(expr), &s.Expression); err != nil {
-			return nil, abi.E(abi.Path(s.ID), abi.Other, "stored expression: "+err.Error())
+			return abi.E(abi.Path(s.ID), abi.Other, "stored expression: "+err.Error())
 		}
-		out = append(out, s)
+		if err := fn(rowid, s); err != nil {
+			return err
+		}
 	}
-	return out, rows.Err()
+	return rows.Err()
+}
+
+// rowNext is a schedule's row and its new next run time (0: none).
+type rowNext struct {
+	rowid, next int64
+}
+
+// setNextsBatch is how many rows one statement of setNexts updates.
+const setNextsBatch = 500
+
+// setNexts stores each row's next run time, setNextsBatch rows a
+// statement: 100,000 statements of one row each cost their per-statement
+// overhead 100,000 times.
+func setNexts(tx querier, nexts []rowNext) error {
+	for len(nexts) > 0 {
+		n := min(len(nexts), setNextsBatch)
+		var q strings.Builder
+		q.WriteString(`UPDATE sched_schedules SET next_run_at=v.column2 FROM (VALUES `)
+		args := make([]any, 0, 2*n)
+		for i, rn := range nexts[:n] {
+			if i > 0 {
+				q.WriteByte(',')
+			}
+			q.WriteString("(?,?)")
+			args = append(args, rn.rowid, nullInt(rn.next))
+		}
+		q.WriteString(`) AS v WHERE sched_schedules.rowid=v.column1`)
+		if _, err := tx.Exec(q.String(), args...); err != nil {
+			return err
+		}
+		nexts = nexts[n:]
+	}
+	return nil
 }
 
 // querier is a write transaction (*sql.Tx). Its statements take no

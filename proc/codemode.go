@@ -50,7 +50,7 @@ func (m *Manager) sysCodeModeRun(ctx context.Context, c *kernel.Caller, a *abi.C
 	if req.Limits.Wall, err = codeModeWall(a.TimeoutMs); err != nil {
 		return nil, err
 	}
-	return m.runCodeMode(ctx, req, m.codeModeCall(caller, a.Target, a.Cwd, ""))
+	return m.runCodeMode(ctx, p.Uid, req, m.codeModeCall(caller, a.Target, a.Cwd, ""))
 }
 
 // sysCodeModeExec serves codemode.exec, the agent's CodeMode tool: the
@@ -69,7 +69,7 @@ func (m *Manager) sysCodeModeExec(ctx context.Context, c *kernel.Caller, a *abi.
 		return nil, err
 	}
 	req := codemode.Request{Code: a.Code, Limits: codemode.Limits{Wall: wall}}
-	return m.runCodeMode(ctx, req, m.codeModeCall(c, "", "", c.Pid))
+	return m.runCodeMode(ctx, c.Uid, req, m.codeModeCall(c, "", "", c.Pid))
 }
 
 // blockKey is the context key of the run tool call (a *blockCall) that
@@ -111,11 +111,32 @@ func (m *Manager) processCaller(ctx context.Context, p *abi.Process) (*kernel.Ca
 	return &kernel.Caller{Identity: id}, nil
 }
 
-// runCodeMode runs req in a worker and returns its result.
-func (m *Manager) runCodeMode(ctx context.Context, req codemode.Request, call codemode.CallFunc) (*abi.CodeModeResult, error) {
+// DefaultCodeModeBlocks is how many CodeMode blocks one user runs at once
+// unless Options.CodeModeBlocks says otherwise.
+const DefaultCodeModeBlocks = 8
+
+// runCodeMode runs req, a block of user uid, in a worker and returns its
+// result. A user runs at most Options.CodeModeBlocks blocks at once (each
+// is a process): one more is refused (409) at once.
+func (m *Manager) runCodeMode(ctx context.Context, uid uint32, req codemode.Request, call codemode.CallFunc) (*abi.CodeModeResult, error) {
 	if m.blocks == nil {
 		return nil, abi.E(abi.Offline, "CodeMode is not available: the daemon has no worker command")
 	}
+	m.blockMu.Lock()
+	n := m.blockRuns[uid]
+	if n >= m.opts.CodeModeBlocks {
+		m.blockMu.Unlock()
+		return nil, abi.E(abi.Busy, fmt.Sprintf("%d CodeMode blocks of this user are running: at most %d at once", n, m.opts.CodeModeBlocks))
+	}
+	m.blockRuns[uid] = n + 1
+	m.blockMu.Unlock()
+	defer func() {
+		m.blockMu.Lock()
+		if m.blockRuns[uid]--; m.blockRuns[uid] == 0 {
+			delete(m.blockRuns, uid)
+		}
+		m.blockMu.Unlock()
+	}()
 	res, err := m.blocks.Run(ctx, req, call)
 	if err != nil {
 		return nil, abi.E(abi.Other, err)

@@ -11,6 +11,7 @@ import (
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/proc/model"
 )
 
 // TestMain makes the test binary its own CodeMode worker.
@@ -191,5 +192,49 @@ func TestCodeModeApprovalAbort(t *testing.T) {
 	}
 	if err := h.call(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve"}, nil); abi.Code(err) != 404 {
 		t.Fatalf("answering a stale request: %v", err)
+	}
+}
+
+// A user runs at most Options.CodeModeBlocks blocks at once: one more is
+// refused at once (409), another user's is not, and the user's next block
+// after one ends runs.
+func TestCodeModeBlocksPerUser(t *testing.T) {
+	h := startPT(&ptHarness{t: t, dir: t.TempDir(), provs: map[uint32]model.Provider{}, codeModeBlocks: 2})
+	ctx := context.Background()
+	alice := &kernel.Caller{Identity: h.alice}
+	// Each block waits until ~/go.txt exists.
+	wait := `while (true) { const f = await fs.read({path: "~/go.txt"}); if (f.ok) return f.content }`
+	results := make(chan *abi.CodeModeResult, 2)
+	for range 2 {
+		go func() {
+			res, err := kernel.Invoke[*abi.CodeModeResult](ctx, h.k, alice, "codemode.run", &abi.CodeModeRunArgs{Code: wait, TimeoutMs: 20_000})
+			if err != nil {
+				t.Error(err)
+			}
+			results <- res
+		}()
+	}
+	eventually(t, func() bool {
+		h.m.blockMu.Lock()
+		defer h.m.blockMu.Unlock()
+		return h.m.blockRuns[h.alice.Uid] == 2
+	}, func() string { return "alice's two blocks are not both running" })
+	if _, err := kernel.Invoke[*abi.CodeModeResult](ctx, h.k, alice, "codemode.run", &abi.CodeModeRunArgs{Code: "return 1"}); abi.Code(err) != 409 || !strings.Contains(err.Error(), "at most 2") {
+		t.Fatalf("a third block of alice: %v", err)
+	}
+	bob := &kernel.Caller{Identity: h.bob}
+	if res, err := kernel.Invoke[*abi.CodeModeResult](ctx, h.k, bob, "codemode.run", &abi.CodeModeRunArgs{Code: "return 1"}); err != nil || res.Status != "completed" {
+		t.Fatalf("bob's block: %+v %v", res, err)
+	}
+	if _, err := kernel.Invoke[*abi.FSWriteResult](ctx, h.k, alice, "fs.write", &abi.FSWriteArgs{Path: "~/go.txt", Content: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if r := <-results; r == nil || r.Status != "completed" || !strings.Contains(string(r.Result), "go") {
+			t.Fatalf("a waiting block: %+v", r)
+		}
+	}
+	if res, err := kernel.Invoke[*abi.CodeModeResult](ctx, h.k, alice, "codemode.run", &abi.CodeModeRunArgs{Code: "return 1"}); err != nil || res.Status != "completed" {
+		t.Fatalf("alice's block after hers ended: %+v %v", res, err)
 	}
 }

@@ -50,6 +50,8 @@ type ptHarness struct {
 	// fromConfig: the models come from the kernel's config, as in the
 	// daemon, not from provs.
 	fromConfig bool
+	// codeModeBlocks is Options.CodeModeBlocks (0: the default).
+	codeModeBlocks int
 }
 
 func newPTHarness(t *testing.T) *ptHarness {
@@ -84,7 +86,7 @@ func (h *ptHarness) open() {
 	if err := k.EnsureSetup(context.Background(), "root", 0); err != nil {
 		h.t.Fatal(err)
 	}
-	opts := Options{Provider: h.provider, Logger: quiet, CodeModeWorker: codeModeWorker(h.t)}
+	opts := Options{Provider: h.provider, Logger: quiet, CodeModeWorker: codeModeWorker(h.t), CodeModeBlocks: h.codeModeBlocks}
 	if h.fromConfig {
 		opts.Provider = nil
 	}

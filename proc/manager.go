@@ -29,6 +29,9 @@ type Options struct {
 	// test binary that is its own worker); without it codemode.run and
 	// the CodeMode tool fail (503).
 	CodeModeWorker []string
+	// CodeModeBlocks bounds the CodeMode blocks one user runs at once
+	// (each is a worker process); 0 is DefaultCodeModeBlocks.
+	CodeModeBlocks int
 	// noCheckpoints runs without checkpoints: the baseline of the
 	// checkpoints' cost in BenchmarkRuns.
 	noCheckpoints bool
@@ -61,6 +64,8 @@ type Manager struct {
 	// hilWaiters are the blocks' nested calls waiting for a human's
 	// answer: request id → a channel decideLocked closes.
 	hilWaiters sync.Map
+	blockMu    sync.Mutex
+	blockRuns  map[uint32]int // the CodeMode blocks running, per user
 }
 
 // Open migrates the proc schema and prepares the manager of space's
@@ -74,13 +79,16 @@ func Open(space *ns.Space, opts Options) (*Manager, error) {
 	if opts.MaxSteps == 0 {
 		opts.MaxSteps = 40
 	}
+	if opts.CodeModeBlocks <= 0 {
+		opts.CodeModeBlocks = DefaultCodeModeBlocks
+	}
 	if err := k.Store.Migrate("proc", migrations); err != nil {
 		return nil, err
 	}
 	if err := migrateHil(k.Store); err != nil {
 		return nil, err
 	}
-	m := &Manager{k: k, space: space, st: k.Store, log: opts.Logger, opts: opts, procs: map[string]*process{}}
+	m := &Manager{k: k, space: space, st: k.Store, log: opts.Logger, opts: opts, procs: map[string]*process{}, blockRuns: map[uint32]int{}}
 	if len(opts.CodeModeWorker) > 0 {
 		m.blocks = codemode.NewRunner(opts.CodeModeWorker, opts.Logger)
 	}

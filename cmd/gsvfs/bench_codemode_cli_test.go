@@ -29,10 +29,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"9fans.net/go/plan9"
 )
 
 // targetCodeModeCLI is issue 14's target for codemode.run of return 1
@@ -135,4 +138,74 @@ func BenchmarkCodeModeCLI(b *testing.B) {
 	b.Logf("SUMMARY CodeModeCLI: `gsv codemode -e 'return 1'`, %d runs 30ms apart: p50 %v p99 %v (target p50 <= %v) %s  | baseline `gsv call sys.whoami` p50 %v p99 %v (codemode - whoami: %v) | codemode.run over 9P from this process p50 %v p99 %v  [load average %s]",
 		len(cm), r(p50), r(pct(cm, 0.99)), targetCodeModeCLI, devVerdict(p50 <= targetCodeModeCLI),
 		r(pct(who, 0.5)), r(pct(who, 0.99)), r(p50-pct(who, 0.5)), r(pct(ninep, 0.5)), r(pct(ninep, 0.99)), load)
+}
+
+// BenchmarkCodeModeFSRead9P: issue 14's fs.read target measured against
+// a Go program outside the daemon, as every client makes syscalls: a
+// block making 1,000 fs.read calls of a small file (codemode.run over
+// 9P), against 1,000 fs.read syscalls made by this process over one 9P
+// connection's /sys/call handle (a request written, its answer read, in
+// turn). BenchmarkCodeMode/fsread in proc compares with the dispatcher
+// called in process, the lower bound no client has.
+func BenchmarkCodeModeFSRead9P(b *testing.B) {
+	d := startDaemon(b, newBase(b), daemonOpts{})
+	if err := os.WriteFile(filepath.Join(d.state, "fs/home/root/small.txt"), []byte("a small file\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	fsys := d.dial(b)
+	fid, err := fsys.Open("/sys/call", plan9.ORDWR)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fid.Close()
+	buf := make([]byte, 1<<20)
+	call := func(name string, args any) ([]byte, error) {
+		req, err := json.Marshal(map[string]any{"call": name, "args": args})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := fid.Write(append(req, '\n')); err != nil {
+			return nil, err
+		}
+		n, err := fid.Read(buf)
+		if err != nil {
+			return nil, err
+		}
+		var f callFrame
+		if err := json.Unmarshal(buf[:n], &f); err != nil || !f.OK {
+			return nil, fmt.Errorf("%s: %q (%v)", name, buf[:n], err)
+		}
+		return f.Data, nil
+	}
+	const block = `let n = 0; for (let i = 0; i < 1000; i++) { const f = await fs.read({path: "~/small.txt"}); n += f.content.length } return n`
+	var direct, script []float64
+	for i := 0; i < 3*b.N+1; i++ {
+		t0 := time.Now()
+		for j := 0; j < 1000; j++ {
+			if _, err := call("fs.read", map[string]any{"path": "~/small.txt"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		dd := time.Since(t0).Seconds()
+		time.Sleep(30 * time.Millisecond)
+		t0 = time.Now()
+		data, err := call("codemode.run", map[string]any{"code": block})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sd := time.Since(t0).Seconds()
+		var r struct{ Status string }
+		if json.Unmarshal(data, &r) != nil || r.Status != "completed" {
+			b.Fatalf("the block: %s", data)
+		}
+		if i > 0 { // the first round warms the daemon up
+			direct, script = append(direct, dd), append(script, sd)
+		}
+	}
+	sort.Float64s(direct)
+	sort.Float64s(script)
+	s, dm := script[len(script)/2], direct[len(direct)/2]
+	b.ReportMetric(s/dm, "script/9p")
+	b.Logf("SUMMARY CodeModeFSRead9P: 1,000 fs.read from a block %.1f ms, from a Go client over 9P /sys/call %.1f ms: %.2fx (target <= 1.5x) %s  [script %v, direct %v]",
+		s*1000, dm*1000, s/dm, devVerdict(s/dm <= 1.5), script, direct)
 }

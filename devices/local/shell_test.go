@@ -278,7 +278,8 @@ func readPgid(t *testing.T, dir string) int {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		b, err := os.ReadFile(filepath.Join(dir, "pgid"))
-		if err == nil {
+		// The shell creates the file (empty) before echo writes to it.
+		if err == nil && strings.HasSuffix(string(b), "\n") {
 			n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 			if err != nil {
 				t.Fatalf("pgid file %q", b)

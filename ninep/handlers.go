@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/knusbaum/go9p/proto"
@@ -394,18 +395,43 @@ func (c *conn) read(r *request, m *proto.TRead) (proto.FCall, error) {
 			return nil, err
 		}
 	} else {
-		buf := make([]byte, count)
+		buf := getReadBuf(count)
 		n, err := h.Read(r.ctx, buf, int64(m.Offset))
 		if n < 0 || n > len(buf) {
+			putReadBuf(buf)
 			return nil, errBadCount
 		}
 		if n == 0 && err != nil && !errors.Is(err, io.EOF) {
+			putReadBuf(buf)
 			return nil, err
 		}
-		data = buf[:n]
+		data = append([]byte(nil), buf[:n]...)
+		putReadBuf(buf)
 	}
 	reply.Count, reply.Data = uint32(len(data)), data
 	return reply, nil
+}
+
+// readBufs holds the buffers Tread hands to a handle's Read: a client
+// asks for up to an iounit (128 KiB for the 9fans client) and most reads
+// return a few bytes, so a fresh zeroed buffer per read is most of the
+// garbage a connection makes. A handle's Read writes only what it returns
+// (io.Reader's contract; handles that read in the background read into
+// buffers of their own), and only that is copied out of the buffer.
+var readBufs sync.Pool
+
+// getReadBuf returns a buffer of n bytes, from readBufs if one is big
+// enough.
+func getReadBuf(n uint32) []byte {
+	if b, ok := readBufs.Get().(*[]byte); ok && uint32(cap(*b)) >= n {
+		return (*b)[:n]
+	}
+	return make([]byte, n)
+}
+
+// putReadBuf gives b back to readBufs.
+func putReadBuf(b []byte) {
+	readBufs.Put(&b)
 }
 
 // readDir returns the next whole stat entries of the directory at l: each

@@ -39,9 +39,17 @@ func (h *ptHarness) runInfo(pid string) abi.RunInfo {
 // waitParked waits until pid's run is parked and returns its info.
 func (h *ptHarness) waitParked(pid string) abi.RunInfo {
 	h.t.Helper()
+	return h.waitParkedAt(pid, 0)
+}
+
+// waitParkedAt waits until pid's run is parked at checkpoint seq or a
+// later one (0: any) and returns its info: a run just decided at one
+// checkpoint shows it until it moves on.
+func (h *ptHarness) waitParkedAt(pid string, seq int64) abi.RunInfo {
+	h.t.Helper()
 	var ri abi.RunInfo
-	eventually(h.t, func() bool { ri = h.runInfo(pid); return ri.Pending != nil },
-		func() string { return fmt.Sprintf("%s never parked: %+v", pid, ri) })
+	eventually(h.t, func() bool { ri = h.runInfo(pid); return ri.Pending != nil && ri.Pending.Seq >= seq },
+		func() string { return fmt.Sprintf("%s never parked at checkpoint %d or later: %+v %+v", pid, seq, ri, ri.Pending) })
 	return ri
 }
 
@@ -129,7 +137,7 @@ func TestRunDirectiveEffectsAndFirstWins(t *testing.T) {
 	if delivered != 1 {
 		t.Fatalf("%d directives delivered for one checkpoint, want 1", delivered)
 	}
-	ri = h.waitParked(pid) // checkpoint 2
+	ri = h.waitParkedAt(pid, 2)
 	if ri.Pending.Seq != 2 {
 		t.Fatalf("the next checkpoint: %+v", ri.Pending)
 	}

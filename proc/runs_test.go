@@ -49,7 +49,9 @@ func (h *ptHarness) waitParkedAt(pid string, seq int64) abi.RunInfo {
 	h.t.Helper()
 	var ri abi.RunInfo
 	eventually(h.t, func() bool { ri = h.runInfo(pid); return ri.Pending != nil && ri.Pending.Seq >= seq },
-		func() string { return fmt.Sprintf("%s never parked at checkpoint %d or later: %+v %+v", pid, seq, ri, ri.Pending) })
+		func() string {
+			return fmt.Sprintf("%s never parked at checkpoint %d or later: %+v %+v", pid, seq, ri, ri.Pending)
+		})
 	return ri
 }
 

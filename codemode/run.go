@@ -29,16 +29,26 @@ func Run(ctx context.Context, worker []string, req Request, call CallFunc) (*Res
 	if len(worker) == 0 {
 		return nil, errors.New("codemode: no worker command")
 	}
-	p, err := startWorker(worker)
-	if err != nil {
-		return nil, err
+	res, p, err := runFresh(ctx, worker, req, call)
+	if p != nil {
+		p.kill()
 	}
-	defer p.kill()
+	return res, err
+}
+
+// runFresh starts a worker as argv, waits until it is ready and runs req
+// on it (see Run). The caller ends the worker it returns (nil when none
+// started).
+func runFresh(ctx context.Context, argv []string, req Request, call CallFunc) (*Result, *process, error) {
+	p, err := startWorker(argv)
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := p.awaitReady(); err != nil {
-		return failed(err.Error(), nil), nil
+		return failed(err.Error(), nil), p, nil
 	}
 	res, _ := p.run(ctx, req, call)
-	return res, nil
+	return res, p, nil
 }
 
 // Runner runs blocks in workers started as one argv, and keeps warmWorkers
@@ -114,17 +124,11 @@ func (r *Runner) Run(ctx context.Context, req Request, call CallFunc) (*Result, 
 		r.log.Warn("codemode: a warm worker died before it ran its block; starting another", "error", res.Error)
 	default:
 	}
-	p, err := startWorker(r.argv)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.awaitReady(); err != nil {
+	res, p, err := runFresh(ctx, r.argv, req, call)
+	if p != nil {
 		r.reap(p)
-		return failed(err.Error(), nil), nil
 	}
-	res, _ := p.run(ctx, req, call)
-	r.reap(p)
-	return res, nil
+	return res, err
 }
 
 // reap kills p and waits for its end in a goroutine Close waits for: the

@@ -97,20 +97,6 @@ func codeModeWall(timeoutMs int64) (time.Duration, error) {
 	return d, nil
 }
 
-// processCaller is the caller a process's calls are made as: its owner's
-// identity with the process's cwd, workspace and pid (as a run's tool
-// calls are).
-func (m *Manager) processCaller(ctx context.Context, p *abi.Process) (*kernel.Caller, error) {
-	id, err := m.k.IdentityOf(ctx, p.Uid)
-	if err != nil {
-		return nil, err
-	}
-	id.Cwd = p.Cwd
-	id.WorkspaceID = p.WorkspaceID
-	id.Pid = p.Pid
-	return &kernel.Caller{Identity: id}, nil
-}
-
 // DefaultCodeModeBlocks is how many CodeMode blocks one user runs at once
 // unless Options.CodeModeBlocks says otherwise.
 const DefaultCodeModeBlocks = 8
@@ -205,28 +191,15 @@ func (m *Manager) askInBlock(ctx context.Context, b *blockCall, name, need strin
 	release := codemode.Hold(ctx)
 	defer release()
 	pr, r := b.pr, b.r
-	t0 := now()
-	h := abi.HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid,
-		CallID: fmt.Sprintf("%s/codemode/%d", b.callID, b.asked.Add(1)), ToolName: toolNameOf(name), Syscall: need, Args: args,
-		ArgsDigest: argsDigest(args), Target: argsTarget(args), CreatedAt: t0, ExpiresAt: t0 + m.hilExpiry(ctx, pr.uid).Milliseconds()}
+	h := m.hilRequest(ctx, pr, r, fmt.Sprintf("%s/codemode/%d", b.callID, b.asked.Add(1)), toolNameOf(name), need, args)
 	answered := make(chan struct{})
 	m.hilWaiters.Store(h.RequestID, answered)
 	defer m.hilWaiters.Delete(h.RequestID)
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
-		if _, err := m.st.TxExec(tx, `INSERT INTO proc_hil(request_id,pid,run_id,cid,generation,call_id,tool_name,syscall,args,args_digest,created_at,expires_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)`,
-			h.RequestID, pr.pid, r.id, r.cid, r.gen, h.CallID, h.ToolName, need, string(args), h.ArgsDigest, h.CreatedAt, h.ExpiresAt); err != nil {
-			return err
-		}
-		_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status='waiting_hil' WHERE run_id=? AND status='running'`, r.id)
-		return err
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	m.expireLater(pr.pid, pr.uid, h.RequestID, h.ExpiresAt)
 	r.blockAsks.Add(1)
 	defer r.blockAsks.Add(-1)
-	m.signal(pr.uid, "proc.run.hil.requested", map[string]any{"pid": pr.pid, "request": h})
+	if err := m.askHil(ctx, pr, r, h); err != nil {
+		return nil, nil, err
+	}
 	select {
 	case <-answered:
 	case <-ctx.Done():

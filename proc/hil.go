@@ -348,6 +348,34 @@ func (m *Manager) armHilExpiries(ctx context.Context) error {
 	return rows.Err()
 }
 
+// hilRequest is a new request of run r of pr about call callID of the
+// tool toolName, whose syscall with args needs the approval of need.
+func (m *Manager) hilRequest(ctx context.Context, pr *process, r *activeRun, callID, toolName, need string, args json.RawMessage) abi.HilRequest {
+	t0 := now()
+	return abi.HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid, CallID: callID, ToolName: toolName, Syscall: need, Args: args,
+		ArgsDigest: argsDigest(args), Target: argsTarget(args), CreatedAt: t0, ExpiresAt: t0 + m.hilExpiry(ctx, pr.uid).Milliseconds()}
+}
+
+// askHil stores request h with run r of pr waiting on it, in one write
+// (whoever sees the request sees the run waiting on it), arms its expiry
+// and publishes it (proc.run.hil.requested).
+func (m *Manager) askHil(ctx context.Context, pr *process, r *activeRun, h abi.HilRequest) error {
+	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := m.st.TxExec(tx, `INSERT INTO proc_hil(request_id,pid,run_id,cid,generation,call_id,tool_name,syscall,args,args_digest,created_at,expires_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)`,
+			h.RequestID, pr.pid, r.id, r.cid, r.gen, h.CallID, h.ToolName, h.Syscall, string(h.Args), h.ArgsDigest, h.CreatedAt, h.ExpiresAt); err != nil {
+			return err
+		}
+		_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status='waiting_hil' WHERE run_id=? AND status='running'`, r.id)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	m.expireLater(pr.pid, pr.uid, h.RequestID, h.ExpiresAt)
+	m.signal(pr.uid, "proc.run.hil.requested", map[string]any{"pid": pr.pid, "request": h})
+	return nil
+}
+
 // hilAnswer is the answer a run finds to its tool call's request.
 type hilAnswer struct {
 	status       string          // "" when never asked

@@ -201,6 +201,20 @@ func approval(syscall string, args json.RawMessage, home, cwd string) string {
 	return syscall + " " + p
 }
 
+// processCaller is the caller a process's calls are made as (its run's
+// tool calls, its CodeMode blocks' nested calls): its owner's identity
+// with the process's cwd, workspace and pid.
+func (m *Manager) processCaller(ctx context.Context, p *abi.Process) (*kernel.Caller, error) {
+	id, err := m.k.IdentityOf(ctx, p.Uid)
+	if err != nil {
+		return nil, err
+	}
+	id.Cwd = p.Cwd
+	id.WorkspaceID = p.WorkspaceID
+	id.Pid = p.Pid
+	return &kernel.Caller{Identity: id}, nil
+}
+
 // execute runs r until it finishes, fails, or waits on a human. It
 // returns the run's status: done, error, aborted or waiting_hil.
 func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (string, error) {
@@ -208,14 +222,10 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 	if err != nil {
 		return "error", err
 	}
-	id, err := m.k.IdentityOf(ctx, p.Uid)
+	caller, err := m.processCaller(ctx, p)
 	if err != nil {
 		return "error", err
 	}
-	id.Cwd = p.Cwd
-	id.WorkspaceID = p.WorkspaceID
-	id.Pid = p.Pid
-	caller := &kernel.Caller{Identity: id}
 	if err := m.restoreCheck(ctx, pr, r); err != nil {
 		return "error", err
 	}
@@ -425,24 +435,9 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 		case err != nil:
 			return false, err
 		case ans.status == "":
-			t0 := now()
-			h := abi.HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: need, Args: args,
-				ArgsDigest: argsDigest(args), Target: argsTarget(args), CreatedAt: t0, ExpiresAt: t0 + m.hilExpiry(ctx, pr.uid).Milliseconds()}
-			// The request and the run's waiting state are one write, so
-			// whoever sees the request sees the run waiting on it.
-			err := m.st.Tx(ctx, func(tx *sql.Tx) error {
-				if _, err := m.st.TxExec(tx, `INSERT INTO proc_hil(request_id,pid,run_id,cid,generation,call_id,tool_name,syscall,args,args_digest,created_at,expires_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)`,
-					h.RequestID, pr.pid, r.id, r.cid, r.gen, c.ID, c.Name, need, string(args), h.ArgsDigest, h.CreatedAt, h.ExpiresAt); err != nil {
-					return err
-				}
-				_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status='waiting_hil' WHERE run_id=? AND status='running'`, r.id)
-				return err
-			})
-			if err != nil {
+			if err := m.askHil(ctx, pr, r, m.hilRequest(ctx, pr, r, c.ID, c.Name, need, args)); err != nil {
 				return false, err
 			}
-			m.expireLater(pr.pid, pr.uid, h.RequestID, h.ExpiresAt)
-			m.signal(pr.uid, "proc.run.hil.requested", map[string]any{"pid": pr.pid, "request": h})
 			return true, nil
 		case ans.status == "pending":
 			// The run waits on its pending request (already marked so

@@ -31,6 +31,15 @@ const (
 	benchIPCRounds   = 4
 )
 
+// spawnPairs spawns benchIPCPairs sources and as many targets.
+func (e *benchEnv) spawnPairs(b *testing.B) (srcs, dsts []string) {
+	srcs, dsts = make([]string, benchIPCPairs), make([]string, benchIPCPairs)
+	for i := range srcs {
+		srcs[i], dsts[i] = e.spawn(b), e.spawn(b)
+	}
+	return srcs, dsts
+}
+
 // benchIPCSendRate sends benchIPCPairs*benchIPCPerPair messages on fresh
 // state, as mail (ipc) or as proc.send, and returns sends per second
 // until every send returned.
@@ -39,10 +48,7 @@ func benchIPCSendRate(b *testing.B, ipc bool) float64 {
 	e := newBenchEnv(b)
 	defer e.close()
 	ctx := context.Background()
-	srcs, dsts := make([]string, benchIPCPairs), make([]string, benchIPCPairs)
-	for i := range srcs {
-		srcs[i], dsts[i] = e.spawn(b), e.spawn(b)
-	}
+	srcs, dsts := e.spawnPairs(b)
 	runtime.GC()
 	var failed atomic.Value
 	var wg sync.WaitGroup
@@ -146,10 +152,7 @@ func benchIPCMixed(b *testing.B) (ipc, send time.Duration) {
 	e := newBenchEnv(b)
 	defer e.close()
 	ctx := context.Background()
-	srcs, dsts := make([]string, benchIPCPairs), make([]string, benchIPCPairs)
-	for i := range srcs {
-		srcs[i], dsts[i] = e.spawn(b), e.spawn(b)
-	}
+	srcs, dsts := e.spawnPairs(b)
 	runtime.GC()
 	var failed atomic.Value
 	var wg sync.WaitGroup

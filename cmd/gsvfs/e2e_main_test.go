@@ -52,6 +52,10 @@ func TestMain(m *testing.M) {
 		// A helper run of the test binary (see TestE2EInterruptedReads).
 		os.Exit(readLoop(spec))
 	}
+	if path := os.Getenv(probeEnv); path != "" {
+		// A helper run of the test binary (see BenchmarkFairness).
+		os.Exit(probeLoop(path))
+	}
 	if spec := os.Getenv(holdEnv); spec != "" {
 		// A helper run of the test binary (see TestE2EConnectionLimits).
 		os.Exit(holdConns(spec))

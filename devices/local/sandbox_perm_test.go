@@ -305,3 +305,59 @@ func TestOwnersSweep(t *testing.T) {
 		t.Fatalf("the sweep ran again: owned by %d", st.Uid)
 	}
 }
+
+// The daemon keeps disk owners true: every file it makes has its
+// owner's disk ids (a write, a create, a directory, a link, an archive
+// the kernel makes under /var/sessions, a new home), a rename into
+// another owner's tree (root's) re-owns what it moves, and what root's
+// session makes in another owner's tree is that owner's once the exec
+// ends.
+func TestDiskOwnersKept(t *testing.T) {
+	needSandbox(t)
+	k, root, alice, bob := newKernel(t)
+	ctx := context.Background()
+	base := local.SandboxUIDBase
+	aliceIDs, bobIDs, rootIDs := [2]int{base + 1000, base + 100}, [2]int{base + 1001, base + 100}, [2]int{base, base}
+	call := func(id *kernel.Identity, name string, args any) any {
+		t.Helper()
+		res, err := k.Call(ctx, &kernel.Caller{Identity: id}, name, args)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return res
+	}
+	call(alice, "fs.write", &abi.FSWriteArgs{Path: "~/deep/dir/w.txt", Content: "x"})
+	f := call(alice, "fs.open", &local.OpenArgs{Path: "home/alice/o.txt", Flags: os.O_WRONLY | os.O_CREATE, Perm: 0o600}).(*os.File)
+	f.Close()
+	call(alice, "fs.mkdir", &local.MkdirArgs{Path: "home/alice/d", Perm: 0o700})
+	call(alice, "fs.symlink", &local.SymlinkArgs{Target: "/etc/passwd", Path: "home/alice/l"})
+	call(root, "fs.write", &abi.FSWriteArgs{Path: "/workspaces/r.txt", Content: "x"})
+	a := call(k.KernelCaller().Identity, "fs.create", &abi.FileArgs{Path: "/var/sessions/bob/p_9/c/s.jsonl.gz", Perm: 0o600}).(*os.File)
+	a.Close()
+	// Root moves alice's tree into bob's.
+	call(root, "fs.rename", &local.RenameArgs{Old: "home/alice/deep", New: "home/bob/deep"})
+	// Root's session writes where bob lets others write.
+	call(bob, "fs.mkdir", &local.MkdirArgs{Path: "home/bob/drop", Perm: 0o777})
+	s := openSession(t, k, root, abi.ProcessLocalTarget{NetworkMode: "none", Mounts: []abi.ProcessMount{{HostPath: "/home/bob", GuestPath: "/bob", Mode: "rw"}}})
+	if r := execIn(t, k, root, s.SessionID, "sh", "-c", "echo r > /bob/drop/from-root && mkdir /bob/drop/sub"); r.ExitCode != 0 {
+		t.Fatalf("root's exec: %+v %q", r, text(r.Stderr))
+	}
+	for rel, want := range map[string][2]int{
+		"home/alice":                        aliceIDs,
+		"home/alice/o.txt":                  aliceIDs,
+		"home/alice/d":                      aliceIDs,
+		"home/alice/l":                      aliceIDs,
+		"workspaces/r.txt":                  rootIDs,
+		"var/sessions/bob":                  bobIDs,
+		"var/sessions/bob/p_9/c/s.jsonl.gz": bobIDs,
+		"home/bob/deep":                     bobIDs,
+		"home/bob/deep/dir/w.txt":           bobIDs,
+		"home/bob/drop/from-root":           bobIDs,
+		"home/bob/drop/sub":                 bobIDs,
+	} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(k.dataPath, rel), &st); err != nil || [2]int{int(st.Uid), int(st.Gid)} != want {
+			t.Errorf("%s: owned %d:%d on disk (%v), want %d:%d", rel, st.Uid, st.Gid, err, want[0], want[1])
+		}
+	}
+}

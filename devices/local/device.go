@@ -183,7 +183,8 @@ func New(k Host, opts Options) (*Device, error) {
 	if err != nil {
 		dataFD = nil
 	}
-	d := &Device{k: k, log: opts.Logger, stateDir: k.StateDir(), data: data, dataFD: dataFD, dataPath: dataPath, owning: os.Geteuid() == 0}
+	d := &Device{k: k, log: opts.Logger, stateDir: k.StateDir(), data: data, dataFD: dataFD, dataPath: dataPath}
+	d.owning = os.Geteuid() == 0 && d.canOwn()
 	d.shell = NewShell(ShellOptions{Logger: opts.Logger, Wait: opts.ShellWait, Dir: d.shellDir, Env: d.shellEnv, Runner: d.runner})
 	if d.Sessions, err = NewSessions(SessionsOptions{Logger: opts.Logger, StateDir: d.stateDir, Mount: d.mountDir, AfterExec: d.afterExec}); err != nil {
 		d.closeData()

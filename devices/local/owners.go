@@ -45,7 +45,29 @@ func diskIDs(o Owner) (uid, gid int) {
 	return SandboxUIDBase + int(o.Uid), SandboxUIDBase + int(o.Gid)
 }
 
-// keepsOwners says whether the device keeps disk owners: it runs as root.
+// canOwn says whether files of the data tree can be owned by disk ids:
+// not where the daemon's root maps no such uid (a container given a
+// small range of ids). Such a daemon keeps no disk owners, and runs no
+// sandbox (it could not run one as those ids either): its files stay the
+// daemon's, which a sandbox would see as nobody's.
+func (d *Device) canOwn() bool {
+	f, err := d.openData(tmpDir+"/"+randomText(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		d.log.Warn("data tree: cannot keep disk owners", "err", err)
+		return false
+	}
+	defer d.removeData(tmpDir+"/"+filepath.Base(f.Name()), false)
+	defer f.Close()
+	uid, gid := diskIDs(Owner{Uid: 65534, Gid: 65534})
+	if err := f.Chown(uid, gid); err != nil {
+		d.log.Warn("data tree: the host cannot own files by sandbox ids; exec sessions and sandboxes will not run", "err", err)
+		return false
+	}
+	return true
+}
+
+// keepsOwners says whether the device keeps disk owners: it runs as root
+// on a host that can own files by disk ids.
 func (d *Device) keepsOwners() bool { return d.owning }
 
 // ownAt gives the entry name of the directory dirfd, which is the data

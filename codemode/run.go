@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -239,8 +241,9 @@ type process struct {
 	out    *bufio.Reader // its stdout, blocking
 	outF   *os.File
 	stderr *tail
-	waited sync.Once
-	werr   error
+	exited chan struct{} // closed once hold has waited for the worker
+	werr   error         // cmd.Wait's, once exited is closed
+	closed sync.Once
 }
 
 // startWorker starts a worker as argv. Its stdin and stdout are blocking
@@ -262,9 +265,15 @@ func startWorker(argv []string) (*process, error) {
 	cmd.Dir = "/"
 	cmd.WaitDelay = time.Second
 	cmd.Stdin, cmd.Stdout = inR, outW
-	p := &process{cmd: cmd, in: inW, outF: outR, out: bufio.NewReaderSize(outR, 64<<10), stderr: &tail{max: stderrKeep}}
+	// A worker dies with the daemon, even one killed outright: see hold,
+	// and WorkerMain, which arms the signal again once it has dropped its
+	// privileges (a change of credentials clears it).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p := &process{cmd: cmd, in: inW, outF: outR, out: bufio.NewReaderSize(outR, 64<<10), stderr: &tail{max: stderrKeep}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
-	err = cmd.Start()
+	started := make(chan error, 1)
+	go p.hold(started)
+	err = <-started
 	inR.Close()
 	outW.Close()
 	if err != nil {
@@ -303,16 +312,35 @@ func (p *process) awaitReady() error {
 	return nil
 }
 
+// hold starts the worker, reports the start on started and waits for
+// the worker's end, on one OS thread locked for the worker's whole life:
+// the worker's parent-death signal (Pdeathsig) fires when the thread
+// that started it ends, and a locked thread ends only with its goroutine
+// (which unlocks it first). The goroutine is the worker's: it ends when
+// the worker does, which kill brings about.
+func (p *process) hold(started chan<- error) {
+	defer close(p.exited)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := p.cmd.Start(); err != nil {
+		p.werr = err
+		started <- err
+		return
+	}
+	started <- nil
+	p.werr = p.cmd.Wait()
+}
+
 // kill ends the worker and waits for it.
 func (p *process) kill() {
 	_ = p.cmd.Process.Kill()
 	_ = p.wait()
 }
 
-// wait waits for the worker's end once and closes the parent's ends.
+// wait waits for the worker's end and closes the parent's ends.
 func (p *process) wait() error {
-	p.waited.Do(func() {
-		p.werr = p.cmd.Wait()
+	<-p.exited
+	p.closed.Do(func() {
 		p.in.Close()
 		p.outF.Close()
 	})

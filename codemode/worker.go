@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -101,7 +102,15 @@ const prelude = `(function () {
 // documentation), and returns the process's exit code. A binary that runs
 // blocks calls it from a hidden subcommand.
 func WorkerMain() int {
+	// The worker runs on the main thread, which lives as long as the
+	// process: the parent-death signal armed below stays armed.
+	runtime.LockOSThread()
+	parent := os.Getppid()
 	if err := dropPrivileges(); err != nil {
+		fmt.Fprintln(os.Stderr, "codemode worker:", err)
+		return 2
+	}
+	if err := dieWithParent(parent); err != nil {
 		fmt.Fprintln(os.Stderr, "codemode worker:", err)
 		return 2
 	}
@@ -333,6 +342,21 @@ func (w *worker) end(err error, l Limits) *Result {
 		return failed(err.Error(), nil)
 	}
 	return &Result{Status: StatusCompleted, Result: d.Result}
+}
+
+// dieWithParent arms the parent-death signal (SIGKILL) again: the change
+// of credentials in dropPrivileges cleared the one the daemon set, and a
+// worker must not outlive a daemon killed outright (a block in a busy loop
+// would run on to its wall time). A parent gone before it was armed (the
+// worker then has another parent than parent) is an error.
+func dieWithParent(parent int) error {
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("parent-death signal: %w", err)
+	}
+	if os.Getppid() != parent {
+		return fmt.Errorf("the daemon that started the worker is gone")
+	}
+	return nil
 }
 
 // nobody is the uid and gid a worker started by root runs as.

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -56,8 +57,8 @@ func retryEINTR(fn func() error) error {
 }
 
 // mkdirData makes the directory rel with mode perm (not narrowed by the
-// daemon's umask).
-func (d *Device) mkdirData(rel string, perm fs.FileMode) error {
+// daemon's umask), owned by its owner's disk ids.
+func (d *Device) mkdirData(ctx context.Context, rel string, perm fs.FileMode) error {
 	pd, name, err := d.atParent(rel)
 	if err != nil {
 		return err
@@ -65,6 +66,10 @@ func (d *Device) mkdirData(rel string, perm fs.FileMode) error {
 	defer pd.Close()
 	if err := retryEINTR(func() error { return unix.Mkdirat(int(pd.Fd()), name, uint32(perm.Perm())) }); err != nil {
 		return atErr("mkdir", rel, err)
+	}
+	if err := d.ownAt(ctx, int(pd.Fd()), name, rel); err != nil {
+		unix.Unlinkat(int(pd.Fd()), name, unix.AT_REMOVEDIR)
+		return err
 	}
 	return d.chmodData(rel, perm)
 }
@@ -124,14 +129,22 @@ func (d *Device) renameData(old, new string) error {
 	})
 }
 
-// symlinkData makes rel a symbolic link to target.
-func (d *Device) symlinkData(target, rel string) error {
+// symlinkData makes rel a symbolic link to target, owned by its owner's
+// disk ids.
+func (d *Device) symlinkData(ctx context.Context, target, rel string) error {
 	pd, name, err := d.atParent(rel)
 	if err != nil {
 		return err
 	}
 	defer pd.Close()
-	return atErr("symlink", rel, retryEINTR(func() error { return unix.Symlinkat(target, int(pd.Fd()), name) }))
+	if err := retryEINTR(func() error { return unix.Symlinkat(target, int(pd.Fd()), name) }); err != nil {
+		return atErr("symlink", rel, err)
+	}
+	if err := d.ownAt(ctx, int(pd.Fd()), name, rel); err != nil {
+		unix.Unlinkat(int(pd.Fd()), name, 0)
+		return err
+	}
+	return nil
 }
 
 // linkData makes new another name of old (a symbolic link itself, not its

@@ -147,7 +147,7 @@ func (d *Device) Create(ctx context.Context, who Who, a *abi.FileArgs) (*os.File
 	if err != nil {
 		return nil, abi.E(abi.Path("/"+rel), err)
 	}
-	if err := d.chmodCreated(f, rel, a.Perm); err != nil {
+	if err := d.chmodCreated(ctx, f, rel, a.Perm); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -212,7 +212,7 @@ func (d *Device) Open(ctx context.Context, who Who, a *OpenArgs) (*os.File, erro
 	if created {
 		// The mode is the caller's (the transport applied its umask);
 		// the daemon's own umask must not narrow it.
-		if err := d.chmodCreated(f, a.Path, a.Perm); err != nil {
+		if err := d.chmodCreated(ctx, f, a.Path, a.Perm); err != nil {
 			return nil, err
 		}
 	}
@@ -240,7 +240,7 @@ func (d *Device) Mkdir(ctx context.Context, who Who, a *MkdirArgs) (vfs.Attr, er
 	if err := d.accessParent(ctx, who, a.Path); err != nil {
 		return vfs.Attr{}, err
 	}
-	if err := d.mkdirData(a.Path, a.Perm); err != nil {
+	if err := d.mkdirData(ctx, a.Path, a.Perm); err != nil {
 		return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), err)
 	}
 	fi, err := d.lstatData(a.Path)
@@ -276,7 +276,7 @@ func (d *Device) Symlink(ctx context.Context, who Who, a *SymlinkArgs) (vfs.Attr
 	if err := d.accessParent(ctx, who, a.Path); err != nil {
 		return vfs.Attr{}, err
 	}
-	if err := d.symlinkData(a.Target, a.Path); err != nil {
+	if err := d.symlinkData(ctx, a.Target, a.Path); err != nil {
 		return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), err)
 	}
 	fi, err := d.lstatData(a.Path)
@@ -400,7 +400,8 @@ func (d *Device) Remove(ctx context.Context, who Who, a *RemoveArgs) (struct{}, 
 }
 
 // Rename is fs.rename (internal): it renames a file within one owner's
-// tree, as rename(2) does.
+// tree, as rename(2) does; root may move a file into another owner's
+// tree, which gives it (and all beneath it) that owner's disk ids.
 func (d *Device) Rename(ctx context.Context, who Who, a *RenameArgs) (struct{}, error) {
 	if err := d.accessParent(ctx, who, a.Old); err != nil {
 		return struct{}{}, err
@@ -408,20 +409,44 @@ func (d *Device) Rename(ctx context.Context, who Who, a *RenameArgs) (struct{}, 
 	if err := d.accessParent(ctx, who, a.New); err != nil {
 		return struct{}{}, err
 	}
-	if d.ownerOf(ctx, a.Old) != d.ownerOf(ctx, a.New) && !who.IsRoot() {
+	across := d.ownerOf(ctx, a.Old) != d.ownerOf(ctx, a.New)
+	if across && !who.IsRoot() {
 		return struct{}{}, abi.E(abi.Path("/"+a.Old), abi.Permission, "cannot move a file into another user's tree")
 	}
 	if err := d.renameData(a.Old, a.New); err != nil {
 		return struct{}{}, abi.E(abi.Path("/"+a.Old), err)
 	}
+	if across || isOwnersRoot(a.Old) || isOwnersRoot(a.New) {
+		if err := d.reownTree(ctx, a.New); err != nil {
+			return struct{}{}, abi.E(abi.Path("/"+a.New), err)
+		}
+	}
 	return struct{}{}, nil
 }
 
-// chmodCreated gives f, just created at rel, the mode perm (which the
-// daemon's umask may have narrowed); on failure it closes and removes the
-// file and returns the error.
-func (d *Device) chmodCreated(f *os.File, rel string, perm fs.FileMode) error {
-	if err := f.Chmod(perm.Perm()); err != nil {
+// isOwnersRoot says whether rel is a directory whose entries belong to
+// different owners (/home, /var/sessions) or the top of one owner's tree
+// (/home/<user>, /var/sessions/<user>): a rename of one changes the
+// owners of what it holds.
+func isOwnersRoot(rel string) bool {
+	switch parts := strings.Split(rel, "/"); {
+	case parts[0] == "home":
+		return len(parts) <= 2
+	case len(parts) >= 2 && parts[0] == "var" && parts[1] == "sessions":
+		return len(parts) <= 3
+	}
+	return false
+}
+
+// chmodCreated gives f, just created at rel, its owner's disk ids and the
+// mode perm (which the daemon's umask may have narrowed); on failure it
+// closes and removes the file and returns the error.
+func (d *Device) chmodCreated(ctx context.Context, f *os.File, rel string, perm fs.FileMode) error {
+	err := d.ownFile(ctx, f, rel)
+	if err == nil {
+		err = f.Chmod(perm.Perm())
+	}
+	if err != nil {
 		f.Close()
 		d.removeData(rel, false)
 		return abi.E(abi.Path("/"+rel), err)

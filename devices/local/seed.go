@@ -187,7 +187,11 @@ func (d *Device) writeFile(ctx context.Context, who Who, rel string, content []b
 	if err != nil {
 		return abi.E(abi.Path("/"+rel), err)
 	}
-	_, werr := f.Write(content)
+	// The file takes rel's owner's disk ids before it is there.
+	werr := d.ownFile(ctx, f, rel)
+	if werr == nil {
+		_, werr = f.Write(content)
+	}
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
@@ -227,7 +231,7 @@ func (d *Device) mkdirAllMode(ctx context.Context, who Who, rel string, perm fs.
 	if err := d.accessParent(ctx, who, rel); err != nil {
 		return err
 	}
-	if err := d.mkdirData(rel, perm); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := d.mkdirData(ctx, rel, perm); err != nil && !errors.Is(err, fs.ErrExist) {
 		return abi.E(abi.Path("/"+rel), err)
 	}
 	return nil

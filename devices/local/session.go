@@ -85,6 +85,10 @@ type session struct {
 	ended   time.Time // zero while open
 	blobs   []string  // the blob refs its receipts hold
 	idle    chan struct{}
+	// after runs after each exec, before its receipt is given (root's
+	// sessions: re-owning what it made in other owners' trees); nil for
+	// nothing.
+	after func()
 }
 
 // execRun is a running exec.
@@ -280,7 +284,7 @@ func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenA
 		MaxOutputBytes: maxExecOutput,
 		MaxProcesses:   cmpOr(pc.MaxProcesses, maxExecProcesses),
 	}
-	hostUID := uint32(SandboxUIDBase) + who.Uid
+	hostUID, hostGID, groups := who.hostIDs()
 	if x.rootless {
 		// The daemon's own user, who owns the files it binds; RLIMIT_NPROC
 		// would count all of that user's processes, so only a ceiling the
@@ -289,7 +293,7 @@ func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenA
 		limits.MaxProcesses = pc.MaxProcesses
 	}
 	box, err := rt.Open(sandbox.Spec{
-		ID: id, HostUID: hostUID, Uid: who.Uid, Gid: who.Uid,
+		ID: id, HostUID: hostUID, HostGID: hostGID, HostGroups: groups, Uid: who.Uid, Gid: who.gid(),
 		Mounts: mounts, ScratchRoot: x.scratchRoot(who.Uid), Home: home, Network: loc.NetworkMode == abi.NetworkFull,
 	})
 	if err != nil {
@@ -297,8 +301,8 @@ func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenA
 	}
 	iso := &abi.Isolation{
 		Runtime: rt.Version,
-		Mount: "a new mount namespace: /usr and /etc read-only, the mounts listed (idmapped to the sandbox's uid), " +
-			"its own /tmp and " + home + ", a new /proc and /dev; nothing else of the host",
+		Mount: "a new mount namespace: /usr and /etc read-only, the mounts listed (files as their owners and modes are in the namespace; " +
+			"the host kernel checks them against the sandbox's ids), its own /tmp and " + home + ", a new /proc and /dev; nothing else of the host",
 		Mounts:  applied,
 		PID:     "a new pid namespace per exec: a signal or the end of the exec takes every process",
 		User:    fmt.Sprintf("uid %d inside, host uid %d outside, no capabilities, no further user namespaces", who.Uid, hostUID),
@@ -315,8 +319,12 @@ func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenA
 			"its own /tmp and " + home + ", a new /proc and /dev; nothing else of the host"
 		iso.User = fmt.Sprintf("uid %d inside, the device's user (host uid %d) outside, no capabilities, no further user namespaces", who.Uid, hostUID)
 	}
+	var after func()
+	if x.afterExec != nil {
+		after = x.afterExec(who, applied)
+	}
 	s := &session{
-		id: id, uid: who.Uid, user: who.Username, box: box, env: env, limits: limits,
+		id: id, uid: who.Uid, user: who.Username, box: box, env: env, limits: limits, after: after,
 		idle: make(chan struct{}),
 		info: abi.SessionInfo{
 			SessionID: id, Uid: who.Uid, User: who.Username, Network: loc.NetworkMode, Workdir: workdir,
@@ -331,6 +339,30 @@ func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenA
 	x.log.Debug("process.session.open", "uid", who.Uid, "session", id, "network", loc.NetworkMode, "mounts", len(applied))
 	exp := s.info.ExpiresAtNs
 	return &abi.SessionOpenResult{SessionID: id, Status: "ready", StartedAtNs: s.info.StartedAtNs, ExpiresAtNs: &exp, Isolation: iso}, nil
+}
+
+// hostIDs are the host ids who's sandboxes run as: uid
+// SandboxUIDBase+uid, gid SandboxUIDBase+gid and a group
+// SandboxUIDBase+g for each of who's groups: the disk ids their files
+// have (see owners.go).
+func (who Who) hostIDs() (uid, gid uint32, groups []uint32) {
+	uid, gid = uint32(SandboxUIDBase)+who.Uid, uint32(SandboxUIDBase)+who.gid()
+	groups = []uint32{gid}
+	for _, g := range who.Gids {
+		if h := uint32(SandboxUIDBase) + g; !slices.Contains(groups, h) {
+			groups = append(groups, h)
+		}
+	}
+	return uid, gid, groups
+}
+
+// gid is who's primary gid: Gid, or, for a Who that names none, the
+// uid (a group of its own).
+func (who Who) gid() uint32 {
+	if who.Gid == 0 && who.Uid != 0 && len(who.Gids) == 0 {
+		return who.Uid
+	}
+	return who.Gid
 }
 
 // scratchRoot is where the sandboxes of GSV user uid keep their own tmp

@@ -239,6 +239,9 @@ func (x *Sessions) finishExec(s *session, run *execRun) {
 			x.blobs.hold(ref, s.id, s.uid)
 		}
 	}
+	if s.after != nil {
+		s.after()
+	}
 	s.mu.Lock()
 	s.last = r
 	s.lastOut = inline

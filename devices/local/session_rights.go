@@ -89,7 +89,10 @@ func (x *Sessions) sessionMounts(ctx context.Context, who Who, pc abi.ProcessCap
 		if err != nil {
 			return out, nil, err
 		}
-		out = append(out, sandbox.Mount{Dir: dir, Guest: path.Clean(m.GuestPath), RW: mode == abi.MountRW})
+		// A raw host path (root's) is idmapped: the host's root-owned
+		// files are root's sandbox's own, as root's authority there is.
+		out = append(out, sandbox.Mount{Dir: dir, Guest: path.Clean(m.GuestPath), RW: mode == abi.MountRW,
+			IDMap: strings.HasPrefix(shown, "host:") && !x.rootless})
 		applied = append(applied, abi.ProcessMount{HostPath: shown, GuestPath: path.Clean(m.GuestPath), Mode: mode})
 	}
 	return out, applied, nil
@@ -174,6 +177,9 @@ func checkGuest(p string, workdir bool) error {
 	c := path.Clean(p)
 	if c == "/" {
 		return abi.E(abi.Invalid, "a mount may not be at /")
+	}
+	if c == "/var/sessions" || strings.HasPrefix(c, "/var/sessions/") {
+		return nil // the namespace's own path, beside the sandbox's /var/tmp
 	}
 	for _, r := range guestReserved {
 		if c == r || strings.HasPrefix(c, r+"/") {

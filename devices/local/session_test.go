@@ -63,6 +63,15 @@ func text(o *abi.ExecOutput) string {
 	return o.InlineText.Text
 }
 
+// reown gives the files a test made on disk (as root) their owners'
+// disk ids, as the daemon keeps them.
+func reown(t *testing.T, k *env) {
+	t.Helper()
+	if err := k.d.Reown("."); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func needSandbox(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -78,6 +87,7 @@ func TestSessionMounts(t *testing.T) {
 	os.WriteFile(filepath.Join(k.dataPath, "home/alice/data/in.txt"), []byte("input\n"), 0o644)
 	os.MkdirAll(filepath.Join(k.dataPath, "home/bob/shared"), 0o755)
 	os.MkdirAll(filepath.Join(k.dataPath, "home/bob/private"), 0o700)
+	reown(t, k)
 	s := openSession(t, k, alice, abi.ProcessLocalTarget{NetworkMode: "none", Mounts: []abi.ProcessMount{
 		{HostPath: "~/proj", GuestPath: "/work", Mode: "rw"},
 		{HostPath: "~/data", GuestPath: "/data", Mode: "ro"},
@@ -231,6 +241,7 @@ func TestSessionBadInput(t *testing.T) {
 	os.MkdirAll(filepath.Join(k.dataPath, "home/alice/proj"), 0o755)
 	os.WriteFile(filepath.Join(k.dataPath, "home/alice/file"), nil, 0o644)
 	os.Symlink("/etc", filepath.Join(k.dataPath, "home/alice/escape"))
+	reown(t, k)
 	zero := int64(0)
 	mount := func(host, guest, mode string) *abi.SessionOpenArgs {
 		return &abi.SessionOpenArgs{Target: abi.ProcessTarget{Local: &abi.ProcessLocalTarget{NetworkMode: "none",
@@ -304,6 +315,7 @@ func TestSessionCapability(t *testing.T) {
 	needSandbox(t)
 	k, root, alice, _ := newKernel(t)
 	os.MkdirAll(filepath.Join(k.dataPath, "home/alice/proj"), 0o755)
+	reown(t, k)
 	set := func(key, val string) {
 		if _, err := k.Call(context.Background(), &kernel.Caller{Identity: root}, "sys.config.set", &abi.ConfigSetArgs{Key: key, Value: []byte(`"` + strings.ReplaceAll(val, `"`, `\"`) + `"`)}); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/devices/local/sandbox"
 )
 
 // Sessions is a table of exec sessions and the blob store of their
@@ -23,9 +24,15 @@ type Sessions struct {
 	mount    MountFunc
 	rootless bool
 
-	sessions sessions  // the exec sessions
-	blobs    blobStore // their large outputs
+	sessions  sessions  // the exec sessions
+	blobs     blobStore // their large outputs
+	afterExec AfterExecFunc
 }
+
+// AfterExecFunc returns what to run after each exec of a session who
+// opens with mounts (as applied), before its receipt is given; nil for
+// nothing.
+type AfterExecFunc func(who Who, mounts []abi.ProcessMount) func()
 
 // MountFunc resolves mount m of a session who opens under process
 // capability pc: the directory, opened O_PATH after who's rights to it
@@ -47,6 +54,8 @@ type SessionsOptions struct {
 	// sandbox.NewRootlessRuntime); otherwise the daemon is root and each
 	// user's sandboxes run as an unprivileged host uid of their own.
 	Rootless bool
+	// AfterExec, if set, gives what to run after each exec of a session.
+	AfterExec AfterExecFunc
 }
 
 // NewSessions makes an empty table. Its sandbox runtime starts with the
@@ -58,11 +67,16 @@ func NewSessions(opts SessionsOptions) (*Sessions, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	x := &Sessions{log: opts.Logger, stateDir: opts.StateDir, mount: opts.Mount, rootless: opts.Rootless}
+	x := &Sessions{log: opts.Logger, stateDir: opts.StateDir, mount: opts.Mount, rootless: opts.Rootless, afterExec: opts.AfterExec}
 	if err := x.blobs.open(opts.StateDir); err != nil {
 		return nil, err
 	}
 	os.RemoveAll(filepath.Join(opts.StateDir, "sessions")) // scratch of sessions a restart ended
+	if !opts.Rootless {
+		// What a daemon killed outright left staged goes now, not at the
+		// first session.
+		sandbox.RemoveStale(opts.Logger)
+	}
 	return x, nil
 }
 

@@ -57,7 +57,15 @@ func (r sandboxShell) start(ctx context.Context, c *shellCommand) (shellHandle, 
 		ms = append(ms, abi.ProcessMount{HostPath: home, GuestPath: home, Mode: abi.MountRW})
 	}
 	if c.cwd != home && !strings.HasPrefix(c.cwd, home+"/") {
-		ms = append(ms, abi.ProcessMount{HostPath: c.cwd, GuestPath: c.cwd, Mode: abi.MountRW})
+		// Checked as any mount: read-only outside the caller's own tree.
+		// A working directory above the home (/home) goes first, so that
+		// the home is mounted on it, not hidden by it.
+		cwd := abi.ProcessMount{HostPath: c.cwd, GuestPath: c.cwd, Mode: abi.MountRW}
+		if strings.HasPrefix(home, strings.TrimSuffix(c.cwd, "/")+"/") {
+			ms = append([]abi.ProcessMount{cwd}, ms...)
+		} else {
+			ms = append(ms, cwd)
+		}
 	}
 	mounts, _, err := d.sessionMounts(ctx, who, pc, ms)
 	defer func() {
@@ -69,8 +77,9 @@ func (r sandboxShell) start(ctx context.Context, c *shellCommand) (shellHandle, 
 		return nil, err
 	}
 	id := "sh_" + randomText()
+	hostUID, hostGID, groups := who.hostIDs()
 	box, err := rt.Open(sandbox.Spec{
-		ID: id, HostUID: uint32(SandboxUIDBase) + who.Uid, Uid: who.Uid, Gid: who.Uid,
+		ID: id, HostUID: hostUID, HostGID: hostGID, HostGroups: groups, Uid: who.Uid, Gid: who.gid(),
 		Mounts: mounts, ScratchRoot: d.scratchRoot(who.Uid), Home: home, Network: slices.Contains(pc.Networks, abi.NetworkFull),
 	})
 	if err != nil {

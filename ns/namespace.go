@@ -146,7 +146,7 @@ func (s *Space) CtlShow(dir string, meta *Meta, verbs map[string]CtlVerb, show f
 		}
 		call, args, err := v(l)
 		if err == nil {
-			err = l.unusedOpt()
+			err = l.checkOpts()
 		}
 		if err != nil {
 			if call != "" {

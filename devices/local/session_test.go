@@ -290,6 +290,15 @@ func TestSessionBadInput(t *testing.T) {
 	if _, err := sessionCall[*abi.SessionSignalResult](t, k, alice, "process.session.signal", &abi.SessionSignalArgs{SessionID: s.SessionID, Signal: "hup"}); kindOf(err) != abi.Invalid {
 		t.Errorf("signal hup: %v", err)
 	}
+	// A grace is at most maxSignalGrace (grace=99999h: issue 20, item 18);
+	// the refused signal leaves the session open.
+	long := int64(99999 * time.Hour)
+	if _, err := sessionCall[*abi.SessionSignalResult](t, k, alice, "process.session.signal", &abi.SessionSignalArgs{SessionID: s.SessionID, Signal: "term", GraceTimeoutNs: &long}); kindOf(err) != abi.Invalid {
+		t.Errorf("signal term with a grace of 99999h: %v", err)
+	}
+	if g, _ := sessionCall[*abi.SessionInfo](t, k, alice, "process.session.get", &abi.SessionGetArgs{SessionID: s.SessionID}); g == nil || g.State != "ready" {
+		t.Errorf("after a refused signal the session is %+v", g)
+	}
 	// Root sees everyone's sessions; bob sees none of alice's.
 	if l, _ := sessionCall[*abi.SessionListResult](t, k, bob, "process.session.list", &abi.SessionListArgs{}); len(l.Sessions) != 0 {
 		t.Errorf("bob lists %+v", l.Sessions)

@@ -47,7 +47,8 @@ func TestParseCtl(t *testing.T) {
 }
 
 func FuzzParseCtl(f *testing.F) {
-	for _, s := range []string{"send hello", "spawn task label=x prompt='a ''b'''", "set {\"key\":\"k\"}", "{}", "'", "a=b c='d"} {
+	for _, s := range []string{"send hello", "spawn task label=x prompt='a ''b'''", "set {\"key\":\"k\"}", "{}", "'", "a=b c='d",
+		"open network=full network=none", "x a=1 'a=2' a=3"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -63,6 +64,13 @@ func FuzzParseCtl(f *testing.F) {
 		}
 		if l.JSON != nil && !json.Valid(l.JSON) {
 			t.Fatalf("invalid JSON kept for %q", s)
+		}
+		// Every option given more than once is known as such (checkOpts
+		// refuses it where a verb reads it), once.
+		for i, k := range l.dup {
+			if _, ok := l.Opts[k]; !ok || slices.Index(l.dup, k) != i {
+				t.Fatalf("%q: dup %q", s, l.dup)
+			}
 		}
 	})
 }

@@ -94,6 +94,7 @@ func New(k *kernel.Kernel, opts Options) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
+	k.ConfigRules(processCapRules()...)
 	log := opts.Logger
 	if log == nil {
 		log = opts.Local.Logger

@@ -89,14 +89,16 @@ func (m *Manager) actingProcess(ctx context.Context, c *kernel.Caller, named, fi
 		return nil, err
 	}
 	if p.Uid != c.Uid && !c.IsRoot() {
-		return nil, abi.E(abi.Path(pid), abi.NotExist, "no such process")
+		return nil, noProcess(pid)
 	}
 	return p, nil
 }
 
 // ipcPair returns the source and target of an IPC call by c: both
-// processes, of the same owner (403 otherwise; a target c may not see is
-// a 403 too, as the rule names the owners, not the record).
+// processes, of the same owner. A target of another owner is, for a
+// caller who is not root, the same 404 as a pid that does not exist
+// (otherProcess): its existence is not the caller's to learn; root, who
+// may see every process, gets the 403 of the rule.
 func (m *Manager) ipcPair(ctx context.Context, c *kernel.Caller, sourcePid, targetPid string) (src, tgt *abi.Process, err error) {
 	if targetPid == "" {
 		return nil, nil, abi.E(abi.Invalid, "pid: which process?")
@@ -112,7 +114,7 @@ func (m *Manager) ipcPair(ctx context.Context, c *kernel.Caller, sourcePid, targ
 		return nil, nil, err
 	}
 	if tgt.Uid != src.Uid {
-		return nil, nil, abi.E(abi.Path(targetPid), abi.Permission, "IPC is between processes of the same owner")
+		return nil, nil, m.otherProcess(c, targetPid, "IPC is between processes of the same owner")
 	}
 	return src, tgt, nil
 }

@@ -34,9 +34,28 @@ func (m *Manager) lookup(ctx context.Context, c *kernel.Caller, pid string) (*ab
 		return nil, err
 	}
 	if p.Uid != c.Uid && !c.IsRoot() {
-		return nil, abi.E(abi.Path(pid), abi.NotExist, "no such process")
+		return nil, noProcess(pid)
 	}
 	return p, nil
+}
+
+// noProcess is the error of a pid that names no process the caller may
+// see: one that does not exist and another user's are told apart by
+// nobody but root.
+func noProcess(pid string) error {
+	return abi.E(abi.Path(pid), abi.NotExist, "no such process")
+}
+
+// otherProcess is the error for c naming pid, another owner's process,
+// where a rule (why) wants the caller's own: for root, who sees every
+// process, the rule's 403; for anyone else the 404 of a pid that does not
+// exist, so that a refusal never tells that another user's process is
+// there.
+func (m *Manager) otherProcess(c *kernel.Caller, pid, why string) error {
+	if c.IsRoot() {
+		return abi.E(abi.Path(pid), abi.Permission, why)
+	}
+	return noProcess(pid)
 }
 
 // get returns the record of pid. It only reads: a process that is not
@@ -45,7 +64,7 @@ func (m *Manager) get(ctx context.Context, pid string) (*abi.Process, error) {
 	var p abi.Process
 	err := scanProcess(m.st.QueryRowContext(ctx, `SELECT `+processColumns+` FROM proc_processes WHERE pid=?`, pid), &p)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, abi.E(abi.Path(pid), abi.NotExist, "no such process")
+		return nil, noProcess(pid)
 	}
 	if err != nil {
 		return nil, abi.E(abi.Path(pid), err)

@@ -77,7 +77,7 @@ func hilVerb(pid string, l ns.CtlLine) (string, any, error) {
 
 // spawnVerb parses "spawn <profile> [label=..] [prompt=..] [workspace=..]".
 func spawnVerb(l ns.CtlLine) (string, any, error) {
-	if err := words(l, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none]"); err != nil {
+	if err := l.Args(1, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none]"); err != nil {
 		return "", nil, err
 	}
 	a := &abi.SpawnArgs{Profile: word(l, 0), Label: l.Opt("label"), Prompt: l.Opt("prompt")}
@@ -182,10 +182,12 @@ func (m *Manager) procDir(ctx context.Context, p *abi.Process) vfs.Dir {
 			if l.JSON == nil && l.Rest == "" {
 				return "", nil, abi.E(abi.Invalid, "usage: send [mode=queue|steer|interrupt] <text...>")
 			}
-			ll := splitLead(l.Text(), 0, "mode")
-			return "proc.send", &abi.SendArgs{Pid: pid, Message: ll.text, Mode: ll.opts["mode"]}, nil
+			ll, err := splitLead(l.Text(), 0, "mode")
+			return "proc.send", &abi.SendArgs{Pid: pid, Message: ll.text, Mode: ll.opts["mode"]}, err
 		},
-		"abort": func(l ns.CtlLine) (string, any, error) { return "proc.abort", &abi.PidArgs{Pid: pid}, nil },
+		"abort": func(l ns.CtlLine) (string, any, error) {
+			return "proc.abort", &abi.PidArgs{Pid: pid}, l.Args(0, 0, "abort")
+		},
 		"kill": func(l ns.CtlLine) (string, any, error) {
 			a := &abi.KillArgs{Pid: pid}
 			if word(l, 0) == "noarchive" {
@@ -196,8 +198,10 @@ func (m *Manager) procDir(ctx context.Context, p *abi.Process) vfs.Dir {
 			}
 			return "proc.kill", a, nil
 		},
-		"reset": func(l ns.CtlLine) (string, any, error) { return "proc.reset", &abi.PidArgs{Pid: pid}, nil },
-		"hil":   func(l ns.CtlLine) (string, any, error) { return hilVerb(pid, l) },
+		"reset": func(l ns.CtlLine) (string, any, error) {
+			return "proc.reset", &abi.PidArgs{Pid: pid}, l.Args(0, 0, "reset")
+		},
+		"hil": func(l ns.CtlLine) (string, any, error) { return hilVerb(pid, l) },
 	}
 	for v, f := range ipcVerbs(pid) {
 		verbs[v] = f
@@ -258,6 +262,9 @@ func (m *Manager) convsDir(p *abi.Process, own owner) vfs.Dir {
 	pid := p.Pid
 	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), map[string]ns.CtlVerb{
 		"open": func(l ns.CtlLine) (string, any, error) {
+			if err := l.Args(0, 1, "open [<id>] [title=..]"); err != nil {
+				return "", nil, err
+			}
 			a := &abi.ConvArgs{Pid: pid, ConversationID: word(l, 0)}
 			if t, ok := l.LookupOpt("title"); ok {
 				a.Title = &t
@@ -265,7 +272,7 @@ func (m *Manager) convsDir(p *abi.Process, own owner) vfs.Dir {
 			return "proc.conversation.open", a, nil
 		},
 		"close": func(l ns.CtlLine) (string, any, error) {
-			if err := words(l, 1, "close <id>"); err != nil {
+			if err := l.Args(1, 1, "close <id>"); err != nil {
 				return "", nil, err
 			}
 			return "proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: word(l, 0)}, nil
@@ -351,9 +358,14 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 		},
 		"reset": func(l ns.CtlLine) (string, any, error) {
 			a := &abi.ConvArgs{Pid: pid, ConversationID: cid}
+			if err := l.Args(0, 1, "reset [noarchive]"); err != nil {
+				return "", nil, err
+			}
 			if word(l, 0) == "noarchive" {
 				f := false
 				a.Archive = &f
+			} else if len(l.Words) > 0 {
+				return "", nil, abi.E(abi.Invalid, "usage: reset [noarchive]")
 			}
 			return "proc.conversation.reset", a, nil
 		},
@@ -379,17 +391,20 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 			return "proc.conversation.fork", a, nil
 		},
 		"close": func(l ns.CtlLine) (string, any, error) {
-			return "proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: cid}, nil
+			return "proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: cid}, l.Args(0, 0, "close")
 		},
 		"policy": func(l ns.CtlLine) (string, any, error) {
 			a := &abi.PolicyArgs{Pid: pid, ConversationID: cid}
+			if err := l.Args(0, 0, "policy [overflow=manual|auto-compact|fail] [pressure=<0..1>] [keep=<n>]"); err != nil {
+				return "", nil, err
+			}
 			if v, ok := l.LookupOpt("overflow"); ok {
 				a.Overflow = &v
 			}
 			if v, ok := l.LookupOpt("pressure"); ok {
-				f, err := strconv.ParseFloat(v, 64)
+				f, err := abi.ParseFinite("pressure", v)
 				if err != nil {
-					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("pressure=%q is not a number", v))
+					return "", nil, err
 				}
 				a.CompactAtPressure = &f
 			}

@@ -141,7 +141,7 @@ func (m *Manager) sysWatch(ctx context.Context, c *kernel.Caller, a *abi.WatchAr
 		return nil, err
 	}
 	if target.Uid != w.Uid {
-		return nil, abi.E(abi.Path(a.ProcessID), abi.Permission, "a process watches only processes of its owner")
+		return nil, m.otherProcess(c, a.ProcessID, "a process watches only processes of its owner")
 	}
 	if len(a.Key) > 128 {
 		return nil, abi.E(abi.Invalid, "key is over 128 bytes")

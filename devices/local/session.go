@@ -47,8 +47,10 @@ const (
 	// sessionRetention is how long an ended session's record (and the
 	// blobs its receipts hold) stays after it ended.
 	sessionRetention = time.Hour
-	// signalGrace is how long "term" waits before SIGKILL by default.
-	signalGrace = time.Second
+	// signalGrace is how long "term" waits before SIGKILL by default;
+	// maxSignalGrace the longest grace a signal may give.
+	signalGrace    = time.Second
+	maxSignalGrace = 10 * time.Minute
 )
 
 // guestReserved are the guest paths a session may not mount over: its
@@ -431,8 +433,8 @@ func (x *Sessions) SessionSignal(ctx context.Context, who Who, a *abi.SessionSig
 	}
 	grace := signalGrace
 	if a.GraceTimeoutNs != nil {
-		if *a.GraceTimeoutNs < 0 {
-			return nil, abi.E(abi.Invalid, "grace_timeout_ns may not be negative")
+		if *a.GraceTimeoutNs < 0 || *a.GraceTimeoutNs > int64(maxSignalGrace) {
+			return nil, abi.E(abi.Invalid, fmt.Sprintf("grace_timeout_ns: 0 to %v", maxSignalGrace))
 		}
 		grace = time.Duration(*a.GraceTimeoutNs)
 	}

@@ -76,6 +76,7 @@ fuzz:
 	$(call fuzz1,FuzzCtlExec,./ns)
 	$(call fuzz1,FuzzParseFinite,./abi)
 	$(call fuzz1,FuzzRunVerbs,./proc)
+	$(call fuzz1,FuzzSpawnArgs,./abi)
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server).

@@ -159,4 +159,7 @@ var migrations = []string{
 	ALTER TABLE proc_runs ADD COLUMN checkpoint INTEGER NOT NULL DEFAULT 0;
 	ALTER TABLE proc_runs ADD COLUMN park TEXT;
 	ALTER TABLE proc_queue ADD COLUMN mode TEXT NOT NULL DEFAULT 'queue';`,
+	// 7: a process's assignment (the seed's ProcSpawnAssignment, JSON):
+	// context files its instructions carry.
+	`ALTER TABLE proc_processes ADD COLUMN assignment TEXT`,
 }

@@ -4,10 +4,16 @@ package proc
 // fields and answers, as the seed has them.
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/proc/model"
 )
 
 // TestSpawnSeedFields: proc.spawn and proc.send take the seed's fields.
@@ -68,4 +74,140 @@ func TestSpawnSeedFields(t *testing.T) {
 	if abi.Code(err) != 501 || !strings.Contains(err.Error(), "not supported yet: media (media come with multimodal models") {
 		t.Fatalf("proc.send with media: %v", err)
 	}
+}
+
+// TestDirectiveFirstWinsForGood (seed 002): the first decision of a
+// checkpoint stands: a second directive for it is already-decided while
+// the run is parked at it, after the run has moved past it and after the
+// run has ended; a checkpoint passed with no decision is stale (409).
+// dollars is the seed's name of usd, in directives and in effects; the
+// effects listed as applied are those that changed something.
+func TestDirectiveFirstWinsForGood(t *testing.T) {
+	h := newPTHarness(t)
+	pid := h.spawnWith(map[string]any{"budget": map[string]any{"usd": 1, "turns": 3}})
+	h.scriptOf(1000, strings.Repeat(readTurn+"\n", 4)+`{"text":"done"}`)
+	r := h.send(h.alice, pid, "", "work")
+	if ri := h.waitParked(pid); ri.Pending.Seq != 3 || ri.Pending.Reason != "budget" {
+		t.Fatalf("parked: %+v", ri.Pending)
+	}
+	dir := func(seq int, d map[string]any) (abi.DirectiveResult, error) {
+		var res abi.DirectiveResult
+		err := h.call(h.alice, "proc.directive", map[string]any{"pid": pid, "checkpoint": seq, "directive": d}, &res)
+		return res, err
+	}
+	if _, err := dir(1, map[string]any{"type": "continue"}); abi.Code(err) != 409 || !strings.Contains(err.Error(), "passed it with no decision") {
+		t.Fatalf("a checkpoint passed with no decision: %v, want 409 stale", err)
+	}
+	res, err := dir(3, map[string]any{"type": "extend-budget", "dollars": 0.5, "turns": 1})
+	if err != nil || res.Result != "delivered" || strings.Join(res.EffectsApplied, ",") != "extend-budget" {
+		t.Fatalf("extend-budget with dollars: %+v, %v", res, err)
+	}
+	ri := h.waitParkedAt(pid, 4) // the extra turn is spent
+	if ri.Budget.USD != 1.5 || ri.Budget.Turns != 4 {
+		t.Fatalf("the budget after extend-budget dollars=0.5 turns=1: %+v", ri.Budget)
+	}
+	// The run has moved past checkpoint 3: a second directive for it is
+	// already-decided, not stale.
+	if res, err := dir(3, map[string]any{"type": "abort"}); err != nil || res.Result != "already-decided" || res.Checkpoint != 3 {
+		t.Fatalf("a second directive for checkpoint 3, parked at 4: %+v, %v", res, err)
+	}
+	if res, err := dir(4, map[string]any{"type": "extend-budget", "usd": 1, "dollars": 2}); abi.Code(err) != 400 {
+		t.Fatalf("usd and dollars that differ: %+v, %v, want 400", res, err)
+	}
+	eff := []map[string]any{
+		{"op": "extend-budget", "tokens": 100},               // no token limit: changes nothing
+		{"op": "extend-budget", "dollars": 0.25, "turns": 1}, // the seed's name
+		{"op": "set-temperature", "temp": 1},
+		{"op": "set-temperature", "temp": 1}, // the same again: nothing
+		{"op": "swap-model", "model": "m2"},
+		{"op": "no-such-op"},
+	}
+	res, err = dir(4, map[string]any{"type": "continue", "effects": eff})
+	if err != nil || res.Result != "delivered" || strings.Join(res.EffectsApplied, ",") != "extend-budget,set-temperature,swap-model" {
+		t.Fatalf("effects applied: %+v, %v", res, err)
+	}
+	if st := h.waitRun(r.RunID); st != "done" {
+		t.Fatalf("run %s", st)
+	}
+	if ri := h.runInfo(pid); ri.Budget.USD != 1.75 || ri.Budget.Turns != 5 || ri.Model != "m2" {
+		t.Fatalf("after the run: budget %+v, model %q", ri.Budget, ri.Model)
+	}
+	// The run has ended: its decisions still stand.
+	if res, err := dir(4, map[string]any{"type": "continue"}); err != nil || res.Result != "already-decided" {
+		t.Fatalf("a directive for a decided checkpoint of an ended run: %+v, %v", res, err)
+	}
+}
+
+// gateProvider is a model whose first reply waits until release is
+// closed (entered is closed when it starts waiting); every reply is
+// text, so a run ends at its first answer.
+type gateProvider struct {
+	entered, release chan struct{}
+	mu               sync.Mutex
+	reqs             []model.Request
+}
+
+func (g *gateProvider) Name() string { return "gate" }
+
+func (g *gateProvider) Complete(ctx context.Context, req model.Request, delta func(string)) (model.Response, error) {
+	g.mu.Lock()
+	g.reqs = append(g.reqs, req)
+	first := len(g.reqs) == 1
+	g.mu.Unlock()
+	if first {
+		close(g.entered)
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return model.Response{}, ctx.Err()
+		}
+	}
+	return model.Response{Text: "done", StopReason: "end_turn"}, nil
+}
+
+func (g *gateProvider) requests() []model.Request {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.reqs)
+}
+
+// TestDirectiveBetweenCheckpoints (seed 002): a directive sent while the
+// run is between checkpoints (its model call under way) is delivered
+// and happens even when the run ends before another checkpoint: its
+// settings at once, its message at the next model call (which starts
+// the next run). It was answered "delivered" and lost.
+func TestDirectiveBetweenCheckpoints(t *testing.T) {
+	h := newPTHarness(t)
+	g := &gateProvider{entered: make(chan struct{}), release: make(chan struct{})}
+	h.mu.Lock()
+	h.provs[1000] = g
+	h.mu.Unlock()
+	pid := h.spawn(h.alice, "w")
+	r := h.send(h.alice, pid, "", "work")
+	select {
+	case <-g.entered:
+	case <-time.After(ptWait):
+		t.Fatal("the model was never called")
+	}
+	res := h.directive(pid, map[string]any{"type": "continue", "effects": []map[string]any{
+		{"op": "swap-model", "model": "model-b"}, {"op": "inject-message", "role": "user", "content": "also check the README"}}})
+	if res.Result != "delivered" || strings.Join(res.EffectsApplied, ",") != "swap-model,inject-message" {
+		t.Fatalf("a directive between checkpoints: %+v", res)
+	}
+	if ri := h.runInfo(pid); ri.Model != "model-b" {
+		t.Fatalf("the model after the directive: %q", ri.Model)
+	}
+	close(g.release)
+	if st := h.waitRun(r.RunID); st != "done" {
+		t.Fatalf("run %s", st)
+	}
+	var reqs []model.Request
+	eventually(t, func() bool { reqs = g.requests(); return len(reqs) >= 2 },
+		func() string {
+			return fmt.Sprintf("%d model calls: the directive's message never reached the model", len(reqs))
+		})
+	if reqs[1].Model != "model-b" || lastUserOf(reqs[1]) != "also check the README" {
+		t.Fatalf("the next model call: model %q, last user %q", reqs[1].Model, lastUserOf(reqs[1]))
+	}
+	h.waitIdle(pid)
 }

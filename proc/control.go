@@ -87,10 +87,10 @@ type runCheck struct {
 	toolCalls int
 	lastTool  string
 	parked    *abi.RunCheckpoint
-	decide    chan abi.Directive       // a parked checkpoint's decision
-	pending   map[int64]bool           // checkpoints decided before they were reached (their effects are applied)
-	resume    string                   // the reason of a checkpoint to park at again after a restart
-	restored  bool                     // the run was under way before a restart (resume)
+	decide    chan abi.Directive // a parked checkpoint's decision
+	pending   map[int64]bool     // checkpoints decided before they were reached (their effects are applied)
+	resume    string             // the reason of a checkpoint to park at again after a restart
+	restored  bool               // the run was under way before a restart (resume)
 }
 
 // control returns pr's run settings, loaded on first use; pr.mu is held.

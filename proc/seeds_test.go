@@ -211,3 +211,32 @@ func TestDirectiveBetweenCheckpoints(t *testing.T) {
 	}
 	h.waitIdle(pid)
 }
+
+// TestIPCFromNoProcessIs403 (seed 003): proc.ipc.send, proc.ipc.call,
+// proc.ipc.delegate, signal.watch and signal.unwatch are a process's: a
+// user who is no process and names none gets a 403 that says how to
+// make the call (it was a 400).
+func TestIPCFromNoProcessIs403(t *testing.T) {
+	h := newPTHarness(t)
+	worker := h.spawn(h.alice, "worker")
+	for _, tc := range []struct {
+		call string
+		args map[string]any
+		name string
+	}{
+		{"proc.ipc.send", map[string]any{"pid": worker, "message": "hi"}, "sourcePid"},
+		{"proc.ipc.call", map[string]any{"pid": worker, "message": "hi"}, "sourcePid"},
+		{"proc.ipc.send", map[string]any{"message": "hi"}, "sourcePid"},
+		{"proc.ipc.delegate", map[string]any{"task": "count"}, "sourcePid"},
+		{"signal.watch", map[string]any{"signal": "proc.run.finished", "processId": worker}, "watcherPid"},
+		{"signal.unwatch", map[string]any{"key": "k"}, "watcherPid"},
+	} {
+		err := h.call(h.alice, tc.call, tc.args, nil)
+		if abi.Code(err) != 403 || !strings.Contains(err.Error(), "the caller must be a process: call from a process, or name your process as "+tc.name) {
+			t.Errorf("%s %v as a user: %v (code %d), want 403 saying how", tc.call, tc.args, err, abi.Code(err))
+		}
+	}
+	// Named, the call is its owner's to make.
+	src := h.spawn(h.alice, "source")
+	h.must(h.alice, "signal.watch", map[string]any{"signal": "proc.run.finished", "processId": worker, "watcherPid": src}, nil)
+}

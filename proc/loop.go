@@ -454,7 +454,7 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 			mark.Substituted = true
 			return false, result(ans.result, false)
 		case ans.status == "stale":
-			return false, result("interrupted", true)
+			return false, result(resultInterrupted, true)
 		case ans.edited != nil:
 			// approved, with edited args: they run, and the result says so.
 			args, note = ans.edited, editedNote(ans.edited)
@@ -480,7 +480,7 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 		res, err = m.awaitShell(ctx, caller, sh)
 	}
 	if ctx.Err() != nil {
-		return false, errStale // abort writes the "interrupted" result
+		return false, errStale // abort writes the resultInterrupted result
 	}
 	if err != nil {
 		return false, result(note+err.Error(), true)

@@ -24,3 +24,11 @@ func (x *Sessions) SetSessionRetention(r time.Duration) {
 	x.sessions.retention = r
 	x.sessions.mu.Unlock()
 }
+
+// SetJanitorPeriod sets how often the sessions' janitor ends expired
+// sessions; call it before the first session.
+func (x *Sessions) SetJanitorPeriod(d time.Duration) {
+	x.sessions.mu.Lock()
+	x.sessions.janitorEvery = d
+	x.sessions.mu.Unlock()
+}

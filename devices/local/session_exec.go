@@ -121,6 +121,13 @@ func (x *Sessions) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*se
 		}
 	}
 	s.mu.Lock()
+	if s.expiredLocked(time.Now()) {
+		// Past its TTL, though the janitor has not come by yet: it ends
+		// now, and runs nothing more.
+		s.mu.Unlock()
+		x.endSession(s, syscall.SIGKILL, 0)
+		return nil, nil, abi.E(abi.Path(s.id), abi.Busy, "the session has ended: its session_ttl_ns passed")
+	}
 	defer s.mu.Unlock()
 	if !s.ended.IsZero() {
 		return nil, nil, abi.E(abi.Path(s.id), abi.Busy, "the session has ended")

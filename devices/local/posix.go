@@ -89,10 +89,14 @@ func (d *Device) OpenRead(ctx context.Context, who Who, a *abi.FileArgs) (*os.Fi
 	if err != nil {
 		return nil, err
 	}
-	if _, err := d.access(ctx, who, rel, vfs.WantRead); err != nil {
+	fi, err := d.access(ctx, who, rel, vfs.WantRead)
+	if err != nil {
 		return nil, err
 	}
-	f, err := d.openData(rel, os.O_RDONLY, 0)
+	if special(fi) {
+		return nil, errSpecial(rel)
+	}
+	f, err := d.openFileData(rel, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, abi.E(abi.Path("/"+rel), err)
 	}
@@ -203,9 +207,14 @@ func (d *Device) Open(ctx context.Context, who Who, a *OpenArgs) (*os.File, erro
 	default:
 		return nil, err
 	}
+	if fi != nil && special(fi) {
+		return nil, errSpecial(a.Path) // never opened: a FIFO's open would wait for a peer
+	}
 	// O_APPEND is the transport's business: it sends the offsets, and
-	// WriteAt refuses files opened for appending.
-	f, err := d.openData(a.Path, a.Flags&^os.O_APPEND, a.Perm)
+	// WriteAt refuses files opened for appending. The open never blocks
+	// and is only of a regular file or a directory (openFileData), should
+	// the file have changed since the check.
+	f, err := d.openFileData(a.Path, a.Flags&^os.O_APPEND, a.Perm)
 	if err != nil {
 		return nil, abi.E(abi.Path("/"+a.Path), err)
 	}
@@ -342,7 +351,10 @@ func (d *Device) Setattr(ctx context.Context, who Who, a *SetattrArgs) (vfs.Attr
 		if !allowed(who, o, fi.Mode(), vfs.WantWrite) {
 			return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), abi.Permission, "permission denied")
 		}
-		f, err := d.openData(a.Path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if special(fi) {
+			return vfs.Attr{}, errSpecial(a.Path)
+		}
+		f, err := d.openFileData(a.Path, os.O_WRONLY, 0)
 		if err != nil {
 			return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), err)
 		}

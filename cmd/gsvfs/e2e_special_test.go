@@ -152,6 +152,11 @@ func TestE2ESpecialFiles(t *testing.T) {
 		}
 	}
 
+	// Over FUSE, mknod (and so mkfifo) is not supported at all.
+	r = boundedAs(t, d.mnt, aliceHost, specialLimit, `mkfifo "$1"`, d.p("/home/alice/fifo2"))
+	if r.code == 0 || !strings.Contains(r.stderr, "not supported") {
+		t.Errorf("mkfifo over FUSE: %v, want EOPNOTSUPP", r)
+	}
 	// Many opens: none pins a daemon thread.
 	r = boundedAs(t, d.mnt, aliceHost, 4*specialLimit, `for i in $(seq 400); do cat "$1" 2>/dev/null; done; echo done`, d.p("/home/alice/fifo"))
 	if r.stdout != "done\n" {

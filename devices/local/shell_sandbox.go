@@ -52,11 +52,20 @@ func (r sandboxShell) start(ctx context.Context, c *shellCommand) (shellHandle, 
 	who := c.who
 	pc := who.processCap()
 	home := path.Join("/home", who.Username)
-	var ms []abi.ProcessMount
+	// The home as the capability allows it (not at all: the sandbox's own
+	// scratch home is there), and the working directory, which Exec
+	// checked the capability allows, where the home's mount does not give
+	// it as the capability does.
+	homeMode := ""
 	if _, err := resolve(who, home); err == nil {
-		ms = append(ms, abi.ProcessMount{HostPath: home, GuestPath: home, Mode: abi.MountRW})
+		homeMode = capMode(pc, who, home)
 	}
-	if c.cwd != home && !strings.HasPrefix(c.cwd, home+"/") {
+	var ms []abi.ProcessMount
+	if homeMode != "" {
+		ms = append(ms, abi.ProcessMount{HostPath: home, GuestPath: home, Mode: homeMode})
+	}
+	inHome := c.cwd == home || strings.HasPrefix(c.cwd, home+"/")
+	if !inHome || homeMode == "" || capMode(pc, who, c.cwd) != homeMode {
 		ms = append(ms, abi.ProcessMount{HostPath: c.cwd, GuestPath: c.cwd, Mode: abi.MountRW})
 	}
 	mounts, _, err := d.sessionMounts(ctx, who, pc, ms)

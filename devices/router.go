@@ -90,6 +90,9 @@ func New(k *kernel.Kernel, opts Options) (*Router, error) {
 	if err := openProcessSessions(context.Background(), k.Store); err != nil {
 		return nil, err
 	}
+	if opts.Local.Quota == nil {
+		opts.Local.Quota = (&quotas{k: k}).of // users' quotas from config
+	}
 	d, err := openLocal(k, opts.Local)
 	if err != nil {
 		return nil, err

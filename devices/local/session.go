@@ -101,6 +101,9 @@ type execRun struct {
 	result   *abi.ExecResult
 	timer    *time.Timer
 	killOnce sync.Once
+	// outputQuota is the kept-output quota of the session's owner when
+	// the exec started (0: none).
+	outputQuota int64
 }
 
 // runtime returns the sandbox runtime, making it on first use.
@@ -301,9 +304,13 @@ func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenA
 		hostUID = uint32(os.Getuid())
 		limits.MaxProcesses = pc.MaxProcesses
 	}
+	scratch, err := x.scratch(ctx, who.Uid)
+	if err != nil {
+		return nil, err
+	}
 	box, err := rt.Open(sandbox.Spec{
 		ID: id, HostUID: hostUID, Uid: who.Uid, Gid: who.Uid,
-		Mounts: mounts, ScratchRoot: x.scratchRoot(who.Uid), Home: home, Network: loc.NetworkMode == abi.NetworkFull,
+		Mounts: mounts, ScratchRoot: scratch, Home: home, Network: loc.NetworkMode == abi.NetworkFull,
 	})
 	if err != nil {
 		return nil, abi.E(abi.Offline, err.Error())

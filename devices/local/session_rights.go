@@ -155,6 +155,9 @@ func (d *Device) mountDir(ctx context.Context, who Who, pc abi.ProcessCap, m abi
 	if mode == abi.MountRW && !who.IsRoot() && d.ownerOf(ctx, rel).Uid != who.Uid {
 		mode = abi.MountRO // rw only in a tree the caller owns
 	}
+	if user := homeUser(rel); mode == abi.MountRW && user != "" && d.homeOver(ctx, user) {
+		mode = abi.MountRO // a home at its quota takes no more from a sandbox
+	}
 	fd, err := d.openPath(rel)
 	if err != nil {
 		return nil, "", "", abi.E(abi.Path(p), err)

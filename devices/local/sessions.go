@@ -25,6 +25,11 @@ type Sessions struct {
 
 	sessions sessions  // the exec sessions
 	blobs    blobStore // their large outputs
+	quota    QuotaFunc // nil: DefaultQuota
+	tmpfs    scratchMounts
+	// execEnded, if set, is told of each exec's end, with its session's
+	// owner (the local device counts the owner's home again).
+	execEnded func(uid uint32, user string)
 }
 
 // MountFunc resolves mount m of a session who opens under process
@@ -47,6 +52,9 @@ type SessionsOptions struct {
 	// sandbox.NewRootlessRuntime); otherwise the daemon is root and each
 	// user's sandboxes run as an unprivileged host uid of their own.
 	Rootless bool
+	// Quota gives each user's quota (kept output, sandbox scratch); nil
+	// means DefaultQuota for everyone.
+	Quota QuotaFunc
 }
 
 // NewSessions makes an empty table. Its sandbox runtime starts with the
@@ -58,14 +66,22 @@ func NewSessions(opts SessionsOptions) (*Sessions, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	x := &Sessions{log: opts.Logger, stateDir: opts.StateDir, mount: opts.Mount, rootless: opts.Rootless}
+	x := &Sessions{log: opts.Logger, stateDir: opts.StateDir, mount: opts.Mount, rootless: opts.Rootless, quota: opts.Quota}
 	if err := x.blobs.open(opts.StateDir); err != nil {
 		return nil, err
 	}
-	os.RemoveAll(filepath.Join(opts.StateDir, "sessions")) // scratch of sessions a restart ended
+	// The scratch of sessions a restart ended, and its tmpfs mounts.
+	scratch := filepath.Join(opts.StateDir, "sessions")
+	if !opts.Rootless && os.Geteuid() == 0 {
+		unmountUnder(scratch)
+	}
+	os.RemoveAll(scratch)
 	return x, nil
 }
 
 // Close ends every session (its running exec killed) and waits for
-// them; opens from then on fail.
-func (x *Sessions) Close() { x.sessions.close(x) }
+// them, then unmounts the users' scratch; opens from then on fail.
+func (x *Sessions) Close() {
+	x.sessions.close(x)
+	x.unmountScratch()
+}

@@ -77,10 +77,14 @@ func (r sandboxShell) start(ctx context.Context, c *shellCommand) (shellHandle, 
 	if err != nil {
 		return nil, err
 	}
+	scratch, err := d.scratch(ctx, who.Uid)
+	if err != nil {
+		return nil, err
+	}
 	id := "sh_" + randomText()
 	box, err := rt.Open(sandbox.Spec{
 		ID: id, HostUID: uint32(SandboxUIDBase) + who.Uid, Uid: who.Uid, Gid: who.Uid,
-		Mounts: mounts, ScratchRoot: d.scratchRoot(who.Uid), Home: home, Network: slices.Contains(pc.Networks, abi.NetworkFull),
+		Mounts: mounts, ScratchRoot: scratch, Home: home, Network: slices.Contains(pc.Networks, abi.NetworkFull),
 	})
 	if err != nil {
 		return nil, abi.E(abi.Path("shell"), abi.Offline, err.Error())
@@ -110,6 +114,7 @@ func (r sandboxShell) start(ctx context.Context, c *shellCommand) (shellHandle, 
 		<-p.proc.Done()
 		p.closeStdin()
 		box.Close()
+		d.staleHome(who.Username, who.IsRoot()) // it may have written in the home
 		ex := p.proc.Exit()
 		p.ex = shellExit{killed: p.stopped.Load(), err: ex.Err, signal: ex.Signal}
 		if ex.Err == nil {

@@ -31,6 +31,10 @@ func TestE2EQuota(t *testing.T) {
 	if r := d.shAs(aliceHost, `truncate -s 1G "$1/a"`, d.p("/home/alice")); r.code == 0 || !strings.Contains(r.stderr, "Disk quota exceeded") {
 		t.Fatalf("a truncate past the quota: %v", r)
 	}
+	// Rewriting a file (open O_TRUNC) counts its new size only.
+	if r := d.shAs(aliceHost, `for i in 1 2 3 4 5; do head -c 40000 /dev/zero > "$1/a" || exit 1; done; echo ok`, d.p("/home/alice")); r.stdout != "ok\n" {
+		t.Fatalf("rewriting a file within the quota: %v", r)
+	}
 	// bob's home has no quota: his writes go on.
 	if r := d.shAs(bobHost, `head -c 200000 /dev/zero > "$1/big" && echo ok`, d.p("/home/bob")); r.stdout != "ok\n" {
 		t.Fatalf("bob's write: %v", r)

@@ -222,6 +222,9 @@ func (d *Device) Open(ctx context.Context, who Who, a *OpenArgs) (*os.File, erro
 	if err != nil {
 		return nil, abi.E(abi.Path("/"+a.Path), err)
 	}
+	if a.Flags&os.O_TRUNC != 0 && fi != nil && fi.Mode().IsRegular() {
+		d.creditHome(a.Path, fi.Size()) // emptied: its bytes leave the home's count
+	}
 	if created {
 		// The mode is the caller's (the transport applied its umask);
 		// the daemon's own umask must not narrow it.

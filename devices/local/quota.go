@@ -177,8 +177,9 @@ func (x *Sessions) scratch(ctx context.Context, uid uint32) (string, error) {
 	switch {
 	case mounted && cur == size:
 	case mounted:
-		// A new quota: resized in place (a tmpfs shrinks only down to
-		// what it holds; it then keeps its size until emptier).
+		// A new quota: resized in place (a tmpfs cannot shrink below
+		// what it holds: it then keeps its size, and a later sandbox
+		// tries again).
 		if err := unix.Mount("", root, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, "size="+strconv.FormatInt(size, 10)); err != nil {
 			x.log.Warn("sandbox scratch: resizing to a new quota", "uid", uid, "size", size, "err", err)
 		} else {

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
@@ -217,8 +218,27 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return ctx.Err()
 	}
 	s.mu.RUnlock()
-	return <-req.done
+	return diskFull(<-req.done)
 }
+
+// diskFull returns err, made an ENOSPC too when it is SQLite's "database
+// or disk is full" (SQLITE_FULL): a write it fails then answers ENOSPC
+// over FUSE, not EIO, and keeps SQLite's message.
+func diskFull(err error) error {
+	var se interface{ Code() int }
+	if errors.As(err, &se) && se.Code()&0xff == sqliteFull {
+		return fullError{err}
+	}
+	return err
+}
+
+// sqliteFull is SQLITE_FULL, the primary result code of a full disk.
+const sqliteFull = 13
+
+// fullError is a store error that is also syscall.ENOSPC.
+type fullError struct{ error }
+
+func (e fullError) Unwrap() []error { return []error{e.error, syscall.ENOSPC} }
 
 // Exec runs one statement in a write transaction (see Tx).
 func (s *Store) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {

@@ -45,6 +45,9 @@ type Manager struct {
 	heap    timerHeap
 	next    map[string]int64     // armed fire time by schedule id; the heap's current entries
 	running map[string]*runState // runs under way by schedule id
+	// brokenSeen are the damaged schedules logged since the start
+	// (skipBroken logs each once).
+	brokenSeen map[string]bool
 
 	// slots bounds the engine's runs under way (maxRunning; engine.go).
 	slots chan struct{}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -38,6 +39,14 @@ func (m *Manager) runScheduled(ctx context.Context, id string, dueAt, startAt in
 func (m *Manager) run(ctx context.Context, s *abi.Schedule, dueAt, startAt int64, force bool) outcome {
 	id := s.ID
 	res := outcome{RunOutcome: abi.RunOutcome{ScheduleID: id}}
+	if s.Broken != "" {
+		// A damaged record runs nothing and is not armed again: it stays
+		// as it is for its owner to see (sched.list) and remove.
+		m.skipBroken(id, s.Broken)
+		res.err = brokenErr(s)
+		res.Status, res.Error = "error", res.err.Error()
+		return res
+	}
 	if !s.Enabled && !force {
 		res.Status = "skipped"
 		return res
@@ -105,6 +114,11 @@ func (m *Manager) run(ctx context.Context, s *abi.Schedule, dueAt, startAt int64
 	res.err = rerr
 	res.recordFailed(err)
 	return res
+}
+
+// brokenErr is the error of a change or run of the damaged schedule s.
+func brokenErr(s *abi.Schedule) error {
+	return abi.E(abi.Path(s.ID), abi.Busy, fmt.Sprintf("the stored schedule is damaged (%s): it does not run; remove it and add it again", s.Broken))
 }
 
 // recordFailed makes o an error if its record could not be written (err):

@@ -92,6 +92,9 @@ func (m *Manager) update(ctx context.Context, c *kernel.Caller, a *abi.SchedUpda
 	if err != nil {
 		return nil, err
 	}
+	if s.Broken != "" {
+		return nil, brokenErr(s)
+	}
 	if a.Patch.Target != nil {
 		if err := m.checkReach(ctx, s.OwnerUid, s.Name, a.Patch.Target); err != nil {
 			return nil, err

@@ -209,6 +209,10 @@ type SendResult struct {
 	Queued bool   `json:"queued,omitempty"`
 	RunID  string `json:"runId"`
 	Status string `json:"status"`
+	// Coalesced says that the message, a schedule.tick, was not queued:
+	// a tick of the same schedule (trace) still waits in the queue, as
+	// RunID (Status "coalesced").
+	Coalesced bool `json:"coalesced,omitempty"`
 }
 
 // ConvArgs name a conversation of a process (empty ConversationID: the

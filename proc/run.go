@@ -140,10 +140,17 @@ func (m *Manager) Send(ctx context.Context, p *abi.Process, cid, text string, ev
 	return m.SendEvent(ctx, p, cid, ev)
 }
 
+// errTickCoalesced is SendEvent's answer to a schedule.tick whose
+// schedule (its trace) has a tick waiting in the process's queue already:
+// nothing is queued, and the run id is the waiting tick's.
+var errTickCoalesced = errors.New("a tick of this schedule still waits in the queue")
+
 // SendEvent delivers ev to conversation cid of p: it starts a run when
 // the process is idle, else queues the message (FIFO across the
 // process's conversations). The message, with its kind, source and
-// trace, is durable when SendEvent returns.
+// trace, is durable when SendEvent returns. A schedule.tick that would
+// queue behind a tick of the same trace (schedule) still waiting is not
+// queued: SendEvent returns that tick's run id and errTickCoalesced.
 //
 // pr.mu is not held while the store commits: SendEvent reserves the
 // process (starting) under the lock, commits, and publishes under the
@@ -174,9 +181,9 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 	}
 	pr.mu.Unlock()
 
-	started := false
+	started, coalesced := false, ""
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
-		started = false
+		started, coalesced = false, ""
 		// Only generation and status: counting the conversation's
 		// messages here would make every send scan it.
 		var gen int64
@@ -197,6 +204,20 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 			return err
 		}
 		if r == nil || hasQueue {
+			if ev.Kind == abi.EventScheduleTick && ev.TraceID != "" {
+				// Ticks coalesce, as a Unix signal already pending is
+				// not queued again: a schedule's tick still waiting in
+				// the queue stands for this one too.
+				var waiting string
+				err := m.st.TxQueryRow(tx, `SELECT run_id FROM proc_queue WHERE pid=? AND trace_id=? AND kind=? LIMIT 1`, p.Pid, ev.TraceID, ev.Kind).Scan(&waiting)
+				if err == nil {
+					coalesced = waiting
+					return nil
+				}
+				if !errors.Is(err, sql.ErrNoRows) {
+					return err
+				}
+			}
 			_, err = m.st.TxExec(tx, `INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id) VALUES(?,?,?,?,?,?,?,?,?,?)`,
 				p.Pid, cid, gen, runID, text, role, t, meta.kind, meta.source, meta.trace)
 			return err
@@ -230,6 +251,9 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 	}
 	if err != nil {
 		return "", false, err
+	}
+	if coalesced != "" {
+		return coalesced, true, errTickCoalesced
 	}
 	if !started {
 		m.changed(p.Uid, p.Pid, "queue", map[string]any{"conversationId": cid, "runId": runID})

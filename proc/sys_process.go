@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -209,6 +210,10 @@ func (m *Manager) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs
 	ev.RunID = newID("run_")
 	m.routes.add(ev.RunID, c) // before the run can stream
 	runID, queued, err := m.SendEvent(ctx, p, orDefault(a.ConversationID), ev)
+	if errors.Is(err, errTickCoalesced) {
+		m.routes.conn(ev.RunID, true)
+		return &abi.SendResult{OK: true, Status: "coalesced", RunID: runID, Queued: true, Coalesced: true}, nil
+	}
 	if err != nil {
 		m.routes.conn(ev.RunID, true)
 		return nil, err

@@ -250,6 +250,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 			}
 		}
 	}
+	limit := m.maxSchedules(ctx, uid)
 	var added, updated []*abi.Schedule
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 		for _, s := range removed {
@@ -283,6 +284,14 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 				return lineError(l.Line, err)
 			}
 			added = append(added, s)
+		}
+		// The text may not leave its owner more schedules than the
+		// limit; a text that adds none is always taken (the limit may
+		// have been lowered under what the owner has).
+		if len(added) > 0 {
+			if err := checkScheduleLimit(tx, uid, limit, 0); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -27,16 +28,18 @@ type outcome struct {
 
 // runScheduled runs schedule id, due at dueAt and started at startAt, then
 // records it and arms its next time. force runs it even if disabled.
-func (m *Manager) runScheduled(ctx context.Context, id string, dueAt, startAt int64, force bool) outcome {
+// targetDone, if not nil, is called once the target call has returned
+// (or once it is known that none will be made).
+func (m *Manager) runScheduled(ctx context.Context, id string, dueAt, startAt int64, force bool, targetDone func()) outcome {
 	s, err := m.get(ctx, id)
 	if err != nil {
 		return outcome{RunOutcome: abi.RunOutcome{ScheduleID: id, Status: "error", Error: err.Error()}, err: err}
 	}
-	return m.run(ctx, s, dueAt, startAt, force)
+	return m.run(ctx, s, dueAt, startAt, force, targetDone)
 }
 
 // run is runScheduled of the loaded schedule s.
-func (m *Manager) run(ctx context.Context, s *abi.Schedule, dueAt, startAt int64, force bool) outcome {
+func (m *Manager) run(ctx context.Context, s *abi.Schedule, dueAt, startAt int64, force bool, targetDone func()) outcome {
 	id := s.ID
 	res := outcome{RunOutcome: abi.RunOutcome{ScheduleID: id}}
 	if s.Broken != "" {
@@ -101,9 +104,16 @@ func (m *Manager) run(ctx context.Context, s *abi.Schedule, dueAt, startAt int64
 	rctx, cancel := context.WithTimeout(ctx, m.opts.RunTimeout)
 	summary, rerr := m.execute(rctx, s)
 	cancel()
+	if targetDone != nil {
+		targetDone()
+	}
 	end := m.clock.Now().UnixMilli()
 	status, errText := "ok", ""
-	if rerr != nil {
+	var ce *coalescedError
+	switch {
+	case errors.As(rerr, &ce):
+		status, errText, rerr = "skipped", ce.Error(), nil
+	case rerr != nil:
 		status, errText = "error", rerr.Error()
 	}
 	if preDone != nil {

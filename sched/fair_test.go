@@ -44,7 +44,7 @@ func TestScheduleLimit(t *testing.T) {
 		want       int
 	}{
 		{"config/sched/max_schedules", "3", 3},
-		{"users/1000/sched/max_schedules", "5", 5}, // root's override for alice
+		{"users/1000/sched/max_schedules", "5", 5},    // root's override for alice
 		{"users/1000/sched/max_schedules", "lots", 3}, // not a number: ignored
 	}
 	for _, c := range cases {

@@ -7,10 +7,13 @@ package proc
 // start (item 14).
 
 import (
+	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/vfs"
 )
 
 // TestScheduleTicksCoalesce: while a process is busy, a schedule.tick
@@ -60,5 +63,59 @@ func TestScheduleTicksCoalesce(t *testing.T) {
 	}
 	if ticks != 1 {
 		t.Fatalf("%d ticks of a in the conversation, want 1", ticks)
+	}
+}
+
+// TestProcessLimit: a user has at most config/proc/max_processes
+// processes besides their init (256 by default; root's
+// users/<uid>/proc/max_processes for one user): one more, by proc.spawn,
+// a spawn line of /proc/ctl (EBUSY from the write) or a delegation that
+// spawns its worker, is a 409 naming the key that stores nothing. Their
+// init is always theirs; root is not counted.
+func TestProcessLimit(t *testing.T) {
+	h := newPTHarness(t)
+	count := func(uid uint32) int {
+		return h.sqlCount(`SELECT count(*) FROM proc_processes WHERE uid=?`, uid)
+	}
+	for range DefaultMaxProcesses {
+		h.spawn(h.alice, "")
+	}
+	err := h.call(h.alice, "proc.spawn", map[string]any{"profile": "task"}, nil)
+	if abi.Code(err) != 409 || !strings.Contains(err.Error(), "config/proc/max_processes") {
+		t.Fatalf("the spawn over the default limit: %v", err)
+	}
+	if n := count(1000); n != DefaultMaxProcesses+1 {
+		t.Fatalf("alice has %d processes, want %d and her init", n, DefaultMaxProcesses)
+	}
+	err = h.writeFile(h.alice, "/proc/ctl", "spawn task\n")
+	if vfs.Errno(err) != syscall.EBUSY {
+		t.Fatalf("a spawn line over the limit: %v, want EBUSY", err)
+	}
+	if code := h.code(h.alice, "proc.spawn", map[string]any{"profile": "init"}); code != 0 {
+		t.Fatalf("spawning her init at the limit: code %d", code)
+	}
+	if code := h.code(h.alice, "proc.ipc.delegate", map[string]any{"sourcePid": init0(1000), "task": "work"}); code != 409 {
+		t.Fatalf("a delegation that spawns over the limit: code %d", code)
+	}
+
+	for _, c := range []struct {
+		key, value string
+		want       int
+	}{
+		{"config/proc/max_processes", "2", 2},
+		{"users/1001/proc/max_processes", "4", 4},
+		{"users/1001/proc/max_processes", "-1", 2}, // not a limit: ignored
+	} {
+		h.must(h.root, "sys.config.set", map[string]any{"key": c.key, "value": c.value}, nil)
+		for i := count(1001) - 1; i < c.want; i++ {
+			h.spawn(h.bob, fmt.Sprintf("b%d", i))
+		}
+		if code := h.code(h.bob, "proc.spawn", map[string]any{"profile": "task"}); code != 409 {
+			t.Errorf("%s=%s: the spawn over the limit: code %d", c.key, c.value, code)
+		}
+	}
+	h.must(h.root, "sys.config.set", map[string]any{"key": "config/proc/max_processes", "value": "0"}, nil)
+	for range 3 {
+		h.spawn(h.root, "")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -117,5 +118,83 @@ func TestProcessLimit(t *testing.T) {
 	h.must(h.root, "sys.config.set", map[string]any{"key": "config/proc/max_processes", "value": "0"}, nil)
 	for range 3 {
 		h.spawn(h.root, "")
+	}
+}
+
+// signalEvents are the texts of the signal events in pid's default
+// conversation.
+func (h *ptHarness) signalEvents(pid string) []string {
+	h.t.Helper()
+	var out []string
+	for _, m := range h.messages(pid) {
+		if m.Kind == abi.EventSignal {
+			out = append(out, ptText(h.t, m))
+		}
+	}
+	return out
+}
+
+// TestKillEndsWatches: a killed process's watches are removed with it: a
+// signal they watched for no longer reaches it (and starts no run).
+func TestKillEndsWatches(t *testing.T) {
+	h := newPTHarness(t)
+	a, b := h.spawn(h.alice, "watcher"), h.spawn(h.alice, "watched")
+	h.must(h.alice, "signal.watch", map[string]any{"signal": "proc.run.finished", "processId": b, "watcherPid": a, "once": false}, nil)
+	h.must(h.alice, "signal.watch", map[string]any{"signal": "process.lifecycle", "processId": b, "watcherPid": a, "key": "k"}, nil)
+	h.must(h.alice, "proc.kill", map[string]any{"pid": a}, nil)
+	var list abi.WatchListResult
+	h.must(h.alice, "signal.list", map[string]any{"pid": a}, &list)
+	if len(list.Watches) != 0 || h.sqlCount(`SELECT count(*) FROM proc_watches WHERE watcher_pid=?`, a) != 0 {
+		t.Fatalf("a killed process keeps its watches: %+v", list.Watches)
+	}
+	r := h.send(h.alice, b, "", "finish a run")
+	h.waitRun(r.RunID)
+	h.waitIdle(b)
+	h.waitIdle(a)
+	if ev := h.signalEvents(a); len(ev) != 0 || h.sqlCount(`SELECT count(*) FROM proc_runs WHERE pid=?`, a) != 0 {
+		t.Fatalf("a killed process got signals: %v", ev)
+	}
+}
+
+// TestWatchRate: the deliveries of an owner's watches are rate-limited:
+// past the bucket, a delivery waits, and the signals for the same watch
+// that come meanwhile join it; when tokens come back, it goes as one
+// event ("and n earlier signals").
+func TestWatchRate(t *testing.T) {
+	h := newPTHarness(t)
+	r := &h.m.watch.rate
+	r.Lock()
+	r.burst, r.perSec = 3, 0 // three deliveries, and no refill until the test says
+	r.Unlock()
+	a, b := h.spawn(h.alice, "watcher"), h.spawn(h.alice, "watched")
+	h.must(h.alice, "signal.watch", map[string]any{"signal": "test.tick", "processId": b, "watcherPid": a, "once": false}, nil)
+	for i := range 10 {
+		h.k.Signal("test.tick", map[string]any{"pid": b, "n": i}, kernel.Audience{Uids: []uint32{1000}})
+	}
+	waiting := func() (n, more int) {
+		r.Lock()
+		defer r.Unlock()
+		if bk := r.owners[1000]; bk != nil {
+			for _, d := range bk.byWatch {
+				more += d.more
+			}
+			return len(bk.waiting), more
+		}
+		return 0, 0
+	}
+	eventually(t, func() bool { n, more := waiting(); return n == 1 && more == 6 },
+		func() string {
+			n, more := waiting()
+			return fmt.Sprintf("%d deliveries wait, %d joined; want 1 and 6", n, more)
+		})
+	eventually(t, func() bool { return len(h.signalEvents(a)) == 3 },
+		func() string { return fmt.Sprintf("%d signal events, want 3", len(h.signalEvents(a))) })
+	r.Lock()
+	r.perSec = 1000
+	r.Unlock()
+	h.m.flushWatches(1000)
+	ev := h.signalEvents(a)
+	if len(ev) != 4 || !strings.Contains(ev[3], `"n":9`) || !strings.Contains(ev[3], "and 6 earlier signals") {
+		t.Fatalf("after the wait: %d events, the last %q", len(ev), ev[len(ev)-1])
 	}
 }

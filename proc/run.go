@@ -128,6 +128,9 @@ type Event struct {
 	// start from the queue): a call knows the run it waits for before
 	// the message is delivered.
 	RunID string
+	// callID, for a call's request, is the call that the delivery makes
+	// pending, in the same transaction (ipc.go).
+	callID string
 }
 
 // Send delivers text to conversation cid of p as its owner's
@@ -199,6 +202,12 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, "conversation is closed: open it again to send")
 		}
 		t := now()
+		if ev.callID != "" {
+			// The call is delivered exactly when its request is.
+			if _, err := m.st.TxExec(tx, `UPDATE proc_ipc_calls SET state='pending' WHERE call_id=? AND state='sending'`, ev.callID); err != nil {
+				return err
+			}
+		}
 		hasQueue, err := m.queuedTx(tx, p.Pid)
 		if err != nil {
 			return err

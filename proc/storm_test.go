@@ -7,7 +7,10 @@ package proc
 // start (item 14).
 
 import (
+	"database/sql"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -196,5 +199,94 @@ func TestWatchRate(t *testing.T) {
 	ev := h.signalEvents(a)
 	if len(ev) != 4 || !strings.Contains(ev[3], `"n":9`) || !strings.Contains(ev[3], "and 6 earlier signals") {
 		t.Fatalf("after the wait: %d events, the last %q", len(ev), ev[len(ev)-1])
+	}
+}
+
+// TestUndeliveredCallAbandoned: the state a kill -9 leaves between the
+// record of a call and the delivery of its request (the call recorded,
+// the request not in the target's conversation, the caller without the
+// call id), taken as a snapshot of the real SQLite file, is reconciled
+// at the next start: the call ends "abandoned", with its reason, and its
+// source gets no ipc.timeout for an id it never had. A call delivered
+// before the stop is kept and answered as before.
+func TestUndeliveredCallAbandoned(t *testing.T) {
+	h := newPTHarness(t)
+	gate := benchGateProvider{open: make(chan struct{})} // never opens: runs wait
+	h.mu.Lock()
+	h.provs[1000] = gate
+	h.mu.Unlock()
+	a, b := h.spawn(h.alice, "caller"), h.spawn(h.alice, "callee")
+	// A call delivered in full, whose run waits for the model: it stays
+	// pending, and times out after the restart (its deadline passes).
+	var kept abi.IpcCallResult
+	h.must(h.alice, "proc.ipc.call", map[string]any{"pid": b, "sourcePid": a, "message": "delivered", "timeoutMs": 1000}, &kept)
+	h.waitRun(kept.RunID, "running")
+	// The target's process held: the next call is recorded, and its
+	// delivery waits.
+	pr := h.m.proc(b, 1000)
+	pr.mu.Lock()
+	done := make(chan error, 1)
+	go func() {
+		done <- h.call(h.alice, "proc.ipc.call", map[string]any{"pid": b, "sourcePid": a, "message": "never delivered", "timeoutMs": 1000}, nil)
+	}()
+	eventually(t, func() bool {
+		return h.sqlCount(`SELECT count(*) FROM proc_ipc_calls WHERE call_id<>?`, kept.CallID) == 1
+	},
+		func() string { return "the second call is not recorded" })
+	snap := filepath.Join(t.TempDir(), "crash.db")
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(h.dir, "gsv.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`VACUUM INTO ?`, snap); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	pr.mu.Unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var lost string
+	h.k.Store.R.QueryRow(`SELECT call_id FROM proc_ipc_calls WHERE call_id<>?`, kept.CallID).Scan(&lost)
+
+	// The restart after the kill -9: the state on disk is the snapshot.
+	h.close()
+	for _, f := range []string{"gsv.db-wal", "gsv.db-shm"} {
+		os.Remove(filepath.Join(h.dir, f))
+	}
+	if err := os.Rename(snap, filepath.Join(h.dir, "gsv.db")); err != nil {
+		t.Fatal(err)
+	}
+	h.open()
+	h.identities()
+	state := func(id string) string {
+		var s string
+		h.k.Store.R.QueryRow(`SELECT state FROM proc_ipc_calls WHERE call_id=?`, id).Scan(&s)
+		return s
+	}
+	eventually(t, func() bool { return state(kept.CallID) == "timed_out" },
+		func() string { return "the delivered call: " + state(kept.CallID) + ", want timed_out" })
+	if s := state(lost); s != "abandoned" {
+		t.Fatalf("the call never delivered is %q, want abandoned", s)
+	}
+	var list abi.IpcListResult
+	h.must(h.alice, "proc.ipc.list", map[string]any{"pid": a}, &list)
+	for _, c := range list.Calls {
+		if c.CallID == lost && !strings.Contains(c.Reason, "never got its id") {
+			t.Errorf("the abandoned call's reason: %q", c.Reason)
+		}
+	}
+	var timeouts []string
+	eventually(t, func() bool {
+		timeouts = timeouts[:0]
+		for _, m := range h.messages(a) {
+			if m.Kind == abi.EventIpcTimeout {
+				timeouts = append(timeouts, ptText(t, m))
+			}
+		}
+		return len(timeouts) > 0
+	}, func() string { return "no ipc.timeout for the delivered call" })
+	if len(timeouts) != 1 || !strings.Contains(timeouts[0], kept.CallID) {
+		t.Fatalf("the source's ipc.timeout events: %q, want one, of %s", timeouts, kept.CallID)
 	}
 }

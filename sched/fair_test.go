@@ -301,3 +301,38 @@ func TestTickCoalescedIsSkipped(t *testing.T) {
 		t.Fatalf("runs %+v", rs)
 	}
 }
+
+// FuzzDecodeSchedule: whatever a row of sched_schedules holds (text,
+// numbers, NULLs, JSON that does not decode), its decoding never panics,
+// and a record it does not call broken has an expression of a known kind
+// and a uid in range.
+func FuzzDecodeSchedule(f *testing.F) {
+	f.Add(`{"kind":"every","everyMs":60000}`, `{"kind":"process.event","pid":"init:0","message":"x"}`, "", "1", int64(5), true)
+	f.Add(`{not json`, `[1,2`, `{"maxAttempts":"x"}`, "soon", int64(-1), false)
+	f.Add(`{"kind":"cron","expr":"61 * * * *"}`, `null`, "null", "", int64(1)<<40, true)
+	f.Add(`{"kind":"sometimes"}`, `{}`, "", "1.5", int64(0), false)
+	f.Fuzz(func(t *testing.T, expr, target, retry, text string, n int64, asText bool) {
+		var num any = n
+		if asText {
+			num = text
+		}
+		var rv any
+		if retry != "" {
+			rv = retry
+		}
+		raw := []any{"sch_x", num, int64(0), float64(n), text, nil, num, expr, target, "skip", "skip", rv,
+			num, int64(0), num, nil, nil, nil, nil, nil, num, num}
+		s := decodeSchedule(raw)
+		if s.Broken != "" {
+			return
+		}
+		switch s.Expression.Kind {
+		case "at", "after", "every", "cron":
+		default:
+			t.Fatalf("a record not broken has the expression %+v", s.Expression)
+		}
+		if v, ok := num.(int64); ok && (v < 0 || v > 1<<32-1) {
+			t.Fatalf("a record not broken has the uid %d", v)
+		}
+	})
+}

@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 )
 
 // TestScheduleLimit: a user has at most config/sched/max_schedules
@@ -335,4 +338,31 @@ func FuzzDecodeSchedule(f *testing.F) {
 			t.Fatalf("a record not broken has the uid %d", v)
 		}
 	})
+}
+
+// TestCrontabFileLimit: a crontab file written through the FUSE mount
+// that would leave its owner more schedules than the limit fails where
+// the shell sees it (cat's close: EBUSY), err says why, and the crontab
+// keeps its schedules.
+func TestCrontabFileLimit(t *testing.T) {
+	h := newFTHarness(t)
+	sh, mustSh := h.mountShell()
+	root, err := h.k.IdentityOf(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.k.Call(context.Background(), &kernel.Caller{Identity: root}, "sys.config.set",
+		&abi.ConfigSetArgs{Key: "config/sched/max_schedules", Value: []byte(`"2"`)}); err != nil {
+		t.Fatal(err)
+	}
+	mustSh(1001, "printf '@every 1h event init:1000 a # name=a\\n@every 1h event init:1000 b # name=b\\n' > $D/alice")
+	before := h.schedules(1000)
+	out, err := sh(1001, "printf '@every 1h event init:1000 a # name=a\\n@every 1h event init:1000 b # name=b\\n@every 1h event init:1000 c # name=c\\n' | cat > $D/alice")
+	if err == nil || !strings.Contains(out, "Device or resource busy") {
+		t.Fatalf("a crontab over the limit: %v %s", err, out)
+	}
+	if msg := mustSh(1001, "cat $D/err"); !strings.Contains(msg, "config/sched/max_schedules") {
+		t.Errorf("err: %q", msg)
+	}
+	sameSchedules(t, before, h.schedules(1000))
 }

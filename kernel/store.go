@@ -302,12 +302,13 @@ const walKeep = 4 << 20
 // checkpoint's writes and fsync. When a tick finds no commit and a WAL
 // over walKeep (a burst has passed), it truncates the WAL (PRAGMA
 // wal_checkpoint(TRUNCATE), which waits at most 100 ms for readers and
-// is tried again at the next idle tick if they held it). At Close, once
+// is tried again at an idle tick a second later if they held it). At Close, once
 // the committer has ended, it checkpoints what is left.
 func (s *Store) checkpointer() {
 	defer close(s.ckptDone)
 	tick := time.NewTicker(checkpointEvery)
 	defer tick.Stop()
+	var tried time.Time // the last truncation that readers held off
 	run := func() {
 		if s.dirty.Swap(false) {
 			if _, err := s.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
@@ -315,8 +316,10 @@ func (s *Store) checkpointer() {
 			}
 			return
 		}
-		if fi, err := os.Stat(s.wal); err == nil && fi.Size() > walKeep {
-			s.truncateWAL(fi.Size())
+		if fi, err := os.Stat(s.wal); err == nil && fi.Size() > walKeep && time.Since(tried) > time.Second {
+			if !s.truncateWAL(fi.Size()) {
+				tried = time.Now() // a long reader: try again in a second, not every tick
+			}
 		}
 	}
 	for {
@@ -331,17 +334,19 @@ func (s *Store) checkpointer() {
 }
 
 // truncateWAL checkpoints the whole WAL and truncates it to nothing,
-// unless a reader or the writer holds it (then the next idle tick tries
-// again). size is the WAL's size before.
-func (s *Store) truncateWAL(size int64) {
+// unless a reader or the writer holds it: then it reports false, and an
+// idle tick a second later tries again. size is the WAL's size before.
+func (s *Store) truncateWAL(size int64) bool {
 	var busy, frames, done int
 	if err := s.ckpt.QueryRow(`PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil {
 		slog.Debug("store: truncating the WAL", "err", err)
-		return
+		return false
 	}
-	if busy == 0 {
-		slog.Debug("store: the WAL is truncated after a burst", "was", size)
+	if busy != 0 {
+		return false
 	}
+	slog.Debug("store: the WAL is truncated after a burst", "was", size)
+	return true
 }
 
 // commit runs batch in one transaction and answers each request. If the

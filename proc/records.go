@@ -150,10 +150,20 @@ func (m *Manager) backfillInits(ctx context.Context) error {
 }
 
 // create inserts a process with its default conversation, unless pid
-// exists (then it changes nothing).
-func (m *Manager) create(ctx context.Context, pid string, uid uint32, profile string, label, parent *string, cwd string) error {
+// exists (then it changes nothing). With a limit (not -1), uid may have
+// at most limit processes besides its init: one more is a 409.
+func (m *Manager) create(ctx context.Context, pid string, uid uint32, profile string, label, parent *string, cwd string, limit int) error {
 	t := now()
 	return m.st.Tx(ctx, func(tx *sql.Tx) error {
+		if limit >= 0 {
+			var n int
+			if err := m.st.TxQueryRow(tx, `SELECT count(*) FROM proc_processes WHERE uid=? AND profile<>'init'`, uid).Scan(&n); err != nil {
+				return err
+			}
+			if n >= limit {
+				return abi.E(abi.Busy, fmt.Sprintf("uid %d has %d processes and may have %d (config/proc/max_processes): a killed process stays yours to reuse (send to it), or ask root to raise the limit", uid, n, limit))
+			}
+		}
 		return m.createTx(tx, pid, uid, profile, label, parent, cwd, t)
 	})
 }

@@ -160,6 +160,7 @@ func Numbered(path string, b []byte, size int64, a *abi.FSReadArgs) (*abi.FSRead
 // file keeps its mode; a new one gets 0644.
 func (d *Device) writeFile(ctx context.Context, who Who, rel string, content []byte, mkParents bool) error {
 	mode := fs.FileMode(0o644)
+	var old int64 // the size of the file replaced
 	fi, err := d.access(ctx, who, rel, vfs.WantWrite)
 	switch {
 	case err == nil:
@@ -167,6 +168,9 @@ func (d *Device) writeFile(ctx context.Context, who Who, rel string, content []b
 			return abi.E(abi.Path("/"+rel), abi.Invalid, syscall.EISDIR)
 		}
 		mode = fi.Mode().Perm()
+		if fi.Mode().IsRegular() {
+			old = fi.Size()
+		}
 		if err := d.accessParent(ctx, who, rel); err != nil {
 			return err
 		}
@@ -180,6 +184,9 @@ func (d *Device) writeFile(ctx context.Context, who Who, rel string, content []b
 			return err
 		}
 	default:
+		return err
+	}
+	if err := d.chargeHome(ctx, rel, func() int64 { return int64(len(content)) - old }); err != nil {
 		return err
 	}
 	tmp := tmpDir + "/" + randomText()
@@ -203,6 +210,7 @@ func (d *Device) writeFile(ctx context.Context, who Who, rel string, content []b
 	}
 	if werr != nil {
 		d.removeData(tmp, false)
+		d.staleHome(homeUser(rel), false) // counted, not written
 		return abi.E(abi.Path("/"+rel), werr)
 	}
 	return nil
@@ -326,6 +334,9 @@ func (d *Device) deleteTree(ctx context.Context, who Who, rel string) error {
 	}
 	if err := d.removeData(rel, fi.IsDir()); err != nil {
 		return abi.E(abi.Path("/"+rel), err)
+	}
+	if fi.Mode().IsRegular() {
+		d.creditHome(rel, fi.Size())
 	}
 	return nil
 }

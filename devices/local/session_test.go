@@ -438,3 +438,50 @@ func TestSessionBlobCollected(t *testing.T) {
 		t.Fatalf("a collected blob: %v", err)
 	}
 }
+
+// A session past its TTL runs nothing more, though its janitor has not
+// ended it yet: every exec and signal checks the expiry itself.
+func TestSessionExpiryChecked(t *testing.T) {
+	needSandbox(t)
+	k, _, alice, _ := newKernel(t)
+	k.d.SetJanitorPeriod(time.Hour) // the janitor never comes by in this test
+	ttl := int64(300 * time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		call func(sid string) error
+		kind abi.Kind
+	}{
+		{"exec", func(sid string) error {
+			r, err := sessionCall[*abi.ExecResult](t, k, alice, "process.exec", &abi.ExecArgs{SessionID: sid, Argv: []string{"true"}})
+			if err == nil {
+				t.Logf("receipt %+v", r)
+			}
+			return err
+		}, abi.Busy},
+		{"signal", func(sid string) error {
+			r, err := sessionCall[*abi.SessionSignalResult](t, k, alice, "process.session.signal", &abi.SessionSignalArgs{SessionID: sid, Signal: "int"})
+			if err == nil && r.Status != abi.SignalAlreadyExited {
+				return errors.New("signal of an expired session: " + r.Status)
+			}
+			return err
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := sessionCall[*abi.SessionOpenResult](t, k, alice, "process.session.open", &abi.SessionOpenArgs{
+				Target: abi.ProcessTarget{Local: &abi.ProcessLocalTarget{NetworkMode: "none"}}, SessionTTLNs: &ttl})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for time.Now().UnixNano() <= *r.ExpiresAtNs {
+				time.Sleep(time.Until(time.Unix(0, *r.ExpiresAtNs)) + time.Millisecond)
+			}
+			if err := tc.call(r.SessionID); kindOf(err) != tc.kind {
+				t.Fatalf("%s past the TTL: %v, want kind %d", tc.name, err, tc.kind)
+			}
+			info, err := sessionCall[*abi.SessionInfo](t, k, alice, "process.session.get", &abi.SessionGetArgs{SessionID: r.SessionID})
+			if err != nil || info.State != "ended" {
+				t.Fatalf("after an %s past its TTL: %+v %v", tc.name, info, err)
+			}
+		})
+	}
+}

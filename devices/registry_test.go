@@ -180,6 +180,8 @@ func TestRegister(t *testing.T) {
 	}{
 		{"empty id", hello(""), "a device id is empty"},
 		{"gsv", hello("gsv"), `device id "gsv": it names the kernel's own device`},
+		{"zero", hello("zero"), `device id "zero": it names a file of /dev`},
+		{"null", hello("null"), `device id "null": it names a file of /dev`},
 		{"upper case", hello("Laptop"), "want only a-z"},
 		{"slash", hello("a/b"), "want only a-z"},
 		{"dot dot", hello(".."), "not a name"},

@@ -2,6 +2,7 @@ package ns
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -211,10 +212,28 @@ func (s *Space) buildNamespace() *vfs.StaticDir {
 		vfs.DirEntry{Name: "config", Node: s.configDir("")},
 	)
 	return vfs.NewDir(dir("/"),
+		vfs.DirEntry{Name: "dev", Node: devDir()},
 		vfs.DirEntry{Name: "etc", Node: etc},
 		vfs.DirEntry{Name: "sys", Node: sys},
 		vfs.DirEntry{Name: "var", Node: vfs.NewDir(dir("/var"))},
 	)
+}
+
+// devDir is /dev with the files every Unix has (abi.DevFiles): null
+// (reads end at once), zero (zeros), random and urandom (the kernel's
+// random bytes, crypto/rand), each 0666 and of size 0; writes are
+// discarded (vfs.Device). They hold no state, so no syscall serves them:
+// the open is checked by their Meta. Rooms bind their devices beside them
+// (/dev/gsv, /dev/<device id>).
+func devDir() *vfs.StaticDir {
+	zero := func(p []byte) { clear(p) }
+	random := func(p []byte) { rand.Read(p) }
+	fill := map[string]func([]byte){"null": nil, "zero": zero, "random": random, "urandom": random}
+	var es []vfs.DirEntry
+	for _, name := range abi.DevFiles {
+		es = append(es, vfs.DirEntry{Name: name, Node: &vfs.Device{Meta: RootMeta("/dev/"+name, 0o666), Fill: fill[name]}})
+	}
+	return vfs.NewDir(RootMeta("/dev", fs.ModeDir|0o555), es...)
 }
 
 // configDir is /sys/config/<prefix>: the visible config keys as a tree of

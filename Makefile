@@ -66,6 +66,7 @@ fuzz:
 	$(call fuzz1,FuzzParseCron,./sched)
 	$(call fuzz1,FuzzParseCrontab,./sched)
 	$(call fuzz1,FuzzParseScript,./proc/model)
+	$(call fuzz1,FuzzParseUse,./proc/model)
 	$(call fuzz1,FuzzSchedule,./sched)
 	$(call fuzz1,FuzzParseMount,./abi)
 	$(call fuzz1,FuzzOpenLine,./devices)

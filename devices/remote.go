@@ -44,8 +44,8 @@ const (
 	// pingTimeout how long the device has to answer.
 	pingEvery   = 15 * time.Second
 	pingTimeout = 10 * time.Second
-	// maxHello bounds a hello line.
-	maxHello = 64 << 10
+	// maxHello bounds a hello line (its reader's buffer).
+	maxHello = 4096
 )
 
 // routable are the syscalls a device may implement.
@@ -62,6 +62,7 @@ type remoteDevice struct {
 	tree       vfs.Dir // fs/ of the device's tree, on this connection
 	timeout    time.Duration
 	log        *slog.Logger
+	slots      chan struct{} // its owner's answerSlots
 
 	closeOnce sync.Once
 	done      chan struct{} // closed when the connection ends
@@ -108,6 +109,7 @@ func (d *remoteDevice) call(ctx context.Context, name string, args, res any, tim
 		err  error
 	}
 	got := make(chan answer, 1)
+	stop := make(chan struct{}) // closed when the caller gives up
 	var (
 		mu        sync.Mutex
 		fid       *client.Fid
@@ -128,6 +130,7 @@ func (d *remoteDevice) call(ctx context.Context, name string, args, res any, tim
 		mu.Lock()
 		abandoned = true
 		mu.Unlock()
+		close(stop)
 		closeFid()
 	}
 	go func() {
@@ -151,8 +154,13 @@ func (d *remoteDevice) call(ctx context.Context, name string, args, res any, tim
 			got <- answer{err: err}
 			return
 		}
-		var fr frame
-		err = json.NewDecoder(fidReader{f}).Decode(&fr)
+		ar := &answerReader{r: fidReader{f}, slots: d.slots, stop: stop}
+		defer ar.release()
+		fr := frame{Data: res}
+		err = json.NewDecoder(ar).Decode(&fr)
+		if ar.err != nil {
+			err = ar.err
+		}
 		got <- answer{fr, err}
 	}()
 	timer := time.NewTimer(timeout)
@@ -171,19 +179,38 @@ func (d *remoteDevice) call(ctx context.Context, name string, args, res any, tim
 		return d.errGone()
 	}
 	if a.err != nil {
+		var big errAnswerTooLarge
+		if errors.As(a.err, &big) {
+			return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("device %q answered %s with more than %d bytes: refused", d.id, name, MaxAnswer))
+		}
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		if errors.As(a.err, &se) || errors.As(a.err, &te) || errors.Is(a.err, io.ErrUnexpectedEOF) && d.alive() {
+			return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("the device's answer to %s does not decode: %v", name, a.err))
+		}
 		return d.transportErr(a.err)
 	}
 	if !a.resp.OK {
 		if a.resp.Error == nil {
 			return abi.E(abi.Path(d.id), abi.Other, "the device answered neither a result nor an error")
 		}
-		msg := strings.TrimPrefix(a.resp.Error.Message, name+": ")
-		return abi.E(abi.Kind(a.resp.Error.Code), msg)
+		msg := strings.TrimPrefix(oneLine(a.resp.Error.Message, maxErrorText), name+": ")
+		return abi.E(answerKind(a.resp.Error.Code), msg)
 	}
-	if err := json.Unmarshal(a.resp.Data, res); err != nil {
-		return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("the device's result does not decode: %v", err))
+	if err := checkAnswer(res); err != nil {
+		return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("device %q answered %s with %v: refused", d.id, name, err))
 	}
 	return nil
+}
+
+// alive reports whether d's connection has not ended.
+func (d *remoteDevice) alive() bool {
+	select {
+	case <-d.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // transportErr is the error of a call whose 9P exchange failed: the
@@ -197,10 +224,11 @@ func (d *remoteDevice) transportErr(err error) error {
 	return abi.E(abi.Path(d.id), abi.Offline, fmt.Sprintf("device %q: %v", d.id, err))
 }
 
-// frame is a response frame as the kernel reads it back.
+// frame is a response frame as the kernel reads it back: Data holds a
+// pointer to the result to decode into.
 type frame struct {
 	OK    bool            `json:"ok"`
-	Data  json.RawMessage `json:"data"`
+	Data  any             `json:"data"`
 	Error *abi.FrameError `json:"error"`
 }
 
@@ -294,7 +322,7 @@ func randomID() string {
 func (r *Router) ServeDevice(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(helloTimeout))
-	br := bufio.NewReaderSize(c, 4096)
+	br := bufio.NewReaderSize(c, maxHello)
 	h, err := readHello(br)
 	if err != nil {
 		r.log.Debug("device hello refused", "remote", c.RemoteAddr().String(), "err", err)
@@ -307,6 +335,10 @@ func (r *Router) ServeDevice(ctx context.Context, c net.Conn) {
 		writeWelcome(c, abi.DeviceWelcome{Error: err.Error()})
 		return
 	}
+	// Authenticated: the connection leaves the gate of unauthenticated
+	// ones; one per device id lasts (a newer one supersedes it), and a
+	// user has at most maxDevices ids.
+	ninep.TicketOf(c).Authenticated()
 	connID := "dc_" + randomID()
 	if err := r.Register(ctx, id.Uid, h, connID); err != nil {
 		writeWelcome(c, abi.DeviceWelcome{Error: err.Error()})
@@ -337,7 +369,8 @@ func (r *Router) ServeDevice(ctx context.Context, c net.Conn) {
 	}
 	d := &remoteDevice{id: h.ID, connID: connID, owner: id.Uid, implements: h.Implements, nc: c, fsys: fsys,
 		timeout: r.routeTimeout, log: r.log, done: make(chan struct{})}
-	d.tree = ninep.RemoteDir(fsys, "fs", ninep.RemoteOptions{Owner: r.ownerShown(ctx, id.Uid)})
+	d.slots = r.answerSlots(id.Uid)
+	d.tree = ninep.RemoteDir(fsys, "fs", ninep.RemoteOptions{Owner: r.ownerShown(ctx, id.Uid), Lost: d.done, OneLineNames: true})
 	r.attach(d)
 	r.log.Info("device connected", "device", d.id, "owner", d.owner, "platform", h.Platform, "version", h.Version, "implements", h.Implements)
 	go func() { // the connection's end, whoever sees it
@@ -515,7 +548,6 @@ func (r *Router) attach(d *remoteDevice) {
 	if old != nil {
 		old.close(errors.New("a newer connection of the device superseded it"))
 	}
-	r.bindDevice(d.id)
 }
 
 // detach forgets d if it is still its id's live connection and records

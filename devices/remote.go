@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/base32"
 	"encoding/json"
 	"errors"
@@ -406,15 +405,13 @@ func (r *Router) ownerShown(ctx context.Context, uid uint32) *ninep.RemoteOwner 
 // when done closes. A conn that is not a socket is never seen to hang up.
 func hangup(c net.Conn, done <-chan struct{}) <-chan struct{} {
 	out := make(chan struct{})
-	for {
-		bc, ok := c.(*bufferedConn)
-		if !ok {
-			break
+	// The socket under the buffering, the gate's connection and TLS.
+	for range 8 {
+		if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
+			c = nc.NetConn()
+			continue
 		}
-		c = bc.Conn
-	}
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn() // watch the socket under the TLS session
+		break
 	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {

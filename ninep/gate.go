@@ -125,6 +125,12 @@ func peerAddr(c net.Conn) string {
 // and Leave when c closes (a connection of Listen does both itself).
 func (g *Gate) Admit(c net.Conn) *Ticket {
 	t := &Ticket{g: g, peer: peerAddr(c), c: c}
+	g.admit(t)
+	return t
+}
+
+// admit takes t into the gate (see Admit).
+func (g *Gate) admit(t *Ticket) {
 	var evict []*Ticket
 	g.mu.Lock()
 	if g.peers == nil {
@@ -156,7 +162,6 @@ func (g *Gate) Admit(c net.Conn) *Ticket {
 	for _, e := range evict {
 		e.c.Close()
 	}
-	return t
 }
 
 // busiestLocked returns the queue of the peer holding the most tickets
@@ -273,7 +278,8 @@ func (l *gateListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	gc := &gatedConn{Conn: c}
-	gc.t = l.g.Admit(gc)
+	gc.t = &Ticket{g: l.g, peer: peerAddr(c), c: gc}
+	l.g.admit(gc.t)
 	return gc, nil
 }
 
@@ -285,6 +291,10 @@ type gatedConn struct {
 
 // PreAuth returns the connection's ticket.
 func (c *gatedConn) PreAuth() *Ticket { return c.t }
+
+// NetConn returns the connection the listener accepted (a socket whose
+// hang-up a caller may watch).
+func (c *gatedConn) NetConn() net.Conn { return c.Conn }
 
 // Close closes the connection and takes it out of the gate.
 func (c *gatedConn) Close() error {

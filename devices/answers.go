@@ -1,6 +1,7 @@
 package devices
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -117,6 +118,21 @@ func (a *answerReader) release() {
 		<-a.slots
 		a.held = false
 	}
+}
+
+// readAnswer reads one answer frame from r, decoding its data into res
+// (a pointer to the result): at most MaxAnswer bytes, past
+// answerSlotAfter in one of slots (nil: none needed), unless stop closes
+// first.
+func readAnswer(r io.Reader, slots chan struct{}, stop <-chan struct{}, res any) (frame, error) {
+	ar := &answerReader{r: r, slots: slots, stop: stop}
+	defer ar.release()
+	fr := frame{Data: res}
+	err := json.NewDecoder(ar).Decode(&fr)
+	if ar.err != nil {
+		err = ar.err
+	}
+	return fr, err
 }
 
 // answerKind is the kind of a device's error code: one of abi's, else

@@ -153,13 +153,7 @@ func (d *remoteDevice) call(ctx context.Context, name string, args, res any, tim
 			got <- answer{err: err}
 			return
 		}
-		ar := &answerReader{r: fidReader{f}, slots: d.slots, stop: stop}
-		defer ar.release()
-		fr := frame{Data: res}
-		err = json.NewDecoder(ar).Decode(&fr)
-		if ar.err != nil {
-			err = ar.err
-		}
+		fr, err := readAnswer(fidReader{f}, d.slots, stop, res)
 		got <- answer{fr, err}
 	}()
 	timer := time.NewTimer(timeout)

@@ -44,6 +44,11 @@
 // requests, and a fid it clunks is always gone. Limits are per principal,
 // so one at its caps takes nothing from another.
 //
+// A connection that a Gate holds (see Gate.Listen) is bounded by the gate
+// until its first successful Tattach, and its address is not held to
+// MaxConns meanwhile: the gate closes the oldest unauthenticated
+// connection rather than refuse the newest.
+//
 // # Framing
 //
 // Messages are decoded with github.com/knusbaum/go9p/proto, whose parser is

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -145,6 +146,9 @@ func unread(t *testing.T, port int) int64 {
 // the flood and after it.
 func TestE2EUnauthenticatedFloods(t *testing.T) {
 	requireRoot(t)
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Skip("needs prlimit (util-linux)")
+	}
 	port := freePort(t)
 	listen := fmt.Sprintf("tcp!127.0.0.1!%d", port)
 	d := startDaemon(t, newBase(t), daemonOpts{listen: listen, nofile: 256, args: []string{"--9p-auth-timeout", "60s"}})

@@ -71,7 +71,7 @@ func rootCmd() *cobra.Command {
 	root.PersistentFlags().StringArrayVar(&o.listen, "listen", nil, "also serve 9P on this dial string, e.g. tcp!127.0.0.1!5640 (attach needs a token)")
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	root.PersistentFlags().DurationVar(&o.authTimeout, "9p-auth-timeout", ninep.DefaultAuthTimeout, "close a 9P connection that has not attached within this time (0: never)")
-	root.PersistentFlags().IntVar(&o.maxConns, "9p-max-conns", ninep.DefaultMaxConns, "9P connections one host uid, token, or not yet attached TCP address may hold at once (0: no limit)")
+	root.PersistentFlags().IntVar(&o.maxConns, "9p-max-conns", ninep.DefaultMaxConns, "9P connections one host uid or token may hold at once (0: no limit); those not yet attached over --listen are bounded by --preauth-max")
 	root.PersistentFlags().IntVar(&o.maxFids, "9p-max-fids", ninep.DefaultMaxFids, "9P fids one host uid or token may hold at once across its connections (0: no limit)")
 	root.PersistentFlags().StringVar(&o.tlsCert, "tls-cert", "", "the PEM certificate (chain) of --listen tls!host!port")
 	root.PersistentFlags().StringVar(&o.tlsKey, "tls-key", "", "the PEM private key of --tls-cert")

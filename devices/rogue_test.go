@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -344,6 +345,8 @@ func TestRogueTree(t *testing.T) {
 		vfs.DirEntry{Name: "many", Node: &vfs.FuncDir{Meta: rogueMeta(fs.ModeDir | 0o755),
 			List: func(context.Context, vfs.Cred) ([]vfs.DirEntry, error) { return many, nil }}},
 		vfs.DirEntry{Name: "fine", Node: vfs.NewDir(rogueMeta(fs.ModeDir|0o755), file("huge", -1), file("small", 5))},
+		vfs.DirEntry{Name: "errs", Node: &sizedFile{openMeta: openMeta{0o644}, size: 1,
+			err: errors.New("forged\nsecond line " + strings.Repeat("x", 8000))}},
 	)
 	g := &rogue{answer: func(abi.Request) io.Reader { return frameOf(`{}`) }, fs: tree}
 	g.dial(t, e, "rogue", e.nodeToken(t, e.Alice, "rogue"))
@@ -382,6 +385,15 @@ func TestRogueTree(t *testing.T) {
 			t.Errorf("%s: size %d, %v", ent.Name, a.Size, err)
 		}
 	}
+	// A long error of two lines reaches the reader as one line of at most
+	// 1 KiB.
+	n, err := dir("/dev/rogue/fs").Lookup(ctx, e.Alice, "errs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.(vfs.File).Open(ctx, e.Alice, 0); err == nil || strings.Contains(err.Error(), "\n") || len(err.Error()) > 1024 {
+		t.Errorf("the device's error of two lines and 8 KiB: %d bytes: %.100q", len(err.Error()), err)
+	}
 	// The tree is still served: a refused listing is that call's error.
 	if _, err := dir("/dev/rogue/fs").ReadDir(ctx, e.Alice); err != nil {
 		t.Fatalf("the tree after the refusals: %v", err)
@@ -389,10 +401,11 @@ func TestRogueTree(t *testing.T) {
 }
 
 // sizedFile is a file that claims size bytes (a negative size: the
-// largest 9P length, 2^64-1).
+// largest 9P length, 2^64-1), and whose open fails with err (else EACCES).
 type sizedFile struct {
 	openMeta
 	size int64
+	err  error
 }
 
 func (f *sizedFile) Attr(context.Context, vfs.Cred) (vfs.Attr, error) {
@@ -400,5 +413,8 @@ func (f *sizedFile) Attr(context.Context, vfs.Cred) (vfs.Attr, error) {
 }
 
 func (f *sizedFile) Open(context.Context, vfs.Cred, int) (vfs.Handle, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
 	return nil, vfs.ErrPermission
 }

@@ -146,8 +146,9 @@ const nonblockWait = 50 * time.Millisecond
 // stream file, or an empty one) is read with one Tread per Read, in turn:
 // a short read there is not the end of the file.
 //
-// Rerror texts become errors with the same text and an errno guessed from
-// it (RemoteErrno). When the connection fails every call in flight and
+// Rerror texts become errors with the same text (one line: control
+// characters become spaces; at most 1 KiB) and an errno guessed from it
+// (RemoteErrno). When the connection fails every call in flight and
 // every later call fails at once with EIO.
 //
 // Cancellation: the 9fans client cannot flush a request, so when ctx ends
@@ -440,7 +441,26 @@ func (r *remote) mapErr(err error) error {
 		}
 		return vfs.Errorf(syscall.EIO, err.Error())
 	}
-	return vfs.Errorf(RemoteErrno(err.Error()), err.Error())
+	text := errText(err.Error())
+	return vfs.Errorf(RemoteErrno(text), text)
+}
+
+// maxErrText bounds the text of a server's Rerror as the tree reports it.
+const maxErrText = 1024
+
+// errText is an Rerror's text as the tree reports it: one line (control
+// characters become spaces) of at most maxErrText bytes.
+func errText(s string) string {
+	s = strings.Map(func(c rune) rune {
+		if c < 0x20 || c == 0x7f {
+			return ' '
+		}
+		return c
+	}, s)
+	if len(s) > maxErrText {
+		s = strings.ToValidUTF8(s[:maxErrText-3], "") + "..."
+	}
+	return s
 }
 
 // remoteErrnos maps words of Rerror texts to errnos, most specific first.

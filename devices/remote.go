@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -349,7 +350,7 @@ func (r *Router) ServeDevice(ctx context.Context, c net.Conn) {
 	// The 9P client reads the connection all the time: its end (the
 	// device died, the network went) ends the device at once.
 	lost := make(chan error, 1)
-	cc, err := client.NewConn(&watchedConn{Conn: c, lost: lost})
+	cc, err := client.NewConn(&watchedConn{Conn: &framedConn{Conn: c}, lost: lost})
 	var fsys *client.Fsys
 	if err == nil {
 		fsys, err = cc.Attach(nil, "kernel", "")
@@ -440,6 +441,51 @@ func hangup(c net.Conn, done <-chan struct{}) <-chan struct{} {
 		}
 	}()
 	return out
+}
+
+// maxFrame is the largest 9P message the kernel reads from a device: the
+// msize its client proposes (9fans.net/go/plan9/client); the client
+// itself would allocate whatever size a message claims.
+const maxFrame = 128 << 10
+
+// framedConn is a device's connection as the kernel's 9P client reads it:
+// a message that claims more than maxFrame bytes (or fewer than a header)
+// fails the read, which ends the connection, before anything is
+// allocated for it.
+type framedConn struct {
+	net.Conn
+	hdr  [4]byte
+	hout int   // bytes of hdr returned so far (4: none pending)
+	rest int64 // bytes of the current message's body not yet returned
+	err  error
+}
+
+func (c *framedConn) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	if c.rest == 0 && (c.hout == 0 || c.hout == len(c.hdr)) {
+		if _, err := io.ReadFull(c.Conn, c.hdr[:]); err != nil {
+			return 0, err
+		}
+		n := binary.LittleEndian.Uint32(c.hdr[:])
+		if n < 7 || n > maxFrame {
+			c.err = fmt.Errorf("the device sent a 9P message of %d bytes (at most %d)", n, maxFrame)
+			return 0, c.err
+		}
+		c.hout, c.rest = 0, int64(n)-4
+	}
+	if c.hout < len(c.hdr) {
+		n := copy(p, c.hdr[c.hout:])
+		c.hout += n
+		return n, nil
+	}
+	if int64(len(p)) > c.rest {
+		p = p[:c.rest]
+	}
+	n, err := c.Conn.Read(p)
+	c.rest -= int64(n)
+	return n, err
 }
 
 // watchedConn is a net.Conn that reports the first error of a read.

@@ -418,3 +418,38 @@ func (f *sizedFile) Open(context.Context, vfs.Cred, int) (vfs.Handle, error) {
 	}
 	return nil, vfs.ErrPermission
 }
+
+// TestRogueFrame: a 9P message from a device that claims a gigabyte ends
+// the connection at its header: the kernel neither allocates for it nor
+// reads its body (it read 64 MiB of one before).
+func TestRogueFrame(t *testing.T) {
+	e := newDevEnv(t)
+	c, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h, _ := json.Marshal(abi.DeviceHello{ID: "rogue", Token: e.nodeToken(t, e.Alice, "rogue"), Platform: "rogue", Version: "1", Implements: []string{"fs.read"}})
+	c.Write(append([]byte(abi.DeviceMagic), append(h, '\n')...))
+	br := bufio.NewReader(c)
+	if line, err := br.ReadString('\n'); err != nil || !strings.Contains(line, `"ok":true`) {
+		t.Fatalf("welcome: %q %v", line, err)
+	}
+	// An Rversion of a gigabyte, and its body, 64 MiB of it.
+	msg := make([]byte, 1<<20)
+	copy(msg, []byte{0, 0, 0, 0x40, 101, 0xff, 0xff})
+	c.SetWriteDeadline(time.Now().Add(20 * time.Second))
+	written := 0
+	for written < 64<<20 {
+		n, err := c.Write(msg)
+		written += n
+		if err != nil {
+			break
+		}
+		msg = make([]byte, 1<<20)
+	}
+	if written >= 64<<20 {
+		t.Fatalf("the kernel read %d bytes of a 9P message that claims 1 GiB", written)
+	}
+	t.Logf("the connection ended after %d bytes written", written)
+}

@@ -73,6 +73,9 @@ fuzz:
 	$(call fuzz1,FuzzIPCVerbs,./proc)
 	$(call fuzz1,FuzzCtlLine,./notify)
 	$(call fuzz1,FuzzRun,./codemode)
+	$(call fuzz1,FuzzCtlExec,./ns)
+	$(call fuzz1,FuzzParseFinite,./abi)
+	$(call fuzz1,FuzzRunVerbs,./proc)
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server).

@@ -215,7 +215,13 @@ type ConfigSetArgs struct {
 	Value json.RawMessage `json:"value"`
 }
 
-// ConfigSetResult is sys.config.set's result.
+// ConfigUnsetArgs are sys.config.unset's args: the key to remove (a
+// dotted key names the key sys.config.set would set).
+type ConfigUnsetArgs struct {
+	Key string `json:"key"`
+}
+
+// ConfigSetResult is sys.config.set's (and sys.config.unset's) result.
 type ConfigSetResult struct {
 	OK bool `json:"ok"`
 }

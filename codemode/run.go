@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -239,8 +241,9 @@ type process struct {
 	out    *bufio.Reader // its stdout, blocking
 	outF   *os.File
 	stderr *tail
-	waited sync.Once
-	werr   error
+	exited chan struct{} // closed once hold has waited for the worker
+	werr   error         // cmd.Wait's, once exited is closed
+	closed sync.Once
 }
 
 // startWorker starts a worker as argv. Its stdin and stdout are blocking
@@ -262,9 +265,15 @@ func startWorker(argv []string) (*process, error) {
 	cmd.Dir = "/"
 	cmd.WaitDelay = time.Second
 	cmd.Stdin, cmd.Stdout = inR, outW
-	p := &process{cmd: cmd, in: inW, outF: outR, out: bufio.NewReaderSize(outR, 64<<10), stderr: &tail{max: stderrKeep}}
+	// A worker dies with the daemon, even one killed outright: see hold,
+	// and WorkerMain, which arms the signal again once it has dropped its
+	// privileges (a change of credentials clears it).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p := &process{cmd: cmd, in: inW, outF: outR, out: bufio.NewReaderSize(outR, 64<<10), stderr: &tail{max: stderrKeep}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
-	err = cmd.Start()
+	started := make(chan error, 1)
+	go p.hold(started)
+	err = <-started
 	inR.Close()
 	outW.Close()
 	if err != nil {
@@ -288,7 +297,7 @@ func blockingPipe() (r, w *os.File, err error) {
 // awaitReady reads the worker's first line, which says it is ready for
 // a request (its engine made, its privileges dropped).
 func (p *process) awaitReady() error {
-	b, err := readLine(p.out)
+	b, err := readLine(p.out, maxLine)
 	if err != nil {
 		werr := p.wait()
 		return fmt.Errorf("worker died before it was ready: %v%s", exitText(werr), p.stderr.text())
@@ -303,16 +312,35 @@ func (p *process) awaitReady() error {
 	return nil
 }
 
+// hold starts the worker, reports the start on started and waits for
+// the worker's end, on one OS thread locked for the worker's whole life:
+// the worker's parent-death signal (Pdeathsig) fires when the thread
+// that started it ends, and a locked thread ends only with its goroutine
+// (which unlocks it first). The goroutine is the worker's: it ends when
+// the worker does, which kill brings about.
+func (p *process) hold(started chan<- error) {
+	defer close(p.exited)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := p.cmd.Start(); err != nil {
+		p.werr = err
+		started <- err
+		return
+	}
+	started <- nil
+	p.werr = p.cmd.Wait()
+}
+
 // kill ends the worker and waits for it.
 func (p *process) kill() {
 	_ = p.cmd.Process.Kill()
 	_ = p.wait()
 }
 
-// wait waits for the worker's end once and closes the parent's ends.
+// wait waits for the worker's end and closes the parent's ends.
 func (p *process) wait() error {
-	p.waited.Do(func() {
-		p.werr = p.cmd.Wait()
+	<-p.exited
+	p.closed.Do(func() {
 		p.in.Close()
 		p.outF.Close()
 	})
@@ -352,10 +380,13 @@ func (p *process) run(ctx context.Context, req Request, call CallFunc) (res *Res
 	var logs []string
 	logBytes := 0
 	for {
-		b, err := readLine(p.out)
+		b, err := readLine(p.out, maxLine)
 		if err != nil {
 			if w := why.Load(); w != nil {
 				return failed(*w, logs), true
+			}
+			if errors.Is(err, errLineTooLong) {
+				return failed(fmt.Sprintf("the worker sent a line over %d bytes: the run is stopped (a block's result is at most %d bytes, a call's args %d)", maxLine, MaxResult, MaxCallArgs), logs), true
 			}
 			if err == io.EOF {
 				werr := p.wait()
@@ -380,6 +411,10 @@ func (p *process) run(ctx context.Context, req Request, call CallFunc) (res *Res
 			if res.Status == StatusCompleted && len(res.Result) == 0 {
 				res.Result = json.RawMessage("null")
 			}
+			if len(res.Result) > MaxResult {
+				return failed(resultTooLarge(len(res.Result)), logs), true
+			}
+			res.Error = cutText(res.Error, maxErrorText)
 			res.Logs = logs
 			return res, true
 		case m.Log != nil:
@@ -431,6 +466,8 @@ func answerLine(id int64, held time.Duration, r json.RawMessage, err error) []by
 		b = append(append(b, `,"error":`...), msg...)
 	case len(r) == 0:
 		b = append(b, `,"result":null`...)
+	case len(r) > maxAnswer:
+		b = append(b, fmt.Sprintf(`,"error":"the call's result is %d bytes, over the %d a block takes"`, len(r), maxAnswer)...)
 	case !json.Valid(r):
 		b = append(b, `,"error":"the call's result is not JSON"`...)
 	default:
@@ -546,18 +583,23 @@ func (c *clock) takeHeld() time.Duration {
 	return d
 }
 
-// readLine reads one line of at most maxLine bytes from r.
-func readLine(r *bufio.Reader) ([]byte, error) {
+// errLineTooLong is a protocol line past its bound.
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads one line of at most max bytes from r: it stops reading
+// (errLineTooLong) as soon as the line passes max, so that what it holds
+// is bounded whatever the other side sends.
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
-		if err == nil && line == nil {
+		if err == nil && line == nil && len(chunk) <= max {
 			return chunk, nil // the common case: no copy
 		}
-		line = append(line, chunk...)
-		if len(line) > maxLine {
-			return nil, errors.New("line too long")
+		if len(line)+len(chunk) > max {
+			return nil, errLineTooLong
 		}
+		line = append(line, chunk...)
 		if err == bufio.ErrBufferFull {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -101,7 +102,15 @@ const prelude = `(function () {
 // documentation), and returns the process's exit code. A binary that runs
 // blocks calls it from a hidden subcommand.
 func WorkerMain() int {
+	// The worker runs on the main thread, which lives as long as the
+	// process: the parent-death signal armed below stays armed.
+	runtime.LockOSThread()
+	parent := os.Getppid()
 	if err := dropPrivileges(); err != nil {
+		fmt.Fprintln(os.Stderr, "codemode worker:", err)
+		return 2
+	}
+	if err := dieWithParent(parent); err != nil {
 		fmt.Fprintln(os.Stderr, "codemode worker:", err)
 		return 2
 	}
@@ -122,7 +131,7 @@ func WorkerMain() int {
 		fmt.Fprintln(os.Stderr, "codemode worker:", err)
 		return 2
 	}
-	line, rerr := readLine(w.in)
+	line, rerr := readLine(w.in, maxAnswerLine)
 	if rerr != nil {
 		fmt.Fprintln(os.Stderr, "codemode worker: no request:", rerr)
 		return 2
@@ -194,6 +203,9 @@ func (w *worker) send(m wire) error {
 // "error":…}), which the prelude parses, and blocks the block until
 // answered. The time the call held the clock moves the deadline.
 func (w *worker) call(name, args string) string {
+	if len(args) > MaxCallArgs {
+		return errJSON(fmt.Sprintf("%s: arguments too large: %d bytes as JSON (at most %d)", name, len(args), MaxCallArgs))
+	}
 	w.nextID++
 	id := w.nextID
 	b := make([]byte, 0, len(args)+len(name)+40)
@@ -216,7 +228,7 @@ func (w *worker) call(name, args string) string {
 		return errJSON("the parent is gone: " + err.Error())
 	}
 	for {
-		line, err := readLine(w.in)
+		line, err := readLine(w.in, maxAnswerLine)
 		if err != nil {
 			// The parent is gone: nothing is left to do.
 			os.Exit(3)
@@ -254,6 +266,7 @@ func (w *worker) log(level, msg string) {
 	if !utf8.ValidString(msg) {
 		msg = string([]rune(msg))
 	}
+	msg = cutText(msg, maxLogLine)
 	w.nlogs++
 	w.nbytes += len(msg)
 	_ = w.send(wire{Log: &msg})
@@ -326,13 +339,31 @@ func (w *worker) end(err error, l Limits) *Result {
 		return failed("the block's end is not JSON: "+jerr.Error(), nil)
 	}
 	if !d.OK {
-		err := limitError(d.Error, l, time.Now().UnixNano() >= w.deadline.Load())
+		err := limitError(cutText(d.Error, maxErrorText), l, time.Now().UnixNano() >= w.deadline.Load())
 		if errors.Is(err, errTimeLimit) {
 			return failed(fmt.Sprintf("time limit exceeded (%v)", l.Wall), nil)
 		}
 		return failed(err.Error(), nil)
 	}
+	if len(d.Result) > MaxResult {
+		return failed(resultTooLarge(len(d.Result)), nil)
+	}
 	return &Result{Status: StatusCompleted, Result: d.Result}
+}
+
+// dieWithParent arms the parent-death signal (SIGKILL) again: the change
+// of credentials in dropPrivileges cleared the one the daemon set, and a
+// worker must not outlive a daemon killed outright (a block in a busy loop
+// would run on to its wall time). A parent gone before it was armed (the
+// worker then has another parent than parent) is an error.
+func dieWithParent(parent int) error {
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("parent-death signal: %w", err)
+	}
+	if os.Getppid() != parent {
+		return fmt.Errorf("the daemon that started the worker is gone")
+	}
+	return nil
 }
 
 // nobody is the uid and gid a worker started by root runs as.

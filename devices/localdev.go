@@ -70,7 +70,7 @@ func identOf(cred vfs.Cred) *kernel.Identity {
 
 // whoOf returns the caller c as the local device is told it.
 func whoOf(c *kernel.Caller) local.Who {
-	return local.Who{Identity: c.Identity, Uid: c.Uid, Username: c.Username, Home: c.Home, Cwd: c.Cwd}
+	return local.Who{Identity: c.Identity, Uid: c.Uid, Gid: c.Gid, Gids: c.Gids, Username: c.Username, Home: c.Home, Cwd: c.Cwd}
 }
 
 // asCaller serves the local device's method m as a syscall handler: the
@@ -87,7 +87,7 @@ func openLocal(k *kernel.Kernel, opts local.Options) (*local.Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	k.OnUserCreated(func(_ *sql.Tx, u *kernel.User) error { return d.MakeHome(u.Username) })
+	k.OnUserCreated(func(_ *sql.Tx, u *kernel.User) error { return d.MakeHome(*u) })
 	return d, nil
 }
 

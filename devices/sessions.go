@@ -74,6 +74,25 @@ const (
 	userProcessCapKey = "users/%d/process/cap"
 )
 
+// processCapRules are the schema of the process capability's config keys:
+// a JSON abi.ProcessCap object, decoded strictly (a field it does not
+// have is named) and well formed (abi.ProcessCap.Check). A value that
+// processCap could not read is refused when it is set, so that it never
+// fails every user's open.
+func processCapRules() []kernel.ConfigRule {
+	check := func(v string) error {
+		var pc abi.ProcessCap
+		if !strings.HasPrefix(strings.TrimSpace(v), "{") {
+			return fmt.Errorf("the process capability is a JSON object such as {\"networks\":[\"none\"],\"mounts\":[{\"prefix\":\"~\",\"mode\":\"rw\"}]}")
+		}
+		if err := abi.DecodeArgs(json.RawMessage(v), &pc); err != nil {
+			return fmt.Errorf("the process capability does not parse: %v", err)
+		}
+		return pc.Check()
+	}
+	return []kernel.ConfigRule{{Pattern: processCapKey, Check: check}, {Pattern: "users/*/process/cap", Check: check}}
+}
+
 // processCap returns c's process capability: the default, narrowed by
 // config/process/cap, then by users/<uid>/process/cap, each a JSON
 // abi.ProcessCap, then by the capability of the token c attached with. A key that does not parse is an error, never a wider

@@ -24,7 +24,7 @@ const (
 // userCaps are the capabilities of the users group; root's group has "*".
 var userCaps = []string{
 	"fs.*", "shell.exec", "process.*", "proc.*", "sched.*", "codemode.*",
-	"sys.whoami", "sys.config.get", "sys.config.set", "sys.token.*",
+	"sys.whoami", "sys.config.get", "sys.config.set", "sys.config.unset", "sys.token.*",
 	"sys.user.list", "sys.group.list", "sys.device.list", "sys.device.get",
 	"sys.device.update", "sys.device.grant",
 	"sys.workspace.list", "sys.events", "sys.lasterror",

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -563,6 +564,12 @@ func RenderCrontab(ss []abi.Schedule) string {
 	zone := ""
 	for i := range ss {
 		s := &ss[i]
+		if s.Broken != "" {
+			// A damaged record is a comment: no line of the text is
+			// it, and a write of the text leaves it as it is.
+			b.WriteString("#broken " + oneLine(fmt.Sprintf("id=%s name=%s: %s; remove it: echo 'remove %s' > /var/spool/cron/ctl", s.ID, s.Name, s.Broken, s.ID)) + "\n")
+			continue
+		}
 		if z := zoneOf(s.Expression); z != "" && z != zone {
 			b.WriteString("CRON_TZ=" + z + "\n")
 			zone = z
@@ -572,6 +579,24 @@ func RenderCrontab(ss []abi.Schedule) string {
 		}
 		b.WriteString(renderBody(s.Expression, s.Target))
 		b.WriteString(" # name=" + s.Name + " id=" + s.ID + "\n")
+	}
+	return b.String()
+}
+
+// oneLine is s with every control character, and every character that
+// is not valid UTF-8, written as a Go escape: text of a damaged record
+// that a crontab shows cannot start a line of its own.
+func oneLine(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
+			b.WriteString(strings.Trim(strconv.QuoteRune(r), "'"))
+		default:
+			b.WriteRune(r)
+		}
 	}
 	return b.String()
 }

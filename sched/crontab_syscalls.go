@@ -34,11 +34,14 @@ func (m *Manager) owners(ctx context.Context, c *kernel.Caller, _ *struct{}) ([]
 	defer rows.Close()
 	var out []uint32
 	for rows.Next() {
-		var uid uint32
-		if err := rows.Scan(&uid); err != nil {
+		var v any
+		if err := rows.Scan(&v); err != nil {
 			return nil, abi.E(err)
 		}
-		out = append(out, uid)
+		c := cells{v: []any{v}}
+		if uid := c.uid(0, "owner_uid"); c.problems == nil {
+			out = append(out, uid) // a damaged owner is no one's crontab
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, abi.E(err)
@@ -159,9 +162,17 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 	if err != nil {
 		return nil, abi.E(abi.Invalid, err)
 	}
-	existing, err := m.query(ctx, `WHERE owner_uid=? ORDER BY rowid`, uid)
+	all, err := m.query(ctx, `WHERE owner_uid=? ORDER BY rowid`, uid)
 	if err != nil {
 		return nil, err
+	}
+	// A damaged record is no line of the text (the crontab shows it as a
+	// #broken comment): the write neither matches nor removes it.
+	existing := all[:0]
+	for _, s := range all {
+		if s.Broken == "" {
+			existing = append(existing, s)
+		}
 	}
 	byID := map[string]*abi.Schedule{}
 	byName := map[string]*abi.Schedule{}
@@ -239,6 +250,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 			}
 		}
 	}
+	limit := m.maxSchedules(ctx, uid)
 	var added, updated []*abi.Schedule
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 		for _, s := range removed {
@@ -272,6 +284,14 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 				return lineError(l.Line, err)
 			}
 			added = append(added, s)
+		}
+		// The text may not leave its owner more schedules than the
+		// limit; a text that adds none is always taken (the limit may
+		// have been lowered under what the owner has).
+		if len(added) > 0 {
+			if err := checkScheduleLimit(tx, uid, limit, 0); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

@@ -174,6 +174,19 @@ func TestE2EDevices(t *testing.T) {
 		if !strings.Contains(r.stdout, "later") {
 			t.Fatalf("the poll's result: %v", r)
 		}
+		// A device's shell runs unsandboxed there: a narrowed process
+		// capability refuses it (and then allows it again, as wide as the
+		// default).
+		key := fmt.Sprintf("users/%d/process/cap", aliceUID)
+		d.mustGsv(t, "config", "set", key, `{"networks":["none"],"mounts":[{"prefix":"~","mode":"rw"}]}`)
+		r = alice("call", "shell.exec", `{"target":"laptop","input":"echo ran"}`)
+		if r.code == 0 || !strings.Contains(r.stderr, "(403)") || !strings.Contains(r.stderr, "process capability") {
+			t.Errorf("shell.exec on a device under a narrowed capability: %v", r)
+		}
+		d.mustGsv(t, "config", "set", key, `{"networks":["none","full"],"mounts":[{"prefix":"/","mode":"rw"}]}`)
+		if r = alice("call", "shell.exec", `{"target":"laptop","input":"echo ran"}`); r.code != 0 || !strings.Contains(r.stdout, "ran") {
+			t.Errorf("shell.exec on a device under a capability as wide as the default: %v", r)
+		}
 	})
 
 	// CodeMode blocks of alice's, through the gsv CLI, whose nested calls

@@ -61,7 +61,7 @@ var (
 
 // helperBinary returns a copy of the test binary that other host uids may
 // run (the go test build directory is private).
-func helperBinary(t *testing.T) string {
+func helperBinary(t testing.TB) string {
 	t.Helper()
 	helperOnce.Do(func() {
 		b, err := os.ReadFile(os.Args[0])

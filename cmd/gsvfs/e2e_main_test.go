@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,10 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(readLoopEnv); spec != "" {
 		// A helper run of the test binary (see TestE2EInterruptedReads).
 		os.Exit(readLoop(spec))
+	}
+	if path := os.Getenv(probeEnv); path != "" {
+		// A helper run of the test binary (see BenchmarkFairness).
+		os.Exit(probeLoop(path))
 	}
 	if spec := os.Getenv(holdEnv); spec != "" {
 		// A helper run of the test binary (see TestE2EConnectionLimits).
@@ -157,7 +162,10 @@ func newBase(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// Mounts are gone by now (daemon cleanups run first).
+		// Mounts are gone by now (daemon cleanups run first), but for
+		// those a daemon killed outright left: its sandboxes' scratch
+		// tmpfs mounts (the next daemon on the state would remove them).
+		detachUnder(dir)
 		if err := os.RemoveAll(dir); err != nil {
 			t.Errorf("removing %s: %v", dir, err)
 		}
@@ -168,6 +176,24 @@ func newBase(t testing.TB) string {
 		}
 	}
 	return dir
+}
+
+// detachUnder detaches every mount below dir (lazily), deepest first.
+func detachUnder(dir string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(unescapeMount(f[4]), dir+"/") {
+			points = append(points, unescapeMount(f[4]))
+		}
+	}
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	for _, p := range points {
+		syscall.Unmount(p, syscall.MNT_DETACH)
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for a subprocess to write while the

@@ -49,6 +49,9 @@ type Options struct {
 	// ShellWait is how long a shell.exec start or poll waits for its
 	// command to end before it answers "running"; zero means 10 s.
 	ShellWait time.Duration
+	// Quota gives each user's quota (home, sandbox scratch, kept
+	// output); nil means DefaultQuota for everyone.
+	Quota QuotaFunc
 }
 
 // Device is the local device over one host. Its data tree lives in
@@ -63,6 +66,8 @@ type Device struct {
 	dataFD   *os.File // the data root opened O_PATH, for openat2; nil if unavailable
 	dataPath string
 	owners   ownerCache
+	owning   bool // files get their owners' disk ids (the daemon is root); see owners.go
+	homes    homeUsage // the usage of homes with a quota
 
 	shell     *Shell                    // shell.exec's sessions and commands
 	root      atomic.Pointer[nsRootRef] // the namespace, for fs.* paths outside the data tree
@@ -107,7 +112,11 @@ type Identity interface {
 // its home (for "~") and its working directory (for relative paths).
 type Who struct {
 	Identity
-	Uid      uint32
+	Uid uint32
+	// Gid is the caller's primary gid, Gids every group it is in (its
+	// sandboxes run with them: the host kernel checks group permissions).
+	Gid      uint32
+	Gids     []uint32
 	Username string
 	Home     string
 	Cwd      string
@@ -179,32 +188,48 @@ func New(k Host, opts Options) (*Device, error) {
 		dataFD = nil
 	}
 	d := &Device{k: k, log: opts.Logger, stateDir: k.StateDir(), data: data, dataFD: dataFD, dataPath: dataPath}
+	d.owning = os.Geteuid() == 0 && d.canOwn()
 	d.shell = NewShell(ShellOptions{Logger: opts.Logger, Wait: opts.ShellWait, Dir: d.shellDir, Env: d.shellEnv, Runner: d.runner})
-	if d.Sessions, err = NewSessions(SessionsOptions{Logger: opts.Logger, StateDir: d.stateDir, Mount: d.mountDir}); err != nil {
+	if d.Sessions, err = NewSessions(SessionsOptions{Logger: opts.Logger, StateDir: d.stateDir, Mount: d.mountDir, AfterExec: d.afterExec, Quota: opts.Quota}); err != nil {
 		d.closeData()
 		return nil, err
 	}
+	// A sandbox may have written in homes: their usage is counted again.
+	d.Sessions.execEnded = func(uid uint32, user string) { d.staleHome(user, uid == 0) }
 	users, err := k.Users(context.Background())
 	if err != nil {
 		d.closeData()
 		return nil, err
 	}
 	for _, u := range users {
-		if err := d.MakeHome(u.Username); err != nil {
+		if err := d.MakeHome(u); err != nil {
 			d.closeData()
 			return nil, err
 		}
 	}
+	if err := d.sweepOwners(context.Background()); err != nil {
+		d.closeData()
+		return nil, err
+	}
 	return d, nil
 }
 
-// MakeHome makes the real directory of user name's home, if it is not
-// there; the host calls it as it creates the user, so that a user whose
-// home cannot be made is not created.
-func (d *Device) MakeHome(name string) error {
-	err := d.data.Mkdir(path.Join("home", name), 0o755)
+// MakeHome makes the real directory of user u's home, owned by u's disk
+// ids (see owners.go), if it is not there; the host calls it as it
+// creates the user, so that a user whose home cannot be made is not
+// created.
+func (d *Device) MakeHome(u abi.User) error {
+	rel := path.Join("home", u.Username)
+	err := d.data.Mkdir(rel, 0o755)
 	if err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("home of %s: %w", name, err)
+		return fmt.Errorf("home of %s: %w", u.Username, err)
+	}
+	if err == nil && d.keepsOwners() {
+		// The host is adding u: its own lookup of u may not see it yet.
+		uid, gid := diskIDs(Owner{Uid: u.Uid, Gid: u.Gid})
+		if err := d.data.Lchown(rel, uid, gid); err != nil {
+			return fmt.Errorf("home of %s: %w", u.Username, err)
+		}
 	}
 	return nil
 }

@@ -1,6 +1,9 @@
 package local
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Limits of shell.exec, for the external tests.
 const (
@@ -22,5 +25,18 @@ func (d *Device) SetShellLimits(ttl, wait time.Duration) {
 func (x *Sessions) SetSessionRetention(r time.Duration) {
 	x.sessions.mu.Lock()
 	x.sessions.retention = r
+	x.sessions.mu.Unlock()
+}
+
+// Reown gives the data path rel and all beneath it their owners' disk
+// ids, as the daemon's sweep does: for tests that make files on disk
+// directly, as root.
+func (d *Device) Reown(rel string) error { return d.reownTree(context.Background(), rel) }
+
+// SetJanitorPeriod sets how often the sessions' janitor ends expired
+// sessions; call it before the first session.
+func (x *Sessions) SetJanitorPeriod(d time.Duration) {
+	x.sessions.mu.Lock()
+	x.sessions.janitorEvery = d
 	x.sessions.mu.Unlock()
 }

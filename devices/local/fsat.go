@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -56,8 +57,8 @@ func retryEINTR(fn func() error) error {
 }
 
 // mkdirData makes the directory rel with mode perm (not narrowed by the
-// daemon's umask).
-func (d *Device) mkdirData(rel string, perm fs.FileMode) error {
+// daemon's umask), owned by its owner's disk ids.
+func (d *Device) mkdirData(ctx context.Context, rel string, perm fs.FileMode) error {
 	pd, name, err := d.atParent(rel)
 	if err != nil {
 		return err
@@ -65,6 +66,10 @@ func (d *Device) mkdirData(rel string, perm fs.FileMode) error {
 	defer pd.Close()
 	if err := retryEINTR(func() error { return unix.Mkdirat(int(pd.Fd()), name, uint32(perm.Perm())) }); err != nil {
 		return atErr("mkdir", rel, err)
+	}
+	if err := d.ownAt(ctx, int(pd.Fd()), name, rel); err != nil {
+		unix.Unlinkat(int(pd.Fd()), name, unix.AT_REMOVEDIR)
+		return err
 	}
 	return d.chmodData(rel, perm)
 }
@@ -124,14 +129,22 @@ func (d *Device) renameData(old, new string) error {
 	})
 }
 
-// symlinkData makes rel a symbolic link to target.
-func (d *Device) symlinkData(target, rel string) error {
+// symlinkData makes rel a symbolic link to target, owned by its owner's
+// disk ids.
+func (d *Device) symlinkData(ctx context.Context, target, rel string) error {
 	pd, name, err := d.atParent(rel)
 	if err != nil {
 		return err
 	}
 	defer pd.Close()
-	return atErr("symlink", rel, retryEINTR(func() error { return unix.Symlinkat(target, int(pd.Fd()), name) }))
+	if err := retryEINTR(func() error { return unix.Symlinkat(target, int(pd.Fd()), name) }); err != nil {
+		return atErr("symlink", rel, err)
+	}
+	if err := d.ownAt(ctx, int(pd.Fd()), name, rel); err != nil {
+		unix.Unlinkat(int(pd.Fd()), name, 0)
+		return err
+	}
+	return nil
 }
 
 // linkData makes new another name of old (a symbolic link itself, not its
@@ -202,22 +215,44 @@ func (d *Device) readDirData(rel string) ([]fs.FileInfo, error) {
 	return out, nil
 }
 
-// openReadData opens rel for reading; a FIFO or device never blocks the
-// open (O_NONBLOCK), and rel must be a regular file or a directory.
+// openReadData opens rel for reading (see openFileData).
 func (d *Device) openReadData(rel string) (*os.File, error) {
-	f, err := d.openData(rel, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	return d.openFileData(rel, unix.O_RDONLY, 0)
+}
+
+// openFileData opens rel as openData does, to read or write its content,
+// without ever blocking: with O_NONBLOCK, so that a FIFO opens at once
+// (or is ENXIO) and a file lease is EWOULDBLOCK rather than a wait, and
+// only if it is a regular file or a directory; any other kind (a FIFO, a
+// socket, a device node) is closed unread and is ENXIO. O_NONBLOCK stays
+// on the descriptor, where a regular file ignores it.
+func (d *Device) openFileData(rel string, flags int, perm fs.FileMode) (*os.File, error) {
+	f, err := d.openData(rel, flags|unix.O_NONBLOCK, perm)
 	if err != nil {
 		return nil, err
 	}
 	fi, err := f.Stat()
-	if err != nil || !(fi.Mode().IsRegular() || fi.IsDir()) {
+	if err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		err = unix.ENXIO
+	}
+	if err != nil {
 		f.Close()
-		if err == nil {
-			err = unix.EINVAL
-		}
 		return nil, atErr("open", rel, err)
 	}
 	return f, nil
+}
+
+// special says whether fi is a file the daemon never opens: neither a
+// regular file, a directory nor a symbolic link (a FIFO, a socket, a
+// device node).
+func special(fi fs.FileInfo) bool {
+	return !fi.Mode().IsRegular() && !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0
+}
+
+// errSpecial is the error of an open of a special file.
+func errSpecial(rel string) error {
+	return abi.E(abi.Path("/"+rel), abi.Invalid,
+		fmt.Errorf("a FIFO, socket or device node is not opened through the namespace: %w", unix.ENXIO))
 }
 
 // readFileData returns the content of the regular file rel, up to max

@@ -71,3 +71,19 @@ func asMap(res any) map[string]any {
 	}
 	return m
 }
+
+// reopen closes k (its router, then its kernel) and opens its state
+// again with a new router, as a restarted daemon does.
+func reopen(t testing.TB, k *env) *env {
+	t.Helper()
+	k.r.Close()
+	k.Kernel.Close()
+	e := kerneltest.OpenAt(t, k.StateDir())
+	r, err := devices.New(e.K, devices.Options{Local: local.Options{Logger: kerneltest.Quiet()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	e.K.Register(r.Syscalls()...)
+	return &env{Kernel: e.K, r: r, d: r.Local(), dataPath: filepath.Join(e.K.StateDir(), "fs")}
+}

@@ -160,6 +160,7 @@ func Numbered(path string, b []byte, size int64, a *abi.FSReadArgs) (*abi.FSRead
 // file keeps its mode; a new one gets 0644.
 func (d *Device) writeFile(ctx context.Context, who Who, rel string, content []byte, mkParents bool) error {
 	mode := fs.FileMode(0o644)
+	var old int64 // the size of the file replaced
 	fi, err := d.access(ctx, who, rel, vfs.WantWrite)
 	switch {
 	case err == nil:
@@ -167,6 +168,9 @@ func (d *Device) writeFile(ctx context.Context, who Who, rel string, content []b
 			return abi.E(abi.Path("/"+rel), abi.Invalid, syscall.EISDIR)
 		}
 		mode = fi.Mode().Perm()
+		if fi.Mode().IsRegular() {
+			old = fi.Size()
+		}
 		if err := d.accessParent(ctx, who, rel); err != nil {
 			return err
 		}
@@ -182,12 +186,19 @@ func (d *Device) writeFile(ctx context.Context, who Who, rel string, content []b
 	default:
 		return err
 	}
+	if err := d.chargeHome(ctx, rel, func() int64 { return int64(len(content)) - old }); err != nil {
+		return err
+	}
 	tmp := tmpDir + "/" + randomText()
 	f, err := d.openData(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return abi.E(abi.Path("/"+rel), err)
 	}
-	_, werr := f.Write(content)
+	// The file takes rel's owner's disk ids before it is there.
+	werr := d.ownFile(ctx, f, rel)
+	if werr == nil {
+		_, werr = f.Write(content)
+	}
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
@@ -199,6 +210,7 @@ func (d *Device) writeFile(ctx context.Context, who Who, rel string, content []b
 	}
 	if werr != nil {
 		d.removeData(tmp, false)
+		d.staleHome(homeUser(rel), false) // counted, not written
 		return abi.E(abi.Path("/"+rel), werr)
 	}
 	return nil
@@ -227,7 +239,7 @@ func (d *Device) mkdirAllMode(ctx context.Context, who Who, rel string, perm fs.
 	if err := d.accessParent(ctx, who, rel); err != nil {
 		return err
 	}
-	if err := d.mkdirData(rel, perm); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := d.mkdirData(ctx, rel, perm); err != nil && !errors.Is(err, fs.ErrExist) {
 		return abi.E(abi.Path("/"+rel), err)
 	}
 	return nil
@@ -322,6 +334,9 @@ func (d *Device) deleteTree(ctx context.Context, who Who, rel string) error {
 	}
 	if err := d.removeData(rel, fi.IsDir()); err != nil {
 		return abi.E(abi.Path("/"+rel), err)
+	}
+	if fi.Mode().IsRegular() {
+		d.creditHome(rel, fi.Size())
 	}
 	return nil
 }

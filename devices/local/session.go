@@ -47,8 +47,10 @@ const (
 	// sessionRetention is how long an ended session's record (and the
 	// blobs its receipts hold) stays after it ended.
 	sessionRetention = time.Hour
-	// signalGrace is how long "term" waits before SIGKILL by default.
-	signalGrace = time.Second
+	// signalGrace is how long "term" waits before SIGKILL by default;
+	// maxSignalGrace the longest grace a signal may give.
+	signalGrace    = time.Second
+	maxSignalGrace = 10 * time.Minute
 )
 
 // guestReserved are the guest paths a session may not mount over: its
@@ -66,6 +68,9 @@ type sessions struct {
 	stop   chan struct{}
 	// retention is sessionRetention when zero (tests shorten it).
 	retention time.Duration
+	// janitorEvery is how often the janitor looks, a second when zero
+	// (tests lengthen it).
+	janitorEvery time.Duration
 }
 
 // session is one exec session.
@@ -85,6 +90,10 @@ type session struct {
 	ended   time.Time // zero while open
 	blobs   []string  // the blob refs its receipts hold
 	idle    chan struct{}
+	// after runs after each exec, before its receipt is given (root's
+	// sessions: re-owning what it made in other owners' trees); nil for
+	// nothing.
+	after func()
 }
 
 // execRun is a running exec.
@@ -98,6 +107,9 @@ type execRun struct {
 	result   *abi.ExecResult
 	timer    *time.Timer
 	killOnce sync.Once
+	// outputQuota is the kept-output quota of the session's owner when
+	// the exec started (0: none).
+	outputQuota int64
 }
 
 // runtime returns the sandbox runtime, making it on first use.
@@ -136,11 +148,21 @@ func (t *sessions) get(who Who, id string) (*session, error) {
 	return s, nil
 }
 
+// expiredLocked says whether s is open past its TTL at now; s.mu is
+// held. The janitor ends such a session within a second; every exec and
+// signal checks it too, so none is served in between.
+func (s *session) expiredLocked(now time.Time) bool {
+	return s.ended.IsZero() && now.UnixNano() >= s.info.ExpiresAtNs
+}
+
 // janitor ends sessions at their expiry and forgets ended ones after
 // their retention, until the table closes.
 func (t *sessions) janitor(x *Sessions) {
 	defer t.wg.Done()
-	tick := time.NewTicker(time.Second)
+	t.mu.Lock()
+	every := cmpOr(t.janitorEvery, time.Second)
+	t.mu.Unlock()
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
@@ -152,7 +174,7 @@ func (t *sessions) janitor(x *Sessions) {
 			for _, s := range t.m {
 				s.mu.Lock()
 				switch {
-				case s.ended.IsZero() && now.UnixNano() >= s.info.ExpiresAtNs:
+				case s.expiredLocked(now):
 					expired = append(expired, s)
 				case !s.ended.IsZero() && now.Sub(s.ended) >= cmpOr(t.retention, sessionRetention):
 					gone = append(gone, s)
@@ -280,7 +302,7 @@ func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenA
 		MaxOutputBytes: maxExecOutput,
 		MaxProcesses:   cmpOr(pc.MaxProcesses, maxExecProcesses),
 	}
-	hostUID := uint32(SandboxUIDBase) + who.Uid
+	hostUID, hostGID, groups := who.hostIDs()
 	if x.rootless {
 		// The daemon's own user, who owns the files it binds; RLIMIT_NPROC
 		// would count all of that user's processes, so only a ceiling the
@@ -288,17 +310,21 @@ func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenA
 		hostUID = uint32(os.Getuid())
 		limits.MaxProcesses = pc.MaxProcesses
 	}
+	scratch, err := x.scratch(ctx, who.Uid)
+	if err != nil {
+		return nil, err
+	}
 	box, err := rt.Open(sandbox.Spec{
-		ID: id, HostUID: hostUID, Uid: who.Uid, Gid: who.Uid,
-		Mounts: mounts, ScratchRoot: x.scratchRoot(who.Uid), Home: home, Network: loc.NetworkMode == abi.NetworkFull,
+		ID: id, HostUID: hostUID, HostGID: hostGID, HostGroups: groups, Uid: who.Uid, Gid: who.gid(),
+		Mounts: mounts, ScratchRoot: scratch, Home: home, Network: loc.NetworkMode == abi.NetworkFull,
 	})
 	if err != nil {
 		return nil, abi.E(abi.Offline, err.Error())
 	}
 	iso := &abi.Isolation{
 		Runtime: rt.Version,
-		Mount: "a new mount namespace: /usr and /etc read-only, the mounts listed (idmapped to the sandbox's uid), " +
-			"its own /tmp and " + home + ", a new /proc and /dev; nothing else of the host",
+		Mount: "a new mount namespace: /usr and /etc read-only, the mounts listed (files as their owners and modes are in the namespace; " +
+			"the host kernel checks them against the sandbox's ids), its own /tmp and " + home + ", a new /proc and /dev; nothing else of the host",
 		Mounts:  applied,
 		PID:     "a new pid namespace per exec: a signal or the end of the exec takes every process",
 		User:    fmt.Sprintf("uid %d inside, host uid %d outside, no capabilities, no further user namespaces", who.Uid, hostUID),
@@ -315,8 +341,12 @@ func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenA
 			"its own /tmp and " + home + ", a new /proc and /dev; nothing else of the host"
 		iso.User = fmt.Sprintf("uid %d inside, the device's user (host uid %d) outside, no capabilities, no further user namespaces", who.Uid, hostUID)
 	}
+	var after func()
+	if x.afterExec != nil {
+		after = x.afterExec(who, applied)
+	}
 	s := &session{
-		id: id, uid: who.Uid, user: who.Username, box: box, env: env, limits: limits,
+		id: id, uid: who.Uid, user: who.Username, box: box, env: env, limits: limits, after: after,
 		idle: make(chan struct{}),
 		info: abi.SessionInfo{
 			SessionID: id, Uid: who.Uid, User: who.Username, Network: loc.NetworkMode, Workdir: workdir,
@@ -331,6 +361,30 @@ func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenA
 	x.log.Debug("process.session.open", "uid", who.Uid, "session", id, "network", loc.NetworkMode, "mounts", len(applied))
 	exp := s.info.ExpiresAtNs
 	return &abi.SessionOpenResult{SessionID: id, Status: "ready", StartedAtNs: s.info.StartedAtNs, ExpiresAtNs: &exp, Isolation: iso}, nil
+}
+
+// hostIDs are the host ids who's sandboxes run as: uid
+// SandboxUIDBase+uid, gid SandboxUIDBase+gid and a group
+// SandboxUIDBase+g for each of who's groups: the disk ids their files
+// have (see owners.go).
+func (who Who) hostIDs() (uid, gid uint32, groups []uint32) {
+	uid, gid = uint32(SandboxUIDBase)+who.Uid, uint32(SandboxUIDBase)+who.gid()
+	groups = []uint32{gid}
+	for _, g := range who.Gids {
+		if h := uint32(SandboxUIDBase) + g; !slices.Contains(groups, h) {
+			groups = append(groups, h)
+		}
+	}
+	return uid, gid, groups
+}
+
+// gid is who's primary gid: Gid, or, for a Who that names none, the
+// uid (a group of its own).
+func (who Who) gid() uint32 {
+	if who.Gid == 0 && who.Uid != 0 && len(who.Gids) == 0 {
+		return who.Uid
+	}
+	return who.Gid
 }
 
 // scratchRoot is where the sandboxes of GSV user uid keep their own tmp
@@ -399,8 +453,8 @@ func (x *Sessions) SessionSignal(ctx context.Context, who Who, a *abi.SessionSig
 	}
 	grace := signalGrace
 	if a.GraceTimeoutNs != nil {
-		if *a.GraceTimeoutNs < 0 {
-			return nil, abi.E(abi.Invalid, "grace_timeout_ns may not be negative")
+		if *a.GraceTimeoutNs < 0 || *a.GraceTimeoutNs > int64(maxSignalGrace) {
+			return nil, abi.E(abi.Invalid, fmt.Sprintf("grace_timeout_ns: 0 to %v", maxSignalGrace))
 		}
 		grace = time.Duration(*a.GraceTimeoutNs)
 	}
@@ -414,6 +468,14 @@ func (x *Sessions) SessionSignal(ctx context.Context, who Who, a *abi.SessionSig
 		sig = syscall.SIGINT
 	default:
 		return nil, abi.E(abi.Invalid, fmt.Sprintf("signal %q: want term, kill or int", a.Signal))
+	}
+	s.mu.Lock()
+	expired := s.expiredLocked(time.Now())
+	s.mu.Unlock()
+	if expired {
+		// Past its TTL, though the janitor has not come by yet: it ends
+		// now, as the janitor would have ended it.
+		x.endSession(s, syscall.SIGKILL, 0)
 	}
 	s.mu.Lock()
 	ended, run := s.ended, s.running

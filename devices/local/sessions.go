@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/devices/local/sandbox"
 )
 
 // Sessions is a table of exec sessions and the blob store of their
@@ -23,9 +24,20 @@ type Sessions struct {
 	mount    MountFunc
 	rootless bool
 
-	sessions sessions  // the exec sessions
-	blobs    blobStore // their large outputs
+	sessions  sessions  // the exec sessions
+	blobs     blobStore // their large outputs
+	afterExec AfterExecFunc
+	quota     QuotaFunc // nil: DefaultQuota
+	tmpfs     scratchMounts
+	// execEnded, if set, is told of each exec's end, with its session's
+	// owner (the local device counts the owner's home again).
+	execEnded func(uid uint32, user string)
 }
+
+// AfterExecFunc returns what to run after each exec of a session who
+// opens with mounts (as applied), before its receipt is given; nil for
+// nothing.
+type AfterExecFunc func(who Who, mounts []abi.ProcessMount) func()
 
 // MountFunc resolves mount m of a session who opens under process
 // capability pc: the directory, opened O_PATH after who's rights to it
@@ -47,6 +59,11 @@ type SessionsOptions struct {
 	// sandbox.NewRootlessRuntime); otherwise the daemon is root and each
 	// user's sandboxes run as an unprivileged host uid of their own.
 	Rootless bool
+	// AfterExec, if set, gives what to run after each exec of a session.
+	AfterExec AfterExecFunc
+	// Quota gives each user's quota (kept output, sandbox scratch); nil
+	// means DefaultQuota for everyone.
+	Quota QuotaFunc
 }
 
 // NewSessions makes an empty table. Its sandbox runtime starts with the
@@ -58,14 +75,27 @@ func NewSessions(opts SessionsOptions) (*Sessions, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	x := &Sessions{log: opts.Logger, stateDir: opts.StateDir, mount: opts.Mount, rootless: opts.Rootless}
+	x := &Sessions{log: opts.Logger, stateDir: opts.StateDir, mount: opts.Mount, rootless: opts.Rootless, afterExec: opts.AfterExec, quota: opts.Quota}
 	if err := x.blobs.open(opts.StateDir); err != nil {
 		return nil, err
 	}
-	os.RemoveAll(filepath.Join(opts.StateDir, "sessions")) // scratch of sessions a restart ended
+	// The scratch of sessions a restart ended, and its tmpfs mounts.
+	scratch := filepath.Join(opts.StateDir, "sessions")
+	if !opts.Rootless && os.Geteuid() == 0 {
+		unmountUnder(scratch)
+	}
+	os.RemoveAll(scratch)
+	if !opts.Rootless {
+		// What a daemon killed outright left staged goes now, not at the
+		// first session.
+		sandbox.RemoveStale(opts.Logger)
+	}
 	return x, nil
 }
 
 // Close ends every session (its running exec killed) and waits for
-// them; opens from then on fail.
-func (x *Sessions) Close() { x.sessions.close(x) }
+// them, then unmounts the users' scratch; opens from then on fail.
+func (x *Sessions) Close() {
+	x.sessions.close(x)
+	x.unmountScratch()
+}

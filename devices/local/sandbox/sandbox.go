@@ -1,5 +1,4 @@
-// Package sandbox runs commands inside bubblewrap sandboxes whose files
-// are idmapped bind mounts.
+// Package sandbox runs commands inside bubblewrap sandboxes.
 //
 // A Box is the boundary of one exec session: a set of directories
 // (opened by the caller, who checked the rights to them) mounted at guest
@@ -9,16 +8,21 @@
 // only those, new pid, ipc, uts and cgroup namespaces, a user namespace in
 // which it has no capability on the host and cannot make another, and, for
 // a box without network, a network namespace with only loopback. The
-// command's processes run as the box's host uid, an unprivileged uid that
-// owns no file of the host; the box's directories are mounted idmapped so
-// that their files (owned by root on disk, as the data tree keeps them)
-// appear owned by that uid, and files it creates are root's on disk.
+// command's processes run as the box's host uid and gids, unprivileged ids
+// no host user has: the host kernel checks every file access against the
+// files' own owners and modes on disk, which the data tree keeps equal to
+// the namespace's (see docs/sessions.md). A box's mounts are plain bind
+// mounts (nosuid, nodev); a Mount marked IDMap (root's raw host paths) is
+// idmapped so that the host's root-owned files show as the box's own.
 //
-// The Runtime stages each box's idmapped mounts under
-// /run/gsvfs/<instance>/<box>/ in the host's mount namespace (a directory
-// only the box's host uid may enter), because bubblewrap binds paths; Close
-// unmounts them, and a Runtime removes the stale ones of a daemon that
-// died at its start.
+// The Runtime stages each box's mounts under /run/gsvfs/<instance>/<box>/
+// in the host's mount namespace (a directory only the box's host uid may
+// enter): bubblewrap resolves a mount's source as a path, as the box's
+// uid, and the state directory is closed to it. Each bwrap is given the
+// staged directories as descriptors (--bind-fd), so no host path is on
+// its command line. Close unmounts them; RemoveStale removes what the
+// runtime of a process that is gone left there, and a daemon calls it as
+// it starts.
 package sandbox
 
 import (
@@ -54,11 +58,12 @@ type Runtime struct {
 	bwrap    string // the bwrap binary
 	Version  string // bwrap's version line, e.g. "bubblewrap 0.8.0"
 	dir      string // this runtime's staging directory ("" when rootless)
+	lock     *os.File
 	log      *slog.Logger
 	rootless bool // see NewRootlessRuntime
 
 	mu      sync.Mutex
-	userns  map[uint32]*os.File // idmap user namespaces, by host uid
+	userns  map[[2]uint32]*os.File // idmap user namespaces, by host uid and gid
 	boxes   map[*Box]bool
 	probed  map[probeKey]error // the result of a first sandbox per host uid and network
 	scratch map[uint32]string  // the staged scratch root of each host uid
@@ -69,6 +74,11 @@ type probeKey struct {
 	uid     uint32
 	network bool
 }
+
+// lockName is the file of a staging directory its runtime holds an
+// exclusive flock on for as long as it lives: a directory whose lock can
+// be taken is stale.
+const lockName = ".lock"
 
 // NewRuntime finds bubblewrap (bwrap on the PATH, or /usr/bin/bwrap) and
 // makes the runtime's staging directory, removing what a runtime of a
@@ -85,12 +95,8 @@ func NewRuntime(log *slog.Logger) (*Runtime, error) {
 	}
 	inheritNothing()
 	if os.Geteuid() != 0 {
-		return nil, errors.New("exec sessions need the daemon to run as root (it mounts each session's directories idmapped)")
+		return nil, errors.New("exec sessions need the daemon to run as root (it runs each user's sandboxes as a host uid of their own)")
 	}
-	if err := os.MkdirAll(RunDir, 0o711); err != nil {
-		return nil, fmt.Errorf("sandbox staging: %w", err)
-	}
-	os.Chmod(RunDir, 0o711)
 	// Every sandbox inherits the daemon's RLIMIT_NPROC, counted per host
 	// uid: a sandbox uid's processes in all its sandboxes together. The
 	// daemon and its other children are root, whom the kernel exempts.
@@ -99,28 +105,59 @@ func NewRuntime(log *slog.Logger) (*Runtime, error) {
 	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
 		return nil, fmt.Errorf("sandbox process ceiling: %w", err)
 	}
-	removeStale(log)
+	RemoveStale(log)
+	if err := os.MkdirAll(RunDir, 0o711); err != nil {
+		return nil, fmt.Errorf("sandbox staging: %w", err)
+	}
+	os.Chmod(RunDir, 0o711)
 	dir, err := os.MkdirTemp(RunDir, strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("sandbox staging: %w", err)
 	}
-	if err := os.Chmod(dir, 0o711); err != nil {
-		os.Remove(dir)
+	lock, err := lockDir(dir)
+	if err == nil {
+		err = os.Chmod(dir, 0o711)
+	}
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		os.RemoveAll(dir)
 		return nil, fmt.Errorf("sandbox staging: %w", err)
 	}
 	return &Runtime{
-		bwrap: bwrap, Version: version, dir: dir, log: log,
-		userns: map[uint32]*os.File{}, boxes: map[*Box]bool{}, probed: map[probeKey]error{}, scratch: map[uint32]string{},
+		bwrap: bwrap, Version: version, dir: dir, lock: lock, log: log,
+		userns: map[[2]uint32]*os.File{}, boxes: map[*Box]bool{}, probed: map[probeKey]error{}, scratch: map[uint32]string{},
 	}, nil
+}
+
+// lockDir makes dir's lock file and returns it locked: it is locked
+// under a temporary name, then renamed, so that RemoveStale never sees it
+// unlocked.
+func lockDir(dir string) (*os.File, error) {
+	tmp := filepath.Join(dir, lockName+".new")
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, lockName)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // NewRootlessRuntime is a runtime for a daemon that is not root, such as
 // a device daemon run by its user: its sandboxes run as the daemon's own
 // user, in a user namespace of their own (bubblewrap needs unprivileged
-// user namespaces for it), and bind their directories as they are, with
-// no idmapping: their files are that user's own. Spec.HostUID is ignored,
-// and no process ceiling is set (RLIMIT_NPROC would count every process
-// of the user, inside sandboxes and out).
+// user namespaces for it), and bind their directories as they are: their
+// files are that user's own. Spec's host ids are ignored, and no process
+// ceiling is set (RLIMIT_NPROC would count every process of the user,
+// inside sandboxes and out).
 func NewRootlessRuntime(log *slog.Logger) (*Runtime, error) {
 	if log == nil {
 		log = slog.Default()
@@ -132,7 +169,7 @@ func NewRootlessRuntime(log *slog.Logger) (*Runtime, error) {
 	inheritNothing()
 	return &Runtime{
 		bwrap: bwrap, Version: version, log: log, rootless: true,
-		userns: map[uint32]*os.File{}, boxes: map[*Box]bool{}, probed: map[probeKey]error{}, scratch: map[uint32]string{},
+		userns: map[[2]uint32]*os.File{}, boxes: map[*Box]bool{}, probed: map[probeKey]error{}, scratch: map[uint32]string{},
 	}, nil
 }
 
@@ -172,28 +209,57 @@ func findBwrap() (string, string, error) {
 	return bwrap, strings.TrimSpace(string(out)), nil
 }
 
-// removeStale unmounts and removes the staging directories of runtimes
-// whose process is gone.
-func removeStale(log *slog.Logger) {
+// RemoveStale unmounts and removes the staging directories under RunDir
+// of runtimes whose process is gone: those whose lock can be taken (and,
+// for a directory of an older daemon without one, those whose pid is not
+// alive). A daemon calls it as it starts, so that what a daemon killed
+// outright left mounted goes before any session opens. It needs root;
+// without it, it does nothing.
+func RemoveStale(log *slog.Logger) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
 	ents, err := os.ReadDir(RunDir)
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		pidText, _, ok := strings.Cut(e.Name(), "-")
-		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil {
+		dir := filepath.Join(RunDir, e.Name())
+		if !e.IsDir() || !stale(dir, e.Name()) {
 			continue
 		}
-		if syscall.Kill(pid, 0) == nil || pid == os.Getpid() {
-			continue // alive (or a pid reused: left alone, harmless)
-		}
-		dir := filepath.Join(RunDir, e.Name())
 		unmountUnder(dir)
 		if err := os.RemoveAll(dir); err != nil {
 			log.Warn("sandbox: removing a stale staging directory", "dir", dir, "err", err)
+		} else {
+			log.Info("sandbox: removed the staging directory of a runtime that is gone", "dir", dir)
 		}
 	}
+}
+
+// stale says whether the staging directory dir (named name) belongs to
+// no live runtime.
+func stale(dir, name string) bool {
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err == nil {
+		defer f.Close()
+		// Taken, it is released as f closes; the directory is gone by then.
+		return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	// A directory being made has no lock yet; an older daemon's never
+	// has one: its pid tells.
+	pidText, _, ok := strings.Cut(name, "-")
+	pid, err := strconv.Atoi(pidText)
+	if !ok || err != nil || pid == os.Getpid() {
+		return false
+	}
+	return syscall.Kill(pid, 0) == syscall.ESRCH
 }
 
 // unmountUnder detaches every mount at or below dir, deepest first.
@@ -256,23 +322,26 @@ func (r *Runtime) Close() error {
 	for _, f := range r.userns {
 		f.Close()
 	}
-	r.userns = map[uint32]*os.File{}
+	r.userns = map[[2]uint32]*os.File{}
 	r.scratch = map[uint32]string{}
 	r.mu.Unlock()
 	if r.rootless {
 		return nil
 	}
 	unmountUnder(r.dir)
-	return os.RemoveAll(r.dir)
+	err := os.RemoveAll(r.dir)
+	r.lock.Close()
+	return err
 }
 
-// idmap returns a user namespace that maps id 0 to hostUID (uids and
-// gids): the idmapping of a box's mounts. It is made once per uid, by a
-// child that lives only until its namespace is open.
-func (r *Runtime) idmap(hostUID uint32) (*os.File, error) {
+// idmap returns a user namespace that maps id 0 to hostUID (uids) and
+// hostGID (gids): the idmapping of a box's IDMap mounts. It is made once
+// per pair, by a child that lives only until its namespace is open.
+func (r *Runtime) idmap(hostUID, hostGID uint32) (*os.File, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if f := r.userns[hostUID]; f != nil {
+	key := [2]uint32{hostUID, hostGID}
+	if f := r.userns[key]; f != nil {
 		return f, nil
 	}
 	cmd := exec.Command("/bin/sh", "-c", "read _")
@@ -283,7 +352,7 @@ func (r *Runtime) idmap(hostUID uint32) (*os.File, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(hostUID), Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(hostUID), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(hostGID), Size: 1}},
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("idmap namespace: %w", err)
@@ -295,39 +364,58 @@ func (r *Runtime) idmap(hostUID uint32) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idmap namespace: %w", err)
 	}
-	r.userns[hostUID] = f
+	r.userns[key] = f
 	return f, nil
 }
 
 // Mount is a directory of a box: Dir (opened by the caller, O_PATH or
 // not, after checking the rights to it) at the absolute guest path
-// Guest, writable if RW.
+// Guest, writable if RW. With IDMap (a root runtime only), the host's
+// root-owned files show as the box's host uid and gid, and what the box
+// makes there is root's on disk: root's raw host paths. Without it the
+// files show as they are on disk.
 type Mount struct {
 	Dir   *os.File
 	Guest string
 	RW    bool
+	IDMap bool
 }
 
 // Spec defines a box.
 type Spec struct {
 	// ID names the box (letters, digits, '_' and '-').
 	ID string
-	// HostUID is the host uid its processes run as and its files show
-	// as theirs; Uid and Gid are the ids they have inside.
-	HostUID  uint32
-	Uid, Gid uint32
+	// HostUID and HostGID are the host uid and primary gid its processes
+	// run as, HostGroups their supplementary host gids (the host kernel
+	// checks group permissions with them); a HostGID of 0 is HostUID.
+	// Uid and Gid are the ids they have inside (HostUID and HostGID
+	// mapped); every other id shows as the overflow id (nobody).
+	HostUID    uint32
+	HostGID    uint32
+	HostGroups []uint32
+	Uid, Gid   uint32
 	// Mounts are its directories, in order (a later one may lie under an
 	// earlier one).
 	Mounts []Mount
 	// ScratchRoot is the host directory of HostUID's scratch, the same
 	// for all its boxes (the runtime stages it once per host uid): a box's
-	// own tmp and home are made beneath it as <ID>/tmp and <ID>/home and
-	// removed when it closes. Home is the guest path of its home.
+	// own tmp and home are made beneath it as <ID>/tmp and <ID>/home,
+	// owned by HostUID and HostGID, and removed when it closes. Home is
+	// the guest path of its home.
 	ScratchRoot string
 	Home        string
 	// Network gives the box the host's network; without it, loopback
 	// only.
 	Network bool
+}
+
+// hostGID is s's host gid: HostGID, or HostUID if that is 0 (a box never
+// runs in the host's root group).
+func (s Spec) hostGID() uint32 {
+	if s.HostGID == 0 {
+		return s.HostUID
+	}
+	return s.HostGID
 }
 
 // Box is a staged session boundary. Its methods are safe to call at
@@ -339,10 +427,14 @@ type Box struct {
 	scratch string     // its tmp and home, beneath the scratch root
 	args    []string   // bwrap's arguments up to the command
 	staged  []string   // the mount points it staged, in order
-	fds     []*os.File // a rootless box's directories, in order
+	fds     []*os.File // its tmp, home and mounts as bwrap binds them: fds 4, 5, ...
 	closeMu sync.Mutex
 	closed  bool
 }
+
+// firstFD is the descriptor number of a box's first directory in bwrap:
+// 0-2 are the standard streams, 3 its info fd.
+const firstFD = 4
 
 // Open stages spec's mounts and returns its box. It fails, and nothing is
 // left staged, if a mount cannot be made or a first sandbox with spec's
@@ -358,20 +450,17 @@ func (r *Runtime) Open(spec Spec) (*Box, error) {
 		return nil, errors.New("the sandbox runtime is closed")
 	}
 	r.mu.Unlock()
-	// staged is where the box sees its scratch root: staged idmapped for
-	// a root runtime, the root itself for a rootless one.
-	var ns *os.File
-	staged := spec.ScratchRoot
+	// seen is where the daemon reaches the scratch root on a path the
+	// box's uid may walk: staged for a root runtime, the root itself for
+	// a rootless one.
+	seen := spec.ScratchRoot
 	if r.rootless {
 		if err := os.MkdirAll(spec.ScratchRoot, 0o700); err != nil {
 			return nil, fmt.Errorf("scratch: %w", err)
 		}
 	} else {
 		var err error
-		if ns, err = r.idmap(spec.HostUID); err != nil {
-			return nil, err
-		}
-		if staged, err = r.stageScratch(ns, spec.HostUID, spec.ScratchRoot); err != nil {
+		if seen, err = r.stageScratch(spec); err != nil {
 			return nil, err
 		}
 	}
@@ -379,18 +468,33 @@ func (r *Runtime) Open(spec Spec) (*Box, error) {
 	if !r.rootless {
 		b.dir = filepath.Join(r.dir, spec.ID)
 	}
-	for _, d := range []string{"tmp", "home"} {
-		if err := os.MkdirAll(filepath.Join(b.scratch, d), 0o700); err != nil {
+	for _, d := range []string{"", "tmp", "home"} {
+		p := filepath.Join(b.scratch, d)
+		if err := os.MkdirAll(p, 0o700); err != nil {
 			b.Close()
 			return nil, fmt.Errorf("scratch: %w", err)
 		}
+		if !r.rootless {
+			if err := os.Lchown(p, int(spec.HostUID), int(spec.hostGID())); err != nil {
+				b.Close()
+				return nil, fmt.Errorf("scratch: %w", err)
+			}
+		}
+	}
+	for _, d := range []string{"tmp", "home"} {
+		f, err := openDir(filepath.Join(seen, spec.ID, d))
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("scratch: %w", err)
+		}
+		b.fds = append(b.fds, f)
 	}
 	if len(spec.Mounts) > 0 && !r.rootless {
 		if err := os.Mkdir(b.dir, 0o700); err != nil {
 			b.Close()
 			return nil, fmt.Errorf("staging: %w", err)
 		}
-		if err := os.Chown(b.dir, int(spec.HostUID), int(spec.HostUID)); err != nil {
+		if err := os.Chown(b.dir, int(spec.HostUID), int(spec.hostGID())); err != nil {
 			b.Close()
 			return nil, fmt.Errorf("staging: %w", err)
 		}
@@ -421,40 +525,40 @@ func (r *Runtime) Open(spec Spec) (*Box, error) {
 			args = append(args, "--ro-bind", "/dev/null", secret)
 		}
 	}
+	// Every directory is bound from a descriptor (bwrap's fd firstFD+i):
+	// the command line names no host path.
 	args = append(args,
 		"--proc", "/proc", "--dev", "/dev",
-		"--bind", filepath.Join(staged, spec.ID, "tmp"), "/tmp",
+		"--bind-fd", strconv.Itoa(firstFD), "/tmp",
 		"--dir", "/var", "--symlink", "../tmp", "/var/tmp",
-		"--bind", filepath.Join(staged, spec.ID, "home"), spec.Home,
+		"--bind-fd", strconv.Itoa(firstFD+1), spec.Home,
 	)
 	for i, m := range spec.Mounts {
+		var f *os.File
 		if r.rootless {
-			// The box keeps its own copy of each directory, which bwrap
-			// binds (--bind-fd) and closes before the command runs: fd
-			// 4+i of bwrap, after the info fd.
+			// The box keeps its own copy of each directory.
 			fd, err := unix.FcntlInt(m.Dir.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 			if err != nil {
 				b.Close()
 				return nil, fmt.Errorf("mount %s: %w", m.Guest, err)
 			}
-			b.fds = append(b.fds, os.NewFile(uintptr(fd), m.Dir.Name()))
-			op := "--ro-bind-fd"
-			if m.RW {
-				op = "--bind-fd"
+			f = os.NewFile(uintptr(fd), m.Dir.Name())
+		} else {
+			p, err := b.stage(m, "m"+strconv.Itoa(i))
+			if err == nil {
+				f, err = openDir(p)
 			}
-			args = append(args, op, strconv.Itoa(4+i), m.Guest)
-			continue
+			if err != nil {
+				b.Close()
+				return nil, fmt.Errorf("mount %s: %w", m.Guest, err)
+			}
 		}
-		name := "m" + strconv.Itoa(i)
-		if err := b.stage(ns, m.Dir, name, m.RW); err != nil {
-			b.Close()
-			return nil, fmt.Errorf("mount %s: %w", m.Guest, err)
-		}
-		op := "--ro-bind"
+		b.fds = append(b.fds, f)
+		op := "--ro-bind-fd"
 		if m.RW {
-			op = "--bind"
+			op = "--bind-fd"
 		}
-		args = append(args, op, filepath.Join(b.dir, name), m.Guest)
+		args = append(args, op, strconv.Itoa(firstFD+len(b.fds)-1), m.Guest)
 	}
 	b.args = args
 	r.mu.Lock()
@@ -467,33 +571,43 @@ func (r *Runtime) Open(spec Spec) (*Box, error) {
 	return b, nil
 }
 
-// stageScratch returns where hostUID's scratch root is staged, staging it
-// (idmapped, read-write) on first use.
-func (r *Runtime) stageScratch(ns *os.File, hostUID uint32, root string) (string, error) {
+// openDir opens the directory p O_PATH, following no final link.
+func openDir(p string) (*os.File, error) {
+	return os.OpenFile(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}
+
+// stageScratch returns where spec's host uid's scratch root is staged,
+// staging it (read-write, owned by the box's host ids) on first use.
+func (r *Runtime) stageScratch(spec Spec) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	hostUID, hostGID := spec.HostUID, spec.hostGID()
 	if p := r.scratch[hostUID]; p != "" {
 		return p, nil
 	}
+	root := spec.ScratchRoot
 	if err := os.MkdirAll(root, 0o700); err != nil {
+		return "", fmt.Errorf("scratch: %w", err)
+	}
+	if err := os.Lchown(root, int(hostUID), int(hostGID)); err != nil {
 		return "", fmt.Errorf("scratch: %w", err)
 	}
 	dir := filepath.Join(r.dir, "u"+strconv.FormatUint(uint64(hostUID), 10))
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return "", fmt.Errorf("staging: %w", err)
 	}
-	if err := os.Chown(dir, int(hostUID), int(hostUID)); err != nil {
+	if err := os.Chown(dir, int(hostUID), int(hostGID)); err != nil {
 		os.Remove(dir)
 		return "", fmt.Errorf("staging: %w", err)
 	}
-	f, err := os.OpenFile(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	f, err := openDir(root)
 	if err != nil {
 		os.Remove(dir)
 		return "", fmt.Errorf("scratch: %w", err)
 	}
 	defer f.Close()
 	p := filepath.Join(dir, "scratch")
-	if err := stageAt(ns, f, p, true); err != nil {
+	if err := stageAt(nil, f, p, true); err != nil {
 		os.RemoveAll(dir)
 		return "", err
 	}
@@ -501,19 +615,26 @@ func (r *Runtime) stageScratch(ns *os.File, hostUID uint32, root string) (string
 	return p, nil
 }
 
-// stage mounts dir, idmapped by ns (read-only unless rw), at name in the
-// box's staging directory.
-func (b *Box) stage(ns, dir *os.File, name string, rw bool) error {
+// stage mounts m's directory (idmapped if m.IDMap) at name in the box's
+// staging directory and returns where.
+func (b *Box) stage(m Mount, name string) (string, error) {
+	var ns *os.File
+	if m.IDMap {
+		var err error
+		if ns, err = b.r.idmap(b.spec.HostUID, b.spec.hostGID()); err != nil {
+			return "", err
+		}
+	}
 	p := filepath.Join(b.dir, name)
-	if err := stageAt(ns, dir, p, rw); err != nil {
-		return err
+	if err := stageAt(ns, m.Dir, p, m.RW); err != nil {
+		return "", err
 	}
 	b.staged = append(b.staged, p)
-	return nil
+	return p, nil
 }
 
-// stageAt mounts dir, idmapped by ns (read-only unless rw), on a new
-// directory p.
+// stageAt bind-mounts dir (read-only unless rw; nosuid, nodev; idmapped
+// by ns unless it is nil) on a new directory p.
 func stageAt(ns, dir *os.File, p string, rw bool) error {
 	if err := os.Mkdir(p, 0o700); err != nil {
 		return fmt.Errorf("staging: %w", err)
@@ -523,12 +644,16 @@ func stageAt(ns, dir *os.File, p string, rw bool) error {
 		return fmt.Errorf("open_tree: %w", err)
 	}
 	defer unix.Close(fd)
-	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(ns.Fd())}
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if ns != nil {
+		attr.Attr_set |= unix.MOUNT_ATTR_IDMAP
+		attr.Userns_fd = uint64(ns.Fd())
+	}
 	if !rw {
 		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 	}
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, attr); err != nil {
-		return fmt.Errorf("idmapping the mount: %w", err)
+		return fmt.Errorf("setting the mount's flags: %w", err)
 	}
 	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, p, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("move_mount: %w", err)
@@ -659,7 +784,11 @@ func (b *Box) Start(c Cmd) (*Proc, error) {
 	cmd.ExtraFiles = append([]*os.File{infoW}, b.fds...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if !b.r.rootless {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: b.spec.HostUID, Gid: b.spec.HostUID}
+		groups := b.spec.HostGroups
+		if groups == nil {
+			groups = []uint32{} // setgroups(0): none of the daemon's
+		}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: b.spec.HostUID, Gid: b.spec.hostGID(), Groups: groups}
 	}
 	err = cmd.Start()
 	infoW.Close()

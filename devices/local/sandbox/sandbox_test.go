@@ -14,12 +14,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// testUID is a host uid no host user has.
-const testUID = 1_610_612_000
+// testUID is a host uid no host user has, testGID its gid and testGroup
+// a supplementary group of the box.
+const (
+	testUID   = 1_610_612_000
+	testGID   = 1_610_612_001
+	testGroup = 1_610_612_002
+)
 
-// newBox opens a box over a fresh directory mounted rw at /work and
-// another ro at /data.
+// newBox opens a box over a fresh directory of the box's uid mounted rw
+// at /work and one of root's ro at /data.
 func newBox(t *testing.T, network bool) (*Box, string, string) {
+	return newBoxWith(t, network)
+}
+
+// newBoxWith is newBox with more mounts.
+func newBoxWith(t *testing.T, network bool, more ...Mount) (*Box, string, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
@@ -34,6 +44,7 @@ func newBox(t *testing.T, network bool) (*Box, string, string) {
 	os.Mkdir(work, 0o755)
 	os.Mkdir(data, 0o755)
 	os.WriteFile(filepath.Join(data, "d.txt"), []byte("data\n"), 0o644)
+	os.Chown(work, testUID, testGID)
 	open := func(p string) *os.File {
 		f, err := os.OpenFile(p, unix.O_PATH|unix.O_DIRECTORY, 0)
 		if err != nil {
@@ -43,8 +54,9 @@ func newBox(t *testing.T, network bool) (*Box, string, string) {
 		return f
 	}
 	b, err := r.Open(Spec{
-		ID: "t" + strings.ReplaceAll(t.Name(), "/", "_"), HostUID: testUID, Uid: 1000, Gid: 100,
-		Mounts:      []Mount{{Dir: open(work), Guest: "/work", RW: true}, {Dir: open(data), Guest: "/data"}},
+		ID: "t" + strings.ReplaceAll(t.Name(), "/", "_"), HostUID: testUID, HostGID: testGID, HostGroups: []uint32{testGID, testGroup},
+		Uid: 1000, Gid: 100,
+		Mounts:      append([]Mount{{Dir: open(work), Guest: "/work", RW: true}, {Dir: open(data), Guest: "/data"}}, more...),
 		ScratchRoot: filepath.Join(base, "scratch"), Home: "/home/alice", Network: network,
 	})
 	if err != nil {
@@ -85,8 +97,8 @@ func TestBoxMountsAndUser(t *testing.T) {
 	}
 	var st syscall.Stat_t
 	syscall.Stat(filepath.Join(work, "new.txt"), &st)
-	if st.Uid != 0 {
-		t.Fatalf("a file the sandbox made is owned by %d on disk, want 0", st.Uid)
+	if st.Uid != testUID || st.Gid != testGID {
+		t.Fatalf("a file the sandbox made is owned by %d:%d on disk, want %d:%d", st.Uid, st.Gid, testUID, testGID)
 	}
 	if _, err := os.Stat(filepath.Join(data, "no.txt")); err == nil {
 		t.Fatal("a ro mount took a write")
@@ -95,6 +107,76 @@ func TestBoxMountsAndUser(t *testing.T) {
 	if strings.Contains(out, "root:") || !strings.Contains(out, "end") {
 		t.Fatalf("saw outside: %q", out)
 	}
+}
+
+// The host kernel checks a box's accesses against the files' owners and
+// modes on disk, with the box's uid, gid and supplementary groups: another
+// uid's 0600 file and a 0700 directory are closed, a 0640 file of one of
+// its groups is open. An IDMap mount shows root's files as the box's own,
+// and what the box makes there is root's on disk.
+func TestBoxHostPermissions(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	host := t.TempDir()
+	os.WriteFile(filepath.Join(host, "root.txt"), []byte("root\n"), 0o600)
+	hf, err := os.OpenFile(host, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hf.Close()
+	b, work, _ := newBoxWith(t, false, Mount{Dir: hf, Guest: "/host", RW: true, IDMap: true})
+	other := testUID + 100
+	for _, f := range []struct {
+		name string
+		uid  int
+		gid  int
+		mode os.FileMode
+	}{
+		{"other-secret", other, other, 0o600},
+		{"other-group", other, testGroup, 0o640},
+		{"other-group-no", other, other + 1, 0o640},
+		{"other-public", other, other, 0o644},
+	} {
+		p := filepath.Join(work, f.name)
+		os.WriteFile(p, []byte(f.name+"\n"), f.mode)
+		os.Chown(p, f.uid, f.gid)
+		os.Chmod(p, f.mode)
+	}
+	os.Mkdir(filepath.Join(work, "other-dir"), 0o700)
+	os.WriteFile(filepath.Join(work, "other-dir", "in"), []byte("in\n"), 0o644)
+	os.Chown(filepath.Join(work, "other-dir"), other, other)
+	out, ex := run(t, b, "sh", "-c", `for f in other-secret other-group other-group-no other-public other-dir/in /host/root.txt; do
+		if cat $f >/dev/null 2>&1; then echo "$f yes"; else echo "$f no"; fi; done
+		echo made > /host/made; id -u; id -g`)
+	want := "other-secret no\nother-group yes\nother-group-no no\nother-public yes\nother-dir/in no\n/host/root.txt yes\n1000\n100\n"
+	if ex.Code != 0 || out != want {
+		t.Fatalf("exit %+v:\n%s\nwant\n%s", ex, out, want)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(host, "made"), &st); err != nil || st.Uid != 0 || st.Gid != 0 {
+		t.Fatalf("a file made on an IDMap mount: %v, owned %d:%d on disk, want 0:0", err, st.Uid, st.Gid)
+	}
+}
+
+// No host path is on a sandbox's command line: its directories are bound
+// from descriptors.
+func TestBoxCmdlineNamesNoHostPath(t *testing.T) {
+	b, work, data := newBox(t, false)
+	out, ex := run(t, b, "sh", "-c", `tr '\0' ' ' </proc/1/cmdline; echo; cat /proc/self/mountinfo`)
+	if ex.Code != 0 {
+		t.Fatalf("exit %+v: %s", ex, out)
+	}
+	cmdline, _, _ := strings.Cut(out, "\n")
+	for _, p := range []string{RunDir, filepath.Dir(work), b.scratch} {
+		if strings.Contains(cmdline, p) {
+			t.Errorf("the sandbox's /proc/1/cmdline names %s: %s", p, cmdline)
+		}
+	}
+	if strings.Contains(out, RunDir) {
+		t.Errorf("the sandbox's mountinfo names the staging directory:\n%s", out)
+	}
+	_ = data
 }
 
 func TestBoxNetwork(t *testing.T) {

@@ -1,0 +1,595 @@
+package main_test
+
+// BenchmarkFairness: issue 20's target for abuse. While one user (alice)
+// runs each abuse below against a real daemon (gsvfs mount, the binaries
+// TestMain built), another user's (bob's) `cat /gsv/etc/passwd` p99 stays
+// at most 3x its baseline measured in the same run, and the daemon's RSS
+// stays under 512 MB.
+//
+//	go test -run '^$' -bench Fairness ./cmd/gsvfs/
+//
+// Bob's reads are made by a probe: a copy of the test binary run as bob's
+// host uid (probeEnv) that does what cat does (open, read to the end,
+// close) over the FUSE mount, 2 ms apart, for each measuring window, and
+// reports the latencies. A process start per read would measure the
+// machine's fork and exec, not the daemon.
+//
+// The abuses, each started, given a second to build up, measured for
+// fairWindow, then stopped:
+//
+//   - busy: alice's sandboxes spin (8 sessions, each exec a busy loop).
+//   - sched: 1,000 `@every 1s` schedules in alice's crontab (as many as
+//     the daemon accepts).
+//   - watch: five pairs of alice's processes, each always watching the
+//     other's finished runs, kicked once each.
+//   - codemode: 8 blocks at once, again and again, each returning 44 MB.
+//   - device: a rogue device (alice's node token) answering each routed
+//     call with a 1 GB frame, asked again and again.
+//   - fifo: 400 opens of a FIFO alice made in her home.
+//   - hello: 5,000 TCP connections that say `GSVDEVICE 1` and stall.
+//
+// A SUMMARY line per abuse gives bob's p50 and p99, the ratio of the p99
+// to the baseline's, the daemon's peak RSS, and the verdict.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/ninep"
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// probeEnv makes the test binary a helper that times reads of one file:
+// for each stdin line "measure <ms>" it reads the file (as cat does) every
+// 2 ms for that long, then prints "<n> <errors> <latencies in µs...>".
+const probeEnv = "GSV_E2E_PROBE"
+
+const (
+	fairWindow   = 3 * time.Second
+	fairRamp     = time.Second
+	fairMaxRatio = 3.0
+	fairMaxRSSMB = 512.0
+)
+
+// probeLoop is the helper of probeEnv.
+func probeLoop(path string) int {
+	sc := bufio.NewScanner(os.Stdin)
+	buf := make([]byte, 64<<10)
+	for sc.Scan() {
+		var ms int
+		if _, err := fmt.Sscanf(sc.Text(), "measure %d", &ms); err != nil {
+			fmt.Println("error: bad command", sc.Text())
+			return 2
+		}
+		var lat []int64
+		errs := 0
+		end := time.Now().Add(time.Duration(ms) * time.Millisecond)
+		for time.Now().Before(end) {
+			t0 := time.Now()
+			f, err := os.Open(path)
+			if err == nil {
+				for {
+					n, rerr := f.Read(buf)
+					if n == 0 || rerr != nil {
+						if rerr != io.EOF {
+							err = rerr
+						}
+						break
+					}
+				}
+				f.Close()
+			}
+			if err != nil {
+				errs++
+			}
+			lat = append(lat, time.Since(t0).Microseconds())
+			time.Sleep(2 * time.Millisecond)
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%d %d", len(lat), errs)
+		for _, l := range lat {
+			fmt.Fprintf(&b, " %d", l)
+		}
+		fmt.Println(b.String())
+	}
+	return 0
+}
+
+// probe drives a probeEnv helper.
+type probe struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+// fairStats is one window of bob's reads.
+type fairStats struct {
+	n, errs  int
+	p50, p99 time.Duration
+}
+
+func startProbe(b *testing.B, uid int, path string) *probe {
+	u := strconv.Itoa(uid)
+	cmd := exec.Command("setpriv", "--reuid", u, "--regid", u, "--clear-groups", helperBinary(b))
+	cmd.Dir = "/"
+	cmd.Env = []string{probeEnv + "=" + path, raceEnv}
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &probe{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	p.out.Buffer(make([]byte, 1<<20), 16<<20)
+	b.Cleanup(func() { in.Close(); cmd.Wait() })
+	return p
+}
+
+func (p *probe) measure(b *testing.B, d time.Duration) fairStats {
+	fmt.Fprintf(p.in, "measure %d\n", d.Milliseconds())
+	if !p.out.Scan() {
+		b.Fatalf("probe: %v", p.out.Err())
+	}
+	f := strings.Fields(p.out.Text())
+	if len(f) < 2 {
+		b.Fatalf("probe: %q", p.out.Text())
+	}
+	var s fairStats
+	s.n, _ = strconv.Atoi(f[0])
+	s.errs, _ = strconv.Atoi(f[1])
+	var lat []int
+	for _, x := range f[2:] {
+		v, _ := strconv.Atoi(x)
+		lat = append(lat, v)
+	}
+	if len(lat) == 0 {
+		return s
+	}
+	sort.Ints(lat)
+	s.p50 = time.Duration(lat[len(lat)/2]) * time.Microsecond
+	s.p99 = time.Duration(lat[min(len(lat)-1, len(lat)*99/100)]) * time.Microsecond
+	return s
+}
+
+// rssPeak samples a process's VmRSS every 50 ms and keeps the peak since
+// the last reset.
+type rssPeak struct {
+	peak atomic.Int64 // kB
+	stop chan struct{}
+	done chan struct{}
+}
+
+func watchRSS(pid int) *rssPeak {
+	r := &rssPeak{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if kb, err := rssKB(pid); err == nil && kb > r.peak.Load() {
+				r.peak.Store(int64(kb))
+			}
+			select {
+			case <-r.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return r
+}
+
+// rssKB is a process's VmRSS in kB.
+func rssKB(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				return strconv.ParseInt(f[0], 10, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+func (r *rssPeak) reset() float64 { return float64(r.peak.Swap(0)) / 1024 }
+func (r *rssPeak) close()         { close(r.stop); <-r.done }
+
+// fairEnv is what an abuse needs.
+type fairEnv struct {
+	b         *testing.B
+	d         *daemon
+	aliceUID  uint32
+	aliceEnv  []string // GSV_ADDR for alice's gsv
+	tcpAddr   string   // host:port of the daemon's TCP listener
+	bgMu      sync.Mutex
+	bg        []*exec.Cmd
+	cancelBgs []context.CancelFunc
+}
+
+// gsv runs alice's gsv and returns its stdout; a failure fails b.
+func (e *fairEnv) gsv(args ...string) string {
+	e.b.Helper()
+	r := gsvAs(aliceHost, e.aliceEnv, args...)
+	if r.err != nil || r.code != 0 {
+		e.b.Fatalf("alice: gsv %q: %v", args, r)
+	}
+	return strings.TrimSpace(r.stdout)
+}
+
+// background starts a command as alice that runs until stopBackground.
+func (e *fairEnv) background(name string, args ...string) {
+	u := strconv.Itoa(aliceHost)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, "setpriv", append([]string{"--reuid", u, "--regid", u, "--clear-groups", name}, args...)...)
+	cmd.Dir = "/"
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "LC_ALL=C", "HOME=/", raceEnv}, e.aliceEnv...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if err := cmd.Start(); err != nil {
+		cancel()
+		e.b.Fatalf("alice: %s: %v", name, err)
+	}
+	e.bgMu.Lock()
+	e.bg = append(e.bg, cmd)
+	e.cancelBgs = append(e.cancelBgs, cancel)
+	e.bgMu.Unlock()
+}
+
+// stopBackground ends every background command (SIGINT first, as Ctrl-C
+// would, then SIGKILL) and waits for them.
+func (e *fairEnv) stopBackground() {
+	e.bgMu.Lock()
+	bg, cancels := e.bg, e.cancelBgs
+	e.bg, e.cancelBgs = nil, nil
+	e.bgMu.Unlock()
+	for _, c := range bg {
+		syscall.Kill(-c.Process.Pid, syscall.SIGINT)
+	}
+	done := make(chan struct{})
+	go func() {
+		for _, c := range bg {
+			c.Wait()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		for _, cancel := range cancels {
+			cancel()
+		}
+		<-done
+	}
+	for _, cancel := range cancels {
+		cancel()
+	}
+}
+
+// abuse is one of alice's attacks: start returns what ends it, and a note
+// on how much of it the daemon accepted.
+type abuse struct {
+	name  string
+	start func(e *fairEnv) (stop func(), note string)
+}
+
+var abuses = []abuse{
+	{"busy", abuseBusy},
+	{"sched", abuseSched},
+	{"watch", abuseWatch},
+	{"codemode", abuseCodeMode},
+	{"device", abuseDevice},
+	{"fifo", abuseFIFO},
+	{"hello", abuseHello},
+}
+
+func BenchmarkFairness(b *testing.B) {
+	requireRoot(b)
+	port := freePort(b)
+	d := startDaemon(b, newBase(b), daemonOpts{mount: true, listen: fmt.Sprintf("tcp!127.0.0.1!%d", port)})
+	fsys := d.dial(b)
+	aliceUID := addUser(b, fsys, "alice", aliceHost)
+	addUser(b, fsys, "bob", bobHost)
+	e := &fairEnv{b: b, d: d, aliceUID: aliceUID, aliceEnv: []string{"GSV_ADDR=unix!" + d.sock},
+		tcpAddr: fmt.Sprintf("127.0.0.1:%d", port)}
+	b.Cleanup(e.stopBackground)
+	pr := startProbe(b, bobHost, d.p("etc/passwd"))
+	rss := watchRSS(d.cmd.Process.Pid)
+	defer rss.close()
+
+	pr.measure(b, 500*time.Millisecond) // warm up
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rss.reset()
+		base := pr.measure(b, fairWindow)
+		baseRSS := rss.reset()
+		if base.errs > 0 || base.n == 0 {
+			b.Fatalf("baseline: %d of %d reads failed", base.errs, base.n)
+		}
+		b.Logf("SUMMARY Fairness baseline: bob's cat /gsv/etc/passwd p50 %v p99 %v over %d reads; daemon RSS %.0f MB",
+			base.p50, base.p99, base.n, baseRSS)
+		allOK := true
+		for _, a := range abuses {
+			if !d.running() {
+				b.Fatalf("the daemon died before %s:\n%s", a.name, d.stderr.String())
+			}
+			stop, note := a.start(e)
+			time.Sleep(fairRamp)
+			s := pr.measure(b, fairWindow)
+			stop()
+			e.stopBackground()
+			peak := rss.reset()
+			ratio := float64(s.p99) / float64(base.p99)
+			ok := ratio <= fairMaxRatio && peak < fairMaxRSSMB && s.errs == 0 && d.running()
+			allOK = allOK && ok
+			b.ReportMetric(ratio, a.name+"-p99-ratio")
+			b.ReportMetric(peak, a.name+"-rss-MB")
+			b.Logf("SUMMARY Fairness %s (%s): bob p50 %v p99 %v = %.2fx baseline (target <= %.0fx), %d/%d reads failed; daemon RSS peak %.0f MB (target < %.0f) %s",
+				a.name, note, s.p50, s.p99, ratio, fairMaxRatio, s.errs, s.n, peak, fairMaxRSSMB, devVerdict(ok))
+			// Let the daemon settle before the next abuse.
+			time.Sleep(500 * time.Millisecond)
+		}
+		b.Logf("SUMMARY Fairness: every abuse within target: %s", devVerdict(allOK))
+	}
+}
+
+// abuseBusy: 8 sessions, each running a busy loop.
+func abuseBusy(e *fairEnv) (func(), string) {
+	var sids []string
+	for i := 0; i < 8; i++ {
+		sids = append(sids, e.gsv("session", "open", "--network", "none"))
+	}
+	for _, sid := range sids {
+		e.background(gsvBin, "exec", sid, "--", "sh", "-c", "while :; do :; done")
+	}
+	return func() {
+		e.stopBackground()
+		for _, sid := range sids {
+			gsvAs(aliceHost, e.aliceEnv, "session", "close", sid)
+		}
+	}, "8 sandboxes spinning"
+}
+
+// crontabFor is n `@every 1s` schedules of events to alice's init.
+func crontabFor(uid uint32, n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "@every 1s event init:%d tick %d # name=storm%d\n", uid, i, i)
+	}
+	return b.String()
+}
+
+// abuseSched: 1,000 `@every 1s` schedules, or as many as alice may have.
+func abuseSched(e *fairEnv) (func(), string) {
+	tab := e.d.p("var/spool/cron/alice")
+	n := 1000
+	for ; n > 0; n /= 2 {
+		r := e.d.shAs(aliceHost, `printf '%s' "$1" > "$2"`, crontabFor(e.aliceUID, n), tab)
+		if r.code == 0 {
+			break
+		}
+	}
+	return func() {
+		e.d.shAs(aliceHost, `: > "$1"`, tab)
+	}, fmt.Sprintf("%d of 1000 schedules accepted", n)
+}
+
+// abuseWatch: five pairs of processes, each always watching the other's
+// finished runs, each kicked once.
+func abuseWatch(e *fairEnv) (func(), string) {
+	var pids []string
+	for i := 0; i < 10; i++ {
+		pids = append(pids, e.gsv("spawn", "task"))
+	}
+	armed := 0
+	for i := 0; i < 10; i += 2 {
+		a, p := pids[i], pids[i+1]
+		for _, w := range [][2]string{{a, p}, {p, a}} {
+			if r := gsvAs(aliceHost, e.aliceEnv, "watch", "--from", w[0], "proc.run.finished", w[1], "--always"); r.code == 0 {
+				armed++
+			}
+		}
+	}
+	for i := 0; i < 10; i += 2 {
+		gsvAs(aliceHost, e.aliceEnv, "send", "--pid", pids[i], "ping")
+	}
+	return func() {
+		for _, p := range pids {
+			gsvAs(aliceHost, e.aliceEnv, "kill", p)
+		}
+	}, fmt.Sprintf("%d of 10 always-watches armed", armed)
+}
+
+// abuseCodeMode: 8 loops of blocks returning 44 MB each.
+func abuseCodeMode(e *fairEnv) (func(), string) {
+	for i := 0; i < 8; i++ {
+		e.background("sh", "-c", `while :; do "$0" codemode -e 'return "x".repeat(44e6)' >/dev/null 2>&1; done`, gsvBin)
+	}
+	return func() {}, "8 blocks at once returning 44 MB"
+}
+
+// abuseFIFO: a FIFO in alice's home, opened 400 times through the mount.
+func abuseFIFO(e *fairEnv) (func(), string) {
+	sid := e.gsv("session", "open", "--mount", "~:/work:rw", "--network", "none")
+	r := gsvAs(aliceHost, e.aliceEnv, "exec", sid, "--", "mkfifo", "/work/fifo")
+	gsvAs(aliceHost, e.aliceEnv, "session", "close", sid)
+	if r.code != 0 {
+		return func() {}, "mkfifo refused: " + strings.TrimSpace(r.stderr)
+	}
+	fifo := e.d.p("home/alice/fifo")
+	e.background("sh", "-c", `i=0; while [ $i -lt 400 ]; do cat "$0" >/dev/null 2>&1 & i=$((i+1)); done; wait`, fifo)
+	return func() {
+		e.stopBackground()
+		os.Remove(filepath.Join(e.d.state, "fs", "home", "alice", "fifo"))
+	}, "400 opens"
+}
+
+// abuseHello: 5,000 connections that say GSVDEVICE 1 and stall.
+func abuseHello(e *fairEnv) (func(), string) {
+	var lim syscall.Rlimit
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	if lim.Cur < 20000 {
+		lim.Cur = min(20000, lim.Max)
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+	var conns []net.Conn
+	for i := 0; i < 5000; i++ {
+		c, err := net.DialTimeout("tcp", e.tcpAddr, time.Second)
+		if err != nil {
+			break
+		}
+		c.Write([]byte("GSVDEVICE 1\n"))
+		conns = append(conns, c)
+	}
+	return func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}, fmt.Sprintf("%d connections", len(conns))
+}
+
+// abuseDevice: a rogue device of alice's answers every routed call with a
+// 1 GB frame; alice asks it again and again.
+func abuseDevice(e *fairEnv) (func(), string) {
+	var tok struct {
+		Token struct {
+			Token string `json:"token"`
+		} `json:"token"`
+	}
+	out := e.gsv("token", "create", "--kind", "node", "--device", "rogue", "--json")
+	if err := json.Unmarshal([]byte(out), &tok); err != nil || tok.Token.Token == "" {
+		e.b.Fatalf("node token: %q (%v)", out, err)
+	}
+	c, err := net.DialTimeout("tcp", e.tcpAddr, 5*time.Second)
+	if err != nil {
+		e.b.Fatalf("rogue device: %v", err)
+	}
+	hello, _ := json.Marshal(abi.DeviceHello{ID: "rogue", Token: tok.Token.Token, Platform: "linux", Version: "rogue",
+		Implements: []string{"fs.read"}})
+	fmt.Fprintf(c, "GSVDEVICE 1\n%s\n", hello)
+	rd := bufio.NewReader(c)
+	line, err := rd.ReadString('\n')
+	if err != nil || !strings.Contains(line, `"ok":true`) {
+		c.Close()
+		return func() {}, fmt.Sprintf("refused: %q %v", strings.TrimSpace(line), err)
+	}
+	srv := &ninep.Server{Root: rogueTree()}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.ServeConn(ctx, &bufferedConn{Conn: c, r: rd}, vfs.Peer{Transport: "tcp", HostUID: -1, HostGID: -1})
+	}()
+	for i := 0; i < 4; i++ {
+		e.background("sh", "-c", `while :; do "$0" call fs.read '{"path":"/x","target":"rogue"}' >/dev/null 2>&1; done`, gsvBin)
+	}
+	return func() {
+		e.stopBackground()
+		cancel()
+		c.Close()
+		<-served
+	}, "1 GB answers"
+}
+
+// bufferedConn is a net.Conn whose reads come through r first.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// rogueTree is a device's tree whose call file answers every request with
+// a response frame of 1 GB, made as it is read.
+func rogueTree() vfs.Dir {
+	return vfs.NewDir(rogueMeta{dir: true}, vfs.DirEntry{Name: "call", Node: rogueCall{}}, vfs.DirEntry{Name: "fs", Node: vfs.NewDir(rogueMeta{dir: true})})
+}
+
+type rogueMeta struct{ dir bool }
+
+func (m rogueMeta) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
+	return vfs.Attr{Ino: vfs.PathIno(fmt.Sprint(m.dir)), Mode: vfs.ModeOf(m.dir, 0o777)}, nil
+}
+func (m rogueMeta) Access(ctx context.Context, cred vfs.Cred, want vfs.Want) error { return nil }
+
+type rogueCall struct{ rogueMeta }
+
+func (rogueCall) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Handle, error) {
+	return &rogueHandle{}, nil
+}
+
+// rogueHandle answers the request written to it with
+// {"type":"res","id":ID,"ok":true,"data":{"content":"xxx…"}} of 1 GB.
+type rogueHandle struct {
+	mu   sync.Mutex
+	head string
+	size int64
+}
+
+const (
+	rogueBody = 1 << 30
+	rogueTail = `"}}` + "\n"
+)
+
+func (h *rogueHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	var req struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal(p, &req)
+	idj, _ := json.Marshal(req.ID)
+	h.mu.Lock()
+	h.head = `{"type":"res","id":` + string(idj) + `,"ok":true,"data":{"content":"`
+	h.size = int64(len(h.head)) + rogueBody + 4
+	h.mu.Unlock()
+	return len(p), nil
+}
+
+func (h *rogueHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	h.mu.Lock()
+	head, size := h.head, h.size
+	h.mu.Unlock()
+	if head == "" || off >= size {
+		return 0, nil
+	}
+	n := 0
+	for n < len(p) && off < size {
+		switch {
+		case off < int64(len(head)):
+			p[n] = head[off]
+		case off < size-4:
+			p[n] = 'x'
+		default:
+			p[n] = rogueTail[off-(size-4)]
+		}
+		n++
+		off++
+	}
+	return n, nil
+}
+
+func (h *rogueHandle) Close(ctx context.Context) error { return nil }

@@ -40,9 +40,18 @@ const DefaultMaxDevices = 16
 // maxDevicesKey is the config key of the devices one user may own.
 const maxDevicesKey = "config/devices/max_per_user"
 
+// maxDevicesRule is the rule of config/devices/max_per_user: a whole
+// number from 0 (no new device) to a million.
+var maxDevicesRule = kernel.ConfigRule{Pattern: maxDevicesKey, Check: func(v string) error {
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 0 || n > 1_000_000 {
+		return fmt.Errorf("devices.max_per_user is a whole number from 0 to 1000000, not %q", v)
+	}
+	return nil
+}}
+
 // maxDevices is how many devices one user may own: config/devices/
-// max_per_user if it is a whole number (0 or less: none but those they
-// have), else DefaultMaxDevices.
+// max_per_user if it is a whole number (0: no new device), else
+// DefaultMaxDevices.
 func (r *Router) maxDevices(ctx context.Context) int {
 	res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, r.k, r.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: maxDevicesKey})
 	if err != nil {

@@ -361,6 +361,11 @@ func TestDevicesPerUser(t *testing.T) {
 	if err := e.r.Register(ctx, e.Bob.Uid, hello("bobs2"), "c"); abi.Code(err) != 409 {
 		t.Fatalf("bob's second device with a limit of 1: %v", err)
 	}
+	for _, bad := range []string{`"many"`, `"-1"`, `"1.5"`, `"2000000"`} {
+		if _, err := e.K.Call(ctx, kerneltest.Caller(e.Root), "sys.config.set", &abi.ConfigSetArgs{Key: "config/devices/max_per_user", Value: json.RawMessage(bad)}); abi.Code(err) != 400 {
+			t.Errorf("devices.max_per_user = %s: %v, want 400", bad, err)
+		}
+	}
 }
 
 // TestDevListing: /dev lists gsv and the devices the reader may use

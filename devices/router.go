@@ -99,6 +99,7 @@ func New(k *kernel.Kernel, opts Options) (*Router, error) {
 		return nil, err
 	}
 	k.ConfigRules(processCapRules()...)
+	k.ConfigRules(maxDevicesRule)
 	log := opts.Logger
 	if log == nil {
 		log = opts.Local.Logger

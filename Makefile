@@ -79,6 +79,9 @@ fuzz:
 	$(call fuzz1,FuzzCtlExec,./ns)
 	$(call fuzz1,FuzzParseFinite,./abi)
 	$(call fuzz1,FuzzRunVerbs,./proc)
+	$(call fuzz1,FuzzAnswer,./devices)
+	$(call fuzz1,FuzzDecodeSchedule,./sched)
+	$(call fuzz1,FuzzParseQuota,./devices/local)
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server).

@@ -341,7 +341,7 @@ type crontabHandle struct {
 	line    int   // the number of lines before checked
 	// schedules is how many of the lines before checked are schedules.
 	schedules int
-	err     error // a line failed: nothing is applied
+	err       error // a line failed: nothing is applied
 }
 
 var (

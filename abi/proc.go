@@ -347,14 +347,14 @@ type IpcListResult struct {
 // SendResult is proc.send's result: the run started, or queued behind the
 // conversation's running one.
 type SendResult struct {
-	OK     bool   `json:"ok"`
-	Queued bool   `json:"queued,omitempty"`
-	RunID  string `json:"runId"`
-	Status string `json:"status"`
 	// Coalesced says that the message, a schedule.tick, was not queued:
 	// a tick of the same schedule (trace) still waits in the queue, as
 	// RunID (Status "coalesced").
-	Coalesced bool `json:"coalesced,omitempty"`
+	Coalesced bool   `json:"coalesced,omitempty"`
+	OK        bool   `json:"ok"`
+	Queued    bool   `json:"queued,omitempty"`
+	RunID     string `json:"runId"`
+	Status    string `json:"status"`
 }
 
 // ConvArgs name a conversation of a process (empty ConversationID: the

@@ -41,14 +41,16 @@ const (
 // stderr asks process.session.output for.
 const outputWindow = 1 << 20
 
-// devMounts are the subtrees of exec sessions, bound only when the
-// router was given the namespace (Options.Space).
+// devMounts are /dev (the local device, /dev/gsv, and the remote
+// devices the reader may use; see devremote.go) and the blobs of exec
+// sessions, bound only when the router was given the namespace
+// (Options.Space).
 func (r *Router) devMounts() []ns.Mount {
 	if r.space == nil {
 		return nil
 	}
 	return []ns.Mount{
-		{Path: devPath, Node: r.devDir()},
+		{Path: "/dev", Node: r.devRoot()},
 		{Path: blobsPath, Node: r.blobsDir()},
 	}
 }

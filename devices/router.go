@@ -64,7 +64,8 @@ type Router struct {
 	remotes     map[string]*remoteDevice // the live connections, by device id
 	shellRoutes map[string]shellRoute    // shell sessions running on devices, by session id
 	procRoutes  map[string]shellRoute    // exec sessions opened on devices, by session id
-	bound       map[string]bool          // the /dev/<id> directories bound
+	devDirs     map[string]vfs.Dir       // the /dev/<id> directories made
+	slots       map[uint32]chan struct{} // the answer slots of each owner's devices (answers.go)
 
 	closing   chan struct{} // closed by Close: device connections end
 	closeOnce sync.Once
@@ -98,6 +99,7 @@ func New(k *kernel.Kernel, opts Options) (*Router, error) {
 		return nil, err
 	}
 	k.ConfigRules(processCapRules()...)
+	k.ConfigRules(maxDevicesRule)
 	log := opts.Logger
 	if log == nil {
 		log = opts.Local.Logger
@@ -106,7 +108,7 @@ func New(k *kernel.Kernel, opts Options) (*Router, error) {
 		log = slog.Default()
 	}
 	r := &Router{k: k, space: opts.Space, local: d, log: log, routeTimeout: opts.RouteTimeout,
-		remotes: map[string]*remoteDevice{}, shellRoutes: map[string]shellRoute{}, procRoutes: map[string]shellRoute{}, bound: map[string]bool{},
+		remotes: map[string]*remoteDevice{}, shellRoutes: map[string]shellRoute{}, procRoutes: map[string]shellRoute{}, devDirs: map[string]vfs.Dir{},
 		closing: make(chan struct{})}
 	if r.routeTimeout <= 0 {
 		r.routeTimeout = DefaultRouteTimeout

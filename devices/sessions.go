@@ -61,6 +61,10 @@ var migrations = []string{
 		uid INTEGER NOT NULL,
 		failed INTEGER NOT NULL DEFAULT 0,
 		expires_at INTEGER NOT NULL)`,
+	// The users group may remove their devices (a user owns at most
+	// config/devices/max_per_user of them).
+	`INSERT INTO group_caps(gid,cap) SELECT 100,'sys.device.remove'
+		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap='sys.device.remove')`,
 }
 
 // Config keys of the process capability: the system's (root sets it),

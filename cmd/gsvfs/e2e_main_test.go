@@ -237,6 +237,7 @@ type daemonOpts struct {
 	listen   string   // --listen dial string
 	logLevel string   // --log-level
 	args     []string // more flags
+	nofile   int      // if not 0, the daemon's RLIMIT_NOFILE (soft and hard), set with prlimit
 }
 
 // startDaemon starts gsvfs on base's state (and mount point, with
@@ -272,6 +273,10 @@ func startDaemon(t testing.TB, base string, o daemonOpts) *daemon {
 	}
 	args = append(args, o.args...)
 	d.cmd = exec.Command(gsvfsBin, args...)
+	if o.nofile > 0 {
+		n := strconv.Itoa(o.nofile)
+		d.cmd = exec.Command("prlimit", append([]string{"--nofile=" + n + ":" + n, "--", gsvfsBin}, args...)...)
+	}
 	// The daemon's cwd must not be inside its own mount.
 	d.cmd.Dir = d.work
 	d.cmd.Stdout = d.stderr

@@ -66,7 +66,7 @@ type Device struct {
 	dataFD   *os.File // the data root opened O_PATH, for openat2; nil if unavailable
 	dataPath string
 	owners   ownerCache
-	owning   bool // files get their owners' disk ids (the daemon is root); see owners.go
+	owning   bool      // files get their owners' disk ids (the daemon is root); see owners.go
 	homes    homeUsage // the usage of homes with a quota
 
 	shell     *Shell                    // shell.exec's sessions and commands

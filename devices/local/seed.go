@@ -25,8 +25,8 @@ import (
 // maxReadFile is the largest file fs.read returns.
 const maxReadFile = 25 << 20
 
-// maxSearchMatches caps fs.search.
-const maxSearchMatches = 500
+// MaxSearchMatches caps fs.search (a device's answers too).
+const MaxSearchMatches = 500
 
 // Read is fs.read: a file's numbered lines or a directory's listing.
 // The operation's own failure is {ok:false, error}.
@@ -405,7 +405,7 @@ func (d *Device) fsSearch(ctx context.Context, who Who, a *abi.FSSearchArgs) (*a
 				return nil // binary
 			}
 			if bytes.Contains(line, q) {
-				if len(matches) == maxSearchMatches {
+				if len(matches) == MaxSearchMatches {
 					truncated = true
 					return nil
 				}

@@ -411,6 +411,9 @@ func TestShellCapability(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(k.dataPath, "home/alice/secret.txt"), []byte("s3cret\n"), 0o600)
 	os.WriteFile(filepath.Join(k.dataPath, "home/alice/docs/d.txt"), []byte("doc\n"), 0o644)
+	if err := k.d.Reown("."); err != nil { // made on disk as root: given their owners' disk ids
+		t.Fatal(err)
+	}
 	set := func(key, val string) {
 		t.Helper()
 		if _, err := k.Call(context.Background(), &kernel.Caller{Identity: root}, "sys.config.set",

@@ -468,7 +468,7 @@ type ProfileList struct {
 }
 
 // AbortResult is proc.abort's result. When a run was aborted, RunID names
-// it, InterruptedToolCalls counts its tool calls ended as "interrupted",
+// it, InterruptedToolCalls counts its tool calls ended as interrupted ("User interrupted tool execution"),
 // and ContinuedQueuedRunID names the queued run that started after it.
 type AbortResult struct {
 	Aborted              bool   `json:"aborted"`

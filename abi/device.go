@@ -44,11 +44,18 @@ type DeviceGetArgs struct {
 	DeviceID string `json:"deviceId"`
 }
 
-// DeviceGetResult is sys.device.get's, sys.device.update's and
-// sys.device.grant's result: the device, or null if there is none the
-// caller may use (update: none the caller owns).
+// DeviceGetResult is sys.device.get's, sys.device.update's,
+// sys.device.grant's and sys.device.remove's result: the device (as it
+// was, for remove), or null if there is none the caller may use (update:
+// none the caller owns).
 type DeviceGetResult struct {
 	Device *Device `json:"device"`
+}
+
+// DeviceRemoveArgs are sys.device.remove's args (ours): the owner (or
+// root) removes the device from the registry.
+type DeviceRemoveArgs struct {
+	DeviceID string `json:"deviceId"`
 }
 
 // DeviceUpdateArgs are sys.device.update's args: the owner (or root) sets

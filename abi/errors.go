@@ -219,7 +219,7 @@ func (e *Error) Errno() syscall.Errno {
 		switch errno {
 		case syscall.ENOTDIR, syscall.EISDIR, syscall.EEXIST, syscall.ENOTEMPTY,
 			syscall.EXDEV, syscall.ENAMETOOLONG, syscall.ENOSPC, syscall.EROFS, syscall.EPERM,
-			syscall.ELOOP, syscall.EOPNOTSUPP:
+			syscall.ELOOP, syscall.EOPNOTSUPP, syscall.ENXIO, syscall.EDQUOT, syscall.EAGAIN:
 			return errno
 		}
 	}

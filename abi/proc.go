@@ -182,8 +182,9 @@ type IpcDeliverArgs struct {
 
 // IpcCall is one call of a process, as /proc/<pid>/ipc shows it: its
 // direction ("out": the process called; "in": it was called), the other
-// process, its deadline and its state (pending, replied, timed_out,
-// dropped).
+// process, its deadline and its state (sending while its request is
+// delivered, pending, replied, timed_out, dropped, or abandoned: the
+// daemon stopped before the request was delivered).
 type IpcCall struct {
 	CallID     string `json:"callId"`
 	Direction  string `json:"direction"`
@@ -194,6 +195,9 @@ type IpcCall struct {
 	State      string `json:"state"`
 	CreatedAt  int64  `json:"createdAt"`
 	FinishedAt *int64 `json:"finishedAt,omitempty"`
+	// Reason says what a state means when it needs telling ("abandoned":
+	// the daemon stopped before the request was delivered).
+	Reason string `json:"reason,omitempty"`
 }
 
 // IpcListResult is proc.ipc.list's result (ours): the process's calls,
@@ -205,10 +209,14 @@ type IpcListResult struct {
 // SendResult is proc.send's result: the run started, or queued behind the
 // conversation's running one.
 type SendResult struct {
-	OK     bool   `json:"ok"`
-	Queued bool   `json:"queued,omitempty"`
-	RunID  string `json:"runId"`
-	Status string `json:"status"`
+	// Coalesced says that the message, a schedule.tick, was not queued:
+	// a tick of the same schedule (trace) still waits in the queue, as
+	// RunID (Status "coalesced").
+	Coalesced bool   `json:"coalesced,omitempty"`
+	OK        bool   `json:"ok"`
+	Queued    bool   `json:"queued,omitempty"`
+	RunID     string `json:"runId"`
+	Status    string `json:"status"`
 }
 
 // ConvArgs name a conversation of a process (empty ConversationID: the

@@ -77,6 +77,10 @@ type Schedule struct {
 	CreatedAtMs   int64         `json:"createdAtMs"`
 	UpdatedAtMs   int64         `json:"updatedAtMs"`
 	State         ScheduleState `json:"state"`
+	// Broken, when not empty, says what of the stored record cannot be
+	// read (a damaged row of sched_schedules): such a schedule never
+	// runs, and may only be listed and removed.
+	Broken string `json:"broken,omitempty"`
 }
 
 // Run is one entry of the run history; Status is "ok", "error" or

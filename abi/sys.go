@@ -47,6 +47,15 @@ type WhoamiResult struct {
 	Role         string          `json:"role"`
 }
 
+// SyscallListArgs are sys.syscall.list's args: none.
+type SyscallListArgs struct{}
+
+// SyscallListResult is sys.syscall.list's result: the names of the
+// syscalls the caller may make with a request frame, sorted.
+type SyscallListResult struct {
+	Syscalls []string `json:"syscalls"`
+}
+
 // SetupArgs are sys.setup's args. Username (with HostUID, the host user
 // that acts as it) becomes the first user; empty, "root" or host uid 0
 // means root is the first user. Timezone and AI, if given, are written to
@@ -215,7 +224,13 @@ type ConfigSetArgs struct {
 	Value json.RawMessage `json:"value"`
 }
 
-// ConfigSetResult is sys.config.set's result.
+// ConfigUnsetArgs are sys.config.unset's args: the key to remove (a
+// dotted key names the key sys.config.set would set).
+type ConfigUnsetArgs struct {
+	Key string `json:"key"`
+}
+
+// ConfigSetResult is sys.config.set's (and sys.config.unset's) result.
 type ConfigSetResult struct {
 	OK bool `json:"ok"`
 }

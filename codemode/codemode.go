@@ -38,9 +38,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // CallFunc serves one nested call of a block: name is the syscall
@@ -117,13 +119,32 @@ type Result struct {
 	Logs   []string        `json:"logs,omitempty"`
 }
 
-// Bounds of what a worker may send.
+// MaxResult bounds a block's result: its return value as JSON. A block
+// that returns more fails ("result too large"): the worker refuses to
+// send it, and the parent refuses a result over it whatever a worker
+// sends. Code that makes more output writes it to a file (fs.write) and
+// returns its path.
+const MaxResult = 1 << 20
+
+// MaxCallArgs bounds the arguments (JSON) of one nested call of a block;
+// a call with more throws in the block ("arguments too large") and is
+// not made.
+const MaxCallArgs = 4 << 20
+
+// Bounds of the protocol. Every line a worker sends is read with a bound
+// (maxLine): a line past it fails the run as soon as the bound is passed,
+// so what a run holds of a worker's output is bounded before it is
+// parsed, whatever the worker does.
 const (
-	maxLine     = 64 << 20 // one protocol line
-	maxLogs     = 1000     // console lines kept
-	maxLogBytes = 1 << 20  // their total size
-	killGrace   = 2 * time.Second
-	stderrKeep  = 4 << 10
+	maxErrorText  = 64 << 10                   // a failed run's error text, cut past it
+	maxLine       = MaxCallArgs + 64<<10       // one line a worker sends: a call, a log line, its end
+	maxAnswerLine = 64 << 20                   // one line the parent sends: the request, an answer
+	maxAnswer     = maxAnswerLine - (64 << 10) // an answer's result (fs.read may return 25 MiB)
+	maxLogs       = 1000                       // console lines kept
+	maxLogBytes   = 1 << 20                    // their total size
+	maxLogLine    = 512 << 10                  // one line, cut past it (as JSON at most 6x: under maxLine)
+	killGrace     = 2 * time.Second
+	stderrKeep    = 4 << 10
 )
 
 // WorkerEnv is set (to "1") in the environment of every worker. A test
@@ -143,9 +164,29 @@ type wire struct {
 	Done   *Result         `json:"done,omitempty"`
 }
 
-// failed is a failed Result with msg as its error and logs.
+// failed is a failed Result with msg (cut to maxErrorText) as its error
+// and logs.
 func failed(msg string, logs []string) *Result {
-	return &Result{Status: StatusFailed, Error: msg, Logs: logs}
+	return &Result{Status: StatusFailed, Error: cutText(msg, maxErrorText), Logs: logs}
+}
+
+// cutText is s cut to at most max bytes at a character boundary, marked
+// as cut.
+func cutText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	const mark = "… (cut)"
+	i := max - len(mark)
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + mark
+}
+
+// resultTooLarge is the error of a run whose result is n bytes of JSON.
+func resultTooLarge(n int) string {
+	return fmt.Sprintf("result too large: %d bytes as JSON (a block's result is at most %d bytes; write more to a file and return its path)", n, MaxResult)
 }
 
 // exitText says how a worker ended.

@@ -323,6 +323,66 @@ func TestBadWorkers(t *testing.T) {
 	}
 }
 
+// A block's result is at most MaxResult bytes of JSON, a nested call's
+// args MaxCallArgs, a log line maxLogLine and an error maxErrorText: past
+// them the run fails, the call throws, the text is cut. (On main a block
+// could return 44 MB, and 8 at once took the daemon to 1.28 GB.)
+func TestResultBounds(t *testing.T) {
+	failedWith(t, run(t, Request{Code: `return "a".repeat(2 << 20)`}, nil), "result too large: 2097154 bytes as JSON")
+	failedWith(t, run(t, Request{Code: `return "a".repeat(20e6)`}, nil), "result too large")
+	failedWith(t, run(t, Request{Code: `return Array.from({length: 300000}, (_, i) => i)`}, nil), "result too large")
+	res := run(t, Request{Code: `return "a".repeat((1 << 20) - 2)`}, nil)
+	if res.Status != StatusCompleted || len(res.Result) != MaxResult {
+		t.Fatalf("a result of exactly MaxResult bytes: %s, %d bytes", res.Status, len(res.Result))
+	}
+	calls := 0
+	call := func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+		calls++
+		return json.RawMessage(`{"ok":true}`), nil
+	}
+	res = run(t, Request{Code: `try { await fs.write({path: "x", content: "a".repeat(5 << 20)}) } catch (e) { return e.message }`}, call)
+	completed(t, res, `"fs.write: arguments too large: 5242905 bytes as JSON (at most 4194304)"`)
+	if calls != 0 {
+		t.Errorf("a call with too large args was made")
+	}
+	res = run(t, Request{Code: `console.log("\u0001".repeat(3 << 20)); console.log("after"); return 1`}, nil)
+	completed(t, res, "1")
+	if len(res.Logs) != 2 || len(res.Logs[0]) > maxLogLine || !strings.HasSuffix(res.Logs[0], "… (cut)") || res.Logs[1] != "after" {
+		t.Errorf("a 3 MiB log line: %d lines, the first %d bytes", len(res.Logs), len(res.Logs[0]))
+	}
+	res = run(t, Request{Code: `throw new Error("x".repeat(3 << 20))`}, nil)
+	failedWith(t, res, "Error: xxx")
+	if len(res.Error) > maxErrorText {
+		t.Errorf("an error of %d bytes", len(res.Error))
+	}
+	alive(t)
+}
+
+// A worker that breaks the bounds (a rogue or broken one: the block
+// cannot) is stopped as soon as a line passes maxLine, before the parent
+// holds more of it; a result over MaxResult is refused whoever sent it.
+func TestRogueWorkerBounds(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		script, want string
+	}{
+		// 200 MB without a newline: read up to the bound, then stopped.
+		{`echo '{"ready":true}'; read req; head -c 200000000 /dev/zero | tr '\0' a; echo`, "sent a line over"},
+		{`echo '{"ready":true}'; read req; printf '{"log":"%s"}\n' "$(head -c 6000000 /dev/zero | tr '\0' a)"`, "sent a line over"},
+		{`echo '{"ready":true}'; read req; printf '{"done":{"status":"completed","result":"%s"}}\n' "$(head -c 2000000 /dev/zero | tr '\0' a)"`, "result too large: 2000002 bytes"},
+	} {
+		start := time.Now()
+		res, err := Run(ctx, []string{"/bin/sh", "-c", c.script}, Request{Code: "return 1", Limits: Limits{Wall: 60 * time.Second}}, noCalls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		failedWith(t, res, c.want)
+		if d := time.Since(start); d > 50*time.Second {
+			t.Errorf("the run took %v: the parent read on past the bound", d)
+		}
+	}
+}
+
 // FuzzRun feeds random code to workers under short limits: every run ends
 // with a Result, and the parent lives on.
 func FuzzRun(f *testing.F) {
@@ -333,6 +393,7 @@ func FuzzRun(f *testing.F) {
 		"return JSON.parse('{')", "Object.prototype.toJSON = () => { throw 2 }; return {}",
 		"console.log(Symbol())", "return [].constructor.constructor('return this')()",
 		"globalThis.JSON = null; return 1", "Promise.prototype.then = null; return 1",
+		"return 'a'.repeat(1<<21)", "throw 'x'.repeat(1<<20)", "console.log('y'.repeat(1<<20))",
 	} {
 		f.Add(s)
 	}
@@ -353,6 +414,9 @@ func FuzzRun(f *testing.F) {
 		}
 		if res.Status == StatusCompleted && !json.Valid(res.Result) {
 			t.Fatalf("result %q is not JSON", res.Result)
+		}
+		if len(res.Result) > MaxResult || len(res.Error) > maxErrorText {
+			t.Fatalf("a result of %d bytes, an error of %d", len(res.Result), len(res.Error))
 		}
 	})
 }

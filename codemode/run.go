@@ -297,7 +297,7 @@ func blockingPipe() (r, w *os.File, err error) {
 // awaitReady reads the worker's first line, which says it is ready for
 // a request (its engine made, its privileges dropped).
 func (p *process) awaitReady() error {
-	b, err := readLine(p.out)
+	b, err := readLine(p.out, maxLine)
 	if err != nil {
 		werr := p.wait()
 		return fmt.Errorf("worker died before it was ready: %v%s", exitText(werr), p.stderr.text())
@@ -430,10 +430,13 @@ func (p *process) run(ctx context.Context, req Request, call CallFunc) (res *Res
 	var logs []string
 	logBytes := 0
 	for {
-		b, err := readLine(p.out)
+		b, err := readLine(p.out, maxLine)
 		if err != nil {
 			if w := why.Load(); w != nil {
 				return failed(*w, logs), true
+			}
+			if errors.Is(err, errLineTooLong) {
+				return failed(fmt.Sprintf("the worker sent a line over %d bytes: the run is stopped (a block's result is at most %d bytes, a call's args %d)", maxLine, MaxResult, MaxCallArgs), logs), true
 			}
 			if err == io.EOF {
 				werr := p.wait()
@@ -458,6 +461,10 @@ func (p *process) run(ctx context.Context, req Request, call CallFunc) (res *Res
 			if res.Status == StatusCompleted && len(res.Result) == 0 {
 				res.Result = json.RawMessage("null")
 			}
+			if len(res.Result) > MaxResult {
+				return failed(resultTooLarge(len(res.Result)), logs), true
+			}
+			res.Error = cutText(res.Error, maxErrorText)
 			res.Logs = logs
 			return res, true
 		case m.Log != nil:
@@ -509,6 +516,8 @@ func answerLine(id int64, held time.Duration, r json.RawMessage, err error) []by
 		b = append(append(b, `,"error":`...), msg...)
 	case len(r) == 0:
 		b = append(b, `,"result":null`...)
+	case len(r) > maxAnswer:
+		b = append(b, fmt.Sprintf(`,"error":"the call's result is %d bytes, over the %d a block takes"`, len(r), maxAnswer)...)
 	case !json.Valid(r):
 		b = append(b, `,"error":"the call's result is not JSON"`...)
 	default:
@@ -624,18 +633,23 @@ func (c *clock) takeHeld() time.Duration {
 	return d
 }
 
-// readLine reads one line of at most maxLine bytes from r.
-func readLine(r *bufio.Reader) ([]byte, error) {
+// errLineTooLong is a protocol line past its bound.
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads one line of at most max bytes from r: it stops reading
+// (errLineTooLong) as soon as the line passes max, so that what it holds
+// is bounded whatever the other side sends.
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
-		if err == nil && line == nil {
+		if err == nil && line == nil && len(chunk) <= max {
 			return chunk, nil // the common case: no copy
 		}
-		line = append(line, chunk...)
-		if len(line) > maxLine {
-			return nil, errors.New("line too long")
+		if len(line)+len(chunk) > max {
+			return nil, errLineTooLong
 		}
+		line = append(line, chunk...)
 		if err == bufio.ErrBufferFull {
 			continue
 		}

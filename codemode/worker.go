@@ -131,7 +131,7 @@ func WorkerMain() int {
 		fmt.Fprintln(os.Stderr, "codemode worker:", err)
 		return 2
 	}
-	line, rerr := readLine(w.in)
+	line, rerr := readLine(w.in, maxAnswerLine)
 	if rerr != nil {
 		fmt.Fprintln(os.Stderr, "codemode worker: no request:", rerr)
 		return 2
@@ -203,6 +203,9 @@ func (w *worker) send(m wire) error {
 // "error":…}), which the prelude parses, and blocks the block until
 // answered. The time the call held the clock moves the deadline.
 func (w *worker) call(name, args string) string {
+	if len(args) > MaxCallArgs {
+		return errJSON(fmt.Sprintf("%s: arguments too large: %d bytes as JSON (at most %d)", name, len(args), MaxCallArgs))
+	}
 	w.nextID++
 	id := w.nextID
 	b := make([]byte, 0, len(args)+len(name)+40)
@@ -225,7 +228,7 @@ func (w *worker) call(name, args string) string {
 		return errJSON("the parent is gone: " + err.Error())
 	}
 	for {
-		line, err := readLine(w.in)
+		line, err := readLine(w.in, maxAnswerLine)
 		if err != nil {
 			// The parent is gone: nothing is left to do.
 			os.Exit(3)
@@ -263,6 +266,7 @@ func (w *worker) log(level, msg string) {
 	if !utf8.ValidString(msg) {
 		msg = string([]rune(msg))
 	}
+	msg = cutText(msg, maxLogLine)
 	w.nlogs++
 	w.nbytes += len(msg)
 	_ = w.send(wire{Log: &msg})
@@ -335,11 +339,14 @@ func (w *worker) end(err error, l Limits) *Result {
 		return failed("the block's end is not JSON: "+jerr.Error(), nil)
 	}
 	if !d.OK {
-		err := limitError(d.Error, l, time.Now().UnixNano() >= w.deadline.Load())
+		err := limitError(cutText(d.Error, maxErrorText), l, time.Now().UnixNano() >= w.deadline.Load())
 		if errors.Is(err, errTimeLimit) {
 			return failed(fmt.Sprintf("time limit exceeded (%v)", l.Wall), nil)
 		}
 		return failed(err.Error(), nil)
+	}
+	if len(d.Result) > MaxResult {
+		return failed(resultTooLarge(len(d.Result)), nil)
 	}
 	return &Result{Status: StatusCompleted, Result: d.Result}
 }

@@ -13,27 +13,64 @@ import (
 	"gsvfs.dev/gsvfs/vfs"
 )
 
-// /dev/<id>: a remote device's directory, bound when the device first
-// registers (or, for a device registered before, when the router starts)
-// and kept while it is offline. status renders sys.device.get as the
-// reader; fs/ is the device's exported tree, reached over its live
-// connection, and EHOSTDOWN while it has none; shell/ holds the reader's
-// exec sessions on the device, the same files as /dev/gsv/shell. Only those who may use the
-// device (its owner, a granted group, root) may enter it.
+// /dev/<id>: a remote device's directory, there from when the device
+// first registers until it is removed, online or not. status renders
+// sys.device.get as the reader; fs/ is the device's exported tree,
+// reached over its live connection, and EHOSTDOWN while it has none;
+// shell/ holds the reader's exec sessions on the device, the same files
+// as /dev/gsv/shell. Only those who may use the device (its owner, a
+// granted group, root) see it in /dev and may enter it; to anyone else
+// /dev/<id> does not exist, as for an id nobody has.
 
-// bindDevice binds /dev/<id> once, given the namespace.
-func (r *Router) bindDevice(id string) {
-	if r.space == nil {
-		return
-	}
+// devRoot is /dev: gsv, the local device, and the devices the reader may
+// use (root: all), as sys.device.list (offline ones too) shows them to the
+// reader.
+func (r *Router) devRoot() vfs.Dir {
+	local := r.devDir()
+	return &vfs.FuncDir{Meta: ns.RootMeta("/dev", fs.ModeDir|0o555),
+		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
+			out := []vfs.DirEntry{{Name: abi.LocalTarget, Node: local}}
+			res, err := kernel.Invoke[*abi.DeviceListResult](ctx, r.k, ns.CallerOf(cred, ""), "sys.device.list", &abi.DeviceListArgs{IncludeOffline: true})
+			if err != nil {
+				return out, nil // a caller without sys.device.list sees the local device only
+			}
+			for _, d := range res.Devices {
+				out = append(out, vfs.DirEntry{Name: d.DeviceID, Node: r.deviceNode(d.DeviceID)})
+			}
+			return out, nil
+		},
+		Find: func(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, error) {
+			if name == abi.LocalTarget {
+				return local, nil
+			}
+			if abi.CheckDeviceID(name) != nil {
+				return nil, vfs.ErrNotExist
+			}
+			res, err := kernel.Invoke[*abi.DeviceGetResult](ctx, r.k, ns.CallerOf(cred, ""), "sys.device.get", &abi.DeviceGetArgs{DeviceID: name})
+			if err != nil || res.Device == nil {
+				return nil, vfs.ErrNotExist // none, or one the reader may not use
+			}
+			return r.deviceNode(name), nil
+		}}
+}
+
+// deviceNode returns /dev/<id>, made once.
+func (r *Router) deviceNode(id string) vfs.Dir {
 	r.mu.Lock()
-	if r.bound[id] {
-		r.mu.Unlock()
-		return
+	defer r.mu.Unlock()
+	d := r.devDirs[id]
+	if d == nil {
+		d = r.deviceDir(id)
+		r.devDirs[id] = d
 	}
-	r.bound[id] = true
+	return d
+}
+
+// forgetDevice drops /dev/<id>: the device was removed.
+func (r *Router) forgetDevice(id string) {
+	r.mu.Lock()
+	delete(r.devDirs, id)
 	r.mu.Unlock()
-	r.space.Bind("/dev/"+id, r.deviceDir(id))
 }
 
 // deviceMeta is the Meta of a node of /dev/<id>: owned by the device's
@@ -262,19 +299,4 @@ func (f *deviceFS) Rename(ctx context.Context, cred vfs.Cred, name string, newDi
 		newDir = d
 	}
 	return rn.Rename(ctx, cred, name, newDir, newName)
-}
-
-var _ ns.Starter = (*Router)(nil)
-
-// Start implements ns.Starter: it binds /dev/<id> for every device the
-// registry holds, online or not.
-func (r *Router) Start(ctx context.Context) error {
-	all, err := r.query(ctx, "")
-	if err != nil {
-		return err
-	}
-	for _, s := range all {
-		r.bindDevice(s.dev.DeviceID)
-	}
-	return nil
 }

@@ -41,14 +41,16 @@ const (
 // stderr asks process.session.output for.
 const outputWindow = 1 << 20
 
-// devMounts are the subtrees of exec sessions, bound only when the
-// router was given the namespace (Options.Space).
+// devMounts are /dev (the local device, /dev/gsv, and the remote
+// devices the reader may use; see devremote.go) and the blobs of exec
+// sessions, bound only when the router was given the namespace
+// (Options.Space).
 func (r *Router) devMounts() []ns.Mount {
 	if r.space == nil {
 		return nil
 	}
 	return []ns.Mount{
-		{Path: devPath, Node: r.devDir()},
+		{Path: "/dev", Node: r.devRoot()},
 		{Path: blobsPath, Node: r.blobsDir()},
 	}
 }
@@ -443,10 +445,30 @@ func openWords(words []string) (string, any, error) {
 		}
 		return k, val, nil
 	}
+	seen := map[string]bool{} // options and env/label names given once only
+	once := func(name string) error {
+		if seen[name] {
+			return abi.E(abi.Invalid, fmt.Sprintf("option %q is given more than once", name))
+		}
+		seen[name] = true
+		return nil
+	}
 	for _, w := range words {
 		key, v, ok := strings.Cut(w, "=")
 		if !ok {
 			return call, nil, abi.E(abi.Invalid, fmt.Sprintf("%q: usage: open [network=none|full] [mount=<path>:<guest>[:ro|rw]]... [workdir=<guest>] [ttl=<duration>] [env=<K>=<V>]... [label=<k>=<v>]...", w))
+		}
+		switch key {
+		case "network", "workdir", "ttl":
+			if err := once(key); err != nil {
+				return call, nil, err
+			}
+		case "env", "label":
+			if k, _, _ := strings.Cut(v, "="); k != "" {
+				if err := once(key + "=" + k); err != nil {
+					return call, nil, err
+				}
+			}
 		}
 		switch key {
 		case "network":

@@ -61,10 +61,19 @@ func TestOpenWords(t *testing.T) {
 	if _, args, _ := openWords(nil); args.(*abi.SessionOpenArgs).Target.Local.NetworkMode != abi.NetworkNone {
 		t.Fatalf("the default network: %+v", args)
 	}
-	for _, bad := range []string{"frob=1", "proj", "mount=/x", "mount=:/x", "ttl=soon", "env=novalue"} {
-		if _, _, err := openWords([]string{bad}); abi.KindOf(err) != abi.Invalid {
+	for _, bad := range []string{"frob=1", "proj", "mount=/x", "mount=:/x", "ttl=soon", "env=novalue",
+		// Contradictory or repeated options (issue 20, item 18).
+		"network=full network=none", "network=none network=none", "ttl=1h ttl=2h", "workdir=/a workdir=/b",
+		"env=A=1 env=A=2", "label=k=1 label=k=1"} {
+		ws, _ := splitWords(bad)
+		if _, _, err := openWords(ws); abi.KindOf(err) != abi.Invalid {
 			t.Errorf("openWords(%q): %v, want a 400", bad, err)
 		}
+	}
+	// Mounts, and env and labels of different names, repeat.
+	ws, _ = splitWords("mount=~/a:/a mount=~/b:/b env=A=1 env=B=2 label=x=1 label=y=2")
+	if _, _, err := openWords(ws); err != nil {
+		t.Errorf("repeated mounts, env and labels: %v", err)
 	}
 }
 
@@ -187,6 +196,8 @@ func FuzzOpenLine(f *testing.F) {
 		`network=none mount=/home/me/proj:/work:rw`,
 		`network=full mount='/home/a/my docs:/docs:ro' workdir=/work ttl=1h env=A=b=c label=k=v`,
 		`sh -c "echo \"hi\" > /w; echo 'x'"`, `a\ b "x\"y\\z" '' ""`, `mount=host:/srv:/data:ro`, `"unterminated`,
+		`network=full network=none`, `env=A=1 env=A=2`, `label=k=1 label=k=2`, `ttl=1h ttl=2h`, `workdir=/a workdir=/b`,
+		`mount=~/a:/a mount=~/b:/b env=A=1 env=B=1`,
 	} {
 		f.Add(s)
 	}
@@ -212,6 +223,23 @@ func FuzzOpenLine(f *testing.F) {
 				t.Fatalf("openWords(%q): %v, want a 400", ws, err)
 			}
 			return
+		}
+		// An option that holds one value is given once: a line that says
+		// two things is refused, never read as its last word.
+		seen := map[string]bool{}
+		for _, w := range ws {
+			k, v, _ := strings.Cut(w, "=")
+			switch k {
+			case "env", "label":
+				name, _, _ := strings.Cut(v, "=")
+				k += "=" + name
+			case "mount":
+				continue
+			}
+			if seen[k] {
+				t.Fatalf("openWords(%q) takes %q twice", ws, k)
+			}
+			seen[k] = true
 		}
 		if !utf8.ValidString(line) {
 			return // JSON carries only UTF-8; the open refuses the rest

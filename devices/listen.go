@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/ninep"
 )
 
 // Devices dial the kernel on the same listeners as 9P clients. A device
@@ -50,10 +51,28 @@ func (r *Router) SplitListener(ctx context.Context, l net.Listener, sniff time.D
 }
 
 // accept accepts l's connections and sorts each in a goroutine of its own.
+// An error that passes (ninep.TransientAcceptError: out of descriptors, a
+// connection aborted) pauses the loop, 5 ms at first and twice as long
+// each time up to a second, and it accepts again; any other error (the
+// listener closed) ends it, and Accept returns that error.
 func (s *splitListener) accept() {
 	defer s.r.wg.Done()
+	var pause time.Duration
 	for {
 		c, err := s.Listener.Accept()
+		if err != nil && ninep.TransientAcceptError(err) {
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			s.r.log.Debug("accept", "err", err, "retry", pause)
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+				continue
+			case <-s.done:
+			case <-s.ctx.Done():
+			}
+			t.Stop()
+			err = net.ErrClosed
+		}
 		if err != nil {
 			s.once.Do(func() {
 				s.acceptErr = err
@@ -61,6 +80,7 @@ func (s *splitListener) accept() {
 			})
 			return
 		}
+		pause = 0
 		s.r.wg.Add(1)
 		go s.sort(c)
 	}
@@ -121,3 +141,6 @@ type bufferedConn struct {
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// NetConn returns the connection c reads (see ninep.TicketOf).
+func (c *bufferedConn) NetConn() net.Conn { return c.Conn }

@@ -64,6 +64,9 @@ func (r *Router) sessionOpenOn(ctx context.Context, c *kernel.Caller, pc *abi.Pr
 		return nil, err
 	}
 	res.Device = rd.id
+	if err := r.freshSession(ctx, "device_process_sessions", r.procRoutes, res.SessionID, rd, c.Uid); err != nil {
+		return nil, err
+	}
 	expires := time.Now().Add(deviceSessionTTL).UnixNano()
 	if res.ExpiresAtNs != nil {
 		expires = *res.ExpiresAtNs

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -30,6 +32,41 @@ const maxDescription = 1024
 
 // maxImplements is the most syscalls a device may announce.
 const maxImplements = 256
+
+// DefaultMaxDevices is how many devices one user may own when the config
+// key config/devices/max_per_user (devices.max_per_user) is not set.
+const DefaultMaxDevices = 16
+
+// maxDevicesKey is the config key of the devices one user may own.
+const maxDevicesKey = "config/devices/max_per_user"
+
+// maxDevicesRule is the rule of config/devices/max_per_user: a whole
+// number from 0 (no new device) to a million.
+var maxDevicesRule = kernel.ConfigRule{Pattern: maxDevicesKey, Check: func(v string) error {
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 0 || n > 1_000_000 {
+		return fmt.Errorf("devices.max_per_user is a whole number from 0 to 1000000, not %q", v)
+	}
+	return nil
+}}
+
+// maxDevices is how many devices one user may own: config/devices/
+// max_per_user if it is a whole number (0: no new device), else
+// DefaultMaxDevices.
+func (r *Router) maxDevices(ctx context.Context) int {
+	res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, r.k, r.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: maxDevicesKey})
+	if err != nil {
+		return DefaultMaxDevices
+	}
+	for _, e := range res.Entries {
+		if e.Key == maxDevicesKey {
+			if n, err := strconv.Atoi(strings.TrimSpace(e.Value)); err == nil {
+				return n
+			}
+			r.log.Warn("config: not a whole number: using the default", "key", maxDevicesKey, "value", e.Value, "default", DefaultMaxDevices)
+		}
+	}
+	return DefaultMaxDevices
+}
 
 // validCall is the form of a syscall name a device announces.
 var validCall = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*(\.\*)?$`)
@@ -73,7 +110,9 @@ func checkHello(h abi.DeviceHello) error {
 
 // Register records the device h announces on connection connID, owned
 // by owner (the uid of the node token it authenticated with): a new id is
-// created owned by owner; an id that another uid owns is refused (403).
+// created owned by owner; an id that another uid owns is refused (403); a
+// new id of a user other than root who owns maxDevices devices already is
+// refused (409, naming the limit and how to remove one).
 // The device is online from now on, with h's platform, version and
 // implements, connected and last seen now, and connID its connection
 // (a later Register with another connID supersedes this one: see
@@ -92,11 +131,23 @@ func (r *Router) Register(ctx context.Context, owner uint32, h abi.DeviceHello, 
 		return abi.E(abi.Path(h.ID), err)
 	}
 	t := nowMs()
+	limit := r.maxDevices(ctx)
 	return r.k.Store.Tx(ctx, func(tx *sql.Tx) error {
 		var have uint32
 		err := tx.QueryRow(`SELECT owner_uid FROM devices WHERE device_id=?`, h.ID).Scan(&have)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
+			if owner == kernel.RootUID {
+				break
+			}
+			var n int
+			if err := tx.QueryRow(`SELECT count(*) FROM devices WHERE owner_uid=?`, owner).Scan(&n); err != nil {
+				return abi.E(abi.Path(h.ID), err)
+			}
+			if n >= limit {
+				return abi.E(abi.Path(h.ID), abi.Busy, fmt.Sprintf(
+					"you own %d devices, the most a user may (config %s): remove one with gsv device remove ID", n, strings.ReplaceAll(strings.TrimPrefix(maxDevicesKey, "config/"), "/", ".")))
+			}
 		case err != nil:
 			return abi.E(abi.Path(h.ID), err)
 		case have != owner:
@@ -281,6 +332,7 @@ func (r *Router) registrySyscalls() []kernel.Syscall {
 		kernel.Fn("sys.device.get", 0, r.deviceGet),
 		kernel.Fn("sys.device.update", 0, r.deviceUpdate),
 		kernel.Fn("sys.device.grant", 0, r.deviceGrant),
+		kernel.Fn("sys.device.remove", 0, r.deviceRemove),
 	}
 }
 
@@ -394,4 +446,42 @@ func (r *Router) deviceGrant(ctx context.Context, c *kernel.Caller, a *abi.Devic
 		return nil, err
 	}
 	return &abi.DeviceGetResult{Device: d}, nil
+}
+
+// deviceRemove serves sys.device.remove (ours): the owner (or root)
+// removes device a.DeviceID from the registry, with its grants; its live
+// connection, if any, ends (its sessions fail as on any disconnection),
+// and /dev/<id> goes. A bad id is 400; a device c may not use is 404, as
+// a missing one is; one c uses but does not own is 403. The result is the
+// record as it was. The device's node tokens stay: a device that dials
+// again with one registers anew, within its owner's limit.
+func (r *Router) deviceRemove(ctx context.Context, c *kernel.Caller, a *abi.DeviceRemoveArgs) (*abi.DeviceGetResult, error) {
+	if err := abi.CheckDeviceID(a.DeviceID); err != nil {
+		return nil, err
+	}
+	s, err := r.lookup(ctx, a.DeviceID)
+	if err != nil {
+		return nil, err
+	}
+	if !mayUse(c, s.dev, s.gids) {
+		return nil, abi.E(abi.Path(a.DeviceID), abi.NotExist, fmt.Sprintf("no device %s", a.DeviceID))
+	}
+	if !mayManage(c, s.dev) {
+		return nil, abi.E(abi.Path(a.DeviceID), abi.Permission, fmt.Sprintf("only the owner of device %s or root may remove it", a.DeviceID))
+	}
+	err = r.k.Store.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.Exec(`DELETE FROM device_access WHERE device_id=?`, a.DeviceID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(`DELETE FROM devices WHERE device_id=?`, a.DeviceID)
+		return err
+	})
+	if err != nil {
+		return nil, abi.E(abi.Path(a.DeviceID), err)
+	}
+	if d := r.remote(a.DeviceID); d != nil {
+		d.close(errors.New("the device was removed"))
+	}
+	r.forgetDevice(a.DeviceID)
+	return &abi.DeviceGetResult{Device: s.dev}, nil
 }

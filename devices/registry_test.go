@@ -2,7 +2,12 @@ package devices
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -10,6 +15,7 @@ import (
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/kernel/kerneltest"
 	"gsvfs.dev/gsvfs/ns"
+	"gsvfs.dev/gsvfs/vfs"
 )
 
 // newRegistry opens a kernel with the router added to its namespace, as
@@ -293,5 +299,140 @@ func TestDisconnected(t *testing.T) {
 	}
 	if d2, err := r2.deviceRecord(ctx, "laptop"); err != nil || *d2.DisconnectedAt != *d.DisconnectedAt {
 		t.Fatalf("a connection from before the restart ends: %+v, %v", d2, err)
+	}
+}
+
+// TestDevicesPerUser: a user owns at most config/devices/max_per_user
+// devices (16 by default); one more new id is refused with a 409 naming
+// the limit, at registration and at a device's hello, while the ids they
+// have reconnect; removing one (sys.device.remove, the owner or root)
+// makes room; root has no limit; another user may not remove a device
+// (404, as for none).
+func TestDevicesPerUser(t *testing.T) {
+	e := newDevEnv(t)
+	ctx := context.Background()
+	for i := range DefaultMaxDevices {
+		if err := e.r.Register(ctx, e.Alice.Uid, hello(fmt.Sprintf("dev%d", i)), "c"); err != nil {
+			t.Fatalf("device %d of alice's: %v", i+1, err)
+		}
+	}
+	err := e.r.Register(ctx, e.Alice.Uid, hello("onemore"), "c")
+	if abi.Code(err) != 409 || !strings.Contains(err.Error(), "devices.max_per_user") || !strings.Contains(err.Error(), "gsv device remove") {
+		t.Fatalf("alice's device %d: %v, want a 409 naming the limit", DefaultMaxDevices+1, err)
+	}
+	// Over TCP, the hello of a new id is refused with the same error.
+	g := &rogue{answer: func(abi.Request) io.Reader { return frameOf(`{}`) }}
+	if w := g.dial(t, e, "onemore", e.nodeToken(t, e.Alice, "onemore")); w.OK || !strings.Contains(w.Error, "devices.max_per_user") {
+		t.Fatalf("the hello of alice's device %d: %+v", DefaultMaxDevices+1, w)
+	}
+	// An id she has connects again; root and bob are not limited by hers.
+	if err := e.r.Register(ctx, e.Alice.Uid, hello("dev0"), "c2"); err != nil {
+		t.Fatalf("alice's dev0 again: %v", err)
+	}
+	if err := e.r.Register(ctx, e.Bob.Uid, hello("bobs"), "c"); err != nil {
+		t.Fatalf("bob's first device: %v", err)
+	}
+	for i := range DefaultMaxDevices + 1 {
+		if err := e.r.Register(ctx, e.Root.Uid, hello(fmt.Sprintf("root%d", i)), "c"); err != nil {
+			t.Fatalf("root's device %d: %v", i+1, err)
+		}
+	}
+	// Identities made after the router's migrations (which grant
+	// sys.device.remove to the users group).
+	alice, bob := kerneltest.Host(t, e.K, 1001), kerneltest.Host(t, e.K, 1002)
+	// bob may not remove hers: it is not there for him.
+	if _, err := e.K.Call(ctx, kerneltest.Caller(bob), "sys.device.remove", &abi.DeviceRemoveArgs{DeviceID: "dev3"}); abi.Code(err) != 404 {
+		t.Fatalf("bob removes alice's dev3: %v, want 404", err)
+	}
+	res, err := e.K.Call(ctx, kerneltest.Caller(alice), "sys.device.remove", &abi.DeviceRemoveArgs{DeviceID: "dev3"})
+	if err != nil || res.(*abi.DeviceGetResult).Device.DeviceID != "dev3" {
+		t.Fatalf("alice removes dev3: %v %v", res, err)
+	}
+	if d, _ := deviceCall[*abi.DeviceGetResult](t, e.K, e.Alice, "sys.device.get", &abi.DeviceGetArgs{DeviceID: "dev3"}); d.Device != nil {
+		t.Fatalf("dev3 after its removal: %+v", d.Device)
+	}
+	if err := e.r.Register(ctx, e.Alice.Uid, hello("onemore"), "c"); err != nil {
+		t.Fatalf("alice's new device after a removal: %v", err)
+	}
+	// The limit is root's to set.
+	if _, err := e.K.Call(ctx, kerneltest.Caller(e.Root), "sys.config.set", &abi.ConfigSetArgs{Key: "config/devices/max_per_user", Value: json.RawMessage(`"1"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.r.Register(ctx, e.Bob.Uid, hello("bobs2"), "c"); abi.Code(err) != 409 {
+		t.Fatalf("bob's second device with a limit of 1: %v", err)
+	}
+	for _, bad := range []string{`"many"`, `"-1"`, `"1.5"`, `"2000000"`} {
+		if _, err := e.K.Call(ctx, kerneltest.Caller(e.Root), "sys.config.set", &abi.ConfigSetArgs{Key: "config/devices/max_per_user", Value: json.RawMessage(bad)}); abi.Code(err) != 400 {
+			t.Errorf("devices.max_per_user = %s: %v, want 400", bad, err)
+		}
+	}
+}
+
+// TestDevListing: /dev lists gsv and the devices the reader may use
+// (root: all); a device the reader may not use is not there, whether
+// listed or walked to by name (ENOENT, as for an id nobody has), until
+// the reader's group is granted it.
+func TestDevListing(t *testing.T) {
+	e := newDevEnv(t)
+	ctx := context.Background()
+	for _, d := range []struct {
+		who *kernel.Identity
+		id  string
+	}{{e.Alice, "laptop"}, {e.Bob, "desk"}} {
+		g := &rogue{answer: func(abi.Request) io.Reader { return frameOf(`{}`) }}
+		if w := g.dial(t, e, d.id, e.nodeToken(t, d.who, d.id)); !w.OK {
+			t.Fatalf("device %s: %+v", d.id, w)
+		}
+	}
+	dev, err := e.space.Root().Lookup(ctx, e.Root, "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func(id *kernel.Identity) string {
+		t.Helper()
+		ents, err := dev.(vfs.Dir).ReadDir(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name)
+		}
+		slices.Sort(names)
+		return strings.Join(names, ",")
+	}
+	lookup := func(id *kernel.Identity, name string) error {
+		_, err := dev.(vfs.Dir).Lookup(ctx, id, name)
+		return err
+	}
+	for _, c := range []struct {
+		who  *kernel.Identity
+		want string
+	}{{e.Root, "desk,gsv,laptop"}, {e.Alice, "gsv,laptop"}, {e.Bob, "desk,gsv"}} {
+		if got := list(c.who); got != c.want {
+			t.Errorf("ls /dev as uid %d: %s, want %s", c.who.Uid, got, c.want)
+		}
+	}
+	for _, name := range []string{"laptop", "nosuch"} {
+		if err := lookup(e.Bob, name); vfs.Errno(err) != syscall.ENOENT {
+			t.Errorf("bob walks to /dev/%s: %v, want ENOENT", name, err)
+		}
+	}
+	if err := lookup(e.Alice, "laptop"); err != nil {
+		t.Errorf("alice walks to her /dev/laptop: %v", err)
+	}
+	if err := lookup(e.Root, "laptop"); err != nil {
+		t.Errorf("root walks to /dev/laptop: %v", err)
+	}
+	addGroup(t, e.K, 2000, "team", e.Bob.Uid)
+	bob := kerneltest.Host(t, e.K, 1002)
+	if _, err := e.K.Call(ctx, kerneltest.Caller(e.Alice), "sys.device.grant", &abi.DeviceGrantArgs{DeviceID: "laptop", Group: "team"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(bob); got != "desk,gsv,laptop" {
+		t.Errorf("ls /dev as bob, granted laptop: %s", got)
+	}
+	if err := lookup(bob, "laptop"); err != nil {
+		t.Errorf("bob, granted laptop, walks to it: %v", err)
 	}
 }

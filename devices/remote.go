@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/base32"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,8 +44,8 @@ const (
 	// pingTimeout how long the device has to answer.
 	pingEvery   = 15 * time.Second
 	pingTimeout = 10 * time.Second
-	// maxHello bounds a hello line.
-	maxHello = 64 << 10
+	// maxHello bounds a hello line (its reader's buffer).
+	maxHello = 4096
 )
 
 // routable are the syscalls a device may implement.
@@ -62,6 +62,7 @@ type remoteDevice struct {
 	tree       vfs.Dir // fs/ of the device's tree, on this connection
 	timeout    time.Duration
 	log        *slog.Logger
+	slots      chan struct{} // its owner's answerSlots
 
 	closeOnce sync.Once
 	done      chan struct{} // closed when the connection ends
@@ -108,6 +109,7 @@ func (d *remoteDevice) call(ctx context.Context, name string, args, res any, tim
 		err  error
 	}
 	got := make(chan answer, 1)
+	stop := make(chan struct{}) // closed when the caller gives up
 	var (
 		mu        sync.Mutex
 		fid       *client.Fid
@@ -128,6 +130,7 @@ func (d *remoteDevice) call(ctx context.Context, name string, args, res any, tim
 		mu.Lock()
 		abandoned = true
 		mu.Unlock()
+		close(stop)
 		closeFid()
 	}
 	go func() {
@@ -151,8 +154,7 @@ func (d *remoteDevice) call(ctx context.Context, name string, args, res any, tim
 			got <- answer{err: err}
 			return
 		}
-		var fr frame
-		err = json.NewDecoder(fidReader{f}).Decode(&fr)
+		fr, err := readAnswer(fidReader{f}, d.slots, stop, res)
 		got <- answer{fr, err}
 	}()
 	timer := time.NewTimer(timeout)
@@ -171,19 +173,38 @@ func (d *remoteDevice) call(ctx context.Context, name string, args, res any, tim
 		return d.errGone()
 	}
 	if a.err != nil {
+		var big errAnswerTooLarge
+		if errors.As(a.err, &big) {
+			return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("device %q answered %s with more than %d bytes: refused", d.id, name, MaxAnswer))
+		}
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		if errors.As(a.err, &se) || errors.As(a.err, &te) || errors.Is(a.err, io.ErrUnexpectedEOF) && d.alive() {
+			return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("the device's answer to %s does not decode: %v", name, a.err))
+		}
 		return d.transportErr(a.err)
 	}
 	if !a.resp.OK {
 		if a.resp.Error == nil {
 			return abi.E(abi.Path(d.id), abi.Other, "the device answered neither a result nor an error")
 		}
-		msg := strings.TrimPrefix(a.resp.Error.Message, name+": ")
-		return abi.E(abi.Kind(a.resp.Error.Code), msg)
+		msg := strings.TrimPrefix(oneLine(a.resp.Error.Message, maxErrorText), name+": ")
+		return abi.E(answerKind(a.resp.Error.Code), msg)
 	}
-	if err := json.Unmarshal(a.resp.Data, res); err != nil {
-		return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("the device's result does not decode: %v", err))
+	if err := checkAnswer(res); err != nil {
+		return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("device %q answered %s with %v: refused", d.id, name, err))
 	}
 	return nil
+}
+
+// alive reports whether d's connection has not ended.
+func (d *remoteDevice) alive() bool {
+	select {
+	case <-d.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // transportErr is the error of a call whose 9P exchange failed: the
@@ -197,10 +218,11 @@ func (d *remoteDevice) transportErr(err error) error {
 	return abi.E(abi.Path(d.id), abi.Offline, fmt.Sprintf("device %q: %v", d.id, err))
 }
 
-// frame is a response frame as the kernel reads it back.
+// frame is a response frame as the kernel reads it back: Data holds a
+// pointer to the result to decode into.
 type frame struct {
 	OK    bool            `json:"ok"`
-	Data  json.RawMessage `json:"data"`
+	Data  any             `json:"data"`
 	Error *abi.FrameError `json:"error"`
 }
 
@@ -294,7 +316,7 @@ func randomID() string {
 func (r *Router) ServeDevice(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(helloTimeout))
-	br := bufio.NewReaderSize(c, 4096)
+	br := bufio.NewReaderSize(c, maxHello)
 	h, err := readHello(br)
 	if err != nil {
 		r.log.Debug("device hello refused", "remote", c.RemoteAddr().String(), "err", err)
@@ -307,6 +329,10 @@ func (r *Router) ServeDevice(ctx context.Context, c net.Conn) {
 		writeWelcome(c, abi.DeviceWelcome{Error: err.Error()})
 		return
 	}
+	// Authenticated: the connection leaves the gate of unauthenticated
+	// ones; one per device id lasts (a newer one supersedes it), and a
+	// user has at most maxDevices ids.
+	ninep.TicketOf(c).Authenticated()
 	connID := "dc_" + randomID()
 	if err := r.Register(ctx, id.Uid, h, connID); err != nil {
 		writeWelcome(c, abi.DeviceWelcome{Error: err.Error()})
@@ -324,7 +350,7 @@ func (r *Router) ServeDevice(ctx context.Context, c net.Conn) {
 	// The 9P client reads the connection all the time: its end (the
 	// device died, the network went) ends the device at once.
 	lost := make(chan error, 1)
-	cc, err := client.NewConn(&watchedConn{Conn: c, lost: lost})
+	cc, err := client.NewConn(&watchedConn{Conn: &framedConn{Conn: c}, lost: lost})
 	var fsys *client.Fsys
 	if err == nil {
 		fsys, err = cc.Attach(nil, "kernel", "")
@@ -337,7 +363,8 @@ func (r *Router) ServeDevice(ctx context.Context, c net.Conn) {
 	}
 	d := &remoteDevice{id: h.ID, connID: connID, owner: id.Uid, implements: h.Implements, nc: c, fsys: fsys,
 		timeout: r.routeTimeout, log: r.log, done: make(chan struct{})}
-	d.tree = ninep.RemoteDir(fsys, "fs", ninep.RemoteOptions{Owner: r.ownerShown(ctx, id.Uid)})
+	d.slots = r.answerSlots(id.Uid)
+	d.tree = ninep.RemoteDir(fsys, "fs", ninep.RemoteOptions{Owner: r.ownerShown(ctx, id.Uid), Lost: d.done, OneLineNames: true})
 	r.attach(d)
 	r.log.Info("device connected", "device", d.id, "owner", d.owner, "platform", h.Platform, "version", h.Version, "implements", h.Implements)
 	go func() { // the connection's end, whoever sees it
@@ -373,15 +400,13 @@ func (r *Router) ownerShown(ctx context.Context, uid uint32) *ninep.RemoteOwner 
 // when done closes. A conn that is not a socket is never seen to hang up.
 func hangup(c net.Conn, done <-chan struct{}) <-chan struct{} {
 	out := make(chan struct{})
-	for {
-		bc, ok := c.(*bufferedConn)
-		if !ok {
-			break
+	// The socket under the buffering, the gate's connection and TLS.
+	for range 8 {
+		if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
+			c = nc.NetConn()
+			continue
 		}
-		c = bc.Conn
-	}
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn() // watch the socket under the TLS session
+		break
 	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -416,6 +441,51 @@ func hangup(c net.Conn, done <-chan struct{}) <-chan struct{} {
 		}
 	}()
 	return out
+}
+
+// maxFrame is the largest 9P message the kernel reads from a device: the
+// msize its client proposes (9fans.net/go/plan9/client); the client
+// itself would allocate whatever size a message claims.
+const maxFrame = 128 << 10
+
+// framedConn is a device's connection as the kernel's 9P client reads it:
+// a message that claims more than maxFrame bytes (or fewer than a header)
+// fails the read, which ends the connection, before anything is
+// allocated for it.
+type framedConn struct {
+	net.Conn
+	hdr  [4]byte
+	hout int   // bytes of hdr returned so far (4: none pending)
+	rest int64 // bytes of the current message's body not yet returned
+	err  error
+}
+
+func (c *framedConn) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	if c.rest == 0 && (c.hout == 0 || c.hout == len(c.hdr)) {
+		if _, err := io.ReadFull(c.Conn, c.hdr[:]); err != nil {
+			return 0, err
+		}
+		n := binary.LittleEndian.Uint32(c.hdr[:])
+		if n < 7 || n > maxFrame {
+			c.err = fmt.Errorf("the device sent a 9P message of %d bytes (at most %d)", n, maxFrame)
+			return 0, c.err
+		}
+		c.hout, c.rest = 0, int64(n)-4
+	}
+	if c.hout < len(c.hdr) {
+		n := copy(p, c.hdr[c.hout:])
+		c.hout += n
+		return n, nil
+	}
+	if int64(len(p)) > c.rest {
+		p = p[:c.rest]
+	}
+	n, err := c.Conn.Read(p)
+	c.rest -= int64(n)
+	return n, err
 }
 
 // watchedConn is a net.Conn that reports the first error of a read.
@@ -515,7 +585,6 @@ func (r *Router) attach(d *remoteDevice) {
 	if old != nil {
 		old.close(errors.New("a newer connection of the device superseded it"))
 	}
-	r.bindDevice(d.id)
 }
 
 // detach forgets d if it is still its id's live connection and records

@@ -64,7 +64,8 @@ type Router struct {
 	remotes     map[string]*remoteDevice // the live connections, by device id
 	shellRoutes map[string]shellRoute    // shell sessions running on devices, by session id
 	procRoutes  map[string]shellRoute    // exec sessions opened on devices, by session id
-	bound       map[string]bool          // the /dev/<id> directories bound
+	devDirs     map[string]vfs.Dir       // the /dev/<id> directories made
+	slots       map[uint32]chan struct{} // the answer slots of each owner's devices (answers.go)
 
 	closing   chan struct{} // closed by Close: device connections end
 	closeOnce sync.Once
@@ -90,10 +91,15 @@ func New(k *kernel.Kernel, opts Options) (*Router, error) {
 	if err := openProcessSessions(context.Background(), k.Store); err != nil {
 		return nil, err
 	}
+	if opts.Local.Quota == nil {
+		opts.Local.Quota = (&quotas{k: k}).of // users' quotas from config
+	}
 	d, err := openLocal(k, opts.Local)
 	if err != nil {
 		return nil, err
 	}
+	k.ConfigRules(processCapRules()...)
+	k.ConfigRules(maxDevicesRule)
 	log := opts.Logger
 	if log == nil {
 		log = opts.Local.Logger
@@ -102,12 +108,22 @@ func New(k *kernel.Kernel, opts Options) (*Router, error) {
 		log = slog.Default()
 	}
 	r := &Router{k: k, space: opts.Space, local: d, log: log, routeTimeout: opts.RouteTimeout,
-		remotes: map[string]*remoteDevice{}, shellRoutes: map[string]shellRoute{}, procRoutes: map[string]shellRoute{}, bound: map[string]bool{},
+		remotes: map[string]*remoteDevice{}, shellRoutes: map[string]shellRoute{}, procRoutes: map[string]shellRoute{}, devDirs: map[string]vfs.Dir{},
 		closing: make(chan struct{})}
 	if r.routeTimeout <= 0 {
 		r.routeTimeout = DefaultRouteTimeout
 	}
 	return r, nil
+}
+
+// closed says whether Close has begun.
+func (r *Router) closed() bool {
+	select {
+	case <-r.closing:
+		return true
+	default:
+		return false
+	}
 }
 
 // Local returns the local device.
@@ -253,8 +269,23 @@ func (r *Router) exec(ctx context.Context, c *kernel.Caller, a *abi.ShellExecArg
 	if err != nil {
 		return nil, err
 	}
+	who := whoOf(c)
+	if a.SessionID == "" {
+		// A start obeys the caller's process capability (a poll goes on
+		// with what its start was allowed).
+		if who.Process, err = r.processCap(ctx, c); err != nil {
+			if r.closed() { // the store may be gone: no start runs now
+				return &abi.ShellExecResult{Error: "the daemon is shutting down"}, nil
+			}
+			return nil, err
+		}
+	}
 	if rd, ok := d.(*remoteDevice); ok {
+		if who.Process != nil && !local.HostWide(*who.Process, false) {
+			return nil, abi.E(abi.Path(rd.id), abi.Permission,
+				"your process capability is narrower than a device's shell (which runs unsandboxed on the device): open an exec session on it (process.session.open with target.device)")
+		}
 		return r.execOn(ctx, c, rd, a)
 	}
-	return d.Exec(ctx, whoOf(c), a)
+	return d.Exec(ctx, who, a)
 }

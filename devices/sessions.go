@@ -61,6 +61,10 @@ var migrations = []string{
 		uid INTEGER NOT NULL,
 		failed INTEGER NOT NULL DEFAULT 0,
 		expires_at INTEGER NOT NULL)`,
+	// The users group may remove their devices (a user owns at most
+	// config/devices/max_per_user of them).
+	`INSERT INTO group_caps(gid,cap) SELECT 100,'sys.device.remove'
+		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap='sys.device.remove')`,
 }
 
 // Config keys of the process capability: the system's (root sets it),
@@ -69,6 +73,25 @@ const (
 	processCapKey     = "config/process/cap"
 	userProcessCapKey = "users/%d/process/cap"
 )
+
+// processCapRules are the schema of the process capability's config keys:
+// a JSON abi.ProcessCap object, decoded strictly (a field it does not
+// have is named) and well formed (abi.ProcessCap.Check). A value that
+// processCap could not read is refused when it is set, so that it never
+// fails every user's open.
+func processCapRules() []kernel.ConfigRule {
+	check := func(v string) error {
+		var pc abi.ProcessCap
+		if !strings.HasPrefix(strings.TrimSpace(v), "{") {
+			return fmt.Errorf("the process capability is a JSON object such as {\"networks\":[\"none\"],\"mounts\":[{\"prefix\":\"~\",\"mode\":\"rw\"}]}")
+		}
+		if err := abi.DecodeArgs(json.RawMessage(v), &pc); err != nil {
+			return fmt.Errorf("the process capability does not parse: %v", err)
+		}
+		return pc.Check()
+	}
+	return []kernel.ConfigRule{{Pattern: processCapKey, Check: check}, {Pattern: "users/*/process/cap", Check: check}}
+}
 
 // processCap returns c's process capability: the default, narrowed by
 // config/process/cap, then by users/<uid>/process/cap, each a JSON

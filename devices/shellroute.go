@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -80,11 +81,19 @@ func (r *Router) execOn(ctx context.Context, c *kernel.Caller, d *remoteDevice, 
 		return nil, err
 	}
 	sid := res.SessionID
+	if a.SessionID != "" && sid != "" && sid != a.SessionID {
+		return nil, abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("device %q answered a poll of session %s for session %s: refused", d.id, a.SessionID, sid))
+	}
 	if sid == "" {
 		sid = a.SessionID
 	}
 	if sid == "" {
 		return res, nil
+	}
+	if a.SessionID == "" {
+		if err := r.freshSession(ctx, "device_shell_sessions", r.shellRoutes, sid, d, c.Uid); err != nil {
+			return nil, err
+		}
 	}
 	if res.Status == "running" {
 		r.mu.Lock()
@@ -103,6 +112,33 @@ func (r *Router) execOn(ctx context.Context, c *kernel.Caller, d *remoteDevice, 
 		return nil, abi.E(abi.Path(sid), err)
 	}
 	return res, nil
+}
+
+// freshSession checks that sid, a session id device d answered for a new
+// session of uid, is not another session's: one that routes (in memory,
+// or in the store's table) to another device or user. A device cannot so
+// take over the session of someone else.
+func (r *Router) freshSession(ctx context.Context, table string, routes map[string]shellRoute, sid string, d *remoteDevice, uid uint32) error {
+	r.mu.Lock()
+	sr, ok := routes[sid]
+	r.mu.Unlock()
+	taken := ok && (sr.dev.id != d.id || sr.uid != uid)
+	if !taken {
+		var dev string
+		var owner uint32
+		err := r.k.Store.QueryRowContext(ctx, `SELECT device_id,uid FROM `+table+` WHERE session_id=?`, sid).Scan(&dev, &owner)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return abi.E(abi.Path(sid), err)
+		default:
+			taken = dev != d.id || owner != uid
+		}
+	}
+	if taken {
+		return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("device %q answered session id %s, another session's: refused", d.id, sid))
+	}
+	return nil
 }
 
 // failShellSessions records the sessions of d's connection as failed.

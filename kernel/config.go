@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"path"
 	"regexp"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -133,7 +135,63 @@ func (k *Kernel) configSyscalls() []Syscall {
 	return []Syscall{
 		Fn("sys.config.get", 0, k.configGetCall),
 		Fn("sys.config.set", 0, k.configSet),
+		Fn("sys.config.unset", 0, k.configUnset),
 	}
+}
+
+// A ConfigRule is the schema of the config keys whose stored name matches
+// Pattern (path.Match: "*" is one segment, so users/*/process/cap is
+// every user's): Check returns why a value is refused, or nil. A rule is
+// checked at sys.config.set, before anything is stored, so that a value
+// its reader cannot use (a process capability that does not parse, an
+// unknown time zone) is a 400 naming the problem for whoever sets it,
+// never a failure of every later reader.
+type ConfigRule struct {
+	Pattern string
+	Check   func(value string) error
+}
+
+// ConfigRules registers rules for the values of config keys. The room
+// that reads a key registers its rule when it is made, as it registers
+// its syscalls; the kernel holds the rules of its own keys
+// (config/system/timezone).
+func (k *Kernel) ConfigRules(rules ...ConfigRule) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.cfgRules = append(k.cfgRules, rules...)
+}
+
+// checkConfig checks val against the rules of key.
+func (k *Kernel) checkConfig(key, val string) error {
+	k.mu.RLock()
+	rules := k.cfgRules
+	k.mu.RUnlock()
+	for _, r := range rules {
+		if ok, _ := path.Match(r.Pattern, key); !ok {
+			continue
+		}
+		if err := r.Check(val); err != nil {
+			return abi.E(abi.Path(key), abi.Invalid, err.Error())
+		}
+	}
+	return nil
+}
+
+// kernelConfigRules are the rules of the kernel's own config keys.
+func kernelConfigRules() []ConfigRule {
+	return []ConfigRule{{Pattern: "config/system/timezone", Check: checkTimezone}}
+}
+
+// checkTimezone accepts an IANA time zone name ("UTC", "Europe/Amsterdam").
+// "Local" (the daemon's host, which moves with it) and "" are refused.
+func checkTimezone(tz string) error {
+	if tz == "" || tz == "Local" {
+		return fmt.Errorf("time zone %q: want an IANA time zone name such as UTC or Europe/Amsterdam", tz)
+	}
+	if _, err := time.LoadLocation(tz); err != nil {
+		return fmt.Errorf("time zone %q: %v", tz, err)
+	}
+	return nil
 }
 
 // configGetCall serves sys.config.get: the entries the caller may see
@@ -171,6 +229,9 @@ func (k *Kernel) configSet(ctx context.Context, c *Caller, a *abi.ConfigSetArgs)
 	if !utf8.ValidString(val) || strings.ContainsRune(val, 0) {
 		return nil, abi.E(abi.Path(key), abi.Invalid, "value must be UTF-8 text without NUL")
 	}
+	if err := k.checkConfig(key, val); err != nil {
+		return nil, err
+	}
 	if _, err := k.Store.Exec(ctx, `INSERT INTO config(key,value) VALUES(?,?)
 		ON CONFLICT(key) DO UPDATE SET value=excluded.value`, key, val); err != nil {
 		return nil, abi.E(abi.Path(key), err)
@@ -180,6 +241,41 @@ func (k *Kernel) configSet(ctx context.Context, c *Caller, a *abi.ConfigSetArgs)
 		aud.uids = ownerOfConfigKey(key)
 	}
 	k.signal("sys.config.changed", map[string]any{"key": key}, aud)
+	return &abi.ConfigSetResult{OK: true}, nil
+}
+
+// configUnset serves sys.config.unset: it removes a key, under the rule of
+// sys.config.set (root any key, others their own users/<uid>/ai/ keys;
+// a dotted key names the same key a set would), so that a reader falls
+// back to the key's default (a user's ai.* key to the system's). A key
+// that is not set is a 404, as rm of a missing file; the kernel's own
+// record (sys/...) is not removed (400). It signals sys.config.changed
+// with unset:true to those who may see the key.
+func (k *Kernel) configUnset(ctx context.Context, c *Caller, a *abi.ConfigUnsetArgs) (*abi.ConfigSetResult, error) {
+	key := normalizeKey(c.Identity, a.Key, true)
+	if !validKey.MatchString(key) {
+		return nil, abi.E(abi.Path(key), abi.Invalid, "config keys are /-separated words of [A-Za-z0-9_.-]")
+	}
+	if !configWritable(c.Identity, key) {
+		return nil, abi.E(abi.Path(key), abi.Permission, fmt.Sprintf("permission denied: you may unset only users/%d/ai/...", c.Uid))
+	}
+	if strings.HasPrefix(key, "sys/") {
+		return nil, abi.E(abi.Path(key), abi.Invalid, "sys/ keys are the kernel's own record")
+	}
+	res, err := k.Store.Exec(ctx, `DELETE FROM config WHERE key=?`, key)
+	if err != nil {
+		return nil, abi.E(abi.Path(key), err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, abi.E(abi.Path(key), err)
+	} else if n == 0 {
+		return nil, abi.E(abi.Path(key), abi.NotExist, "no such config key")
+	}
+	aud := audience{all: strings.HasPrefix(key, "config/") && !SensitiveKey(key)}
+	if !aud.all {
+		aud.uids = ownerOfConfigKey(key)
+	}
+	k.signal("sys.config.changed", map[string]any{"key": key, "unset": true}, aud)
 	return &abi.ConfigSetResult{OK: true}, nil
 }
 

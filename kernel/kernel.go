@@ -5,7 +5,8 @@
 //     checks that a call exists and that its caller may make it (Permit:
 //     setup state, kernel-only, capabilities, the syscall's own rule),
 //     runs it and names it in every error; Serve answers abi request
-//     frames; Invoke is Call with a typed result.
+//     frames; Invoke is Call with a typed result; sys.syscall.list names
+//     the syscalls a caller may make.
 //   - Identity: Authenticate maps a transport's Peer (a host uid, a
 //     token) to an Identity; Identity.Allowed is the permission rule of
 //     every file.
@@ -32,6 +33,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,7 +59,8 @@ type Kernel struct {
 
 	mu        sync.RWMutex
 	calls     map[string]*syscallDef
-	userHooks []UserHook // see OnUserCreated; guarded by mu
+	userHooks []UserHook   // see OnUserCreated; guarded by mu
+	cfgRules  []ConfigRule // see ConfigRules; guarded by mu
 
 	setUp atomic.Bool
 	errs  lastErrors
@@ -104,6 +107,7 @@ func Open(cfg Config) (*Kernel, error) {
 	}
 	k.Register(k.userSyscalls()...)
 	k.Register(k.configSyscalls()...)
+	k.ConfigRules(kernelConfigRules()...)
 	k.Register(k.tokenSyscalls()...)
 	k.Register(k.eventSyscalls()...)
 	return k, nil
@@ -203,16 +207,19 @@ func (id *Identity) IsRoot() bool {
 
 // Allowed reports whether id may use a file owned by uid and gid with
 // mode as want says: want holds the access(2) bits (4 read, 2 write, 1
-// search or execute). Root may do anything, nobody nothing; others get the
-// owner's, the group's or the others' bits, the first that applies.
+// search or execute). Root may do anything; others get the owner's, the
+// group's or the others' bits, the first that applies. Nobody (a host user
+// with no GSV account) is a stranger to every file, as to any file system:
+// the others' read and search bits, whoever owns the file, and never
+// write, since nobody has no account to act as.
 func (id *Identity) Allowed(uid, gid uint32, mode fs.FileMode, want uint32) bool {
 	if id.IsRoot() {
 		return true
 	}
-	if id.Role == "nobody" {
-		return false
-	}
 	perm := uint32(mode.Perm())
+	if id.Role == "nobody" {
+		return want&^(perm&5)&7 == 0
+	}
 	var bits uint32
 	switch {
 	case id.Uid == uid:
@@ -255,10 +262,17 @@ func (id *Identity) Can(name string) bool {
 // Nobody is the identity of a caller the kernel does not know.
 func Nobody() *Identity { return nobody(-1) }
 
+// nobodyCaps are nobody's capabilities: the reads behind the files a
+// stranger may read by their others' bits (/etc/passwd, /etc/group, the
+// data tree's world-readable files and directories, df), and no call
+// that writes, runs or reads anything else.
+var nobodyCaps = []string{"sys.user.list", "sys.group.list",
+	"fs.stat", "fs.readdir", "fs.open", "fs.pread", "fs.readlink", "fs.statfs"}
+
 // nobody is the identity of a host user with no GSV account.
 func nobody(hostUID int) *Identity {
 	return &Identity{Identity: abi.Identity{Role: "nobody", Uid: 65534, Gid: 65534, Username: "nobody",
-		Home: "/", Cwd: "/"}, HostUID: hostUID}
+		Home: "/", Cwd: "/", Capabilities: slices.Clone(nobodyCaps)}, HostUID: hostUID}
 }
 
 // Peer is what a transport knows about who is on the other end: its

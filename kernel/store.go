@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
@@ -47,6 +49,7 @@ type Store struct {
 	ckpt     *sql.DB
 	dirty    atomic.Bool
 	ckptDone chan struct{}
+	wal      string // the WAL file's path
 
 	migMu sync.Mutex
 }
@@ -73,12 +76,12 @@ func OpenStore(path string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	dsn := func(ro bool) string {
+	dsn := func(ro bool, busyMs int) string {
 		q := url.Values{}
 		for _, p := range []string{
 			"journal_mode(WAL)",
 			"synchronous(NORMAL)", // WAL+NORMAL: a process crash loses no commit
-			"busy_timeout(10000)",
+			fmt.Sprintf("busy_timeout(%d)", busyMs),
 			"foreign_keys(ON)",
 		} {
 			q.Add("_pragma", p)
@@ -86,13 +89,16 @@ func OpenStore(path string) (*Store, error) {
 		q.Set("_txlock", "immediate")
 		if !ro {
 			q.Add("_pragma", "wal_autocheckpoint(0)") // the checkpointer's work
+			// A WAL that a burst grew is cut back to this when it
+			// starts over (after a complete checkpoint).
+			q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walKeep))
 		}
 		if ro {
 			q.Add("_pragma", "query_only(ON)")
 		}
 		return "file:" + abs + "?" + q.Encode()
 	}
-	w, err := sql.Open("sqlite", dsn(false))
+	w, err := sql.Open("sqlite", dsn(false, 10000))
 	if err != nil {
 		return nil, err
 	}
@@ -103,21 +109,24 @@ func OpenStore(path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	r, err := sql.Open("sqlite", dsn(true))
+	r, err := sql.Open("sqlite", dsn(true, 10000))
 	if err != nil {
 		w.Close()
 		return nil, err
 	}
 	r.SetMaxOpenConns(ReadPool)
 	r.SetMaxIdleConns(ReadPool)
-	ck, err := sql.Open("sqlite", dsn(false))
+	// The checkpointer waits briefly: a TRUNCATE checkpoint holds the
+	// writer's lock while it waits for readers, and writes must not
+	// queue behind it.
+	ck, err := sql.Open("sqlite", dsn(false, 100))
 	if err != nil {
 		w.Close()
 		r.Close()
 		return nil, err
 	}
 	ck.SetMaxOpenConns(1)
-	s := &Store{R: r, w: w, ckpt: ck, writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), done: make(chan struct{}), ckptDone: make(chan struct{})}
+	s := &Store{R: r, w: w, ckpt: ck, wal: abs + "-wal", writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), done: make(chan struct{}), ckptDone: make(chan struct{})}
 	s.rstmts.db, s.wstmts.db = r, w
 	go s.committer()
 	go s.checkpointer()
@@ -217,8 +226,27 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return ctx.Err()
 	}
 	s.mu.RUnlock()
-	return <-req.done
+	return diskFull(<-req.done)
 }
+
+// diskFull returns err, made an ENOSPC too when it is SQLite's "database
+// or disk is full" (SQLITE_FULL): a write it fails then answers ENOSPC
+// over FUSE, not EIO, and keeps SQLite's message.
+func diskFull(err error) error {
+	var se interface{ Code() int }
+	if errors.As(err, &se) && se.Code()&0xff == sqliteFull {
+		return fullError{err}
+	}
+	return err
+}
+
+// sqliteFull is SQLITE_FULL, the primary result code of a full disk.
+const sqliteFull = 13
+
+// fullError is a store error that is also syscall.ENOSPC.
+type fullError struct{ error }
+
+func (e fullError) Unwrap() []error { return []error{e.error, syscall.ENOSPC} }
 
 // Exec runs one statement in a write transaction (see Tx).
 func (s *Store) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
@@ -280,19 +308,37 @@ func (s *Store) committer() {
 // database when there were commits.
 const checkpointEvery = 200 * time.Millisecond
 
+// walKeep is the size the WAL may keep between bursts: when it is larger
+// and no commit came for a checkpointEvery, the checkpointer truncates it
+// (and the writer cuts it back to this when it starts over:
+// journal_size_limit). A passive checkpoint folds the WAL in but never
+// shrinks the file: a burst of writes (a storm of runs) would otherwise
+// leave its size on disk for good.
+const walKeep = 4 << 20
+
 // checkpointer folds the WAL into the database (PRAGMA
 // wal_checkpoint(PASSIVE): it waits for no reader nor the writer) every
 // checkpointEvery when there were commits, so that no commit pays a
-// checkpoint's writes and fsync; at Close, once the committer has ended,
-// it checkpoints what is left.
+// checkpoint's writes and fsync. When a tick finds no commit and a WAL
+// over walKeep (a burst has passed), it truncates the WAL (PRAGMA
+// wal_checkpoint(TRUNCATE), which waits at most 100 ms for readers and
+// is tried again at an idle tick a second later if they held it). At Close, once
+// the committer has ended, it checkpoints what is left.
 func (s *Store) checkpointer() {
 	defer close(s.ckptDone)
 	tick := time.NewTicker(checkpointEvery)
 	defer tick.Stop()
+	var tried time.Time // the last truncation that readers held off
 	run := func() {
 		if s.dirty.Swap(false) {
 			if _, err := s.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
 				s.dirty.Store(true)
+			}
+			return
+		}
+		if fi, err := os.Stat(s.wal); err == nil && fi.Size() > walKeep && time.Since(tried) > time.Second {
+			if !s.truncateWAL(fi.Size()) {
+				tried = time.Now() // a long reader: try again in a second, not every tick
 			}
 		}
 	}
@@ -305,6 +351,22 @@ func (s *Store) checkpointer() {
 			return
 		}
 	}
+}
+
+// truncateWAL checkpoints the whole WAL and truncates it to nothing,
+// unless a reader or the writer holds it: then it reports false, and an
+// idle tick a second later tries again. size is the WAL's size before.
+func (s *Store) truncateWAL(size int64) bool {
+	var busy, frames, done int
+	if err := s.ckpt.QueryRow(`PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil {
+		slog.Debug("store: truncating the WAL", "err", err)
+		return false
+	}
+	if busy != 0 {
+		return false
+	}
+	slog.Debug("store: the WAL is truncated after a burst", "was", size)
+	return true
 }
 
 // commit runs batch in one transaction and answers each request. If the
@@ -433,6 +495,12 @@ var kernelMigrations = []string{
 	// The users group may run CodeMode blocks (codemode.run); a new
 	// state gets it from userCaps.
 	`INSERT OR IGNORE INTO group_caps(gid,cap) SELECT 100,'codemode.*' WHERE EXISTS (SELECT 1 FROM groups WHERE gid=100)`,
+	// The users group may remove their own config keys
+	// (sys.config.unset); a new state gets it from userCaps.
+	`INSERT OR IGNORE INTO group_caps(gid,cap) SELECT 100,'sys.config.unset' WHERE EXISTS (SELECT 1 FROM groups WHERE gid=100)`,
+	// The users group may list the syscalls it may make
+	// (sys.syscall.list); a new state gets it from userCaps.
+	`INSERT OR IGNORE INTO group_caps(gid,cap) SELECT 100,'sys.syscall.list' WHERE EXISTS (SELECT 1 FROM groups WHERE gid=100)`,
 }
 
 // maxCachedStmts bounds each statement cache; queries beyond it run

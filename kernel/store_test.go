@@ -5,9 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func openTestStore(t *testing.T) (*Store, string) {
@@ -186,5 +189,46 @@ func TestGroupCommitLostTransaction(t *testing.T) {
 	}
 	if errs[150] == nil || ok < 1 {
 		t.Fatalf("tx 150: %v; %d committed", errs[150], ok)
+	}
+}
+
+// TestWALTruncatedAfterBurst: a burst of writes grows the WAL (passive
+// checkpoints fold it in but never shrink the file); once the writes
+// stop, the checkpointer truncates it, so the burst does not keep its
+// size on disk.
+func TestWALTruncatedAfterBurst(t *testing.T) {
+	s, path := openTestStore(t)
+	row := strings.Repeat("x", 1024)
+	err := s.Tx(context.Background(), func(tx *sql.Tx) error {
+		for i := range 20_000 {
+			if _, err := tx.Exec(`INSERT INTO t(k,v) VALUES(?,?)`, i, row); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	walSize := func() int64 {
+		fi, err := os.Stat(path + "-wal")
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	if n := walSize(); n <= walKeep {
+		t.Fatalf("the burst left a WAL of %d bytes: not a burst", n)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for walSize() > walKeep {
+		if time.Now().After(deadline) {
+			t.Fatalf("the WAL is still %d bytes after the burst", walSize())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var n int
+	if err := s.R.QueryRow(`SELECT count(*) FROM t`).Scan(&n); err != nil || n != 20_000 {
+		t.Fatalf("after the truncation: %d rows, %v", n, err)
 	}
 }

@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"strings"
 	"testing"
 	"time"
@@ -220,5 +221,51 @@ func TestAuthenticateNode(t *testing.T) {
 	}
 	if _, err := k.AuthenticateNode(ctx, node.Token, "laptop"); abi.Code(err) != 403 {
 		t.Fatalf("a revoked node token: %v", err)
+	}
+}
+
+// TestNobodyIsAStranger: a host uid with no GSV account gets the others'
+// read and search bits of every file, whoever owns it, and never write;
+// its capabilities are the reads behind such files, nothing that writes
+// or runs (issue 20, item 19).
+func TestNobodyIsAStranger(t *testing.T) {
+	k, _, _, _ := newKernel(t)
+	n, err := k.Authenticate(context.Background(), Peer{Transport: "fuse", HostUID: 4242})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		uid, gid uint32
+		mode     fs.FileMode
+		want     uint32
+		ok       bool
+	}{
+		{0, 0, 0o444, 4, true},          // /etc/passwd
+		{0, 0, 0o440, 4, false},         // a group's file
+		{1000, 100, 0o644, 4, true},     // a world-readable file
+		{1000, 100, 0o644, 2, false},    // written by nobody
+		{1000, 100, 0o666, 2, false},    // even a world-writable one
+		{0, 0, 0o666, 6, false},         // /sys/config/ctl, read-write
+		{1000, 100, 0o755, 1, true},     // a home, searched
+		{1000, 100, 0o777, 3, false},    // created in
+		{1000, 100, 0o600, 4, false},    // another's private file
+		{65534, 65534, 0o600, 4, false}, // owned by uid 65534: nobody is no owner
+		{65534, 65534, 0o060, 4, false}, // nor of gid 65534's group
+	} {
+		if got := n.Allowed(c.uid, c.gid, c.mode, c.want); got != c.ok {
+			t.Errorf("nobody: Allowed(%d, %d, %v, %d) = %v, want %v", c.uid, c.gid, c.mode, c.want, got, c.ok)
+		}
+	}
+	for _, name := range []string{"sys.user.list", "sys.group.list", "fs.stat", "fs.readdir", "fs.open", "fs.pread", "fs.readlink", "fs.statfs"} {
+		if !n.Can(name) {
+			t.Errorf("nobody may not %s", name)
+		}
+	}
+	for _, name := range []string{"sys.whoami", "sys.config.get", "sys.config.set", "sys.events", "fs.read", "fs.write", "fs.create",
+		"fs.pwrite", "fs.mkdir", "fs.remove", "fs.rename", "fs.setattr", "fs.symlink", "fs.link", "fs.ftruncate", "fs.openread",
+		"fs.readraw", "shell.exec", "process.session.open", "proc.spawn", "proc.list", "sched.add", "codemode.run", "sys.token.create"} {
+		if n.Can(name) {
+			t.Errorf("nobody may %s", name)
+		}
 	}
 }

@@ -113,6 +113,7 @@ func (c *conn) attach(r *request, m *proto.TAttach) (proto.FCall, error) {
 	nf.qid = q
 	c.publishFid(nf)
 	c.authed.Store(true)
+	TicketOf(c.nc).Authenticated()
 	ok = true
 	return &proto.RAttach{Header: hdr(r, proto.Rattach), Qid: q}, nil
 }

@@ -113,16 +113,17 @@ func (s *Server) forgetLocked(p *principal) {
 	}
 }
 
-// acquireConn counts a new connection against the principal called name.
-// With connRefuse the connection is counted as refused (release it with
-// releaseConn(p, true)); with connDrop it is not counted at all.
-func (s *Server) acquireConn(name string) (*principal, connVerdict) {
+// acquireConn counts a new connection against the principal called name,
+// held to MaxConns if capped. With connRefuse the connection is counted
+// as refused (release it with releaseConn(p, true)); with connDrop it is
+// not counted at all.
+func (s *Server) acquireConn(name string, capped bool) (*principal, connVerdict) {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	p := s.principalLocked(name)
 	max := s.maxConns()
 	switch {
-	case max < 0 || p.conns < max:
+	case !capped || max < 0 || p.conns < max:
 		p.conns++
 		return p, connOK
 	case p.refused < refuseSlack:

@@ -5,8 +5,10 @@ package ninep
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"os/user"
 	"path"
@@ -44,10 +46,30 @@ type RemoteOptions struct {
 	Access func(ctx context.Context, cred vfs.Cred, want vfs.Want) error
 	// Owner, if not nil, is shown as the owner of every node. Nil shows
 	// the 9P stat's uid and gid names, and as numbers those names' host
-	// uid and gid (a decimal name is its own number; an unknown name is
-	// 65534, nobody).
+	// uid and gid (a decimal name is its own number; an unknown name, or
+	// one over MaxNameLen bytes, is 65534, nobody).
 	Owner *RemoteOwner
+	// Lost, if not nil, is closed when the connection of fsys ends (its
+	// owner saw it end): every call in flight and every later one fails
+	// at once with EIO, as when a call of the tree sees the end itself.
+	// The tree watches it until it closes, so it must close.
+	Lost <-chan struct{}
+	// OneLineNames refuses names with a control character (a newline, a
+	// tab, ...) in a listing or a lookup, besides the names every
+	// RemoteDir refuses (see RemoteDir): a device's names are one line of
+	// text.
+	OneLineNames bool
 }
+
+// MaxNameLen is the longest name a RemoteDir takes from a server or
+// looks up (NAME_MAX).
+const MaxNameLen = 255
+
+// MaxListing is the most bytes of stats a RemoteDir reads for one
+// listing of a directory (about 150,000 entries of names of 20 bytes): a
+// longer listing fails with EFBIG, so that a server cannot make the
+// client hold an endless listing.
+const MaxListing = 16 << 20
 
 // RemoteChunk is the payload of one Tread a RemoteDir asks for when it
 // splits a large read: the iounit of a session with this package's largest
@@ -70,6 +92,10 @@ const RemoteReadAhead = 16
 // the directory's listing and voids every listing, listing read ahead and
 // cached Attr; a change made on the server itself shows within readdirTTL.
 const readdirTTL = time.Second
+
+// maxIDs bounds how many user and group names a RemoteDir remembers the
+// host ids of.
+const maxIDs = 4096
 
 // maxListings bounds how many directories' listings a RemoteDir keeps for
 // Lookup at once (each for readdirTTL at most).
@@ -120,8 +146,9 @@ const nonblockWait = 50 * time.Millisecond
 // stream file, or an empty one) is read with one Tread per Read, in turn:
 // a short read there is not the end of the file.
 //
-// Rerror texts become errors with the same text and an errno guessed from
-// it (RemoteErrno). When the connection fails every call in flight and
+// Rerror texts become errors with the same text (one line: control
+// characters become spaces; at most 1 KiB) and an errno guessed from it
+// (RemoteErrno). When the connection fails every call in flight and
 // every later call fails at once with EIO.
 //
 // Cancellation: the 9fans client cannot flush a request, so when ctx ends
@@ -130,9 +157,58 @@ const nonblockWait = 50 * time.Millisecond
 // abandoned so keeps its Tread: the next Read of the handle at the same
 // offset is answered with what it brings, so a stream loses no record to
 // an interrupted read.
+//
+// Names: a listing that holds a name that is empty, has a '/' or a NUL,
+// or is longer than MaxNameLen bytes (or, with OneLineNames, has a
+// control character) fails with EIO naming it, as Linux fails a FUSE
+// listing with such a name; "." and ".." are left out. Such a name is
+// never looked up (ENOENT; ENAMETOOLONG over MaxNameLen) nor made
+// (EINVAL). A listing of more than MaxListing bytes of stats fails with
+// EFBIG. A length over the largest int64 is shown as the largest int64;
+// no length is trusted to size a buffer (a read asks for what its reader
+// asked for).
 func RemoteDir(fsys *client.Fsys, dir string, opts RemoteOptions) vfs.Dir {
 	r := &remote{fsys: fsys, opts: opts, dead: make(chan struct{}), aheadSlots: make(chan struct{}, readAheadInflight)}
+	if opts.Lost != nil {
+		go func() {
+			<-opts.Lost
+			r.kill(errors.New("the connection ended"))
+		}()
+	}
 	return &remoteDir{remoteNode{r: r, path: strings.Trim(path.Clean("/"+dir), "/")}}
+}
+
+// nameErr reports whether name may be a name of the tree: nil, or the
+// error a lookup or a creation of it returns (ENAMETOOLONG over
+// MaxNameLen, else ENOENT for a lookup and EINVAL for a creation).
+func (r *remote) nameErr(name string, create bool) error {
+	switch {
+	case len(name) > MaxNameLen:
+		return vfs.Errorf(syscall.ENAMETOOLONG, fmt.Sprintf("name longer than %d bytes", MaxNameLen))
+	case !r.goodName(name):
+		if create {
+			return vfs.Errorf(syscall.EINVAL, "bad file name")
+		}
+		return vfs.ErrNotExist
+	}
+	return nil
+}
+
+// goodName reports whether name is a name a listing may hold: not empty,
+// ".", or "..", no '/' or NUL, at most MaxNameLen bytes, and with
+// OneLineNames no control character.
+func (r *remote) goodName(name string) bool {
+	if name == "" || name == "." || name == ".." || len(name) > MaxNameLen || strings.ContainsAny(name, "/\x00") {
+		return false
+	}
+	if r.opts.OneLineNames {
+		for _, c := range name {
+			if c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 var (
@@ -159,7 +235,8 @@ type remote struct {
 	deadOnce sync.Once
 	deadErr  error // set before dead is closed
 
-	ids sync.Map // "u:name" or "g:name" -> uint32
+	ids  sync.Map     // "u:name" or "g:name" -> uint32
+	nids atomic.Int64 // names looked up for ids: at most maxIDs are kept
 
 	// listings holds the attributes of the last listing of each
 	// directory (by path) while it is fresh, for LookupAttr.
@@ -281,15 +358,24 @@ func (r *remote) kill(cause error) {
 }
 
 // connErr reports whether err, returned by the 9fans client, is a failure
-// of the connection rather than an Rerror or a refusal of the client's own.
+// of the connection rather than an Rerror or a refusal of the client's own
+// (or of the tree's: a refusal).
 func connErr(err error) bool {
 	if err == nil {
 		return false
 	}
 	var ce client.Error
 	var pe plan9.ProtocolError
-	return !errors.As(err, &ce) && !errors.As(err, &pe)
+	var rf refusal
+	return !errors.As(err, &ce) && !errors.As(err, &pe) && !errors.As(err, &rf)
 }
+
+// refusal is an answer of the server that the tree refuses (a listing too
+// long): the call's error, not the connection's.
+type refusal struct{ err error }
+
+func (e refusal) Error() string { return e.err.Error() }
+func (e refusal) Unwrap() error { return e.err }
 
 // result is what one client call returned.
 type result[T any] struct {
@@ -345,13 +431,36 @@ func (r *remote) mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
+	var rf refusal
+	if errors.As(err, &rf) {
+		return rf.err
+	}
 	if connErr(err) {
 		if lerr := r.lost(); lerr != nil {
 			return lerr
 		}
 		return vfs.Errorf(syscall.EIO, err.Error())
 	}
-	return vfs.Errorf(RemoteErrno(err.Error()), err.Error())
+	text := errText(err.Error())
+	return vfs.Errorf(RemoteErrno(text), text)
+}
+
+// maxErrText bounds the text of a server's Rerror as the tree reports it.
+const maxErrText = 1024
+
+// errText is an Rerror's text as the tree reports it: one line (control
+// characters become spaces) of at most maxErrText bytes.
+func errText(s string) string {
+	s = strings.Map(func(c rune) rune {
+		if c < 0x20 || c == 0x7f {
+			return ' '
+		}
+		return c
+	}, s)
+	if len(s) > maxErrText {
+		s = strings.ToValidUTF8(s[:maxErrText-3], "") + "..."
+	}
+	return s
 }
 
 // remoteErrnos maps words of Rerror texts to errnos, most specific first.
@@ -418,7 +527,7 @@ func (r *remote) attr(d *plan9.Dir) vfs.Attr {
 	a := vfs.Attr{
 		Ino:   d.Qid.Path,
 		Mode:  fs.FileMode(d.Mode & 0o777),
-		Size:  int64(d.Length),
+		Size:  int64(min(d.Length, math.MaxInt64)),
 		Mtime: time.Unix(int64(d.Mtime), 0),
 	}
 	switch {
@@ -444,6 +553,9 @@ func (r *remote) attr(d *plan9.Dir) vfs.Attr {
 // id returns the host uid (kind "u") or gid ("g") of a 9P user or group
 // name, remembered once found.
 func (r *remote) id(kind, name string) uint32 {
+	if len(name) > MaxNameLen {
+		return 65534
+	}
 	if v, ok := r.ids.Load(kind + ":" + name); ok {
 		return v.(uint32)
 	}
@@ -461,7 +573,9 @@ func (r *remote) id(kind, name string) uint32 {
 			id = uint32(n)
 		}
 	}
-	r.ids.Store(kind+":"+name, id)
+	if r.nids.Add(1) <= maxIDs {
+		r.ids.Store(kind+":"+name, id)
+	}
 	return id
 }
 
@@ -583,8 +697,8 @@ func (d *remoteDir) LookupAttr(ctx context.Context, cred vfs.Cred, name string) 
 	if err := d.r.access(ctx, cred, vfs.WantExec); err != nil {
 		return nil, vfs.Attr{}, err
 	}
-	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
-		return nil, vfs.Attr{}, vfs.ErrNotExist
+	if err := d.r.nameErr(name, false); err != nil {
+		return nil, vfs.Attr{}, err
 	}
 	p := d.child(name)
 	if c, ok := d.r.listed(d.path, name); ok {
@@ -627,8 +741,15 @@ func (d *remoteDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry,
 	out := make([]vfs.DirEntry, 0, len(got.dirs))
 	l := &listing{until: until, changes: got.changes, attrs: make(map[string]vfs.Attr, len(got.dirs)), dirAt: map[string]int{}}
 	for _, di := range got.dirs {
-		if di.Name == "" || di.Name == "." || di.Name == ".." || strings.Contains(di.Name, "/") {
+		if di.Name == "." || di.Name == ".." {
 			continue
+		}
+		if !d.r.goodName(di.Name) {
+			name := di.Name
+			if len(name) > MaxNameLen+1 {
+				name = name[:MaxNameLen+1] + "..."
+			}
+			return nil, vfs.Errorf(syscall.EIO, fmt.Sprintf("/%s: the server listed a bad name %q: refused", d.path, name))
 		}
 		a := d.r.attr(di)
 		l.attrs[di.Name] = a
@@ -664,10 +785,14 @@ func (r *remote) readList(ctx context.Context, p string) ([]*plan9.Dir, error) {
 		defer dirBufs.Put(bp)
 		buf := *bp
 		var dirs []*plan9.Dir
+		total := 0
 		for {
 			n, err := fid.Read(buf)
 			if err == io.EOF {
 				break
+			}
+			if total += n; err == nil && total > MaxListing {
+				err = refusal{vfs.Errorf(syscall.EFBIG, fmt.Sprintf("/%s: a listing of more than %d bytes: refused", p, MaxListing))}
 			}
 			if err == nil {
 				dirs, err = unpackDirs(dirs, buf[:n])
@@ -836,8 +961,8 @@ func (d *remoteDir) Create(ctx context.Context, cred vfs.Cred, name string, flag
 	if err := d.r.access(ctx, cred, vfs.WantWrite); err != nil {
 		return nil, nil, err
 	}
-	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
-		return nil, nil, vfs.Errorf(syscall.EINVAL, "bad file name")
+	if err := d.r.nameErr(name, true); err != nil {
+		return nil, nil, err
 	}
 	p := d.child(name)
 	d.r.forget(d.path)
@@ -865,8 +990,8 @@ func (d *remoteDir) Mkdir(ctx context.Context, cred vfs.Cred, name string, perm 
 	if err := d.r.access(ctx, cred, vfs.WantWrite); err != nil {
 		return nil, err
 	}
-	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
-		return nil, vfs.Errorf(syscall.EINVAL, "bad file name")
+	if err := d.r.nameErr(name, true); err != nil {
+		return nil, err
 	}
 	p := d.child(name)
 	d.r.forget(d.path)
@@ -910,6 +1035,9 @@ func (d *remoteDir) Rename(ctx context.Context, cred vfs.Cred, name string, newD
 	}
 	if name == newName {
 		return nil
+	}
+	if err := d.r.nameErr(newName, true); err != nil {
+		return err
 	}
 	p := d.child(name)
 	d.r.forget(d.path)

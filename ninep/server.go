@@ -44,6 +44,11 @@
 // requests, and a fid it clunks is always gone. Limits are per principal,
 // so one at its caps takes nothing from another.
 //
+// A connection that a Gate holds (see Gate.Listen) is bounded by the gate
+// until its first successful Tattach, and its address is not held to
+// MaxConns meanwhile: the gate closes the oldest unauthenticated
+// connection rather than refuse the newest.
+//
 // # Framing
 //
 // Messages are decoded with github.com/knusbaum/go9p/proto, whose parser is
@@ -241,6 +246,11 @@ var (
 // when the peer hung up, ctx.Err() when ctx ended, and otherwise the error
 // that ended the connection.
 //
+// A connection that holds a Gate's ticket (TicketOf; see Gate.Listen)
+// leaves the gate at its first successful Tattach, and its peer address
+// is not held to MaxConns: the gate bounds the connections that have not
+// attached.
+//
 // A connection over Server.MaxConns for its principal is served only to
 // tell the client why: Tversion is answered, then the first other request
 // gets the Rerror "too many connections for uid 1001" and the connection
@@ -248,7 +258,10 @@ var (
 // that error.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn, peer vfs.Peer) error {
 	name := peerPrincipal(peer, c)
-	p, verdict := s.acquireConn(name)
+	// A connection a Gate holds is bounded by the gate until it attaches
+	// (its address's connections are evicted oldest first, never refused).
+	gated := peer.HostUID < 0 && TicketOf(c) != nil
+	p, verdict := s.acquireConn(name, !gated)
 	if verdict == connDrop {
 		c.Close()
 		s.logger().Debug("9p connection dropped", "principal", name, "err", "over the connection cap")
@@ -306,7 +319,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, peerOf func(net.Conn
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if !transientAcceptError(err) {
+			if !TransientAcceptError(err) {
 				return err
 			}
 			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
@@ -328,12 +341,17 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, peerOf func(net.Conn
 	}
 }
 
-func transientAcceptError(err error) bool {
+// TransientAcceptError reports whether an error of a listener's Accept
+// passes: a timeout, running out of descriptors or memory (EMFILE,
+// ENFILE, ENOBUFS, ENOMEM), or a connection aborted before it was
+// accepted. A listener that meets one pauses and accepts again.
+func TransientAcceptError(err error) bool {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		return true
 	}
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) ||
 		errors.Is(err, syscall.ECONNABORTED)
 }
 

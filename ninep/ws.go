@@ -33,7 +33,10 @@ func ListenWS(l net.Listener) net.Listener {
 	w := &wsListener{l: l, conns: make(chan net.Conn), done: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc(WSPath, w.upgrade)
-	w.srv = &http.Server{Handler: mux, ReadHeaderTimeout: wsHandshakeTimeout}
+	w.srv = &http.Server{Handler: mux, ReadHeaderTimeout: wsHandshakeTimeout,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, wsRawConn{}, c)
+		}}
 	go func() {
 		err := w.srv.Serve(l)
 		w.once.Do(func() {
@@ -60,13 +63,29 @@ func (w *wsListener) upgrade(rw http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // Accept has answered the request
 	}
-	nc := websocket.NetConn(context.Background(), c, websocket.MessageBinary)
+	var nc net.Conn = websocket.NetConn(context.Background(), c, websocket.MessageBinary)
+	if raw, ok := r.Context().Value(wsRawConn{}).(net.Conn); ok {
+		nc = &wsConn{Conn: nc, raw: raw}
+	}
 	select {
 	case w.conns <- nc:
 	case <-w.done:
 		nc.Close()
 	}
 }
+
+// wsRawConn is the context key of the connection an HTTP request came on.
+type wsRawConn struct{}
+
+// wsConn is an upgraded connection, which holds the gate's ticket of the
+// connection it came on (see Gate.Listen).
+type wsConn struct {
+	net.Conn
+	raw net.Conn
+}
+
+// PreAuth returns the ticket of the connection the upgrade came on.
+func (c *wsConn) PreAuth() *Ticket { return TicketOf(c.raw) }
 
 // Accept returns the next WebSocket connection.
 func (w *wsListener) Accept() (net.Conn, error) {

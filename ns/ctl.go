@@ -3,6 +3,7 @@ package ns
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -23,10 +24,18 @@ type CtlLine struct {
 	Opts  map[string]string
 	Rest  string
 	JSON  json.RawMessage
-	// read records the options a verb read (Opt, LookupOpt); it is shared
-	// by copies of the line.
-	read map[string]bool
+	// read records how a verb used each option (readLooked: Opt,
+	// LookupOpt; readText: Text); it is shared by copies of the line.
+	read map[string]uint8
+	// dup lists the options given more than once, in order.
+	dup []string
 }
+
+// How a verb used an option (CtlLine.read).
+const (
+	readLooked uint8 = 1 << iota // the verb asked for it by name
+	readText                     // the verb took the line as text
+)
 
 // Opt returns the value of the option key ("" if absent) and records that
 // the verb knows it.
@@ -39,17 +48,26 @@ func (l CtlLine) Opt(key string) string {
 // it, and records that the verb knows it.
 func (l CtlLine) LookupOpt(key string) (string, bool) {
 	if l.read != nil {
-		l.read[key] = true
+		l.read[key] |= readLooked
 	}
 	v, ok := l.Opts[key]
 	return v, ok
 }
 
-// unusedOpt returns a 400 naming an option the verb did not read, if any.
-func (l CtlLine) unusedOpt() error {
+// checkOpts returns a 400 naming an option the verb did not read, or one
+// it asked for by name that the line gives more than once (network=full
+// network=none: which one?), if any. Options of a verb that takes its
+// line as text (Text) and never asks for them are words of that text,
+// repeated or not.
+func (l CtlLine) checkOpts() error {
+	for _, k := range l.dup {
+		if l.read[k]&readLooked != 0 {
+			return abi.E(abi.Invalid, fmt.Sprintf("option %q is given more than once", k))
+		}
+	}
 	first := "" // the first in sort order, so that the error is stable
 	for k := range l.Opts {
-		if !l.read[k] && (first == "" || k < first) {
+		if l.read[k] == 0 && (first == "" || k < first) {
 			first = k
 		}
 	}
@@ -64,9 +82,23 @@ func (l CtlLine) unusedOpt() error {
 // options count as known.
 func (l CtlLine) Text() string {
 	for k := range l.Opts {
-		l.read[k] = true
+		l.read[k] |= readText
 	}
 	return l.Rest
+}
+
+// Args checks the number of words of a line without JSON args: from min
+// to max (max < 0: no bound), else a 400 "usage: " and usage. A verb
+// that takes no words checks Args(0, 0, usage), so that "stop now" is
+// refused as "stop x=1" is, never run as "stop".
+func (l CtlLine) Args(min, max int, usage string) error {
+	if l.JSON != nil {
+		return nil
+	}
+	if n := len(l.Words); n < min || (max >= 0 && n > max) {
+		return abi.E(abi.Invalid, "usage: "+usage)
+	}
+	return nil
 }
 
 // ParseCtl parses one ctl line (a trailing newline is allowed).
@@ -105,7 +137,10 @@ func ParseCtl(line string) (CtlLine, error) {
 		if k, v, ok := strings.Cut(w.text, "="); ok && w.keyed && validOptKey(k) {
 			if l.Opts == nil {
 				l.Opts = map[string]string{}
-				l.read = map[string]bool{}
+				l.read = map[string]uint8{}
+			}
+			if _, again := l.Opts[k]; again && !slices.Contains(l.dup, k) {
+				l.dup = append(l.dup, k)
 			}
 			l.Opts[k] = v
 			continue

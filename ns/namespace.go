@@ -146,7 +146,7 @@ func (s *Space) CtlShow(dir string, meta *Meta, verbs map[string]CtlVerb, show f
 		}
 		call, args, err := v(l)
 		if err == nil {
-			err = l.unusedOpt()
+			err = l.checkOpts()
 		}
 		if err != nil {
 			if call != "" {
@@ -243,7 +243,17 @@ func (s *Space) configDir(prefix string) vfs.Dir {
 			v, _ := json.Marshal(val)
 			return "sys.config.set", &abi.ConfigSetArgs{Key: key, Value: v}, nil
 		}
-		ctl = s.Ctl(path, RootMeta(path+"/ctl", 0o666), map[string]CtlVerb{"set": set, "": set})
+		unset := func(l CtlLine) (string, any, error) {
+			a := &abi.ConfigUnsetArgs{}
+			if err := l.Args(1, 1, "unset <key>"); err != nil {
+				return "", nil, err
+			}
+			if l.JSON == nil {
+				a.Key = l.Words[0]
+			}
+			return "sys.config.unset", a, nil
+		}
+		ctl = s.Ctl(path, RootMeta(path+"/ctl", 0o666), map[string]CtlVerb{"set": set, "": set, "unset": unset})
 		errv = s.ErrView(path)
 	}
 	return &vfs.FuncDir{Meta: RootMeta(path, fs.ModeDir|0o555),

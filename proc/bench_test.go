@@ -141,6 +141,7 @@ func newBenchEnvOpts(b *testing.B, opts Options) *benchEnv {
 func (e *benchEnv) close() {
 	if !e.closed {
 		e.closed = true
+		e.m.space.Close() // the rooms: their goroutines, sandboxes and mounts
 		e.k.Close()
 	}
 }

@@ -27,7 +27,8 @@ const codeModeMaxWall = 10 * time.Minute
 
 // sysCodeModeRun serves codemode.run: a person runs a block as one of
 // their processes (default their init). Its nested calls are syscalls
-// made as that process (its identity, cwd and pid), with the args'
+// made as that process (its identity, cwd and pid, and the process
+// capability of the token the person attached with), with the args'
 // target and cwd as the defaults of calls that name none. They ask no
 // human: the caller is the person who would be asked, and may make each
 // call directly.
@@ -40,6 +41,10 @@ func (m *Manager) sysCodeModeRun(ctx context.Context, c *kernel.Caller, a *abi.C
 	if err != nil {
 		return nil, err
 	}
+	// The block's calls are the person's: they carry the process
+	// capability of the token the person attached with, so a narrowed
+	// token binds a block's shell as it binds the person's own calls.
+	caller.Identity.Process = c.Identity.Process
 	if a.Cwd != "" && (a.Target == "" || a.Target == "gsv") {
 		caller.Cwd = a.Cwd
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -140,6 +141,9 @@ func checkBudget(b *abi.RunBudget) error {
 	if b == nil {
 		return nil
 	}
+	if err := abi.Finite("budget.usd", b.USD); err != nil {
+		return err
+	}
 	if b.USD < 0 || b.Tokens < 0 || b.Turns < 0 || b.TimeMs < 0 {
 		return abi.E(abi.Invalid, "budget: a limit may not be negative")
 	}
@@ -151,30 +155,30 @@ func checkBudget(b *abi.RunBudget) error {
 	return nil
 }
 
-// sysRunControl serves proc.run.control: it changes a process's run
-// settings; stop asks its run to park at its next checkpoint and stay
-// parked (with wait, it returns once parked, or when the caller goes);
-// start ends a stop, and a parked run continues.
-func (m *Manager) sysRunControl(ctx context.Context, c *kernel.Caller, a *abi.RunControlArgs) (*abi.RunInfo, error) {
-	p, err := m.lookup(ctx, c, a.Pid)
-	if err != nil {
-		return nil, err
-	}
+// maxGraceMs bounds a process's grace and its check-in time: a day.
+const maxGraceMs = 24 * 3600 * 1000
+
+// checkRunControl checks the values of a proc.run.control before any of
+// them changes anything.
+func checkRunControl(a *abi.RunControlArgs) error {
 	if err := checkBudget(a.Budget); err != nil {
-		return nil, err
+		return err
 	}
-	if a.GraceMs != nil && (*a.GraceMs < 0 || *a.GraceMs > 24*3600*1000) {
-		return nil, abi.E(abi.Invalid, "graceMs: 0 to 24 h")
+	if a.GraceMs != nil && (*a.GraceMs < 0 || *a.GraceMs > maxGraceMs) {
+		return abi.E(abi.Invalid, "graceMs: 0 to 24 h")
 	}
-	if a.CheckinMs != nil && *a.CheckinMs < 0 {
-		return nil, abi.E(abi.Invalid, "checkinMs may not be negative")
+	if a.CheckinMs != nil && (*a.CheckinMs < 0 || *a.CheckinMs > maxGraceMs) {
+		return abi.E(abi.Invalid, "checkinMs: 0 to 24 h")
 	}
 	if a.Stop && a.Start {
-		return nil, abi.E(abi.Invalid, "stop or start, not both")
+		return abi.E(abi.Invalid, "stop or start, not both")
 	}
-	pr := m.proc(p.Pid, p.Uid)
-	pr.mu.Lock()
-	ctl := m.controlLocked(ctx, pr)
+	return nil
+}
+
+// applyRunControl changes the settings ctl as a (checked by
+// checkRunControl) says.
+func applyRunControl(ctl *runCtl, a *abi.RunControlArgs) {
 	if a.Supervise != nil {
 		ctl.Supervise = *a.Supervise
 	}
@@ -193,6 +197,23 @@ func (m *Manager) sysRunControl(ctx context.Context, c *kernel.Caller, a *abi.Ru
 	if a.Start {
 		ctl.Stop = false
 	}
+}
+
+// sysRunControl serves proc.run.control: it changes a process's run
+// settings; stop asks its run to park at its next checkpoint and stay
+// parked (with wait, it returns once parked, or when the caller goes);
+// start ends a stop, and a parked run continues.
+func (m *Manager) sysRunControl(ctx context.Context, c *kernel.Caller, a *abi.RunControlArgs) (*abi.RunInfo, error) {
+	p, err := m.lookup(ctx, c, a.Pid)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRunControl(a); err != nil {
+		return nil, err
+	}
+	pr := m.proc(p.Pid, p.Uid)
+	pr.mu.Lock()
+	applyRunControl(m.controlLocked(ctx, pr), a)
 	var parked *abi.RunCheckpoint
 	var r *activeRun
 	if pr.run != nil {
@@ -383,55 +404,9 @@ func (m *Manager) applyEffects(ctx context.Context, pr *process, r *activeRun, e
 			m.log.Warn("proc: an effect that does not decode is skipped", "pid", pr.pid, "err", err)
 			continue
 		}
-		ok := true
-		switch e.Op {
-		case "extend-budget":
-			b := &ctl.Budget
-			if e.USD < 0 || e.Tokens < 0 || e.Turns < 0 || e.TimeMs < 0 {
-				ok = false
-				break
-			}
-			// A limit that is not set stays unlimited.
-			if b.USD > 0 {
-				b.USD += e.USD
-			}
-			if b.Tokens > 0 {
-				b.Tokens += e.Tokens
-			}
-			if b.Turns > 0 {
-				b.Turns += e.Turns
-			}
-			if b.TimeMs > 0 {
-				b.TimeMs += e.TimeMs
-			}
-		case "inject-message":
-			if e.Content == "" || (e.Role != "" && e.Role != "system" && e.Role != "user") {
-				ok = false
-				break
-			}
+		ok := applyEffect(ctl, e)
+		if ok && e.Op == "inject-message" {
 			inject = append(inject, e)
-		case "swap-model":
-			if e.Model == "" || e.Provider != "" {
-				ok = false // a provider follows the owner's config (users/<uid>/ai/provider)
-				break
-			}
-			ctl.Model = e.Model
-		case "set-temperature":
-			if e.Temp == nil || *e.Temp < 0 || *e.Temp > 2 {
-				ok = false
-				break
-			}
-			t := *e.Temp
-			ctl.Temp = &t
-		case "set-tool-cap":
-			if e.N == nil || *e.N < 0 {
-				ok = false
-				break
-			}
-			n := *e.N
-			ctl.ToolCap = &n
-		default:
-			ok = false
 		}
 		if ok {
 			applied = append(applied, e.Op)
@@ -453,6 +428,65 @@ func (m *Manager) applyEffects(ctx context.Context, pr *process, r *activeRun, e
 		}
 	}
 	return applied
+}
+
+// applyEffect applies effect e to the settings ctl (an inject-message
+// only checks: the caller appends its message) and reports whether it
+// applied. An unknown op or a bad value (a negative or non-finite number,
+// a sum that would overflow) changes nothing.
+func applyEffect(ctl *runCtl, e abi.Effect) bool {
+	switch e.Op {
+	case "extend-budget":
+		b := ctl.Budget
+		if !(e.USD >= 0) || math.IsInf(e.USD, 0) || e.Tokens < 0 || e.Turns < 0 || e.TimeMs < 0 {
+			return false
+		}
+		// A limit that is not set stays unlimited; a sum saturates.
+		if b.USD > 0 {
+			if b.USD += e.USD; math.IsInf(b.USD, 0) {
+				return false
+			}
+		}
+		for _, f := range []struct {
+			p *int64
+			d int64
+		}{{&b.Tokens, e.Tokens}, {&b.Turns, e.Turns}, {&b.TimeMs, e.TimeMs}} {
+			if *f.p > 0 {
+				*f.p = satAdd(*f.p, f.d)
+			}
+		}
+		ctl.Budget = b
+	case "inject-message":
+		return e.Content != "" && (e.Role == "" || e.Role == "system" || e.Role == "user")
+	case "swap-model":
+		if e.Model == "" || e.Provider != "" {
+			return false // a provider follows the owner's config (users/<uid>/ai/provider)
+		}
+		ctl.Model = e.Model
+	case "set-temperature":
+		if e.Temp == nil || !(*e.Temp >= 0 && *e.Temp <= 2) { // NaN too
+			return false
+		}
+		t := *e.Temp
+		ctl.Temp = &t
+	case "set-tool-cap":
+		if e.N == nil || *e.N < 0 {
+			return false
+		}
+		n := *e.N
+		ctl.ToolCap = &n
+	default:
+		return false
+	}
+	return true
+}
+
+// satAdd is a+b for non-negative a and b, at most math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // atCheckpoint is checkpoint r.check.seq+1 of run r, before a model call

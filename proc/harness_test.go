@@ -97,12 +97,13 @@ func (h *ptHarness) open() {
 	h.k, h.m = k, m
 }
 
-// close stops the manager's goroutines, then the kernel.
+// close closes the rooms (the manager's goroutines, the devices room),
+// then the kernel.
 func (h *ptHarness) close() {
 	if h.k == nil {
 		return
 	}
-	h.m.Close()
+	h.m.space.Close() // proc, then the devices room (its sandboxes and their scratch mounts)
 	h.k.Close()
 	h.k, h.m = nil, nil
 }

@@ -89,14 +89,16 @@ func (m *Manager) actingProcess(ctx context.Context, c *kernel.Caller, named, fi
 		return nil, err
 	}
 	if p.Uid != c.Uid && !c.IsRoot() {
-		return nil, abi.E(abi.Path(pid), abi.NotExist, "no such process")
+		return nil, noProcess(pid)
 	}
 	return p, nil
 }
 
 // ipcPair returns the source and target of an IPC call by c: both
-// processes, of the same owner (403 otherwise; a target c may not see is
-// a 403 too, as the rule names the owners, not the record).
+// processes, of the same owner. A target of another owner is, for a
+// caller who is not root, the same 404 as a pid that does not exist
+// (otherProcess): its existence is not the caller's to learn; root, who
+// may see every process, gets the 403 of the rule.
 func (m *Manager) ipcPair(ctx context.Context, c *kernel.Caller, sourcePid, targetPid string) (src, tgt *abi.Process, err error) {
 	if targetPid == "" {
 		return nil, nil, abi.E(abi.Invalid, "pid: which process?")
@@ -112,7 +114,7 @@ func (m *Manager) ipcPair(ctx context.Context, c *kernel.Caller, sourcePid, targ
 		return nil, nil, err
 	}
 	if tgt.Uid != src.Uid {
-		return nil, nil, abi.E(abi.Path(targetPid), abi.Permission, "IPC is between processes of the same owner")
+		return nil, nil, m.otherProcess(c, targetPid, "IPC is between processes of the same owner")
 	}
 	return src, tgt, nil
 }
@@ -230,8 +232,12 @@ func (m *Manager) call(ctx context.Context, c *kernel.Caller, src, tgt *abi.Proc
 		}
 		return nil, abi.E(abi.Path(src.Pid), err)
 	}
-	if _, err := m.st.Exec(ctx, `INSERT INTO proc_ipc_calls(call_id,uid,source_pid,source_cid,source_gen,source_run,target_pid,target_cid,target_run,deadline_at,created_at)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?)`, callID, src.Uid, src.Pid, srcCid, srcGen, srcRun, tgt.Pid, orDefault(cid), runID, deadline, t); err != nil {
+	// Recorded "sending": the delivery makes it "pending" in the
+	// transaction that puts the request in the target's conversation, so
+	// a call still "sending" at a start is one whose request never
+	// arrived, whose id its caller never got (resumeCalls).
+	if _, err := m.st.Exec(ctx, `INSERT INTO proc_ipc_calls(call_id,uid,source_pid,source_cid,source_gen,source_run,target_pid,target_cid,target_run,deadline_at,created_at,state)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,'sending')`, callID, src.Uid, src.Pid, srcCid, srcGen, srcRun, tgt.Pid, orDefault(cid), runID, deadline, t); err != nil {
 		return nil, abi.E(abi.Path(callID), err)
 	}
 	pc := pendingCall{id: callID, uid: src.Uid, sourcePid: src.Pid, sourceCid: srcCid, sourceGen: srcGen, sourceRun: srcRun,
@@ -267,7 +273,7 @@ func (m *Manager) sysIpcDeliver(ctx context.Context, c *kernel.Caller, a *abi.Ip
 	ev := Event{Kind: abi.EventProcessMessage, TraceID: a.TraceID, RunID: a.RunID,
 		Source: abi.EventSource{Kind: "process", Uid: a.Source.Uid, Username: a.Source.Username, Pid: a.SourcePid}}
 	if a.Call != nil {
-		ev.Kind = abi.EventProcessCall
+		ev.Kind, ev.callID = abi.EventProcessCall, a.Call.CallID
 		ev.Text = fmt.Sprintf("Call %s from process %s%s, answer by %s. Your final answer in this run goes back to the caller.\n\n%s",
 			a.Call.CallID, a.SourcePid, label, time.UnixMilli(a.Call.DeadlineAt).UTC().Format(time.RFC3339), a.Message)
 	} else {
@@ -358,12 +364,20 @@ func (m *Manager) sysIpcList(ctx context.Context, c *kernel.Caller, a *abi.PidAr
 		if fin.Valid {
 			ic.FinishedAt = &fin.Int64
 		}
+		ic.Reason = callReasons[ic.State]
 		out.Calls = append(out.Calls, ic)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, abi.E(abi.Path(p.Pid), err)
 	}
 	return out, nil
+}
+
+// callReasons say why a call is in a state that needs telling.
+var callReasons = map[string]string{
+	"sending":   "its request is being delivered",
+	"abandoned": "the daemon stopped before its request was delivered: its caller never got its id, and nobody was told",
+	"dropped":   "the caller's conversation was reset or closed, or the run that made the call was aborted: the answer was not delivered",
 }
 
 // arm starts pc's deadline timer and records the run it waits for; false
@@ -439,7 +453,7 @@ func (m *Manager) runEnded(run, status, errText string) {
 func (m *Manager) loadCall(ctx context.Context, id string) (*pendingCall, error) {
 	pc := &pendingCall{id: id}
 	err := m.st.QueryRowContext(ctx, `SELECT uid,source_pid,source_cid,source_gen,source_run,target_pid,coalesce(target_run,''),deadline_at
-		FROM proc_ipc_calls WHERE call_id=? AND state='pending'`, id).
+		FROM proc_ipc_calls WHERE call_id=? AND state IN ('sending','pending')`, id).
 		Scan(&pc.uid, &pc.sourcePid, &pc.sourceCid, &pc.sourceGen, &pc.sourceRun, &pc.targetPid, &pc.targetRun, &pc.deadline)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -513,7 +527,7 @@ func (m *Manager) endCall(ctx context.Context, pc *pendingCall, state string, ev
 	if !deliver {
 		final = "dropped"
 	}
-	res, err := m.st.Exec(ctx, `UPDATE proc_ipc_calls SET state=?, finished_at=? WHERE call_id=? AND state='pending'`, final, now(), pc.id)
+	res, err := m.st.Exec(ctx, `UPDATE proc_ipc_calls SET state=?, finished_at=? WHERE call_id=? AND state IN ('sending','pending')`, final, now(), pc.id)
 	if err != nil {
 		m.log.Error("proc: end an ipc call", "call", pc.id, "err", err)
 		return
@@ -554,9 +568,20 @@ func (m *Manager) finalAnswer(ctx context.Context, pid, run string) (string, err
 	return text, nil
 }
 
-// resumeCalls arms the pending calls again at Start: one whose deadline
-// passed times out now; one whose target run already ended is answered.
+// resumeCalls reconciles the calls at Start. A call still "sending" was
+// recorded but its request never reached the target (the daemon stopped
+// between the two): its caller never got its id, so it ends "abandoned",
+// and nobody is told (no ipc.timeout for an id nobody has). The pending
+// calls are armed again: one whose deadline passed times out now; one
+// whose target run already ended is answered.
 func (m *Manager) resumeCalls(ctx context.Context) error {
+	res, err := m.st.Exec(ctx, `UPDATE proc_ipc_calls SET state='abandoned', finished_at=? WHERE state='sending'`, now())
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		m.log.Info("proc: IPC calls whose request was never delivered are abandoned", "calls", n)
+	}
 	rows, err := m.st.QueryContext(ctx, `SELECT c.call_id,c.uid,c.source_pid,c.source_cid,c.source_gen,c.source_run,c.target_pid,coalesce(c.target_run,''),c.deadline_at,
 		coalesce(r.status,''),coalesce(r.error,'') FROM proc_ipc_calls c LEFT JOIN proc_runs r ON r.run_id=c.target_run WHERE c.state='pending'`)
 	if err != nil {

@@ -33,8 +33,9 @@ type leadLine struct {
 }
 
 // splitLead splits rest into n words, then the options of keys that
-// follow them, then the text.
-func splitLead(rest string, n int, keys ...string) leadLine {
+// follow them, then the text. A leading option given twice is a 400
+// (which one would count?).
+func splitLead(rest string, n int, keys ...string) (leadLine, error) {
 	var out leadLine
 	out.opts = map[string]string{}
 	s := strings.TrimLeft(rest, " \t")
@@ -60,10 +61,13 @@ func splitLead(rest string, n int, keys ...string) leadLine {
 		if !ok || !known {
 			break
 		}
+		if _, again := out.opts[k]; again {
+			return out, abi.E(abi.Invalid, fmt.Sprintf("option %q is given more than once", k))
+		}
 		out.opts[k], s = v, after
 	}
 	out.text = s
-	return out
+	return out, nil
 }
 
 // msOpt parses option key of l as milliseconds or a duration (0 if
@@ -82,7 +86,10 @@ func ipcVerbs(pid string) map[string]ns.CtlVerb {
 		"mail": func(l ns.CtlLine) (string, any, error) {
 			a := &abi.IpcSendArgs{SourcePid: pid}
 			if l.JSON == nil {
-				ll := splitLead(l.Text(), 1)
+				ll, err := splitLead(l.Text(), 1)
+				if err != nil {
+					return "", nil, err
+				}
 				if len(ll.words) < 1 || ll.text == "" {
 					return "", nil, abi.E(abi.Invalid, "usage: mail <pid> <text...>")
 				}
@@ -93,7 +100,10 @@ func ipcVerbs(pid string) map[string]ns.CtlVerb {
 		"call": func(l ns.CtlLine) (string, any, error) {
 			a := &abi.IpcCallArgs{IpcSendArgs: abi.IpcSendArgs{SourcePid: pid}}
 			if l.JSON == nil {
-				ll := splitLead(l.Text(), 1, "timeout")
+				ll, err := splitLead(l.Text(), 1, "timeout")
+				if err != nil {
+					return "", nil, err
+				}
 				if len(ll.words) < 1 || ll.text == "" {
 					return "", nil, abi.E(abi.Invalid, "usage: call <pid> [timeout=<ms>] <text...>")
 				}
@@ -108,7 +118,10 @@ func ipcVerbs(pid string) map[string]ns.CtlVerb {
 		"delegate": func(l ns.CtlLine) (string, any, error) {
 			a := &abi.IpcDelegateArgs{SourcePid: pid}
 			if l.JSON == nil {
-				ll := splitLead(l.Text(), 1, "timeout", "label", "pid")
+				ll, err := splitLead(l.Text(), 1, "timeout", "label", "pid")
+				if err != nil {
+					return "", nil, err
+				}
 				if len(ll.words) < 1 || ll.text == "" {
 					return "", nil, abi.E(abi.Invalid, "usage: delegate <profile> [timeout=<ms>] [label=<label>] [pid=<worker>] <task...>")
 				}

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,6 +20,8 @@ func FuzzIPCVerbs(f *testing.F) {
 		"watch proc.run.finished process=p_3 once ttl=10s",
 		"unwatch key=k", "unwatch watch_1", "mail", "call p timeout=abc x", `mail p "quoted text"`,
 		`{"pid":"p","message":"m"}`, "mail {\"pid\":\"p\"}",
+		"call p timeout=1s timeout=2s x", "delegate task label=a label=b do it", "watch s process=a process=b",
+		"delegate task pid=p1 pid=p2 x", "call p x timeout=1s timeout=2s",
 	} {
 		f.Add(s)
 	}
@@ -38,6 +41,22 @@ func FuzzIPCVerbs(f *testing.F) {
 				t.Fatalf("%q: an error of kind %v, want a 400: %v", line, abi.KindOf(err), err)
 			}
 			return
+		}
+		// A leading option given twice is refused, never read as one of
+		// its values.
+		if l.JSON == nil && (l.Verb == "call" || l.Verb == "delegate") {
+			ws := strings.Fields(l.Rest)
+			seen := map[string]bool{}
+			for _, w := range ws[min(1, len(ws)):] {
+				k, _, ok := strings.Cut(w, "=")
+				if !ok || !slices.Contains([]string{"timeout", "label", "pid"}, k) {
+					break
+				}
+				if seen[k] {
+					t.Fatalf("%q: the leading option %s is given twice, and the line is taken", line, k)
+				}
+				seen[k] = true
+			}
 		}
 		if call == "" || args == nil {
 			t.Fatalf("%q: no call", line)

@@ -116,8 +116,10 @@ func TestIPCRules(t *testing.T) {
 		args map[string]any
 		code int
 	}{
-		{"cross-owner", "proc.ipc.send", map[string]any{"pid": bobs, "sourcePid": a, "message": "hi"}, 403},
-		{"cross-owner call", "proc.ipc.call", map[string]any{"pid": bobs, "sourcePid": a, "message": "hi"}, 403},
+		// Another owner's process is, for alice, a pid that does not
+		// exist (TestOtherUsersPidIsUnknown).
+		{"cross-owner", "proc.ipc.send", map[string]any{"pid": bobs, "sourcePid": a, "message": "hi"}, 404},
+		{"cross-owner call", "proc.ipc.call", map[string]any{"pid": bobs, "sourcePid": a, "message": "hi"}, 404},
 		{"no source", "proc.ipc.send", map[string]any{"pid": a, "message": "hi"}, 400},
 		{"another's source", "proc.ipc.send", map[string]any{"pid": a, "sourcePid": bobs, "message": "hi"}, 404},
 		{"empty", "proc.ipc.send", map[string]any{"pid": a, "sourcePid": a, "message": "  "}, 400},
@@ -126,7 +128,7 @@ func TestIPCRules(t *testing.T) {
 		{"no target", "proc.ipc.call", map[string]any{"pid": "p_none", "sourcePid": a, "message": "x"}, 404},
 		{"deliver is the kernel's", "proc.ipc.deliver", map[string]any{"pid": a, "sourcePid": a, "message": "x"}, 403},
 		{"watch itself", "signal.watch", map[string]any{"signal": "proc.run.finished", "processId": a, "watcherPid": a}, 400},
-		{"watch another's", "signal.watch", map[string]any{"signal": "proc.run.finished", "processId": bobs, "watcherPid": a}, 403},
+		{"watch another's", "signal.watch", map[string]any{"signal": "proc.run.finished", "processId": bobs, "watcherPid": a}, 404},
 		{"watch without process", "signal.watch", map[string]any{"signal": "proc.run.finished", "watcherPid": a}, 400},
 	} {
 		if got := h.code(h.alice, c.call, c.args); got != c.code {

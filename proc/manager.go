@@ -60,6 +60,7 @@ type Manager struct {
 	ipc    ipcState         // the deadlines of pending IPC calls (ipc.go)
 	watch  watchState       // the signal watches' live part (watch.go)
 	routes runRoutes        // the connections runs' chat notifications go to (routes.go)
+	owners ownerCache       // the owners of processes' files, looked up (tree.go)
 	blocks *codemode.Runner // CodeMode's workers, kept warm (nil: no worker command)
 	// hilWaiters are the blocks' nested calls waiting for a human's
 	// answer: request id → a channel decideLocked closes.

@@ -34,9 +34,28 @@ func (m *Manager) lookup(ctx context.Context, c *kernel.Caller, pid string) (*ab
 		return nil, err
 	}
 	if p.Uid != c.Uid && !c.IsRoot() {
-		return nil, abi.E(abi.Path(pid), abi.NotExist, "no such process")
+		return nil, noProcess(pid)
 	}
 	return p, nil
+}
+
+// noProcess is the error of a pid that names no process the caller may
+// see: one that does not exist and another user's are told apart by
+// nobody but root.
+func noProcess(pid string) error {
+	return abi.E(abi.Path(pid), abi.NotExist, "no such process")
+}
+
+// otherProcess is the error for c naming pid, another owner's process,
+// where a rule (why) wants the caller's own: for root, who sees every
+// process, the rule's 403; for anyone else the 404 of a pid that does not
+// exist, so that a refusal never tells that another user's process is
+// there.
+func (m *Manager) otherProcess(c *kernel.Caller, pid, why string) error {
+	if c.IsRoot() {
+		return abi.E(abi.Path(pid), abi.Permission, why)
+	}
+	return noProcess(pid)
 }
 
 // get returns the record of pid. It only reads: a process that is not
@@ -45,7 +64,7 @@ func (m *Manager) get(ctx context.Context, pid string) (*abi.Process, error) {
 	var p abi.Process
 	err := scanProcess(m.st.QueryRowContext(ctx, `SELECT `+processColumns+` FROM proc_processes WHERE pid=?`, pid), &p)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, abi.E(abi.Path(pid), abi.NotExist, "no such process")
+		return nil, noProcess(pid)
 	}
 	if err != nil {
 		return nil, abi.E(abi.Path(pid), err)
@@ -131,10 +150,20 @@ func (m *Manager) backfillInits(ctx context.Context) error {
 }
 
 // create inserts a process with its default conversation, unless pid
-// exists (then it changes nothing).
-func (m *Manager) create(ctx context.Context, pid string, uid uint32, profile string, label, parent *string, cwd string) error {
+// exists (then it changes nothing). With a limit (not -1), uid may have
+// at most limit processes besides its init: one more is a 409.
+func (m *Manager) create(ctx context.Context, pid string, uid uint32, profile string, label, parent *string, cwd string, limit int) error {
 	t := now()
 	return m.st.Tx(ctx, func(tx *sql.Tx) error {
+		if limit >= 0 {
+			var n int
+			if err := m.st.TxQueryRow(tx, `SELECT count(*) FROM proc_processes WHERE uid=? AND profile<>'init'`, uid).Scan(&n); err != nil {
+				return err
+			}
+			if n >= limit {
+				return abi.E(abi.Busy, fmt.Sprintf("uid %d has %d processes and may have %d (config/proc/max_processes): a killed process stays yours to reuse (send to it), or ask root to raise the limit", uid, n, limit))
+			}
+		}
 		return m.createTx(tx, pid, uid, profile, label, parent, cwd, t)
 	})
 }

@@ -128,6 +128,9 @@ type Event struct {
 	// start from the queue): a call knows the run it waits for before
 	// the message is delivered.
 	RunID string
+	// callID, for a call's request, is the call that the delivery makes
+	// pending, in the same transaction (ipc.go).
+	callID string
 }
 
 // Send delivers text to conversation cid of p as its owner's
@@ -140,10 +143,17 @@ func (m *Manager) Send(ctx context.Context, p *abi.Process, cid, text string, ev
 	return m.SendEvent(ctx, p, cid, ev)
 }
 
+// errTickCoalesced is SendEvent's answer to a schedule.tick whose
+// schedule (its trace) has a tick waiting in the process's queue already:
+// nothing is queued, and the run id is the waiting tick's.
+var errTickCoalesced = errors.New("a tick of this schedule still waits in the queue")
+
 // SendEvent delivers ev to conversation cid of p: it starts a run when
 // the process is idle, else queues the message (FIFO across the
 // process's conversations). The message, with its kind, source and
-// trace, is durable when SendEvent returns.
+// trace, is durable when SendEvent returns. A schedule.tick that would
+// queue behind a tick of the same trace (schedule) still waiting is not
+// queued: SendEvent returns that tick's run id and errTickCoalesced.
 //
 // pr.mu is not held while the store commits: SendEvent reserves the
 // process (starting) under the lock, commits, and publishes under the
@@ -174,9 +184,9 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 	}
 	pr.mu.Unlock()
 
-	started := false
+	started, coalesced := false, ""
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
-		started = false
+		started, coalesced = false, ""
 		// Only generation and status: counting the conversation's
 		// messages here would make every send scan it.
 		var gen int64
@@ -192,11 +202,31 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, "conversation is closed: open it again to send")
 		}
 		t := now()
+		if ev.callID != "" {
+			// The call is delivered exactly when its request is.
+			if _, err := m.st.TxExec(tx, `UPDATE proc_ipc_calls SET state='pending' WHERE call_id=? AND state='sending'`, ev.callID); err != nil {
+				return err
+			}
+		}
 		hasQueue, err := m.queuedTx(tx, p.Pid)
 		if err != nil {
 			return err
 		}
 		if r == nil || hasQueue {
+			if ev.Kind == abi.EventScheduleTick && ev.TraceID != "" {
+				// Ticks coalesce, as a Unix signal already pending is
+				// not queued again: a schedule's tick still waiting in
+				// the queue stands for this one too.
+				var waiting string
+				err := m.st.TxQueryRow(tx, `SELECT run_id FROM proc_queue WHERE pid=? AND trace_id=? AND kind=? LIMIT 1`, p.Pid, ev.TraceID, ev.Kind).Scan(&waiting)
+				if err == nil {
+					coalesced = waiting
+					return nil
+				}
+				if !errors.Is(err, sql.ErrNoRows) {
+					return err
+				}
+			}
 			_, err = m.st.TxExec(tx, `INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id) VALUES(?,?,?,?,?,?,?,?,?,?)`,
 				p.Pid, cid, gen, runID, text, role, t, meta.kind, meta.source, meta.trace)
 			return err
@@ -230,6 +260,9 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 	}
 	if err != nil {
 		return "", false, err
+	}
+	if coalesced != "" {
+		return coalesced, true, errTickCoalesced
 	}
 	if !started {
 		m.changed(p.Uid, p.Pid, "queue", map[string]any{"conversationId": cid, "runId": runID})

@@ -38,9 +38,9 @@ func durationMs(key, v string) (int64, error) {
 // budgetOpts reads the budget options of l into b (those given).
 func budgetOpts(l ns.CtlLine, b *abi.RunBudget) error {
 	if v, ok := l.LookupOpt("usd"); ok {
-		f, err := strconv.ParseFloat(v, 64)
+		f, err := abi.ParseFinite("usd", v)
 		if err != nil {
-			return abi.E(abi.Invalid, fmt.Sprintf("usd=%q is not a number", v))
+			return err
 		}
 		b.USD = f
 	}
@@ -75,6 +75,9 @@ func effectOf(op string, l ns.CtlLine, words []string, text string) (abi.Effect,
 	e := abi.Effect{Op: op}
 	switch op {
 	case "extend-budget":
+		if len(words) != 0 {
+			return e, abi.E(abi.Invalid, "usage: extend-budget [usd=..] [tokens=..] [turns=..] [time=..]")
+		}
 		var b abi.RunBudget
 		if err := budgetOpts(l, &b); err != nil {
 			return e, err
@@ -99,8 +102,8 @@ func effectOf(op string, l ns.CtlLine, words []string, text string) (abi.Effect,
 		if len(words) != 1 {
 			return e, abi.E(abi.Invalid, "usage: set-temperature <0..2>")
 		}
-		t, err := strconv.ParseFloat(words[0], 64)
-		if err != nil || t < 0 || t > 2 {
+		t, err := abi.ParseFinite("temperature", words[0])
+		if err != nil || !(t >= 0 && t <= 2) {
 			return e, abi.E(abi.Invalid, fmt.Sprintf("temperature %q: want 0 to 2", words[0]))
 		}
 		e.Temp = &t
@@ -131,15 +134,19 @@ func directiveArgs(pid string, l ns.CtlLine, e *abi.Effect) (*abi.DirectiveArgs,
 		a.Checkpoint = &n
 	}
 	if e != nil {
-		b, _ := json.Marshal(e)
+		b, err := json.Marshal(e)
+		if err != nil {
+			return nil, abi.E(abi.Invalid, fmt.Sprintf("effect %s: %v", e.Op, err))
+		}
 		a.Directive.Effects = []json.RawMessage{b}
 	}
 	return a, nil
 }
 
 // freeText is the text of a free-text verb after its leading options.
-func freeText(l ns.CtlLine, keys ...string) string {
-	return splitLead(l.Text(), 0, keys...).text
+func freeText(l ns.CtlLine, keys ...string) (string, error) {
+	ll, err := splitLead(l.Text(), 0, keys...)
+	return ll.text, err
 }
 
 // runVerbs are the run verbs of pid's ctl file.
@@ -151,7 +158,10 @@ func runVerbs(pid string) map[string]ns.CtlVerb {
 			}
 			text := ""
 			if op == "refocus" || op == "inject" {
-				text = freeText(l, "checkpoint", "role")
+				var err error
+				if text, err = freeText(l, "checkpoint", "role"); err != nil {
+					return "", nil, err
+				}
 			}
 			e, err := effectOf(op, l, l.Words, text)
 			if err != nil {
@@ -173,8 +183,15 @@ func runVerbs(pid string) map[string]ns.CtlVerb {
 			op := l.Words[0]
 			text := ""
 			if op == "refocus" || op == "inject" {
-				t := splitLead(l.Text(), 0, "checkpoint").text
-				text = splitLead(t, 1, "role").text
+				t, err := freeText(l, "checkpoint")
+				if err != nil {
+					return "", nil, err
+				}
+				ll, err := splitLead(t, 1, "role")
+				if err != nil {
+					return "", nil, err
+				}
+				text = ll.text
 			}
 			e, err := effectOf(op, l, l.Words[1:], text)
 			if err != nil {
@@ -184,13 +201,19 @@ func runVerbs(pid string) map[string]ns.CtlVerb {
 			return "proc.directive", a, err
 		},
 		"stop": func(l ns.CtlLine) (string, any, error) {
-			return "proc.run.control", &abi.RunControlArgs{Pid: pid, Stop: true, Wait: true}, nil
+			return "proc.run.control", &abi.RunControlArgs{Pid: pid, Stop: true, Wait: true}, l.Args(0, 0, "stop")
 		},
 		"start": func(l ns.CtlLine) (string, any, error) {
-			return "proc.run.control", &abi.RunControlArgs{Pid: pid, Start: true}, nil
+			return "proc.run.control", &abi.RunControlArgs{Pid: pid, Start: true}, l.Args(0, 0, "start")
 		},
 		"supervise": func(l ns.CtlLine) (string, any, error) {
-			on := !(len(l.Words) == 1 && l.Words[0] == "off")
+			if err := l.Args(0, 1, "supervise [grace=<ms|duration>] | supervise off"); err != nil {
+				return "", nil, err
+			}
+			if len(l.Words) == 1 && l.Words[0] != "off" {
+				return "", nil, abi.E(abi.Invalid, "usage: supervise [grace=<ms|duration>] | supervise off")
+			}
+			on := len(l.Words) == 0
 			a := &abi.RunControlArgs{Pid: pid, Supervise: &on}
 			if v, ok := l.LookupOpt("grace"); ok {
 				n, err := durationMs("grace", v)
@@ -203,6 +226,9 @@ func runVerbs(pid string) map[string]ns.CtlVerb {
 		},
 		"budget": func(l ns.CtlLine) (string, any, error) {
 			a := &abi.RunControlArgs{Pid: pid, Budget: &abi.RunBudget{}}
+			if err := l.Args(0, 0, "budget [usd=..] [tokens=..] [turns=..] [time=..] [on-exhaust=pause|abort]"); err != nil {
+				return "", nil, err
+			}
 			if l.JSON == nil {
 				if err := budgetOpts(l, a.Budget); err != nil {
 					return "", nil, err

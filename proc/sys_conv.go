@@ -235,7 +235,7 @@ func (m *Manager) sysPolicySet(ctx context.Context, c *kernel.Caller, a *abi.Pol
 		}
 	}
 	if a.CompactAtPressure != nil {
-		if *a.CompactAtPressure <= 0 || *a.CompactAtPressure > 1 {
+		if !(*a.CompactAtPressure > 0 && *a.CompactAtPressure <= 1) { // NaN too
 			return nil, abi.E(abi.Invalid, "compactAtPressure must be in (0, 1]")
 		}
 		pol.CompactAtPressure = *a.CompactAtPressure

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -154,7 +156,11 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 	if a.GraceMs < 0 || a.GraceMs > 24*3600*1000 {
 		return nil, abi.E(abi.Invalid, "graceMs: 0 to 24 h")
 	}
-	if err := m.create(ctx, pid, c.Uid, prof.ID, label, parent, c.Home); err != nil {
+	limit := -1 // an init process is the user's one, always there
+	if prof.SpawnMode != "singleton" {
+		limit = m.maxProcesses(ctx, c.Uid)
+	}
+	if err := m.create(ctx, pid, c.Uid, prof.ID, label, parent, c.Home, limit); err != nil {
 		return nil, abi.E(abi.Path(pid), err)
 	}
 	if a.Budget != nil || a.Supervise || a.GraceMs > 0 {
@@ -177,6 +183,20 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 		}
 	}
 	return &abi.SpawnResult{OK: true, Pid: pid, Profile: prof.ID, Cwd: p.Cwd, Label: label}, nil
+}
+
+// DefaultMaxProcesses is how many processes a user may have, their init
+// aside, when config/proc/max_processes (or root's
+// users/<uid>/proc/max_processes) does not say. Root's are not counted.
+const DefaultMaxProcesses = 256
+
+// maxProcesses is how many processes uid may have besides its init (-1:
+// no limit, root). It makes a syscall: call it outside a transaction.
+func (m *Manager) maxProcesses(ctx context.Context, uid uint32) int {
+	if uid == 0 {
+		return -1
+	}
+	return ns.Limit(ctx, m.k, m.log, uid, "proc/max_processes", DefaultMaxProcesses)
 }
 
 // sysSend serves proc.send (Send): the run started, or the message queued.
@@ -209,6 +229,10 @@ func (m *Manager) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs
 	ev.RunID = newID("run_")
 	m.routes.add(ev.RunID, c) // before the run can stream
 	runID, queued, err := m.SendEvent(ctx, p, orDefault(a.ConversationID), ev)
+	if errors.Is(err, errTickCoalesced) {
+		m.routes.conn(ev.RunID, true)
+		return &abi.SendResult{OK: true, Status: "coalesced", RunID: runID, Queued: true, Coalesced: true}, nil
+	}
 	if err != nil {
 		m.routes.conn(ev.RunID, true)
 		return nil, err
@@ -267,6 +291,11 @@ func (m *Manager) sysKill(ctx context.Context, c *kernel.Caller, a *abi.KillArgs
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
+	}
+	// A killed process watches nothing: its watches go first, so that
+	// none fires to start it again once its runs are aborted.
+	if _, err := m.removeWatches(ctx, `watcher_pid=?`, p.Pid); err != nil {
+		return nil, abi.E(abi.Path(p.Pid), err)
 	}
 	return m.resetProcess(ctx, p, a.Archive == nil || *a.Archive, "killed")
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
@@ -77,7 +79,7 @@ func hilVerb(pid string, l ns.CtlLine) (string, any, error) {
 
 // spawnVerb parses "spawn <profile> [label=..] [prompt=..] [workspace=..]".
 func spawnVerb(l ns.CtlLine) (string, any, error) {
-	if err := words(l, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none]"); err != nil {
+	if err := l.Args(1, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none]"); err != nil {
 		return "", nil, err
 	}
 	a := &abi.SpawnArgs{Profile: word(l, 0), Label: l.Opt("label"), Prompt: l.Opt("prompt")}
@@ -109,8 +111,24 @@ func (m *Manager) tree() vfs.Dir {
 			if err != nil {
 				return out, nil // nobody sees the fixed files only
 			}
-			for _, p := range res.Processes {
-				out = append(out, vfs.DirEntry{Name: p.Pid, Node: m.procDir(ctx, &p)})
+			// One owner lookup per user, not per process, and each
+			// process's directory made only if it is entered: a listing
+			// of 20,000 processes is one query and 20,000 small nodes.
+			owners := map[uint32]owner{}
+			for i := range res.Processes {
+				p := &res.Processes[i]
+				own, ok := owners[p.Uid]
+				if !ok {
+					own = m.owner(ctx, p)
+					owners[p.Uid] = own
+				}
+				meta := own.at("/proc/"+p.Pid, procDirMode)
+				attr, err := meta.Attr(ctx, cred)
+				if err != nil {
+					continue
+				}
+				out = append(out, vfs.DirEntry{Name: p.Pid, Attr: &attr,
+					Node: &lazyDir{Meta: meta, build: func() vfs.Dir { return m.procDirOf(p, own) }}})
 			}
 			return out, nil
 		},
@@ -135,9 +153,42 @@ func (m *Manager) tree() vfs.Dir {
 // lookup serves a directory and its files.
 type owner ns.Meta
 
-// owner looks up the owner of p's files.
+// owner looks up the owner of p's files. A lookup is kept for
+// ownerCacheFor: a walk of a process's files, or ls -l of /proc (whose
+// READDIRPLUS looks every entry up), asks once, not once per node. A
+// user's name, group or host uid changed meanwhile shows within that
+// time.
 func (m *Manager) owner(ctx context.Context, p *abi.Process) owner {
-	return owner(ns.UserMeta(ctx, m.k, p.Uid, strconv.Itoa(int(p.Uid))))
+	now := time.Now()
+	m.owners.mu.Lock()
+	e, ok := m.owners.m[p.Uid]
+	m.owners.mu.Unlock()
+	if ok && now.Sub(e.at) < ownerCacheFor {
+		return e.own
+	}
+	own := owner(ns.UserMeta(ctx, m.k, p.Uid, strconv.Itoa(int(p.Uid))))
+	m.owners.mu.Lock()
+	if m.owners.m == nil || len(m.owners.m) >= 4096 {
+		m.owners.m = map[uint32]ownerEntry{}
+	}
+	m.owners.m[p.Uid] = ownerEntry{own, now}
+	m.owners.mu.Unlock()
+	return own
+}
+
+// ownerCacheFor is how long owner keeps a user's lookup.
+const ownerCacheFor = time.Second
+
+// ownerEntry is a user's owner part of Meta and when it was looked up.
+type ownerEntry struct {
+	own owner
+	at  time.Time
+}
+
+// ownerCache holds owner's lookups, by uid.
+type ownerCache struct {
+	mu sync.Mutex
+	m  map[uint32]ownerEntry
 }
 
 // at makes the Meta of the file at path.
@@ -161,11 +212,43 @@ func jsonView[R any, V any](m *Manager, meta *ns.Meta, call string, args any, pi
 	}}
 }
 
+// procDirMode is the mode of a process's directory.
+const procDirMode = fs.ModeDir | 0o500
+
+// lazyDir is a directory made on its first use (a Lookup or ReadDir):
+// a listing of /proc has one per process, and most are never entered.
+type lazyDir struct {
+	vfs.Meta
+	build func() vfs.Dir
+	once  sync.Once
+	d     vfs.Dir
+}
+
+func (l *lazyDir) dir() vfs.Dir {
+	l.once.Do(func() { l.d = l.build() })
+	return l.d
+}
+
+// Lookup implements vfs.Dir.
+func (l *lazyDir) Lookup(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, error) {
+	return l.dir().Lookup(ctx, cred, name)
+}
+
+// ReadDir implements vfs.Dir.
+func (l *lazyDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
+	return l.dir().ReadDir(ctx, cred)
+}
+
+// procDir is the directory /proc/<pid> of p.
 func (m *Manager) procDir(ctx context.Context, p *abi.Process) vfs.Dir {
-	own := m.owner(ctx, p)
+	return m.procDirOf(p, m.owner(ctx, p))
+}
+
+// procDirOf is procDir with p's owner looked up already.
+func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 	base := "/proc/" + p.Pid
 	pid := p.Pid
-	dirMode := fs.ModeDir | 0o500
+	dirMode := procDirMode
 	status := &vfs.View{Meta: own.at(base+"/status", 0o400), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
 		res, err := kernel.Invoke[*abi.StatusResult](ctx, m.k, ns.CallerOf(cred, ""), "proc.status", &abi.PidArgs{Pid: pid})
 		if err != nil {
@@ -182,10 +265,12 @@ func (m *Manager) procDir(ctx context.Context, p *abi.Process) vfs.Dir {
 			if l.JSON == nil && l.Rest == "" {
 				return "", nil, abi.E(abi.Invalid, "usage: send [mode=queue|steer|interrupt] <text...>")
 			}
-			ll := splitLead(l.Text(), 0, "mode")
-			return "proc.send", &abi.SendArgs{Pid: pid, Message: ll.text, Mode: ll.opts["mode"]}, nil
+			ll, err := splitLead(l.Text(), 0, "mode")
+			return "proc.send", &abi.SendArgs{Pid: pid, Message: ll.text, Mode: ll.opts["mode"]}, err
 		},
-		"abort": func(l ns.CtlLine) (string, any, error) { return "proc.abort", &abi.PidArgs{Pid: pid}, nil },
+		"abort": func(l ns.CtlLine) (string, any, error) {
+			return "proc.abort", &abi.PidArgs{Pid: pid}, l.Args(0, 0, "abort")
+		},
 		"kill": func(l ns.CtlLine) (string, any, error) {
 			a := &abi.KillArgs{Pid: pid}
 			if word(l, 0) == "noarchive" {
@@ -196,8 +281,10 @@ func (m *Manager) procDir(ctx context.Context, p *abi.Process) vfs.Dir {
 			}
 			return "proc.kill", a, nil
 		},
-		"reset": func(l ns.CtlLine) (string, any, error) { return "proc.reset", &abi.PidArgs{Pid: pid}, nil },
-		"hil":   func(l ns.CtlLine) (string, any, error) { return hilVerb(pid, l) },
+		"reset": func(l ns.CtlLine) (string, any, error) {
+			return "proc.reset", &abi.PidArgs{Pid: pid}, l.Args(0, 0, "reset")
+		},
+		"hil": func(l ns.CtlLine) (string, any, error) { return hilVerb(pid, l) },
 	}
 	for v, f := range ipcVerbs(pid) {
 		verbs[v] = f
@@ -258,6 +345,9 @@ func (m *Manager) convsDir(p *abi.Process, own owner) vfs.Dir {
 	pid := p.Pid
 	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), map[string]ns.CtlVerb{
 		"open": func(l ns.CtlLine) (string, any, error) {
+			if err := l.Args(0, 1, "open [<id>] [title=..]"); err != nil {
+				return "", nil, err
+			}
 			a := &abi.ConvArgs{Pid: pid, ConversationID: word(l, 0)}
 			if t, ok := l.LookupOpt("title"); ok {
 				a.Title = &t
@@ -265,7 +355,7 @@ func (m *Manager) convsDir(p *abi.Process, own owner) vfs.Dir {
 			return "proc.conversation.open", a, nil
 		},
 		"close": func(l ns.CtlLine) (string, any, error) {
-			if err := words(l, 1, "close <id>"); err != nil {
+			if err := l.Args(1, 1, "close <id>"); err != nil {
 				return "", nil, err
 			}
 			return "proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: word(l, 0)}, nil
@@ -351,9 +441,14 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 		},
 		"reset": func(l ns.CtlLine) (string, any, error) {
 			a := &abi.ConvArgs{Pid: pid, ConversationID: cid}
+			if err := l.Args(0, 1, "reset [noarchive]"); err != nil {
+				return "", nil, err
+			}
 			if word(l, 0) == "noarchive" {
 				f := false
 				a.Archive = &f
+			} else if len(l.Words) > 0 {
+				return "", nil, abi.E(abi.Invalid, "usage: reset [noarchive]")
 			}
 			return "proc.conversation.reset", a, nil
 		},
@@ -379,17 +474,20 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 			return "proc.conversation.fork", a, nil
 		},
 		"close": func(l ns.CtlLine) (string, any, error) {
-			return "proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: cid}, nil
+			return "proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: cid}, l.Args(0, 0, "close")
 		},
 		"policy": func(l ns.CtlLine) (string, any, error) {
 			a := &abi.PolicyArgs{Pid: pid, ConversationID: cid}
+			if err := l.Args(0, 0, "policy [overflow=manual|auto-compact|fail] [pressure=<0..1>] [keep=<n>]"); err != nil {
+				return "", nil, err
+			}
 			if v, ok := l.LookupOpt("overflow"); ok {
 				a.Overflow = &v
 			}
 			if v, ok := l.LookupOpt("pressure"); ok {
-				f, err := strconv.ParseFloat(v, 64)
+				f, err := abi.ParseFinite("pressure", v)
 				if err != nil {
-					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("pressure=%q is not a number", v))
+					return "", nil, err
 				}
 				a.CompactAtPressure = &f
 			}

@@ -23,7 +23,10 @@ import (
 // watcher goroutine, which delivers it to each matching watcher as a
 // "signal" event ("[Process Event]: signal ..."), if the watcher's owner
 // is in the signal's audience. A delivery that fails marks the watch
-// failed; it fires no more.
+// failed; it fires no more. Deliveries are rate-limited per owner
+// (watchRate, watchBurst): past the bucket a delivery waits, and the
+// signals for its watch join it. proc.kill removes the process's
+// watches.
 
 const (
 	defaultWatchTTL = 24 * time.Hour
@@ -34,6 +37,16 @@ const (
 	watchQueue = 1024
 	// maxWatchesPerProcess bounds the watches of one process.
 	maxWatchesPerProcess = 256
+	// watchRate and watchBurst rate-limit the deliveries of one owner's
+	// watches: a bucket of watchBurst deliveries, refilled watchRate a
+	// second. A delivery past it waits for the bucket, and the signals
+	// that come for the same watch meanwhile join it (one delivery, "and
+	// n more").
+	watchRate  = 10
+	watchBurst = 20
+	// maxDeferredPerOwner bounds the deliveries of one owner waiting for
+	// the bucket (one per watch); past it a signal is dropped and logged.
+	maxDeferredPerOwner = 256
 )
 
 // watchSignal is a published signal a watch may want.
@@ -51,6 +64,44 @@ type watchState struct {
 	names map[string]int // signal name -> active watches
 	q     chan watchSignal
 	stop  chan struct{}
+
+	// rate is the owners' buckets of deliveries (watchRate, watchBurst),
+	// with the deliveries that wait for them.
+	rate struct {
+		sync.Mutex
+		owners map[uint32]*watchBucket
+		// per second and burst: watchRate and watchBurst (tests change
+		// them); now is the clock.
+		perSec, burst float64
+		now           func() time.Time
+	}
+}
+
+// watchBucket is one owner's deliveries: the tokens left at a time, and
+// the deliveries waiting for one, in order, one per watch.
+type watchBucket struct {
+	tokens   float64
+	at       time.Time
+	waiting  []string
+	byWatch  map[string]*watchDelivery
+	flushing bool // a flush of waiting is scheduled
+	dropped  int  // signals dropped since the last warning
+}
+
+// watchHit is a watch a signal matched.
+type watchHit struct {
+	id, watcher, key, state string
+	uid                     uint32
+	once                    bool
+}
+
+// watchDelivery is a delivery of a signal to a watch; more counts the
+// signals for the same watch that joined it while it waited.
+type watchDelivery struct {
+	hit  watchHit
+	sig  watchSignal
+	pid  string
+	more int
 }
 
 // startWatches loads the watched names, observes the bus and starts the
@@ -58,6 +109,10 @@ type watchState struct {
 func (m *Manager) startWatches(ctx context.Context) error {
 	m.watch.q = make(chan watchSignal, watchQueue)
 	m.watch.stop = make(chan struct{})
+	m.watch.rate.Lock()
+	m.watch.rate.owners = map[uint32]*watchBucket{}
+	m.watch.rate.perSec, m.watch.rate.burst, m.watch.rate.now = watchRate, watchBurst, time.Now
+	m.watch.rate.Unlock()
 	if err := m.loadWatchNames(ctx); err != nil {
 		return err
 	}
@@ -141,7 +196,7 @@ func (m *Manager) sysWatch(ctx context.Context, c *kernel.Caller, a *abi.WatchAr
 		return nil, err
 	}
 	if target.Uid != w.Uid {
-		return nil, abi.E(abi.Path(a.ProcessID), abi.Permission, "a process watches only processes of its owner")
+		return nil, m.otherProcess(c, a.ProcessID, "a process watches only processes of its owner")
 	}
 	if len(a.Key) > 128 {
 		return nil, abi.E(abi.Invalid, "key is over 128 bytes")
@@ -311,14 +366,9 @@ func (m *Manager) fireWatches(s watchSignal) {
 		m.log.Error("proc: signal watches", "signal", s.name, "err", err)
 		return
 	}
-	type hit struct {
-		id, watcher, key, state string
-		uid                     uint32
-		once                    bool
-	}
-	var hits []hit
+	var hits []watchHit
 	for rows.Next() {
-		var h hit
+		var h watchHit
 		if err := rows.Scan(&h.id, &h.uid, &h.watcher, &h.key, &h.state, &h.once); err != nil {
 			m.log.Error("proc: signal watches", "signal", s.name, "err", err)
 			break
@@ -328,28 +378,136 @@ func (m *Manager) fireWatches(s watchSignal) {
 		}
 	}
 	rows.Close()
-	payload, _ := json.Marshal(s.payload)
 	for _, h := range hits {
-		text := fmt.Sprintf("signal %s from process %s (watch %s): %s", s.name, pid, h.id, payload)
-		if h.key != "" {
-			text += "\nkey: " + h.key
+		d := &watchDelivery{hit: h, sig: s, pid: pid}
+		if m.takeWatchToken(h.uid) {
+			m.deliverWatch(ctx, d, false)
+		} else {
+			m.deferWatch(d)
 		}
-		if h.state != "" {
-			text += "\nstate: " + h.state
+	}
+}
+
+// takeWatchToken takes one of uid's delivery tokens, if it has one.
+func (m *Manager) takeWatchToken(uid uint32) bool {
+	r := &m.watch.rate
+	r.Lock()
+	defer r.Unlock()
+	b := m.bucketLocked(uid)
+	if b.tokens >= 1 && len(b.waiting) == 0 {
+		b.tokens--
+		return true
+	}
+	return false
+}
+
+// bucketLocked is uid's bucket, refilled up to now (watch.rate held).
+func (m *Manager) bucketLocked(uid uint32) *watchBucket {
+	r := &m.watch.rate
+	now := r.now()
+	b := r.owners[uid]
+	if b == nil {
+		b = &watchBucket{tokens: r.burst, at: now, byWatch: map[string]*watchDelivery{}}
+		r.owners[uid] = b
+	}
+	b.tokens = min(r.burst, b.tokens+now.Sub(b.at).Seconds()*r.perSec)
+	b.at = now
+	return b
+}
+
+// deferWatch makes d wait for its owner's bucket: it joins the delivery
+// of its watch that waits already, if any (more), else waits after the
+// others (at most maxDeferredPerOwner; past it, d is dropped). A flush is
+// scheduled for when a token is there.
+func (m *Manager) deferWatch(d *watchDelivery) {
+	r := &m.watch.rate
+	r.Lock()
+	defer r.Unlock()
+	b := m.bucketLocked(d.hit.uid)
+	switch w := b.byWatch[d.hit.id]; {
+	case w != nil:
+		w.sig, w.pid, w.more = d.sig, d.pid, w.more+1+d.more
+	case len(b.waiting) >= maxDeferredPerOwner:
+		if b.dropped++; b.dropped == 1 || b.dropped%1000 == 0 {
+			m.log.Warn("proc: watch deliveries over the rate are dropped", "uid", d.hit.uid, "dropped", b.dropped)
 		}
-		err := m.deliverSignal(ctx, h.watcher, Event{Kind: abi.EventSignal, Text: text, Runtime: true, TraceID: h.id,
-			Source: abi.EventSource{Kind: "process", Uid: h.uid, Pid: pid}})
-		switch {
-		case err != nil:
-			m.st.Exec(ctx, `UPDATE proc_watches SET status='failed', error=? WHERE watch_id=?`, err.Error(), h.id)
-			m.watch.mu.Lock()
-			m.watch.names[s.name]--
-			m.watch.mu.Unlock()
-		case h.once:
-			m.removeWatches(ctx, `watch_id=?`, h.id)
-		default:
-			m.st.Exec(ctx, `UPDATE proc_watches SET fired=fired+1 WHERE watch_id=?`, h.id)
+		return
+	default:
+		b.byWatch[d.hit.id] = d
+		b.waiting = append(b.waiting, d.hit.id)
+	}
+	m.scheduleFlushLocked(d.hit.uid, b)
+}
+
+// scheduleFlushLocked arranges for uid's waiting deliveries to go once a
+// token is there (watch.rate held).
+func (m *Manager) scheduleFlushLocked(uid uint32, b *watchBucket) {
+	r := &m.watch.rate
+	if b.flushing || len(b.waiting) == 0 || r.perSec <= 0 {
+		return
+	}
+	b.flushing = true
+	wait := time.Duration((1 - b.tokens) / r.perSec * float64(time.Second))
+	time.AfterFunc(max(wait, time.Millisecond), func() { m.background(func() { m.flushWatches(uid) }) })
+}
+
+// flushWatches delivers uid's waiting deliveries, as many as its bucket
+// allows, and schedules the next flush for the rest.
+func (m *Manager) flushWatches(uid uint32) {
+	ctx := context.Background()
+	r := &m.watch.rate
+	for {
+		r.Lock()
+		b := m.bucketLocked(uid)
+		b.flushing = false
+		if len(b.waiting) == 0 || b.tokens < 1 {
+			m.scheduleFlushLocked(uid, b)
+			r.Unlock()
+			return
 		}
+		b.tokens--
+		d := b.byWatch[b.waiting[0]]
+		delete(b.byWatch, b.waiting[0])
+		b.waiting = b.waiting[1:]
+		r.Unlock()
+		m.deliverWatch(ctx, d, true)
+	}
+}
+
+// deliverWatch delivers d to its watcher, and ends a once-watch, or marks
+// a watch failed whose delivery fails. A delivery that waited for the
+// rate goes only if its watch is still active and not expired.
+func (m *Manager) deliverWatch(ctx context.Context, d *watchDelivery, waited bool) {
+	h, s := d.hit, d.sig
+	if waited {
+		var n int
+		if err := m.st.QueryRowContext(ctx, `SELECT count(*) FROM proc_watches WHERE watch_id=? AND status='active' AND expires_at>?`, h.id, now()).Scan(&n); err != nil || n == 0 {
+			return
+		}
+	}
+	payload, _ := json.Marshal(s.payload)
+	text := fmt.Sprintf("signal %s from process %s (watch %s): %s", s.name, d.pid, h.id, payload)
+	if d.more > 0 {
+		text += fmt.Sprintf("\n(and %d earlier signals of this watch, held back by the rate of deliveries)", d.more)
+	}
+	if h.key != "" {
+		text += "\nkey: " + h.key
+	}
+	if h.state != "" {
+		text += "\nstate: " + h.state
+	}
+	err := m.deliverSignal(ctx, h.watcher, Event{Kind: abi.EventSignal, Text: text, Runtime: true, TraceID: h.id,
+		Source: abi.EventSource{Kind: "process", Uid: h.uid, Pid: d.pid}})
+	switch {
+	case err != nil:
+		m.st.Exec(ctx, `UPDATE proc_watches SET status='failed', error=? WHERE watch_id=?`, err.Error(), h.id)
+		m.watch.mu.Lock()
+		m.watch.names[s.name]--
+		m.watch.mu.Unlock()
+	case h.once:
+		m.removeWatches(ctx, `watch_id=?`, h.id)
+	default:
+		m.st.Exec(ctx, `UPDATE proc_watches SET fired=fired+1 WHERE watch_id=?`, h.id)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -112,14 +113,26 @@ func ParseCrontab(text, tz string) ([]CronLine, error) {
 // whole text can tell (a name or an id used twice, too many lines) is not
 // checked. The error names the line.
 func CheckCrontabLines(text string, first int) error {
+	_, err := countCrontabLines(text, first)
+	return err
+}
+
+// countCrontabLines checks lines as CheckCrontabLines does and returns
+// how many of them are schedules (not blank, comment or CRON_TZ= lines).
+func countCrontabLines(text string, first int) (int, error) {
 	p := newLineParser("UTC")
 	text = strings.TrimSuffix(text, "\n")
+	n := 0
 	for i, line := range strings.Split(text, "\n") {
-		if _, err := p.parse(line, first+i); err != nil {
-			return err
+		cl, err := p.parse(line, first+i)
+		if err != nil {
+			return 0, err
+		}
+		if cl != nil {
+			n++
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // lineParser parses crontab lines one at a time, keeping the zone set by
@@ -563,6 +576,12 @@ func RenderCrontab(ss []abi.Schedule) string {
 	zone := ""
 	for i := range ss {
 		s := &ss[i]
+		if s.Broken != "" {
+			// A damaged record is a comment: no line of the text is
+			// it, and a write of the text leaves it as it is.
+			b.WriteString("#broken " + oneLine(fmt.Sprintf("id=%s name=%s: %s; remove it: echo 'remove %s' > /var/spool/cron/ctl", s.ID, s.Name, s.Broken, s.ID)) + "\n")
+			continue
+		}
 		if z := zoneOf(s.Expression); z != "" && z != zone {
 			b.WriteString("CRON_TZ=" + z + "\n")
 			zone = z
@@ -572,6 +591,24 @@ func RenderCrontab(ss []abi.Schedule) string {
 		}
 		b.WriteString(renderBody(s.Expression, s.Target))
 		b.WriteString(" # name=" + s.Name + " id=" + s.ID + "\n")
+	}
+	return b.String()
+}
+
+// oneLine is s with every control character, and every character that
+// is not valid UTF-8, written as a Go escape: text of a damaged record
+// that a crontab shows cannot start a line of its own.
+func oneLine(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
+			b.WriteString(strings.Trim(strconv.QuoteRune(r), "'"))
+		default:
+			b.WriteRune(r)
+		}
 	}
 	return b.String()
 }

@@ -15,10 +15,13 @@ import (
 // /var/spool/cron make.
 
 // crontabCheckArgs are sched.crontab.check's args: complete lines of a
-// crontab, the first of them line number Line.
+// crontab, the first of them line number Line, written to OwnerUid's
+// crontab after Before schedule lines.
 type crontabCheckArgs struct {
-	Text string
-	Line int
+	Text     string
+	Line     int
+	OwnerUid uint32
+	Before   int
 }
 
 // owners serves sched.owners (Internal): the uids that own schedules, all
@@ -34,11 +37,14 @@ func (m *Manager) owners(ctx context.Context, c *kernel.Caller, _ *struct{}) ([]
 	defer rows.Close()
 	var out []uint32
 	for rows.Next() {
-		var uid uint32
-		if err := rows.Scan(&uid); err != nil {
+		var v any
+		if err := rows.Scan(&v); err != nil {
 			return nil, abi.E(err)
 		}
-		out = append(out, uid)
+		c := cells{v: []any{v}}
+		if uid := c.uid(0, "owner_uid"); c.problems == nil {
+			out = append(out, uid) // a damaged owner is no one's crontab
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, abi.E(err)
@@ -76,11 +82,21 @@ func (m *Manager) crontabSet(ctx context.Context, c *kernel.Caller, a *abi.Cront
 // crontab lines as they are written (CheckCrontabLines). A crontab file's
 // write fails with its error, which the err view of /var/spool/cron then
 // shows.
-func (m *Manager) crontabCheck(ctx context.Context, c *kernel.Caller, a *crontabCheckArgs) (struct{}, error) {
-	if err := CheckCrontabLines(a.Text, a.Line); err != nil {
-		return struct{}{}, abi.E(abi.Invalid, err)
+//
+// It answers how many of the lines are schedules. A text that would give
+// the crontab's owner more schedules than they may have (Before and
+// these) is a 409, so that the write(2) of the line past the limit fails
+// and the shell sees it (the whole text would be refused at close, whose
+// error shells ignore).
+func (m *Manager) crontabCheck(ctx context.Context, c *kernel.Caller, a *crontabCheckArgs) (int, error) {
+	n, err := countCrontabLines(a.Text, a.Line)
+	if err != nil {
+		return 0, abi.E(abi.Invalid, err)
 	}
-	return struct{}{}, nil
+	if limit := m.maxSchedules(ctx, a.OwnerUid); limit >= 0 && a.Before+n > limit {
+		return 0, abi.E(abi.Busy, fmt.Sprintf("line %d: uid %d may have %d schedules (config/sched/max_schedules): this crontab has %d", a.Line+n-1, a.OwnerUid, limit, a.Before+n))
+	}
+	return n, nil
 }
 
 // logCall serves sched.log: the caller's (root: everyone's, or
@@ -159,9 +175,17 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 	if err != nil {
 		return nil, abi.E(abi.Invalid, err)
 	}
-	existing, err := m.query(ctx, `WHERE owner_uid=? ORDER BY rowid`, uid)
+	all, err := m.query(ctx, `WHERE owner_uid=? ORDER BY rowid`, uid)
 	if err != nil {
 		return nil, err
+	}
+	// A damaged record is no line of the text (the crontab shows it as a
+	// #broken comment): the write neither matches nor removes it.
+	existing := all[:0]
+	for _, s := range all {
+		if s.Broken == "" {
+			existing = append(existing, s)
+		}
 	}
 	byID := map[string]*abi.Schedule{}
 	byName := map[string]*abi.Schedule{}
@@ -239,6 +263,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 			}
 		}
 	}
+	limit := m.maxSchedules(ctx, uid)
 	var added, updated []*abi.Schedule
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 		for _, s := range removed {
@@ -272,6 +297,14 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 				return lineError(l.Line, err)
 			}
 			added = append(added, s)
+		}
+		// The text may not leave its owner more schedules than the
+		// limit; a text that adds none is always taken (the limit may
+		// have been lowered under what the owner has).
+		if len(added) > 0 {
+			if err := checkScheduleLimit(tx, uid, limit, 0); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

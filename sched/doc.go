@@ -32,8 +32,9 @@
 // A timer heap of each enabled schedule's next fire time, under one mutex
 // (Manager.mu; functions named ...Locked need it held). The engine sleeps
 // until the earliest time (at most a minute, so that a wall-clock jump is
-// seen), then dispatches the due schedules, at most maxRunning runs at
-// once. A run makes its target syscall (process.spawn: proc.spawn;
+// seen), then puts the due schedules in their owners' queues (fair.go),
+// from which runs start owners in turn, at most maxRunning at once and
+// maxRunningPerOwner target calls of one owner. A run makes its target syscall (process.spawn: proc.spawn;
 // process.event: proc.send; process.lifecycle: proc.conversation.compact,
 // .reset or proc.checkpoint) through the kernel's dispatcher as the
 // schedule's run-as user, with proc's abi types: sched never imports proc.

@@ -51,19 +51,25 @@ type runState struct {
 	superseded bool
 }
 
-// maxRunning bounds the runs under way that the engine started: it
-// dispatches a due schedule once fewer than maxRunning of its runs are
-// going, in due order, and each run (its target call and its record)
-// holds its slot, and its goroutine, until it is recorded. A burst larger
-// than the bound (a cron minute shared by 100,000 schedules) thus holds
-// at most maxRunning goroutines and target calls at once, instead of one
-// per schedule. The bound is above the 10,000 schedules the lateness
-// benchmark (BenchmarkLateness10k) fires at one instant: a burst of that
-// size still starts every run at once, so its lateness is unchanged (a
-// bound of 256 or 1,024 interleaves the records of the first runs with
-// the starts of the later ones, and doubles the p99 lateness at the
-// target). Runs of sched.run are the caller's and do not take a slot.
-const maxRunning = 1 << 14
+// The engine's limits (docs/scheduler.md, "The engine"). A due schedule
+// waits in its owner's queue (fair.go) until a run of it may start: fewer
+// than maxRunning runs of the engine are under way, and fewer than
+// maxRunningPerOwner of its owner's. Owners with runs waiting are served
+// in turn (round robin), so one owner's storm of due schedules does not
+// delay another's. A schedule waits at most once (a due occurrence of a
+// schedule that already waits, or runs, is recorded skipped), and an
+// owner's queue holds at most maxQueuedPerOwner schedules; a due
+// schedule past it is recorded skipped.
+//
+// maxRunning bounds the engine's goroutines and target calls: a burst of
+// 100,000 due schedules holds at most that many at once. The bound is
+// above the 10,000 schedules the lateness benchmark
+// (BenchmarkLateness10k) fires at one instant.
+const (
+	maxRunning         = 1 << 14
+	maxRunningPerOwner = 64
+	maxQueuedPerOwner  = 4096
+)
 
 // armLocked sets id's next fire time (0: none). The caller then kicks the
 // engine (kickEngine) once it has let go of m.mu.
@@ -100,6 +106,7 @@ func (m *Manager) armChanged(id string, at int64) {
 	if r := m.running[id]; r != nil {
 		r.superseded = true
 	}
+	m.changedLocked(id)
 	m.armLocked(id, at)
 	m.mu.Unlock()
 	m.kickEngine()
@@ -171,14 +178,14 @@ func (m *Manager) loop() {
 // dispatchChunk is how many due schedules dispatch loads per query.
 const dispatchChunk = 256
 
-// dispatch starts the runs of due schedules, each once a slot is free
-// (maxRunning). A run's start time is the dispatch time: lateness is
-// dispatch minus due.
+// dispatch puts the due schedules in their owners' queues (enqueue), from
+// which they start as slots free up (serveLocked).
 //
 // The due schedules are loaded by one query per chunk of dispatchChunk,
-// and each run starts with its schedule in hand: a query per run (about
-// 90 µs of CPU each) would queue 10,000 queries on the read pool before
-// the last of 10,000 due targets could start.
+// and each waits with its schedule in hand: a query per run (about 90 µs
+// of CPU each) would queue 10,000 queries on the read pool before the
+// last of 10,000 due targets could start. A schedule changed while it
+// waits is loaded again when it starts (armChanged).
 func (m *Manager) dispatch(due []entry, now int64) {
 	m.wg.Add(1)
 	go func() {
@@ -187,7 +194,7 @@ func (m *Manager) dispatch(due []entry, now int64) {
 		for len(due) > 0 {
 			chunk := due[:min(len(due), dispatchChunk)]
 			due = due[len(chunk):]
-			loaded := m.getMany(ctx, chunk) // nil on error: each run loads its own
+			loaded := m.getMany(ctx, chunk) // nil on error: each is loaded alone
 			for _, e := range chunk {
 				select {
 				case <-m.stop:
@@ -195,29 +202,14 @@ func (m *Manager) dispatch(due []entry, now int64) {
 				default:
 				}
 				s := loaded[e.id]
-				select {
-				case m.slots <- struct{}{}:
-				default:
-					// No slot is free: the schedule may change
-					// (removed, disabled, retargeted) while the run
-					// waits, so the run reloads it once it has one.
-					s = nil
-					select {
-					case m.slots <- struct{}{}:
-					case <-m.stop:
-						return
+				if s == nil {
+					var err error
+					if s, err = m.get(ctx, e.id); err != nil {
+						m.log.Error("sched: load a due schedule", "schedule", e.id, "err", err)
+						continue
 					}
 				}
-				m.wg.Add(1)
-				go func() {
-					defer m.wg.Done()
-					defer func() { <-m.slots }()
-					if s == nil {
-						m.runScheduled(ctx, e.id, e.at, now, false)
-						return
-					}
-					m.run(ctx, s, e.at, now, false)
-				}()
+				m.enqueue(ctx, s, e.at, now)
 			}
 		}
 	}()

@@ -615,14 +615,25 @@ func TestEngineSlotWaitReloads(t *testing.T) {
 	s := h.add(h.alice, map[string]any{"name": "tick", "expression": map[string]any{"kind": "every", "everyMs": 60000},
 		"target": map[string]any{"kind": "process.event", "pid": "init:1000", "message": "tick"}})
 	h.settle()
-	for range cap(h.m.slots) { // every slot taken
-		h.m.slots <- struct{}{}
-	}
+	h.m.mu.Lock()
+	h.m.fair.runs = h.m.fair.maxRuns // every slot taken
+	h.m.mu.Unlock()
 	h.clock.Advance(time.Minute)
-	time.Sleep(200 * time.Millisecond) // dispatch loads the chunk and waits for a slot
+	h.waitFor("the schedule to wait in its owner's queue", func() bool {
+		h.m.mu.Lock()
+		defer h.m.mu.Unlock()
+		return h.m.fair.queued[s.ID] != nil
+	})
 	h.must(h.alice, "sched.update", map[string]any{"id": s.ID, "patch": map[string]any{"enabled": false}}, nil)
-	<-h.m.slots // one slot free
-	time.Sleep(200 * time.Millisecond)
+	h.m.mu.Lock()
+	h.m.fair.runs = 0 // the slots free
+	h.m.serveLocked()
+	h.m.mu.Unlock()
+	h.waitFor("the wait to end", func() bool {
+		h.m.mu.Lock()
+		defer h.m.mu.Unlock()
+		return len(h.m.fair.queues) == 0
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if fired != 0 {

@@ -45,9 +45,13 @@ type Manager struct {
 	heap    timerHeap
 	next    map[string]int64     // armed fire time by schedule id; the heap's current entries
 	running map[string]*runState // runs under way by schedule id
+	// brokenSeen are the damaged schedules logged since the start
+	// (skipBroken logs each once).
+	brokenSeen map[string]bool
 
-	// slots bounds the engine's runs under way (maxRunning; engine.go).
-	slots chan struct{}
+	// fair is the owners' queues of due schedules and the engine's
+	// runs under way (fair.go), under mu.
+	fair fairState
 
 	// crontabMu makes one crontab reconciliation at a time.
 	crontabMu sync.Mutex
@@ -81,7 +85,7 @@ func Open(space *ns.Space, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	return &Manager{k: k, space: space, st: k.Store, log: opts.Logger, clock: opts.Clock, opts: opts,
-		next: map[string]int64{}, running: map[string]*runState{}, slots: make(chan struct{}, maxRunning),
+		next: map[string]int64{}, running: map[string]*runState{}, fair: newFairState(),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}, nil
 }
 
@@ -101,6 +105,9 @@ func (m *Manager) Start(ctx context.Context) error {
 // them). It is safe to call more than once.
 func (m *Manager) Close() error {
 	m.closeOnce.Do(func() {
+		m.mu.Lock()
+		m.fair.stopping = true // what waits in the queues stays due
+		m.mu.Unlock()
 		close(m.stop)
 		if m.started {
 			<-m.stopped

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -26,18 +28,28 @@ type outcome struct {
 
 // runScheduled runs schedule id, due at dueAt and started at startAt, then
 // records it and arms its next time. force runs it even if disabled.
-func (m *Manager) runScheduled(ctx context.Context, id string, dueAt, startAt int64, force bool) outcome {
+// targetDone, if not nil, is called once the target call has returned
+// (or once it is known that none will be made).
+func (m *Manager) runScheduled(ctx context.Context, id string, dueAt, startAt int64, force bool, targetDone func()) outcome {
 	s, err := m.get(ctx, id)
 	if err != nil {
 		return outcome{RunOutcome: abi.RunOutcome{ScheduleID: id, Status: "error", Error: err.Error()}, err: err}
 	}
-	return m.run(ctx, s, dueAt, startAt, force)
+	return m.run(ctx, s, dueAt, startAt, force, targetDone)
 }
 
 // run is runScheduled of the loaded schedule s.
-func (m *Manager) run(ctx context.Context, s *abi.Schedule, dueAt, startAt int64, force bool) outcome {
+func (m *Manager) run(ctx context.Context, s *abi.Schedule, dueAt, startAt int64, force bool, targetDone func()) outcome {
 	id := s.ID
 	res := outcome{RunOutcome: abi.RunOutcome{ScheduleID: id}}
+	if s.Broken != "" {
+		// A damaged record runs nothing and is not armed again: it stays
+		// as it is for its owner to see (sched.list) and remove.
+		m.skipBroken(id, s.Broken)
+		res.err = brokenErr(s)
+		res.Status, res.Error = "error", res.err.Error()
+		return res
+	}
 	if !s.Enabled && !force {
 		res.Status = "skipped"
 		return res
@@ -92,9 +104,16 @@ func (m *Manager) run(ctx context.Context, s *abi.Schedule, dueAt, startAt int64
 	rctx, cancel := context.WithTimeout(ctx, m.opts.RunTimeout)
 	summary, rerr := m.execute(rctx, s)
 	cancel()
+	if targetDone != nil {
+		targetDone()
+	}
 	end := m.clock.Now().UnixMilli()
 	status, errText := "ok", ""
-	if rerr != nil {
+	var ce *coalescedError
+	switch {
+	case errors.As(rerr, &ce):
+		status, errText, rerr = "skipped", ce.Error(), nil
+	case rerr != nil:
 		status, errText = "error", rerr.Error()
 	}
 	if preDone != nil {
@@ -105,6 +124,11 @@ func (m *Manager) run(ctx context.Context, s *abi.Schedule, dueAt, startAt int64
 	res.err = rerr
 	res.recordFailed(err)
 	return res
+}
+
+// brokenErr is the error of a change or run of the damaged schedule s.
+func brokenErr(s *abi.Schedule) error {
+	return abi.E(abi.Path(s.ID), abi.Busy, fmt.Sprintf("the stored schedule is damaged (%s): it does not run; remove it and add it again", s.Broken))
 }
 
 // recordFailed makes o an error if its record could not be written (err):

@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -44,33 +46,26 @@ func (m *Manager) query(ctx context.Context, where string, args ...any) ([]abi.S
 // schedule with a run under way shows it: runningAtMs is the run's start
 // and nextRunAtMs the time armed when it started (both are in memory
 // until the run is recorded).
+//
+// A row that cannot be read whole (a damaged store: JSON that does not
+// decode, an expression of no known kind, text in a number's column, a
+// NULL where a value must be) is not an error of the read: it is
+// returned with Broken saying what is wrong, so that one damaged row
+// neither stops the scheduler's start nor hides the others from
+// sched.list. A broken schedule never runs (run, reload).
 func (m *Manager) scan(rows *sql.Rows) ([]abi.Schedule, error) {
 	defer rows.Close()
 	out := []abi.Schedule{}
+	raw := make([]any, 22)
+	ptrs := make([]any, len(raw))
+	for i := range raw {
+		ptrs[i] = &raw[i]
+	}
 	for rows.Next() {
-		var s abi.Schedule
-		var expr, target string
-		var retry sql.NullString
-		if err := rows.Scan(&s.ID, &s.OwnerUid, &s.CreatorUid, &s.RunAsUid, &s.Name, &s.Description, &s.Enabled, &expr, &target,
-			&s.OverlapPolicy, &s.MisfirePolicy, &retry, &s.CreatedAtMs, &s.UpdatedAtMs, &s.State.NextRunAtMs, &s.State.RunningAtMs,
-			&s.State.LastRunAtMs, &s.State.LastStatus, &s.State.LastError, &s.State.LastDurationMs, &s.State.RunCount, &s.State.Attempt); err != nil {
+		if err := rows.Scan(ptrs...); err != nil {
 			return nil, abi.E(err)
 		}
-		if err := json.Unmarshal([]byte(expr), &s.Expression); err != nil {
-			return nil, abi.E(abi.Path(s.ID), abi.Other, "stored expression: "+err.Error())
-		}
-		if s.Expression.Kind == "cron" && s.Expression.Timezone == "" {
-			s.Expression.Timezone = "UTC" // the zone a record without one runs in
-		}
-		if err := json.Unmarshal([]byte(target), &s.Target); err != nil {
-			return nil, abi.E(abi.Path(s.ID), abi.Other, "stored target: "+err.Error())
-		}
-		if retry.Valid {
-			s.RetryPolicy = &abi.Retry{}
-			if err := json.Unmarshal([]byte(retry.String), s.RetryPolicy); err != nil {
-				return nil, abi.E(abi.Path(s.ID), abi.Other, "stored retry policy: "+err.Error())
-			}
-		}
+		s := decodeSchedule(raw)
 		m.mu.Lock()
 		if r := m.running[s.ID]; r != nil {
 			start := r.start
@@ -83,6 +78,150 @@ func (m *Manager) scan(rows *sql.Rows) ([]abi.Schedule, error) {
 		out = append(out, s)
 	}
 	return out, rows.Err()
+}
+
+// decodeSchedule is the schedule of one row of scheduleCols, read as raw
+// values; what does not convert is noted in its Broken field.
+func decodeSchedule(raw []any) abi.Schedule {
+	var s abi.Schedule
+	c := cells{v: raw}
+	s.ID = c.text(0, "id")
+	s.OwnerUid = c.uid(1, "owner_uid")
+	s.CreatorUid = c.uid(2, "creator_uid")
+	s.RunAsUid = c.uid(3, "run_as_uid")
+	s.Name = c.text(4, "name")
+	s.Description = c.textp(5, "description")
+	s.Enabled = c.int(6, "enabled") != 0
+	expr, target := c.text(7, "expression"), c.text(8, "target")
+	s.OverlapPolicy = c.text(9, "overlap")
+	s.MisfirePolicy = c.text(10, "misfire")
+	retry := c.textp(11, "retry")
+	s.CreatedAtMs = c.int(12, "created_at")
+	s.UpdatedAtMs = c.int(13, "updated_at")
+	s.State.NextRunAtMs = c.intp(14, "next_run_at")
+	s.State.RunningAtMs = c.intp(15, "running_at")
+	s.State.LastRunAtMs = c.intp(16, "last_run_at")
+	s.State.LastStatus = c.textp(17, "last_status")
+	s.State.LastError = c.textp(18, "last_error")
+	s.State.LastDurationMs = c.intp(19, "last_duration_ms")
+	s.State.RunCount = c.int(20, "run_count")
+	s.State.Attempt = int(c.int(21, "attempt"))
+	if err := decodeExpression(expr, &s.Expression); err != nil {
+		c.bad("expression", err.Error())
+	}
+	if err := json.Unmarshal([]byte(target), &s.Target); err != nil {
+		c.bad("target", err.Error())
+	}
+	if retry != nil {
+		s.RetryPolicy = &abi.Retry{}
+		if err := json.Unmarshal([]byte(*retry), s.RetryPolicy); err != nil {
+			c.bad("retry", err.Error())
+		}
+	}
+	s.Broken = strings.Join(c.problems, "; ")
+	return s
+}
+
+// decodeExpression decodes a stored expression into e: JSON of a known
+// kind whose cron text, if any, parses. A cron record stored without a
+// zone reads as UTC, the zone it runs in.
+func decodeExpression(text string, e *abi.Expression) error {
+	if err := json.Unmarshal([]byte(text), e); err != nil {
+		return err
+	}
+	switch e.Kind {
+	case "at", "after", "every":
+	case "cron":
+		if e.Timezone == "" {
+			e.Timezone = "UTC"
+		}
+		if _, err := parseCronCached(e.Expr, e.Timezone); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown kind %q", e.Kind)
+	}
+	return nil
+}
+
+// cells converts the raw values of a row of the store, noting each value
+// that does not fit its column (a damaged row) instead of failing.
+type cells struct {
+	v        []any
+	problems []string
+}
+
+// bad notes that column col is damaged.
+func (c *cells) bad(col, why string) {
+	c.problems = append(c.problems, fmt.Sprintf("stored %s: %s", col, why))
+}
+
+// textp is column i as text, nil for NULL.
+func (c *cells) textp(i int, col string) *string {
+	switch v := c.v[i].(type) {
+	case nil:
+		return nil
+	case string:
+		return &v
+	case []byte:
+		s := string(v)
+		return &s
+	case int64, float64:
+		s := fmt.Sprint(v)
+		return &s
+	}
+	c.bad(col, fmt.Sprintf("a %T where text belongs", c.v[i]))
+	return nil
+}
+
+// text is column i as text, which must not be NULL.
+func (c *cells) text(i int, col string) string {
+	if c.v[i] == nil {
+		c.bad(col, "NULL")
+		return ""
+	}
+	if p := c.textp(i, col); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// intp is column i as an integer, nil for NULL.
+func (c *cells) intp(i int, col string) *int64 {
+	switch v := c.v[i].(type) {
+	case nil:
+		return nil
+	case int64:
+		return &v
+	case float64:
+		if n := int64(v); float64(n) == v {
+			return &n
+		}
+	}
+	c.bad(col, fmt.Sprintf("%.40q is not an integer", fmt.Sprint(c.v[i])))
+	return nil
+}
+
+// int is column i as an integer, which must not be NULL.
+func (c *cells) int(i int, col string) int64 {
+	if c.v[i] == nil {
+		c.bad(col, "NULL")
+		return 0
+	}
+	if p := c.intp(i, col); p != nil {
+		return *p
+	}
+	return 0
+}
+
+// uid is column i as a uid.
+func (c *cells) uid(i int, col string) uint32 {
+	n := c.int(i, col)
+	if n < 0 || n > math.MaxUint32 {
+		c.bad(col, fmt.Sprintf("%d is not a uid", n))
+		return 0
+	}
+	return uint32(n)
 }
 
 // getMany loads the schedules of entries, by id; nil on error.
@@ -111,20 +250,26 @@ func (m *Manager) reload(ctx context.Context) error {
 	now := m.clock.Now().UnixMilli()
 	rows, err := m.st.QueryContext(ctx, `SELECT id,next_run_at FROM sched_schedules WHERE enabled=1 AND next_run_at>?`, now)
 	if err != nil {
-		return err
+		return damaged(err)
 	}
 	var armed []entry
 	for rows.Next() {
-		var e entry
-		if err := rows.Scan(&e.id, &e.at); err != nil {
+		var id, at any
+		if err := rows.Scan(&id, &at); err != nil {
 			rows.Close()
-			return err
+			return damaged(err)
+		}
+		c := cells{v: []any{id, at}}
+		e := entry{id: c.text(0, "id"), at: c.int(1, "next_run_at")}
+		if c.problems != nil {
+			m.skipBroken(e.id, strings.Join(c.problems, "; "))
+			continue
 		}
 		armed = append(armed, e)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
+		return damaged(err)
 	}
 	// The missed schedules are read by one query and their misfire
 	// policy applied in one transaction, batch by batch while the query
@@ -253,24 +398,65 @@ func (m *Manager) eachMissed(ctx context.Context, now int64, fn func(rowid int64
 	rows, err := m.st.QueryContext(ctx, `SELECT rowid,id,owner_uid,name,expression,misfire,created_at,next_run_at FROM sched_schedules
 		WHERE enabled=1 AND next_run_at IS NOT NULL AND next_run_at<=?`, now)
 	if err != nil {
-		return err
+		return damaged(err)
 	}
 	defer rows.Close()
+	raw := make([]any, 8)
+	ptrs := make([]any, len(raw))
+	for i := range raw {
+		ptrs[i] = &raw[i]
+	}
 	for rows.Next() {
-		s := &abi.Schedule{Enabled: true}
-		var rowid int64
-		var expr string
-		if err := rows.Scan(&rowid, &s.ID, &s.OwnerUid, &s.Name, &expr, &s.MisfirePolicy, &s.CreatedAtMs, &s.State.NextRunAtMs); err != nil {
+		if err := rows.Scan(ptrs...); err != nil {
 			return err
 		}
-		if err := json.Unmarshal([]byte(expr), &s.Expression); err != nil {
-			return abi.E(abi.Path(s.ID), abi.Other, "stored expression: "+err.Error())
+		c := cells{v: raw}
+		s := &abi.Schedule{Enabled: true}
+		rowid := c.int(0, "rowid")
+		s.ID = c.text(1, "id")
+		s.OwnerUid = c.uid(2, "owner_uid")
+		s.Name = c.text(3, "name")
+		expr := c.text(4, "expression")
+		s.MisfirePolicy = c.text(5, "misfire")
+		s.CreatedAtMs = c.int(6, "created_at")
+		s.State.NextRunAtMs = c.intp(7, "next_run_at")
+		if err := decodeExpression(expr, &s.Expression); err != nil {
+			c.bad("expression", err.Error())
+		}
+		if c.problems != nil {
+			m.skipBroken(s.ID, strings.Join(c.problems, "; "))
+			continue
 		}
 		if err := fn(rowid, s); err != nil {
 			return err
 		}
 	}
 	return rows.Err()
+}
+
+// skipBroken logs, once per start, that the damaged schedule id is not
+// run, with what is wrong and how to repair it.
+func (m *Manager) skipBroken(id, why string) {
+	m.mu.Lock()
+	seen := m.brokenSeen[id]
+	if !seen {
+		if m.brokenSeen == nil {
+			m.brokenSeen = map[string]bool{}
+		}
+		m.brokenSeen[id] = true
+	}
+	m.mu.Unlock()
+	if seen {
+		return
+	}
+	m.log.Error("sched: a damaged schedule is skipped: it will not run", "table", "sched_schedules", "schedule", id, "problem", why,
+		"repair", fmt.Sprintf("gsv sched list --all shows it as broken; remove it (gsv sched rm %s) and add it again", id))
+}
+
+// damaged is err, from reading the scheduler's table, with where it
+// comes from and how to repair it.
+func damaged(err error) error {
+	return fmt.Errorf("sched: reading the table sched_schedules of STATE/gsv.db: %w (check it with sqlite3 STATE/gsv.db 'PRAGMA integrity_check'; remove the rows at fault)", err)
 }
 
 // rowNext is a schedule's row and its new next run time (0: none).
@@ -360,11 +546,25 @@ func (m *Manager) runs(ctx context.Context, where string, args ...any) ([]abi.Ru
 	}
 	defer rows.Close()
 	out := []abi.Run{}
+	raw := make([]any, 11)
+	ptrs := make([]any, len(raw))
+	for i := range raw {
+		ptrs[i] = &raw[i]
+	}
 	for rows.Next() {
-		var r abi.Run
-		if err := rows.Scan(&r.ID, &r.ScheduleID, &r.Name, &r.OwnerUid, &r.ScheduledAtMs, &r.StartedAtMs, &r.FinishedAtMs,
-			&r.Status, &r.Error, &r.Summary, &r.DurationMs); err != nil {
+		if err := rows.Scan(ptrs...); err != nil {
 			return nil, abi.E(err)
+		}
+		c := cells{v: raw}
+		r := abi.Run{ID: c.int(0, "id"), ScheduleID: c.text(1, "schedule_id"), Name: c.text(2, "name"), OwnerUid: c.uid(3, "owner_uid"),
+			ScheduledAtMs: c.int(4, "scheduled_at"), StartedAtMs: c.int(5, "started_at"), FinishedAtMs: c.int(6, "finished_at"),
+			Status: c.text(7, "status"), Error: c.textp(8, "error"), Summary: c.textp(9, "summary"), DurationMs: c.int(10, "duration_ms")}
+		if c.problems != nil {
+			// A damaged record of the history is left out of it, not
+			// the whole history.
+			m.log.Warn("sched: a damaged run record is left out of the history", "table", "sched_runs", "id", fmt.Sprint(raw[0]),
+				"problem", strings.Join(c.problems, "; "))
+			continue
 		}
 		out = append(out, r)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/ns"
 )
 
 // The handlers of sched.list, sched.add, sched.update, sched.remove and
@@ -69,8 +70,12 @@ func (m *Manager) add(ctx context.Context, c *kernel.Caller, a *abi.SchedAddArgs
 		return nil, err
 	}
 	m.fillZone(ctx, &a.Expression)
+	limit := m.maxSchedules(ctx, uid)
 	var s *abi.Schedule
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+		if err := checkScheduleLimit(tx, uid, limit, 1); err != nil {
+			return err
+		}
 		var err error
 		s, err = m.insert(tx, c, uid, a)
 		return err
@@ -91,6 +96,9 @@ func (m *Manager) update(ctx context.Context, c *kernel.Caller, a *abi.SchedUpda
 	s, err := m.resolve(ctx, c, a.ID, a.OwnerUid)
 	if err != nil {
 		return nil, err
+	}
+	if s.Broken != "" {
+		return nil, brokenErr(s)
 	}
 	if a.Patch.Target != nil {
 		if err := m.checkReach(ctx, s.OwnerUid, s.Name, a.Patch.Target); err != nil {
@@ -195,7 +203,7 @@ func (m *Manager) runRequested(ctx context.Context, c *kernel.Caller, a *abi.Sch
 		if err != nil {
 			return nil, err
 		}
-		results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, now, now, true))
+		results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, now, now, true, nil))
 	case a.Mode == "due" || a.Mode == "":
 		uid, err := owner(c, a.OwnerUid)
 		if err != nil {
@@ -206,13 +214,47 @@ func (m *Manager) runRequested(ctx context.Context, c *kernel.Caller, a *abi.Sch
 			return nil, err
 		}
 		for _, s := range ss {
-			m.arm(s.ID, 0) // the engine must not run it too
-			results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, *s.State.NextRunAtMs, now, false))
+			m.mu.Lock()
+			m.unqueueLocked(s.ID) // the engine must not run it too
+			m.mu.Unlock()
+			m.arm(s.ID, 0)
+			results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, *s.State.NextRunAtMs, now, false, nil))
 		}
 	default:
 		return nil, abi.E(abi.Invalid, "mode must be due or force")
 	}
 	return results, nil
+}
+
+// DefaultMaxSchedules is how many schedules a user may have when
+// config/sched/max_schedules (or root's users/<uid>/sched/max_schedules)
+// does not say. Root's own schedules are not counted.
+const DefaultMaxSchedules = 256
+
+// maxSchedules is how many schedules uid may have (-1: no limit, root).
+// It makes a syscall: call it outside a transaction of the store.
+func (m *Manager) maxSchedules(ctx context.Context, uid uint32) int {
+	if uid == 0 {
+		return -1
+	}
+	return ns.Limit(ctx, m.k, m.log, uid, "sched/max_schedules", DefaultMaxSchedules)
+}
+
+// checkScheduleLimit refuses (409), in tx, a change that leaves uid with
+// more than limit (-1: no limit) schedules once n more are added (the
+// change's own additions already made in tx count in the store).
+func checkScheduleLimit(tx *sql.Tx, uid uint32, limit, n int) error {
+	if limit < 0 {
+		return nil
+	}
+	var have int
+	if err := tx.QueryRow(`SELECT count(*) FROM sched_schedules WHERE owner_uid=?`, uid).Scan(&have); err != nil {
+		return abi.E(err)
+	}
+	if have+n > limit {
+		return abi.E(abi.Busy, fmt.Sprintf("uid %d would have %d schedules and may have %d (config/sched/max_schedules): remove some first", uid, have+n, limit))
+	}
+	return nil
 }
 
 // validName is the rule for schedule names.

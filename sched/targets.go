@@ -39,10 +39,16 @@ func (m *Manager) execute(ctx context.Context, s *abi.Schedule) (string, error) 
 		}
 		return "spawned " + r.Pid, nil
 	case "process.event":
-		if _, err := kernel.Invoke[*abi.SendResult](ctx, m.k, c, "proc.send",
+		r, err := kernel.Invoke[*abi.SendResult](ctx, m.k, c, "proc.send",
 			&abi.SendArgs{Pid: t.Pid, ConversationID: t.ConversationID, Message: t.Message, Event: true,
-				Kind: abi.EventScheduleTick, TraceID: "sched:" + s.ID}); err != nil {
+				Kind: abi.EventScheduleTick, TraceID: "sched:" + s.ID})
+		if err != nil {
 			return "", err
+		}
+		if r != nil && r.Coalesced {
+			// The target's queue already holds a tick of s: the run is
+			// a skip, as one whose previous run is still going.
+			return "", &coalescedError{run: r.RunID}
 		}
 		return "proc.send ok", nil
 	case "process.lifecycle":
@@ -56,6 +62,15 @@ func (m *Manager) execute(ctx context.Context, s *abi.Schedule) (string, error) 
 		return call + " ok", nil
 	}
 	return "", fmt.Errorf("unknown target %q", t.Kind)
+}
+
+// coalescedError is a process.event run's answer when its target's queue
+// already holds a tick of the schedule (proc.send coalesced it): the run
+// is recorded skipped.
+type coalescedError struct{ run string }
+
+func (e *coalescedError) Error() string {
+	return fmt.Sprintf("its previous tick still waits in the target's queue (run %s)", e.run)
 }
 
 // lifecycleCall is the syscall and args of a process.lifecycle target:

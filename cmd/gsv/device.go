@@ -78,9 +78,9 @@ func yesNo(b bool) string {
 func (c *cli) deviceCmd() *cobra.Command {
 	dev := &cobra.Command{
 		Use:   "device",
-		Short: "List, inspect, describe and share the devices that dial in (sys.device.*)",
+		Short: "List, inspect, describe, share and remove the devices that dial in (sys.device.*)",
 	}
-	dev.AddCommand(c.deviceListCmd(), c.deviceGetCmd(), c.deviceUpdateCmd(), c.deviceGrantCmd())
+	dev.AddCommand(c.deviceListCmd(), c.deviceGetCmd(), c.deviceUpdateCmd(), c.deviceGrantCmd(), c.deviceRemoveCmd())
 	return dev
 }
 
@@ -191,4 +191,23 @@ func (c *cli) deviceGrantCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&revoke, "revoke", false, "take the grant back")
 	return cmd
+}
+
+func (c *cli) deviceRemoveCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "remove ID",
+		Short: "Remove a device you own from the registry (sys.device.remove)",
+		Long: "Remove device ID from the registry, with its grants; its connection, if any, ends.\n" +
+			"Only the device's owner and root remove it. A user owns at most config devices.max_per_user\n" +
+			"devices (16 by default): remove one to make room. Its node tokens stay: revoke them\n" +
+			"(gsv token revoke) to keep the device from registering again when it dials.",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: c.completeDevice(nil),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return do(c, "sys.device.remove", &abi.DeviceRemoveArgs{DeviceID: args[0]}, func(r *abi.DeviceGetResult) error {
+				_, err := fmt.Fprintf(c.out, "%s: removed\n", cell(args[0]))
+				return err
+			})
+		},
+	}
 }

@@ -417,6 +417,12 @@ func (c *cli) schedCmd() *cobra.Command {
 					if s.State.NextRunAtMs != nil {
 						next = localTime(*s.State.NextRunAtMs)
 					}
+					if s.Broken != "" {
+						// A damaged record: it does not run; why is its
+						// TARGET (sched.list's broken field has it whole).
+						fmt.Fprintf(tw, "%s\t%s\tbroken\t-\t%s\t-\t%s\t%d\n", cell(s.ID), cell(s.Name), strconv.Quote(s.Broken), str(s.State.LastStatus), s.State.RunCount)
+						continue
+					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", s.ID, s.Name, enabled, when(s.Expression),
 						targetSummary(s.Target), next, str(s.State.LastStatus), s.State.RunCount)
 				}

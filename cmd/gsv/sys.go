@@ -11,7 +11,8 @@ import (
 	"gsvfs.dev/gsvfs/abi"
 )
 
-// configCmd is gsv config: sys.config.get and sys.config.set.
+// configCmd is gsv config: sys.config.get, sys.config.set and
+// sys.config.unset.
 func (c *cli) configCmd() *cobra.Command {
 	config := &cobra.Command{Use: "config", Short: "Read and set configuration"}
 	config.AddCommand(&cobra.Command{
@@ -44,6 +45,15 @@ func (c *cli) configCmd() *cobra.Command {
 				return err
 			}
 			return do(c, "sys.config.set", &abi.ConfigSetArgs{Key: args[0], Value: v},
+				func(*abi.ConfigSetResult) error { return nil })
+		},
+	})
+	config.AddCommand(&cobra.Command{
+		Use:   "unset KEY",
+		Short: "Remove a config key (its readers fall back to the default)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return do(c, "sys.config.unset", &abi.ConfigUnsetArgs{Key: args[0]},
 				func(*abi.ConfigSetResult) error { return nil })
 		},
 	})

@@ -141,6 +141,19 @@ func TestE2EDevices(t *testing.T) {
 		if r := d.shAs(bobHost, `cat "$1"/dev/laptop/fs/project/README.md`, d.mnt); r.code == 0 {
 			t.Fatalf("bob read /dev/laptop/fs: %v", r)
 		}
+		// /dev shows bob no device of alice's, and /dev/laptop is not
+		// there for him (ENOENT, as for an id nobody has); root sees it.
+		if r := d.shAs(bobHost, `ls "$1"/dev`, d.mnt); r.code != 0 || strings.Contains(r.stdout, "laptop") || !strings.Contains(r.stdout, "gsv") {
+			t.Fatalf("ls /dev as bob: %v", r)
+		}
+		for _, p := range []string{"/dev/laptop", "/dev/nosuch"} {
+			if r := d.shAs(bobHost, `ls "$1"`, d.p(p)); r.code == 0 || errnoOf(r.stderr) != syscall.ENOENT {
+				t.Fatalf("ls %s as bob: %v, want ENOENT", p, r)
+			}
+		}
+		if r := d.sh(`ls "$1"/dev`, d.mnt); r.code != 0 || !strings.Contains(r.stdout, "laptop") {
+			t.Fatalf("ls /dev as root: %v", r)
+		}
 	})
 
 	t.Run("Shell", func(t *testing.T) {
@@ -160,6 +173,19 @@ func TestE2EDevices(t *testing.T) {
 		})
 		if !strings.Contains(r.stdout, "later") {
 			t.Fatalf("the poll's result: %v", r)
+		}
+		// A device's shell runs unsandboxed there: a narrowed process
+		// capability refuses it (and then allows it again, as wide as the
+		// default).
+		key := fmt.Sprintf("users/%d/process/cap", aliceUID)
+		d.mustGsv(t, "config", "set", key, `{"networks":["none"],"mounts":[{"prefix":"~","mode":"rw"}]}`)
+		r = alice("call", "shell.exec", `{"target":"laptop","input":"echo ran"}`)
+		if r.code == 0 || !strings.Contains(r.stderr, "(403)") || !strings.Contains(r.stderr, "process capability") {
+			t.Errorf("shell.exec on a device under a narrowed capability: %v", r)
+		}
+		d.mustGsv(t, "config", "set", key, `{"networks":["none","full"],"mounts":[{"prefix":"/","mode":"rw"}]}`)
+		if r = alice("call", "shell.exec", `{"target":"laptop","input":"echo ran"}`); r.code != 0 || !strings.Contains(r.stdout, "ran") {
+			t.Errorf("shell.exec on a device under a capability as wide as the default: %v", r)
 		}
 	})
 

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,7 +162,10 @@ func newBase(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// Mounts are gone by now (daemon cleanups run first).
+		// Mounts are gone by now (daemon cleanups run first), but for
+		// those a daemon killed outright left: its sandboxes' scratch
+		// tmpfs mounts (the next daemon on the state would remove them).
+		detachUnder(dir)
 		if err := os.RemoveAll(dir); err != nil {
 			t.Errorf("removing %s: %v", dir, err)
 		}
@@ -172,6 +176,24 @@ func newBase(t testing.TB) string {
 		}
 	}
 	return dir
+}
+
+// detachUnder detaches every mount below dir (lazily), deepest first.
+func detachUnder(dir string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(unescapeMount(f[4]), dir+"/") {
+			points = append(points, unescapeMount(f[4]))
+		}
+	}
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	for _, p := range points {
+		syscall.Unmount(p, syscall.MNT_DETACH)
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for a subprocess to write while the
@@ -215,6 +237,7 @@ type daemonOpts struct {
 	listen   string   // --listen dial string
 	logLevel string   // --log-level
 	args     []string // more flags
+	nofile   int      // if not 0, the daemon's RLIMIT_NOFILE (soft and hard), set with prlimit
 }
 
 // startDaemon starts gsvfs on base's state (and mount point, with
@@ -250,6 +273,10 @@ func startDaemon(t testing.TB, base string, o daemonOpts) *daemon {
 	}
 	args = append(args, o.args...)
 	d.cmd = exec.Command(gsvfsBin, args...)
+	if o.nofile > 0 {
+		n := strconv.Itoa(o.nofile)
+		d.cmd = exec.Command("prlimit", append([]string{"--nofile=" + n + ":" + n, "--", gsvfsBin}, args...)...)
+	}
 	// The daemon's cwd must not be inside its own mount.
 	d.cmd.Dir = d.work
 	d.cmd.Stdout = d.stderr

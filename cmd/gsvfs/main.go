@@ -21,6 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/devices"
 	"gsvfs.dev/gsvfs/devices/local"
@@ -54,6 +55,8 @@ type options struct {
 
 	routeTimeout time.Duration // devices.Options.RouteTimeout
 
+	preAuthMax, preAuthPerHost int // ninep.Gate.Max and MaxPerPeer of the --listen listeners
+
 	tlsCert, tlsKey string // the certificate and key of tls!host!port listeners
 }
 
@@ -62,6 +65,7 @@ func rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "gsvfs",
 		Short:         "GSV kernel: the agent operating system's namespace over FUSE and 9P",
+		Version:       abi.BuildVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -69,12 +73,14 @@ func rootCmd() *cobra.Command {
 	root.PersistentFlags().StringArrayVar(&o.listen, "listen", nil, "also serve 9P on this dial string, e.g. tcp!127.0.0.1!5640 (attach needs a token)")
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	root.PersistentFlags().DurationVar(&o.authTimeout, "9p-auth-timeout", ninep.DefaultAuthTimeout, "close a 9P connection that has not attached within this time (0: never)")
-	root.PersistentFlags().IntVar(&o.maxConns, "9p-max-conns", ninep.DefaultMaxConns, "9P connections one host uid, token, or not yet attached TCP address may hold at once (0: no limit)")
+	root.PersistentFlags().IntVar(&o.maxConns, "9p-max-conns", ninep.DefaultMaxConns, "9P connections one host uid or token may hold at once (0: no limit); those not yet attached over --listen are bounded by --preauth-max")
 	root.PersistentFlags().IntVar(&o.maxFids, "9p-max-fids", ninep.DefaultMaxFids, "9P fids one host uid or token may hold at once across its connections (0: no limit)")
 	root.PersistentFlags().StringVar(&o.tlsCert, "tls-cert", "", "the PEM certificate (chain) of --listen tls!host!port")
 	root.PersistentFlags().StringVar(&o.tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
 	root.PersistentFlags().DurationVar(&o.routeTimeout, "device-route-timeout", devices.DefaultRouteTimeout, "how long a call routed to a remote device may take before its caller gets 504")
 	root.PersistentFlags().IntVar(&o.maxInflight, "9p-max-inflight", ninep.DefaultMaxPrincipalInflight, "9P requests one host uid or token may have in flight at once across its connections; one more gets an error at once (0: no limit)")
+	root.PersistentFlags().IntVar(&o.preAuthMax, "preauth-max", ninep.DefaultMaxPreAuth, "connections of the --listen addresses not authenticated yet held at once (at most a quarter of the descriptor limit); one more closes the oldest of the address holding the most (0: a quarter of the descriptor limit)")
+	root.PersistentFlags().IntVar(&o.preAuthPerHost, "preauth-max-per-host", ninep.DefaultMaxPreAuthPerPeer, "connections of one address that have not authenticated yet held at once; one more closes the address's oldest (0: only --preauth-max)")
 	var ro remoteOptions
 	mount := &cobra.Command{
 		Use:   "mount DIR",
@@ -230,8 +236,13 @@ func run(ctx context.Context, o options, mountDir string) error {
 	var serving sync.WaitGroup
 	defer func() { stopServing(); dev.EndCommands(); serving.Wait() }()
 	serving.Go(func() { srv.Serve(serveCtx, ul, unixPeer) })
+	// Every connection of the --listen addresses is held by the gate until
+	// it authenticates (a 9P attach, a device's token): it bounds them in
+	// total and per address, closing the oldest at a cap, and closes one
+	// still unauthenticated at the auth deadline (ninep.Gate).
+	gate := &ninep.Gate{Max: preAuthCap(o.preAuthMax, log), MaxPerPeer: noLimit(o.preAuthPerHost), Timeout: noLimit(o.authTimeout), Logger: log}
 	for _, addr := range o.listen {
-		l, err := listenDial(addr, o)
+		l, err := listenDial(addr, o, gate)
 		if err != nil {
 			return err
 		}
@@ -249,7 +260,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 			return fmt.Errorf("mount %s: %w", mountDir, err)
 		}
 	}
-	log.Info("ready", "mount", mountDir, "socket", sock, "state", o.state, "startup", time.Since(start).Round(time.Millisecond))
+	log.Info("ready", "version", Version, "mount", mountDir, "socket", sock, "state", o.state, "startup", time.Since(start).Round(time.Millisecond))
 
 	if fsrv != nil {
 		done := make(chan struct{})
@@ -311,11 +322,28 @@ func listenUnix(path string) (net.Listener, error) {
 	return l, nil
 }
 
+// preAuthCap is the gate's total cap: max (0 for none), at most a quarter
+// of the process's descriptor limit, so that connections that have not
+// authenticated cannot take the descriptors files, the store and
+// authenticated clients need.
+func preAuthCap(n int, log *slog.Logger) int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < 1<<30 {
+		quarter := max(int(lim.Cur/4), 1)
+		if n <= 0 || n > quarter {
+			log.Debug("unauthenticated connections capped at a quarter of the descriptor limit", "preauth_max", quarter, "nofile", lim.Cur)
+			return quarter
+		}
+	}
+	return noLimit(n)
+}
+
 // listenDial listens on a Plan 9 dial string: tcp!host!port,
 // tls!host!port (with --tls-cert and --tls-key), ws!host!port or
 // wss!host!port (9P over a WebSocket at ninep.WSPath, wss with TLS), or
-// unix!path.
-func listenDial(addr string, o options) (net.Listener, error) {
+// unix!path. The sockets' connections are admitted to gate (beneath TLS
+// and WebSocket, whose handshakes it bounds too).
+func listenDial(addr string, o options, gate *ninep.Gate) (net.Listener, error) {
 	f := strings.Split(addr, "!")
 	switch {
 	case len(f) == 3 && (f[0] == "tcp" || f[0] == "net" || f[0] == "tls" || f[0] == "ws" || f[0] == "wss"):
@@ -338,6 +366,7 @@ func listenDial(addr string, o options) (net.Listener, error) {
 		if err != nil {
 			return nil, err
 		}
+		l = gate.Listen(l)
 		if conf != nil {
 			l = tls.NewListener(l, conf)
 		}
@@ -346,7 +375,11 @@ func listenDial(addr string, o options) (net.Listener, error) {
 		}
 		return l, nil
 	case len(f) == 2 && f[0] == "unix":
-		return listenUnix(f[1])
+		l, err := listenUnix(f[1])
+		if err != nil {
+			return nil, err
+		}
+		return gate.Listen(l), nil
 	}
 	return nil, errors.New("--listen " + addr + ": want tcp!host!port, tls!host!port, ws!host!port or wss!host!port")
 }

@@ -541,3 +541,31 @@ func TestCloseEndsCommands(t *testing.T) {
 		t.Errorf("a command after Close = %v, want refused", d)
 	}
 }
+
+// A FIFO in the export is never served: an open of it, to read or to
+// write, is ENXIO at once (a reader would otherwise get ESPIPE on its
+// reads, and a blocking open would wait for a peer).
+func TestSpecialFiles(t *testing.T) {
+	_, root, fsys := serve(t, export.Options{})
+	if err := syscall.Mkfifo(filepath.Join(root, "fifo"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []uint8{plan9.OREAD, plan9.OWRITE, plan9.ORDWR} {
+		errc := make(chan error, 1)
+		go func() {
+			fid, err := fsys.Open("fs/fifo", mode)
+			if err == nil {
+				fid.Close()
+			}
+			errc <- err
+		}()
+		select {
+		case err := <-errc:
+			if err == nil || !strings.Contains(err.Error(), "no such device or address") {
+				t.Errorf("open mode %d of a FIFO: %v, want no such device or address", mode, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("open mode %d of a FIFO has not ended", mode)
+		}
+	}
+}

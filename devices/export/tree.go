@@ -2,6 +2,7 @@ package export
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -343,6 +344,15 @@ func (f *fileNode) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Hand
 	}
 	fh, err := f.e.dir.OpenFile(f.rel, openFlags(flags)|nonblock, 0)
 	if err != nil {
+		return nil, f.fail(f.rel, err)
+	}
+	// Only a regular file's content is served: a FIFO, socket or device
+	// node (opened at once, nonblock) is closed unread, ENXIO.
+	if fi, err := fh.Stat(); err != nil || !fi.Mode().IsRegular() {
+		fh.Close()
+		if err == nil {
+			err = fmt.Errorf("a FIFO, socket or device node is not served: %w", syscall.ENXIO)
+		}
 		return nil, f.fail(f.rel, err)
 	}
 	return &handle{f: fh}, nil

@@ -36,6 +36,8 @@ type blobStore struct {
 
 	mu      sync.Mutex
 	holders map[string]map[string]uint32 // hex -> session id -> its owner's uid
+	sizes   map[string]int64             // hex -> its size, counted for each holder
+	use     outputUse                    // each user's kept output
 }
 
 // open makes (and empties) the store under stateDir.
@@ -48,32 +50,46 @@ func (b *blobStore) open(stateDir string) error {
 		}
 	}
 	b.holders = map[string]map[string]uint32{}
+	b.sizes = map[string]int64{}
 	return nil
 }
 
 // tmpDir is where captures spill.
 func (b *blobStore) tmpDir() string { return filepath.Join(b.dir, "tmp") }
 
-// hold records that session sid (of uid) holds blob ref.
-func (b *blobStore) hold(ref, sid string, uid uint32) {
+// hold records that session sid (of uid) holds blob ref, of size bytes,
+// which uid's kept output already counts (its capture reserved them);
+// a second hold of the same blob by sid gives them back.
+func (b *blobStore) hold(ref, sid string, uid uint32, size int64) {
 	h := strings.TrimPrefix(ref, "sha256:")
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.holders[h] == nil {
 		b.holders[h] = map[string]uint32{}
 	}
+	if _, ok := b.holders[h][sid]; ok {
+		b.use.release(uid, size)
+		return
+	}
 	b.holders[h][sid] = uid
+	b.sizes[h] = size
 }
 
-// release forgets session sid's holds and removes the blobs no session
-// holds any more.
+// release forgets session sid's holds, gives their sizes back to their
+// owner's kept output, and removes the blobs no session holds any more.
 func (b *blobStore) release(sid string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for h, m := range b.holders {
+		uid, ok := m[sid]
+		if !ok {
+			continue
+		}
 		delete(m, sid)
+		b.use.release(uid, b.sizes[h])
 		if len(m) == 0 {
 			delete(b.holders, h)
+			delete(b.sizes, h)
 			os.Remove(filepath.Join(b.dir, "sha256", h))
 		}
 	}
@@ -180,8 +196,9 @@ func (x *Sessions) BlobList(ctx context.Context, who Who, _ *abi.SessionListArgs
 }
 
 // capture keeps one stream of an exec: in memory up to inlineRequired,
-// then in a temporary file, up to max bytes (then it counts and drops).
-// Its writes never fail, so the command never sees an error from them.
+// then in a temporary file, up to max bytes and as much as its user's
+// kept-output quota leaves (then it counts and drops). Its writes never
+// fail, so the command never sees an error from them.
 type capture struct {
 	dir       string
 	max       int64
@@ -191,17 +208,33 @@ type capture struct {
 	truncated bool
 	err       error
 	h         hash.Hash
+
+	use       *outputUse // the kept output it counts in (nil: none)
+	uid       uint32
+	limit     int64 // uid's quota (0: none)
+	overQuota bool  // it dropped bytes for the quota
+	kept      bool  // its bytes became a blob's hold
 }
 
-func newCapture(dir string, max int64) *capture {
-	return &capture{dir: dir, max: max, h: sha256.New()}
+// newCapture makes a capture of at most max bytes, spilling to dir; the
+// bytes it keeps count in use, for uid, under limit.
+func newCapture(dir string, max int64, use *outputUse, uid uint32, limit int64) *capture {
+	return &capture{dir: dir, max: max, h: sha256.New(), use: use, uid: uid, limit: limit}
 }
 
 // Write keeps what fits.
 func (c *capture) Write(p []byte) (int, error) {
 	n := len(p)
-	if room := c.max - c.size; int64(len(p)) > room {
-		p = p[:max(room, 0)]
+	want := min(int64(len(p)), max(c.max-c.size, 0))
+	got := want
+	if c.use != nil {
+		got = c.use.reserve(c.uid, want, c.limit)
+		if got < want {
+			c.overQuota = true
+		}
+	}
+	if int64(len(p)) > got {
+		p = p[:got]
 		c.truncated = true
 	}
 	if len(p) == 0 {
@@ -236,7 +269,8 @@ func (c *capture) head(n int) []byte {
 	return buf[:m]
 }
 
-// discard drops what was kept.
+// discard drops what was kept, and gives its bytes back to the quota
+// unless they became a blob's.
 func (c *capture) discard() {
 	if c.f != nil {
 		c.f.Close()
@@ -244,6 +278,10 @@ func (c *capture) discard() {
 		c.f = nil
 	}
 	c.mem = nil
+	if c.use != nil && !c.kept {
+		c.use.release(c.uid, c.size)
+	}
+	c.use = nil
 }
 
 // output turns c into an exec receipt's output as mode asks: inline if it
@@ -291,6 +329,7 @@ func (b *blobStore) output(c *capture, mode string) (*abi.ExecOutput, string, []
 	}
 	c.f.Close()
 	c.f = nil
+	c.kept = true // its bytes are the blob's, counted until its holds go
 	ref := "sha256:" + sum
 	return &abi.ExecOutput{Blob: &abi.BlobOutput{BlobRef: ref, SizeBytes: c.size, PreviewBytes: preview, Truncated: c.truncated}}, ref, preview, nil
 }

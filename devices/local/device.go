@@ -49,6 +49,9 @@ type Options struct {
 	// ShellWait is how long a shell.exec start or poll waits for its
 	// command to end before it answers "running"; zero means 10 s.
 	ShellWait time.Duration
+	// Quota gives each user's quota (home, sandbox scratch, kept
+	// output); nil means DefaultQuota for everyone.
+	Quota QuotaFunc
 }
 
 // Device is the local device over one host. Its data tree lives in
@@ -63,7 +66,8 @@ type Device struct {
 	dataFD   *os.File // the data root opened O_PATH, for openat2; nil if unavailable
 	dataPath string
 	owners   ownerCache
-	owning   bool // files get their owners' disk ids (the daemon is root); see owners.go
+	owning   bool      // files get their owners' disk ids (the daemon is root); see owners.go
+	homes    homeUsage // the usage of homes with a quota
 
 	shell     *Shell                    // shell.exec's sessions and commands
 	root      atomic.Pointer[nsRootRef] // the namespace, for fs.* paths outside the data tree
@@ -186,10 +190,12 @@ func New(k Host, opts Options) (*Device, error) {
 	d := &Device{k: k, log: opts.Logger, stateDir: k.StateDir(), data: data, dataFD: dataFD, dataPath: dataPath}
 	d.owning = os.Geteuid() == 0 && d.canOwn()
 	d.shell = NewShell(ShellOptions{Logger: opts.Logger, Wait: opts.ShellWait, Dir: d.shellDir, Env: d.shellEnv, Runner: d.runner})
-	if d.Sessions, err = NewSessions(SessionsOptions{Logger: opts.Logger, StateDir: d.stateDir, Mount: d.mountDir, AfterExec: d.afterExec}); err != nil {
+	if d.Sessions, err = NewSessions(SessionsOptions{Logger: opts.Logger, StateDir: d.stateDir, Mount: d.mountDir, AfterExec: d.afterExec, Quota: opts.Quota}); err != nil {
 		d.closeData()
 		return nil, err
 	}
+	// A sandbox may have written in homes: their usage is counted again.
+	d.Sessions.execEnded = func(uid uint32, user string) { d.staleHome(user, uid == 0) }
 	users, err := k.Users(context.Background())
 	if err != nil {
 		d.closeData()

@@ -32,3 +32,11 @@ func (x *Sessions) SetSessionRetention(r time.Duration) {
 // ids, as the daemon's sweep does: for tests that make files on disk
 // directly, as root.
 func (d *Device) Reown(rel string) error { return d.reownTree(context.Background(), rel) }
+
+// SetJanitorPeriod sets how often the sessions' janitor ends expired
+// sessions; call it before the first session.
+func (x *Sessions) SetJanitorPeriod(d time.Duration) {
+	x.sessions.mu.Lock()
+	x.sessions.janitorEvery = d
+	x.sessions.mu.Unlock()
+}

@@ -215,22 +215,44 @@ func (d *Device) readDirData(rel string) ([]fs.FileInfo, error) {
 	return out, nil
 }
 
-// openReadData opens rel for reading; a FIFO or device never blocks the
-// open (O_NONBLOCK), and rel must be a regular file or a directory.
+// openReadData opens rel for reading (see openFileData).
 func (d *Device) openReadData(rel string) (*os.File, error) {
-	f, err := d.openData(rel, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	return d.openFileData(rel, unix.O_RDONLY, 0)
+}
+
+// openFileData opens rel as openData does, to read or write its content,
+// without ever blocking: with O_NONBLOCK, so that a FIFO opens at once
+// (or is ENXIO) and a file lease is EWOULDBLOCK rather than a wait, and
+// only if it is a regular file or a directory; any other kind (a FIFO, a
+// socket, a device node) is closed unread and is ENXIO. O_NONBLOCK stays
+// on the descriptor, where a regular file ignores it.
+func (d *Device) openFileData(rel string, flags int, perm fs.FileMode) (*os.File, error) {
+	f, err := d.openData(rel, flags|unix.O_NONBLOCK, perm)
 	if err != nil {
 		return nil, err
 	}
 	fi, err := f.Stat()
-	if err != nil || !(fi.Mode().IsRegular() || fi.IsDir()) {
+	if err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		err = unix.ENXIO
+	}
+	if err != nil {
 		f.Close()
-		if err == nil {
-			err = unix.EINVAL
-		}
 		return nil, atErr("open", rel, err)
 	}
 	return f, nil
+}
+
+// special says whether fi is a file the daemon never opens: neither a
+// regular file, a directory nor a symbolic link (a FIFO, a socket, a
+// device node).
+func special(fi fs.FileInfo) bool {
+	return !fi.Mode().IsRegular() && !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0
+}
+
+// errSpecial is the error of an open of a special file.
+func errSpecial(rel string) error {
+	return abi.E(abi.Path("/"+rel), abi.Invalid,
+		fmt.Errorf("a FIFO, socket or device node is not opened through the namespace: %w", unix.ENXIO))
 }
 
 // readFileData returns the content of the regular file rel, up to max

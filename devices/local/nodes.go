@@ -183,7 +183,7 @@ func (d *dataDir) Create(ctx context.Context, cred vfs.Cred, name string, flags 
 	if err != nil {
 		return nil, nil, err
 	}
-	return &dataFile{dataNode{d.dev, rel}}, &dataHandle{as: as, f: f}, nil
+	return &dataFile{dataNode{d.dev, rel}}, &dataHandle{as: as, f: f, rel: rel}, nil
 }
 
 func (d *dataDir) Mkdir(ctx context.Context, cred vfs.Cred, name string, perm fs.FileMode) (vfs.Node, error) {
@@ -226,14 +226,15 @@ func (f *dataFile) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Hand
 	if err != nil {
 		return nil, err
 	}
-	return &dataHandle{as: as, f: fd}, nil
+	return &dataHandle{as: as, f: fd, rel: f.rel}, nil
 }
 
 // dataHandle is an open real file. Permission was checked at open, as for
 // a POSIX file descriptor; each read and write is still a syscall.
 type dataHandle struct {
-	as Dispatcher // who opened it
-	f  *os.File
+	as  Dispatcher // who opened it
+	f   *os.File
+	rel string // its path as opened, for the homes' quotas
 }
 
 var (
@@ -242,15 +243,15 @@ var (
 )
 
 func (h *dataHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	return invoke[int](ctx, h.as, "fs.pread", &IOArgs{h.f, p, off})
+	return invoke[int](ctx, h.as, "fs.pread", &IOArgs{F: h.f, Buf: p, Off: off})
 }
 
 func (h *dataHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
-	return invoke[int](ctx, h.as, "fs.pwrite", &IOArgs{h.f, p, off})
+	return invoke[int](ctx, h.as, "fs.pwrite", &IOArgs{F: h.f, Buf: p, Off: off, Rel: h.rel})
 }
 
 func (h *dataHandle) Truncate(ctx context.Context, size int64) error {
-	_, err := h.as.Call(ctx, "fs.ftruncate", &TruncArgs{h.f, size})
+	_, err := h.as.Call(ctx, "fs.ftruncate", &TruncArgs{F: h.f, Size: size, Rel: h.rel})
 	return err
 }
 

@@ -36,6 +36,9 @@ type (
 		F   *os.File
 		Buf []byte
 		Off int64
+		// Rel is the file's path as opened: a write that grows a home
+		// counts against its quota.
+		Rel string
 	}
 	// MkdirArgs are fs.mkdir's.
 	MkdirArgs struct {
@@ -63,6 +66,7 @@ type (
 	TruncArgs struct {
 		F    *os.File
 		Size int64
+		Rel  string // the file's path as opened (see IOArgs.Rel)
 	}
 	// DirEnt is one entry of fs.readdir.
 	DirEnt struct {
@@ -89,10 +93,14 @@ func (d *Device) OpenRead(ctx context.Context, who Who, a *abi.FileArgs) (*os.Fi
 	if err != nil {
 		return nil, err
 	}
-	if _, err := d.access(ctx, who, rel, vfs.WantRead); err != nil {
+	fi, err := d.access(ctx, who, rel, vfs.WantRead)
+	if err != nil {
 		return nil, err
 	}
-	f, err := d.openData(rel, os.O_RDONLY, 0)
+	if special(fi) {
+		return nil, errSpecial(rel)
+	}
+	f, err := d.openFileData(rel, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, abi.E(abi.Path("/"+rel), err)
 	}
@@ -203,11 +211,19 @@ func (d *Device) Open(ctx context.Context, who Who, a *OpenArgs) (*os.File, erro
 	default:
 		return nil, err
 	}
+	if fi != nil && special(fi) {
+		return nil, errSpecial(a.Path) // never opened: a FIFO's open would wait for a peer
+	}
 	// O_APPEND is the transport's business: it sends the offsets, and
-	// WriteAt refuses files opened for appending.
-	f, err := d.openData(a.Path, a.Flags&^os.O_APPEND, a.Perm)
+	// WriteAt refuses files opened for appending. The open never blocks
+	// and is only of a regular file or a directory (openFileData), should
+	// the file have changed since the check.
+	f, err := d.openFileData(a.Path, a.Flags&^os.O_APPEND, a.Perm)
 	if err != nil {
 		return nil, abi.E(abi.Path("/"+a.Path), err)
+	}
+	if a.Flags&os.O_TRUNC != 0 && fi != nil && fi.Mode().IsRegular() {
+		d.creditHome(a.Path, fi.Size()) // emptied: its bytes leave the home's count
 	}
 	if created {
 		// The mode is the caller's (the transport applied its umask);
@@ -229,9 +245,20 @@ func (d *Device) Pread(ctx context.Context, who Who, a *IOArgs) (int, error) {
 	return n, err
 }
 
-// Pwrite is fs.pwrite (internal): it writes to an open file at an offset.
+// Pwrite is fs.pwrite (internal): it writes to an open file at an
+// offset. A write that would take a home over its quota fails whole with
+// EDQUOT.
 func (d *Device) Pwrite(ctx context.Context, who Who, a *IOArgs) (int, error) {
-	return a.F.WriteAt(a.Buf, a.Off)
+	if err := d.chargeHome(ctx, a.Rel, func() int64 {
+		return max(a.Off+int64(len(a.Buf))-fileSize(a.F), 0)
+	}); err != nil {
+		return 0, err
+	}
+	n, err := a.F.WriteAt(a.Buf, a.Off)
+	if err != nil {
+		d.staleHome(homeUser(a.Rel), false) // counted, perhaps not written
+	}
+	return n, err
 }
 
 // Mkdir is fs.mkdir (internal): it makes a directory in a directory the
@@ -309,7 +336,15 @@ func (d *Device) Link(ctx context.Context, who Who, a *RenameArgs) (vfs.Attr, er
 	if !who.IsRoot() && who.Uid != o.Uid && !allowed(who, o, fi.Mode(), vfs.WantRead|vfs.WantWrite) {
 		return vfs.Attr{}, abi.E(abi.Path("/"+a.Old), abi.Permission, "permission denied")
 	}
+	if fi.Mode().IsRegular() {
+		if err := d.chargeHome(ctx, a.New, func() int64 { return fi.Size() }); err != nil {
+			return vfs.Attr{}, err
+		}
+	}
 	if err := d.linkData(a.Old, a.New); err != nil {
+		if fi.Mode().IsRegular() {
+			d.creditHome(a.New, fi.Size())
+		}
 		return vfs.Attr{}, abi.E(abi.Path("/"+a.New), err)
 	}
 	if fi, err = d.lstatData(a.New); err != nil {
@@ -342,9 +377,16 @@ func (d *Device) Setattr(ctx context.Context, who Who, a *SetattrArgs) (vfs.Attr
 		if !allowed(who, o, fi.Mode(), vfs.WantWrite) {
 			return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), abi.Permission, "permission denied")
 		}
-		f, err := d.openData(a.Path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if special(fi) {
+			return vfs.Attr{}, errSpecial(a.Path)
+		}
+		f, err := d.openFileData(a.Path, os.O_WRONLY, 0)
 		if err != nil {
 			return vfs.Attr{}, abi.E(abi.Path("/"+a.Path), err)
+		}
+		if err := d.chargeHome(ctx, a.Path, func() int64 { return *a.Set.Size - fileSize(f) }); err != nil {
+			f.Close()
+			return vfs.Attr{}, err
 		}
 		err = f.Truncate(*a.Set.Size)
 		f.Close()
@@ -366,8 +408,12 @@ func (d *Device) Setattr(ctx context.Context, who Who, a *SetattrArgs) (vfs.Attr
 	return d.attrOf(ctx, a.Path, fi), nil
 }
 
-// Ftruncate is fs.ftruncate (internal): it truncates an open file.
+// Ftruncate is fs.ftruncate (internal): it truncates an open file (a
+// size that would take a home over its quota is EDQUOT).
 func (d *Device) Ftruncate(ctx context.Context, who Who, a *TruncArgs) (struct{}, error) {
+	if err := d.chargeHome(ctx, a.Rel, func() int64 { return a.Size - fileSize(a.F) }); err != nil {
+		return struct{}{}, err
+	}
 	return struct{}{}, a.F.Truncate(a.Size)
 }
 
@@ -396,6 +442,9 @@ func (d *Device) Remove(ctx context.Context, who Who, a *RemoveArgs) (struct{}, 
 	if err := d.removeData(a.Path, fi.IsDir()); err != nil {
 		return struct{}{}, abi.E(abi.Path("/"+a.Path), err)
 	}
+	if fi.Mode().IsRegular() {
+		d.creditHome(a.Path, fi.Size())
+	}
 	return struct{}{}, nil
 }
 
@@ -413,13 +462,35 @@ func (d *Device) Rename(ctx context.Context, who Who, a *RenameArgs) (struct{}, 
 	if across && !who.IsRoot() {
 		return struct{}{}, abi.E(abi.Path("/"+a.Old), abi.Permission, "cannot move a file into another user's tree")
 	}
+	// What the homes' quotas count: a file replaced at New goes; a file
+	// moved between homes (root's) leaves one and enters the other.
+	var moved, replaced int64
+	if fi, err := d.lstatData(a.Old); err == nil && fi.Mode().IsRegular() && homeUser(a.Old) != homeUser(a.New) {
+		moved = fi.Size()
+	}
+	if fi, err := d.lstatData(a.New); err == nil && fi.Mode().IsRegular() {
+		replaced = fi.Size()
+	}
+	if moved > 0 {
+		if err := d.chargeHome(ctx, a.New, func() int64 { return moved - replaced }); err != nil {
+			return struct{}{}, err
+		}
+	}
 	if err := d.renameData(a.Old, a.New); err != nil {
+		if moved > 0 {
+			d.creditHome(a.New, moved-replaced)
+		}
 		return struct{}{}, abi.E(abi.Path("/"+a.Old), err)
 	}
 	if across || isOwnersRoot(a.Old) || isOwnersRoot(a.New) {
 		if err := d.reownTree(ctx, a.New); err != nil {
 			return struct{}{}, abi.E(abi.Path("/"+a.New), err)
 		}
+	}
+	if moved > 0 {
+		d.creditHome(a.Old, moved)
+	} else {
+		d.creditHome(a.New, replaced)
 	}
 	return struct{}{}, nil
 }

@@ -25,8 +25,8 @@ import (
 // maxReadFile is the largest file fs.read returns.
 const maxReadFile = 25 << 20
 
-// maxSearchMatches caps fs.search.
-const maxSearchMatches = 500
+// MaxSearchMatches caps fs.search (a device's answers too).
+const MaxSearchMatches = 500
 
 // Read is fs.read: a file's numbered lines or a directory's listing.
 // The operation's own failure is {ok:false, error}.
@@ -160,6 +160,7 @@ func Numbered(path string, b []byte, size int64, a *abi.FSReadArgs) (*abi.FSRead
 // file keeps its mode; a new one gets 0644.
 func (d *Device) writeFile(ctx context.Context, who Who, rel string, content []byte, mkParents bool) error {
 	mode := fs.FileMode(0o644)
+	var old int64 // the size of the file replaced
 	fi, err := d.access(ctx, who, rel, vfs.WantWrite)
 	switch {
 	case err == nil:
@@ -167,6 +168,9 @@ func (d *Device) writeFile(ctx context.Context, who Who, rel string, content []b
 			return abi.E(abi.Path("/"+rel), abi.Invalid, syscall.EISDIR)
 		}
 		mode = fi.Mode().Perm()
+		if fi.Mode().IsRegular() {
+			old = fi.Size()
+		}
 		if err := d.accessParent(ctx, who, rel); err != nil {
 			return err
 		}
@@ -180,6 +184,9 @@ func (d *Device) writeFile(ctx context.Context, who Who, rel string, content []b
 			return err
 		}
 	default:
+		return err
+	}
+	if err := d.chargeHome(ctx, rel, func() int64 { return int64(len(content)) - old }); err != nil {
 		return err
 	}
 	tmp := tmpDir + "/" + randomText()
@@ -203,6 +210,7 @@ func (d *Device) writeFile(ctx context.Context, who Who, rel string, content []b
 	}
 	if werr != nil {
 		d.removeData(tmp, false)
+		d.staleHome(homeUser(rel), false) // counted, not written
 		return abi.E(abi.Path("/"+rel), werr)
 	}
 	return nil
@@ -327,6 +335,9 @@ func (d *Device) deleteTree(ctx context.Context, who Who, rel string) error {
 	if err := d.removeData(rel, fi.IsDir()); err != nil {
 		return abi.E(abi.Path("/"+rel), err)
 	}
+	if fi.Mode().IsRegular() {
+		d.creditHome(rel, fi.Size())
+	}
 	return nil
 }
 
@@ -394,7 +405,7 @@ func (d *Device) fsSearch(ctx context.Context, who Who, a *abi.FSSearchArgs) (*a
 				return nil // binary
 			}
 			if bytes.Contains(line, q) {
-				if len(matches) == maxSearchMatches {
+				if len(matches) == MaxSearchMatches {
 					truncated = true
 					return nil
 				}

@@ -47,8 +47,10 @@ const (
 	// sessionRetention is how long an ended session's record (and the
 	// blobs its receipts hold) stays after it ended.
 	sessionRetention = time.Hour
-	// signalGrace is how long "term" waits before SIGKILL by default.
-	signalGrace = time.Second
+	// signalGrace is how long "term" waits before SIGKILL by default;
+	// maxSignalGrace the longest grace a signal may give.
+	signalGrace    = time.Second
+	maxSignalGrace = 10 * time.Minute
 )
 
 // guestReserved are the guest paths a session may not mount over: its
@@ -66,6 +68,9 @@ type sessions struct {
 	stop   chan struct{}
 	// retention is sessionRetention when zero (tests shorten it).
 	retention time.Duration
+	// janitorEvery is how often the janitor looks, a second when zero
+	// (tests lengthen it).
+	janitorEvery time.Duration
 }
 
 // session is one exec session.
@@ -102,6 +107,9 @@ type execRun struct {
 	result   *abi.ExecResult
 	timer    *time.Timer
 	killOnce sync.Once
+	// outputQuota is the kept-output quota of the session's owner when
+	// the exec started (0: none).
+	outputQuota int64
 }
 
 // runtime returns the sandbox runtime, making it on first use.
@@ -140,11 +148,21 @@ func (t *sessions) get(who Who, id string) (*session, error) {
 	return s, nil
 }
 
+// expiredLocked says whether s is open past its TTL at now; s.mu is
+// held. The janitor ends such a session within a second; every exec and
+// signal checks it too, so none is served in between.
+func (s *session) expiredLocked(now time.Time) bool {
+	return s.ended.IsZero() && now.UnixNano() >= s.info.ExpiresAtNs
+}
+
 // janitor ends sessions at their expiry and forgets ended ones after
 // their retention, until the table closes.
 func (t *sessions) janitor(x *Sessions) {
 	defer t.wg.Done()
-	tick := time.NewTicker(time.Second)
+	t.mu.Lock()
+	every := cmpOr(t.janitorEvery, time.Second)
+	t.mu.Unlock()
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
@@ -156,7 +174,7 @@ func (t *sessions) janitor(x *Sessions) {
 			for _, s := range t.m {
 				s.mu.Lock()
 				switch {
-				case s.ended.IsZero() && now.UnixNano() >= s.info.ExpiresAtNs:
+				case s.expiredLocked(now):
 					expired = append(expired, s)
 				case !s.ended.IsZero() && now.Sub(s.ended) >= cmpOr(t.retention, sessionRetention):
 					gone = append(gone, s)
@@ -292,9 +310,13 @@ func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenA
 		hostUID = uint32(os.Getuid())
 		limits.MaxProcesses = pc.MaxProcesses
 	}
+	scratch, err := x.scratch(ctx, who.Uid)
+	if err != nil {
+		return nil, err
+	}
 	box, err := rt.Open(sandbox.Spec{
 		ID: id, HostUID: hostUID, HostGID: hostGID, HostGroups: groups, Uid: who.Uid, Gid: who.gid(),
-		Mounts: mounts, ScratchRoot: x.scratchRoot(who.Uid), Home: home, Network: loc.NetworkMode == abi.NetworkFull,
+		Mounts: mounts, ScratchRoot: scratch, Home: home, Network: loc.NetworkMode == abi.NetworkFull,
 	})
 	if err != nil {
 		return nil, abi.E(abi.Offline, err.Error())
@@ -431,8 +453,8 @@ func (x *Sessions) SessionSignal(ctx context.Context, who Who, a *abi.SessionSig
 	}
 	grace := signalGrace
 	if a.GraceTimeoutNs != nil {
-		if *a.GraceTimeoutNs < 0 {
-			return nil, abi.E(abi.Invalid, "grace_timeout_ns may not be negative")
+		if *a.GraceTimeoutNs < 0 || *a.GraceTimeoutNs > int64(maxSignalGrace) {
+			return nil, abi.E(abi.Invalid, fmt.Sprintf("grace_timeout_ns: 0 to %v", maxSignalGrace))
 		}
 		grace = time.Duration(*a.GraceTimeoutNs)
 	}
@@ -446,6 +468,14 @@ func (x *Sessions) SessionSignal(ctx context.Context, who Who, a *abi.SessionSig
 		sig = syscall.SIGINT
 	default:
 		return nil, abi.E(abi.Invalid, fmt.Sprintf("signal %q: want term, kill or int", a.Signal))
+	}
+	s.mu.Lock()
+	expired := s.expiredLocked(time.Now())
+	s.mu.Unlock()
+	if expired {
+		// Past its TTL, though the janitor has not come by yet: it ends
+		// now, as the janitor would have ended it.
+		x.endSession(s, syscall.SIGKILL, 0)
 	}
 	s.mu.Lock()
 	ended, run := s.ended, s.running

@@ -113,6 +113,10 @@ func (x *Sessions) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*se
 	if err := checkGuest(cwd, true); err != nil {
 		return nil, nil, err
 	}
+	q, err := x.quotaOf(ctx, s.uid)
+	if err != nil {
+		return nil, nil, err
+	}
 	var stdin []byte
 	if a.StdinRef != "" {
 		stdin, err = x.blobs.read(who, a.StdinRef, 0, inlineRequired*64)
@@ -121,6 +125,13 @@ func (x *Sessions) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*se
 		}
 	}
 	s.mu.Lock()
+	if s.expiredLocked(time.Now()) {
+		// Past its TTL, though the janitor has not come by yet: it ends
+		// now, and runs nothing more.
+		s.mu.Unlock()
+		x.endSession(s, syscall.SIGKILL, 0)
+		return nil, nil, abi.E(abi.Path(s.id), abi.Busy, "the session has ended: its session_ttl_ns passed")
+	}
 	defer s.mu.Unlock()
 	if !s.ended.IsZero() {
 		return nil, nil, abi.E(abi.Path(s.id), abi.Busy, "the session has ended")
@@ -131,9 +142,9 @@ func (x *Sessions) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*se
 	if !x.sessions.startExecWG() {
 		return nil, nil, abi.E(abi.Offline, "the daemon is shutting down")
 	}
-	run := &execRun{started: time.Now(), mode: mode, done: make(chan struct{})}
-	run.out[0] = newCapture(x.blobs.tmpDir(), s.limits.MaxOutputBytes)
-	run.out[1] = newCapture(x.blobs.tmpDir(), s.limits.MaxOutputBytes)
+	run := &execRun{started: time.Now(), mode: mode, done: make(chan struct{}), outputQuota: q.Output}
+	run.out[0] = newCapture(x.blobs.tmpDir(), s.limits.MaxOutputBytes, &x.blobs.use, s.uid, q.Output)
+	run.out[1] = newCapture(x.blobs.tmpDir(), s.limits.MaxOutputBytes, &x.blobs.use, s.uid, q.Output)
 	var in *strings.Reader
 	cmd := sandbox.Cmd{Argv: a.Argv, Cwd: cwd, Env: s.sessionEnv(a.EnvPatch),
 		Stdout: run.out[0], Stderr: run.out[1], MaxProcesses: s.limits.MaxProcesses}
@@ -218,7 +229,15 @@ func (x *Sessions) finishExec(s *session, run *execRun) {
 	var inline [2][]byte
 	var refs []string
 	for i, c := range run.out {
+		size := c.size
 		o, ref, text, err := x.blobs.output(c, run.mode)
+		switch {
+		case c.overQuota && r.ErrorCode == "":
+			// The command ran; what it wrote past the quota was dropped.
+			r.ErrorCode = "output_quota"
+			r.Error = fmt.Sprintf("%s was cut at your kept-output quota of %d bytes (the outputs your sessions hold and your running execs'; "+
+				"a session's are kept until an hour after it ends): the rest was dropped", [2]string{"stdout", "stderr"}[i], run.outputQuota)
+		}
 		switch {
 		case errors.Is(err, errInlineTooLarge):
 			r.Status, r.ErrorCode = abi.ExecError, "inline_required_too_large"
@@ -236,11 +255,14 @@ func (x *Sessions) finishExec(s *session, run *execRun) {
 		inline[i] = text
 		if ref != "" {
 			refs = append(refs, ref)
-			x.blobs.hold(ref, s.id, s.uid)
+			x.blobs.hold(ref, s.id, s.uid, size)
 		}
 	}
 	if s.after != nil {
 		s.after()
+	}
+	if x.execEnded != nil {
+		x.execEnded(s.uid, s.user)
 	}
 	s.mu.Lock()
 	s.last = r

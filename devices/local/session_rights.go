@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -40,6 +41,23 @@ func DefaultProcessCap(root bool) abi.ProcessCap {
 		pc.Mounts = append(pc.Mounts, abi.CapMount{Prefix: "host:/", Mode: abi.MountRW})
 	}
 	return pc
+}
+
+// HostWide says whether pc allows all that a command run on a host
+// has: the host's network, and every namespace path read-write (for
+// root, every host path too). A narrower capability binds a command:
+// shell.exec then runs it in a sandbox (root's too), and refuses it on a
+// device, whose commands run unsandboxed on the device's host.
+func HostWide(pc abi.ProcessCap, root bool) bool {
+	if !slices.Contains(pc.Networks, abi.NetworkFull) {
+		return false
+	}
+	wide := func(prefix string) bool {
+		return slices.ContainsFunc(pc.Mounts, func(m abi.CapMount) bool {
+			return strings.TrimSuffix(m.Prefix, "/")+"/" == prefix && m.Mode == abi.MountRW
+		})
+	}
+	return wide("/") && (!root || wide("host:/"))
 }
 
 // capMode is the strongest mode pc allows for the namespace path p
@@ -139,6 +157,9 @@ func (d *Device) mountDir(ctx context.Context, who Who, pc abi.ProcessCap, m abi
 	mode = minMode(m.Mode, mode)
 	if mode == abi.MountRW && !who.IsRoot() && d.ownerOf(ctx, rel).Uid != who.Uid {
 		mode = abi.MountRO // rw only in a tree the caller owns
+	}
+	if user := homeUser(rel); mode == abi.MountRW && user != "" && d.homeOver(ctx, user) {
+		mode = abi.MountRO // a home at its quota takes no more from a sandbox
 	}
 	fd, err := d.openPath(rel)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -301,12 +302,59 @@ func TestSessionBadInput(t *testing.T) {
 	if _, err := sessionCall[*abi.SessionSignalResult](t, k, alice, "process.session.signal", &abi.SessionSignalArgs{SessionID: s.SessionID, Signal: "hup"}); kindOf(err) != abi.Invalid {
 		t.Errorf("signal hup: %v", err)
 	}
+	// A grace is at most maxSignalGrace (grace=99999h: issue 20, item 18);
+	// the refused signal leaves the session open.
+	long := int64(99999 * time.Hour)
+	if _, err := sessionCall[*abi.SessionSignalResult](t, k, alice, "process.session.signal", &abi.SessionSignalArgs{SessionID: s.SessionID, Signal: "term", GraceTimeoutNs: &long}); kindOf(err) != abi.Invalid {
+		t.Errorf("signal term with a grace of 99999h: %v", err)
+	}
+	if g, _ := sessionCall[*abi.SessionInfo](t, k, alice, "process.session.get", &abi.SessionGetArgs{SessionID: s.SessionID}); g == nil || g.State != "ready" {
+		t.Errorf("after a refused signal the session is %+v", g)
+	}
 	// Root sees everyone's sessions; bob sees none of alice's.
 	if l, _ := sessionCall[*abi.SessionListResult](t, k, bob, "process.session.list", &abi.SessionListArgs{}); len(l.Sessions) != 0 {
 		t.Errorf("bob lists %+v", l.Sessions)
 	}
 	if l, _ := sessionCall[*abi.SessionListResult](t, k, root, "process.session.list", &abi.SessionListArgs{}); len(l.Sessions) != 1 {
 		t.Errorf("root lists %+v", l.Sessions)
+	}
+}
+
+// A process capability that processCap could not read is refused when it
+// is set (400, naming the problem), so that it never fails every user's
+// open with a 500; sys.config.unset removes one (issue 20, item 18).
+func TestProcessCapConfigRule(t *testing.T) {
+	k, root, _, _ := newKernel(t)
+	ctx := context.Background()
+	set := func(key, val string) error {
+		v, _ := json.Marshal(val)
+		_, err := k.Call(ctx, &kernel.Caller{Identity: root}, "sys.config.set", &abi.ConfigSetArgs{Key: key, Value: v})
+		return err
+	}
+	for _, key := range []string{"config/process/cap", "users/1000/process/cap"} {
+		for _, c := range []struct{ val, want string }{
+			{`{"networks":["none"`, "the process capability does not parse"},
+			{`{"netwrks":["none"]}`, `unknown field "netwrks"`},
+			{`{"networks":["some"]}`, `network "some": want none or full`},
+			{`{"mounts":[{"prefix":"rel","mode":"rw"}]}`, "mount prefix"},
+			{`{"max_sessions":-1}`, "may not be negative"},
+			{`null`, "is a JSON object"},
+			{`[]`, "is a JSON object"},
+		} {
+			if err := set(key, c.val); kindOf(err) != abi.Invalid || !strings.Contains(err.Error(), key+": ") || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("set %s %s: %v, want a 400 saying %q", key, c.val, err, c.want)
+			}
+		}
+		res, err := k.Call(ctx, &kernel.Caller{Identity: root}, "sys.config.get", &abi.ConfigGetArgs{Key: key})
+		if err != nil || len(res.(*abi.ConfigGetResult).Entries) != 0 {
+			t.Errorf("refused capabilities were stored: %+v, %v", res, err)
+		}
+	}
+	if err := set("users/1000/process/cap", `{"networks":["none"],"mounts":[{"prefix":"~","mode":"ro"}]}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Call(ctx, &kernel.Caller{Identity: root}, "sys.config.unset", &abi.ConfigUnsetArgs{Key: "users/1000/process/cap"}); err != nil {
+		t.Errorf("unset: %v", err)
 	}
 }
 
@@ -388,5 +436,52 @@ func TestSessionBlobCollected(t *testing.T) {
 	}
 	if _, err := sessionCall[*abi.BlobReadResult](t, k, alice, "process.blob.read", &abi.BlobReadArgs{BlobRef: r.Stdout.Blob.BlobRef}); kindOf(err) != abi.NotExist {
 		t.Fatalf("a collected blob: %v", err)
+	}
+}
+
+// A session past its TTL runs nothing more, though its janitor has not
+// ended it yet: every exec and signal checks the expiry itself.
+func TestSessionExpiryChecked(t *testing.T) {
+	needSandbox(t)
+	k, _, alice, _ := newKernel(t)
+	k.d.SetJanitorPeriod(time.Hour) // the janitor never comes by in this test
+	ttl := int64(300 * time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		call func(sid string) error
+		kind abi.Kind
+	}{
+		{"exec", func(sid string) error {
+			r, err := sessionCall[*abi.ExecResult](t, k, alice, "process.exec", &abi.ExecArgs{SessionID: sid, Argv: []string{"true"}})
+			if err == nil {
+				t.Logf("receipt %+v", r)
+			}
+			return err
+		}, abi.Busy},
+		{"signal", func(sid string) error {
+			r, err := sessionCall[*abi.SessionSignalResult](t, k, alice, "process.session.signal", &abi.SessionSignalArgs{SessionID: sid, Signal: "int"})
+			if err == nil && r.Status != abi.SignalAlreadyExited {
+				return errors.New("signal of an expired session: " + r.Status)
+			}
+			return err
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := sessionCall[*abi.SessionOpenResult](t, k, alice, "process.session.open", &abi.SessionOpenArgs{
+				Target: abi.ProcessTarget{Local: &abi.ProcessLocalTarget{NetworkMode: "none"}}, SessionTTLNs: &ttl})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for time.Now().UnixNano() <= *r.ExpiresAtNs {
+				time.Sleep(time.Until(time.Unix(0, *r.ExpiresAtNs)) + time.Millisecond)
+			}
+			if err := tc.call(r.SessionID); kindOf(err) != tc.kind {
+				t.Fatalf("%s past the TTL: %v, want kind %d", tc.name, err, tc.kind)
+			}
+			info, err := sessionCall[*abi.SessionInfo](t, k, alice, "process.session.get", &abi.SessionGetArgs{SessionID: r.SessionID})
+			if err != nil || info.State != "ended" {
+				t.Fatalf("after an %s past its TTL: %+v %v", tc.name, info, err)
+			}
+		})
 	}
 }

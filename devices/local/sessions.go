@@ -27,6 +27,11 @@ type Sessions struct {
 	sessions  sessions  // the exec sessions
 	blobs     blobStore // their large outputs
 	afterExec AfterExecFunc
+	quota     QuotaFunc // nil: DefaultQuota
+	tmpfs     scratchMounts
+	// execEnded, if set, is told of each exec's end, with its session's
+	// owner (the local device counts the owner's home again).
+	execEnded func(uid uint32, user string)
 }
 
 // AfterExecFunc returns what to run after each exec of a session who
@@ -56,6 +61,9 @@ type SessionsOptions struct {
 	Rootless bool
 	// AfterExec, if set, gives what to run after each exec of a session.
 	AfterExec AfterExecFunc
+	// Quota gives each user's quota (kept output, sandbox scratch); nil
+	// means DefaultQuota for everyone.
+	Quota QuotaFunc
 }
 
 // NewSessions makes an empty table. Its sandbox runtime starts with the
@@ -67,11 +75,16 @@ func NewSessions(opts SessionsOptions) (*Sessions, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	x := &Sessions{log: opts.Logger, stateDir: opts.StateDir, mount: opts.Mount, rootless: opts.Rootless, afterExec: opts.AfterExec}
+	x := &Sessions{log: opts.Logger, stateDir: opts.StateDir, mount: opts.Mount, rootless: opts.Rootless, afterExec: opts.AfterExec, quota: opts.Quota}
 	if err := x.blobs.open(opts.StateDir); err != nil {
 		return nil, err
 	}
-	os.RemoveAll(filepath.Join(opts.StateDir, "sessions")) // scratch of sessions a restart ended
+	// The scratch of sessions a restart ended, and its tmpfs mounts.
+	scratch := filepath.Join(opts.StateDir, "sessions")
+	if !opts.Rootless && os.Geteuid() == 0 {
+		unmountUnder(scratch)
+	}
+	os.RemoveAll(scratch)
 	if !opts.Rootless {
 		// What a daemon killed outright left staged goes now, not at the
 		// first session.
@@ -81,5 +94,8 @@ func NewSessions(opts SessionsOptions) (*Sessions, error) {
 }
 
 // Close ends every session (its running exec killed) and waits for
-// them; opens from then on fail.
-func (x *Sessions) Close() { x.sessions.close(x) }
+// them, then unmounts the users' scratch; opens from then on fail.
+func (x *Sessions) Close() {
+	x.sessions.close(x)
+	x.unmountScratch()
+}

@@ -56,8 +56,73 @@ const (
 // never inside the daemon's own FUSE mount, and the shell is /bin/sh with
 // a PATH of system directories only: a child blocking on a path the
 // daemon itself serves would deadlock the daemon against itself.
+//
+// A start obeys the caller's process capability (who.Process): unless it
+// is HostWide (root's default), the command runs in a sandbox, root's
+// too, whose working directory must be a path the capability allows (a
+// 403 otherwise, nothing started), whose home is mounted only as the
+// capability allows it (read-write, read-only, or not at all: the
+// sandbox's own scratch home is then there), with the network it allows
+// and its max_processes; its timeout is at most the capability's
+// max_timeout_ns, as it is at most maxShellTimeout.
 func (d *Device) Exec(ctx context.Context, who Who, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
+	if a.SessionID == "" {
+		var err error
+		if a, err = d.capShell(who, a); err != nil {
+			return nil, err
+		}
+	}
 	return d.shell.Exec(ctx, who, a)
+}
+
+// capShell checks a start of shell.exec against who's process capability
+// and returns its args with the timeout the capability allows.
+func (d *Device) capShell(who Who, a *abi.ShellExecArgs) (*abi.ShellExecArgs, error) {
+	pc := who.processCap()
+	if who.IsRoot() && HostWide(pc, true) {
+		return a, nil // on the host
+	}
+	cwd := a.Cwd
+	if cwd == "" {
+		cwd = who.Cwd
+	}
+	p, err := clean(who, cwd)
+	if err != nil {
+		return nil, abi.E(abi.Op("cwd"), err)
+	}
+	if capMode(pc, who, p) == "" {
+		return nil, abi.E(abi.Op("cwd"), abi.Path(p), abi.Permission,
+			"your process capability allows no command here: give a cwd under one of its mounts ("+capMounts(pc)+")")
+	}
+	if pc.MaxTimeoutNs > 0 {
+		limit := time.Duration(pc.MaxTimeoutNs)
+		t := defaultShellTimeout
+		if a.TimeoutMs > 0 {
+			t = min(time.Duration(a.TimeoutMs)*time.Millisecond, maxShellTimeout)
+		}
+		if t > limit {
+			b := *a
+			b.TimeoutMs = max(limit.Milliseconds(), 1)
+			a = &b
+		}
+	}
+	return a, nil
+}
+
+// capMounts lists pc's mounts as "prefix mode, ...", "none" if it has
+// none.
+func capMounts(pc abi.ProcessCap) string {
+	if len(pc.Mounts) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for i, m := range pc.Mounts {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(m.Prefix + " " + m.Mode)
+	}
+	return b.String()
 }
 
 // ShellOptions configure a Shell.
@@ -273,10 +338,11 @@ func (d *Device) shellEnv(who Who, dir string) []string {
 	return DefaultShellEnv(who, dir)
 }
 
-// runner is the runner of who's commands: the host for root, a sandbox
-// with who's grant for everyone else.
+// runner is the runner of who's commands: the host for root (unless
+// root's process capability is narrower than the host's), a sandbox with
+// who's grant for everyone else.
 func (d *Device) runner(who Who) ShellRunner {
-	if who.IsRoot() {
+	if who.IsRoot() && HostWide(who.processCap(), true) {
 		return hostShell{log: d.log}
 	}
 	return sandboxShell{d: d}

@@ -52,11 +52,20 @@ func (r sandboxShell) start(ctx context.Context, c *shellCommand) (shellHandle, 
 	who := c.who
 	pc := who.processCap()
 	home := path.Join("/home", who.Username)
-	var ms []abi.ProcessMount
+	// The home as the capability allows it (not at all: the sandbox's own
+	// scratch home is there), and the working directory, which Exec
+	// checked the capability allows, where the home's mount does not give
+	// it as the capability does.
+	homeMode := ""
 	if _, err := resolve(who, home); err == nil {
-		ms = append(ms, abi.ProcessMount{HostPath: home, GuestPath: home, Mode: abi.MountRW})
+		homeMode = capMode(pc, who, home)
 	}
-	if c.cwd != home && !strings.HasPrefix(c.cwd, home+"/") {
+	var ms []abi.ProcessMount
+	if homeMode != "" {
+		ms = append(ms, abi.ProcessMount{HostPath: home, GuestPath: home, Mode: homeMode})
+	}
+	inHome := c.cwd == home || strings.HasPrefix(c.cwd, home+"/")
+	if !inHome || homeMode == "" || capMode(pc, who, c.cwd) != homeMode {
 		// Checked as any mount: read-only outside the caller's own tree.
 		// A working directory above the home (/home) goes first, so that
 		// the home is mounted on it, not hidden by it.
@@ -76,11 +85,15 @@ func (r sandboxShell) start(ctx context.Context, c *shellCommand) (shellHandle, 
 	if err != nil {
 		return nil, err
 	}
+	scratch, err := d.scratch(ctx, who.Uid)
+	if err != nil {
+		return nil, err
+	}
 	id := "sh_" + randomText()
 	hostUID, hostGID, groups := who.hostIDs()
 	box, err := rt.Open(sandbox.Spec{
 		ID: id, HostUID: hostUID, HostGID: hostGID, HostGroups: groups, Uid: who.Uid, Gid: who.gid(),
-		Mounts: mounts, ScratchRoot: d.scratchRoot(who.Uid), Home: home, Network: slices.Contains(pc.Networks, abi.NetworkFull),
+		Mounts: mounts, ScratchRoot: scratch, Home: home, Network: slices.Contains(pc.Networks, abi.NetworkFull),
 	})
 	if err != nil {
 		return nil, abi.E(abi.Path("shell"), abi.Offline, err.Error())
@@ -110,6 +123,7 @@ func (r sandboxShell) start(ctx context.Context, c *shellCommand) (shellHandle, 
 		<-p.proc.Done()
 		p.closeStdin()
 		box.Close()
+		d.staleHome(who.Username, who.IsRoot()) // it may have written in the home
 		ex := p.proc.Exit()
 		p.ex = shellExit{killed: p.stopped.Load(), err: ex.Err, signal: ex.Signal}
 		if ex.Err == nil {

@@ -397,3 +397,88 @@ func TestShellBackgroundChildKilled(t *testing.T) {
 	pgid, _ := strconv.Atoi(m[1])
 	waitGroupGone(t, pgid, 500*time.Millisecond) // SIGKILLed: dying, if not dead yet
 }
+
+// shell.exec obeys the caller's process capability, as an exec session
+// does: its network, the mounts it allows (the home only as it allows
+// it; a cwd outside its mounts is a 403), max_timeout_ns and
+// max_processes; root's narrowed capability puts root's commands in a
+// sandbox too.
+func TestShellCapability(t *testing.T) {
+	needSandbox(t)
+	k, root, alice, _ := newKernel(t)
+	for _, d := range []string{"home/alice/ci", "home/alice/docs", "home/root/ci", "workspaces/w"} {
+		os.MkdirAll(filepath.Join(k.dataPath, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(k.dataPath, "home/alice/secret.txt"), []byte("s3cret\n"), 0o600)
+	os.WriteFile(filepath.Join(k.dataPath, "home/alice/docs/d.txt"), []byte("doc\n"), 0o644)
+	if err := k.d.Reown("."); err != nil { // made on disk as root: given their owners' disk ids
+		t.Fatal(err)
+	}
+	set := func(key, val string) {
+		t.Helper()
+		if _, err := k.Call(context.Background(), &kernel.Caller{Identity: root}, "sys.config.set",
+			&abi.ConfigSetArgs{Key: key, Value: []byte(strconv.Quote(val))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("users/1000/process/cap", `{"networks":["none"],"mounts":[{"prefix":"~/ci","mode":"rw"},{"prefix":"~/docs","mode":"ro"}],"max_timeout_ns":2000000000,"max_processes":32}`)
+	set("users/0/process/cap", `{"networks":["none"],"mounts":[{"prefix":"~/ci","mode":"rw"}]}`)
+	netIfs := `awk -F: 'NR>2{gsub(/ /,"",$1); print $1}' /proc/net/dev | tr '\n' ' '; echo`
+	for _, c := range []struct {
+		name     string
+		id       *kernel.Identity
+		cwd      string
+		input    string
+		timeout  int64
+		want     []string // in the output
+		wantNot  []string
+		status   string
+		kind     abi.Kind // of a refusal
+		fileWant string   // a file of the data tree the command writes, with its content
+	}{
+		{name: "network and mounts", id: alice, cwd: "~/ci", input: netIfs + `; echo made > out.txt; cat ~/secret.txt || echo nosecret; awk '/Max processes/{print $3}' /proc/self/limits; ls /workspaces || echo nows`,
+			want: []string{"lo \n", "nosecret", "32\n", "nows"}, wantNot: []string{"s3cret"}, status: "completed", fileWant: "home/alice/ci/out.txt"},
+		{name: "read-only mount", id: alice, cwd: "~/docs", input: `cat d.txt; echo x > new.txt || echo ro`, want: []string{"doc\n", "ro\n"}, status: "completed"},
+		{name: "home not allowed", id: alice, cwd: "~", input: "true", kind: abi.Permission},
+		{name: "workspace not allowed", id: alice, cwd: "/workspaces/w", input: "true", kind: abi.Permission},
+		{name: "timeout", id: alice, cwd: "~/ci", input: "sleep 30", timeout: 60_000, want: []string{}, status: "failed"},
+		{name: "root sandboxed", id: root, cwd: "~/ci", input: netIfs + "; id -u; test -e " + k.StateDir() + " || echo nostate; echo r > r.txt",
+			want: []string{"lo \n", "0\n", "nostate"}, status: "completed", fileWant: "home/root/ci/r.txt"},
+		{name: "root home not allowed", id: root, cwd: "~", input: "true", kind: abi.Permission},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := k.Call(context.Background(), &kernel.Caller{Identity: c.id}, "shell.exec", &abi.ShellExecArgs{Cwd: c.cwd, Input: c.input, TimeoutMs: c.timeout})
+			if c.kind != 0 {
+				if kindOf(err) != c.kind || !strings.Contains(fmt.Sprint(err), "process capability") {
+					t.Fatalf("shell.exec: %v %+v, want a %d naming the capability", err, res, c.kind)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := res.(*abi.ShellExecResult)
+			if r.Status != c.status {
+				t.Fatalf("status %q, want %q: %+v", r.Status, c.status, r)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(r.Output, w) {
+					t.Errorf("output lacks %q: %q", w, r.Output)
+				}
+			}
+			for _, w := range c.wantNot {
+				if strings.Contains(r.Output, w) {
+					t.Errorf("output has %q: %q", w, r.Output)
+				}
+			}
+			if c.name == "timeout" && r.Error != "Command timed out" {
+				t.Errorf("a command past max_timeout_ns: %+v", r)
+			}
+			if c.fileWant != "" {
+				if _, err := os.Stat(filepath.Join(k.dataPath, c.fileWant)); err != nil {
+					t.Errorf("the command's write: %v", err)
+				}
+			}
+		})
+	}
+}

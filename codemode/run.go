@@ -272,7 +272,7 @@ func startWorker(argv []string) (*process, error) {
 	p := &process{cmd: cmd, in: inW, outF: outR, out: bufio.NewReaderSize(outR, 64<<10), stderr: &tail{max: stderrKeep}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	started := make(chan error, 1)
-	go p.hold(started)
+	goOwnThread(func() { p.hold(started) })
 	err = <-started
 	inR.Close()
 	outW.Close()
@@ -313,15 +313,20 @@ func (p *process) awaitReady() error {
 }
 
 // hold starts the worker, reports the start on started and waits for
-// the worker's end, on one OS thread locked for the worker's whole life:
-// the worker's parent-death signal (Pdeathsig) fires when the thread
-// that started it ends, and a locked thread ends only with its goroutine
-// (which unlocks it first). The goroutine is the worker's: it ends when
-// the worker does, which kill brings about.
+// the worker's end, on an OS thread of its own (goOwnThread) for the
+// worker's whole life, which ends with it: the worker's parent-death
+// signal (Pdeathsig) fires when the thread that started it ends. The
+// thread is made workerNice steps nicer before the fork, so that the
+// worker is born at that priority; no other goroutine ever runs on it.
+// The goroutine is the worker's: it ends when the worker does, which
+// kill brings about.
 func (p *process) hold(started chan<- error) {
 	defer close(p.exited)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	if err := lowerThread(workerNice); err != nil {
+		p.werr = fmt.Errorf("worker priority: %w", err)
+		started <- p.werr
+		return
+	}
 	if err := p.cmd.Start(); err != nil {
 		p.werr = err
 		started <- err
@@ -329,6 +334,51 @@ func (p *process) hold(started chan<- error) {
 	}
 	started <- nil
 	p.werr = p.cmd.Wait()
+}
+
+// workerNice is how many steps nicer than the daemon a worker runs (at
+// most nice 19): its block's CPU comes after the daemon's service of
+// every other caller (nice is weighted: 10 steps give about a tenth of
+// the weight of the daemon's threads). It is set on the starting thread
+// before the fork (nice is per thread on Linux, and a child inherits its
+// thread's), so no instruction of a worker runs at the daemon's
+// priority, and a worker (or its block) cannot take it back: that needs
+// CAP_SYS_NICE.
+const workerNice = 10
+
+// goOwnThread runs f in a new goroutine locked to an OS thread that is
+// not the process's main thread, and that ends when f returns: f may
+// change the thread's priority, and what the thread started dies with it
+// (Pdeathsig). The runtime does not end the main thread (it parks it for
+// good), so a goroutine that finds itself on it holds it while another
+// takes over, and leaves it as it found it.
+func goOwnThread(f func()) {
+	go func() {
+		runtime.LockOSThread() // never unlocked but on the main thread
+		if unix.Gettid() != unix.Getpid() {
+			f()
+			return
+		}
+		// Locked here, the main thread cannot run the next goroutine.
+		moved := make(chan struct{})
+		goOwnThread(func() {
+			close(moved)
+			f()
+		})
+		<-moved
+		runtime.UnlockOSThread()
+	}()
+}
+
+// lowerThread makes the calling thread by steps nicer than it is (at
+// most nice 19). The caller runs on a thread of its own (goOwnThread).
+func lowerThread(by int) error {
+	tid := unix.Gettid()
+	prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid) // 20 - nice
+	if err != nil {
+		return err
+	}
+	return unix.Setpriority(unix.PRIO_PROCESS, tid, min(20-prio+by, 19))
 }
 
 // kill ends the worker and waits for it.

@@ -8,6 +8,8 @@ package main_test
 //
 //	go test -run '^$' -bench Fairness ./cmd/gsvfs/
 //
+// GSV_FAIRNESS=busy,codemode runs only the abuses named (all by default).
+//
 // Bob's reads are made by a probe: a copy of the test binary run as bob's
 // host uid (probeEnv) that does what cat does (open, read to the end,
 // close) over the FUSE mount, 2 ms apart, for each measuring window, and
@@ -41,6 +43,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -335,6 +338,9 @@ func BenchmarkFairness(b *testing.B) {
 			base.p50, base.p99, base.n, baseRSS)
 		allOK := true
 		for _, a := range abuses {
+			if !fairWanted(a.name) {
+				continue
+			}
 			if !d.running() {
 				b.Fatalf("the daemon died before %s:\n%s", a.name, d.stderr.String())
 			}
@@ -356,6 +362,13 @@ func BenchmarkFairness(b *testing.B) {
 		}
 		b.Logf("SUMMARY Fairness: every abuse within target: %s", devVerdict(allOK))
 	}
+}
+
+// fairWanted says whether the abuse name is to run: GSV_FAIRNESS is
+// unset, or names it in its comma-separated list.
+func fairWanted(name string) bool {
+	only := os.Getenv("GSV_FAIRNESS")
+	return only == "" || slices.Contains(strings.Split(only, ","), name)
 }
 
 // abuseBusy: 8 sessions, each running a busy loop.

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/devices/local/sandbox"
 )
 
 // ShellRunner starts shell commands for shell.exec's sessions. The host
@@ -151,7 +151,7 @@ func (h hostShell) start(ctx context.Context, c *shellCommand) (shellHandle, err
 	}
 	p := &hostProc{log: h.log, stopping: make(chan struct{}), ended: make(chan struct{})}
 	started := make(chan error, 1)
-	go p.run(c, started)
+	sandbox.GoOwnThread(func() { p.run(c, started) })
 	if err := <-started; err != nil {
 		return nil, err
 	}
@@ -159,9 +159,11 @@ func (h hostShell) start(ctx context.Context, c *shellCommand) (shellHandle, err
 }
 
 // run starts the command, reports the start on started, and waits for
-// it. It runs locked to its OS thread until the shell is reaped:
-// Pdeathsig fires when the thread that forked the shell ends, and a
-// locked thread ends only with its goroutine.
+// it. It runs on an OS thread of its own (sandbox.GoOwnThread) until the
+// shell is reaped: Pdeathsig fires when the thread that forked the shell
+// ends. The thread is made sandbox.Nice steps nicer first, so that root's
+// commands too come after the daemon's service of every user (root may
+// renice them).
 //
 // When the shell exits, whatever is left of its group (background
 // children) may write to the output for shellDrainGrace more and is then
@@ -172,8 +174,10 @@ func (h hostShell) start(ctx context.Context, c *shellCommand) (shellHandle, err
 // daemon writes to closes (see startGuard).
 func (p *hostProc) run(c *shellCommand, started chan<- error) {
 	defer close(p.ended)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	if err := sandbox.LowerThread(sandbox.Nice); err != nil {
+		started <- abi.E(abi.Path("shell"), fmt.Sprintf("the command's priority: %v", err))
+		return
+	}
 
 	pr, pw, err := os.Pipe()
 	if err != nil {

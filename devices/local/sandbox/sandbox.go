@@ -23,6 +23,12 @@
 // its command line. Close unmounts them; RemoveStale removes what the
 // runtime of a process that is gone left there, and a daemon calls it as
 // it starts.
+//
+// Every sandbox runs below the daemon's CPU priority: Nice steps nicer,
+// in a cpu cgroup of its host uid under GroupName (CPUShares), from its
+// first instruction on; each host uid's commands are started by a
+// thread of their own (see launcher), which is also what their
+// parent-death signal follows.
 package sandbox
 
 import (
@@ -61,6 +67,7 @@ type Runtime struct {
 	lock     *os.File
 	log      *slog.Logger
 	rootless bool // see NewRootlessRuntime
+	launch   *launchers
 
 	mu      sync.Mutex
 	userns  map[[2]uint32]*os.File // idmap user namespaces, by host uid and gid
@@ -105,6 +112,10 @@ func NewRuntime(log *slog.Logger) (*Runtime, error) {
 	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
 		return nil, fmt.Errorf("sandbox process ceiling: %w", err)
 	}
+	// A sandbox cannot make itself less nice than it starts (Nice).
+	if err := unix.Setrlimit(unix.RLIMIT_NICE, &unix.Rlimit{}); err != nil {
+		return nil, fmt.Errorf("sandbox priority ceiling: %w", err)
+	}
 	RemoveStale(log)
 	if err := os.MkdirAll(RunDir, 0o711); err != nil {
 		return nil, fmt.Errorf("sandbox staging: %w", err)
@@ -126,7 +137,7 @@ func NewRuntime(log *slog.Logger) (*Runtime, error) {
 		return nil, fmt.Errorf("sandbox staging: %w", err)
 	}
 	return &Runtime{
-		bwrap: bwrap, Version: version, dir: dir, lock: lock, log: log,
+		bwrap: bwrap, Version: version, dir: dir, lock: lock, log: log, launch: newLaunchers(log),
 		userns: map[[2]uint32]*os.File{}, boxes: map[*Box]bool{}, probed: map[probeKey]error{}, scratch: map[uint32]string{},
 	}, nil
 }
@@ -168,7 +179,7 @@ func NewRootlessRuntime(log *slog.Logger) (*Runtime, error) {
 	}
 	inheritNothing()
 	return &Runtime{
-		bwrap: bwrap, Version: version, log: log, rootless: true,
+		bwrap: bwrap, Version: version, log: log, rootless: true, launch: newLaunchers(log),
 		userns: map[[2]uint32]*os.File{}, boxes: map[*Box]bool{}, probed: map[probeKey]error{}, scratch: map[uint32]string{},
 	}, nil
 }
@@ -318,6 +329,7 @@ func (r *Runtime) Close() error {
 	for _, b := range boxes {
 		b.Close()
 	}
+	r.launch.close()
 	r.mu.Lock()
 	for _, f := range r.userns {
 		f.Close()
@@ -741,12 +753,13 @@ type Exit struct {
 
 // Proc is a running command.
 type Proc struct {
-	cmd   *exec.Cmd
-	init  int // the sandbox's pid 1, in the host's pid namespace
-	nsID  string
-	done  chan struct{}
-	exit  Exit
-	errMu sync.Mutex
+	cmd    *exec.Cmd
+	waited <-chan error // cmd.Wait's result, from its launcher
+	init   int          // the sandbox's pid 1, in the host's pid namespace
+	nsID   string
+	done   chan struct{}
+	exit   Exit
+	errMu  sync.Mutex
 }
 
 // Start starts c in a fresh sandbox of b and returns once it runs.
@@ -790,12 +803,18 @@ func (b *Box) Start(c Cmd) (*Proc, error) {
 		}
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: b.spec.HostUID, Gid: b.spec.hostGID(), Groups: groups}
 	}
-	err = cmd.Start()
+	// bwrap starts at the sandboxes' priority, from a thread that lives
+	// as long as it (Pdeathsig): see launcher.
+	l, err := b.r.launch.get(b.spec.HostUID)
+	var waited <-chan error
+	if err == nil {
+		waited, err = l.start(cmd)
+	}
 	infoW.Close()
 	if err != nil {
 		return nil, fmt.Errorf("starting bwrap: %w", err)
 	}
-	p := &Proc{cmd: cmd, done: make(chan struct{})}
+	p := &Proc{cmd: cmd, waited: waited, done: make(chan struct{})}
 	var info struct {
 		ChildPid int `json:"child-pid"`
 	}
@@ -810,7 +829,7 @@ func (b *Box) Start(c Cmd) (*Proc, error) {
 // wait waits for bwrap and records how the command ended.
 func (p *Proc) wait() {
 	defer close(p.done)
-	err := p.cmd.Wait()
+	err := <-p.waited
 	var ee *exec.ExitError
 	switch {
 	case err == nil:

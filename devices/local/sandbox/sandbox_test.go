@@ -340,4 +340,16 @@ func rootlessChild(t *testing.T, base string) {
 	if strings.Contains(out, "other") {
 		t.Fatalf("the box sees the host's directory: %q", out)
 	}
+	// Its commands run Nice steps nicer than the daemon (no cgroup: nice
+	// alone), and cannot take it back.
+	nice, err := niceOf("/proc/self")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := min(nice+Nice, 19)
+	out, _ = run(t, b, "sh", "-c", "renice -n 0 -p $$ 2>/dev/null; cat /proc/$$/stat")
+	_, rest, _ := strings.Cut(out, ") ")
+	if f := strings.Fields(rest); len(f) < 17 || f[16] != strconv.Itoa(want) {
+		t.Fatalf("a rootless command's stat: %q, want nice %d", out, want)
+	}
 }

@@ -5,6 +5,7 @@ package main_test
 // over TCP the token written to the auth fid.
 
 import (
+	"9fans.net/go/plan9/client"
 	"errors"
 	"fmt"
 	"os"
@@ -225,8 +226,21 @@ func TestE2EPermissions(t *testing.T) {
 		if r.code != 1 || !strings.Contains(r.stderr, "permission denied") {
 			t.Fatalf("alice adds a user over TCP: %v", r)
 		}
+		// Without a token gsv says what to set, and the daemon refuses a
+		// 9P attach that carries none.
+		if r := gsvAs(0, []string{tcp, "GSV_USER=alice"}, "whoami"); r.code != 1 || !strings.Contains(r.stderr, "set GSV_TOKEN") {
+			t.Errorf("gsv whoami over TCP without a token: %v, want the GSV_TOKEN hint", r)
+		}
+		if c, err := client.Dial("tcp", strings.ReplaceAll(strings.TrimPrefix(listen, "tcp!"), "!", ":")); err != nil {
+			t.Errorf("dial %s: %v", tcp, err)
+		} else {
+			if fsys, err := c.Attach(nil, "alice", ""); err == nil {
+				fsys.Close()
+				t.Errorf("a 9P attach over TCP without a token succeeded")
+			}
+			c.Close()
+		}
 		for name, env := range map[string][]string{
-			"no token":      {tcp, "GSV_USER=alice"},
 			"wrong user":    {tcp, "GSV_TOKEN=" + tok.Token.Token, "GSV_USER=bob"},
 			"unknown token": {tcp, "GSV_TOKEN=gsv_user_aaaaaaaaaaaaaaaaaaaa", "GSV_USER=alice"},
 		} {

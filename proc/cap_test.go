@@ -238,3 +238,90 @@ func TestNarrowingTravels(t *testing.T) {
 		expect("a narrowed message queued across the restart", busy, "later", "narrowed")
 	})
 }
+
+// What else brings words into a conversation narrows it as a message
+// does: a fork (of live messages, or of a segment whose conversation was
+// reset since), a summary written in a compaction, a directive, a watch's
+// delivery; a watch armed with no narrowing leaves its watcher's
+// conversation as it was.
+func TestNarrowingConversationOps(t *testing.T) {
+	h := newPTHarness(t)
+	h.mu.Lock()
+	h.provs[1000] = capProbe{} // every message asks to run a command: the run waits
+	h.mu.Unlock()
+	ci := &abi.ProcessCap{Networks: []string{abi.NetworkNone}, Mounts: []abi.CapMount{{Prefix: "~/ci", Mode: abi.MountRW}}}
+	token := func() *kernel.Identity { id := *h.alice; id.Process = ci; return &id }
+	convCap := func(pid, cid string) *abi.ProcessCap {
+		t.Helper()
+		var r abi.ConversationGetResult
+		h.must(h.alice, "proc.conversation.get", map[string]any{"pid": pid, "conversationId": cid}, &r)
+		if r.Conversation == nil {
+			t.Fatalf("no conversation %s/%s", pid, cid)
+		}
+		return r.Conversation.Cap
+	}
+	want := func(what string, got, want *abi.ProcessCap) {
+		t.Helper()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: narrowed by %+v, want %+v", what, got, want)
+		}
+	}
+	// ask sends text to pid as id and waits for its run to ask alice.
+	ask := func(id *kernel.Identity, pid, text string) ptSend {
+		t.Helper()
+		r := h.send(id, pid, "", text)
+		h.waitRun(r.RunID, "waiting_hil")
+		return r
+	}
+	deny := func(pid string, r ptSend) {
+		t.Helper()
+		var id string
+		if err := h.k.Store.R.QueryRow(`SELECT request_id FROM proc_hil WHERE pid=? AND status='pending'`, pid).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		h.must(h.alice, "proc.hil", map[string]any{"pid": pid, "requestId": id, "decision": "deny"}, nil)
+		h.waitRun(r.RunID)
+	}
+
+	// Fork of live messages.
+	a := h.spawn(h.alice, "fork")
+	deny(a, ask(token(), a, "probe"))
+	want("a conversation the token wrote to", convCap(a, "default"), ci)
+	last := h.history(h.alice, a, "").Messages
+	h.must(h.alice, "proc.conversation.fork", map[string]any{"pid": a, "throughMessageId": last[len(last)-1].ID, "targetConversationId": "f1"}, nil)
+	want("its fork", convCap(a, "f1"), ci)
+
+	// A summary written with the token; its segment keeps the
+	// narrowing past a reset, and a fork of it carries it.
+	b := h.spawn(h.alice, "compact")
+	deny(b, ask(h.alice, b, "probe"))
+	want("alice's own conversation", convCap(b, "default"), nil)
+	var cr abi.CompactResult
+	h.must(token(), "proc.conversation.compact", map[string]any{"pid": b, "keepLast": 0, "summary": "the token's summary"}, &cr)
+	want("a conversation the token summarised", convCap(b, "default"), ci)
+	h.must(h.alice, "proc.conversation.reset", map[string]any{"pid": b}, nil)
+	want("after a reset", convCap(b, "default"), nil)
+	h.must(h.alice, "proc.conversation.fork", map[string]any{"pid": b, "segmentId": cr.Segment.ID, "targetConversationId": "f2"}, nil)
+	want("a fork of the segment", convCap(b, "f2"), ci)
+
+	// A directive given with the token to alice's run.
+	c := h.spawn(h.alice, "directive")
+	r := ask(h.alice, c, "probe")
+	h.must(token(), "proc.directive", map[string]any{"pid": c, "directive": map[string]any{"type": "continue",
+		"effects": []any{map[string]any{"op": "inject-message", "content": "the token's words"}}}}, nil)
+	want("a run the token directed", convCap(c, "default"), ci)
+	deny(c, r)
+
+	// Watches armed with the token, and by alice.
+	for _, x := range []struct {
+		who  *kernel.Identity
+		want *abi.ProcessCap
+	}{{token(), ci}, {h.alice, nil}} {
+		watcher, watched := h.spawn(h.alice, "watcher"), h.spawn(h.alice, "watched")
+		h.must(x.who, "signal.watch", map[string]any{"watcherPid": watcher, "signal": "proc.run.finished", "processId": watched}, nil)
+		deny(watched, ask(h.alice, watched, "probe"))
+		eventually(t, func() bool { return h.sqlCount(`SELECT count(*) FROM proc_runs WHERE pid=?`, watcher) > 0 },
+			func() string { return "the watch delivered nothing" })
+		want("a watch's delivery", convCap(watcher, "default"), x.want)
+	}
+}

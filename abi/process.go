@@ -394,6 +394,27 @@ func NarrowCap(a, b *ProcessCap) *ProcessCap {
 	return out
 }
 
+// CapWithin reports whether a allows nothing that b does not: each of
+// a's networks is b's, each of a's mounts is allowed by b (Allows) at its
+// mode or stronger, and each of b's ceilings is at least a's (0 being
+// none). A command started under a may go on under b only then.
+func CapWithin(a, b ProcessCap) bool {
+	for _, n := range a.Networks {
+		if !slices.Contains(b.Networks, n) {
+			return false
+		}
+	}
+	rank := map[string]int{MountRO: 1, MountRW: 2}
+	for _, m := range a.Mounts {
+		if rank[m.Mode] > rank[b.Allows(m.Prefix)] {
+			return false
+		}
+	}
+	within := func(x, y int64) bool { return y <= 0 || (x > 0 && x <= y) }
+	return within(int64(a.MaxSessions), int64(b.MaxSessions)) && within(a.MaxTTLNs, b.MaxTTLNs) &&
+		within(a.MaxTimeoutNs, b.MaxTimeoutNs) && within(int64(a.MaxProcesses), int64(b.MaxProcesses))
+}
+
 // clone is a copy of pc that shares no memory with it.
 func (pc *ProcessCap) clone() *ProcessCap {
 	c := *pc

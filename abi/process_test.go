@@ -135,6 +135,11 @@ func TestNarrowCapOnlyNarrows(t *testing.T) {
 				t.Fatalf("case %d: NarrowCap(%+v, %+v) = %+v: a ceiling grew", i, a, b, n)
 			}
 		}
+		for _, side := range []*ProcessCap{a, b} {
+			if side != nil && !CapWithin(*n, *side) {
+				t.Fatalf("case %d: NarrowCap(%+v, %+v) = %+v is not within %+v", i, a, b, n, side)
+			}
+		}
 		// Narrowing a capability by itself keeps what it allows.
 		if self := NarrowCap(a, a); a != nil {
 			for _, p := range probes {
@@ -142,6 +147,38 @@ func TestNarrowCapOnlyNarrows(t *testing.T) {
 					t.Fatalf("case %d: NarrowCap(a, a) with a = %+v changes %s", i, a, p)
 				}
 			}
+		}
+	}
+}
+
+func TestCapWithin(t *testing.T) {
+	wide := ProcessCap{Networks: []string{NetworkNone, NetworkFull}, Mounts: []CapMount{{Prefix: "/", Mode: MountRW}}}
+	ci := ProcessCap{Networks: []string{NetworkNone}, Mounts: []CapMount{{Prefix: "~/ci", Mode: MountRW}}}
+	for _, c := range []struct {
+		name string
+		a, b ProcessCap
+		want bool
+	}{
+		{"itself", ci, ci, true},
+		{"the narrow in the wide", ci, wide, true},
+		{"the wide in the narrow", wide, ci, false},
+		{"a network more", ProcessCap{Networks: []string{NetworkFull}}, ci, false},
+		{"a stronger mode", ProcessCap{Mounts: []CapMount{{Prefix: "~/ci/x", Mode: MountRW}}},
+			ProcessCap{Mounts: []CapMount{{Prefix: "~/ci", Mode: MountRO}}}, false},
+		{"a weaker mode", ProcessCap{Mounts: []CapMount{{Prefix: "~/ci/x", Mode: MountRO}}}, ci, true},
+		{"no ceiling where one binds", ci, ProcessCap{Networks: []string{NetworkNone}, Mounts: ci.Mounts, MaxTimeoutNs: 5}, false},
+		{"a smaller ceiling", ProcessCap{MaxTimeoutNs: 3}, ProcessCap{MaxTimeoutNs: 5}, true},
+		{"a larger ceiling", ProcessCap{MaxProcesses: 9}, ProcessCap{MaxProcesses: 5}, false},
+	} {
+		if got := CapWithin(c.a, c.b); got != c.want {
+			t.Errorf("%s: CapWithin(%+v, %+v) = %v, want %v", c.name, c.a, c.b, got, c.want)
+		}
+	}
+	// What NarrowCap gives is within both of its sides.
+	for _, pair := range [][2]ProcessCap{{wide, ci}, {ci, wide}, {ci, ProcessCap{Networks: []string{NetworkNone}, Mounts: []CapMount{{Prefix: "~", Mode: MountRO}}}}} {
+		n := NarrowCap(&pair[0], &pair[1])
+		if !CapWithin(*n, pair[0]) || !CapWithin(*n, pair[1]) {
+			t.Errorf("NarrowCap(%+v, %+v) = %+v is not within both", pair[0], pair[1], *n)
 		}
 	}
 }

@@ -92,6 +92,38 @@ func TestE2EShellCapability(t *testing.T) {
 		}
 	})
 
+	t.Run("WiderSessions", func(t *testing.T) {
+		// A session alice started without the token (her whole
+		// capability) runs no command of the token's: no exec in her
+		// exec session, no input to her background shell.
+		r := gsvAs(aliceHost, own, "session", "open", "--network", "full")
+		if r.code != 0 {
+			t.Fatalf("alice's session: %v", r)
+		}
+		sid := strings.TrimSpace(r.stdout)
+		if r := gsvAs(0, tok, "exec", sid, "--", "cat", "/proc/net/dev"); r.code == 0 || !strings.Contains(r.stderr, "(403)") ||
+			!strings.Contains(r.stderr, "process capability") || strings.Contains(r.stdout, "Inter-") {
+			t.Errorf("the token's exec in alice's session: %v, want a 403", r)
+		}
+		if r := gsvAs(aliceHost, own, "exec", sid, "--", "true"); r.code != 0 {
+			t.Errorf("alice's own exec in her session: %v", r)
+		}
+		r = gsvAs(aliceHost, own, "call", "shell.exec", `{"input":"sh","cwd":"~","background":true}`)
+		var bg struct{ SessionID string }
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &bg) != nil || bg.SessionID == "" {
+			t.Fatalf("alice's background shell: %v", r)
+		}
+		input := func(env []string, line string) shResult {
+			return gsvAs(aliceHost, env, "call", "shell.exec", fmt.Sprintf(`{"sessionId":%q,"input":%q}`, bg.SessionID, line))
+		}
+		if r := input(tok, "cat ~/secret.txt\n"); r.code == 0 || !strings.Contains(r.stderr, "(403)") || strings.Contains(r.stdout, "s3cret") {
+			t.Errorf("the token's input to alice's shell: %v, want a 403", r)
+		}
+		if r := input(own, "echo mine; exit\n"); r.code != 0 || strings.Contains(r.stdout, "s3cret") {
+			t.Errorf("alice's own input: %v", r)
+		}
+	})
+
 	t.Run("Config", func(t *testing.T) {
 		// Without the token, alice's own capability: the host's network, her home.
 		r := gsvAs(aliceHost, own, "call", "shell.exec", fmt.Sprintf(`{"input":%q,"cwd":"~/ci"}`, probe))

@@ -80,7 +80,9 @@ func TestNarrowingTravels(t *testing.T) {
 	probes := func(pid, cid string) []string {
 		t.Helper()
 		var out []string
-		for _, m := range h.history(h.alice, pid, cid).Messages {
+		var hist ptHist // read while the run may go on: its count may lag
+		h.must(h.alice, "proc.history", map[string]any{"pid": pid, "conversationId": cid}, &hist)
+		for _, m := range hist.Messages {
 			if m.Role != "toolResult" {
 				continue
 			}

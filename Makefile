@@ -17,10 +17,12 @@ install: build
 	install -m 0755 bin/gsv bin/gsvfs bin/gsvfs-codemode $(DESTDIR)$(PREFIX)/bin/
 
 # run: mount the namespace on $(MOUNT) with an embedded default state
-# (~/.local/share/gsv or $$GSV_STATE). Ctrl-C unmounts.
+# (~/.local/share/gsv or $$GSV_STATE). Ctrl-C unmounts. ARGS are more
+# flags of gsvfs mount: make run ARGS='--listen tcp!127.0.0.1!5640'.
+ARGS     ?=
 run: deps build
 	@mkdir -p $(MOUNT)
-	./bin/gsvfs mount $(MOUNT)
+	./bin/gsvfs mount $(MOUNT) $(ARGS)
 
 # deps: what the mount and the tests need from the system. As root the
 # mount needs nothing (direct mount); otherwise fusermount3 (Debian fuse3).
@@ -66,6 +68,7 @@ fuzz:
 	$(call fuzz1,FuzzParseCron,./sched)
 	$(call fuzz1,FuzzParseCrontab,./sched)
 	$(call fuzz1,FuzzParseScript,./proc/model)
+	$(call fuzz1,FuzzParseUse,./proc/model)
 	$(call fuzz1,FuzzSchedule,./sched)
 	$(call fuzz1,FuzzParseMount,./abi)
 	$(call fuzz1,FuzzOpenLine,./devices)
@@ -79,6 +82,7 @@ fuzz:
 	$(call fuzz1,FuzzAnswer,./devices)
 	$(call fuzz1,FuzzDecodeSchedule,./sched)
 	$(call fuzz1,FuzzParseQuota,./devices/local)
+	$(call fuzz1,FuzzSpawnArgs,./abi)
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server).

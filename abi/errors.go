@@ -16,50 +16,48 @@ type Kind int
 
 // The kinds of the contract's error table.
 const (
-	Other         Kind = 500 // anything else
-	Invalid       Kind = 400 // bad request, unknown verb, device does not implement
-	Permission    Kind = 403 // permission denied, device access denied
-	NotExist      Kind = 404 // no such process, conversation, schedule, segment, file
-	Busy          Kind = 409 // busy: conversation running, already exists
-	SetupRequired Kind = 425 // setup required
-	Offline       Kind = 503 // device offline, no active connection
-	Timeout       Kind = 504 // device route or IPC timed out
+	Other          Kind = 500 // anything else
+	Invalid        Kind = 400 // bad request, unknown verb, device does not implement
+	Permission     Kind = 403 // permission denied, device access denied
+	NotExist       Kind = 404 // no such process, conversation, schedule, segment, file
+	Busy           Kind = 409 // busy: conversation running, already exists
+	SetupRequired  Kind = 425 // setup required
+	NotImplemented Kind = 501 // a field or mode of the contract not built yet (NotYet)
+	Offline        Kind = 503 // device offline, no active connection
+	Timeout        Kind = 504 // device route or IPC timed out
 )
 
-var kindErrno = map[Kind]syscall.Errno{
-	Invalid:       syscall.EINVAL,
-	Permission:    syscall.EACCES,
-	NotExist:      syscall.ENOENT,
-	Busy:          syscall.EBUSY,
-	SetupRequired: syscall.EAGAIN,
-	Offline:       syscall.EHOSTDOWN,
-	Timeout:       syscall.ETIMEDOUT,
-	Other:         syscall.EIO,
-}
-
-var kindText = map[Kind]string{
-	Invalid:       "bad request",
-	Permission:    "permission denied",
-	NotExist:      "not found",
-	Busy:          "busy",
-	SetupRequired: "setup required",
-	Offline:       "device offline",
-	Timeout:       "timed out",
-	Other:         "internal error",
+// kindTable is the one table of the kinds: the errno a POSIX transport
+// returns and the text of an error with no cause. NotImplemented is
+// EOPNOTSUPP, not ENOSYS: the FUSE kernel takes ENOSYS from some
+// operations (FLUSH, FSYNC) as "never ask again" for the whole mount.
+var kindTable = map[Kind]struct {
+	errno syscall.Errno
+	text  string
+}{
+	Invalid:        {syscall.EINVAL, "bad request"},
+	Permission:     {syscall.EACCES, "permission denied"},
+	NotExist:       {syscall.ENOENT, "not found"},
+	Busy:           {syscall.EBUSY, "busy"},
+	SetupRequired:  {syscall.EAGAIN, "setup required"},
+	NotImplemented: {syscall.EOPNOTSUPP, "not supported yet"},
+	Offline:        {syscall.EHOSTDOWN, "device offline"},
+	Timeout:        {syscall.ETIMEDOUT, "timed out"},
+	Other:          {syscall.EIO, "internal error"},
 }
 
 // Errno returns the errno of the kind; EIO for a kind not in the table.
 func (k Kind) Errno() syscall.Errno {
-	if e, ok := kindErrno[k]; ok {
-		return e
+	if e, ok := kindTable[k]; ok {
+		return e.errno
 	}
 	return syscall.EIO
 }
 
 // String returns the kind's text, shown when an error has no cause.
 func (k Kind) String() string {
-	if s, ok := kindText[k]; ok {
-		return s
+	if e, ok := kindTable[k]; ok {
+		return e.text
 	}
 	return fmt.Sprintf("kind %d", int(k))
 }
@@ -224,6 +222,14 @@ func (e *Error) Errno() syscall.Errno {
 		}
 	}
 	return e.Kind.Errno()
+}
+
+// NotYet is the error for a part of the contract that is not built yet:
+// a NotImplemented (501) "not supported yet: <field>", then where it is
+// planned (a sentence naming the doc), so that a caller of a seed's field
+// learns it is known and coming, never that it is an unknown field.
+func NotYet(field, planned string) error {
+	return E(NotImplemented, fmt.Sprintf("not supported yet: %s (%s)", field, planned))
 }
 
 // Code returns the syscall code of err: its Kind if it is an *Error, else

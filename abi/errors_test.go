@@ -29,6 +29,8 @@ func TestErrno(t *testing.T) {
 		{E(Path("x"), NotExist), syscall.ENOENT, 404},
 		{E(Path("x"), Busy), syscall.EBUSY, 409},
 		{E(Path("x"), SetupRequired), syscall.EAGAIN, 425},
+		{E(Path("x"), NotImplemented), syscall.EOPNOTSUPP, 501},
+		{NotYet("media", "planned"), syscall.EOPNOTSUPP, 501},
 		{E(Path("x"), Offline), syscall.EHOSTDOWN, 503},
 		{E(Path("x"), Timeout), syscall.ETIMEDOUT, 504},
 		{E(Path("x"), errors.New("boom")), syscall.EIO, 500},

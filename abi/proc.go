@@ -1,6 +1,13 @@
 package abi
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
 
 // The proc domain: agent processes and their conversations (seed 003,
 // proc.*). The proc room serves these; the scheduler and the CLI call
@@ -18,13 +25,141 @@ type SpawnArgs struct {
 	Label     string `json:"label,omitempty"`
 	Prompt    string `json:"prompt,omitempty"`
 	ParentPid string `json:"parentPid,omitempty"`
-	// Workspace is "none" or absent (workspaces are not served yet).
-	Workspace any `json:"workspace,omitempty"`
+	// Workspace is the seed's ProcWorkspaceSpec (WorkspaceSpec.Check):
+	// none and inherit are built, new and attach are a 501.
+	Workspace *WorkspaceSpec `json:"workspace,omitempty"`
+	// Assignment is the seed's ProcSpawnAssignment (Assignment.Check).
+	Assignment *Assignment `json:"assignment,omitempty"`
+	// Mounts are the seed's ProcSpawnMountSpec list (package sources
+	// and repositories): any mount is a 501 (CheckSpawnMounts).
+	Mounts []json.RawMessage `json:"mounts,omitempty"`
 	// Budget, Supervise and GraceMs (ours) are the process's run
 	// settings (see RunControlArgs).
 	Budget    *RunBudget `json:"budget,omitempty"`
 	Supervise bool       `json:"supervise,omitempty"`
 	GraceMs   int64      `json:"graceMs,omitempty"`
+}
+
+// Where the seed's fields that are not built yet are planned: the text
+// of their 501 (NotYet).
+const (
+	PlannedWorkspaces = "workspaces come with repositories; see docs/processes.md, Not built yet"
+	PlannedMounts     = "package mounts come with packages; see docs/processes.md, Not built yet"
+	PlannedMedia      = "media come with multimodal models; see docs/processes.md, Not built yet"
+)
+
+// WorkspaceSpec is the seed's ProcWorkspaceSpec: Mode "none" (no
+// workspace), "inherit" (the parent's), "new" (Label, Kind) or "attach"
+// (WorkspaceID). It decodes from that object or, as a ctl line's
+// workspace=<mode> gives it, from the mode alone.
+type WorkspaceSpec struct {
+	Mode        string `json:"mode"`
+	Label       string `json:"label,omitempty"`
+	Kind        string `json:"kind,omitempty"`
+	WorkspaceID string `json:"workspaceId,omitempty"`
+}
+
+// UnmarshalJSON implements json.Unmarshaler: a string is the mode; an
+// object is decoded strictly (a field it does not have is an error).
+func (w *WorkspaceSpec) UnmarshalJSON(b []byte) error {
+	var mode string
+	if json.Unmarshal(b, &mode) == nil {
+		*w = WorkspaceSpec{Mode: mode}
+		return nil
+	}
+	type plain WorkspaceSpec
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	*w = WorkspaceSpec(p)
+	return nil
+}
+
+// Check checks a workspace spec: none (or empty) and inherit are built;
+// new and attach are the seed's but not built yet, a 501 saying where
+// they are planned; any other mode is a 400.
+func (w *WorkspaceSpec) Check() error {
+	if w == nil {
+		return nil
+	}
+	switch w.Mode {
+	case "", "none", "inherit":
+		return nil
+	case "new", "attach":
+		return NotYet("workspace mode "+w.Mode, PlannedWorkspaces)
+	}
+	return E(Invalid, fmt.Sprintf("workspace mode %q: want none, inherit, new or attach", w.Mode))
+}
+
+// Assignment is the seed's ProcSpawnAssignment: context files that the
+// process's instructions carry for its whole life (its task, as whoever
+// spawned it wrote it), and AutoStart, which starts a run at the spawn
+// when no prompt does.
+type Assignment struct {
+	ContextFiles []ContextFile `json:"contextFiles"`
+	AutoStart    bool          `json:"autoStart,omitempty"`
+}
+
+// ContextFile is the seed's ProcContextFile: a named text.
+type ContextFile struct {
+	Name string `json:"name"`
+	Text string `json:"text"`
+}
+
+// Limits of an assignment's context files.
+const (
+	MaxContextFiles     = 32
+	MaxContextFileBytes = 64 << 10
+	MaxAssignmentBytes  = 256 << 10
+)
+
+// Check checks an assignment: at most MaxContextFiles files, each named
+// (one line of at most 256 bytes, no control character) with a UTF-8
+// text of at most MaxContextFileBytes, MaxAssignmentBytes in all; names
+// are unique. A bad one is a 400 naming the file.
+func (a *Assignment) Check() error {
+	if a == nil {
+		return nil
+	}
+	if len(a.ContextFiles) > MaxContextFiles {
+		return E(Invalid, fmt.Sprintf("assignment: at most %d context files", MaxContextFiles))
+	}
+	seen, total := map[string]bool{}, 0
+	for i, f := range a.ContextFiles {
+		bad := func(why string) error {
+			return E(Invalid, fmt.Sprintf("assignment.contextFiles[%d] %q: %s", i, f.Name, why))
+		}
+		switch {
+		case f.Name == "" || len(f.Name) > 256:
+			return bad("a name is 1 to 256 bytes")
+		case !utf8.ValidString(f.Name) || strings.ContainsFunc(f.Name, unicode.IsControl):
+			return bad("a name is one line of text")
+		case seen[f.Name]:
+			return bad("the name is given twice")
+		case !utf8.ValidString(f.Text):
+			return bad("the text is not UTF-8")
+		case len(f.Text) > MaxContextFileBytes:
+			return bad(fmt.Sprintf("the text is over %d bytes", MaxContextFileBytes))
+		}
+		seen[f.Name] = true
+		total += len(f.Text)
+	}
+	if total > MaxAssignmentBytes {
+		return E(Invalid, fmt.Sprintf("assignment: the context files are over %d bytes in all", MaxAssignmentBytes))
+	}
+	return nil
+}
+
+// CheckSpawnMounts checks the seed's spawn mounts: none is built yet, so
+// any is a 501 saying where they are planned.
+func CheckSpawnMounts(mounts []json.RawMessage) error {
+	if len(mounts) > 0 {
+		return NotYet("mounts", PlannedMounts)
+	}
+	return nil
 }
 
 // SpawnResult is proc.spawn's result.
@@ -51,6 +186,9 @@ type SendArgs struct {
 	Kind string `json:"kind,omitempty"`
 	// TraceID (ours) ties the message to the work that caused it.
 	TraceID string `json:"traceId,omitempty"`
+	// Media is the seed's MediaInput list: none is built yet, so any is
+	// a 501 (PlannedMedia).
+	Media []json.RawMessage `json:"media,omitempty"`
 	// Mode (ours) says what a message does when a run is under way:
 	// "queue" (the default) waits for it; "steer" enters the running run
 	// at its next checkpoint; "interrupt" aborts it and runs this message
@@ -343,7 +481,7 @@ type ProfileList struct {
 }
 
 // AbortResult is proc.abort's result. When a run was aborted, RunID names
-// it, InterruptedToolCalls counts its tool calls ended as "interrupted",
+// it, InterruptedToolCalls counts its tool calls ended as interrupted ("User interrupted tool execution"),
 // and ContinuedQueuedRunID names the queued run that started after it.
 type AbortResult struct {
 	Aborted              bool   `json:"aborted"`

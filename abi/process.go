@@ -94,8 +94,18 @@ type ExecLimits struct {
 	MaxProcesses   int   `json:"max_processes"`
 }
 
+// The statuses of process.session.open's receipt.
+const (
+	SessionReady = "ready"
+	SessionError = "error"
+)
+
 // SessionOpenResult is process.session.open's receipt: Status "ready"
-// (the sandbox is set up) or "error" (ErrorCode and Error say why).
+// (the sandbox is set up) or "error" (ErrorCode and Error say why: the
+// sandbox runtime is unavailable, "sandbox_unavailable", or the sandbox
+// could not be set up, "sandbox_failed"; SessionID is then empty). A
+// refused open (bad args, the capability, the caller's rights) is the
+// call's error, not a receipt.
 type SessionOpenResult struct {
 	SessionID   string     `json:"session_id"`
 	Device      string     `json:"device,omitempty"` // set for a session on a remote device
@@ -212,7 +222,9 @@ const (
 )
 
 // SessionSignalResult is process.session.signal's receipt: "signaled",
-// or "already_exited" for a session that had already ended. ExitCode is
+// "already_exited" for a session that had already ended, or "not_found"
+// for one that does not exist for the caller (unknown, forgotten, or
+// another user's). ExitCode is
 // the running exec's, if one was stopped; EndedAtNs is when the session
 // ended.
 type SessionSignalResult struct {

@@ -104,12 +104,13 @@ type RunListResult struct {
 }
 
 // Effect is one effect of a continue directive, by op: extend-budget
-// (USD, Tokens, Turns, TimeMs), inject-message (Role, Content),
-// swap-model (Model), set-temperature (Temp), set-tool-cap (N). An
-// unknown op is logged and skipped.
+// (USD or Dollars, the seed's name of it; Tokens, Turns, TimeMs),
+// inject-message (Role, Content), swap-model (Model), set-temperature
+// (Temp), set-tool-cap (N). An unknown op is logged and skipped.
 type Effect struct {
 	Op       string   `json:"op"`
 	USD      float64  `json:"usd,omitempty"`
+	Dollars  float64  `json:"dollars,omitempty"`
 	Tokens   int64    `json:"tokens,omitempty"`
 	Turns    int64    `json:"turns,omitempty"`
 	TimeMs   int64    `json:"timeMs,omitempty"`
@@ -122,15 +123,17 @@ type Effect struct {
 }
 
 // Directive decides a checkpoint: {type:"continue", effects:[...]} or
-// {type:"abort", reason}; the sugar {type:"extend-budget", usd, tokens,
-// turns, timeMs} and {type:"refocus", hint} are a continue with one
-// effect. Effects stay raw JSON until applied: an effect that does not
-// decode is skipped, never the directive refused.
+// {type:"abort", reason}; the sugar {type:"extend-budget", usd (or
+// dollars, the seed's name), tokens, turns, timeMs} and {type:"refocus",
+// hint} are a continue with one effect. Effects stay raw JSON until
+// applied: an effect that does not decode is skipped, never the
+// directive refused.
 type Directive struct {
 	Type    string            `json:"type"`
 	Effects []json.RawMessage `json:"effects,omitempty"`
 	Reason  string            `json:"reason,omitempty"`
 	USD     float64           `json:"usd,omitempty"`
+	Dollars float64           `json:"dollars,omitempty"`
 	Tokens  int64             `json:"tokens,omitempty"`
 	Turns   int64             `json:"turns,omitempty"`
 	TimeMs  int64             `json:"timeMs,omitempty"`
@@ -146,10 +149,25 @@ type DirectiveArgs struct {
 	Directive  Directive `json:"directive"`
 }
 
+// DollarsOf is the amount of usd and dollars, two names of one field
+// (dollars is the seed's): the one given, or both when they are equal;
+// ok is false when both are given and differ.
+func DollarsOf(usd, dollars float64) (amount float64, ok bool) {
+	switch {
+	case dollars == 0:
+		return usd, true
+	case usd == 0 || usd == dollars:
+		return dollars, true
+	}
+	return 0, false
+}
+
 // DirectiveResult is proc.directive's result: "delivered" (the first
-// directive for that checkpoint) or "already-decided", the checkpoint, and
-// the effects applied (for a directive to a checkpoint not reached yet:
-// none until it is).
+// directive for that checkpoint) or "already-decided" (another decided
+// it first, whether the run is still there or has moved past it), the
+// checkpoint, and the ops of the effects that changed something, in
+// order (a directive for a checkpoint not reached yet applies its
+// effects at once: they are listed too).
 type DirectiveResult struct {
 	Result         string   `json:"result"`
 	Checkpoint     int64    `json:"checkpoint"`

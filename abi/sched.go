@@ -20,21 +20,27 @@ type Expression struct {
 }
 
 // Target is what a schedule does (the seed's ScheduleTarget plus
-// process.lifecycle): Kind "process.spawn" (Profile, Label, Prompt),
+// process.lifecycle): Kind "process.spawn" (Profile, Label, Prompt, and
+// the seed's ParentPid, Workspace, Assignment and Mounts, as
+// proc.spawn's),
 // "process.event" (Pid, ConversationID, Message) or "process.lifecycle"
 // (Pid, ConversationID, Action compact, reset or checkpoint, with Options
 // keep and summary for compact).
 type Target struct {
-	Kind           string          `json:"kind"`
-	Profile        string          `json:"profile,omitempty"`
-	Label          string          `json:"label,omitempty"`
-	Prompt         string          `json:"prompt,omitempty"`
-	Pid            string          `json:"pid,omitempty"`
-	ConversationID string          `json:"conversationId,omitempty"`
-	Message        string          `json:"message,omitempty"`
-	Data           json.RawMessage `json:"data,omitempty"`
-	Action         string          `json:"action,omitempty"`
-	Options        map[string]any  `json:"options,omitempty"`
+	Kind           string            `json:"kind"`
+	Profile        string            `json:"profile,omitempty"`
+	Label          string            `json:"label,omitempty"`
+	Prompt         string            `json:"prompt,omitempty"`
+	ParentPid      string            `json:"parentPid,omitempty"`
+	Workspace      *WorkspaceSpec    `json:"workspace,omitempty"`
+	Assignment     *Assignment       `json:"assignment,omitempty"`
+	Mounts         []json.RawMessage `json:"mounts,omitempty"`
+	Pid            string            `json:"pid,omitempty"`
+	ConversationID string            `json:"conversationId,omitempty"`
+	Message        string            `json:"message,omitempty"`
+	Data           json.RawMessage   `json:"data,omitempty"`
+	Action         string            `json:"action,omitempty"`
+	Options        map[string]any    `json:"options,omitempty"`
 }
 
 // Retry is the retry policy of one-shot schedules: a failed run is tried

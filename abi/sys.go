@@ -47,6 +47,15 @@ type WhoamiResult struct {
 	Role         string          `json:"role"`
 }
 
+// SyscallListArgs are sys.syscall.list's args: none.
+type SyscallListArgs struct{}
+
+// SyscallListResult is sys.syscall.list's result: the names of the
+// syscalls the caller may make with a request frame, sorted.
+type SyscallListResult struct {
+	Syscalls []string `json:"syscalls"`
+}
+
 // SetupArgs are sys.setup's args. Username (with HostUID, the host user
 // that acts as it) becomes the first user; empty, "root" or host uid 0
 // means root is the first user. Timezone and AI, if given, are written to

@@ -22,14 +22,15 @@ import (
 // granted group, root) see it in /dev and may enter it; to anyone else
 // /dev/<id> does not exist, as for an id nobody has.
 
-// devRoot is /dev: gsv, the local device, and the devices the reader may
+// devRoot is /dev: the files every Unix has (ns.DevFiles: null, zero,
+// random, urandom), gsv, the local device, and the devices the reader may
 // use (root: all), as sys.device.list (offline ones too) shows them to the
 // reader.
 func (r *Router) devRoot() vfs.Dir {
 	local := r.devDir()
 	return &vfs.FuncDir{Meta: ns.RootMeta("/dev", fs.ModeDir|0o555),
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
-			out := []vfs.DirEntry{{Name: abi.LocalTarget, Node: local}}
+			out := append(ns.DevFiles(), vfs.DirEntry{Name: abi.LocalTarget, Node: local})
 			res, err := kernel.Invoke[*abi.DeviceListResult](ctx, r.k, ns.CallerOf(cred, ""), "sys.device.list", &abi.DeviceListArgs{IncludeOffline: true})
 			if err != nil {
 				return out, nil // a caller without sys.device.list sees the local device only
@@ -42,6 +43,9 @@ func (r *Router) devRoot() vfs.Dir {
 		Find: func(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, error) {
 			if name == abi.LocalTarget {
 				return local, nil
+			}
+			if n := ns.DevFile(name); n != nil {
+				return n, nil
 			}
 			if abi.CheckDeviceID(name) != nil {
 				return nil, vfs.ErrNotExist

@@ -129,8 +129,8 @@ func (r *Router) shellDir(shellPath, target string, meta vfs.Meta) vfs.Dir {
 			if !ok {
 				return "", abi.E(abi.Op("process.session.open"), abi.Other, fmt.Sprintf("result of type %T", res))
 			}
-			if o.Status != "ready" {
-				return "", abi.E(abi.Op("process.session.open"), abi.Path(o.SessionID), abi.Other, fmt.Sprintf("%s: %s", o.ErrorCode, o.Error))
+			if o.Status != abi.SessionReady {
+				return "", abi.E(abi.Op("process.session.open"), abi.Offline, fmt.Sprintf("%s: %s", o.ErrorCode, o.Error))
 			}
 			return o.SessionID, nil
 		})

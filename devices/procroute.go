@@ -64,6 +64,9 @@ func (r *Router) sessionOpenOn(ctx context.Context, c *kernel.Caller, pc *abi.Pr
 		return nil, err
 	}
 	res.Device = rd.id
+	if res.Status != abi.SessionReady {
+		return res, nil // the device's receipt of a failed open: no session to route
+	}
 	if err := r.freshSession(ctx, "device_process_sessions", r.procRoutes, res.SessionID, rd, c.Uid); err != nil {
 		return nil, err
 	}

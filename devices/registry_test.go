@@ -186,6 +186,8 @@ func TestRegister(t *testing.T) {
 	}{
 		{"empty id", hello(""), "a device id is empty"},
 		{"gsv", hello("gsv"), `device id "gsv": it names the kernel's own device`},
+		{"zero", hello("zero"), `device id "zero": it names a file of /dev`},
+		{"null", hello("null"), `device id "null": it names a file of /dev`},
 		{"upper case", hello("Laptop"), "want only a-z"},
 		{"slash", hello("a/b"), "want only a-z"},
 		{"dot dot", hello(".."), "not a name"},
@@ -408,9 +410,14 @@ func TestDevListing(t *testing.T) {
 	for _, c := range []struct {
 		who  *kernel.Identity
 		want string
-	}{{e.Root, "desk,gsv,laptop"}, {e.Alice, "gsv,laptop"}, {e.Bob, "desk,gsv"}} {
+	}{{e.Root, "desk,gsv,laptop,null,random,urandom,zero"}, {e.Alice, "gsv,laptop,null,random,urandom,zero"}, {e.Bob, "desk,gsv,null,random,urandom,zero"}} {
 		if got := list(c.who); got != c.want {
 			t.Errorf("ls /dev as uid %d: %s, want %s", c.who.Uid, got, c.want)
+		}
+	}
+	for _, name := range []string{"null", "zero", "random", "urandom"} {
+		if err := lookup(e.Bob, name); err != nil {
+			t.Errorf("bob walks to /dev/%s: %v", name, err)
 		}
 	}
 	for _, name := range []string{"laptop", "nosuch"} {
@@ -429,7 +436,7 @@ func TestDevListing(t *testing.T) {
 	if _, err := e.K.Call(ctx, kerneltest.Caller(e.Alice), "sys.device.grant", &abi.DeviceGrantArgs{DeviceID: "laptop", Group: "team"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := list(bob); got != "desk,gsv,laptop" {
+	if got := list(bob); got != "desk,gsv,laptop,null,random,urandom,zero" {
 		t.Errorf("ls /dev as bob, granted laptop: %s", got)
 	}
 	if err := lookup(bob, "laptop"); err != nil {

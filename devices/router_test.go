@@ -102,7 +102,7 @@ func TestFSNamespace(t *testing.T) {
 	if r := read(e.Alice, "/etc/passwd"); !r.OK || !strings.Contains(r.Content, "\talice:x:") || r.Path != "/etc/passwd" {
 		t.Fatalf("/etc/passwd: %+v", r)
 	}
-	if r := read(e.Alice, "/"); !r.OK || !r.Dir || strings.Join(r.Directories, " ") != "etc home sys var workspaces" {
+	if r := read(e.Alice, "/"); !r.OK || !r.Dir || strings.Join(r.Directories, " ") != "dev etc home sys var workspaces" {
 		t.Fatalf("/: %+v", r)
 	}
 	if r := read(e.Alice, "/var"); !r.OK || strings.Join(r.Directories, " ") != "sessions" {

@@ -212,6 +212,27 @@ func (k *Kernel) Syscalls() []string {
 	return out
 }
 
+// syscallList serves sys.syscall.list: the public syscalls the caller
+// may make, by the rules Call checks (Permit), sorted. It is what a
+// client offers to complete (gsv call <TAB>); a call's own checks of its
+// args still apply when it is made.
+func (k *Kernel) syscallList(_ context.Context, c *Caller, _ *abi.SyscallListArgs) (*abi.SyscallListResult, error) {
+	k.mu.RLock()
+	defs := make([]*syscallDef, 0, len(k.calls))
+	for _, d := range k.calls {
+		defs = append(defs, d)
+	}
+	k.mu.RUnlock()
+	out := []string{}
+	for _, d := range defs {
+		if k.permit(c, d, d.name, true) == nil {
+			out = append(out, d.name)
+		}
+	}
+	sort.Strings(out)
+	return &abi.SyscallListResult{Syscalls: out}, nil
+}
+
 // lastErrors remembers the last failure per (uid, directory).
 type lastErrors struct {
 	mu sync.Mutex

@@ -5,7 +5,8 @@
 //     checks that a call exists and that its caller may make it (Permit:
 //     setup state, kernel-only, capabilities, the syscall's own rule),
 //     runs it and names it in every error; Serve answers abi request
-//     frames; Invoke is Call with a typed result.
+//     frames; Invoke is Call with a typed result; sys.syscall.list names
+//     the syscalls a caller may make.
 //   - Identity: Authenticate maps a transport's Peer (a host uid, a
 //     token) to an Identity; Identity.Allowed is the permission rule of
 //     every file.

@@ -498,6 +498,9 @@ var kernelMigrations = []string{
 	// The users group may remove their own config keys
 	// (sys.config.unset); a new state gets it from userCaps.
 	`INSERT OR IGNORE INTO group_caps(gid,cap) SELECT 100,'sys.config.unset' WHERE EXISTS (SELECT 1 FROM groups WHERE gid=100)`,
+	// The users group may list the syscalls it may make
+	// (sys.syscall.list); a new state gets it from userCaps.
+	`INSERT OR IGNORE INTO group_caps(gid,cap) SELECT 100,'sys.syscall.list' WHERE EXISTS (SELECT 1 FROM groups WHERE gid=100)`,
 }
 
 // maxCachedStmts bounds each statement cache; queries beyond it run

@@ -24,7 +24,7 @@ const (
 // userCaps are the capabilities of the users group; root's group has "*".
 var userCaps = []string{
 	"fs.*", "shell.exec", "process.*", "proc.*", "sched.*", "codemode.*",
-	"sys.whoami", "sys.config.get", "sys.config.set", "sys.config.unset", "sys.token.*",
+	"sys.whoami", "sys.syscall.list", "sys.config.get", "sys.config.set", "sys.config.unset", "sys.token.*",
 	"sys.user.list", "sys.group.list", "sys.device.list", "sys.device.get",
 	"sys.device.update", "sys.device.grant",
 	"sys.workspace.list", "sys.events", "sys.lasterror",
@@ -196,6 +196,7 @@ var validUsername = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 func (k *Kernel) userSyscalls() []Syscall {
 	return []Syscall{
 		Fn("sys.whoami", 0, k.whoami),
+		Fn("sys.syscall.list", 0, k.syscallList),
 		Fn("sys.setup", BeforeSetup, k.setup),
 		Fn("sys.user.add", 0, k.userAdd),
 		Fn("sys.user.list", 0, k.userList),

@@ -66,7 +66,7 @@ func TestBindLive9P(t *testing.T) {
 	if got := vfstest.ReadFile(t, fsys, "/dev/probe/hello"); got != "bound\n" {
 		t.Fatalf("after bind: %q", got)
 	}
-	if got := list(); got != "keep probe" {
+	if got := list(); got != "keep null probe random urandom zero" {
 		t.Fatalf("ls /dev after bind: %q", got)
 	}
 	if err := space.Unbind("/dev/probe"); err != nil {
@@ -75,7 +75,7 @@ func TestBindLive9P(t *testing.T) {
 	if _, err := fsys.Stat("/dev/probe/hello"); err == nil {
 		t.Fatal("/dev/probe/hello still there after the unbind")
 	}
-	if got := list(); got != "keep" {
+	if got := list(); got != "keep null random urandom zero" {
 		t.Fatalf("ls /dev after unbind: %q", got)
 	}
 	if err := space.Unbind("/dev/probe"); err == nil {
@@ -107,7 +107,7 @@ func TestBindLiveFUSE(t *testing.T) {
 		t.Fatal("/dev/probe/hello exists before the bind")
 	}
 	space.Bind("/dev/probe", boundTree())
-	if got := vfstest.Must(t, dir, `cat "$M/dev/probe/hello"; ls "$M/dev"`); got != "bound\nprobe\n" {
+	if got := vfstest.Must(t, dir, `cat "$M/dev/probe/hello"; ls "$M/dev"`); got != "bound\nnull\nprobe\nrandom\nurandom\nzero\n" {
 		t.Fatalf("after bind: %q", got)
 	}
 	if err := space.Unbind("/dev/probe"); err != nil {
@@ -116,7 +116,7 @@ func TestBindLiveFUSE(t *testing.T) {
 	if out, errs, err := vfstest.Sh(dir, `cat "$M/dev/probe/hello"`); err == nil || !strings.Contains(errs, "No such file") {
 		t.Fatalf("after unbind: %q %q %v", out, errs, err)
 	}
-	if got := vfstest.Must(t, dir, `ls "$M/dev"`); got != "" {
+	if got := vfstest.Must(t, dir, `ls "$M/dev"`); got != "null\nrandom\nurandom\nzero\n" {
 		t.Fatalf("ls /dev after unbind: %q", got)
 	}
 }

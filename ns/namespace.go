@@ -2,11 +2,14 @@ package ns
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -211,10 +214,47 @@ func (s *Space) buildNamespace() *vfs.StaticDir {
 		vfs.DirEntry{Name: "config", Node: s.configDir("")},
 	)
 	return vfs.NewDir(dir("/"),
+		vfs.DirEntry{Name: "dev", Node: devDir()},
 		vfs.DirEntry{Name: "etc", Node: etc},
 		vfs.DirEntry{Name: "sys", Node: sys},
 		vfs.DirEntry{Name: "var", Node: vfs.NewDir(dir("/var"))},
 	)
+}
+
+// devDir is /dev as the kernel's part of the tree has it: DevFiles. The
+// devices room binds its own /dev over it, which lists them too.
+func devDir() *vfs.StaticDir {
+	return vfs.NewDir(RootMeta("/dev", fs.ModeDir|0o555), DevFiles()...)
+}
+
+// devFiles are the nodes of DevFiles, made once.
+var devFiles = sync.OnceValue(func() []vfs.DirEntry {
+	zero := func(p []byte) { clear(p) }
+	random := func(p []byte) { rand.Read(p) }
+	fill := map[string]func([]byte){"null": nil, "zero": zero, "random": random, "urandom": random}
+	var es []vfs.DirEntry
+	for _, name := range abi.DevFiles {
+		es = append(es, vfs.DirEntry{Name: name, Node: &vfs.Device{Meta: RootMeta("/dev/"+name, 0o666), Fill: fill[name]}})
+	}
+	return es
+})
+
+// DevFiles are the files of /dev every Unix has (abi.DevFiles): null
+// (reads end at once), zero (zeros), random and urandom (the kernel's
+// random bytes, crypto/rand), each root's, 0666 and of size 0; writes
+// are discarded (vfs.Device). They hold no state, so no syscall serves
+// them: the open is checked by their Meta. Whoever serves /dev lists
+// them (the devices room beside /dev/gsv and /dev/<device id>).
+func DevFiles() []vfs.DirEntry { return slices.Clone(devFiles()) }
+
+// DevFile is the file of DevFiles called name, or nil.
+func DevFile(name string) vfs.Node {
+	for _, e := range devFiles() {
+		if e.Name == name {
+			return e.Node
+		}
+	}
+	return nil
 }
 
 // configDir is /sys/config/<prefix>: the visible config keys as a tree of

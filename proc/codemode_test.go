@@ -163,7 +163,7 @@ return out`
 	if err := json.Unmarshal([]byte(msg.Content), &res); err != nil {
 		t.Fatalf("tool result %q: %v", msg.Content, err)
 	}
-	if res.Status != "completed" || string(res.Result) != `["from-block","shell.exec: denied by user","edited","not now"]` {
+	if res.Status != "completed" || string(res.Result) != `["from-block","shell.exec: Tool execution denied by user","edited","not now"]` {
 		t.Fatalf("the block: %+v %s", res, res.Result)
 	}
 	if _, err := os.Stat(h.dir + "/fs/home/root/no.txt"); err == nil {

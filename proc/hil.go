@@ -47,10 +47,13 @@ const DefaultHilExpiry = time.Hour
 // MaxSubstitute is the longest result (bytes) a substitute answer gives.
 const MaxSubstitute = 1 << 20
 
-// Tool results of answers that ran nothing.
+// Tool results of calls that ran nothing: a denied call and an
+// interrupted one (an abort) read as upstream's (the seed's runtime), so
+// that prompts and agents written for GSV read them.
 const (
-	resultDenied  = "denied by user"
-	resultExpired = "approval expired: not run (an expired request counts as denied)"
+	resultDenied      = "Tool execution denied by user"
+	resultInterrupted = "User interrupted tool execution"
+	resultExpired     = "approval expired: not run (an expired request counts as denied)"
 )
 
 // hilExpiry is how long uid's requests wait: hil_expiry of the owner's AI
@@ -167,7 +170,7 @@ type hilDecision struct {
 }
 
 // Hil answers a pending request. approve runs the call (with a.Args, the
-// edited args, if set), deny gives the model "denied by user", substitute
+// edited args, if set), deny gives the model resultDenied, substitute
 // gives the model a.Result without running the call; remember (with
 // approve) allows the request's syscall for the rest of the process's
 // life. A request that is not pending (answered, or made stale by an

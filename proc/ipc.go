@@ -72,8 +72,9 @@ type pendingCall struct {
 
 // actingProcess is the process c acts for: the process c is (its own
 // tool calls), else named (field names it in the args), which c must own
-// (root: any). A caller that is no process and names none is a 400; a
-// process naming another is a 403.
+// (root: any). A caller that is no process and names none is a 403, as
+// the seed has it (these calls are a process's), with how to make one;
+// a process naming another is a 403.
 func (m *Manager) actingProcess(ctx context.Context, c *kernel.Caller, named, field string) (*abi.Process, error) {
 	pid := c.Pid
 	if pid == "" {
@@ -82,7 +83,7 @@ func (m *Manager) actingProcess(ctx context.Context, c *kernel.Caller, named, fi
 		return nil, abi.E(abi.Permission, fmt.Sprintf("a process acts as itself: %s names another", field))
 	}
 	if pid == "" {
-		return nil, abi.E(abi.Invalid, fmt.Sprintf("the caller must be a process: call from a process, or name your process as %s (its ctl does)", field))
+		return nil, abi.E(abi.Permission, fmt.Sprintf("the caller must be a process: call from a process, or name your process as %s (its ctl does)", field))
 	}
 	p, err := m.get(ctx, pid)
 	if err != nil {
@@ -100,6 +101,10 @@ func (m *Manager) actingProcess(ctx context.Context, c *kernel.Caller, named, fi
 // (otherProcess): its existence is not the caller's to learn; root, who
 // may see every process, gets the 403 of the rule.
 func (m *Manager) ipcPair(ctx context.Context, c *kernel.Caller, sourcePid, targetPid string) (src, tgt *abi.Process, err error) {
+	if c.Pid == "" && sourcePid == "" {
+		_, err := m.actingProcess(ctx, c, "", "sourcePid") // the 403 of a caller that is no process
+		return nil, nil, err
+	}
 	if targetPid == "" {
 		return nil, nil, abi.E(abi.Invalid, "pid: which process?")
 	}

@@ -120,7 +120,7 @@ func TestIPCRules(t *testing.T) {
 		// exist (TestOtherUsersPidIsUnknown).
 		{"cross-owner", "proc.ipc.send", map[string]any{"pid": bobs, "sourcePid": a, "message": "hi"}, 404},
 		{"cross-owner call", "proc.ipc.call", map[string]any{"pid": bobs, "sourcePid": a, "message": "hi"}, 404},
-		{"no source", "proc.ipc.send", map[string]any{"pid": a, "message": "hi"}, 400},
+		{"no source", "proc.ipc.send", map[string]any{"pid": a, "message": "hi"}, 403},
 		{"another's source", "proc.ipc.send", map[string]any{"pid": a, "sourcePid": bobs, "message": "hi"}, 404},
 		{"empty", "proc.ipc.send", map[string]any{"pid": a, "sourcePid": a, "message": "  "}, 400},
 		{"bad metadata", "proc.ipc.send", map[string]any{"pid": a, "sourcePid": a, "message": "x", "metadata": []int{1}}, 400},

@@ -462,7 +462,7 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 			mark.Substituted = true
 			return false, result(ans.result, false)
 		case ans.status == "stale":
-			return false, result("interrupted", true)
+			return false, result(resultInterrupted, true)
 		case ans.edited != nil:
 			// approved, with edited args: they run, and the result says so.
 			args, note = ans.edited, editedNote(ans.edited)
@@ -488,7 +488,7 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 		res, err = m.awaitShell(ctx, caller, sh)
 	}
 	if ctx.Err() != nil {
-		return false, errStale // abort writes the "interrupted" result
+		return false, errStale // abort writes the resultInterrupted result
 	}
 	if err != nil {
 		return false, result(note+err.Error(), true)
@@ -504,7 +504,8 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 	return false, result(note+string(out), isErr)
 }
 
-// systemPrompt is the profile's prompt plus the owner's ~/context.d/*.md.
+// systemPrompt is the profile's prompt, the process's assignment (its
+// context files) and the owner's ~/context.d/*.md.
 func (m *Manager) systemPrompt(ctx context.Context, p *abi.Process, caller *kernel.Caller) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "You are a GSV agent process (pid %s, profile %s) acting for user %s. Your working directory is %s.\n",
@@ -512,6 +513,7 @@ func (m *Manager) systemPrompt(ctx context.Context, p *abi.Process, caller *kern
 	b.WriteString("Your tools are syscalls made with your owner's permissions. Messages that start with \"[Process Event]:\" are GSV runtime events (compaction summaries, errors, scheduled events, IPC replies and timeouts, watched signals), not the user speaking. Other processes of your owner may write to you (Message from process ..., Call ... from process ...): for a call, your final answer of that run goes back to the caller. You may write to them too: Processes, Mail, Call, Delegate, Watch.\n")
 	m.devicesPrompt(ctx, &b, caller)
 	m.budgetPrompt(ctx, &b, p)
+	m.assignmentPrompt(ctx, &b, p.Pid)
 	dir, err := kernel.Invoke[*abi.FSReadResult](ctx, m.k, caller, "fs.read", &abi.FSReadArgs{Path: "~/context.d"})
 	if err != nil || !dir.OK || !dir.Dir {
 		return b.String()

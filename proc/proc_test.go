@@ -540,7 +540,7 @@ func TestResetBusyConversation(t *testing.T) {
 	if got := ptRoles(archived); got != "user,assistant,toolResult" || rr.ArchivedMessages != 3 {
 		t.Fatalf("archived %s: %s", got, ptDump(archived))
 	}
-	if r := ptTool(t, archived[2]); r.Output != "interrupted" {
+	if r := ptTool(t, archived[2]); r.Output != "User interrupted tool execution" {
 		t.Fatalf("archived result %+v", r)
 	}
 	if n := len(s.Requests()); n != 2 {

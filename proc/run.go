@@ -601,7 +601,7 @@ func (m *Manager) resume(ctx context.Context) error {
 	return nil
 }
 
-// Abort ends p's active run: its pending tool calls end as "interrupted",
+// Abort ends p's active run: its pending tool calls end as interrupted (resultInterrupted),
 // a pending HIL request goes stale, and the next queued message starts. A
 // run still being recorded (starting) is aborted once Send has recorded
 // it.
@@ -695,7 +695,7 @@ func (m *Manager) endAbortedLocked(pr *process, r *activeRun) error {
 	return nil
 }
 
-// interruptPending writes "interrupted" results for the tool calls of r
+// interruptPending writes interrupted results (resultInterrupted) for the tool calls of r
 // that have none, and makes r's HIL requests stale.
 func (m *Manager) interruptPending(ctx context.Context, pid string, r *activeRun) (int, error) {
 	n := 0
@@ -707,7 +707,7 @@ func (m *Manager) interruptPending(ctx context.Context, pid string, r *activeRun
 		}
 		t := now()
 		for _, c := range calls {
-			b, err := json.Marshal(toolResultContent{ToolCallID: c.ID, ToolName: c.Name, Output: "interrupted", IsError: true})
+			b, err := json.Marshal(toolResultContent{ToolCallID: c.ID, ToolName: c.Name, Output: resultInterrupted, IsError: true})
 			if err != nil {
 				return err
 			}

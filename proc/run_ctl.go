@@ -12,7 +12,7 @@ import (
 
 // The run verbs of /proc/<pid>/ctl (docs/runs.md):
 //
-//	continue [checkpoint=N] [extend-budget usd=.. tokens=.. turns=.. time=..
+//	continue [checkpoint=N] [extend-budget usd=..|dollars=.. tokens=.. turns=.. time=..
 //	         | refocus <text> | swap-model <model> | set-temperature <t>
 //	         | set-tool-cap <n> | inject [role=system|user] <text>]
 //	stop | start | supervise [grace=<ms|duration>] | supervise off
@@ -76,11 +76,21 @@ func effectOf(op string, l ns.CtlLine, words []string, text string) (abi.Effect,
 	switch op {
 	case "extend-budget":
 		if len(words) != 0 {
-			return e, abi.E(abi.Invalid, "usage: extend-budget [usd=..] [tokens=..] [turns=..] [time=..]")
+			return e, abi.E(abi.Invalid, "usage: extend-budget [usd=..|dollars=..] [tokens=..] [turns=..] [time=..]")
 		}
 		var b abi.RunBudget
 		if err := budgetOpts(l, &b); err != nil {
 			return e, err
+		}
+		if v, ok := l.LookupOpt("dollars"); ok { // the seed's name of usd
+			f, err := abi.ParseFinite("dollars", v)
+			if err != nil {
+				return e, err
+			}
+			if _, same := abi.DollarsOf(b.USD, f); !same {
+				return e, abi.E(abi.Invalid, "extend-budget: usd and dollars (the seed's name of it) differ: give one")
+			}
+			b.USD = f
 		}
 		e.USD, e.Tokens, e.Turns, e.TimeMs = b.USD, b.Tokens, b.Turns, b.TimeMs
 	case "refocus":

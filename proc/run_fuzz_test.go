@@ -23,6 +23,8 @@ func FuzzRunVerbs(f *testing.F) {
 		"extend-budget tokens=9223372036854775807 turns=1", "continue extend-budget usd=Infinity", "continue checkpoint=3",
 		"supervise grace=99999h", "supervise grace=5s", "supervise off", "stop", "start", "set-tool-cap 3",
 		"swap-model m2", "refocus look again", "continue inject role=user hi", `budget {"budget":{"usd":1}}`,
+		"extend-budget dollars=0.5", "extend-budget usd=1 dollars=2", "extend-budget usd=1 dollars=1", "continue extend-budget dollars=NaN",
+		`continue {"directive":{"type":"extend-budget","dollars":1,"usd":2}}`, `continue {"directive":{"type":"continue","effects":[{"op":"extend-budget","dollars":1}]}}`,
 	} {
 		f.Add(s)
 	}
@@ -85,11 +87,17 @@ func FuzzRunVerbs(f *testing.F) {
 					t.Fatalf("%q: effect %s does not decode: %v", line, raw, err)
 				}
 				c, before := base(), base()
-				if !applyEffect(c, e) {
+				ok, changed := applyEffect(c, e)
+				if !ok || !changed {
+					// A refused effect, or one said to change nothing,
+					// leaves the settings as they were.
 					if !reflect.DeepEqual(c, before) {
-						t.Fatalf("%q: a refused effect changed the settings: %+v", line, c)
+						t.Fatalf("%q: an effect (ok %v, changed %v) changed the settings: %+v", line, ok, changed, c)
 					}
 					continue
+				}
+				if reflect.DeepEqual(c, before) && e.Op != "inject-message" {
+					t.Fatalf("%q: an effect said to change the settings left them as they were", line)
 				}
 				storable(t, line, c)
 			}

@@ -274,7 +274,7 @@ func TestHil(t *testing.T) {
 	if st := h.waitRun(run); st != "done" {
 		t.Fatalf("denied run: %s", st)
 	}
-	if res := lastResult(); !res.IsError || res.Output != "denied by user" {
+	if res := lastResult(); !res.IsError || res.Output != "Tool execution denied by user" {
 		t.Fatalf("denied result %+v", res)
 	}
 	ms := h.history(h.root, pid, "default").Messages
@@ -360,7 +360,7 @@ func TestAbortPendingToolCalls(t *testing.T) {
 	calls := ptAssistant(t, ms[1]).ToolCalls
 	for i, m := range ms[2:4] {
 		r := ptTool(t, m)
-		if r.Output != "interrupted" || !r.IsError || r.ToolCallID != calls[i].ID {
+		if r.Output != "User interrupted tool execution" || !r.IsError || r.ToolCallID != calls[i].ID {
 			t.Fatalf("result %d: %+v (calls %+v)", i, r, calls)
 		}
 	}

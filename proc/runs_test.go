@@ -89,15 +89,23 @@ func TestRunBudgetParksAndExtends(t *testing.T) {
 	if len(reqs) != 3 || !strings.Contains(reqs[2].System, "2 of 7 turns") {
 		t.Fatalf("the request after the extension: %d requests; system %q", len(reqs), reqs[len(reqs)-1].System)
 	}
-	// The checkpoint is decided: a second directive for it is stale.
-	if code := h.code(h.alice, "proc.directive", map[string]any{"pid": pid, "checkpoint": 2, "directive": map[string]any{"type": "continue"}}); code != 409 {
-		t.Fatalf("a directive for a finished run: %d, want 409", code)
+	// The checkpoint is decided for good: a second directive for it is
+	// already-decided, even with the run over; one it passed with no
+	// decision is stale (409).
+	var late abi.DirectiveResult
+	h.must(h.alice, "proc.directive", map[string]any{"pid": pid, "checkpoint": 2, "directive": map[string]any{"type": "continue"}}, &late)
+	if late.Result != "already-decided" || late.Checkpoint != 2 {
+		t.Fatalf("a second directive for a decided checkpoint of a finished run: %+v", late)
+	}
+	if code := h.code(h.alice, "proc.directive", map[string]any{"pid": pid, "checkpoint": 1, "directive": map[string]any{"type": "continue"}}); code != 409 {
+		t.Fatalf("a directive for a checkpoint passed with no decision: %d, want 409", code)
 	}
 }
 
 // A supervised process's checkpoints wait for a directive: inject-message
 // and swap-model reach the next model request; 50 concurrent directives
-// for one checkpoint deliver exactly one; a stale checkpoint is refused.
+// for one checkpoint deliver exactly one, the others are already-decided,
+// then and after the run has passed it.
 func TestRunDirectiveEffectsAndFirstWins(t *testing.T) {
 	h := newPTHarness(t)
 	pid := h.spawnWith(map[string]any{"supervise": true, "graceMs": 60000})
@@ -114,13 +122,10 @@ func TestRunDirectiveEffectsAndFirstWins(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			eff := []map[string]any{{"op": "inject-message", "role": "user", "content": "focus on the cache table"}, {"op": "swap-model", "model": "model-b"}, {"op": "no-such-op"}}
-			// A loser finds the checkpoint decided while the run is still
-			// parked at it (already-decided), or passed (a 409: stale).
+			// A loser finds the checkpoint decided, whether the run is
+			// still parked at it or has passed it: already-decided.
 			if err := h.call(h.alice, "proc.directive", map[string]any{"pid": pid, "checkpoint": 1, "directive": map[string]any{"type": "continue", "effects": eff}}, &results[i]); err != nil {
-				if abi.Code(err) != 409 {
-					t.Error(err)
-				}
-				results[i].Result = "stale"
+				t.Error(err)
 			}
 		}(i)
 	}
@@ -132,7 +137,7 @@ func TestRunDirectiveEffectsAndFirstWins(t *testing.T) {
 			if strings.Join(res.EffectsApplied, ",") != "inject-message,swap-model" {
 				t.Errorf("effects applied: %v", res.EffectsApplied)
 			}
-		} else if res.Result != "already-decided" && res.Result != "stale" {
+		} else if res.Result != "already-decided" {
 			t.Errorf("result %q", res.Result)
 		}
 	}
@@ -148,8 +153,10 @@ func TestRunDirectiveEffectsAndFirstWins(t *testing.T) {
 	if last.Model != "model-b" || !strings.Contains(lastUserOf(last), "focus on the cache table") {
 		t.Fatalf("the request after the directive: model %q, last user %q", last.Model, lastUserOf(last))
 	}
-	if code := h.code(h.alice, "proc.directive", map[string]any{"pid": pid, "checkpoint": 1, "directive": map[string]any{"type": "continue"}}); code != 409 {
-		t.Fatalf("a stale checkpoint: %d, want 409", code)
+	var late abi.DirectiveResult
+	h.must(h.alice, "proc.directive", map[string]any{"pid": pid, "checkpoint": 1, "directive": map[string]any{"type": "continue"}}, &late)
+	if late.Result != "already-decided" {
+		t.Fatalf("a directive for a decided checkpoint the run passed: %+v", late)
 	}
 	h.directive(pid, map[string]any{"type": "continue"})
 	if st := h.waitRun(r.RunID); st != "done" {

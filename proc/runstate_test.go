@@ -237,7 +237,7 @@ func TestHilAfterAbortStarted(t *testing.T) {
 		t.Fatalf("the approved call of the aborted run ran: %v", err)
 	}
 	ms := h.history(h.root, pid, "").Messages
-	if got := ptRoles(ms); got != "user,assistant,toolResult" || ptTool(t, ms[2]).Output != "interrupted" {
+	if got := ptRoles(ms); got != "user,assistant,toolResult" || ptTool(t, ms[2]).Output != "User interrupted tool execution" {
 		t.Fatalf("history %s", ptDump(ms))
 	}
 }

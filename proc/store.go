@@ -159,7 +159,10 @@ var migrations = []string{
 	ALTER TABLE proc_runs ADD COLUMN checkpoint INTEGER NOT NULL DEFAULT 0;
 	ALTER TABLE proc_runs ADD COLUMN park TEXT;
 	ALTER TABLE proc_queue ADD COLUMN mode TEXT NOT NULL DEFAULT 'queue';`,
-	// 7: the narrowing of the process capability travels with the work
+	// 7: a process's assignment (the seed's ProcSpawnAssignment, JSON):
+	// context files its instructions carry.
+	`ALTER TABLE proc_processes ADD COLUMN assignment TEXT`,
+	// 8: the narrowing of the process capability travels with the work
 	// (cap.go): a process's for its life, a queued message's, a
 	// conversation generation's (what entered it), a segment's (what its
 	// conversation had when it was archived), a watch's (its arming

@@ -131,8 +131,17 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 	if err := kernel.CheckText("label", a.Label, kernel.MaxLabel); err != nil {
 		return nil, err
 	}
-	if w, ok := a.Workspace.(string); ok && w != "" && w != "none" {
-		return nil, abi.E(abi.Invalid, fmt.Sprintf("workspace %q: only workspace=none is supported yet", w))
+	if err := a.Workspace.Check(); err != nil {
+		return nil, err
+	}
+	if err := a.Assignment.Check(); err != nil {
+		return nil, err
+	}
+	if err := abi.CheckSpawnMounts(a.Mounts); err != nil {
+		return nil, err
+	}
+	if a.Assignment != nil && prof.SpawnMode == "singleton" {
+		return nil, abi.E(abi.Invalid, "assignment: the init process is its owner's own; give an assignment to a process you spawn")
 	}
 	var parent *string
 	if a.ParentPid != "" {
@@ -141,6 +150,9 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 			return nil, err
 		}
 		parent = &pp.Pid
+		if a.Workspace != nil && a.Workspace.Mode == "inherit" && pp.WorkspaceID != nil && *pp.WorkspaceID != "" {
+			return nil, abi.NotYet("workspace mode inherit of a parent with a workspace", abi.PlannedWorkspaces)
+		}
 	}
 	pid := newID("")[:8] + "-" + newID("")[:4]
 	if prof.SpawnMode == "singleton" {
@@ -169,6 +181,11 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 	if err := m.create(ctx, pid, c.Uid, prof.ID, label, parent, c.Home, limit, narrow); err != nil {
 		return nil, abi.E(abi.Path(pid), err)
 	}
+	if a.Assignment != nil {
+		if err := m.saveAssignment(ctx, pid, a.Assignment); err != nil {
+			return nil, abi.E(abi.Path(pid), err)
+		}
+	}
 	if a.Budget != nil || a.Supervise || a.GraceMs > 0 {
 		ctl := runCtl{Supervise: a.Supervise, GraceMs: a.GraceMs}
 		if a.Budget != nil {
@@ -183,8 +200,13 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 		return nil, err
 	}
 	m.changed(c.Uid, pid, "spawn", map[string]any{"profile": prof.ID})
-	if a.Prompt != "" {
+	switch {
+	case a.Prompt != "":
 		if _, _, err := m.SendEvent(ctx, p, "default", Event{Kind: abi.EventUserMessage, Source: sourceOf(c), Text: a.Prompt, Cap: c.Identity.Process}); err != nil {
+			return nil, err
+		}
+	case a.Assignment != nil && a.Assignment.AutoStart:
+		if _, _, err := m.SendEvent(ctx, p, "default", Event{Kind: abi.EventProcessEvent, Source: sourceOf(c), Text: assignmentStart, Runtime: true, Cap: c.Identity.Process}); err != nil {
 			return nil, err
 		}
 	}
@@ -210,6 +232,9 @@ func (m *Manager) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
+	}
+	if len(a.Media) > 0 {
+		return nil, abi.NotYet("media", abi.PlannedMedia)
 	}
 	ev := Event{Kind: a.Kind, Source: sourceOf(c), TraceID: a.TraceID, Text: a.Message, Runtime: a.Event, Cap: c.Identity.Process}
 	switch {

@@ -77,14 +77,14 @@ func hilVerb(pid string, l ns.CtlLine) (string, any, error) {
 	return "proc.hil", a, nil
 }
 
-// spawnVerb parses "spawn <profile> [label=..] [prompt=..] [workspace=..]".
+// spawnVerb parses "spawn <profile> [label=..] [prompt=..] [workspace=<mode>]".
 func spawnVerb(l ns.CtlLine) (string, any, error) {
-	if err := l.Args(1, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none]"); err != nil {
+	if err := l.Args(1, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none|inherit]"); err != nil {
 		return "", nil, err
 	}
 	a := &abi.SpawnArgs{Profile: word(l, 0), Label: l.Opt("label"), Prompt: l.Opt("prompt")}
 	if w, ok := l.LookupOpt("workspace"); ok {
-		a.Workspace = w
+		a.Workspace = &abi.WorkspaceSpec{Mode: w}
 	}
 	return "proc.spawn", a, nil
 }

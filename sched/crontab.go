@@ -113,14 +113,26 @@ func ParseCrontab(text, tz string) ([]CronLine, error) {
 // whole text can tell (a name or an id used twice, too many lines) is not
 // checked. The error names the line.
 func CheckCrontabLines(text string, first int) error {
+	_, err := countCrontabLines(text, first)
+	return err
+}
+
+// countCrontabLines checks lines as CheckCrontabLines does and returns
+// how many of them are schedules (not blank, comment or CRON_TZ= lines).
+func countCrontabLines(text string, first int) (int, error) {
 	p := newLineParser("UTC")
 	text = strings.TrimSuffix(text, "\n")
+	n := 0
 	for i, line := range strings.Split(text, "\n") {
-		if _, err := p.parse(line, first+i); err != nil {
-			return err
+		cl, err := p.parse(line, first+i)
+		if err != nil {
+			return 0, err
+		}
+		if cl != nil {
+			n++
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // lineParser parses crontab lines one at a time, keeping the zone set by

@@ -15,10 +15,13 @@ import (
 // /var/spool/cron make.
 
 // crontabCheckArgs are sched.crontab.check's args: complete lines of a
-// crontab, the first of them line number Line.
+// crontab, the first of them line number Line, written to OwnerUid's
+// crontab after Before schedule lines.
 type crontabCheckArgs struct {
-	Text string
-	Line int
+	Text     string
+	Line     int
+	OwnerUid uint32
+	Before   int
 }
 
 // owners serves sched.owners (Internal): the uids that own schedules, all
@@ -79,11 +82,21 @@ func (m *Manager) crontabSet(ctx context.Context, c *kernel.Caller, a *abi.Cront
 // crontab lines as they are written (CheckCrontabLines). A crontab file's
 // write fails with its error, which the err view of /var/spool/cron then
 // shows.
-func (m *Manager) crontabCheck(ctx context.Context, c *kernel.Caller, a *crontabCheckArgs) (struct{}, error) {
-	if err := CheckCrontabLines(a.Text, a.Line); err != nil {
-		return struct{}{}, abi.E(abi.Invalid, err)
+//
+// It answers how many of the lines are schedules. A text that would give
+// the crontab's owner more schedules than they may have (Before and
+// these) is a 409, so that the write(2) of the line past the limit fails
+// and the shell sees it (the whole text would be refused at close, whose
+// error shells ignore).
+func (m *Manager) crontabCheck(ctx context.Context, c *kernel.Caller, a *crontabCheckArgs) (int, error) {
+	n, err := countCrontabLines(a.Text, a.Line)
+	if err != nil {
+		return 0, abi.E(abi.Invalid, err)
 	}
-	return struct{}{}, nil
+	if limit := m.maxSchedules(ctx, a.OwnerUid); limit >= 0 && a.Before+n > limit {
+		return 0, abi.E(abi.Busy, fmt.Sprintf("line %d: uid %d may have %d schedules (config/sched/max_schedules): this crontab has %d", a.Line+n-1, a.OwnerUid, limit, a.Before+n))
+	}
+	return n, nil
 }
 
 // logCall serves sched.log: the caller's (root: everyone's, or

@@ -374,4 +374,15 @@ func TestCrontabFileLimit(t *testing.T) {
 		t.Errorf("err: %q", msg)
 	}
 	sameSchedules(t, before, h.schedules(1000))
+	// A shell ignores close(2)'s error: the write that brings the line
+	// past the limit fails, whether it rewrites or appends.
+	for _, script := range []string{
+		"printf '@every 1h event init:1000 a # name=a\\n@every 1h event init:1000 b # name=b\\n@every 1h event init:1000 c # name=c\\n' > $D/alice",
+		"echo '@every 1h event init:1000 d # name=d' >> $D/alice",
+	} {
+		if out, err := sh(1001, script); err == nil {
+			t.Errorf("%s: a crontab over the limit written by the shell succeeded: %s", script, out)
+		}
+		sameSchedules(t, before, h.schedules(1000))
+	}
 }

@@ -268,7 +268,7 @@ func (d *cronDir) doc(t *tab) *crontabFile {
 	uid := t.uid
 	meta := &ns.Meta{Path: cronDirPath + "/" + t.name, Uid: t.uid, Gid: t.gid, Mode: 0o600,
 		Owner: t.name, Group: group, HostUID: t.hostUID}
-	return &crontabFile{d.m, &vfs.Document{Meta: meta, Max: maxCrontab,
+	return &crontabFile{d.m, t.uid, &vfs.Document{Meta: meta, Max: maxCrontab,
 		Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
 			return d.render(ctx, d.caller(cred), uid)
 		},
@@ -284,7 +284,8 @@ func (d *cronDir) doc(t *tab) *crontabFile {
 // that completes it with EINVAL; the handle then applies nothing, and
 // its later writes fail too.
 type crontabFile struct {
-	m *Manager
+	m     *Manager
+	owner uint32
 	*vfs.Document
 }
 
@@ -294,7 +295,7 @@ func (f *crontabFile) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.H
 	if err != nil || vfs.WantOf(flags)&vfs.WantWrite == 0 {
 		return h, err
 	}
-	ch := &crontabHandle{Handle: h, m: f.m, c: ns.CallerOf(cred, cronDirPath), appendOnly: flags&os.O_APPEND != 0}
+	ch := &crontabHandle{Handle: h, m: f.m, c: ns.CallerOf(cred, cronDirPath), owner: f.owner, appendOnly: flags&os.O_APPEND != 0}
 	// The copy starts as the rendering (nothing with O_TRUNC): its
 	// lines are the stored schedules', not checked again unless
 	// rewritten.
@@ -311,6 +312,15 @@ func (f *crontabFile) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.H
 		ch.line += bytes.Count(buf[:n], []byte{'\n'})
 		ch.size += int64(n)
 	}
+	if ch.size > 0 {
+		// The rendering's schedules count towards the owner's limit.
+		text, err := ch.readLocked(ctx, 0, ch.size)
+		if err != nil {
+			h.Close(ctx)
+			return nil, err
+		}
+		ch.schedules = countSchedules(string(text))
+	}
 	ch.checked, ch.scanned = ch.size, ch.size
 	return ch, nil
 }
@@ -321,6 +331,7 @@ type crontabHandle struct {
 	vfs.Handle // the document's
 	m          *Manager
 	c          *kernel.Caller
+	owner      uint32 // the crontab's owner
 	appendOnly bool
 
 	mu      sync.Mutex
@@ -328,7 +339,9 @@ type crontabHandle struct {
 	checked int64 // the copy before checked is complete lines, checked
 	scanned int64 // the copy from checked to scanned has no newline
 	line    int   // the number of lines before checked
-	err     error // a line failed: nothing is applied
+	// schedules is how many of the lines before checked are schedules.
+	schedules int
+	err       error // a line failed: nothing is applied
 }
 
 var (
@@ -352,7 +365,7 @@ func (h *crontabHandle) Write(ctx context.Context, p []byte, off int64) (int, er
 	}
 	h.size = max(h.size, off+int64(n))
 	if off < h.checked {
-		h.checked, h.line, h.scanned = 0, 0, 0 // a rewrite: check from the top
+		h.checked, h.line, h.scanned, h.schedules = 0, 0, 0, 0 // a rewrite: check from the top
 	} else {
 		h.scanned = min(h.scanned, off)
 	}
@@ -378,13 +391,23 @@ func (h *crontabHandle) checkLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := h.m.k.Call(ctx, h.c, "sched.crontab.check", &crontabCheckArgs{Text: string(text), Line: h.line + 1}); err != nil {
+	n, err := kernel.Invoke[int](ctx, h.m.k, h.c, "sched.crontab.check",
+		&crontabCheckArgs{Text: string(text), Line: h.line + 1, OwnerUid: h.owner, Before: h.schedules})
+	if err != nil {
 		return err
 	}
+	h.schedules += n
 	h.checked += int64(len(text))
 	h.scanned = h.checked
 	h.line += bytes.Count(text, []byte{'\n'})
 	return nil
+}
+
+// countSchedules is how many lines of a crontab's text are schedules
+// (a rendering, which parses; 0 if it does not).
+func countSchedules(text string) int {
+	n, _ := countCrontabLines(text, 1)
+	return n
 }
 
 // readLocked reads the copy from off to end. h.mu is held.

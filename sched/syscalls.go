@@ -304,7 +304,7 @@ func (m *Manager) insert(q querier, c *kernel.Caller, owner uint32, a *abi.Sched
 		return nil, abi.E(abi.Path(a.Name), abi.Invalid, err)
 	}
 	if err := validateTarget(&a.Target); err != nil {
-		return nil, abi.E(abi.Path(a.Name), abi.Invalid, err)
+		return nil, targetErr(a.Name, err)
 	}
 	if err := checkDescription(a.Name, a.Description); err != nil {
 		return nil, err
@@ -376,7 +376,7 @@ func (m *Manager) patch(q querier, s *abi.Schedule, p *abi.SchedPatch, narrow *a
 	}
 	if p.Target != nil {
 		if err := validateTarget(p.Target); err != nil {
-			return nil, abi.E(abi.Path(s.Name), abi.Invalid, err)
+			return nil, targetErr(s.Name, err)
 		}
 		s.Target = *p.Target
 	}

@@ -36,7 +36,8 @@ func (m *Manager) execute(ctx context.Context, s *abi.Schedule) (string, error) 
 	t := s.Target
 	switch t.Kind {
 	case "process.spawn":
-		r, err := kernel.Invoke[*abi.SpawnResult](ctx, m.k, c, "proc.spawn", &abi.SpawnArgs{Profile: t.Profile, Label: t.Label, Prompt: t.Prompt})
+		r, err := kernel.Invoke[*abi.SpawnResult](ctx, m.k, c, "proc.spawn", &abi.SpawnArgs{Profile: t.Profile, Label: t.Label, Prompt: t.Prompt,
+			ParentPid: t.ParentPid, Workspace: t.Workspace, Assignment: t.Assignment, Mounts: t.Mounts})
 		if err != nil {
 			return "", err
 		}
@@ -103,17 +104,22 @@ func lifecycleCall(t *abi.Target) (string, any) {
 	return "", nil
 }
 
-// checkReach checks t (400) and refuses (404) a process.event or
-// process.lifecycle target whose process, or conversation, owner cannot
-// reach. It asks proc through the dispatcher, as owner, so that it is the
+// checkReach checks t (400, or 501 for a seed's field not built yet) and
+// refuses (404) a process.event or process.lifecycle target whose
+// process, or conversation, owner cannot reach, and a process.spawn
+// target whose parentPid owner cannot reach. It asks proc through the dispatcher, as owner, so that it is the
 // rule the run meets (proc.status, or proc.conversation.get for a named
 // conversation). It makes syscalls: call it outside a transaction of the
 // store. name is the schedule's, for the error.
 func (m *Manager) checkReach(ctx context.Context, owner uint32, name string, t *abi.Target) error {
 	if err := validateTarget(t); err != nil {
-		return abi.E(abi.Path(name), abi.Invalid, err)
+		return targetErr(name, err)
 	}
-	if t.Kind != "process.event" && t.Kind != "process.lifecycle" {
+	pid := t.Pid
+	if t.Kind == "process.spawn" {
+		pid = t.ParentPid // a spawn's parent must be the owner's
+	}
+	if pid == "" {
 		return nil
 	}
 	id, err := m.k.IdentityOf(ctx, owner)
@@ -124,12 +130,12 @@ func (m *Manager) checkReach(ctx context.Context, owner uint32, name string, t *
 	unreachable := func(err error) error {
 		switch abi.KindOf(err) {
 		case abi.NotExist, abi.Permission, abi.Invalid:
-			return abi.E(abi.Path(name), abi.NotExist, fmt.Sprintf("target %s: no such process for uid %d", t.Pid, owner))
+			return abi.E(abi.Path(name), abi.NotExist, fmt.Sprintf("target %s: no such process for uid %d", pid, owner))
 		}
 		return abi.E(abi.Path(name), err)
 	}
 	if t.ConversationID == "" {
-		if _, err := kernel.Invoke[any](ctx, m.k, c, "proc.status", &abi.PidArgs{Pid: t.Pid}); err != nil {
+		if _, err := kernel.Invoke[any](ctx, m.k, c, "proc.status", &abi.PidArgs{Pid: pid}); err != nil {
 			return unreachable(err)
 		}
 		return nil

@@ -6,6 +6,7 @@ package sched
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ func TestRunsAsOwner(t *testing.T) {
 	if len(sends) == 0 {
 		t.Fatalf("no proc.send reached proc")
 	}
-	if c := sends[len(sends)-1]; c.Uid != 1000 || *c.Args.(*abi.SendArgs) != (abi.SendArgs{Pid: aliceProc.Pid, Message: "tick", Event: true,
+	if c := sends[len(sends)-1]; c.Uid != 1000 || !reflect.DeepEqual(*c.Args.(*abi.SendArgs), abi.SendArgs{Pid: aliceProc.Pid, Message: "tick", Event: true,
 		Kind: abi.EventScheduleTick, TraceID: "sched:" + toSelf.ID}) {
 		t.Fatalf("proc.send %+v as uid %d", c.Args, c.Uid)
 	}
@@ -108,10 +109,63 @@ func TestSpawnTarget(t *testing.T) {
 	pid := strings.TrimPrefix(str(rs[0].Summary), "spawned ")
 	spawns := h.proc.callsOf("proc.spawn")
 	if len(spawns) != 1 || spawns[0].Uid != 1000 ||
-		*spawns[0].Args.(*abi.SpawnArgs) != (abi.SpawnArgs{Profile: "task", Label: "nightly-task", Prompt: "summarise the day"}) {
+		!reflect.DeepEqual(*spawns[0].Args.(*abi.SpawnArgs), abi.SpawnArgs{Profile: "task", Label: "nightly-task", Prompt: "summarise the day"}) {
 		t.Fatalf("proc.spawn calls %+v", spawns)
 	}
 	if pid != "p_1" {
 		t.Fatalf("summary names %q, want proc's pid p_1", pid)
+	}
+}
+
+// TestSpawnTargetSeedFields: the seed's process.spawn fields are the
+// target's own: parentPid (one the owner can reach, else 404) and an
+// assignment's context files reach proc.spawn; workspace new or attach
+// and mounts are a 501 "not supported yet" naming where they are
+// planned, never an "unknown field" (400); a bad assignment is a 400.
+func TestSpawnTargetSeedFields(t *testing.T) {
+	h := newHarness(t, harnessStart)
+	every := map[string]any{"kind": "every", "everyMs": 3_600_000}
+	spawn := func(extra map[string]any) map[string]any {
+		tg := map[string]any{"kind": "process.spawn", "profile": "task", "prompt": "summarise the day"}
+		for k, v := range extra {
+			tg[k] = v
+		}
+		return tg
+	}
+	assignment := map[string]any{"contextFiles": []map[string]any{{"name": "brief.md", "text": "the logs are in ~/logs"}}}
+	s := h.add(h.alice, map[string]any{"name": "child", "expression": every,
+		"target": spawn(map[string]any{"parentPid": "init:1000", "workspace": map[string]any{"mode": "none"}, "assignment": assignment})})
+	h.step(time.Hour)
+	if rs := h.runs(s.ID); len(rs) != 1 || rs[0].Status != "ok" {
+		t.Fatalf("runs %+v", rs)
+	}
+	spawns := h.proc.callsOf("proc.spawn")
+	want := abi.SpawnArgs{Profile: "task", Prompt: "summarise the day", ParentPid: "init:1000", Workspace: &abi.WorkspaceSpec{Mode: "none"},
+		Assignment: &abi.Assignment{ContextFiles: []abi.ContextFile{{Name: "brief.md", Text: "the logs are in ~/logs"}}}}
+	if len(spawns) != 1 || !reflect.DeepEqual(*spawns[0].Args.(*abi.SpawnArgs), want) {
+		t.Fatalf("proc.spawn calls %+v, want %+v", spawns, want)
+	}
+	for _, tc := range []struct {
+		name  string
+		extra map[string]any
+		code  int
+		text  string
+	}{
+		{"ws-new", map[string]any{"workspace": map[string]any{"mode": "new", "label": "w"}}, 501, "not supported yet: workspace mode new (workspaces come with repositories"},
+		{"ws-attach", map[string]any{"workspace": map[string]any{"mode": "attach", "workspaceId": "w1"}}, 501, "not supported yet: workspace mode attach"},
+		{"mounts", map[string]any{"mounts": []map[string]any{{"kind": "package-source", "packageId": "p"}}}, 501, "not supported yet: mounts (package mounts come with packages"},
+		{"ws-bad", map[string]any{"workspace": map[string]any{"mode": "bogus"}}, 400, `workspace mode "bogus"`},
+		{"assign-bad", map[string]any{"assignment": map[string]any{"contextFiles": []map[string]any{{"name": "", "text": "x"}}}}, 400, "a name is 1 to 256 bytes"},
+		{"parent-bob", map[string]any{"parentPid": "init:1001"}, 404, "no such process"},
+	} {
+		err := h.call(h.alice, "sched.add", map[string]any{"name": tc.name, "expression": every, "target": spawn(tc.extra)}, nil)
+		if abi.Code(err) != tc.code || err == nil || !strings.Contains(err.Error(), tc.text) || strings.Contains(err.Error(), "unknown field") {
+			t.Errorf("%s: %v (code %d), want %d with %q", tc.name, err, abi.Code(err), tc.code, tc.text)
+		}
+	}
+	ev := eventTarget("init:1000")
+	ev["assignment"] = assignment
+	if code := h.code(h.alice, "sched.add", map[string]any{"name": "ev", "expression": every, "target": ev}); code != 400 {
+		t.Errorf("an event target with an assignment: %d, want 400", code)
 	}
 }

@@ -119,6 +119,15 @@ func checkWord(field, s string) error {
 	return textErr(kernel.CheckText(field, s, kernel.MaxLabel))
 }
 
+// targetErr is err, a target's fault, as an error of schedule name: a
+// 400, or the 501 it is (a seed's field not built yet).
+func targetErr(name string, err error) error {
+	if abi.KindOf(err) == abi.NotImplemented {
+		return abi.E(abi.Path(name), err)
+	}
+	return abi.E(abi.Path(name), abi.Invalid, err)
+}
+
 // textErr is the cause of a kernel.CheckText error, for the caller to
 // wrap with its own name and kind.
 func textErr(err error) error {
@@ -142,6 +151,13 @@ func validateTarget(t *abi.Target) error {
 		if strings.TrimSpace(t.Prompt) == "" {
 			return fmt.Errorf("process.spawn needs a prompt")
 		}
+		// The seed's fields of a spawn: proc.spawn's rules (a 501 for
+		// what is not built yet, kept as such by targetErr).
+		for _, err := range []error{t.Workspace.Check(), t.Assignment.Check(), abi.CheckSpawnMounts(t.Mounts)} {
+			if err != nil {
+				return err
+			}
+		}
 	case "process.event":
 		if t.Pid == "" || strings.TrimSpace(t.Message) == "" {
 			return fmt.Errorf("process.event needs a pid and a message")
@@ -158,7 +174,10 @@ func validateTarget(t *abi.Target) error {
 	default:
 		return fmt.Errorf("target kind %q: want process.spawn, process.event or process.lifecycle", t.Kind)
 	}
-	for _, w := range []struct{ field, s string }{{"profile", t.Profile}, {"label", t.Label}, {"pid", t.Pid}, {"conversationId", t.ConversationID}} {
+	if t.Kind != "process.spawn" && (t.ParentPid != "" || t.Workspace != nil || t.Assignment != nil || len(t.Mounts) > 0) {
+		return fmt.Errorf("parentPid, workspace, assignment and mounts are a process.spawn's")
+	}
+	for _, w := range []struct{ field, s string }{{"profile", t.Profile}, {"label", t.Label}, {"parentPid", t.ParentPid}, {"pid", t.Pid}, {"conversationId", t.ConversationID}} {
 		if err := checkWord(w.field, w.s); err != nil {
 			return err
 		}

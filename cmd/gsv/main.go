@@ -59,6 +59,7 @@ func rootCmd(out io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "gsv",
 		Short:         "Make GSV syscalls through the namespace's /sys/call",
+		Version:       abi.BuildVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -108,6 +109,7 @@ func rootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(c.ipcCmd(), c.watchCmd())
 	root.AddCommand(c.notifyCmd())
 	root.AddCommand(c.codemodeCmd())
+	c.addCompletions(root)
 	return root
 }
 
@@ -136,13 +138,16 @@ func mount() (*client.Fsys, error) {
 	if t := os.Getenv("GSV_TOKEN"); t != "" {
 		token = []byte(t)
 	}
+	if err := needToken(Addr(), token); err != nil {
+		return nil, err
+	}
 	conf, err := ninep.CAConfig(os.Getenv("GSV_TLS_CA"))
 	if err != nil {
 		return nil, err
 	}
 	fsys, err := ninep.Dialer{TLS: conf}.Mount(Addr(), user, token)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", Addr(), err)
+		return nil, connectError(Addr(), err)
 	}
 	return fsys, nil
 }

@@ -627,7 +627,7 @@ func (c *cli) hilCmd() *cobra.Command {
 		Short: "Show a process's pending approval request, or answer it (proc.hil)",
 		Long: "With no arguments, shows the process's pending approval request. approve runs the call: with --args, " +
 			"with those edited args (a JSON object, checked as the tool's args are) instead of the ones shown. deny gives " +
-			"the model \"denied by user\". substitute gives the model TEXT as the call's result without running it.",
+			"the model \"Tool execution denied by user\". substitute gives the model TEXT as the call's result without running it.",
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case len(args) == 0:

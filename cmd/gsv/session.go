@@ -226,6 +226,9 @@ func (c *cli) sessionStatusCmd() *cobra.Command {
 func (c *cli) signal(sid, sig string, grace *int64) error {
 	a := &abi.SessionSignalArgs{SessionID: sid, Signal: sig, GraceTimeoutNs: grace}
 	return do(c, "process.session.signal", a, func(r *abi.SessionSignalResult) error {
+		if r.Status == abi.SignalNotFound {
+			return fmt.Errorf("process.session.signal: %s: no such session (not_found)", sid)
+		}
 		line := sid + ": " + cell(r.Status)
 		if r.ExitCode != nil {
 			line += fmt.Sprintf(", running exec stopped with exit code %d", *r.ExitCode)
@@ -242,7 +245,8 @@ func (c *cli) sessionSignalCmd() *cobra.Command {
 		Short: "Signal an exec session (process.session.signal)",
 		Long: "Signal session SID: int interrupts its running exec (the session stays open); term ends\n" +
 			"the session (SIGTERM to its processes, SIGKILL after --grace, default 1s); kill ends it at\n" +
-			"once. It prints the session's status: signaled, or already_exited.",
+			"once. It prints the session's status: signaled, or already_exited; a session that does\n" +
+			"not exist (the receipt not_found) fails.",
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: c.completeSID(false, fixedComp(abi.SignalTerm, abi.SignalKill, abi.SignalInt)),
 		RunE: func(cmd *cobra.Command, args []string) error {

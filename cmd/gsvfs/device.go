@@ -23,8 +23,9 @@ import (
 	"gsvfs.dev/gsvfs/vfs"
 )
 
-// Version is the daemon's version, as a device announces it.
-const Version = "gsvfs 0.11"
+// Version is the daemon's version, as a device announces it and
+// --version prints it (abi.BuildVersion).
+var Version = "gsvfs " + abi.BuildVersion()
 
 // The device daemon: gsvfs device dials a kernel, says its hello and
 // serves its own tree (devices/export) on that connection, reconnecting

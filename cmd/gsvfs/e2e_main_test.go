@@ -546,6 +546,12 @@ func runCmd(dir string, env []string, stdin io.Reader, name string, args ...stri
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "LC_ALL=C", "HOME=/", raceEnv}, env...)
 	cmd.Stdin = stdin
+	// At the timeout the whole process group goes (a child that keeps the
+	// output pipe open, such as a runaway grep -r, would hold Run), and
+	// Run stops waiting for the pipes soon after.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/devices"
 	"gsvfs.dev/gsvfs/devices/local"
@@ -64,6 +65,7 @@ func rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "gsvfs",
 		Short:         "GSV kernel: the agent operating system's namespace over FUSE and 9P",
+		Version:       abi.BuildVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -258,7 +260,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 			return fmt.Errorf("mount %s: %w", mountDir, err)
 		}
 	}
-	log.Info("ready", "mount", mountDir, "socket", sock, "state", o.state, "startup", time.Since(start).Round(time.Millisecond))
+	log.Info("ready", "version", Version, "mount", mountDir, "socket", sock, "state", o.state, "startup", time.Since(start).Round(time.Millisecond))
 
 	if fsrv != nil {
 		done := make(chan struct{})

@@ -101,7 +101,13 @@ func (d *Device) nsReadFile(ctx context.Context, who Who, p string, n vfs.Node) 
 	if !ok {
 		return nil, abi.E(abi.Path(p), abi.Invalid, "not a file")
 	}
-	h, err := f.Open(ctx, who.Identity, os.O_RDONLY)
+	flags := os.O_RDONLY
+	if _, ok := n.(*vfs.Device); ok {
+		// /dev/zero and the like have no end: read as their size (0)
+		// says, as a tree walker reads them.
+		flags |= syscall.O_NOFOLLOW
+	}
+	h, err := f.Open(ctx, who.Identity, flags)
 	if err != nil {
 		return nil, abi.E(abi.Path(p), err)
 	}

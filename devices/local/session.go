@@ -142,6 +142,21 @@ func (t *sessions) runtime(x *Sessions) (*sandbox.Runtime, error) {
 	return t.rt, nil
 }
 
+// isClosed says the table is closed (the daemon is shutting down).
+func (t *sessions) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
+// openFailed is the seed's receipt of an open that could not set up its
+// sandbox: status "error", a machine-readable code and the cause's text.
+// A refusal (bad args, the capability, the caller's rights) is not a
+// receipt but the call's error.
+func openFailed(code string, err error) *abi.SessionOpenResult {
+	return &abi.SessionOpenResult{Status: abi.SessionError, StartedAtNs: time.Now().UnixNano(), ErrorCode: code, Error: abi.CauseText(err)}
+}
+
 // get returns who's session id (anyone's for root); any other is a 404.
 func (t *sessions) get(who Who, id string) (*session, error) {
 	t.mu.Lock()
@@ -295,7 +310,10 @@ func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenA
 	}
 	rt, err := x.sessions.runtime(x)
 	if err != nil {
-		return nil, err
+		if x.sessions.isClosed() {
+			return nil, err
+		}
+		return openFailed("sandbox_unavailable", err), nil
 	}
 	if n := x.sessions.openCount(who.Uid); n >= cmpOr(pc.MaxSessions, maxSessions) {
 		return nil, abi.E(abi.Permission, fmt.Sprintf("you have %d sessions open, the most your process capability allows", n))
@@ -324,7 +342,7 @@ func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenA
 		Mounts: mounts, ScratchRoot: scratch, Home: home, Network: loc.NetworkMode == abi.NetworkFull,
 	})
 	if err != nil {
-		return nil, abi.E(abi.Offline, err.Error())
+		return openFailed("sandbox_failed", err), nil
 	}
 	iso := &abi.Isolation{
 		Runtime: rt.Version,
@@ -452,10 +470,6 @@ func (s *session) snapshot() *abi.SessionInfo {
 
 // SessionSignal is process.session.signal.
 func (x *Sessions) SessionSignal(ctx context.Context, who Who, a *abi.SessionSignalArgs) (*abi.SessionSignalResult, error) {
-	s, err := x.sessions.get(who, a.SessionID)
-	if err != nil {
-		return nil, err
-	}
 	grace := signalGrace
 	if a.GraceTimeoutNs != nil {
 		if *a.GraceTimeoutNs < 0 || *a.GraceTimeoutNs > int64(maxSignalGrace) {
@@ -473,6 +487,12 @@ func (x *Sessions) SessionSignal(ctx context.Context, who Who, a *abi.SessionSig
 		sig = syscall.SIGINT
 	default:
 		return nil, abi.E(abi.Invalid, fmt.Sprintf("signal %q: want term, kill or int", a.Signal))
+	}
+	s, err := x.sessions.get(who, a.SessionID)
+	if err != nil {
+		// The seed's receipt: a session that does not exist (or is
+		// another user's, or was forgotten) is not_found, not a failure.
+		return &abi.SessionSignalResult{Status: abi.SignalNotFound}, nil
 	}
 	s.mu.Lock()
 	expired := s.expiredLocked(time.Now())

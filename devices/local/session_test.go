@@ -152,9 +152,9 @@ func TestSessionSignalTakesTree(t *testing.T) {
 		done <- r
 	}()
 	time.Sleep(300 * time.Millisecond)
-	// bob may not signal it: to him it does not exist.
-	if _, err := sessionCall[*abi.SessionSignalResult](t, k, bob, "process.session.signal", &abi.SessionSignalArgs{SessionID: s.SessionID, Signal: "kill"}); kindOf(err) != abi.NotExist {
-		t.Fatalf("bob's signal: %v", err)
+	// bob may not signal it: to him it does not exist (not_found).
+	if res, err := sessionCall[*abi.SessionSignalResult](t, k, bob, "process.session.signal", &abi.SessionSignalArgs{SessionID: s.SessionID, Signal: "kill"}); err != nil || res.Status != abi.SignalNotFound {
+		t.Fatalf("bob's signal: %+v, %v", res, err)
 	}
 	grace := int64(200 * time.Millisecond)
 	start := time.Now()

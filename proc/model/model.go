@@ -31,7 +31,7 @@ type Message struct {
 	// ToolCallID and ToolName say which call a Tool message answers.
 	ToolCallID string
 	ToolName   string
-	// IsError marks a Tool result that is an error ("denied by user").
+	// IsError marks a Tool result that is an error ("Tool execution denied by user").
 	IsError bool
 }
 

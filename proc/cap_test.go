@@ -275,14 +275,24 @@ func TestNarrowingConversationOps(t *testing.T) {
 		h.waitRun(r.RunID, "waiting_hil")
 		return r
 	}
+	// deny denies what r asks until it ends (a message injected into it
+	// makes it ask again).
 	deny := func(pid string, r ptSend) {
 		t.Helper()
-		var id string
-		if err := h.k.Store.R.QueryRow(`SELECT request_id FROM proc_hil WHERE pid=? AND status='pending'`, pid).Scan(&id); err != nil {
-			t.Fatal(err)
+		eventually(t, func() bool {
+			switch h.runStatus(r.RunID) {
+			case "done", "error", "aborted":
+				return true
+			}
+			var id string
+			if h.k.Store.R.QueryRow(`SELECT request_id FROM proc_hil WHERE pid=? AND status='pending'`, pid).Scan(&id) == nil {
+				h.must(h.alice, "proc.hil", map[string]any{"pid": pid, "requestId": id, "decision": "deny"}, nil)
+			}
+			return false
+		}, func() string { return "run " + r.RunID + " is " + h.runStatus(r.RunID) })
+		if st := h.runStatus(r.RunID); st != "done" {
+			t.Fatalf("run %s: %s", r.RunID, st)
 		}
-		h.must(h.alice, "proc.hil", map[string]any{"pid": pid, "requestId": id, "decision": "deny"}, nil)
-		h.waitRun(r.RunID)
 	}
 
 	// Fork of live messages.

@@ -316,6 +316,10 @@ type IpcDeliverArgs struct {
 	RunID string `json:"runId,omitempty"`
 	// SourceLabel (ours) is the source process's label, for the envelope.
 	SourceLabel string `json:"sourceLabel,omitempty"`
+	// Process (ours) is the narrowing of the process capability the
+	// sender acted under (its token's, or its run's): the message
+	// carries it into the target's conversation. nil narrows nothing.
+	Process *ProcessCap `json:"process,omitempty"`
 }
 
 // IpcCall is one call of a process, as /proc/<pid>/ipc shows it: its
@@ -387,6 +391,11 @@ type Conversation struct {
 	MessageCount int64   `json:"messageCount"`
 	CreatedAt    int64   `json:"createdAt"`
 	UpdatedAt    int64   `json:"updatedAt"`
+	// Cap (ours) narrows the process capability of every run of the
+	// conversation's generation: the narrowing of the messages (and
+	// answers, directives) that entered it. A reset clears it. Absent:
+	// none.
+	Cap *ProcessCap `json:"processCap,omitempty"`
 }
 
 // ConversationGetResult is proc.conversation.get's result; Conversation is
@@ -419,6 +428,10 @@ type Process struct {
 	CreatedAt   int64   `json:"createdAt"`
 	WorkspaceID *string `json:"workspaceId"`
 	Cwd         string  `json:"cwd"`
+	// Cap (ours) narrows the process capability of everything the
+	// process does, for its life: the narrowing of whoever spawned it
+	// (a token's --process, a narrowed run's). Absent: none.
+	Cap *ProcessCap `json:"processCap,omitempty"`
 }
 
 // ProcStatus is what /proc/<pid>/status shows: the record of a process

@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -323,6 +324,126 @@ func (pc *ProcessCap) Check() error {
 		return E(Invalid, "process capability: a ceiling may not be negative")
 	}
 	return nil
+}
+
+// Allows is the strongest mode pc allows at the mount prefix prefix ("~",
+// "~/...", a namespace path or "host:/..."), "" for none: a mount of pc
+// at it or above it, of the same kind (a host path or a namespace path).
+// A "~" prefix is covered only by "/" or by a "~" prefix above it; a
+// namespace path only by a namespace path (never by "~", whose home pc
+// does not know). So Allows never claims more than a mount of pc gives.
+func (pc ProcessCap) Allows(prefix string) string {
+	host := func(p string) bool { return strings.HasPrefix(p, "host:") }
+	trim := func(p string) string { return strings.TrimSuffix(strings.TrimPrefix(p, "host:"), "/") }
+	best := ""
+	for _, m := range pc.Mounts {
+		if host(m.Prefix) != host(prefix) {
+			continue
+		}
+		pre, p := trim(m.Prefix), trim(prefix)
+		covers := pre == "" || p == pre || strings.HasPrefix(p, pre+"/")
+		if strings.HasPrefix(p, "~") != strings.HasPrefix(pre, "~") && pre != "" {
+			covers = false
+		}
+		if !covers {
+			continue
+		}
+		switch m.Mode {
+		case MountRW:
+			return MountRW
+		case MountRO:
+			best = MountRO
+		}
+	}
+	return best
+}
+
+// NarrowCap returns what both a and b allow. nil narrows nothing:
+// NarrowCap(nil, b) is b, and NarrowCap(nil, nil) is nil (no narrowing
+// at all). Otherwise the result has the networks in both, each mount of
+// either kept where the other allows it too (Allows), at the weaker of
+// the two modes, and the smaller of each ceiling (0 being none). It
+// never allows more than a or b: narrowing only ever narrows. The result
+// shares no memory with a or b.
+func NarrowCap(a, b *ProcessCap) *ProcessCap {
+	switch {
+	case a == nil && b == nil:
+		return nil
+	case a == nil:
+		return b.clone()
+	case b == nil:
+		return a.clone()
+	}
+	out := &ProcessCap{Networks: []string{}, Mounts: []CapMount{}}
+	for _, n := range a.Networks {
+		if slices.Contains(b.Networks, n) && !slices.Contains(out.Networks, n) {
+			out.Networks = append(out.Networks, n)
+		}
+	}
+	keep := func(m CapMount, other *ProcessCap) {
+		mode := other.Allows(m.Prefix)
+		switch {
+		case mode == "" || (m.Mode != MountRW && m.Mode != MountRO):
+			return
+		case m.Mode == MountRO:
+			mode = MountRO
+		}
+		c := CapMount{Prefix: m.Prefix, Mode: mode}
+		if !slices.Contains(out.Mounts, c) {
+			out.Mounts = append(out.Mounts, c)
+		}
+	}
+	for _, m := range a.Mounts {
+		keep(m, b)
+	}
+	for _, m := range b.Mounts {
+		keep(m, a)
+	}
+	out.MaxSessions = minCeiling(a.MaxSessions, b.MaxSessions)
+	out.MaxTTLNs = minCeiling(a.MaxTTLNs, b.MaxTTLNs)
+	out.MaxTimeoutNs = minCeiling(a.MaxTimeoutNs, b.MaxTimeoutNs)
+	out.MaxProcesses = minCeiling(a.MaxProcesses, b.MaxProcesses)
+	return out
+}
+
+// CapWithin reports whether a allows nothing that b does not: each of
+// a's networks is b's, each of a's mounts is allowed by b (Allows) at its
+// mode or stronger, and each of b's ceilings is at least a's (0 being
+// none). A command started under a may go on under b only then.
+func CapWithin(a, b ProcessCap) bool {
+	for _, n := range a.Networks {
+		if !slices.Contains(b.Networks, n) {
+			return false
+		}
+	}
+	rank := map[string]int{MountRO: 1, MountRW: 2}
+	for _, m := range a.Mounts {
+		if rank[m.Mode] > rank[b.Allows(m.Prefix)] {
+			return false
+		}
+	}
+	within := func(x, y int64) bool { return y <= 0 || (x > 0 && x <= y) }
+	return within(int64(a.MaxSessions), int64(b.MaxSessions)) && within(a.MaxTTLNs, b.MaxTTLNs) &&
+		within(a.MaxTimeoutNs, b.MaxTimeoutNs) && within(int64(a.MaxProcesses), int64(b.MaxProcesses))
+}
+
+// clone is a copy of pc that shares no memory with it.
+func (pc *ProcessCap) clone() *ProcessCap {
+	c := *pc
+	c.Networks = append([]string{}, pc.Networks...)
+	c.Mounts = append([]CapMount{}, pc.Mounts...)
+	return &c
+}
+
+// minCeiling is the smaller of the positive ones of a and b (0: neither).
+func minCeiling[T int | int64](a, b T) T {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
 }
 
 // ParseMount parses the text form of a mount, HOST:GUEST[:ro|rw] (mode

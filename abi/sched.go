@@ -83,6 +83,10 @@ type Schedule struct {
 	CreatedAtMs   int64         `json:"createdAtMs"`
 	UpdatedAtMs   int64         `json:"updatedAtMs"`
 	State         ScheduleState `json:"state"`
+	// Cap (ours) narrows the process capability of the schedule's runs:
+	// the narrowing of whoever added or last changed it (a token's
+	// --process). Absent: none.
+	Cap *ProcessCap `json:"processCap,omitempty"`
 	// Broken, when not empty, says what of the stored record cannot be
 	// read (a damaged row of sched_schedules): such a schedule never
 	// runs, and may only be listed and removed.

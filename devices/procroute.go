@@ -51,7 +51,7 @@ func (r *Router) sessionOpenOn(ctx context.Context, c *kernel.Caller, pc *abi.Pr
 		who.Process = pc
 		return r.local.SessionOpen(ctx, who, &b)
 	}
-	if !slices.Contains(pc.Networks, loc.NetworkMode) && (loc.NetworkMode == abi.NetworkNone || loc.NetworkMode == abi.NetworkFull) {
+	if !networkAllowed(*pc, loc.NetworkMode) {
 		return nil, abi.E(abi.Permission, fmt.Sprintf("network_mode %q is not allowed by your process capability", loc.NetworkMode))
 	}
 	d, err := r.route(ctx, c, "process.session.open", t.ID)
@@ -75,7 +75,7 @@ func (r *Router) sessionOpenOn(ctx context.Context, c *kernel.Caller, pc *abi.Pr
 		expires = *res.ExpiresAtNs
 	}
 	r.mu.Lock()
-	r.procRoutes[res.SessionID] = shellRoute{dev: rd, uid: c.Uid}
+	r.procRoutes[res.SessionID] = shellRoute{dev: rd, uid: c.Uid, network: loc.NetworkMode}
 	r.mu.Unlock()
 	if _, err := r.k.Store.Exec(ctx, `INSERT INTO device_process_sessions(session_id,device_id,connection_id,uid,failed,expires_at)
 		VALUES(?,?,?,?,0,?) ON CONFLICT(session_id) DO UPDATE SET device_id=excluded.device_id,connection_id=excluded.connection_id,
@@ -90,10 +90,11 @@ func (r *Router) sessionOpenOn(ctx context.Context, c *kernel.Caller, pc *abi.Pr
 // gone, and dev is then the device's id. ok is false for a session of
 // the local device, or one c may not see.
 type sessionRoute struct {
-	rd     *remoteDevice
-	dev    string
-	uid    uint32
-	failed bool
+	rd      *remoteDevice
+	dev     string
+	uid     uint32
+	failed  bool
+	network string // the network mode it was opened with
 }
 
 // deviceSession finds session sid for c.
@@ -105,7 +106,7 @@ func (r *Router) deviceSession(ctx context.Context, c *kernel.Caller, sid string
 		if sr.uid != c.Uid && !c.IsRoot() {
 			return sessionRoute{}, false, nil
 		}
-		return sessionRoute{rd: sr.dev, dev: sr.dev.id, uid: sr.uid, failed: sr.failed}, true, nil
+		return sessionRoute{rd: sr.dev, dev: sr.dev.id, uid: sr.uid, failed: sr.failed, network: sr.network}, true, nil
 	}
 	var out sessionRoute
 	err := r.k.Store.QueryRowContext(ctx, `SELECT device_id,uid FROM device_process_sessions WHERE session_id=?`, sid).Scan(&out.dev, &out.uid)
@@ -127,20 +128,35 @@ func (r *Router) deviceSession(ctx context.Context, c *kernel.Caller, sid string
 // answers for a session whose device is gone.
 func onSession[A, V any](r *Router, name string, sid func(*A) string, timeout func(*A, time.Duration) time.Duration,
 	here func(context.Context, local.Who, *A) (*V, error), gone func(*A, sessionRoute) (*V, error)) func(context.Context, *kernel.Caller, *A) (*V, error) {
+	// An exec runs a command: it obeys the caller's process capability,
+	// which must allow all the session was opened with.
+	runs := name == "process.exec" || name == "process.exec.start"
 	return func(ctx context.Context, c *kernel.Caller, a *A) (*V, error) {
 		id := sid(a)
 		sr, ok, err := r.deviceSession(ctx, c, id)
 		if err != nil {
 			return nil, err
 		}
+		var pc *abi.ProcessCap
+		if runs && (!ok || !sr.failed) {
+			if pc, err = r.processCap(ctx, c); err != nil {
+				return nil, err
+			}
+		}
 		if !ok {
-			return here(ctx, whoOf(c), a)
+			who := whoOf(c)
+			who.Process = pc
+			return here(ctx, who, a)
 		}
 		if sr.failed {
 			if gone != nil {
 				return gone(a, sr)
 			}
 			return nil, errSessionGone(id)
+		}
+		if pc != nil && !networkAllowed(*pc, sr.network) {
+			return nil, abi.E(abi.Path(id), abi.Permission,
+				fmt.Sprintf("this session's network_mode %q is not allowed by your process capability", sr.network))
 		}
 		res, err := routed[V](ctx, sr.rd, name, a, timeout(a, sr.rd.timeout))
 		if err != nil {
@@ -306,4 +322,10 @@ func openProcessSessions(ctx context.Context, st *kernel.Store) error {
 	}
 	_, err := st.Exec(ctx, `UPDATE device_process_sessions SET failed=1 WHERE failed=0`)
 	return err
+}
+
+// networkAllowed says whether pc allows a session of network mode mode on
+// a device (a mode the kernel does not know is the device's to refuse).
+func networkAllowed(pc abi.ProcessCap, mode string) bool {
+	return slices.Contains(pc.Networks, mode) || (mode != abi.NetworkNone && mode != abi.NetworkFull)
 }

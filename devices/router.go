@@ -262,6 +262,18 @@ func (r *Router) exec(ctx context.Context, c *kernel.Caller, a *abi.ShellExecArg
 			if err != nil || res != nil {
 				return res, err
 			}
+			if a.Input != "" {
+				// Input runs commands on the device's host, unsandboxed:
+				// only under a capability that would let it start there.
+				pc, err := r.processCap(ctx, c)
+				if err != nil {
+					return nil, err
+				}
+				if !local.HostWide(*pc, false) {
+					return nil, abi.E(abi.Path(d.id), abi.Permission,
+						"your process capability is narrower than a device's shell (which runs unsandboxed on the device): its input is refused")
+				}
+			}
 			return r.execOn(ctx, c, d, a)
 		}
 	}
@@ -270,9 +282,11 @@ func (r *Router) exec(ctx context.Context, c *kernel.Caller, a *abi.ShellExecArg
 		return nil, err
 	}
 	who := whoOf(c)
-	if a.SessionID == "" {
-		// A start obeys the caller's process capability (a poll goes on
-		// with what its start was allowed).
+	if a.SessionID == "" || a.Input != "" {
+		// A start obeys the caller's process capability; so does input
+		// to a session, which runs commands (the device refuses it to a
+		// caller allowed less than the start was). A poll goes on with
+		// what its start was allowed.
 		if who.Process, err = r.processCap(ctx, c); err != nil {
 			if r.closed() { // the store may be gone: no start runs now
 				return &abi.ShellExecResult{Error: "the daemon is shutting down"}, nil

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -95,8 +94,10 @@ func processCapRules() []kernel.ConfigRule {
 
 // processCap returns c's process capability: the default, narrowed by
 // config/process/cap, then by users/<uid>/process/cap, each a JSON
-// abi.ProcessCap, then by the capability of the token c attached with. A key that does not parse is an error, never a wider
-// capability.
+// abi.ProcessCap, then by c's own narrowing (kernel.Identity.Process:
+// the token c attached with, or, for a process's calls, the narrowing
+// its work carries; abi.NarrowCap). A key that does not parse is an
+// error, never a wider capability.
 func (r *Router) processCap(ctx context.Context, c *kernel.Caller) (*abi.ProcessCap, error) {
 	pc := local.DefaultProcessCap(c.IsRoot())
 	for _, key := range []string{processCapKey, fmt.Sprintf(userProcessCapKey, c.Uid)} {
@@ -112,81 +113,13 @@ func (r *Router) processCap(ctx context.Context, c *kernel.Caller) (*abi.Process
 			if err := json.Unmarshal([]byte(e.Value), &narrow); err != nil {
 				return nil, abi.E(abi.Path(key), abi.Other, fmt.Sprintf("the process capability does not parse: %v", err))
 			}
-			pc = narrowCap(pc, narrow)
+			pc = *abi.NarrowCap(&pc, &narrow)
 		}
 	}
-	if c.Identity.Process != nil { // the token the caller attached with
-		pc = narrowCap(pc, *c.Identity.Process)
+	if c.Identity.Process != nil { // the token the caller attached with, or the narrowing of a process's work
+		pc = *abi.NarrowCap(&pc, c.Identity.Process)
 	}
 	return &pc, nil
-}
-
-// narrowCap is what both a and b allow: the networks in both, b's mounts
-// (each no stronger than a allows it), the smaller ceilings.
-func narrowCap(a, b abi.ProcessCap) abi.ProcessCap {
-	out := abi.ProcessCap{Networks: []string{}, Mounts: []abi.CapMount{}}
-	for _, n := range b.Networks {
-		if slices.Contains(a.Networks, n) {
-			out.Networks = append(out.Networks, n)
-		}
-	}
-	for _, m := range b.Mounts {
-		if mode := capAllows(a, m.Prefix); mode != "" {
-			if m.Mode != abi.MountRW {
-				mode = abi.MountRO
-			}
-			out.Mounts = append(out.Mounts, abi.CapMount{Prefix: m.Prefix, Mode: mode})
-		}
-	}
-	out.MaxSessions = minPos(a.MaxSessions, b.MaxSessions)
-	out.MaxTTLNs = minPos(a.MaxTTLNs, b.MaxTTLNs)
-	out.MaxTimeoutNs = minPos(a.MaxTimeoutNs, b.MaxTimeoutNs)
-	out.MaxProcesses = minPos(a.MaxProcesses, b.MaxProcesses)
-	return out
-}
-
-// capAllows is the strongest mode pc allows at prefix ("" for none): a
-// mount of pc at it or above it, of the same kind (a host: path or a
-// namespace path; "~" and "~/..." only under "~" or "/").
-func capAllows(pc abi.ProcessCap, prefix string) string {
-	kind := func(p string) string {
-		switch {
-		case strings.HasPrefix(p, "host:"):
-			return "host"
-		}
-		return "ns"
-	}
-	trim := func(p string) string { return strings.TrimSuffix(strings.TrimPrefix(p, "host:"), "/") }
-	best := ""
-	for _, m := range pc.Mounts {
-		if kind(m.Prefix) != kind(prefix) {
-			continue
-		}
-		pre, p := trim(m.Prefix), trim(prefix)
-		covers := pre == "" || p == pre || strings.HasPrefix(p, pre+"/")
-		if strings.HasPrefix(p, "~") && pre != "" && !strings.HasPrefix(pre, "~") {
-			covers = false
-		}
-		if !covers {
-			continue
-		}
-		if m.Mode == abi.MountRW {
-			return abi.MountRW
-		}
-		best = abi.MountRO
-	}
-	return best
-}
-
-// minPos is the smaller of the positive ones of a and b (0: neither).
-func minPos[T int | int64](a, b T) T {
-	switch {
-	case a <= 0:
-		return b
-	case b <= 0:
-		return a
-	}
-	return min(a, b)
 }
 
 // sessionSyscalls are the process.* syscalls: sessions of the local

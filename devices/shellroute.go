@@ -30,6 +30,9 @@ type shellRoute struct {
 	dev    *remoteDevice
 	uid    uint32
 	failed bool // its device disconnected
+	// network is an exec session's network mode, as it was opened: an
+	// exec in it needs a capability that allows it.
+	network string
 }
 
 // errDisconnected is a session's result once its device is gone.

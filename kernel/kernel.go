@@ -160,7 +160,10 @@ type Identity struct {
 	// HostUID is the host uid this user maps to, or -1.
 	HostUID int `json:"-"`
 	// Process narrows the user's process capability: the capability of
-	// the token the identity attached with; nil narrows nothing.
+	// the token the identity attached with, or, on the identity a
+	// process's work acts with, the narrowing that work carries (the
+	// process's, its conversation's, a schedule's: see abi.NarrowCap);
+	// nil narrows nothing. Only the kernel and the rooms set it.
 	Process *abi.ProcessCap `json:"-"`
 	// Pid is the process the caller acts as: set on the identity a
 	// process's own agent loop makes its tool calls with; "" for a user,

@@ -43,8 +43,9 @@ func (m *Manager) sysCodeModeRun(ctx context.Context, c *kernel.Caller, a *abi.C
 	}
 	// The block's calls are the person's: they carry the process
 	// capability of the token the person attached with, so a narrowed
-	// token binds a block's shell as it binds the person's own calls.
-	caller.Identity.Process = c.Identity.Process
+	// token binds a block's shell as it binds the person's own calls;
+	// and the process's own narrowing (processCaller).
+	caller.Identity.Process = abi.NarrowCap(caller.Identity.Process, c.Identity.Process)
 	if a.Cwd != "" && (a.Target == "" || a.Target == "gsv") {
 		caller.Cwd = a.Cwd
 	}
@@ -172,7 +173,16 @@ func (m *Manager) codeModeCall(caller *kernel.Caller, target, cwd, askPid string
 				}
 			}
 		}
-		res, err := m.k.Call(ctx, caller, name, json.RawMessage(args))
+		acting := caller
+		if b, _ := ctx.Value(blockKey{}).(*blockCall); b != nil {
+			// A block of a run: each call acts within what the run's
+			// conversation carries now (the answer to its approval may
+			// have narrowed it).
+			if acting, err = m.actingCaller(ctx, caller, b.pr.pid, b.r.cid, b.r.gen); err != nil {
+				return nil, fmt.Errorf("%s: %v", name, err)
+			}
+		}
+		res, err := m.k.Call(ctx, acting, name, json.RawMessage(args))
 		if err != nil {
 			return nil, err
 		}

@@ -308,6 +308,12 @@ func (m *Manager) sysDirective(ctx context.Context, c *kernel.Caller, a *abi.Dir
 		pr.mu.Unlock()
 		return nil, abi.E(abi.Path(p.Pid), abi.Invalid, fmt.Sprintf("the run is parked at checkpoint %d; %d is not reached", r.check.parked.Seq, seq))
 	}
+	// A narrowed caller's directive (its effects may put its text in the
+	// conversation) narrows the run's conversation before it can apply.
+	if err := m.narrowConv(ctx, p.Pid, r.cid, 0, c.Identity.Process); err != nil {
+		pr.mu.Unlock()
+		return nil, abi.E(abi.Path(p.Pid), err)
+	}
 	if r.check.parked == nil {
 		// Decided before it is reached: recorded now (first wins) and its
 		// effects applied now. pr.mu is held across both, so that the
@@ -360,10 +366,10 @@ func (m *Manager) decideAhead(ctx context.Context, c *kernel.Caller, pr *process
 		if role == "" || role == "system" {
 			role, text, kind = "system", EventPrefix+text, abi.EventProcessEvent
 		}
-		meta := eventMeta(Event{Kind: kind, Source: sourceOf(c)})
-		q, err := m.st.Exec(ctx, `INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id,mode)
-			SELECT ?,?,generation,?,?,?,?,?,?,?,'steer' FROM proc_conversations WHERE pid=? AND cid=? AND generation=?`,
-			pr.pid, r.cid, newID("run_"), text, role, now(), meta.kind, meta.source, meta.trace, pr.pid, r.cid, r.gen)
+		meta := eventMeta(Event{Kind: kind, Source: sourceOf(c), Cap: c.Identity.Process})
+		q, err := m.st.Exec(ctx, `INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id,process_cap,mode)
+			SELECT ?,?,generation,?,?,?,?,?,?,?,?,'steer' FROM proc_conversations WHERE pid=? AND cid=? AND generation=?`,
+			pr.pid, r.cid, newID("run_"), text, role, now(), meta.kind, meta.source, meta.trace, meta.cap, pr.pid, r.cid, r.gen)
 		if err == nil {
 			err = oneRow(q, pr.pid+"/"+r.cid)
 		}
@@ -781,20 +787,22 @@ func (m *Manager) runEndedControl(pr *process, r *activeRun) {
 }
 
 // injectSteer moves the steering messages waiting for pr's run into its
-// conversation, in order, as the messages they are.
+// conversation, in order, as the messages they are; the narrowing each
+// carries narrows the conversation before its text enters.
 func (m *Manager) injectSteer(ctx context.Context, pr *process, r *activeRun) error {
-	rows, err := m.st.QueryContext(ctx, `SELECT id,message,role FROM proc_queue WHERE pid=? AND mode='steer' ORDER BY id`, pr.pid)
+	rows, err := m.st.QueryContext(ctx, `SELECT id,message,role,process_cap FROM proc_queue WHERE pid=? AND mode='steer' ORDER BY id`, pr.pid)
 	if err != nil {
 		return err
 	}
 	type steer struct {
 		id         int64
 		text, role string
+		cap        sql.NullString
 	}
 	var ss []steer
 	for rows.Next() {
 		var s steer
-		if err := rows.Scan(&s.id, &s.text, &s.role); err != nil {
+		if err := rows.Scan(&s.id, &s.text, &s.role, &s.cap); err != nil {
 			rows.Close()
 			return err
 		}
@@ -802,7 +810,12 @@ func (m *Manager) injectSteer(ctx context.Context, pr *process, r *activeRun) er
 	}
 	rows.Close()
 	for _, s := range ss {
-		if _, err := m.st.Exec(ctx, `DELETE FROM proc_queue WHERE id=?`, s.id); err != nil {
+		if err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+			if _, err := m.st.TxExec(tx, `DELETE FROM proc_queue WHERE id=?`, s.id); err != nil {
+				return err
+			}
+			return m.narrowConvTx(tx, pr.pid, r.cid, r.gen, capOf(s.cap))
+		}); err != nil {
 			return err
 		}
 		if _, err := m.appendGuarded(ctx, pr.pid, r, s.role, jsonString(s.text)); err != nil {
@@ -1032,9 +1045,9 @@ func (m *Manager) sendMidRun(ctx context.Context, c *kernel.Caller, p *abi.Proce
 		if a.ConversationID != "" && a.ConversationID != cid {
 			return nil, true, abi.E(abi.Path(p.Pid), abi.Invalid, fmt.Sprintf("the run under way is in conversation %s: steer it there", cid))
 		}
-		res, err := m.st.Exec(ctx, `INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id,mode)
-			SELECT ?,?,generation,?,?,?,?,?,?,?,'steer' FROM proc_conversations WHERE pid=? AND cid=?`,
-			p.Pid, cid, runID, text, role, now(), meta.kind, meta.source, meta.trace, p.Pid, cid)
+		res, err := m.st.Exec(ctx, `INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id,process_cap,mode)
+			SELECT ?,?,generation,?,?,?,?,?,?,?,?,'steer' FROM proc_conversations WHERE pid=? AND cid=?`,
+			p.Pid, cid, runID, text, role, now(), meta.kind, meta.source, meta.trace, meta.cap, p.Pid, cid)
 		if err == nil {
 			err = oneRow(res, p.Pid+"/"+cid)
 		}
@@ -1047,9 +1060,9 @@ func (m *Manager) sendMidRun(ctx context.Context, c *kernel.Caller, p *abi.Proce
 		return &abi.SendResult{OK: true, Status: "steered", RunID: r.id, Queued: true}, true, nil
 	}
 	tcid := orDefault(a.ConversationID)
-	res, err := m.st.Exec(ctx, `INSERT INTO proc_queue(id,pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id)
-		SELECT (SELECT coalesce(min(id),1)-1 FROM proc_queue),?,?,generation,?,?,?,?,?,?,? FROM proc_conversations WHERE pid=? AND cid=? AND status='open'`,
-		p.Pid, tcid, runID, text, role, now(), meta.kind, meta.source, meta.trace, p.Pid, tcid)
+	res, err := m.st.Exec(ctx, `INSERT INTO proc_queue(id,pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id,process_cap)
+		SELECT (SELECT coalesce(min(id),1)-1 FROM proc_queue),?,?,generation,?,?,?,?,?,?,?,? FROM proc_conversations WHERE pid=? AND cid=? AND status='open'`,
+		p.Pid, tcid, runID, text, role, now(), meta.kind, meta.source, meta.trace, meta.cap, p.Pid, tcid)
 	if err == nil {
 		err = oneRow(res, p.Pid+"/"+tcid)
 	}

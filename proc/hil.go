@@ -176,7 +176,12 @@ type hilDecision struct {
 // life. A request that is not pending (answered, or made stale by an
 // abort or reset) is a 404; an expired one, or one past its expiry, is a
 // 409, and the run gets "approval expired".
-func (m *Manager) Hil(ctx context.Context, p *abi.Process, a *abi.HilArgs) (*abi.HilResult, error) {
+//
+// narrow is the answerer's narrowing (kernel.Identity.Process): an
+// answer it gives narrows the run's conversation first, so that the call
+// it approves (with its edits) and whatever the model does with its text
+// act within it.
+func (m *Manager) Hil(ctx context.Context, p *abi.Process, a *abi.HilArgs, narrow *abi.ProcessCap) (*abi.HilResult, error) {
 	edits := len(a.Args) > 0 && string(a.Args) != "null"
 	switch {
 	case a.Decision != "approve" && a.Decision != "deny" && a.Decision != "substitute":
@@ -195,10 +200,10 @@ func (m *Manager) Hil(ctx context.Context, p *abi.Process, a *abi.HilArgs) (*abi
 	pr := m.proc(p.Pid, p.Uid)
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	var runID, toolName, syscall, digest, status string
-	var expiresAt int64
-	err := m.st.QueryRowContext(ctx, `SELECT run_id,tool_name,syscall,args_digest,expires_at,status FROM proc_hil WHERE pid=? AND request_id=?`, p.Pid, a.RequestID).
-		Scan(&runID, &toolName, &syscall, &digest, &expiresAt, &status)
+	var runID, toolName, syscall, digest, status, cid string
+	var expiresAt, gen int64
+	err := m.st.QueryRowContext(ctx, `SELECT run_id,tool_name,syscall,args_digest,expires_at,status,cid,generation FROM proc_hil WHERE pid=? AND request_id=?`, p.Pid, a.RequestID).
+		Scan(&runID, &toolName, &syscall, &digest, &expiresAt, &status, &cid, &gen)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, abi.E(abi.Path(a.RequestID), abi.NotExist, fmt.Sprintf("no pending HIL request %s (answered, stale, or never asked)", a.RequestID))
 	}
@@ -232,6 +237,9 @@ func (m *Manager) Hil(ctx context.Context, p *abi.Process, a *abi.HilArgs) (*abi
 			return nil, abi.E(abi.Path(a.RequestID), err)
 		}
 		res.ArgsDigest, res.Edited = argsDigest(d.edited), true
+	}
+	if err := m.narrowConv(ctx, p.Pid, cid, gen, narrow); err != nil {
+		return nil, abi.E(abi.Path(a.RequestID), err)
 	}
 	if res.Resumed, err = m.decideLocked(ctx, pr, p.Pid, p.Uid, a.RequestID, runID, syscall, d); err != nil {
 		return nil, abi.E(abi.Path(a.RequestID), err)

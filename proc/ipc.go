@@ -157,7 +157,7 @@ func (m *Manager) sysIpcSend(ctx context.Context, c *kernel.Caller, a *abi.IpcSe
 	}
 	return kernel.Invoke[*abi.IpcSendResult](ctx, m.k, m.k.KernelCaller(), "proc.ipc.deliver", &abi.IpcDeliverArgs{
 		Pid: tgt.Pid, SourcePid: src.Pid, Source: m.identityOf(ctx, c, src), SourceLabel: labelOf(src), ConversationID: a.ConversationID,
-		Message: a.Message, Metadata: a.Metadata, SentAt: now(),
+		Message: a.Message, Metadata: a.Metadata, SentAt: now(), Process: c.Identity.Process,
 	})
 }
 
@@ -254,6 +254,7 @@ func (m *Manager) call(ctx context.Context, c *kernel.Caller, src, tgt *abi.Proc
 	res, err := kernel.Invoke[*abi.IpcSendResult](ctx, m.k, m.k.KernelCaller(), "proc.ipc.deliver", &abi.IpcDeliverArgs{
 		Pid: tgt.Pid, SourcePid: src.Pid, Source: m.identityOf(ctx, c, src), SourceLabel: labelOf(src), ConversationID: cid, Message: msg, Metadata: meta,
 		SentAt: t, Call: &abi.IpcCallRef{CallID: callID, ReplyToPid: src.Pid, DeadlineAt: deadline}, TraceID: callID, RunID: runID,
+		Process: c.Identity.Process,
 	})
 	if err != nil {
 		m.disarm(callID, runID)
@@ -275,7 +276,7 @@ func (m *Manager) sysIpcDeliver(ctx context.Context, c *kernel.Caller, a *abi.Ip
 	if a.SourceLabel != "" {
 		label = " (" + a.SourceLabel + ")"
 	}
-	ev := Event{Kind: abi.EventProcessMessage, TraceID: a.TraceID, RunID: a.RunID,
+	ev := Event{Kind: abi.EventProcessMessage, TraceID: a.TraceID, RunID: a.RunID, Cap: a.Process,
 		Source: abi.EventSource{Kind: "process", Uid: a.Source.Uid, Username: a.Source.Username, Pid: a.SourcePid}}
 	if a.Call != nil {
 		ev.Kind, ev.callID = abi.EventProcessCall, a.Call.CallID
@@ -322,6 +323,7 @@ func (m *Manager) sysIpcDelegate(ctx context.Context, c *kernel.Caller, a *abi.I
 		if err != nil {
 			return nil, err
 		}
+		owner.Process = c.Identity.Process // a narrowed delegator's worker is narrowed for its life
 		sp, err := kernel.Invoke[*abi.SpawnResult](ctx, m.k, &kernel.Caller{Identity: owner}, "proc.spawn",
 			&abi.SpawnArgs{Profile: profile, Label: label, ParentPid: src.Pid})
 		if err != nil {
@@ -492,8 +494,14 @@ func (m *Manager) callAnswered(id, status, errText string) {
 	default:
 		text += "the run ended " + status
 	}
+	// The answer carries the narrowing its run acted within.
+	narrow, err := m.runCap(ctx, pc.targetRun)
+	if err != nil {
+		m.log.Error("proc: ipc reply", "call", id, "err", err)
+		return
+	}
 	m.endCall(ctx, pc, "replied", Event{Kind: abi.EventIpcReply, Text: text, Runtime: true, TraceID: id,
-		Source: abi.EventSource{Kind: "process", Uid: pc.uid, Pid: pc.targetPid}})
+		Source: abi.EventSource{Kind: "process", Uid: pc.uid, Pid: pc.targetPid}, Cap: narrow})
 }
 
 // callTimedOut ends call id at its deadline: the source gets ipc.timeout.

@@ -61,7 +61,10 @@ func (m *Manager) segments(ctx context.Context, pid, cid, segID string) ([]abi.S
 // compact archives an old prefix of cid's active messages and replaces it
 // with one visible summary message at the boundary. inRun is set when the
 // run's own preflight compacts (the run is the caller, not a conflict).
-func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi.CompactArgs, inRun bool) (*abi.CompactResult, error) {
+// narrow is the narrowing of whoever wrote the summary (nil for none):
+// it narrows the conversation with the summary (cap.go). The segment
+// keeps the conversation's narrowing, for a fork that restores it.
+func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi.CompactArgs, inRun bool, narrow *abi.ProcessCap) (*abi.CompactResult, error) {
 	if (a.KeepLast == nil) == (a.ThroughMessageID == nil) {
 		return nil, abi.E(abi.Invalid, "give exactly one selector: keep=<n> or through=<msgId>")
 	}
@@ -212,6 +215,9 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 		if gone != n {
 			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, "the history changed during the compaction")
 		}
+		if err := m.narrowConvTx(tx, p.Pid, cid, c.Generation, narrow); err != nil {
+			return err
+		}
 		// The summary takes the first archived id: it stands where the
 		// archived messages began.
 		if _, err := tx.Exec(`INSERT INTO proc_messages(id,pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,'system',?,?)`, from, p.Pid, cid, c.Generation, string(jsonString(text)), t); err != nil {
@@ -222,8 +228,9 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 		if _, err := tx.Exec(`UPDATE proc_conversations SET epoch=epoch+1 WHERE pid=? AND cid=?`, p.Pid, cid); err != nil {
 			return err
 		}
-		_, err = tx.Exec(`INSERT INTO proc_segments(id,pid,cid,generation,kind,from_id,to_id,suffix_to,archive_path,summary_message_id,messages,created_at)
-			VALUES(?,?,?,?,'compaction',?,?,?,?,?,?,?)`, segID, p.Pid, cid, c.Generation, from, to, suffixTo, archive, from, n, t)
+		_, err = tx.Exec(`INSERT INTO proc_segments(id,pid,cid,generation,kind,from_id,to_id,suffix_to,archive_path,summary_message_id,messages,created_at,process_cap)
+			VALUES(?,?,?,?,'compaction',?,?,?,?,?,?,?,(SELECT process_cap FROM proc_conversations WHERE pid=? AND cid=?))`,
+			segID, p.Pid, cid, c.Generation, from, to, suffixTo, archive, from, n, t, p.Pid, cid)
 		return err
 	})
 	if err != nil {
@@ -415,9 +422,21 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 			copied = append(copied, live...)
 		}
 	}
+	// The fork carries the narrowing of what it copies: the live
+	// conversation's, a segment's as its conversation had it.
+	narrow := src.Cap
+	if seg != nil {
+		var segCap sql.NullString
+		if err := m.st.R.QueryRowContext(ctx, `SELECT process_cap FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&segCap); err != nil {
+			return nil, abi.E(abi.Path(seg.ID), err)
+		}
+		if narrow = capOf(segCap); suffix && seg.Generation == src.Generation {
+			narrow = abi.NarrowCap(narrow, src.Cap)
+		}
+	}
 	t := now()
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at) VALUES(?,?,?,?,?)`, p.Pid, target, title, t, t); err != nil {
+		if _, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at,process_cap) VALUES(?,?,?,?,?,?)`, p.Pid, target, title, t, t, capColumn(narrow)); err != nil {
 			return abi.E(abi.Path(p.Pid+"/"+target), abi.Busy, "conversation already exists")
 		}
 		st, err := tx.Prepare(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at,kind,source,trace_id) VALUES(?,?,1,?,?,?,?,?,?)`)
@@ -523,7 +542,8 @@ func (m *Manager) resetConvs(ctx context.Context, p *abi.Process, cids []string,
 			if _, err := tx.Exec(`UPDATE proc_hil SET status='stale' WHERE pid=? AND cid=? AND status='pending'`, p.Pid, cid); err != nil {
 				return err
 			}
-			_, err := tx.Exec(`UPDATE proc_conversations SET generation=generation+1, status='open', updated_at=? WHERE pid=? AND cid=?`, now(), p.Pid, cid)
+			// The narrowing of the words archived goes with them.
+			_, err := tx.Exec(`UPDATE proc_conversations SET generation=generation+1, status='open', updated_at=?, process_cap=NULL WHERE pid=? AND cid=?`, now(), p.Pid, cid)
 			return err
 		})
 		if err != nil {

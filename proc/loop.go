@@ -203,7 +203,9 @@ func approval(syscall string, args json.RawMessage, home, cwd string) string {
 
 // processCaller is the caller a process's calls are made as (its run's
 // tool calls, its CodeMode blocks' nested calls): its owner's identity
-// with the process's cwd, workspace and pid.
+// with the process's cwd, workspace and pid, narrowed by the process's
+// narrowing (a run narrows it further by its conversation's:
+// actingCaller).
 func (m *Manager) processCaller(ctx context.Context, p *abi.Process) (*kernel.Caller, error) {
 	id, err := m.k.IdentityOf(ctx, p.Uid)
 	if err != nil {
@@ -212,6 +214,7 @@ func (m *Manager) processCaller(ctx context.Context, p *abi.Process) (*kernel.Ca
 	id.Cwd = p.Cwd
 	id.WorkspaceID = p.WorkspaceID
 	id.Pid = p.Pid
+	id.Process = p.Cap
 	return &kernel.Caller{Identity: id}, nil
 }
 
@@ -248,7 +251,12 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 					}
 					continue
 				}
-				waiting, err := m.runToolCheckin(ctx, pr, r, p, caller, c)
+				// The call acts within what its conversation carries now.
+				acting, err := m.actingCaller(ctx, caller, pr.pid, r.cid, r.gen)
+				waiting := false
+				if err == nil {
+					waiting, err = m.runToolCheckin(ctx, pr, r, p, acting, c)
+				}
 				if errors.Is(err, errStale) || ctx.Err() != nil {
 					return "aborted", nil
 				}
@@ -644,7 +652,7 @@ func (m *Manager) preflight(ctx context.Context, pr *process, r *activeRun, p *a
 	if pol.Overflow == "fail" {
 		return nil, fmt.Errorf("context pressure %.2f is over %.2f and the policy is fail", pressure, pol.CompactAtPressure)
 	}
-	if _, err := m.compact(ctx, p, r.cid, abi.CompactArgs{KeepLast: &pol.KeepLast, GenerateSummary: true}, true); err != nil {
+	if _, err := m.compact(ctx, p, r.cid, abi.CompactArgs{KeepLast: &pol.KeepLast, GenerateSummary: true}, true, nil); err != nil {
 		if abi.Code(err) != 400 || size/4 > window {
 			return nil, err
 		}

@@ -15,11 +15,16 @@ import (
 
 // processColumns are the columns a process record is scanned from
 // (scanProcess).
-const processColumns = `pid,uid,profile,parent_pid,state,label,created_at,workspace_id,cwd`
+const processColumns = `pid,uid,profile,parent_pid,state,label,created_at,workspace_id,cwd,process_cap`
 
 // scanProcess scans a row of processColumns into p.
 func scanProcess(row interface{ Scan(...any) error }, p *abi.Process) error {
-	return row.Scan(&p.Pid, &p.Uid, &p.Profile, &p.ParentPid, &p.State, &p.Label, &p.CreatedAt, &p.WorkspaceID, &p.Cwd)
+	var pc sql.NullString
+	if err := row.Scan(&p.Pid, &p.Uid, &p.Profile, &p.ParentPid, &p.State, &p.Label, &p.CreatedAt, &p.WorkspaceID, &p.Cwd, &pc); err != nil {
+		return err
+	}
+	p.Cap = capOf(pc)
+	return nil
 }
 
 // lookup returns pid's record if c may touch it: its owner or root.
@@ -101,7 +106,7 @@ func initPid(uid uint32) string { return fmt.Sprintf("init:%d", uid) }
 // (a hook of kernel.OnUserCreated): every user has an init process from the
 // moment they exist.
 func (m *Manager) makeInitTx(tx *sql.Tx, u *kernel.User) error {
-	return m.createTx(tx, initPid(u.Uid), u.Uid, "init", nil, nil, u.Home, now())
+	return m.createTx(tx, initPid(u.Uid), u.Uid, "init", nil, nil, u.Home, now(), nil)
 }
 
 // backfillInits makes the init process of every user who has none (users
@@ -152,7 +157,7 @@ func (m *Manager) backfillInits(ctx context.Context) error {
 // create inserts a process with its default conversation, unless pid
 // exists (then it changes nothing). With a limit (not -1), uid may have
 // at most limit processes besides its init: one more is a 409.
-func (m *Manager) create(ctx context.Context, pid string, uid uint32, profile string, label, parent *string, cwd string, limit int) error {
+func (m *Manager) create(ctx context.Context, pid string, uid uint32, profile string, label, parent *string, cwd string, limit int, pc *abi.ProcessCap) error {
 	t := now()
 	return m.st.Tx(ctx, func(tx *sql.Tx) error {
 		if limit >= 0 {
@@ -164,14 +169,16 @@ func (m *Manager) create(ctx context.Context, pid string, uid uint32, profile st
 				return abi.E(abi.Busy, fmt.Sprintf("uid %d has %d processes and may have %d (config/proc/max_processes): a killed process stays yours to reuse (send to it), or ask root to raise the limit", uid, n, limit))
 			}
 		}
-		return m.createTx(tx, pid, uid, profile, label, parent, cwd, t)
+		return m.createTx(tx, pid, uid, profile, label, parent, cwd, t, pc)
 	})
 }
 
-// createTx is create in tx, a transaction of the store, at time t.
-func (m *Manager) createTx(tx *sql.Tx, pid string, uid uint32, profile string, label, parent *string, cwd string, t int64) error {
-	res, err := m.st.TxExec(tx, `INSERT OR IGNORE INTO proc_processes(pid,uid,profile,label,parent_pid,cwd,created_at) VALUES(?,?,?,?,?,?,?)`,
-		pid, uid, profile, label, parent, cwd, t)
+// createTx is create in tx, a transaction of the store, at time t. pc
+// narrows the new process's capability for its life (nil: none); a
+// process that exists already (an init) is left as it is.
+func (m *Manager) createTx(tx *sql.Tx, pid string, uid uint32, profile string, label, parent *string, cwd string, t int64, pc *abi.ProcessCap) error {
+	res, err := m.st.TxExec(tx, `INSERT OR IGNORE INTO proc_processes(pid,uid,profile,label,parent_pid,cwd,created_at,process_cap) VALUES(?,?,?,?,?,?,?,?)`,
+		pid, uid, profile, label, parent, cwd, t, capColumn(pc))
 	if err != nil {
 		return err
 	}
@@ -185,10 +192,12 @@ func (m *Manager) createTx(tx *sql.Tx, pid string, uid uint32, profile string, l
 // conv returns one conversation of pid.
 func (m *Manager) conv(ctx context.Context, pid, cid string) (*abi.Conversation, error) {
 	var c abi.Conversation
+	var pc sql.NullString
 	err := m.st.QueryRowContext(ctx, `SELECT cid,generation,status,title,created_at,updated_at,
-		(SELECT count(*) FROM proc_messages m WHERE m.pid=c.pid AND m.cid=c.cid AND m.generation=c.generation)
+		(SELECT count(*) FROM proc_messages m WHERE m.pid=c.pid AND m.cid=c.cid AND m.generation=c.generation), process_cap
 		FROM proc_conversations c WHERE pid=? AND cid=?`, pid, cid).
-		Scan(&c.ID, &c.Generation, &c.Status, &c.Title, &c.CreatedAt, &c.UpdatedAt, &c.MessageCount)
+		Scan(&c.ID, &c.Generation, &c.Status, &c.Title, &c.CreatedAt, &c.UpdatedAt, &c.MessageCount, &pc)
+	c.Cap = capOf(pc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, abi.E(abi.Path(pid+"/"+cid), abi.NotExist, "no such conversation")
 	}

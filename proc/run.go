@@ -128,6 +128,10 @@ type Event struct {
 	// start from the queue): a call knows the run it waits for before
 	// the message is delivered.
 	RunID string
+	// Cap is the narrowing of the process capability the message
+	// carries (its sender's; nil: none). It narrows the conversation the
+	// message enters, and so every run of it (cap.go).
+	Cap *abi.ProcessCap
 	// callID, for a call's request, is the call that the delivery makes
 	// pending, in the same transaction (ipc.go).
 	callID string
@@ -218,17 +222,26 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 				// not queued again: a schedule's tick still waiting in
 				// the queue stands for this one too.
 				var waiting string
-				err := m.st.TxQueryRow(tx, `SELECT run_id FROM proc_queue WHERE pid=? AND trace_id=? AND kind=? LIMIT 1`, p.Pid, ev.TraceID, ev.Kind).Scan(&waiting)
+				var qid int64
+				var qcap sql.NullString
+				err := m.st.TxQueryRow(tx, `SELECT id,run_id,process_cap FROM proc_queue WHERE pid=? AND trace_id=? AND kind=? LIMIT 1`, p.Pid, ev.TraceID, ev.Kind).
+					Scan(&qid, &waiting, &qcap)
 				if err == nil {
 					coalesced = waiting
-					return nil
+					if ev.Cap == nil {
+						return nil
+					}
+					// The waiting tick stands for this one: it carries
+					// this one's narrowing too.
+					_, err := m.st.TxExec(tx, `UPDATE proc_queue SET process_cap=? WHERE id=?`, capColumn(abi.NarrowCap(capOf(qcap), ev.Cap)), qid)
+					return err
 				}
 				if !errors.Is(err, sql.ErrNoRows) {
 					return err
 				}
 			}
-			_, err = m.st.TxExec(tx, `INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id) VALUES(?,?,?,?,?,?,?,?,?,?)`,
-				p.Pid, cid, gen, runID, text, role, t, meta.kind, meta.source, meta.trace)
+			_, err = m.st.TxExec(tx, `INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id,process_cap) VALUES(?,?,?,?,?,?,?,?,?,?,?)`,
+				p.Pid, cid, gen, runID, text, role, t, meta.kind, meta.source, meta.trace, meta.cap)
 			return err
 		}
 		if err := m.startRunTx(tx, p.Pid, cid, gen, runID, role, jsonString(text), meta, t); err != nil {
@@ -280,9 +293,10 @@ func (m *Manager) queuedTx(tx *sql.Tx, pid string) (bool, error) {
 }
 
 // eventRow is an Event's columns in the store: its kind, its source as
-// JSON, its trace id (NULL when empty).
+// JSON, its trace id (NULL when empty), the narrowing it carries (JSON;
+// NULL for none).
 type eventRow struct {
-	kind, source, trace sql.NullString
+	kind, source, trace, cap sql.NullString
 }
 
 // eventMeta is ev's columns.
@@ -292,12 +306,17 @@ func eventMeta(ev Event) eventRow {
 		kind:   sql.NullString{String: ev.Kind, Valid: ev.Kind != ""},
 		source: sql.NullString{String: string(src), Valid: ev.Source.Kind != ""},
 		trace:  sql.NullString{String: ev.TraceID, Valid: ev.TraceID != ""},
+		cap:    capColumn(ev.Cap),
 	}
 }
 
 // startRunTx appends the message that starts a run, with its event's
-// columns, and records the run and its first message.
+// columns, and records the run and its first message. The narrowing the
+// message carries narrows its conversation first.
 func (m *Manager) startRunTx(tx *sql.Tx, pid, cid string, gen int64, runID, role string, content json.RawMessage, meta eventRow, t int64) error {
+	if err := m.narrowConvTx(tx, pid, cid, gen, capOf(meta.cap)); err != nil {
+		return err
+	}
 	res, err := m.st.TxExec(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at,kind,source,trace_id) VALUES(?,?,?,?,?,?,?,?,?)`,
 		pid, cid, gen, role, string(content), t, meta.kind, meta.source, meta.trace)
 	if err != nil {
@@ -448,8 +467,8 @@ func (m *Manager) nextLocked(ctx context.Context, pr *process, before func(*sql.
 			var id, gen int64
 			var cid, runID, text, role string
 			var meta eventRow
-			err := m.st.TxQueryRow(tx, `SELECT id,cid,generation,run_id,message,role,kind,source,trace_id FROM proc_queue WHERE pid=? ORDER BY id LIMIT 1`, pr.pid).
-				Scan(&id, &cid, &gen, &runID, &text, &role, &meta.kind, &meta.source, &meta.trace)
+			err := m.st.TxQueryRow(tx, `SELECT id,cid,generation,run_id,message,role,kind,source,trace_id,process_cap FROM proc_queue WHERE pid=? ORDER BY id LIMIT 1`, pr.pid).
+				Scan(&id, &cid, &gen, &runID, &text, &role, &meta.kind, &meta.source, &meta.trace, &meta.cap)
 			if errors.Is(err, sql.ErrNoRows) || (err == nil && pr.compacting[cid]) {
 				_, err = m.st.TxExec(tx, `UPDATE proc_processes SET state='idle' WHERE pid=? AND state='running'`, pr.pid)
 				return err

@@ -162,4 +162,14 @@ var migrations = []string{
 	// 7: a process's assignment (the seed's ProcSpawnAssignment, JSON):
 	// context files its instructions carry.
 	`ALTER TABLE proc_processes ADD COLUMN assignment TEXT`,
+	// 8: the narrowing of the process capability travels with the work
+	// (cap.go): a process's for its life, a queued message's, a
+	// conversation generation's (what entered it), a segment's (what its
+	// conversation had when it was archived), a watch's (its arming
+	// run's). JSON abi.ProcessCap; NULL narrows nothing.
+	`ALTER TABLE proc_processes ADD COLUMN process_cap TEXT;
+	ALTER TABLE proc_queue ADD COLUMN process_cap TEXT;
+	ALTER TABLE proc_conversations ADD COLUMN process_cap TEXT;
+	ALTER TABLE proc_segments ADD COLUMN process_cap TEXT;
+	ALTER TABLE proc_watches ADD COLUMN process_cap TEXT;`,
 }

@@ -260,7 +260,13 @@ func (m *Manager) sysCompact(ctx context.Context, c *kernel.Caller, a *abi.Compa
 	if err != nil {
 		return nil, err
 	}
-	return m.compact(ctx, p, orDefault(a.ConversationID), *a, false)
+	// A summary the caller wrote enters the conversation with its
+	// narrowing; a generated one is the model's.
+	var narrow *abi.ProcessCap
+	if a.Summary != nil {
+		narrow = c.Identity.Process
+	}
+	return m.compact(ctx, p, orDefault(a.ConversationID), *a, false, narrow)
 }
 
 // sysFork serves proc.conversation.fork (fork).

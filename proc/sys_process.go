@@ -172,7 +172,13 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 	if prof.SpawnMode != "singleton" {
 		limit = m.maxProcesses(ctx, c.Uid)
 	}
-	if err := m.create(ctx, pid, c.Uid, prof.ID, label, parent, c.Home, limit); err != nil {
+	// A process spawned by a narrowed caller is narrowed for its life (an
+	// init process is its user's own: its spawn changes nothing of it).
+	var narrow *abi.ProcessCap
+	if prof.SpawnMode != "singleton" {
+		narrow = c.Identity.Process
+	}
+	if err := m.create(ctx, pid, c.Uid, prof.ID, label, parent, c.Home, limit, narrow); err != nil {
 		return nil, abi.E(abi.Path(pid), err)
 	}
 	if a.Assignment != nil {
@@ -196,11 +202,11 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 	m.changed(c.Uid, pid, "spawn", map[string]any{"profile": prof.ID})
 	switch {
 	case a.Prompt != "":
-		if _, _, err := m.SendEvent(ctx, p, "default", Event{Kind: abi.EventUserMessage, Source: sourceOf(c), Text: a.Prompt}); err != nil {
+		if _, _, err := m.SendEvent(ctx, p, "default", Event{Kind: abi.EventUserMessage, Source: sourceOf(c), Text: a.Prompt, Cap: c.Identity.Process}); err != nil {
 			return nil, err
 		}
 	case a.Assignment != nil && a.Assignment.AutoStart:
-		if _, _, err := m.SendEvent(ctx, p, "default", Event{Kind: abi.EventProcessEvent, Source: sourceOf(c), Text: assignmentStart, Runtime: true}); err != nil {
+		if _, _, err := m.SendEvent(ctx, p, "default", Event{Kind: abi.EventProcessEvent, Source: sourceOf(c), Text: assignmentStart, Runtime: true, Cap: c.Identity.Process}); err != nil {
 			return nil, err
 		}
 	}
@@ -230,7 +236,7 @@ func (m *Manager) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs
 	if len(a.Media) > 0 {
 		return nil, abi.NotYet("media", abi.PlannedMedia)
 	}
-	ev := Event{Kind: a.Kind, Source: sourceOf(c), TraceID: a.TraceID, Text: a.Message, Runtime: a.Event}
+	ev := Event{Kind: a.Kind, Source: sourceOf(c), TraceID: a.TraceID, Text: a.Message, Runtime: a.Event, Cap: c.Identity.Process}
 	switch {
 	case ev.Kind == "" && a.Event:
 		ev.Kind = abi.EventProcessEvent
@@ -304,7 +310,7 @@ func (m *Manager) sysHil(ctx context.Context, c *kernel.Caller, a *abi.HilArgs) 
 	if err != nil {
 		return nil, err
 	}
-	return m.Hil(ctx, p, a)
+	return m.Hil(ctx, p, a, c.Identity.Process)
 }
 
 // sysKill serves proc.kill: every conversation archived (unless Archive

@@ -93,6 +93,7 @@ type watchHit struct {
 	id, watcher, key, state string
 	uid                     uint32
 	once                    bool
+	cap                     sql.NullString // the narrowing its arming caller had
 }
 
 // watchDelivery is a delivery of a signal to a watch; more counts the
@@ -226,8 +227,8 @@ func (m *Manager) sysWatch(ctx context.Context, c *kernel.Caller, a *abi.WatchAr
 					oldSignal = sig
 				}
 				res.WatchID, res.Created = id, false
-				_, err = m.st.TxExec(tx, `UPDATE proc_watches SET signal=?,process_id=?,state=?,once=?,status='active',created_at=?,expires_at=?,fired=0,error=NULL WHERE watch_id=?`,
-					a.Signal, a.ProcessID, state, once, t, expires, id)
+				_, err = m.st.TxExec(tx, `UPDATE proc_watches SET signal=?,process_id=?,state=?,once=?,status='active',created_at=?,expires_at=?,fired=0,error=NULL,process_cap=? WHERE watch_id=?`,
+					a.Signal, a.ProcessID, state, once, t, expires, capColumn(c.Identity.Process), id)
 				return err
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
@@ -241,8 +242,8 @@ func (m *Manager) sysWatch(ctx context.Context, c *kernel.Caller, a *abi.WatchAr
 			return abi.E(abi.Path(w.Pid), abi.Busy, fmt.Sprintf("the process has %d watches, the most it may", n))
 		}
 		res.WatchID, res.Created = newID("watch_"), true
-		_, err := m.st.TxExec(tx, `INSERT INTO proc_watches(watch_id,uid,watcher_pid,signal,process_id,key,state,once,created_at,expires_at) VALUES(?,?,?,?,?,?,?,?,?,?)`,
-			res.WatchID, w.Uid, w.Pid, a.Signal, a.ProcessID, key, state, once, t, expires)
+		_, err := m.st.TxExec(tx, `INSERT INTO proc_watches(watch_id,uid,watcher_pid,signal,process_id,key,state,once,created_at,expires_at,process_cap) VALUES(?,?,?,?,?,?,?,?,?,?,?)`,
+			res.WatchID, w.Uid, w.Pid, a.Signal, a.ProcessID, key, state, once, t, expires, capColumn(c.Identity.Process))
 		return err
 	})
 	if err != nil {
@@ -333,21 +334,23 @@ func (m *Manager) sysWatchList(ctx context.Context, c *kernel.Caller, a *abi.Wat
 }
 
 // signalPid is the process a signal's payload names ("pid"), if any.
-func signalPid(payload any) string {
+func signalPid(payload any) string { return payloadString(payload, "pid") }
+
+// payloadString is the string field key of a signal's payload, if any.
+func payloadString(payload any, key string) string {
 	switch p := payload.(type) {
 	case map[string]any:
-		s, _ := p["pid"].(string)
+		s, _ := p[key].(string)
 		return s
 	}
 	b, err := json.Marshal(payload)
 	if err != nil {
 		return ""
 	}
-	var v struct {
-		Pid string `json:"pid"`
-	}
+	var v map[string]any
 	json.Unmarshal(b, &v)
-	return v.Pid
+	s, _ := v[key].(string)
+	return s
 }
 
 // fireWatches delivers s to the watches that match it: its name, the
@@ -360,7 +363,7 @@ func (m *Manager) fireWatches(s watchSignal) {
 		return
 	}
 	t := now()
-	rows, err := m.st.QueryContext(ctx, `SELECT watch_id,uid,watcher_pid,coalesce(key,''),coalesce(state,''),once FROM proc_watches
+	rows, err := m.st.QueryContext(ctx, `SELECT watch_id,uid,watcher_pid,coalesce(key,''),coalesce(state,''),once,process_cap FROM proc_watches
 		WHERE signal=? AND process_id=? AND status='active' AND expires_at>?`, s.name, pid, t)
 	if err != nil {
 		m.log.Error("proc: signal watches", "signal", s.name, "err", err)
@@ -369,7 +372,7 @@ func (m *Manager) fireWatches(s watchSignal) {
 	var hits []watchHit
 	for rows.Next() {
 		var h watchHit
-		if err := rows.Scan(&h.id, &h.uid, &h.watcher, &h.key, &h.state, &h.once); err != nil {
+		if err := rows.Scan(&h.id, &h.uid, &h.watcher, &h.key, &h.state, &h.once, &h.cap); err != nil {
 			m.log.Error("proc: signal watches", "signal", s.name, "err", err)
 			break
 		}
@@ -496,8 +499,15 @@ func (m *Manager) deliverWatch(ctx context.Context, d *watchDelivery, waited boo
 	if h.state != "" {
 		text += "\nstate: " + h.state
 	}
-	err := m.deliverSignal(ctx, h.watcher, Event{Kind: abi.EventSignal, Text: text, Runtime: true, TraceID: h.id,
-		Source: abi.EventSource{Kind: "process", Uid: h.uid, Pid: d.pid}})
+	// The delivery carries the narrowing of whoever armed the watch (its
+	// key and state are theirs) and of the work the signal tells of.
+	narrow, err := m.workCap(ctx, d.pid, payloadString(s.payload, "conversationId"))
+	if err != nil && abi.KindOf(err) != abi.NotExist {
+		m.log.Error("proc: deliver a watch", "watch", h.id, "err", err)
+		return
+	}
+	err = m.deliverSignal(ctx, h.watcher, Event{Kind: abi.EventSignal, Text: text, Runtime: true, TraceID: h.id,
+		Source: abi.EventSource{Kind: "process", Uid: h.uid, Pid: d.pid}, Cap: abi.NarrowCap(capOf(h.cap), narrow)})
 	switch {
 	case err != nil:
 		m.st.Exec(ctx, `UPDATE proc_watches SET status='failed', error=? WHERE watch_id=?`, err.Error(), h.id)

@@ -281,7 +281,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 			}
 		}
 		for _, ch := range changes {
-			s, err := m.patch(tx, ch.s, ch.patch)
+			s, err := m.patch(tx, ch.s, ch.patch, c.Identity.Process)
 			if err != nil {
 				return lineError(ch.line, err)
 			}

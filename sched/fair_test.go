@@ -310,11 +310,11 @@ func TestTickCoalescedIsSkipped(t *testing.T) {
 // and a record it does not call broken has an expression of a known kind
 // and a uid in range.
 func FuzzDecodeSchedule(f *testing.F) {
-	f.Add(`{"kind":"every","everyMs":60000}`, `{"kind":"process.event","pid":"init:0","message":"x"}`, "", "1", int64(5), true)
-	f.Add(`{not json`, `[1,2`, `{"maxAttempts":"x"}`, "soon", int64(-1), false)
-	f.Add(`{"kind":"cron","expr":"61 * * * *"}`, `null`, "null", "", int64(1)<<40, true)
-	f.Add(`{"kind":"sometimes"}`, `{}`, "", "1.5", int64(0), false)
-	f.Fuzz(func(t *testing.T, expr, target, retry, text string, n int64, asText bool) {
+	f.Add(`{"kind":"every","everyMs":60000}`, `{"kind":"process.event","pid":"init:0","message":"x"}`, "", "1", int64(5), true, "")
+	f.Add(`{not json`, `[1,2`, `{"maxAttempts":"x"}`, "soon", int64(-1), false, `{"networks":["none"]}`)
+	f.Add(`{"kind":"cron","expr":"61 * * * *"}`, `null`, "null", "", int64(1)<<40, true, `{"networks":`)
+	f.Add(`{"kind":"sometimes"}`, `{}`, "", "1.5", int64(0), false, `{"mounts":[{"prefix":"~/ci","mode":"rw"}],"wider":true}`)
+	f.Fuzz(func(t *testing.T, expr, target, retry, text string, n int64, asText bool, pc string) {
 		var num any = n
 		if asText {
 			num = text
@@ -323,11 +323,20 @@ func FuzzDecodeSchedule(f *testing.F) {
 		if retry != "" {
 			rv = retry
 		}
+		var pcv any
+		if pc != "" {
+			pcv = pc
+		}
 		raw := []any{"sch_x", num, int64(0), float64(n), text, nil, num, expr, target, "skip", "skip", rv,
-			num, int64(0), num, nil, nil, nil, nil, nil, num, num}
+			num, int64(0), num, nil, nil, nil, nil, nil, num, num, pcv}
 		s := decodeSchedule(raw)
 		if s.Broken != "" {
 			return
+		}
+		// A stored narrowing is read whole or the record is broken:
+		// never read as no narrowing.
+		if (pc != "") != (s.Cap != nil) {
+			t.Fatalf("process_cap %q read as %+v", pc, s.Cap)
 		}
 		switch s.Expression.Kind {
 		case "at", "after", "every", "cron":

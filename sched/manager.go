@@ -185,4 +185,8 @@ var migrations = []string{
 		duration_ms INTEGER NOT NULL
 	);
 	CREATE INDEX sched_runs_owner ON sched_runs(owner_uid, id);`,
+	// 2: a schedule added or changed by a narrowed caller (a token made
+	// with --process) keeps the narrowing (JSON abi.ProcessCap; NULL:
+	// none), and its runs act within it.
+	`ALTER TABLE sched_schedules ADD COLUMN process_cap TEXT`,
 }

@@ -34,6 +34,9 @@ type procCall struct {
 	Uid  uint32
 	Name string
 	Args any
+	// Cap is the narrowing of the process capability the call was made
+	// with (the caller identity's Process).
+	Cap *abi.ProcessCap
 }
 
 // procRoom serves proc.spawn, proc.send, proc.status,
@@ -83,7 +86,7 @@ func (p *procRoom) Close() error { return nil }
 func (p *procRoom) record(c *kernel.Caller, name, pid string, args any) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.calls = append(p.calls, procCall{c.Uid, name, args})
+	p.calls = append(p.calls, procCall{c.Uid, name, args, c.Identity.Process})
 	if pid == "" {
 		return nil
 	}

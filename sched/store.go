@@ -31,7 +31,7 @@ func (m *Manager) get(ctx context.Context, id string) (*abi.Schedule, error) {
 
 // scheduleCols are the columns scan reads, in its order.
 const scheduleCols = `id,owner_uid,creator_uid,run_as_uid,name,description,enabled,expression,target,overlap,misfire,retry,created_at,updated_at,
-	next_run_at,running_at,last_run_at,last_status,last_error,last_duration_ms,run_count,attempt`
+	next_run_at,running_at,last_run_at,last_status,last_error,last_duration_ms,run_count,attempt,process_cap`
 
 // query loads the schedules a WHERE clause (and ORDER, LIMIT) selects.
 func (m *Manager) query(ctx context.Context, where string, args ...any) ([]abi.Schedule, error) {
@@ -56,7 +56,7 @@ func (m *Manager) query(ctx context.Context, where string, args ...any) ([]abi.S
 func (m *Manager) scan(rows *sql.Rows) ([]abi.Schedule, error) {
 	defer rows.Close()
 	out := []abi.Schedule{}
-	raw := make([]any, 22)
+	raw := make([]any, 23)
 	ptrs := make([]any, len(raw))
 	for i := range raw {
 		ptrs[i] = &raw[i]
@@ -106,6 +106,7 @@ func decodeSchedule(raw []any) abi.Schedule {
 	s.State.LastDurationMs = c.intp(19, "last_duration_ms")
 	s.State.RunCount = c.int(20, "run_count")
 	s.State.Attempt = int(c.int(21, "attempt"))
+	pc := c.textp(22, "process_cap")
 	if err := decodeExpression(expr, &s.Expression); err != nil {
 		c.bad("expression", err.Error())
 	}
@@ -116,6 +117,14 @@ func decodeSchedule(raw []any) abi.Schedule {
 		s.RetryPolicy = &abi.Retry{}
 		if err := json.Unmarshal([]byte(*retry), s.RetryPolicy); err != nil {
 			c.bad("retry", err.Error())
+		}
+	}
+	if pc != nil {
+		// A narrowing that does not decode never runs as a wider one:
+		// the schedule is broken.
+		s.Cap = &abi.ProcessCap{}
+		if err := abi.DecodeArgs(json.RawMessage(*pc), s.Cap); err != nil {
+			c.bad("process_cap", err.Error())
 		}
 	}
 	s.Broken = strings.Join(c.problems, "; ")
@@ -569,4 +578,17 @@ func (m *Manager) runs(ctx context.Context, where string, args ...any) ([]abi.Ru
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// capColumn is a schedule's narrowing as its process_cap column: JSON,
+// NULL for none.
+func capColumn(pc *abi.ProcessCap) any {
+	if pc == nil {
+		return nil
+	}
+	b, err := json.Marshal(pc)
+	if err != nil { // a ProcessCap always encodes
+		return "{}"
+	}
+	return string(b)
 }

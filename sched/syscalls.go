@@ -108,7 +108,7 @@ func (m *Manager) update(ctx context.Context, c *kernel.Caller, a *abi.SchedUpda
 	m.fillZone(ctx, a.Patch.Expression)
 	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		s, err = m.patch(tx, s, &a.Patch)
+		s, err = m.patch(tx, s, &a.Patch, c.Identity.Process)
 		return err
 	})
 	if err != nil {
@@ -203,7 +203,9 @@ func (m *Manager) runRequested(ctx context.Context, c *kernel.Caller, a *abi.Sch
 		if err != nil {
 			return nil, err
 		}
-		results = append(results, m.runScheduled(context.WithoutCancel(ctx), s.ID, now, now, true, nil))
+		// A run forced by a narrowed caller acts within its narrowing too.
+		s.Cap = abi.NarrowCap(s.Cap, c.Identity.Process)
+		results = append(results, m.run(context.WithoutCancel(ctx), s, now, now, true, nil))
 	case a.Mode == "due" || a.Mode == "":
 		uid, err := owner(c, a.OwnerUid)
 		if err != nil {
@@ -320,16 +322,17 @@ func (m *Manager) insert(q querier, c *kernel.Caller, owner uint32, a *abi.Sched
 	}
 	s := &abi.Schedule{ID: newID(), OwnerUid: owner, CreatorUid: c.Uid, RunAsUid: owner, Name: a.Name, Description: a.Description,
 		Enabled: a.Enabled == nil || *a.Enabled, Expression: a.Expression, Target: a.Target, OverlapPolicy: "skip",
-		MisfirePolicy: a.MisfirePolicy, RetryPolicy: a.RetryPolicy, CreatedAtMs: now.UnixMilli(), UpdatedAtMs: now.UnixMilli()}
+		MisfirePolicy: a.MisfirePolicy, RetryPolicy: a.RetryPolicy, CreatedAtMs: now.UnixMilli(), UpdatedAtMs: now.UnixMilli(),
+		Cap: abi.NarrowCap(nil, c.Identity.Process)}
 	next := nextAfter(s, now.UnixMilli())
 	s.State.NextRunAtMs = ptr(next)
 	expr, target, retry, err := columns(s)
 	if err != nil {
 		return nil, err
 	}
-	_, err = q.Exec(`INSERT INTO sched_schedules(id,owner_uid,creator_uid,run_as_uid,name,description,enabled,expression,target,misfire,retry,created_at,updated_at,next_run_at)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, s.ID, s.OwnerUid, s.CreatorUid, s.RunAsUid, s.Name, s.Description, s.Enabled, expr, target,
-		s.MisfirePolicy, retry, s.CreatedAtMs, s.UpdatedAtMs, nullInt(next))
+	_, err = q.Exec(`INSERT INTO sched_schedules(id,owner_uid,creator_uid,run_as_uid,name,description,enabled,expression,target,misfire,retry,created_at,updated_at,next_run_at,process_cap)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, s.ID, s.OwnerUid, s.CreatorUid, s.RunAsUid, s.Name, s.Description, s.Enabled, expr, target,
+		s.MisfirePolicy, retry, s.CreatedAtMs, s.UpdatedAtMs, nullInt(next), capColumn(s.Cap))
 	if err != nil {
 		return nil, nameErr(a.Name, err)
 	}
@@ -337,9 +340,11 @@ func (m *Manager) insert(q querier, c *kernel.Caller, owner uint32, a *abi.Sched
 }
 
 // patch applies p to s and stores it, in q. A cron expression states its
-// zone (fillZone, before the transaction).
-func (m *Manager) patch(q querier, s *abi.Schedule, p *abi.SchedPatch) (*abi.Schedule, error) {
+// zone (fillZone, before the transaction). narrow, the narrowing of the
+// caller who changes s (nil: none), narrows s's for good.
+func (m *Manager) patch(q querier, s *abi.Schedule, p *abi.SchedPatch, narrow *abi.ProcessCap) (*abi.Schedule, error) {
 	now := m.clock.Now()
+	s.Cap = abi.NarrowCap(s.Cap, narrow)
 	if p.Name != nil {
 		if err := checkName(*p.Name); err != nil {
 			return nil, err
@@ -410,8 +415,8 @@ func (m *Manager) patch(q querier, s *abi.Schedule, p *abi.SchedPatch) (*abi.Sch
 	if s.State.NextRunAtMs != nil {
 		next = *s.State.NextRunAtMs
 	}
-	_, err = q.Exec(`UPDATE sched_schedules SET name=?, description=?, enabled=?, expression=?, target=?, misfire=?, retry=?, updated_at=?, created_at=?, next_run_at=?, attempt=? WHERE id=?`,
-		s.Name, s.Description, s.Enabled, expr, target, s.MisfirePolicy, retry, s.UpdatedAtMs, s.CreatedAtMs, next, s.State.Attempt, s.ID)
+	_, err = q.Exec(`UPDATE sched_schedules SET name=?, description=?, enabled=?, expression=?, target=?, misfire=?, retry=?, updated_at=?, created_at=?, next_run_at=?, attempt=?, process_cap=? WHERE id=?`,
+		s.Name, s.Description, s.Enabled, expr, target, s.MisfirePolicy, retry, s.UpdatedAtMs, s.CreatedAtMs, next, s.State.Attempt, capColumn(s.Cap), s.ID)
 	if err != nil {
 		return nil, nameErr(s.Name, err)
 	}

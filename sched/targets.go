@@ -29,6 +29,9 @@ func (m *Manager) execute(ctx context.Context, s *abi.Schedule) (string, error) 
 	if err != nil {
 		return "", err
 	}
+	// The narrowing of whoever added or changed s binds its runs: proc
+	// carries it into the process's work (the message, a spawned process).
+	id.Process = s.Cap
 	c := &kernel.Caller{Identity: id}
 	t := s.Target
 	switch t.Kind {

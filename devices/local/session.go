@@ -82,6 +82,11 @@ type session struct {
 	info   abi.SessionInfo // its fixed parts
 	env    map[string]string
 	limits abi.ExecLimits
+	// cap is the process capability it was opened with: an exec in it
+	// must come from a caller whose capability allows as much
+	// (abi.CapWithin), so that nobody runs a command in a session wider
+	// than they may open.
+	cap abi.ProcessCap
 
 	mu      sync.Mutex
 	running *execRun
@@ -365,7 +370,7 @@ func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenA
 	}
 	s := &session{
 		id: id, uid: who.Uid, user: who.Username, box: box, env: env, limits: limits, after: after,
-		idle: make(chan struct{}),
+		idle: make(chan struct{}), cap: pc,
 		info: abi.SessionInfo{
 			SessionID: id, Uid: who.Uid, User: who.Username, Network: loc.NetworkMode, Workdir: workdir,
 			Labels: a.Labels, Isolation: iso, StartedAtNs: now.UnixNano(), ExpiresAtNs: now.Add(ttl).UnixNano(),

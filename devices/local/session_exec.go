@@ -75,6 +75,9 @@ func (x *Sessions) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*se
 	if err != nil {
 		return nil, nil, err
 	}
+	if !abi.CapWithin(s.cap, who.processCap()) {
+		return nil, nil, abi.E(abi.Path(a.SessionID), abi.Permission, errWiderSession)
+	}
 	if len(a.Argv) == 0 || a.Argv[0] == "" {
 		return nil, nil, abi.E(abi.Invalid, "argv is empty")
 	}

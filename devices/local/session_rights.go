@@ -20,6 +20,11 @@ import (
 // caller may have them, and the checks of guest paths, environment and
 // labels.
 
+// errWiderSession is the refusal of a command in a session started with
+// more than the caller's process capability allows (a token's narrower
+// one, an agent's narrowed work, config narrowed since).
+const errWiderSession = "this session was started with more than your process capability allows: start one of your own"
+
 // processCap is who's process capability, the default if the host gave
 // none.
 func (who Who) processCap() abi.ProcessCap {

@@ -53,6 +53,9 @@ type shellSession struct {
 	id    string
 	uid   uint32 // its caller's
 	stdin bool   // whether its stdin is a pipe
+	// cap is the process capability it started with: input to it must
+	// come from a caller whose capability allows as much (abi.CapWithin).
+	cap   abi.ProcessCap
 	out   *tailBuffer
 	timer *time.Timer // its timeout
 
@@ -217,6 +220,7 @@ func (sh *Shell) startShell(ctx context.Context, who Who, cwd, dir, input string
 		id:      "sh_" + randomText(),
 		uid:     who.Uid,
 		stdin:   stdin,
+		cap:     who.processCap(),
 		out:     &tailBuffer{max: maxShellOutput},
 		updated: time.Now(),
 	}
@@ -299,6 +303,9 @@ func (sh *Shell) continueShell(ctx context.Context, who Who, a *abi.ShellExecArg
 	s, err := sh.jobs.get(who, a.SessionID)
 	if err != nil {
 		return nil, err
+	}
+	if a.Input != "" && !abi.CapWithin(s.cap, who.processCap()) {
+		return nil, abi.E(abi.Path(a.SessionID), abi.Permission, errWiderSession)
 	}
 	s.touch()
 	_, wait := sh.jobs.limits()

@@ -233,10 +233,14 @@ type CrontabSetResult struct {
 }
 
 // SchedLogArgs are sched.log's args: the caller's (root: everyone's, or
-// OwnerUid's) latest Limit runs (default 1000, at most 10000).
+// OwnerUid's) latest Limit runs (default 1000, at most 10000). With
+// Rotate (at most 10000), the runs since the log's last rotation instead:
+// a log rotated every Rotate runs, as /var/log/gsv/scheduler is (1 to
+// Rotate runs; Limit is ignored).
 type SchedLogArgs struct {
 	OwnerUid *uint32 `json:"ownerUid,omitempty"`
 	Limit    int     `json:"limit,omitempty"`
+	Rotate   int     `json:"rotate,omitempty"`
 }
 
 // SchedLogResult is sched.log's result: runs, newest first.

@@ -636,9 +636,16 @@ func (c *conn) stat(r *request, m *proto.TStat) (proto.FCall, error) {
 	return &proto.RStat{Header: hdr(r, proto.Rstat), Stat: st}, nil
 }
 
-// qidOf returns the qid of a node: path = Ino, type from the mode, version 0.
+// qidOf returns the qid of a node: path = Ino, type from the mode, version
+// 0. A synthetic file (content rendered by the tree, not stored) is
+// QTTMP, Plan 9's mark of a file that is not backed up: a client that
+// reads it knows its length describes only what an open would read now
+// (RemoteDir serves it with direct I/O).
 func qidOf(a vfs.Attr) proto.Qid {
 	var t uint8
+	if a.Synthetic && !a.Mode.IsDir() {
+		t |= qtTmp
+	}
 	if a.Mode.IsDir() {
 		t |= qtDir
 	}

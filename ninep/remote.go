@@ -129,9 +129,9 @@ const nonblockWait = 50 * time.Millisecond
 // handle holds one, clunked by Close).
 //
 // Lookup is a Twalk and Tstat; Attr a Tstat, whose mode bits, length,
-// mtime and qid path (as Ino) become the vfs.Attr (a file of length 0 is
-// Synthetic: its content may be rendered, so a FUSE binding reads it with
-// direct I/O); ReadDir reads the directory (a Twalk, a Topen, Treads of
+// mtime and qid path (as Ino) become the vfs.Attr (a file of length 0, or
+// one marked DMTMP, is Synthetic: its content may be rendered, so a FUSE
+// binding reads it with direct I/O); ReadDir reads the directory (a Twalk, a Topen, Treads of
 // whole messages and a Tclunk), and its entries carry their attributes; a
 // listing answers Lookups and Attrs for readdirTTL, and a walker's next
 // directories are listed ahead (readAheadDirs); Open a Topen (O_TRUNC is
@@ -540,7 +540,10 @@ func (r *remote) attr(d *plan9.Dir) vfs.Attr {
 	if d.Mode&plan9.DMEXCL != 0 {
 		a.Mode |= fs.ModeExclusive
 	}
-	a.Synthetic = !a.Mode.IsDir() && a.Size == 0
+	// A file of length 0, or one the server marks QTTMP (ours marks every
+	// synthetic file so: a view has the length of its rendering), may be
+	// rendered: read it with direct I/O.
+	a.Synthetic = !a.Mode.IsDir() && (a.Size == 0 || d.Mode&plan9.DMTMP != 0)
 	if o := r.opts.Owner; o != nil {
 		a.Uid, a.Gid, a.User, a.Group = o.Uid, o.Gid, o.User, o.Group
 	} else {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,7 +79,11 @@ func metaOf(u abi.User, path string, mode fs.FileMode) *ns.Meta {
 // open its files (notification.files, notification.file).
 func (r *Room) userDir(u abi.User) vfs.Dir {
 	path := dirPath + "/" + u.Username
-	return &vfs.FuncDir{Meta: metaOf(u, path, fs.ModeDir|0o500),
+	part := strconv.FormatUint(uint64(u.Uid), 10)
+	meta := metaOf(u, path, fs.ModeDir|0o500).WithChanged(func(context.Context, vfs.Cred) time.Time {
+		return r.changes.At(time.Time{}, part)
+	})
+	return &vfs.FuncDir{Meta: meta,
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
 			list, err := kernel.Invoke[[]abi.Notification](ctx, r.k, ns.CallerOf(cred, ""), "notification.files", &FilesArgs{Uid: u.Uid})
 			if err != nil {
@@ -99,15 +104,20 @@ func (r *Room) userDir(u abi.User) vfs.Dir {
 }
 
 // fileNode is /var/notify/<user>/<id>: the notification as indented JSON,
-// rendered when opened.
+// rendered when opened; its mtime is when it was made or read.
 func (r *Room) fileNode(u abi.User, id string) *vfs.View {
 	return &vfs.View{Meta: metaOf(u, dirPath+"/"+u.Username+"/"+id, 0o400),
-		Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
+		RenderAt: func(ctx context.Context, cred vfs.Cred) ([]byte, time.Time, error) {
 			n, err := kernel.Invoke[*abi.Notification](ctx, r.k, ns.CallerOf(cred, ""), "notification.file", &FilesArgs{Uid: u.Uid, ID: id})
 			if err != nil {
-				return nil, err
+				return nil, time.Time{}, err
 			}
-			return render(n)
+			at := n.CreatedAt
+			if n.ReadAt != nil && *n.ReadAt > at {
+				at = *n.ReadAt
+			}
+			b, err := render(n)
+			return b, time.UnixMilli(at), err
 		}}
 }
 

@@ -33,6 +33,10 @@ type Room struct {
 	stop      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup // the janitor
+
+	// changes are when each user's directory last changed (a
+	// notification made, read or dismissed: signal touches it).
+	changes *ns.Changes
 }
 
 var (
@@ -57,7 +61,7 @@ func Open(space *ns.Space, opts Options) (*Room, error) {
 		return nil, err
 	}
 	return &Room{k: k, space: space, st: k.Store, log: opts.Logger, now: opts.Now, every: opts.PruneEvery,
-		stop: make(chan struct{})}, nil
+		stop: make(chan struct{}), changes: ns.NewChanges()}, nil
 }
 
 // Start starts the janitor, which deletes expired notifications every

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -296,6 +297,7 @@ func (r *Room) update(ctx context.Context, c *kernel.Caller, id string, change f
 
 // signal tells uid (and root, who sees every signal) of a change to n.
 func (r *Room) signal(name string, uid uint32, n *abi.Notification) {
+	r.changes.Touch(strconv.FormatUint(uint64(uid), 10))
 	r.k.Signal(name, map[string]any{"notification": n}, kernel.Audience{Uids: []uint32{uid}})
 }
 

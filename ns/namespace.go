@@ -28,10 +28,16 @@ type Meta struct {
 	Group string      // group name shown over 9P
 	// HostUID is the number shown over FUSE; -1 means Uid.
 	HostUID int
+	// Changed, if set, says when the node's content (a directory's: its
+	// entries) last changed as cred sees it: its mtime. A room answers it
+	// from its Changes, never by rendering. Nil, or a zero time, is the
+	// namespace's start.
+	Changed func(ctx context.Context, cred vfs.Cred) time.Time
 }
 
 var _ vfs.Meta = (*Meta)(nil)
 
+// bootTime is the mtime of a node that says nothing of its changes.
 var bootTime = time.Now()
 
 // Attr implements vfs.Meta.
@@ -40,8 +46,21 @@ func (m *Meta) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
 	if m.HostUID >= 0 {
 		uid = uint32(m.HostUID)
 	}
-	return vfs.Attr{Ino: vfs.PathIno(m.Path), Mode: m.Mode, Mtime: bootTime, Uid: uid, Gid: m.Gid,
+	mtime := bootTime
+	if m.Changed != nil && vfs.ContentWanted(ctx) {
+		if t := m.Changed(ctx, cred); !t.IsZero() {
+			mtime = t
+		}
+	}
+	return vfs.Attr{Ino: vfs.PathIno(m.Path), Mode: m.Mode, Mtime: mtime, Uid: uid, Gid: m.Gid,
 		User: m.Owner, Group: m.Group, Synthetic: !m.Mode.IsDir()}, nil
+}
+
+// WithChanged is m with the mtime source changed.
+func (m *Meta) WithChanged(changed func(ctx context.Context, cred vfs.Cred) time.Time) *Meta {
+	c := *m
+	c.Changed = changed
+	return &c
 }
 
 // Access implements vfs.Meta.
@@ -195,9 +214,20 @@ func verbList(verbs map[string]CtlVerb) string {
 func (s *Space) buildNamespace() *vfs.StaticDir {
 	dir := func(path string) *Meta { return RootMeta(path, fs.ModeDir|0o555) }
 	etc := vfs.NewDir(dir("/etc"),
-		vfs.DirEntry{Name: "passwd", Node: ViewOf(s, "/etc/passwd", 0o444, "sys.user.list", nil, func(res *abi.UserListResult) ([]byte, error) {
-			return renderPasswd(res.Users), nil
-		})},
+		// passwd's mtime is the newest user's creation: users are only
+		// ever added.
+		vfs.DirEntry{Name: "passwd", Node: &vfs.View{Meta: RootMeta("/etc/passwd", 0o444),
+			RenderAt: func(ctx context.Context, cred vfs.Cred) ([]byte, time.Time, error) {
+				res, err := kernel.Invoke[*abi.UserListResult](ctx, s.k, CallerOf(cred, ""), "sys.user.list", nil)
+				if err != nil {
+					return nil, time.Time{}, err
+				}
+				var newest int64
+				for _, u := range res.Users {
+					newest = max(newest, u.Created)
+				}
+				return renderPasswd(res.Users), time.UnixMilli(newest), nil
+			}}},
 		vfs.DirEntry{Name: "group", Node: ViewOf(s, "/etc/group", 0o444, "sys.group.list", nil, func(res *abi.GroupListResult) ([]byte, error) {
 			return renderGroup(res.Groups), nil
 		})},

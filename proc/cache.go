@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
@@ -34,6 +35,10 @@ import (
 // it: it increments the conversation's epoch. A new generation (reset,
 // kill) or epoch starts a new file; the old one is unlinked, and readers
 // that have it open keep reading it.
+//
+// A file's mtime is the conversation's updated_at when the file last
+// changed (set after each update that wrote to it): when a message landed,
+// or the compaction or reset that began the file.
 
 // renderKinds are the renderings the cache keeps, by name.
 var renderKinds = map[string]func(*bytes.Buffer, *abi.Message){
@@ -153,8 +158,8 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 		return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 	}
 	defer tx.Rollback()
-	var gen, epoch int64
-	err = tx.QueryRowContext(ctx, `SELECT generation,epoch FROM proc_conversations WHERE pid=? AND cid=?`, k.pid, k.cid).Scan(&gen, &epoch)
+	var gen, epoch, updated int64
+	err = tx.QueryRowContext(ctx, `SELECT generation,epoch,updated_at FROM proc_conversations WHERE pid=? AND cid=?`, k.pid, k.cid).Scan(&gen, &epoch, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return abi.E(abi.Path(k.pid+"/"+k.cid), abi.NotExist, "no such conversation")
 	}
@@ -171,6 +176,11 @@ func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, r
 		}
 		if cerr := f.Close(); cerr != nil && err == nil {
 			err = abi.E(cerr)
+		}
+		if err == nil {
+			// The file changed: its mtime is when the conversation did.
+			t := time.UnixMilli(updated)
+			os.Chtimes(e.path, t, t)
 		}
 	}()
 	if e.path == "" || gen != e.gen || epoch != e.epoch {

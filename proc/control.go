@@ -225,6 +225,7 @@ func (m *Manager) sysRunControl(ctx context.Context, c *kernel.Caller, a *abi.Ru
 	if err := m.storeControl(ctx, pr); err != nil {
 		return nil, abi.E(abi.Path(p.Pid), err)
 	}
+	m.changes.Touch(p.Pid + "/run")
 	if a.Start && parked != nil {
 		if _, err := m.decide(ctx, p, pr, r, parked.Seq, abi.Directive{Type: "continue"}, "start"); err != nil && abi.KindOf(err) != abi.Busy {
 			return nil, err

@@ -245,6 +245,7 @@ func (m *Manager) call(ctx context.Context, c *kernel.Caller, src, tgt *abi.Proc
 		VALUES(?,?,?,?,?,?,?,?,?,?,?,'sending')`, callID, src.Uid, src.Pid, srcCid, srcGen, srcRun, tgt.Pid, orDefault(cid), runID, deadline, t); err != nil {
 		return nil, abi.E(abi.Path(callID), err)
 	}
+	m.changes.Touch(src.Pid+"/ipc", tgt.Pid+"/ipc")
 	pc := pendingCall{id: callID, uid: src.Uid, sourcePid: src.Pid, sourceCid: srcCid, sourceGen: srcGen, sourceRun: srcRun,
 		targetPid: tgt.Pid, targetRun: runID, deadline: deadline}
 	if !m.arm(pc) {
@@ -545,7 +546,11 @@ func (m *Manager) endCall(ctx context.Context, pc *pendingCall, state string, ev
 		m.log.Error("proc: end an ipc call", "call", pc.id, "err", err)
 		return
 	}
-	if n, _ := res.RowsAffected(); n == 0 || !deliver {
+	n, _ := res.RowsAffected()
+	if n > 0 {
+		m.changes.Touch(pc.sourcePid+"/ipc", pc.targetPid+"/ipc")
+	}
+	if n == 0 || !deliver {
 		return
 	}
 	src, err := m.get(ctx, pc.sourcePid)

@@ -225,7 +225,7 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 		}
 		// A new epoch: the history is no longer an extension of its
 		// earlier renderings (cache.go).
-		if _, err := tx.Exec(`UPDATE proc_conversations SET epoch=epoch+1 WHERE pid=? AND cid=?`, p.Pid, cid); err != nil {
+		if _, err := tx.Exec(`UPDATE proc_conversations SET epoch=epoch+1, updated_at=? WHERE pid=? AND cid=?`, now(), p.Pid, cid); err != nil {
 			return err
 		}
 		_, err = tx.Exec(`INSERT INTO proc_segments(id,pid,cid,generation,kind,from_id,to_id,suffix_to,archive_path,summary_message_id,messages,created_at,process_cap)

@@ -67,6 +67,9 @@ type Manager struct {
 	hilWaiters sync.Map
 	blockMu    sync.Mutex
 	blockRuns  map[uint32]int // the CodeMode blocks running, per user
+
+	// changes are when the parts of /proc last changed (changes.go).
+	changes *ns.Changes
 }
 
 // Open migrates the proc schema and prepares the manager of space's
@@ -89,7 +92,8 @@ func Open(space *ns.Space, opts Options) (*Manager, error) {
 	if err := migrateHil(k.Store); err != nil {
 		return nil, err
 	}
-	m := &Manager{k: k, space: space, st: k.Store, log: opts.Logger, opts: opts, procs: map[string]*process{}, blockRuns: map[uint32]int{}}
+	m := &Manager{k: k, space: space, st: k.Store, log: opts.Logger, opts: opts, procs: map[string]*process{}, blockRuns: map[uint32]int{},
+		changes: ns.NewChanges()}
 	if len(opts.CodeModeWorker) > 0 {
 		m.blocks = codemode.NewRunner(opts.CodeModeWorker, opts.Logger)
 	}
@@ -222,7 +226,9 @@ func (m *Manager) proc(pid string, uid uint32) *process {
 }
 
 // signal publishes a process signal to the owner (and root).
+// It notes which files of /proc the signal changes (noteChange).
 func (m *Manager) signal(uid uint32, name string, payload map[string]any) {
+	m.noteChange(uid, name, payload)
 	m.k.Signal(name, payload, kernel.Audience{Uids: []uint32{uid}})
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
@@ -106,6 +107,7 @@ func initPid(uid uint32) string { return fmt.Sprintf("init:%d", uid) }
 // (a hook of kernel.OnUserCreated): every user has an init process from the
 // moment they exist.
 func (m *Manager) makeInitTx(tx *sql.Tx, u *kernel.User) error {
+	m.changes.Touch("/proc", "/proc@"+strconv.FormatUint(uint64(u.Uid), 10))
 	return m.createTx(tx, initPid(u.Uid), u.Uid, "init", nil, nil, u.Home, now(), nil)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -176,6 +177,31 @@ func (m *Manager) segmentReader(ctx context.Context, c *kernel.Caller, pid, cid,
 		return &gzReader{f: f, zr: zr}, nil
 	}
 	return nil, abi.E(abi.Path(segID), abi.NotExist, "no such segment")
+}
+
+// segmentSize is the length of a segment's messages as its file shows
+// them, read from the end of its gzip archive (the uncompressed length
+// that gzip records, modulo 4 GiB: an archive is one gzip member, written
+// once by writeArchive), as the caller c: a stat's size, found without
+// decompressing.
+func (m *Manager) segmentSize(ctx context.Context, c *kernel.Caller, archive string) (int64, error) {
+	f, err := kernel.Invoke[*os.File](ctx, m.k, c, "fs.openread", &kernel.FileArgs{Path: archive})
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if fi.Size() < 18 { // a gzip header and trailer
+		return 0, abi.E(abi.Path(archive), "not a gzip archive")
+	}
+	var tail [4]byte
+	if _, err := f.ReadAt(tail[:], fi.Size()-4); err != nil {
+		return 0, abi.E(abi.Path(archive), err)
+	}
+	return int64(binary.LittleEndian.Uint32(tail[:])), nil
 }
 
 type gzReader struct {

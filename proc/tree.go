@@ -91,7 +91,7 @@ func spawnVerb(l ns.CtlLine) (string, any, error) {
 
 // tree is the /proc tree.
 func (m *Manager) tree() vfs.Dir {
-	root := ns.RootMeta("/proc", fs.ModeDir|0o555)
+	root := ns.RootMeta("/proc", fs.ModeDir|0o555).WithChanged(m.listingChanged)
 	ctl := m.space.Ctl("/proc", ns.RootMeta("/proc/ctl", 0o666), map[string]ns.CtlVerb{"spawn": spawnVerb})
 	// clone is a ctl whose result is the new pid: exec 3<>clone; echo
 	// 'spawn task' >&3; read pid <&3.
@@ -122,7 +122,7 @@ func (m *Manager) tree() vfs.Dir {
 					own = m.owner(ctx, p)
 					owners[p.Uid] = own
 				}
-				meta := own.at("/proc/"+p.Pid, procDirMode)
+				meta := own.at("/proc/"+p.Pid, procDirMode).WithChanged(m.changedAt(p.Pid, p.CreatedAt))
 				attr, err := meta.Attr(ctx, cred)
 				if err != nil {
 					continue
@@ -249,7 +249,10 @@ func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 	base := "/proc/" + p.Pid
 	pid := p.Pid
 	dirMode := procDirMode
-	status := &vfs.View{Meta: own.at(base+"/status", 0o400), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
+	at := func(path string, mode fs.FileMode, parts ...string) *ns.Meta {
+		return own.at(path, mode).WithChanged(m.changedAt(pid, p.CreatedAt, parts...))
+	}
+	status := &vfs.View{Meta: at(base+"/status", 0o400, "status"), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
 		res, err := kernel.Invoke[*abi.StatusResult](ctx, m.k, ns.CallerOf(cred, ""), "proc.status", &abi.PidArgs{Pid: pid})
 		if err != nil {
 			return nil, err
@@ -297,16 +300,16 @@ func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 		return kernel.Invoke[vfs.Subscription](ctx, m.k, ns.CallerOf(cred, ""), "proc.events", &abi.PidArgs{Pid: pid})
 	}}
 	// hil is the pending request; no request: the view is empty.
-	hil := jsonView(m, own.at(base+"/hil", 0o400), "proc.history", &abi.HistoryArgs{Pid: pid, Limit: 1},
+	hil := jsonView(m, at(base+"/hil", 0o400, "hil"), "proc.history", &abi.HistoryArgs{Pid: pid, Limit: 1},
 		func(r *abi.HistoryResult) *abi.HilRequest { return r.PendingHil })
-	return vfs.NewDir(own.at(base, dirMode),
+	return vfs.NewDir(at(base, dirMode),
 		vfs.DirEntry{Name: "status", Node: status},
 		vfs.DirEntry{Name: "ctl", Node: ctl},
 		vfs.DirEntry{Name: "err", Node: m.space.ErrView(base)},
 		vfs.DirEntry{Name: "events", Node: events},
 		vfs.DirEntry{Name: "hil", Node: hil},
-		vfs.DirEntry{Name: "ipc", Node: m.ipcView(own.at(base+"/ipc", 0o400), pid)},
-		vfs.DirEntry{Name: "run", Node: jsonView(m, own.at(base+"/run", 0o400), "proc.run.get", &abi.PidArgs{Pid: pid},
+		vfs.DirEntry{Name: "ipc", Node: m.ipcView(at(base+"/ipc", 0o400, "ipc"), pid)},
+		vfs.DirEntry{Name: "run", Node: jsonView(m, at(base+"/run", 0o400, "run"), "proc.run.get", &abi.PidArgs{Pid: pid},
 			func(r *abi.RunInfo) *abi.RunInfo { return r })},
 		vfs.DirEntry{Name: "conversations", Node: m.convsDir(p, own)},
 	)
@@ -362,7 +365,7 @@ func (m *Manager) convsDir(p *abi.Process, own owner) vfs.Dir {
 		},
 	})
 	errv := m.space.ErrView(base)
-	return &vfs.FuncDir{Meta: own.at(base, fs.ModeDir|0o500),
+	return &vfs.FuncDir{Meta: own.at(base, fs.ModeDir|0o500).WithChanged(m.changedAt(pid, p.CreatedAt, "conversations")),
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
 			res, err := kernel.Invoke[*abi.ConvListResult](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.list", &abi.ConvArgs{Pid: pid, IncludeClosed: true})
 			if err != nil {
@@ -392,7 +395,7 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 	own := m.owner(ctx, p)
 	base := "/proc/" + p.Pid + "/conversations/" + cid
 	pid := p.Pid
-	in := &convInput{Input: &vfs.Input{Meta: own.at(base+"/in", 0o200), Deliver: func(ctx context.Context, cred vfs.Cred, data []byte) error {
+	in := &convInput{Input: &vfs.Input{Meta: own.at(base+"/in", 0o600), Deliver: func(ctx context.Context, cred vfs.Cred, data []byte) error {
 		_, err := m.k.Call(ctx, ns.CallerOf(cred, base), "proc.send", &abi.SendArgs{Pid: pid, ConversationID: cid, Message: strings.TrimSuffix(string(data), "\n")})
 		return err
 	}}, check: func(ctx context.Context, cred vfs.Cred) error {
@@ -501,9 +504,12 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 			return "proc.conversation.policy.set", a, nil
 		},
 	})
-	info := jsonView(m, own.at(base+"/info", 0o400), "proc.conversation.get", &abi.ConvArgs{Pid: pid, ConversationID: cid},
+	conv := func(path string, mode fs.FileMode, part string) *ns.Meta {
+		return own.at(path, mode).WithChanged(m.changedAt(pid, p.CreatedAt, part))
+	}
+	info := jsonView(m, conv(base+"/info", 0o400, "c/"+cid), "proc.conversation.get", &abi.ConvArgs{Pid: pid, ConversationID: cid},
 		func(r *abi.ConversationGetResult) *abi.Conversation { return r.Conversation })
-	policy := jsonView(m, own.at(base+"/policy", 0o400), "proc.conversation.policy.get", &abi.PolicyArgs{Pid: pid, ConversationID: cid},
+	policy := jsonView(m, conv(base+"/policy", 0o400, "c/"+cid+"/policy"), "proc.conversation.policy.get", &abi.PolicyArgs{Pid: pid, ConversationID: cid},
 		func(r *abi.PolicyResult) *abi.Policy { return r.Policy })
 	// history and transcript are proc's cached renderings (cache.go),
 	// brought up to date by proc.history.open at each open and then read
@@ -514,7 +520,7 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 		}}
 	}
 	history, transcript := rendering("history"), rendering("transcript")
-	return vfs.NewDir(own.at(base, fs.ModeDir|0o500),
+	return vfs.NewDir(own.at(base, fs.ModeDir|0o500).WithChanged(m.changedAt(pid, p.CreatedAt)),
 		vfs.DirEntry{Name: "in", Node: in},
 		vfs.DirEntry{Name: "ctl", Node: ctl},
 		vfs.DirEntry{Name: "err", Node: m.space.ErrView(base)},
@@ -531,15 +537,22 @@ func (m *Manager) segmentsDir(p *abi.Process, own owner, cid string) vfs.Dir {
 	pid := p.Pid
 	segDir := func(s abi.Segment) vfs.Dir {
 		sbase := base + "/" + s.ID
-		meta := jsonView(m, own.at(sbase+"/meta", 0o400), "proc.conversation.segment.read", &abi.SegmentReadArgs{Pid: pid, ConversationID: cid, SegmentID: s.ID, Limit: 1},
+		// A segment never changes: its files show its creation.
+		made := time.UnixMilli(s.CreatedAt)
+		at := func(path string, mode fs.FileMode) *ns.Meta {
+			return own.at(path, mode).WithChanged(func(context.Context, vfs.Cred) time.Time { return made })
+		}
+		meta := jsonView(m, at(sbase+"/meta", 0o400), "proc.conversation.segment.read", &abi.SegmentReadArgs{Pid: pid, ConversationID: cid, SegmentID: s.ID, Limit: 1},
 			func(r *abi.SegmentReadResult) *abi.Segment { return &r.Segment })
-		msgs := &vfs.Sequential{Meta: own.at(sbase+"/messages", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
+		msgs := &vfs.Sequential{Meta: at(sbase+"/messages", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
 			return m.segmentReader(ctx, ns.CallerOf(cred, ""), pid, cid, s.ID)
+		}, Size: func(ctx context.Context, cred vfs.Cred) (int64, error) {
+			return m.segmentSize(ctx, ns.CallerOf(cred, ""), s.ArchivePath)
 		}}
-		return vfs.NewDir(own.at(sbase, fs.ModeDir|0o500),
+		return vfs.NewDir(at(sbase, fs.ModeDir|0o500),
 			vfs.DirEntry{Name: "meta", Node: meta}, vfs.DirEntry{Name: "messages", Node: msgs})
 	}
-	return &vfs.FuncDir{Meta: own.at(base, fs.ModeDir|0o500),
+	return &vfs.FuncDir{Meta: own.at(base, fs.ModeDir|0o500).WithChanged(m.changedAt(pid, p.CreatedAt, "c/"+cid+"/segments")),
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
 			res, err := kernel.Invoke[*abi.SegmentsResult](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.segments", &abi.ConvArgs{Pid: pid, ConversationID: cid})
 			if err != nil {
@@ -553,11 +566,12 @@ func (m *Manager) segmentsDir(p *abi.Process, own owner, cid string) vfs.Dir {
 		}}
 }
 
-// convInput is a conversation's in file: a vfs.Input whose open and
-// writes fail (EBUSY) while the conversation is closed. The message is
-// delivered at close, whose errors shells ignore: refusing the open and
-// each write is what makes a writer see the failure, and no text is
-// taken that could not be delivered.
+// convInput is a conversation's in file: a vfs.Input whose open for
+// writing and writes fail (EBUSY) while the conversation is closed. The
+// message is delivered at close, whose errors shells ignore: refusing the
+// open and each write is what makes a writer see the failure, and no text
+// is taken that could not be delivered. An open for reading only (a tree
+// walker's) reads end of file, open conversation or not.
 type convInput struct {
 	*vfs.Input
 	check func(ctx context.Context, cred vfs.Cred) error
@@ -568,6 +582,9 @@ func (in *convInput) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Ha
 	h, err := in.Input.Open(ctx, cred, flags)
 	if err != nil {
 		return nil, err
+	}
+	if vfs.WantOf(flags)&vfs.WantWrite == 0 {
+		return h, nil
 	}
 	if err := in.check(ctx, cred); err != nil {
 		h.Close(ctx) // nothing was written: it delivers nothing

@@ -111,6 +111,21 @@ func (m *Manager) logCall(ctx context.Context, c *kernel.Caller, a *abi.SchedLog
 	} else if a.OwnerUid != nil && *a.OwnerUid != c.Uid {
 		return nil, abi.E(abi.Permission, "only root may read another uid's run history")
 	}
+	if a.Rotate < 0 || a.Rotate > 10000 {
+		return nil, abi.E(abi.Invalid, "rotate is 1 to 10000 runs")
+	}
+	if a.Rotate > 0 {
+		// One statement, so one snapshot: the runs whose rank among the
+		// caller's, oldest first, is past the last multiple of Rotate
+		// before the newest.
+		n := a.Rotate
+		runs, err := m.runs(ctx, `WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn, count(*) OVER () AS n FROM sched_runs `+
+			where+`) WHERE rn > ((n-1)/?)*?) ORDER BY id DESC`, append(args, n, n)...)
+		if err != nil {
+			return nil, err
+		}
+		return &abi.SchedLogResult{Runs: runs}, nil
+	}
 	limit := a.Limit
 	if limit <= 0 {
 		limit = 1000

@@ -143,6 +143,31 @@ type logLine struct {
 	DurationMs  int64   `json:"durationMs"`
 }
 
+// logRotate is how many runs /var/log/gsv/scheduler holds before it
+// rotates: it starts empty again, as a log that logrotate truncates.
+const logRotate = 1000
+
+// logView is /var/log/gsv/scheduler: the reader's runs since the log's
+// last rotation (sched.log with Rotate), oldest first. It only grows
+// between rotations, each run a line added at its end when it finishes,
+// so tail -f follows it (vfs.View.Grows); its mtime is the newest run's
+// end.
+func (m *Manager) logView() *vfs.View {
+	return &vfs.View{Meta: ns.RootMeta(logPath, 0o444), Grows: true,
+		RenderAt: func(ctx context.Context, cred vfs.Cred) ([]byte, time.Time, error) {
+			res, err := kernel.Invoke[*abi.SchedLogResult](ctx, m.k, ns.CallerOf(cred, ""), "sched.log", &abi.SchedLogArgs{Rotate: logRotate})
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			var mtime time.Time
+			if len(res.Runs) > 0 {
+				mtime = time.UnixMilli(res.Runs[0].FinishedAtMs)
+			}
+			b, err := renderLog(res)
+			return b, mtime, err
+		}}
+}
+
 // renderLog renders sched.log's runs (the latest, newest first) as a log
 // is read: oldest first, so that tail shows the latest runs.
 func renderLog(r *abi.SchedLogResult) ([]byte, error) {
@@ -266,8 +291,10 @@ func (d *cronDir) doc(t *tab) *crontabFile {
 		group = "users"
 	}
 	uid := t.uid
+	part := strconv.FormatUint(uint64(uid), 10)
 	meta := &ns.Meta{Path: cronDirPath + "/" + t.name, Uid: t.uid, Gid: t.gid, Mode: 0o600,
-		Owner: t.name, Group: group, HostUID: t.hostUID}
+		Owner: t.name, Group: group, HostUID: t.hostUID,
+		Changed: func(context.Context, vfs.Cred) time.Time { return d.m.changes.At(time.Time{}, part) }}
 	return &crontabFile{d.m, t.uid, &vfs.Document{Meta: meta, Max: maxCrontab,
 		Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
 			return d.render(ctx, d.caller(cred), uid)

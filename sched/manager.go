@@ -62,6 +62,11 @@ type Manager struct {
 	started   bool          // Start ran the loop
 	closeOnce sync.Once
 	wg        sync.WaitGroup // dispatchers and runs
+
+	// changes are when each user's crontab last changed (tabChanged):
+	// touched where a change is announced (sched.changed, and
+	// sched.run.finished, after which a one-shot shows #disabled).
+	changes *ns.Changes
 }
 
 var _ ns.Room = (*Manager)(nil)
@@ -86,7 +91,7 @@ func Open(space *ns.Space, opts Options) (*Manager, error) {
 	}
 	return &Manager{k: k, space: space, st: k.Store, log: opts.Logger, clock: opts.Clock, opts: opts,
 		next: map[string]int64{}, running: map[string]*runState{}, fair: newFairState(),
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}, nil
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}), changes: ns.NewChanges()}, nil
 }
 
 // Start reloads every enabled schedule (applying each one's misfire policy
@@ -140,7 +145,7 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 func (m *Manager) Mounts() []ns.Mount {
 	return []ns.Mount{
 		{Path: cronDirPath, Node: m.cronDir()},
-		{Path: logPath, Node: ns.ViewOf(m.space, logPath, 0o444, "sched.log", nil, renderLog)},
+		{Path: logPath, Node: m.logView()},
 	}
 }
 

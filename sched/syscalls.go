@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -455,8 +456,12 @@ func (m *Manager) isRunning(id string) bool {
 	return m.running[id] != nil
 }
 
+// touchTab notes that uid's crontab changed now (its mtime).
+func (m *Manager) touchTab(uid uint32) { m.changes.Touch(strconv.FormatUint(uint64(uid), 10)) }
+
 // changed tells uid that schedule id was added, updated or removed
 // (sched.changed).
 func (m *Manager) changed(uid uint32, id, what string) {
+	m.touchTab(uid)
 	m.k.Signal("sched.changed", map[string]any{"scheduleId": id, "change": what}, kernel.Audience{Uids: []uint32{uid}})
 }

@@ -39,12 +39,14 @@ type Backed struct {
 
 var _ File = (*Backed)(nil)
 
-// Attr implements Node: the Meta's attributes, with the size of the file
-// an open by cred would get now. A cred that may not read the file, or a
-// file that cannot be had, reports the Meta's size.
+// Attr implements Node: the Meta's attributes, with the size and mtime of
+// the file an open by cred would get now (its owner sets the file's mtime
+// to when the content last changed). A cred that may not read the file, a
+// file that cannot be had, or a context made by WithoutContent reports the
+// Meta's.
 func (b *Backed) Attr(ctx context.Context, cred Cred) (Attr, error) {
 	a, err := b.Meta.Attr(ctx, cred)
-	if err != nil || b.Meta.Access(ctx, cred, WantRead) != nil {
+	if err != nil || !ContentWanted(ctx) || b.Meta.Access(ctx, cred, WantRead) != nil {
 		return a, err
 	}
 	f, err := b.OpenFile(ctx, cred)
@@ -53,7 +55,7 @@ func (b *Backed) Attr(ctx context.Context, cred Cred) (Attr, error) {
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil {
-		a.Size = fi.Size()
+		a.Size, a.Mtime = fi.Size(), fi.ModTime()
 	}
 	return a, nil
 }

@@ -33,6 +33,19 @@ type Document struct {
 
 var _ File = (*Document)(nil)
 
+// Attr implements Node: the Meta's attributes, with the size of the
+// rendering an open by cred would read now (see View.Attr).
+func (d *Document) Attr(ctx context.Context, cred Cred) (Attr, error) {
+	a, err := d.Meta.Attr(ctx, cred)
+	if err != nil || !ContentWanted(ctx) || d.Meta.Access(ctx, cred, WantRead) != nil {
+		return a, err
+	}
+	if b, err := d.Render(ctx, cred); err == nil {
+		a.Size = int64(len(b))
+	}
+	return a, nil
+}
+
 // ErrDocumentTooLarge is returned by a write that would make a Document
 // larger than its Max.
 var ErrDocumentTooLarge = Errorf(27 /* EFBIG */, "document too large")
@@ -75,7 +88,18 @@ type docHandle struct {
 var (
 	_ Flusher   = (*docHandle)(nil)
 	_ Truncater = (*docHandle)(nil)
+	_ Sizer     = (*docHandle)(nil)
 )
+
+// Size implements Sizer: the handle's copy, for a stat that names it.
+func (h *docHandle) Size(own bool) int64 {
+	if !own {
+		return -1
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return int64(len(h.buf))
+}
 
 func (h *docHandle) max() int {
 	if h.d.Max > 0 {

@@ -5,10 +5,13 @@ import (
 	"sync"
 )
 
-// Input is a write-only file whose handle collects everything written
-// between open and close and delivers it as one unit (one user message)
-// when the file is closed. Empty input delivers nothing. Deliver's error is
-// the error of close(2) (FUSE flush) or of the 9P clunk.
+// Input is a file whose handle collects everything written between open
+// and close and delivers it as one unit (one user message) when the file
+// is closed. Empty input delivers nothing. Deliver's error is the error of
+// close(2) (FUSE flush) or of the 9P clunk. Reading it gives end of file
+// at once (a tree walker that opens every file, such as tar, rsync, cp -r
+// or grep -r, copies it as an empty file): an open for reading needs read
+// permission, one for writing write permission, as for any file.
 type Input struct {
 	Meta
 	Deliver func(ctx context.Context, cred Cred, data []byte) error
@@ -18,12 +21,9 @@ type Input struct {
 
 var _ File = (*Input)(nil)
 
-// Open implements File. Input files cannot be read.
+// Open implements File.
 func (in *Input) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {
-	if WantOf(flags)&WantRead != 0 {
-		return nil, ErrWriteOnly
-	}
-	if err := in.Access(ctx, cred, WantWrite); err != nil {
+	if err := in.Access(ctx, cred, WantOf(flags)); err != nil {
 		return nil, err
 	}
 	return &inputHandle{in: in, cred: cred}, nil
@@ -42,8 +42,9 @@ var (
 	_ Truncater = (*inputHandle)(nil)
 )
 
+// Read is end of file: an input holds nothing to read.
 func (h *inputHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	return 0, ErrWriteOnly
+	return 0, nil
 }
 
 // Write collects p. Offsets are ignored: the input is what was written, in

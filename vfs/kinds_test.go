@@ -431,9 +431,16 @@ func TestInputOneMessagePerOpen(t *testing.T) {
 		got = append(got, string(data))
 		return nil
 	}}
-	if _, err := in.Open(context.Background(), nil, os.O_RDWR); err == nil {
-		t.Fatal("input opened for reading")
+	// A reader (a tree walker) reads end of file and delivers nothing.
+	r, err := in.Open(context.Background(), nil, os.O_RDONLY)
+	if err != nil {
+		t.Fatalf("input opened for reading: %v", err)
 	}
+	if n, err := r.Read(context.Background(), make([]byte, 8), 0); n != 0 || err != nil {
+		t.Fatalf("read of an input: %d, %v; want end of file", n, err)
+	}
+	r.(Flusher).Flush(context.Background())
+	r.Close(context.Background())
 	h, _ := in.Open(context.Background(), nil, os.O_WRONLY)
 	f := h.(Flusher)
 	f.Flush(context.Background()) // the shell's early close of a dup: nothing to deliver

@@ -19,12 +19,33 @@ type Reader interface {
 // and reads at increasing offsets are served from it without holding the
 // whole rendering. A read at an earlier offset starts a fresh Reader and
 // skips forward.
+//
+// Its size is what Size says (the length of the whole rendering, found
+// without rendering it: an archive's recorded length), or the Meta's when
+// Size is nil (a rendering that waits, such as an exec's receipt, has
+// none).
 type Sequential struct {
 	Meta
 	Open_ func(ctx context.Context, cred Cred) (Reader, error)
+	// Size, if set, returns the length of what an open by cred would read
+	// now. It must be cheap and free, as a stat's work is.
+	Size func(ctx context.Context, cred Cred) (int64, error)
 }
 
 var _ File = (*Sequential)(nil)
+
+// Attr implements Node: the Meta's attributes, with Size's size for a
+// cred that may read the file.
+func (s *Sequential) Attr(ctx context.Context, cred Cred) (Attr, error) {
+	a, err := s.Meta.Attr(ctx, cred)
+	if err != nil || s.Size == nil || !ContentWanted(ctx) || s.Meta.Access(ctx, cred, WantRead) != nil {
+		return a, err
+	}
+	if n, err := s.Size(ctx, cred); err == nil && n >= 0 {
+		a.Size = n
+	}
+	return a, nil
+}
 
 // Open implements File.
 func (s *Sequential) Open(ctx context.Context, cred Cred, flags int) (Handle, error) {

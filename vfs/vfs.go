@@ -62,9 +62,10 @@ type Lease interface {
 
 // Attr describes a node. Ino is stable for the life of the node's identity
 // and doubles as the 9P qid path. Mode carries the type bits (fs.ModeDir) and
-// the permission bits. Synthetic files report size 0, except those whose
-// size follows what a reader can read next (a Backed file's file; a
-// stream handle's own size, see Sizer).
+// the permission bits. A synthetic file reports the size of what an open
+// would read now (a View's rendering, a Backed file's file), a stream its
+// handle's own size (see Sizer), a ctl file 0. Mtime is when the content
+// last changed, as far as the tree knows.
 type Attr struct {
 	Ino   uint64
 	Mode  fs.FileMode
@@ -181,7 +182,9 @@ type Handle interface {
 // says the request named this very handle (the FUSE kernel names it when a
 // reader seeks to the end of the file, as tail does to find where the file
 // ends); otherwise the transport picked one of the file's open handles to
-// answer a stat of the file.
+// answer a stat of the file. A negative size says the handle has no size
+// of its own for this stat: the file's Attr answers (a view's snapshot is
+// its own only for a stat that names it).
 type Sizer interface {
 	Size(own bool) int64
 }

@@ -49,8 +49,9 @@ func TestView(t *testing.T) {
 	if got := vfstest.Must(t, mnt, `cat "$M/view"`); got != "hello\n" {
 		t.Errorf("cat view = %q", got)
 	}
-	// Synthetic files report size 0 and keep the tree's inode number.
-	want := fmt.Sprintf("0 %d 444 regular empty file", vfs.PathIno("/view"))
+	// A view reports the size of its rendering and keeps the tree's inode
+	// number.
+	want := fmt.Sprintf("6 %d 444 regular file", vfs.PathIno("/view"))
 	if got := strings.TrimSpace(vfstest.Must(t, mnt, `stat -c '%s %i %a %F' "$M/view"`)); got != want {
 		t.Errorf("stat view = %q, want %q", got, want)
 	}

@@ -127,7 +127,8 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 
 // Readdir implements fs.NodeReaddirer with vfs.Dir.ReadDir. A child's type
 // and inode come from the attributes its entry carries, else from its
-// Attr; children whose Attr fails are left out.
+// Attr, asked without content (vfs.WithoutContent: a view need not be
+// rendered for its type); children whose Attr fails are left out.
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	cred, d, e := n.credDir(ctx)
 	if e != 0 {
@@ -146,8 +147,9 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: n.StableAttr().Ino},
 		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: parent.StableAttr().Ino},
 	)
+	actx := vfs.WithoutContent(ctx)
 	for _, ent := range ents {
-		a, err := vfs.EntryAttr(ctx, ent, cred)
+		a, err := vfs.EntryAttr(actx, ent, cred)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, syscall.EINTR
@@ -161,8 +163,9 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 }
 
 // Getattr implements fs.NodeGetattrer with vfs.Node.Attr. A stat through
-// an open handle that is a vfs.Sizer reports that handle's size (f is the
-// handle the kernel named, or one go-fuse picked among the node's opens).
+// an open handle that is a vfs.Sizer reports that handle's size, unless
+// the handle says it has none for this stat (f is the handle the kernel
+// named, or one go-fuse picked among the node's opens).
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	cred, e := n.srv.cred(ctx)
 	if e != 0 {
@@ -174,7 +177,9 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	}
 	if h, ok := f.(*handle); ok {
 		if sz, ok := h.h.(vfs.Sizer); ok {
-			a.Size = sz.Size(flagged(ctx, &n.srv.ownAttr))
+			if s := sz.Size(flagged(ctx, &n.srv.ownAttr)); s >= 0 {
+				a.Size = s
+			}
 		}
 	}
 	n.noteAttr(a)

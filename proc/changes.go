@@ -1,0 +1,120 @@
+package proc
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/vfs"
+)
+
+// The mtimes of /proc: when each part of a process last changed, as the
+// signals proc publishes say (every signal of a process goes out through
+// Manager.signal, which notes it here), kept in the manager's ns.Changes.
+// The parts:
+//
+//	/proc, /proc@<uid>        the listing root sees, a user's listing
+//	<pid>/status, /run, /hil, /ipc, /conversations
+//	<pid>/c/<cid>             a conversation's info
+//	<pid>/c/<cid>/policy, /segments
+//	<pid>/*                   every part of pid
+//
+// A signal this table does not know touches every part of its process: a
+// new kind of change can make a file look newer than it is, never older.
+// history and transcript are real files whose mtime proc sets to the
+// conversation's updated_at (cache.go); a process's directories, whose
+// entries are fixed, show its creation.
+
+// noteChange touches the parts of /proc that the signal name (payload pl)
+// of a process of uid changes.
+func (m *Manager) noteChange(uid uint32, name string, pl map[string]any) {
+	pid, _ := pl["pid"].(string)
+	if pid == "" {
+		return
+	}
+	cid, _ := pl["conversationId"].(string)
+	part := func(p string) string { return pid + "/" + p }
+	conv := func(cid string) string {
+		if cid == "" {
+			return part("*")
+		}
+		return part("c/" + cid)
+	}
+	var parts []string
+	switch name {
+	case "proc.run.stream", "chat.delta", "chat.complete":
+		// Text on its way: nothing stored has changed.
+	case "proc.run.output":
+		// A model call's answer landed, and its usage counted.
+		parts = []string{part("run"), conv(cid)}
+	case "proc.run.tool.started", "proc.run.tool.finished":
+		parts = []string{conv(cid)}
+	case "proc.run.started", "proc.run.finished":
+		parts = []string{part("status"), part("run"), part("hil"), conv(cid)}
+	case "proc.run.checkpoint", "proc.run.resumed", "proc.run.directive":
+		parts = []string{part("status"), part("run")}
+	case "proc.run.hil.requested":
+		parts = []string{part("status"), part("run"), part("hil")}
+	case "proc.changed":
+		switch pl["change"] {
+		case "queue":
+			parts = []string{part("status"), conv(cid)}
+		case "hil":
+			parts = []string{part("status"), part("run"), part("hil")}
+		case "spawn":
+			parts = []string{"/proc", "/proc@" + strconv.FormatUint(uint64(uid), 10)}
+		case "conversation.open":
+			parts = []string{part("conversations"), conv(cid)}
+		case "conversation.close":
+			parts = []string{conv(cid)}
+		case "policy":
+			parts = []string{conv(cid) + "/policy"}
+		default:
+			parts = []string{part("*")}
+		}
+	case "process.lifecycle":
+		switch pl["event"] {
+		case "process.checkpointed":
+			// Files written to the data tree, nothing of /proc.
+		case "conversation.forked":
+			target, _ := pl["targetConversationId"].(string)
+			parts = []string{part("conversations"), conv(target)}
+		case "conversation.compacted", "conversation.reset":
+			parts = []string{conv(cid), conv(cid) + "/segments"}
+		default:
+			parts = []string{part("*")}
+		}
+	default:
+		parts = []string{part("*")}
+	}
+	if len(parts) > 0 {
+		m.changes.Touch(parts...)
+	}
+}
+
+// changedAt returns the mtime source of a node of process pid (created at
+// createdMs) that shows the given parts of it (and changes with every
+// part of pid).
+func (m *Manager) changedAt(pid string, createdMs int64, parts ...string) func(context.Context, vfs.Cred) time.Time {
+	keys := make([]string, 0, len(parts)+1)
+	for _, p := range parts {
+		keys = append(keys, pid+"/"+p)
+	}
+	keys = append(keys, pid+"/*")
+	created := time.UnixMilli(createdMs)
+	return func(context.Context, vfs.Cred) time.Time { return m.changes.At(created, keys...) }
+}
+
+// listingChanged is the mtime of /proc as cred sees it: root's listing
+// changes with every user's spawn, a user's with their own.
+func (m *Manager) listingChanged(ctx context.Context, cred vfs.Cred) time.Time {
+	id, _ := cred.(*kernel.Identity)
+	if id == nil {
+		return m.changes.At(time.Time{}, "/proc")
+	}
+	if id.IsRoot() {
+		return m.changes.At(time.Time{}, "/proc")
+	}
+	return m.changes.At(time.Time{}, "/proc@"+strconv.FormatUint(uint64(id.Uid), 10))
+}

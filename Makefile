@@ -17,11 +17,11 @@ install: build
 	install -m 0755 bin/gsv bin/gsvfs bin/gsvfs-codemode $(DESTDIR)$(PREFIX)/bin/
 
 # run: mount the namespace on $(MOUNT) with an embedded default state
-# (~/.local/share/gsv or $$GSV_STATE). Ctrl-C unmounts. ARGS are more
-# flags of gsvfs mount: make run ARGS='--listen tcp!127.0.0.1!5640'.
+# (~/.local/share/gsv or $$GSV_STATE). Ctrl-C unmounts. gsvfs makes the
+# mount point, and first detaches a stale mount a killed daemon left there.
+# ARGS are more flags of gsvfs mount: make run ARGS='--listen tcp!127.0.0.1!5640'.
 ARGS     ?=
 run: deps build
-	@mkdir -p $(MOUNT)
 	./bin/gsvfs mount $(MOUNT) $(ARGS)
 
 # deps: what the mount and the tests need from the system. As root the

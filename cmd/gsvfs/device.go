@@ -74,6 +74,7 @@ func deviceCmd() *cobra.Command {
 				}
 				o.root = home
 			}
+			ignoreSIGPIPE()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runDevice(ctx, o)

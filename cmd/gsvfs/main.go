@@ -157,9 +157,17 @@ func newLogger(level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
+// ignoreSIGPIPE makes a write to a closed pipe an error (EPIPE) instead of
+// the end of the process: a daemon whose log goes to a pipe (make run 2>&1
+// | tee log) whose reader Ctrl-C ended must still unmount and close its
+// state. The log's lost lines are lost; nothing else is.
+func ignoreSIGPIPE() { signal.Ignore(syscall.SIGPIPE) }
+
 // run starts the kernel, the 9P listeners and, if mountDir is not "", the
-// FUSE mount, and serves until SIGINT or SIGTERM.
+// FUSE mount, and serves until SIGINT or SIGTERM. At SIGINT or SIGTERM it
+// unmounts first, then logs and closes.
 func run(ctx context.Context, o options, mountDir string) error {
+	ignoreSIGPIPE()
 	start := time.Now()
 	log, err := newLogger(o.logLevel)
 	if err != nil {
@@ -255,7 +263,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 
 	var fsrv *fusefs.Server
 	if mountDir != "" {
-		fsrv, err = fusefs.Mount(mountDir, space.Root(), space, fusefs.Options{Logger: log, Debug: o.debug, FsName: "gsv"})
+		fsrv, err = fusefs.Mount(mountDir, space.Root(), space, fusefs.Options{Logger: log, Debug: o.debug, FsName: "gsv", MakeDir: true})
 		if err != nil {
 			return fmt.Errorf("mount %s: %w", mountDir, err)
 		}
@@ -271,12 +279,12 @@ func run(ctx context.Context, o options, mountDir string) error {
 			log.Warn("the mount went away", "mount", mountDir)
 			return nil
 		}
-		log.Info("unmounting", "mount", mountDir)
 		dev.EndCommands() // a command running inside a write would hold the mount
 		if err := fsrv.Unmount(); err != nil {
 			log.Error("unmount", "err", err)
 			return err
 		}
+		log.Info("unmounted", "mount", mountDir)
 		return nil
 	}
 	<-ctx.Done()

@@ -57,6 +57,7 @@ func mountRemote(ctx context.Context, o options, ro remoteOptions, dir string) e
 	if tok != "" {
 		secret = []byte(tok)
 	}
+	ignoreSIGPIPE()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -73,7 +74,7 @@ func mountRemote(ctx context.Context, o options, ro remoteOptions, dir string) e
 	if _, err := root.Attr(ctx, nil); err != nil {
 		return fmt.Errorf("%s: %w", ro.kernel, err)
 	}
-	fsrv, err := fusefs.Mount(dir, root, ownerOnly(os.Getuid()), fusefs.Options{Logger: log, Debug: o.debug, FsName: "gsv-remote"})
+	fsrv, err := fusefs.Mount(dir, root, ownerOnly(os.Getuid()), fusefs.Options{Logger: log, Debug: o.debug, FsName: "gsv-remote", MakeDir: true})
 	if err != nil {
 		return fmt.Errorf("mount %s: %w", dir, err)
 	}
@@ -103,11 +104,11 @@ wait:
 			}
 		}
 	}
-	log.Info("unmounting", "mount", dir)
 	if err := fsrv.Unmount(); err != nil {
 		log.Error("unmount", "err", err)
 		return err
 	}
+	log.Info("unmounted", "mount", dir)
 	return lost
 }
 

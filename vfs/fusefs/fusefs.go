@@ -76,6 +76,9 @@ type Options struct {
 	// FsName is the mount's source, the first column of /proc/mounts and
 	// df. Empty means "gsvfs".
 	FsName string
+	// MakeDir makes the mount point (and its parents, 0755) if it does
+	// not exist, once a stale mount there is detached.
+	MakeDir bool
 }
 
 // Server is one mounted tree. Its methods are safe for concurrent use.
@@ -126,8 +129,9 @@ type credEntry struct {
 // When running as root the mount is made with mount(2) directly
 // (fuse.MountOptions.DirectMountStrict); otherwise through fusermount3. If
 // dir is a stale mount left by a daemon that died without unmounting (stat
-// fails with ENOTCONN), it is detached lazily first. Mount returns once the
-// kernel has answered the FUSE handshake, so the mount is usable at once.
+// fails with ENOTCONN), it is detached lazily first; then, with
+// Options.MakeDir, a missing dir is made. Mount returns once the kernel has
+// answered the FUSE handshake, so the mount is usable at once.
 func Mount(dir string, root vfs.Dir, auth vfs.Authenticator, opts Options) (*Server, error) {
 	if root == nil || auth == nil {
 		return nil, errors.New("fusefs: Mount needs a root and an authenticator")
@@ -150,6 +154,13 @@ func Mount(dir string, root vfs.Dir, auth vfs.Authenticator, opts Options) (*Ser
 	}
 	if err := detachStale(abs, log); err != nil {
 		return nil, err
+	}
+	if opts.MakeDir {
+		if _, err := os.Stat(abs); errors.Is(err, iofs.ErrNotExist) {
+			if err := os.MkdirAll(abs, 0o755); err != nil {
+				return nil, fmt.Errorf("fusefs: mount point %s: %w", abs, err)
+			}
+		}
 	}
 
 	asRoot := os.Geteuid() == 0

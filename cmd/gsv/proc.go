@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -130,10 +131,12 @@ func (c *cli) sendCmd() *cobra.Command {
 	var pid, conv, mode string
 	var wait bool
 	cmd := &cobra.Command{
-		Use:   "send [--pid P] [--conv C] [--mode queue|steer|interrupt] TEXT...",
+		Use:   "send [PID | --pid P] [--conv C] [--mode queue|steer|interrupt] TEXT...",
 		Short: "Send a message to a process (proc.send); TEXT - reads it from stdin",
 		Long: "Send TEXT (the words joined by spaces) to conversation C (default: default) of process P\n" +
-			"(default: your init). With TEXT \"-\" the message is read from stdin. It prints the run id and\n" +
+			"(default: your init). A first word that is a pid (init:1000, 3fa2b1c0-9d1e) is P, as for gsv\n" +
+			"chat and gsv run: gsv send PID TEXT...; with --pid every word is TEXT.\n" +
+			"With TEXT \"-\" the message is read from stdin. It prints the run id and\n" +
 			"whether it started or was queued; with --wait it prints the answer as it streams and returns\n" +
 			"when the run has finished (or waits for a human: see gsv hil).\n" +
 			"--mode says what the message does when a run is under way: queue (the default) waits for it;\n" +
@@ -144,6 +147,12 @@ func (c *cli) sendCmd() *cobra.Command {
 			if cmd.Flags().Changed("mode") {
 				if err := checkMode(mode); err != nil {
 					return err
+				}
+			}
+			if !cmd.Flags().Changed("pid") && isPid(args[0]) {
+				pid, args = args[0], args[1:]
+				if len(args) == 0 {
+					return fmt.Errorf("gsv send %s: no text to send (gsv send PID TEXT..., or TEXT - to read it from stdin)", pid)
 				}
 			}
 			words, err := readText(cmd, args)
@@ -197,6 +206,14 @@ func (c *cli) sendCmd() *cobra.Command {
 	cmd.Flags().StringVar(&mode, "mode", "", "with a run under way: queue (default), steer or interrupt")
 	return cmd
 }
+
+// pidShape matches the pids proc makes: init:<uid>, and 8 and 4 hex digits.
+var pidShape = regexp.MustCompile(`^(init:[0-9]+|[0-9a-f]{8}-[0-9a-f]{4})$`)
+
+// isPid reports whether word has the shape of a pid (whether or not such
+// a process exists: a send to one that does not is refused with 404,
+// never sent elsewhere).
+func isPid(word string) bool { return pidShape.MatchString(word) }
 
 // resolvePid returns pid, or the caller's init pid when pid is empty,
 // checking that the process exists and is the caller's.

@@ -39,7 +39,8 @@ var gsvPath = regexp.MustCompile(`(^|[^\w/.-])/gsv/`)
 
 // TestREADMEExample runs the README's example block with bash -e, as a
 // user would paste it, against a fresh mount (the block's /gsv is the
-// test's mount point, its $PWD/bin the built binaries).
+// test's mount point, its $PWD/bin the built binaries), with USER unset
+// as in a container or after sudo -i: the example names its user itself.
 func TestREADMEExample(t *testing.T) {
 	requireFUSE(t)
 	d := startDaemon(t, newBase(t), daemonOpts{mount: true})
@@ -48,7 +49,7 @@ func TestREADMEExample(t *testing.T) {
 	if err := os.Symlink(binDir, filepath.Join(d.work, "bin")); err != nil {
 		t.Fatal(err)
 	}
-	r := runCmd(d.work, []string{"GSV_ADDR=unix!" + d.sock, "USER=root", raceEnv}, strings.NewReader(script), "bash", "-e", "-x")
+	r := runCmd(d.work, []string{"GSV_ADDR=unix!" + d.sock, raceEnv}, strings.NewReader(script), "bash", "-e", "-u", "-x")
 	if r.err != nil {
 		t.Fatalf("the README example failed: %v\n%s", r.err, r)
 	}

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/knusbaum/go9p/proto"
 
@@ -487,22 +486,13 @@ func hangup(err error) bool {
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
-// errorFcall returns an Rerror carrying err's text, cut to fit msize.
+// errorFcall returns an Rerror carrying err's text (errorText: with the
+// errno the client reads back), cut to fit msize.
 func errorFcall(tag uint16, err error, msize uint32) *proto.RError {
-	text := err.Error()
-	if text == "" {
-		text = "unknown error"
-	}
 	if msize == 0 {
 		msize = MinMsize
 	}
-	if limit := int(msize) - rerrorHdr; len(text) > limit {
-		text = text[:limit]
-		for len(text) > 0 && !utf8.ValidString(text) {
-			text = text[:len(text)-1]
-		}
-	}
-	return &proto.RError{Header: proto.Header{Type: proto.Rerror, Tag: tag}, Ename: text}
+	return &proto.RError{Header: proto.Header{Type: proto.Rerror, Tag: tag}, Ename: errorText(err, int(msize)-rerrorHdr)}
 }
 
 // version handles Tversion: abort the session, then negotiate a new one.

@@ -4,6 +4,7 @@ package ninep
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -59,6 +60,12 @@ type RemoteOptions struct {
 	// RemoteDir refuses (see RemoteDir): a device's names are one line of
 	// text.
 	OneLineNames bool
+	// Statfs, if not "", is the path of a file of the tree whose content
+	// is the figures df shows (a vfs.StatFS as JSON: the namespace's
+	// /sys/statfs): every directory of the tree is a vfs.Statfser that
+	// reads it, as the caller. 9P2000 has no statfs of its own; without
+	// the file a tree shows no space.
+	Statfs string
 }
 
 // MaxNameLen is the longest name a RemoteDir takes from a server or
@@ -501,11 +508,17 @@ var remoteErrnos = []struct {
 	{"bad ", syscall.EINVAL},
 }
 
-// RemoteErrno guesses the errno of a 9P Rerror text (9P2000 carries none):
-// "file does not exist" and "no such file" are ENOENT, "permission
-// denied" EACCES, "file exists" EEXIST, "unknown verb" EINVAL, and so on;
-// a text it does not know is EIO.
+// RemoteErrno reads the errno of a 9P Rerror text (9P2000 carries none):
+// a text that ends with an errno's strerror (": invalid argument", which
+// our server adds to every error that has an errno, see errorText) is
+// that errno; else it is guessed from the words: "file does not exist"
+// and "no such file" are ENOENT, "permission denied" EACCES, "file
+// exists" EEXIST, "unknown verb" EINVAL, and so on; a text it does not
+// know is EIO.
 func RemoteErrno(text string) syscall.Errno {
+	if e, ok := errnoOfEnd(text); ok {
+		return e
+	}
 	t := strings.ToLower(text)
 	for _, e := range remoteErrnos {
 		if strings.Contains(t, e.text) {
@@ -683,6 +696,58 @@ func (r *remote) node(p string, a vfs.Attr) vfs.Node {
 
 // remoteDir is a directory of the server.
 type remoteDir struct{ remoteNode }
+
+var _ vfs.Statfser = (*remoteDir)(nil)
+
+// maxStatfsFile bounds the statfs file a remote tree reads.
+const maxStatfsFile = 4096
+
+// Statfs implements vfs.Statfser: the figures of the file RemoteOptions
+// names (Statfs), walked from the tree's root and read as cred; no space
+// (and 255-byte names) when it names none.
+func (d *remoteDir) Statfs(ctx context.Context, cred vfs.Cred) (vfs.StatFS, error) {
+	none := vfs.StatFS{Bsize: 4096, Frsize: 4096, NameLen: MaxNameLen}
+	if d.r.opts.Statfs == "" {
+		return none, nil
+	}
+	var n vfs.Node = &remoteDir{remoteNode{r: d.r}}
+	for _, name := range strings.Split(strings.Trim(d.r.opts.Statfs, "/"), "/") {
+		dir, ok := n.(vfs.Dir)
+		if !ok {
+			return none, vfs.ErrNotDir
+		}
+		var err error
+		if n, err = dir.Lookup(ctx, cred, name); err != nil {
+			return none, err
+		}
+	}
+	f, ok := n.(vfs.File)
+	if !ok {
+		return none, vfs.ErrIsDir
+	}
+	h, err := f.Open(ctx, cred, os.O_RDONLY)
+	if err != nil {
+		return none, err
+	}
+	defer h.Close(context.WithoutCancel(ctx))
+	buf := make([]byte, maxStatfsFile)
+	var got int
+	for got < len(buf) {
+		k, err := h.Read(ctx, buf[got:], int64(got))
+		if err != nil {
+			return none, err
+		}
+		if k == 0 {
+			break
+		}
+		got += k
+	}
+	var st vfs.StatFS
+	if err := json.Unmarshal(buf[:got], &st); err != nil {
+		return none, vfs.Errorf(syscall.EIO, fmt.Sprintf("%s: not the figures of statfs: %v", d.r.opts.Statfs, err))
+	}
+	return st, nil
+}
 
 // SetAttr implements vfs.Setter with a Twstat, then a Tstat.
 func (d *remoteDir) SetAttr(ctx context.Context, cred vfs.Cred, s vfs.SetAttr) (vfs.Attr, error) {

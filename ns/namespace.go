@@ -242,6 +242,17 @@ func (s *Space) buildNamespace() *vfs.StaticDir {
 				return kernel.Invoke[vfs.Subscription](ctx, s.k, CallerOf(cred, ""), "sys.events", nil)
 			}}},
 		vfs.DirEntry{Name: "config", Node: s.configDir("")},
+		// statfs is what df shows of the namespace (fs.statfs), as JSON:
+		// a remote mount reads it to answer df, which 9P2000 cannot ask.
+		vfs.DirEntry{Name: "statfs", Node: &vfs.View{Meta: RootMeta("/sys/statfs", 0o444),
+			Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
+				st, err := kernel.Invoke[vfs.StatFS](ctx, s.k, CallerOf(cred, ""), "fs.statfs", nil)
+				if err != nil {
+					return nil, err
+				}
+				b, err := json.Marshal(st)
+				return append(b, '\n'), err
+			}}},
 	)
 	return vfs.NewDir(dir("/"),
 		vfs.DirEntry{Name: "dev", Node: devDir()},

@@ -204,12 +204,19 @@ func Nonblocking(ctx context.Context) bool {
 
 type nonblockingKey struct{}
 
-// StatFS is what df(1) shows of a tree: the figures of statfs(2).
+// StatFS is what df(1) shows of a tree: the figures of statfs(2). As JSON
+// (its tags) it is the content of a tree's statfs file, which a remote
+// mount reads to answer df (ninep.RemoteOptions.Statfs).
 type StatFS struct {
-	Blocks, Bfree, Bavail uint64 // in units of Frsize
-	Files, Ffree          uint64
-	Bsize, Frsize         uint32
-	NameLen               uint32
+	Blocks uint64 `json:"blocks"` // in units of Frsize
+	Bfree  uint64 `json:"bfree"`
+	Bavail uint64 `json:"bavail"`
+	Files  uint64 `json:"files"`
+	Ffree  uint64 `json:"ffree"`
+	Bsize  uint32 `json:"bsize"`
+	Frsize uint32 `json:"frsize"`
+	// NameLen is the longest name.
+	NameLen uint32 `json:"namelen"`
 }
 
 // Statfser is a Dir, the root of a tree, that reports the space of the

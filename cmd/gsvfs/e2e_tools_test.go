@@ -10,7 +10,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -294,5 +296,52 @@ func TestE2ETailSchedulerLog(t *testing.T) {
 	}
 	if s := stderr.String(); s != "" {
 		t.Fatalf("tail -f: %s", s)
+	}
+}
+
+// TestE2ERemoteErrnosAndDf: through a remote mount (gsvfs mount --kernel)
+// a failure has the errno it has on the kernel's own mount (a bad ctl
+// line is EINVAL, not EIO), and df shows the kernel's figures, not zeros.
+func TestE2ERemoteErrnosAndDf(t *testing.T) {
+	k := startDaemon(t, newBase(t), daemonOpts{mount: true})
+	r := startRemoteMount(t, k, "unix!"+k.sock)
+	k.mustSh(t, `echo 'open other' > "$1/proc/init:0/conversations/ctl" && echo 'close other' > "$1/proc/init:0/conversations/ctl"`, k.mnt)
+	for _, c := range []struct {
+		name, script string
+		errno        syscall.Errno
+	}{
+		{"a notify level", `echo 'create title=x level=zzz' > "$1/var/notify/ctl"`, syscall.EINVAL},
+		{"an unknown verb", `echo 'bogus' > "$1/var/notify/ctl"`, syscall.EINVAL},
+		{"a ctl usage", `echo 'abort now' > "$1/proc/init:0/ctl"`, syscall.EINVAL},
+		{"a config usage", `echo 'unset' > "$1/sys/config/ctl"`, syscall.EINVAL},
+		{"a closed conversation", `echo hi > "$1/proc/init:0/conversations/other/in"`, syscall.EBUSY},
+		{"a missing file", `cat "$1/proc/init:0/nosuch"`, syscall.ENOENT},
+		{"a view", `echo x > "$1/etc/passwd"`, syscall.EACCES},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, m := range []*daemon{k, r} {
+				res := runCmd(m.work, nil, nil, "bash", "-c", c.script, "bash", m.mnt)
+				if res.code == 0 || errnoOf(res.stderr) != c.errno {
+					t.Errorf("on %s: %v; want %v", m.mnt, res, c.errno)
+				}
+			}
+		})
+	}
+
+	df := func(p string) (size, avail int64) {
+		t.Helper()
+		res := k.sh(`df -B1 --output=size,avail "$1" | tail -1`, p)
+		f := strings.Fields(res.stdout)
+		if res.code != 0 || len(f) != 2 {
+			t.Fatalf("df %s: %v", p, res)
+		}
+		size, _ = strconv.ParseInt(f[0], 10, 64)
+		avail, _ = strconv.ParseInt(f[1], 10, 64)
+		return size, avail
+	}
+	ks, ka := df(k.mnt)
+	rs, ra := df(r.mnt)
+	if rs == 0 || rs != ks || ra-ka > 64<<20 || ka-ra > 64<<20 {
+		t.Fatalf("df of the remote mount: size %d avail %d; of the kernel's: size %d avail %d", rs, ra, ks, ka)
 	}
 }

@@ -70,7 +70,8 @@ func mountRemote(ctx context.Context, o options, ro remoteOptions, dir string) e
 		return fmt.Errorf("attach to %s: %w", ro.kernel, err)
 	}
 	defer fsys.Close()
-	root := ninep.RemoteDir(fsys, "/", ninep.RemoteOptions{})
+	// df asks the kernel's /sys/statfs: 9P2000 has no statfs.
+	root := ninep.RemoteDir(fsys, "/", ninep.RemoteOptions{Statfs: "/sys/statfs"})
 	if _, err := root.Attr(ctx, nil); err != nil {
 		return fmt.Errorf("%s: %w", ro.kernel, err)
 	}

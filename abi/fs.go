@@ -12,17 +12,21 @@ import (
 // to make the call, and malformed args).
 
 // FSReadArgs are the args of fs.read: a file's lines from Offset (0-based),
-// at most Limit of them (0: all), or a directory's listing.
+// at most Limit of them (0: all), or a directory's listing. Raw (ours)
+// asks for the lines as they are, unnumbered: CodeMode's fs.read gives a
+// block the file's bytes (the model's Read tool keeps the numbered form).
 type FSReadArgs struct {
 	Target string `json:"target,omitempty"`
 	Path   string `json:"path"`
 	Offset int    `json:"offset,omitempty"`
 	Limit  int    `json:"limit,omitempty"`
+	Raw    bool   `json:"raw,omitempty"`
 }
 
 // FSReadResult is fs.read's result. For a file (Dir false): Content holds
-// the lines asked for, each numbered ("%6d\t"), Lines the file's line
-// count and Size its bytes. For a directory (Dir true): the names of its
+// the lines asked for, each numbered ("%6d\t"; with Raw, as they are in
+// the file, the last one's newline or its lack included), Lines the
+// file's line count and Size its bytes. For a directory (Dir true): the names of its
 // Files (regular files, or other non-directories the namespace shows) and
 // Directories.
 type FSReadResult struct {

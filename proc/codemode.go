@@ -266,15 +266,16 @@ func toolNameOf(syscall string) string {
 }
 
 // codeModeArgs are a nested call's args raw with target and cwd (when
-// set) as the defaults of what they do not name. Args with no default to
-// add pass as they are (the syscall decodes them).
+// set) as the defaults of what they do not name, and raw:true the default
+// of fs.read's (a block reads a file's bytes, not numbered lines). Args
+// with no default to add pass as they are (the syscall decodes them).
 func codeModeArgs(name string, raw json.RawMessage, target, cwd string) (json.RawMessage, error) {
 	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil, fmt.Errorf("%s: arguments must be an object", name)
 	}
 	if cwd == "" || name != "shell.exec" {
 		cwd = ""
-		if target == "" {
+		if target == "" && name != "fs.read" {
 			return raw, nil
 		}
 	}
@@ -284,6 +285,11 @@ func codeModeArgs(name string, raw json.RawMessage, target, cwd string) (json.Ra
 	}
 	if _, ok := a["target"]; !ok && target != "" {
 		a["target"] = target
+	}
+	if _, ok := a["raw"]; !ok && name == "fs.read" {
+		// A block gets a file's bytes; the numbered lines are for a
+		// model reading them (its Read tool).
+		a["raw"] = true
 	}
 	if _, ok := a["cwd"]; !ok && cwd != "" {
 		if _, cont := a["sessionId"]; !cont {

@@ -131,9 +131,9 @@ func (d *Device) fsRead(ctx context.Context, who Who, a *abi.FSReadArgs) (*abi.F
 }
 
 // Numbered is fs.read's result for the file at path with content b: its
-// lines from a.Offset, at most a.Limit of them, each numbered; a file that
-// is not UTF-8 is a 400 "binary file". A device daemon's fs.read answers
-// with it too.
+// lines from a.Offset, at most a.Limit of them, each numbered (with
+// a.Raw, as they are: all of them are b itself); a file that is not UTF-8
+// is a 400 "binary file". A device daemon's fs.read answers with it too.
 func Numbered(path string, b []byte, size int64, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
 	if !utf8.Valid(b) {
 		return nil, abi.E(abi.Path(path), abi.Invalid, "binary file")
@@ -150,6 +150,10 @@ func Numbered(path string, b []byte, size int64, a *abi.FSReadArgs) (*abi.FSRead
 		end = min(start+a.Limit, total)
 	}
 	for i := start; i < end; i++ {
+		if a.Raw {
+			out.WriteString(lines[i])
+			continue
+		}
 		fmt.Fprintf(&out, "%6d\t%s", i+1, strings.TrimSuffix(lines[i], "\n")+"\n")
 	}
 	return &abi.FSReadResult{OK: true, Path: path, Content: out.String(), Lines: total, Size: size}, nil

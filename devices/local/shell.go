@@ -3,6 +3,8 @@ package local
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -340,10 +342,34 @@ func (d *Device) shellEnv(who Who, dir string) []string {
 
 // runner is the runner of who's commands: the host for root (unless
 // root's process capability is narrower than the host's), a sandbox with
-// who's grant for everyone else.
+// who's grant for everyone else. Root's host commands see the data tree
+// at its namespace paths (/home, /workspaces, /var/sessions in place of
+// the host's) when the daemon may make mount namespaces (it runs as
+// root): a path means the same in root's shell, its CodeMode blocks'
+// shell() and fs.*.
 func (d *Device) runner(who Who) ShellRunner {
 	if who.IsRoot() && HostWide(who.processCap(), true) {
-		return hostShell{log: d.log}
+		return hostShell{log: d.log, view: d.rootView()}
 	}
 	return sandboxShell{d: d}
+}
+
+// rootView is how root's host commands see the namespace: the data
+// tree's directories at their namespace paths (made in a root of their
+// own under STATE/shellroot, an empty directory), or nil when the daemon
+// cannot make mount namespaces (it does not run as root).
+func (d *Device) rootView() *nsView {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	root := filepath.Join(d.stateDir, "shellroot")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		d.log.Debug("shell.exec: no root for root's commands", "err", err)
+		return nil
+	}
+	v := &nsView{root: root}
+	for _, top := range dataRoots {
+		v.binds = append(v.binds, pathBind{real: d.dataPath + "/" + top, ns: "/" + top})
+	}
+	return v
 }

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
+	"path"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -90,12 +93,29 @@ func HostRunner(log *slog.Logger) ShellRunner {
 // daemon dies (see hostProc).
 type hostShell struct {
 	log *slog.Logger
+	// view, if not nil, shows a command the data tree's directories at
+	// their namespace paths (the local device's root: /home and the
+	// rest, see Device.runner), in a mount namespace of its own; nil: the
+	// host's file system as it is.
+	view *nsView
 }
+
+// nsView is how a host command sees the namespace: binds, made in a root
+// of its own at root (see enterBinds).
+type nsView struct {
+	root  string
+	binds []pathBind
+}
+
+// pathBind is a real directory (under the state directory) shown at its
+// namespace path.
+type pathBind struct{ real, ns string }
 
 // hostProc is a command of hostShell: a shell leading its process group.
 type hostProc struct {
 	pgid int
 	log  *slog.Logger
+	view *nsView // see hostShell
 
 	// stdin is the write end of its stdin pipe (nil for /dev/null);
 	// stdinMu keeps writes whole, one after another; closeStdin closes it
@@ -149,7 +169,7 @@ func (h hostShell) start(ctx context.Context, c *shellCommand) (shellHandle, err
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	p := &hostProc{log: h.log, stopping: make(chan struct{}), ended: make(chan struct{})}
+	p := &hostProc{log: h.log, view: h.view, stopping: make(chan struct{}), ended: make(chan struct{})}
 	started := make(chan error, 1)
 	sandbox.GoOwnThread(func() { p.run(c, started) })
 	if err := <-started; err != nil {
@@ -172,11 +192,34 @@ func (h hostShell) start(ctx context.Context, c *shellCommand) (shellHandle, err
 // doing so takes the group with it: the shell has Pdeathsig SIGKILL, and a
 // guard process outside the group kills the group when a pipe only the
 // daemon writes to closes (see startGuard).
+//
+// With a view, the command runs in a mount namespace and root of its own
+// in which each bind's real directory is at its namespace path over the
+// host's file system (enterBinds), with the namespace path of its working
+// directory as its cwd and HOME and PWD as namespace paths: a path means
+// the same in the command as in fs.*. The namespace is the command's
+// own thread's (unshare(CLONE_NEWNS) affects only it), which ends with
+// the command. A view that cannot be made (the daemon is not root) leaves
+// the command on the host's paths.
 func (p *hostProc) run(c *shellCommand, started chan<- error) {
 	defer close(p.ended)
 	if err := sandbox.LowerThread(sandbox.Nice); err != nil {
 		started <- abi.E(abi.Path("shell"), fmt.Sprintf("the command's priority: %v", err))
 		return
+	}
+	dir, env := c.dir, c.env
+	if v := p.view; v != nil {
+		// The thread is this command's alone (sandbox.GoOwnThread) and
+		// ends with it: a mount namespace given to it goes with it.
+		if unshared, err := enterBinds(v.root, v.binds); err != nil {
+			if unshared {
+				started <- abi.E(abi.Path("shell"), fmt.Sprintf("the namespace's view: %v", err))
+				return
+			}
+			p.log.Debug("shell.exec: the data tree stays at its real paths", "err", err)
+		} else if ns, ok := nsPathOf(v.binds, dir); ok {
+			dir, env = ns, nsEnv(v.binds, env)
+		}
 	}
 
 	pr, pw, err := os.Pipe()
@@ -186,8 +229,8 @@ func (p *hostProc) run(c *shellCommand, started chan<- error) {
 	}
 	defer pr.Close()
 	cmd := exec.Command("/bin/sh", "-c", c.input)
-	cmd.Dir = c.dir
-	cmd.Env = c.env
+	cmd.Dir = dir
+	cmd.Env = env
 	cmd.Stdin = nil // /dev/null
 	var inR *os.File
 	if c.stdin {
@@ -351,4 +394,149 @@ func exitCode(e *exec.ExitError) int {
 		return 128 + int(ws.Signal())
 	}
 	return e.ExitCode()
+}
+
+// enterBinds gives the calling thread (locked to its goroutine) a mount
+// namespace and a root of its own, in which the data tree's directories
+// are at their namespace paths over the host's file system: a tmpfs at
+// root (a directory the daemon keeps empty) gets every entry of the
+// host's / and /var (bind mounts, or the same symbolic links), except that
+// each bind's real directory takes its namespace path's place, and the
+// thread chroots into it. Nothing reaches the host's namespace (/ is made
+// private first), and no directory is made on the host. It reports
+// whether the thread left the process's namespace (it must then never be
+// unlocked).
+func enterBinds(root string, binds []pathBind) (unshared bool, err error) {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return false, fmt.Errorf("unshare: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return true, fmt.Errorf("make / private: %w", err)
+	}
+	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
+		return true, fmt.Errorf("the root's tmpfs: %w", err)
+	}
+	// The directories to fill: / and those above a bind (/var).
+	fill := map[string]bool{"/": true}
+	own := map[string]string{} // namespace path -> real directory
+	for _, b := range binds {
+		own[b.ns] = b.real
+		for d := path.Dir(b.ns); d != "/"; d = path.Dir(d) {
+			fill[d] = true
+		}
+	}
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for _, e := range ents {
+			p := path.Join(dir, e.Name())
+			seen[p] = true
+			if _, ok := own[p]; ok || p == root {
+				continue
+			}
+			if fill[p] && e.IsDir() {
+				if err := os.Mkdir(root+p, 0o755); err != nil {
+					return err
+				}
+				if err := walk(p); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := mirror(root, p, e.Type()); err != nil {
+				return err
+			}
+		}
+		// Directories the host lacks above or at a bind (/var/sessions).
+		for p := range fill {
+			if path.Dir(p) == dir && !seen[p] && p != "/" {
+				if err := os.Mkdir(root+p, 0o755); err != nil {
+					return err
+				}
+				if err := walk(p); err != nil {
+					return err
+				}
+			}
+		}
+		for p, real := range own {
+			if path.Dir(p) != dir {
+				continue
+			}
+			if err := os.Mkdir(root+p, 0o755); err != nil {
+				return err
+			}
+			if err := unix.Mount(real, root+p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				return fmt.Errorf("bind %s: %w", p, err)
+			}
+		}
+		return nil
+	}
+	if err := walk("/"); err != nil {
+		return true, err
+	}
+	if err := unix.Chroot(root); err != nil {
+		return true, fmt.Errorf("chroot: %w", err)
+	}
+	return true, unix.Chdir("/")
+}
+
+// mirror puts the host's p (of type t) at root+p: the same symbolic link,
+// or a bind mount of the directory or file.
+func mirror(root, p string, t fs.FileMode) error {
+	dst := root + p
+	switch {
+	case t&fs.ModeSymlink != 0:
+		target, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, dst)
+	case t.IsDir():
+		if err := os.Mkdir(dst, 0o755); err != nil {
+			return err
+		}
+	default:
+		f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	if err := unix.Mount(p, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", p, err)
+	}
+	return nil
+}
+
+// nsPathOf is the namespace path of the real path p under one of binds.
+func nsPathOf(binds []pathBind, p string) (string, bool) {
+	for _, b := range binds {
+		if p == b.real {
+			return b.ns, true
+		}
+		if rest, ok := strings.CutPrefix(p, b.real+"/"); ok {
+			return b.ns + "/" + rest, true
+		}
+	}
+	return "", false
+}
+
+// nsEnv is env with HOME and PWD as namespace paths where binds show them.
+func nsEnv(binds []pathBind, env []string) []string {
+	out := make([]string, len(env))
+	for i, kv := range env {
+		out[i] = kv
+		for _, k := range []string{"HOME=", "PWD="} {
+			if v, ok := strings.CutPrefix(kv, k); ok {
+				if ns, ok := nsPathOf(binds, v); ok {
+					out[i] = k + ns
+				}
+			}
+		}
+	}
+	return out
 }

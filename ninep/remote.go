@@ -604,8 +604,8 @@ type remoteNode struct {
 	// cached holds the attributes a listing returned, and until when
 	// Attr may answer with them (see readdirTTL); nil if none.
 	cached atomic.Pointer[cachedAttr]
-	// size is the length the last stat reported, for Open's choice of
-	// how to read.
+	// size is the length the last stat reported (0 for a synthetic
+	// file: bulkSize), for Open's choice of how to read.
 	size atomic.Int64
 }
 
@@ -629,7 +629,7 @@ func (n *remoteNode) stat(ctx context.Context) (vfs.Attr, error) {
 		return vfs.Attr{}, err
 	}
 	a := n.r.attr(d)
-	n.size.Store(a.Size)
+	n.size.Store(bulkSize(a))
 	return a, nil
 }
 
@@ -681,6 +681,16 @@ func (n *remoteNode) setAttr(ctx context.Context, cred vfs.Cred, s vfs.SetAttr, 
 	return n.stat(ctx)
 }
 
+// bulkSize is the size of a file read in pieces at offsets (a data file
+// with a length), 0 for one read in turn: a synthetic file (a view, a
+// rendering read as a stream) whatever its length.
+func bulkSize(a vfs.Attr) int64 {
+	if a.Synthetic {
+		return 0
+	}
+	return a.Size
+}
+
 // node returns the vfs node for path whose stat is a.
 func (r *remote) node(p string, a vfs.Attr) vfs.Node {
 	if a.Mode.IsDir() {
@@ -689,7 +699,7 @@ func (r *remote) node(p string, a vfs.Attr) vfs.Node {
 		return d
 	}
 	f := &remoteFile{remoteNode: remoteNode{r: r, path: p}}
-	f.size.Store(a.Size)
+	f.size.Store(bulkSize(a))
 	f.excl = a.Mode&(fs.ModeAppend|fs.ModeExclusive) != 0
 	return f
 }

@@ -134,15 +134,26 @@ func TestShellSandboxedForNonRoot(t *testing.T) {
 	}
 }
 
+// rootSees is the path at which root's host commands see the data tree's
+// rel: its namespace path when the daemon may give them a mount namespace
+// (it runs as root), else its real path.
+func rootSees(t *testing.T, k *env, rel string) string {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return "/" + rel
+	}
+	p, err := filepath.EvalSymlinks(filepath.Join(k.dataPath, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestShellCwd: root's commands run in the namespace directory cwd names
+// (by default root's home), which they see at its namespace path.
 func TestShellCwd(t *testing.T) {
 	k, root, _, _ := newKernel(t)
-	real := func(rel string) string {
-		p, err := filepath.EvalSymlinks(filepath.Join(k.dataPath, rel))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	real := func(rel string) string { return rootSees(t, k, rel) }
 	// Default: the caller's cwd (its home).
 	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "pwd -P"})
 	if r["output"] != real("home/root")+"\n" {
@@ -157,7 +168,11 @@ func TestShellCwd(t *testing.T) {
 	}
 	for _, cwd := range []string{"~/proj", "/home/root/proj", "proj"} {
 		r = shellExec(t, k, root, &abi.ShellExecArgs{Cwd: cwd, Input: "pwd -P; ls; echo $PWD"})
-		want := real("home/root/proj") + "\nsrc\n" + k.dataPath + "/home/root/proj\n"
+		pwd := k.dataPath + "/home/root/proj" // $PWD: as given, links not resolved
+		if os.Geteuid() == 0 {
+			pwd = "/home/root/proj"
+		}
+		want := real("home/root/proj") + "\nsrc\n" + pwd + "\n"
 		if r["output"] != want {
 			t.Fatalf("cwd %s: %q, want %q", cwd, r["output"], want)
 		}
@@ -184,7 +199,7 @@ func TestShellEnv(t *testing.T) {
 	}
 	for _, want := range []string{
 		"PATH=/usr/local/bin:/usr/bin:/bin\n",
-		"HOME=" + k.dataPath + "/home/root\n",
+		"HOME=" + rootSees(t, k, "home/root") + "\n",
 		"USER=root\n",
 		"GSV_UID=0\n",
 		"LANG=C.UTF-8\n",

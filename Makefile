@@ -64,6 +64,7 @@ fuzz:
 	$(call fuzz1,FuzzDecodeRequest,./kernel)
 	$(call fuzz1,FuzzDecodeArgs,./kernel)
 	$(call fuzz1,FuzzConn,./ninep)
+	$(call fuzz1,FuzzErrorText,./ninep)
 	$(call fuzz1,FuzzLines,./vfs)
 	$(call fuzz1,FuzzParseCron,./sched)
 	$(call fuzz1,FuzzParseCrontab,./sched)

@@ -64,25 +64,38 @@ func ownErrno(err error) (syscall.Errno, bool) {
 }
 
 // errorText is the Rerror text of err in at most limit bytes: its message
-// (cut to fit, whole UTF-8) and, when err has an errno of its own that the
-// message does not already say, ": " and that errno's strerror.
+// (cut to fit, whole UTF-8) and, when err has an errno of its own that
+// the message (as cut) does not already say, ": " and that errno's
+// strerror, for which the message is cut further.
 func errorText(err error, limit int) string {
 	text := err.Error()
 	if text == "" {
 		text = "unknown error"
 	}
-	tag := ""
-	if e, ok := ownErrno(err); ok && e != 0 && RemoteErrno(text) != e {
-		tag = ": " + e.Error()
+	text = cut(text, limit)
+	e, ok := ownErrno(err)
+	if !ok || e == 0 || RemoteErrno(text) == e {
+		return text
 	}
-	if limit < len(tag)+1 {
-		tag = ""
+	tag := ": " + e.Error()
+	if limit < len(tag) {
+		return text
 	}
-	if max := limit - len(tag); len(text) > max {
-		text = text[:max]
-		for len(text) > 0 && !utf8.ValidString(text) {
-			text = text[:len(text)-1]
+	return cut(text, limit-len(tag)) + tag
+}
+
+// cut is s in at most n bytes, ending on a whole UTF-8 sequence when s is
+// valid UTF-8.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:max(n, 0)]
+	for i := 0; i < utf8.UTFMax && len(s) > 0; i++ {
+		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size != 1 {
+			break
 		}
+		s = s[:len(s)-1]
 	}
-	return text + tag
+	return s
 }

@@ -64,3 +64,25 @@ func TestErrnoCrossesRerror(t *testing.T) {
 		t.Fatalf("a long message: %q", r.Ename)
 	}
 }
+
+// FuzzErrorText: whatever an error's text and errno, its Rerror fits the
+// limit and RemoteErrno reads the errno back from it.
+func FuzzErrorText(f *testing.F) {
+	f.Add(`notification.create: level "zzz": want info`, uint8(7), uint16(8192))
+	f.Add("proc.send: x: no such process", uint8(0), uint16(30))
+	f.Add(strings.Repeat("é", 300)+": permission denied", uint8(7), uint16(40))
+	f.Add("", uint8(3), uint16(0))
+	f.Fuzz(func(t *testing.T, text string, i uint8, limit uint16) {
+		e := taggedErrnos[int(i)%len(taggedErrnos)]
+		got := errorText(errnoErr{text, e}, int(limit))
+		if len(got) > int(limit) {
+			t.Fatalf("%q in %d bytes: %q (%d bytes)", text, limit, got, len(got))
+		}
+		if int(limit) >= len(": "+e.Error())+1 && RemoteErrno(got) != e {
+			t.Fatalf("%q (%v) in %d bytes: %q reads as %v", text, e, limit, got, RemoteErrno(got))
+		}
+		if utf8.ValidString(text) && !utf8.ValidString(got) {
+			t.Fatalf("%q: %q is not UTF-8", text, got)
+		}
+	})
+}

@@ -198,7 +198,7 @@ func (c *conn) step(r *request, cred vfs.Cred, cur *loc, name string) (*loc, pro
 		if cur.parent != nil {
 			next = cur.parent
 		}
-		a, err := next.node.Attr(r.ctx, cred)
+		a, err := next.node.Attr(vfs.WithoutContent(r.ctx), cred)
 		if err != nil {
 			return nil, proto.Qid{}, err
 		}
@@ -207,7 +207,9 @@ func (c *conn) step(r *request, cred vfs.Cred, cur *loc, name string) (*loc, pro
 	if !validName(name) {
 		return nil, proto.Qid{}, errBadName
 	}
-	n, a, err := vfs.LookupAttr(r.ctx, dir, cred, name)
+	// A qid needs the node's type and inode only: a view is not
+	// rendered for a walk (vfs.WithoutContent).
+	n, a, err := vfs.LookupAttr(vfs.WithoutContent(r.ctx), dir, cred, name)
 	if err != nil {
 		return nil, proto.Qid{}, err
 	}

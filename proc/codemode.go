@@ -270,13 +270,24 @@ func toolNameOf(syscall string) string {
 // of fs.read's (a block reads a file's bytes, not numbered lines). Args
 // with no default to add pass as they are (the syscall decodes them).
 func codeModeArgs(name string, raw json.RawMessage, target, cwd string) (json.RawMessage, error) {
-	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	if len(t) == 0 || t[0] != '{' {
 		return nil, fmt.Errorf("%s: arguments must be an object", name)
 	}
 	if cwd == "" || name != "shell.exec" {
 		cwd = ""
 		if target == "" && name != "fs.read" {
 			return raw, nil
+		}
+		if target == "" && !bytes.Contains(t, []byte(`"raw"`)) {
+			// fs.read's one default, added without decoding the args
+			// (the syscall decodes them, strictly, as it would).
+			rest := bytes.TrimLeft(t[1:], " \t\r\n")
+			sep := ","
+			if len(rest) > 0 && rest[0] == '}' {
+				sep = ""
+			}
+			return append([]byte(`{"raw":true`+sep), t[1:]...), nil
 		}
 	}
 	var a map[string]any

@@ -238,3 +238,35 @@ func TestCodeModeBlocksPerUser(t *testing.T) {
 		t.Fatalf("alice's block after hers ended: %+v %v", res, err)
 	}
 }
+
+// TestCodeModeArgsRaw: a block's fs.read is raw unless it says otherwise;
+// other calls' args pass as they are.
+func TestCodeModeArgsRaw(t *testing.T) {
+	for _, c := range []struct {
+		name, args, target string
+		raw                any // the decoded args' raw: true, false, or nil for none
+	}{
+		{"fs.read", `{"path":"~/a"}`, "", true},
+		{"fs.read", `{}`, "", true},
+		{"fs.read", ` { } `, "", true},
+		{"fs.read", `{"path":"~/a","raw":false}`, "", false},
+		{"fs.read", `{"path":"~/raw"}`, "", true},
+		{"fs.read", `{"path":"~/a"}`, "laptop", true},
+		{"fs.write", `{"path":"~/a","content":"x"}`, "", nil},
+	} {
+		got, err := codeModeArgs(c.name, json.RawMessage(c.args), c.target, "")
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.name, c.args, err)
+		}
+		var a map[string]any
+		if err := json.Unmarshal(got, &a); err != nil {
+			t.Fatalf("%s %s: %q is not JSON: %v", c.name, c.args, got, err)
+		}
+		if a["raw"] != c.raw {
+			t.Errorf("%s %s: %s, want raw %v", c.name, c.args, got, c.raw)
+		}
+		if c.target != "" && a["target"] != c.target {
+			t.Errorf("%s %s: %s, want target %s", c.name, c.args, got, c.target)
+		}
+	}
+}

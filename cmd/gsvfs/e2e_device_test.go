@@ -232,11 +232,11 @@ func TestE2EDevices(t *testing.T) {
 			t.Fatalf("shell from a block with --target cmdev --cwd sub: %v\nwant stdout %q", r, want)
 		}
 		// fs with the call's own target, and without: each side's file.
-		// (fs.read's content is the Read tool's: numbered lines.)
+		// (A block's fs.read gives the file's bytes, on a device too.)
 		r = codemode("-e", `const d = await fs.read({path: "marker.txt", target: "cmdev"});
 const k = await fs.read({path: "~/marker.txt"});
 return d.content + "|" + k.content`)
-		if dev, kern, _ := strings.Cut(r.stdout, "|"); r.code != 0 || !strings.Contains(dev, "\tmarker on the device cmdev\n") || !strings.Contains(kern, "\tmarker on the kernel\n") {
+		if r.code != 0 || r.stdout != "marker on the device cmdev\n|marker on the kernel\n\n" {
 			t.Fatalf("fs.read from a block, target cmdev and none: %v", r)
 		}
 		// A write with --target lands in the device's root, as its user;
@@ -244,7 +244,7 @@ return d.content + "|" + k.content`)
 		r = codemode("--target", "cmdev", "-e", `await fs.write({path: "from-block.txt", content: "written by a block\n"});
 const k = await fs.read({path: "~/marker.txt", target: "gsv"});
 return k.content`)
-		if r.code != 0 || !strings.Contains(r.stdout, "\tmarker on the kernel\n") {
+		if r.code != 0 || r.stdout != "marker on the kernel\n\n" {
 			t.Fatalf("fs.write with --target cmdev, fs.read with target gsv: %v", r)
 		}
 		if b, err := os.ReadFile(filepath.Join(devRoot, "from-block.txt")); err != nil || string(b) != "written by a block\n" {
@@ -268,7 +268,7 @@ return k.content`)
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "caught: ") || !strings.Contains(r.stdout, `Access denied to device "nosuch"`) {
 			t.Fatalf("a caught device error: %v", r)
 		}
-		if r := codemode("--target", "cmdev", "-e", `return (await fs.read({path: "marker.txt"})).content`); r.code != 0 || !strings.Contains(r.stdout, "\tmarker on the device cmdev\n") {
+		if r := codemode("--target", "cmdev", "-e", `return (await fs.read({path: "marker.txt"})).content`); r.code != 0 || r.stdout != "marker on the device cmdev\n\n" {
 			t.Fatalf("the device after the refusals: %v", r)
 		}
 
@@ -291,7 +291,7 @@ return k.content`)
 				t.Fatalf("a block on a killed device %q: %v", args, r)
 			}
 		}
-		if r := codemode("-e", `return (await fs.read({path: "~/marker.txt"})).content`); r.code != 0 || !strings.Contains(r.stdout, "\tmarker on the kernel\n") || !d.running() {
+		if r := codemode("-e", `return (await fs.read({path: "~/marker.txt"})).content`); r.code != 0 || r.stdout != "marker on the kernel\n\n" || !d.running() {
 			t.Fatalf("a local block after the device died: %v", r)
 		}
 	})

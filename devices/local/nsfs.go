@@ -193,7 +193,7 @@ func (d *Device) nsRemove(ctx context.Context, who Who, p string) error {
 	if !ok {
 		return abi.E(abi.Path(p), abi.Permission, "this directory's names cannot be removed")
 	}
-	a, err := child.Attr(ctx, who.Identity)
+	a, err := child.Attr(vfs.WithoutContent(ctx), who.Identity) // its type only
 	if err != nil {
 		return abi.E(abi.Path(p), err)
 	}

@@ -262,6 +262,15 @@ func (r *Router) sessionDir(ctx context.Context, shellPath string, s *abi.Sessio
 	output := func(stream string) *vfs.Sequential {
 		return &vfs.Sequential{Meta: own.at(base+"/"+stream, 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
 			return &outputReader{r: r, c: ns.CallerOf(cred, ""), ref: sid + "/" + stream}, nil
+		}, Size: func(ctx context.Context, cred vfs.Cred) (int64, error) {
+			// The output's size, from a window of one byte: a copier
+			// (tar, rsync) gets the whole output.
+			res, err := kernel.Invoke[*abi.BlobReadResult](ctx, r.k, ns.CallerOf(cred, ""), "process.session.output",
+				&abi.BlobReadArgs{BlobRef: sid + "/" + stream, Limit: 1})
+			if err != nil {
+				return 0, err
+			}
+			return res.SizeBytes, nil
 		}}
 	}
 	return vfs.NewDir(own.at(base, fs.ModeDir|0o500),

@@ -114,6 +114,10 @@ func TestE2ESessionFiles(t *testing.T) {
 	if out := as(aliceHost, `cat "$1/stderr"`, S); out != "" {
 		t.Fatalf("stderr: %q", out)
 	}
+	// A copier that trusts the size (tar) copies the output whole.
+	if out := as(aliceHost, `set -o pipefail; tar -C "$1" -cf - stdout | tar -xOf - stdout`, S); out != "done\n" {
+		t.Fatalf("stdout through tar: %q", out)
+	}
 	if out := as(aliceHost, `cat "$1/home/alice/proj/out.txt"`, M); out != "hi\n" {
 		t.Fatalf("out.txt in alice's home: %q", out)
 	}

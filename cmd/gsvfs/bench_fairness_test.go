@@ -27,6 +27,10 @@ package main_test
 //   - codemode: 8 blocks at once, again and again, each returning 44 MB.
 //   - device: a rogue device (alice's node token) answering each routed
 //     call with a 1 GB frame, asked again and again.
+//
+// The repeated calls of codemode and device are made by one process of
+// alice's over 9P connections (callsEnv): a process start per call
+// would load the machine by itself, whatever the daemon does.
 //   - fifo: 400 opens of a FIFO alice made in her home.
 //   - hello: 5,000 TCP connections that say `GSVDEVICE 1` and stall.
 //
@@ -69,6 +73,49 @@ const (
 	fairMaxRatio = 3.0
 	fairMaxRSSMB = 512.0
 )
+
+// callsEnv makes the test binary a helper that makes one syscall again
+// and again over n 9P connections at once, as its host uid, until its
+// stdin closes: "addr<TAB>n<TAB>call<TAB>args-json". It prints "ready"
+// once connected. An abuser's own CPU (a process start per call) would
+// load the machine whatever the daemon does; this one costs little.
+const callsEnv = "GSV_E2E_CALLS"
+
+// callsLoop is the helper of callsEnv.
+func callsLoop(spec string) int {
+	f := strings.SplitN(spec, "\t", 4)
+	if len(f) != 4 {
+		fmt.Println("error: bad spec", spec)
+		return 2
+	}
+	n, _ := strconv.Atoi(f[1])
+	var args any
+	if err := json.Unmarshal([]byte(f[3]), &args); err != nil {
+		fmt.Println("error:", err)
+		return 2
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range n {
+		fsys, err := ninep.Mount(f[0], "", nil)
+		if err != nil {
+			fmt.Println("error:", err)
+			return 1
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				callRaw9p(fsys, f[2], args)
+			}
+		}()
+	}
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin)
+	stop.Store(true)
+	wg.Wait()
+	return 0
+}
 
 // probeLoop is the helper of probeEnv.
 func probeLoop(path string) int {
@@ -264,6 +311,35 @@ func (e *fairEnv) background(name string, args ...string) {
 	e.bgMu.Unlock()
 }
 
+// calls starts a callsEnv helper as alice making call with args over n
+// connections until stopBackground.
+func (e *fairEnv) calls(n int, call, args string) {
+	u := strconv.Itoa(aliceHost)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, "setpriv", "--reuid", u, "--regid", u, "--clear-groups", helperBinary(e.b))
+	cmd.Dir = "/"
+	cmd.Env = []string{callsEnv + "=unix!" + e.d.sock + "\t" + strconv.Itoa(n) + "\t" + call + "\t" + args, raceEnv}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		e.b.Fatalf("alice: calls: %v", err)
+	}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "ready" {
+		e.b.Fatalf("alice: calls %s: %q", call, sc.Text())
+	}
+	// Closing stdin ends it; stopBackground's SIGINT does too.
+	go func() { <-ctx.Done(); in.Close() }()
+	e.bgMu.Lock()
+	e.bg = append(e.bg, cmd)
+	e.cancelBgs = append(e.cancelBgs, cancel)
+	e.bgMu.Unlock()
+}
+
 // stopBackground ends every background command (SIGINT first, as Ctrl-C
 // would, then SIGKILL) and waits for them.
 func (e *fairEnv) stopBackground() {
@@ -440,9 +516,7 @@ func abuseWatch(e *fairEnv) (func(), string) {
 
 // abuseCodeMode: 8 loops of blocks returning 44 MB each.
 func abuseCodeMode(e *fairEnv) (func(), string) {
-	for i := 0; i < 8; i++ {
-		e.background("sh", "-c", `while :; do "$0" codemode -e 'return "x".repeat(44e6)' >/dev/null 2>&1; done`, gsvBin)
-	}
+	e.calls(8, "codemode.run", `{"code":"return \"x\".repeat(44e6)"}`)
 	return func() {}, "8 blocks at once returning 44 MB"
 }
 
@@ -518,9 +592,7 @@ func abuseDevice(e *fairEnv) (func(), string) {
 		defer close(served)
 		srv.ServeConn(ctx, &bufferedConn{Conn: c, r: rd}, vfs.Peer{Transport: "tcp", HostUID: -1, HostGID: -1})
 	}()
-	for i := 0; i < 4; i++ {
-		e.background("sh", "-c", `while :; do "$0" call fs.read '{"path":"/x","target":"rogue"}' >/dev/null 2>&1; done`, gsvBin)
-	}
+	e.calls(4, "fs.read", `{"path":"/x","target":"rogue"}`)
 	return func() {
 		e.stopBackground()
 		cancel()

@@ -53,6 +53,10 @@ func TestMain(m *testing.M) {
 		// A helper run of the test binary (see TestE2EInterruptedReads).
 		os.Exit(readLoop(spec))
 	}
+	if spec := os.Getenv(callsEnv); spec != "" {
+		// A helper run of the test binary (see BenchmarkFairness).
+		os.Exit(callsLoop(spec))
+	}
 	if path := os.Getenv(probeEnv); path != "" {
 		// A helper run of the test binary (see BenchmarkFairness).
 		os.Exit(probeLoop(path))

@@ -553,7 +553,7 @@ return k.content`)
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.SetDeadline(time.Now().Add(10 * time.Second))
+			c.SetDeadline(time.Now().Add(liveness))
 			return c
 		}
 		welcome := func(c net.Conn) string {

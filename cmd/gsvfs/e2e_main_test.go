@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -72,6 +73,7 @@ func TestMain(m *testing.M) {
 
 func runTests(m *testing.M) int {
 	flag.Parse()
+	defaultInterrupt()
 	dir, err := os.MkdirTemp("", "gsv-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -101,6 +103,18 @@ func runTests(m *testing.M) int {
 	gsvfsBin = filepath.Join(dir, "gsvfs")
 	gsvBin = filepath.Join(dir, "gsv")
 	return m.Run()
+}
+
+// defaultInterrupt gives the commands the tests start SIGINT's default
+// action even when this binary was started with SIGINT ignored, as a
+// non-interactive shell starts a background job (`./gsvfs.test &`; go
+// test catches SIGINT, so its test binaries never inherit it ignored): an
+// ignored signal is inherited across exec, a caught one is reset, and
+// the tests interrupt cat and the commands of timeout with SIGINT.
+func defaultInterrupt() {
+	if signal.Ignored(os.Interrupt) {
+		signal.Notify(make(chan os.Signal, 1), os.Interrupt)
+	}
 }
 
 // raceEnv is in the environment of every binary the tests run: a

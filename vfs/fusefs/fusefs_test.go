@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -113,6 +114,13 @@ func TestCall(t *testing.T) {
 }
 
 func TestStreamInterrupt(t *testing.T) {
+	// cat gets SIGINT's default action even if this binary was started
+	// with it ignored (run as a background job of a non-interactive
+	// shell): an ignored signal is inherited across exec, a caught one is
+	// reset.
+	if signal.Ignored(os.Interrupt) {
+		signal.Notify(make(chan os.Signal, 1), os.Interrupt)
+	}
 	tree, mnt := mountTree(t)
 	cmd := exec.Command("cat", filepath.Join(mnt, "stream"))
 	stdout, err := cmd.StdoutPipe()

@@ -122,18 +122,18 @@ func TestTokenLease(t *testing.T) {
 	if _, err := k.Call(ctx, &Caller{Identity: alice}, "sys.token.revoke", &abi.TokenRevokeArgs{TokenID: tok.TokenID}); err != nil {
 		t.Fatal(err)
 	}
-	if !ended(l1, time.Second) || !ended(l2, time.Second) {
+	if !ended(l1, time.Minute) || !ended(l2, time.Minute) {
 		t.Fatal("revocation did not end the token's leases")
 	}
 
-	exp := time.Now().Add(400 * time.Millisecond).UnixMilli()
+	exp := time.Now().Add(2 * time.Second).UnixMilli()
 	tok = createToken(t, k, alice, &abi.TokenCreateArgs{Kind: "user", ExpiresAt: &exp})
 	l := attach(tok.Token)
-	if ended(l, 100*time.Millisecond) {
+	if ended(l, 100*time.Millisecond) && time.Now().UnixMilli() < exp {
 		t.Fatal("lease ended before expiry")
 	}
-	if !ended(l, 1300*time.Millisecond) {
-		t.Fatal("expiry did not end the token's lease within a second")
+	if !ended(l, time.Minute) {
+		t.Fatal("expiry did not end the token's lease")
 	}
 
 	cred, err := k.Authenticate(ctx, Peer{Transport: "9p-unix", HostUID: 1001})
@@ -216,7 +216,7 @@ func TestAuthenticateNode(t *testing.T) {
 	}
 	select {
 	case <-id.Done():
-	case <-time.After(2 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the device's lease did not end with its token")
 	}
 	if _, err := k.AuthenticateNode(ctx, node.Token, "laptop"); abi.Code(err) != 403 {

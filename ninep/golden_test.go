@@ -147,7 +147,7 @@ func FuzzConn(f *testing.F) {
 		}()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(rpcTimeout):
 			cli.Close()
 			t.Fatal("ServeConn did not return")
 		}

@@ -160,12 +160,12 @@ func names(t *testing.T, d vfs.Dir) ([]string, error) {
 	return out, nil
 }
 
-// waitFor waits up to 10 s for cond.
+// waitFor waits up to rpcTimeout for cond.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(rpcTimeout); !cond(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
+			t.Fatalf("%s: not within %v", what, rpcTimeout)
 		}
 	}
 }

@@ -120,19 +120,19 @@ try { await shell("echo no > no.txt") } catch (e) { out.push(e.message) }
 out.push((await shell("echo original")).output.trim());
 out.push(await shell("echo substituted"));
 return out`
-	args, _ := json.Marshal(map[string]any{"code": code, "timeoutMs": 500})
+	args, _ := json.Marshal(map[string]any{"code": code, "timeoutMs": 3000}) // what the block does itself fits in 3 s at load 10
 	s := h.scriptOf(0, `{"tools":[{"name":"CodeMode","args":`+string(args)+`}],"expectUser":"go"}`+"\n"+`{"text":"done"}`)
 	pid := h.spawn(h.root, "cm-hil")
 	run := h.send(h.root, pid, "", "go")
 	h.waitRun(run.RunID, "waiting_hil")
 
-	// 1: approved, after the block's 500 ms wall time has passed.
+	// 1: approved, after the block's 3 s wall time has passed.
 	req := h.pendingNot(pid, "")
 	if req.ToolName != "Shell" || req.Syscall != "shell.exec" || req.RunID != run.RunID || !strings.Contains(req.CallID, "/codemode/1") ||
 		!strings.Contains(string(req.Args), "from-block") {
 		t.Fatalf("the block's request: %+v", req)
 	}
-	time.Sleep(800 * time.Millisecond)
+	time.Sleep(3500 * time.Millisecond)
 	if err := h.call(h.root, "proc.hil", map[string]any{"pid": pid, "requestId": req.RequestID, "decision": "approve"}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,10 @@ import (
 	"gsvfs.dev/gsvfs/vfs"
 )
 
-// ptWait bounds every wait of these tests for a run to reach a state.
-const ptWait = 10 * time.Second
+// ptWait bounds every wait of these tests for a run to reach a state: a
+// guard against a hang that holds on a 2-core machine at load 10, never a
+// measure of speed.
+const ptWait = time.Minute
 
 // ptHarness is a kernel with proc registered on a temporary state dir,
 // set up with root and the users alice (uid 1000) and bob (uid 1001).

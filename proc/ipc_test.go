@@ -148,13 +148,14 @@ func TestIPCRules(t *testing.T) {
 func TestIPCTimeout(t *testing.T) {
 	h := newPTHarness(t)
 	a, b := h.spawn(h.alice, "a"), h.spawn(h.alice, "b")
-	h.scriptOf(1000, `{"text":"too late","delayMs":2500}
-{"text":"ok"}`)
+	slow := h.scriptOf(1000, `{"text":"too late","delayMs":600000}
+{"text":"ok"}`) // until Release
 	var call abi.IpcCallResult
 	h.must(h.alice, "proc.ipc.call", map[string]any{"pid": b, "sourcePid": a, "message": "slow work", "timeoutMs": 1000}, &call)
 	if s := h.waitCall(call.CallID); s != "timed_out" {
 		t.Fatalf("call state %s, want timed_out", s)
 	}
+	slow.Release()
 	h.waitRun(call.RunID)
 	h.waitIdle(a)
 	if ev := h.findEvent(a, abi.EventIpcTimeout); ev == nil || !strings.Contains(ptText(t, *ev), call.CallID) {

@@ -616,8 +616,9 @@ func (m *Manager) Abort(ctx context.Context, p *abi.Process) (*abi.AbortResult, 
 	return m.abortRun(ctx, pr, r)
 }
 
-// abortWait bounds how long an abort waits for a run's goroutine to stop.
-const abortWait = 10 * time.Second
+// abortWait bounds how long an abort waits for a run's goroutine to stop
+// (a variable for the tests, which make it longer than any wait of theirs).
+var abortWait = 10 * time.Second
 
 // abortRun ends run r of pr, and does nothing unless r is pr's run (once
 // Send has recorded it). A waiting run ends without pr.mu being released,

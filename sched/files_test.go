@@ -574,7 +574,7 @@ func TestCrontabFUSE(t *testing.T) {
 	// (The empty content is applied when the file is released, which the
 	// kernel does after close(2) returns.)
 	mustSh(1001, ": > $D/alice")
-	for deadline := time.Now().Add(5 * time.Second); len(h.schedules(1000)) != 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(waitLimit); len(h.schedules(1000)) != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after emptying: %+v", h.schedules(1000))
 		}

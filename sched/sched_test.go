@@ -402,8 +402,8 @@ func TestOverlapEngine(t *testing.T) {
 	if st := list.Schedules[0].State; i64(st.RunningAtMs) != t0+60_000 || i64(st.NextRunAtMs) != t0+120_000 {
 		t.Fatalf("state during the run: runningAtMs t0%+d nextRunAtMs t0%+d, want t0+60000, t0+120000", i64(st.RunningAtMs)-t0, i64(st.NextRunAtMs)-t0)
 	}
-	time.Sleep(20 * time.Millisecond) // let the loop go back to sleep
-	h.clock.Advance(time.Minute)      // t0+2m falls due while t0+1m runs
+	h.waitFor("the loop asleep until t0+2m", func() bool { return h.clock.sleepsUntil(t0 + 120_000) })
+	h.clock.Advance(time.Minute) // t0+2m falls due while t0+1m runs
 	h.waitFor("the skipped run", func() bool { return len(h.runs(s.ID)) == 1 })
 	if rs := h.runs(s.ID); rs[0].Status != "skipped" || rs[0].ScheduledAtMs != t0+120_000 {
 		t.Fatalf("runs = %+v", rs)

@@ -39,7 +39,7 @@ func cmdWaitSock(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 1 || len(args) > 2 {
 		ts.Fatalf("usage: waitsock path [timeout]")
 	}
-	timeout := 15 * time.Second
+	timeout := liveness
 	if len(args) == 2 {
 		d, err := time.ParseDuration(args[1])
 		ts.Check(err)

@@ -11,7 +11,7 @@ import (
 // codeModeHilScript: the agent runs a CodeMode block whose shell call
 // needs approval.
 const codeModeHilScript = `
-{"tools":[{"name":"CodeMode","args":{"code":"const r = await shell(\"echo from-the-block > e2e-block.txt && cat e2e-block.txt\"); return r.output.trim()","timeoutMs":1000}}],"expectUser":"block please"}
+{"tools":[{"name":"CodeMode","args":{"code":"const r = await shell(\"echo from-the-block > e2e-block.txt && cat e2e-block.txt\"); return r.output.trim()","timeoutMs":3000}}],"expectUser":"block please"}
 {"text":"block done"}
 `
 
@@ -47,8 +47,9 @@ func TestE2ECodeModeApproval(t *testing.T) {
 	if r := d.sh(`test -e "$1/home/root/e2e-block.txt"`, M); r.code == 0 {
 		t.Fatal("the call ran before its approval")
 	}
-	// The wait outlasts the block's 1 s wall time.
-	if out := run(`sleep 1.5; echo x`); out != "x\n" {
+	// The wait outlasts the block's 3 s wall time (what the block does
+	// itself must fit in it at load 10).
+	if out := run(`sleep 3.5; echo x`); out != "x\n" {
 		t.Fatal(out)
 	}
 	if out := gsv("hil", "--pid", pid, "approve", reqID); !strings.Contains(out, "approve") {

@@ -90,14 +90,11 @@ return {first, polls: polls > 0, exitCode: res.exitCode, output};`)
 	if r := gsv("codemode", "-e", `throw new Error("boom")`); r.code != 1 || !strings.Contains(r.stderr, "Error: boom") {
 		t.Fatalf("throw: %v", r)
 	}
-	// An infinite loop fails with the time limit, and the daemon answers.
-	start := time.Now()
+	// An infinite loop fails with its time limit (--timeout's, not the
+	// default's), and the daemon answers.
 	r = gsv("codemode", "--timeout", "1s", "--json", "-e", "while (true) {}")
-	if r.code != 1 || !strings.Contains(r.stdout, "time limit exceeded") {
+	if r.code != 1 || !strings.Contains(r.stdout, "time limit exceeded (1s)") {
 		t.Fatalf("infinite loop: %v", r)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("infinite loop took %v", d)
 	}
 	// So do a huge allocation and deep recursion.
 	if r := gsv("codemode", "-e", "const a = []; while (true) a.push(new Array(1e5).fill(1))"); r.code != 1 || !strings.Contains(r.stderr, "memory limit") {
@@ -125,7 +122,7 @@ return {first, polls: polls > 0, exitCode: res.exitCode, output};`)
 		b, _ := os.ReadFile(tick)
 		return string(b)
 	}
-	for deadline := time.Now().Add(10 * time.Second); counter() == "" || counter() == "0"; {
+	for deadline := time.Now().Add(liveness); counter() == "" || counter() == "0"; {
 		if time.Now().After(deadline) {
 			t.Fatal("the block never wrote its counter")
 		}
@@ -137,10 +134,18 @@ return {first, polls: polls > 0, exitCode: res.exitCode, output};`)
 	if err := cmd.Wait(); err == nil {
 		t.Fatal("gsv codemode exited 0 after Ctrl-C")
 	}
-	time.Sleep(200 * time.Millisecond)
-	c1 := counter()
-	time.Sleep(500 * time.Millisecond)
-	if c2 := counter(); c1 != c2 {
-		t.Fatalf("the block went on after Ctrl-C: counter %s, then %s", c1, c2)
+	// The counter settles: it stays the same for a second, where a block
+	// that went on rewrites it every few milliseconds. (A write under way
+	// at the Ctrl-C may still land.)
+	for deadline := time.Now().Add(liveness); ; {
+		c1 := counter()
+		time.Sleep(time.Second)
+		c2 := counter()
+		if c1 == c2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the block went on after Ctrl-C: counter %s, then %s", c1, c2)
+		}
 	}
 }

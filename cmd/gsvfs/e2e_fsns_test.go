@@ -82,7 +82,7 @@ func TestE2EVFSFSProcDispatcher(t *testing.T) {
 	if w, err := kernel.Invoke[*abi.FSWriteResult](ctx, e.K, bob, "fs.write", &abi.FSWriteArgs{Path: P + "/ctl", Content: "kill\n"}); err != nil || w.OK {
 		t.Fatalf("bob wrote alice's ctl: %+v %v", w, err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(liveness)
 	for {
 		r := read(alice, P+"/conversations/default/history")
 		if r.OK && strings.Contains(r.Content, "You said: hi from fs.write") {
@@ -114,7 +114,7 @@ func TestE2EVFSFSCallCLI(t *testing.T) {
 	if r := gsvAs(0, env, "call", "fs.write", arg(map[string]any{"path": P + "/ctl", "content": "send hello cli\n"})); r.code != 0 || !strings.Contains(r.stdout, `"ok": true`) {
 		t.Fatalf("fs.write ctl: %v", r)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(liveness)
 	for {
 		r := gsvAs(0, env, "call", "fs.read", arg(map[string]any{"path": P + "/conversations/default/history"}))
 		if r.code == 0 && strings.Contains(r.stdout, "You said: hello cli") {

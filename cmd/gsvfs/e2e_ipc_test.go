@@ -33,7 +33,7 @@ func TestE2EIPC(t *testing.T) {
 	waitText := func(what, file, want string) string {
 		t.Helper()
 		var last shResult
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(liveness); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			last = as(`cat "$1"`, file)
 			if last.code == 0 && strings.Contains(last.stdout, want) {
 				return last.stdout
@@ -85,7 +85,7 @@ func TestE2EIPC(t *testing.T) {
 		t.Fatalf("the worker: %s", st)
 	}
 	waitText("the delegation's answer", M+"/proc/"+a+"/ipc", callID)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(liveness); ; time.Sleep(50 * time.Millisecond) {
 		if l := gsv(aliceHost, "ipc", "list", "--pid", a); strings.Contains(l, callID) && strings.Contains(l[strings.Index(l, callID):], "replied") {
 			break
 		}

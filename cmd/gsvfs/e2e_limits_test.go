@@ -153,7 +153,7 @@ func TestE2EConnectionLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		nc.SetReadDeadline(start.Add(authTimeout + 5*time.Second))
+		nc.SetReadDeadline(start.Add(authTimeout + liveness))
 		_, err = nc.Read(make([]byte, 1))
 		if err != io.EOF {
 			t.Errorf("%s connection that never attaches: read: %v after %v, want EOF at the %v deadline", a.network, err, time.Since(start), authTimeout)
@@ -163,7 +163,7 @@ func TestE2EConnectionLimits(t *testing.T) {
 
 	// Once alice lets her connections go she connects again.
 	release()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(liveness)
 	for {
 		r = gsvAs(aliceHost, env, "whoami")
 		if r.code == 0 || time.Now().After(deadline) {
@@ -178,7 +178,7 @@ func TestE2EConnectionLimits(t *testing.T) {
 }
 
 // TestE2ETokenSessions: revoking a token, or its expiry, ends the sessions
-// attached with it within a second, a read blocked in one included; a
+// attached with it, a read blocked in one included; a
 // service token attaches as a service, a node token not at all; unset
 // times of sys.token.list are null.
 func TestE2ETokenSessions(t *testing.T) {
@@ -245,11 +245,11 @@ func TestE2ETokenSessions(t *testing.T) {
 			if err == nil {
 				t.Fatal("a blocked read of a revoked token's session succeeded")
 			}
-		case <-time.After(time.Second):
-			t.Fatal("a read blocked in a revoked token's session still waits a second later")
+		case <-time.After(liveness):
+			t.Fatalf("a read blocked in a revoked token's session still waits %v later", liveness)
 		}
-		if !ended(other, time.Second-time.Since(start)) {
-			t.Fatal("another session of the revoked token still reads a second later")
+		if !ended(other, liveness-time.Since(start)) {
+			t.Fatalf("another session of the revoked token still reads %v later", liveness)
 		}
 	})
 
@@ -257,12 +257,12 @@ func TestE2ETokenSessions(t *testing.T) {
 		expires := time.Now().Add(1500 * time.Millisecond)
 		tok := create(map[string]any{"kind": "user", "expiresAt": expires.UnixMilli()})
 		fsys := mount(tok)
-		if ended(fsys, 0) {
+		if ended(fsys, 0) && time.Now().Before(expires) {
 			t.Fatal("the session ended before its token expired")
 		}
 		time.Sleep(time.Until(expires))
-		if !ended(fsys, time.Second) {
-			t.Fatal("the session of an expired token still reads a second after expiry")
+		if !ended(fsys, liveness) {
+			t.Fatalf("the session of an expired token still reads %v after expiry", liveness)
 		}
 	})
 

@@ -36,7 +36,7 @@ func TestE2EOfflineSteps(t *testing.T) {
 	waitRun := func(want string) string {
 		t.Helper()
 		var last string
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(liveness); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			last = d.mustSh(t, `cat "$1/run"`, P)
 			if strings.Contains(last, want) {
 				return last

@@ -83,7 +83,7 @@ func epRoles(ms []epMsg) string {
 // no run and no queue.
 func epWaitIdle(t *testing.T, read func(p string) (string, error), base string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(liveness)
 	for {
 		st, err := read(base + "/status")
 		if err == nil && strings.Contains(st, "state: idle\n") && strings.Contains(st, "queued: 0\n") && strings.Contains(st, "run: -\n") {
@@ -99,7 +99,7 @@ func epWaitIdle(t *testing.T, read func(p string) (string, error), base string) 
 // epWaitHil polls a process's hil view until it shows a request.
 func epWaitHil(t *testing.T, read func(p string) (string, error), base string) (id, tool string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(liveness)
 	for {
 		s, err := read(base + "/hil")
 		if err == nil && strings.TrimSpace(s) != "" {
@@ -588,7 +588,7 @@ func TestE2EProcRestart(t *testing.T) {
 	must(ns.Ctl(S+"/ctl", "send second"))
 	must(ns.Ctl(S+"/ctl", "send third"))
 	// Wait until the slow turn is under way, then ask for the approval.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(liveness)
 	for {
 		st, _ := ns.ReadFile(S + "/status")
 		if strings.Contains(st, "queued: 2\n") && strings.Contains(st, "state: running\n") {

@@ -115,7 +115,7 @@ func TestE2ESchedDamagedRows(t *testing.T) {
 	}
 
 	// The healthy schedule runs; the damaged ones do not.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(liveness)
 	var runs int64
 	for time.Now().Before(deadline) && runs < 2 {
 		listed()

@@ -88,7 +88,7 @@ func TestE2ESchedHistory(t *testing.T) {
 			} `json:"state"`
 		}
 		var once rec
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(liveness)
 		for {
 			r := gsv("sched", "list", "--all", "--json")
 			if r.code != 0 {

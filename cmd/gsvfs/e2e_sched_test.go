@@ -37,7 +37,7 @@ EOF`, M)
 		}
 	}
 	// The real clock: within a few seconds both fire.
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(liveness)
 	var log string
 	for time.Now().Before(deadline) {
 		log = run(`cat "$1/var/log/gsv/scheduler"`, M)

@@ -22,10 +22,10 @@ import (
 // survive SIGTERM (an ignoring shell, a trapping one, their sleeps). It
 // writes its pgid to ~/pgid once they all run.
 const shellTree = `trap "" TERM
-sh -c 'trap "" TERM; sleep 60' &
+sh -c 'trap "" TERM; sleep 600' &
 sh -c 'trap "echo caught" TERM; while :; do sleep 1; done' &
 sleep 0.2; echo $$ > pgid.tmp && mv pgid.tmp pgid
-sleep 60`
+sleep 600`
 
 // groupLive lists the processes of process group pgid that are not
 // zombies.
@@ -59,7 +59,7 @@ func groupLive(pgid int) []string {
 // waitPgid waits for the pgid file the shellTree command writes.
 func waitPgid(t *testing.T, path string) int {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(liveness); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if b, err := os.ReadFile(path); err == nil {
 			n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 			if err != nil {
@@ -72,9 +72,11 @@ func waitPgid(t *testing.T, path string) int {
 	return 0
 }
 
-// requireGroupGone waits up to d for group pgid to be empty.
+// requireGroupGone waits up to d (at least liveness) for group pgid to be
+// empty.
 func requireGroupGone(t *testing.T, pgid int, d time.Duration) {
 	t.Helper()
+	d = max(d, liveness)
 	var live []string
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if live = groupLive(pgid); len(live) == 0 {
@@ -120,9 +122,7 @@ func TestE2EShellDiesWithDaemon(t *testing.T) {
 	root := d.dial(t)
 	go callRaw9p(root, "shell.exec", map[string]any{"input": shellTree})
 	pgid := waitPgid(t, filepath.Join(d.state, "fs", "home", "root", "pgid"))
-	if live := groupLive(pgid); len(live) < 5 {
-		t.Fatalf("group %d before the kill: %v", pgid, live)
-	}
+	waitFor(t, liveness, "the whole group before the kill", func() bool { return len(groupLive(pgid)) >= 5 })
 	d.kill()
 	requireGroupGone(t, pgid, 2*time.Second)
 }
@@ -188,7 +188,7 @@ func TestE2EShellSession(t *testing.T) {
 	}
 	poll := `{"sessionId":"` + sid + `","input":""}`
 	var out strings.Builder
-	for deadline := time.Now().Add(20 * time.Second); r["status"] == "running"; {
+	for deadline := time.Now().Add(liveness); r["status"] == "running"; {
 		if time.Now().After(deadline) {
 			t.Fatalf("session %s still running: %v", sid, r)
 		}

@@ -19,7 +19,7 @@ import (
 
 // specialLimit bounds each open of a special file in the tests: it only
 // guards liveness (an open that blocks never ends).
-const specialLimit = 30 * time.Second
+const specialLimit = liveness
 
 // boundedAs runs script with sh -c as host uid (setpriv; 0: the test's own
 // user) and returns what it did. A script not ended within limit fails

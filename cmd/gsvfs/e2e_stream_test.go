@@ -43,7 +43,7 @@ func parseSig(t *testing.T, line string) sigFrame {
 func waitOpen(t *testing.T, pid int, p string) {
 	t.Helper()
 	fdDir := "/proc/" + strconv.Itoa(pid) + "/fd"
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(liveness)
 	for time.Now().Before(deadline) {
 		ents, _ := os.ReadDir(fdDir)
 		for _, e := range ents {
@@ -84,9 +84,11 @@ func catStream(t *testing.T, cmd *exec.Cmd) <-chan string {
 	return lines
 }
 
-// nextLine returns the next line from lines, failing after timeout.
+// nextLine returns the next line from lines, failing after timeout (at
+// least liveness).
 func nextLine(t *testing.T, lines <-chan string, timeout time.Duration) string {
 	t.Helper()
+	timeout = max(timeout, liveness)
 	select {
 	case l, ok := <-lines:
 		if !ok {
@@ -138,8 +140,8 @@ func TestE2EStreamFUSE(t *testing.T) {
 	select {
 	case err := <-exited:
 		t.Logf("cat exited %v after SIGINT in %v", err, time.Since(start).Round(time.Millisecond))
-	case <-time.After(2 * time.Second):
-		t.Fatalf("cat /sys/events did not exit within 2s of SIGINT")
+	case <-time.After(liveness): // blocked for good, without the interrupt
+		t.Fatalf("cat /sys/events did not exit within %v of SIGINT", liveness)
 	}
 
 	// The daemon keeps serving.
@@ -199,9 +201,10 @@ func (rc *rawConn) send(f *plan9.Fcall) {
 	}
 }
 
-// recv returns the next reply, failing after timeout.
+// recv returns the next reply, failing after timeout (at least liveness).
 func (rc *rawConn) recv(timeout time.Duration) *plan9.Fcall {
 	rc.t.Helper()
+	timeout = max(timeout, liveness)
 	select {
 	case f, ok := <-rc.r:
 		if !ok {
@@ -267,7 +270,7 @@ func TestE2EStream9P(t *testing.T) {
 			if f.Signal != "sys.config.changed" || f.Payload["key"] != "users/0/ai/model" {
 				t.Fatalf("event %+v, want sys.config.changed of users/0/ai/model", f)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(liveness):
 			t.Fatal("a config set did not wake the blocked read")
 		}
 	})

@@ -471,7 +471,7 @@ func TestNoShell(t *testing.T) {
 // pidOf waits for the pid a command wrote to file.
 func pidOf(t *testing.T, file string) int {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		b, err := os.ReadFile(file)
 		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil && pid > 0 {
 			return pid
@@ -484,7 +484,7 @@ func pidOf(t *testing.T, file string) int {
 // gone waits until pid no longer exists.
 func gone(t *testing.T, pid int, what string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 			return
 		}
@@ -499,7 +499,7 @@ func TestShellCancelledStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(map[string]any{"call": "shell.exec", "args": map[string]any{"input": "echo $$ > pid; exec sleep 60"}})
+	b, _ := json.Marshal(map[string]any{"call": "shell.exec", "args": map[string]any{"input": "echo $$ > pid; exec sleep 600"}})
 	if _, err := fid.Write(append(b, '\n')); err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +508,7 @@ func TestShellCancelledStart(t *testing.T) {
 	gone(t, pid, "cancelled start")
 	// A poll's caller gone leaves the command running.
 	c := openCall(t, fsys)
-	d := c.ok("shell.exec", map[string]any{"input": "echo $$ > pid2; exec sleep 60", "background": true})
+	d := c.ok("shell.exec", map[string]any{"input": "echo $$ > pid2; exec sleep 600", "background": true})
 	pid = pidOf(t, filepath.Join(root, "pid2"))
 	fid, err = fsys.Open("call", plan9.ORDWR)
 	if err != nil {
@@ -533,7 +533,7 @@ func TestCloseEndsCommands(t *testing.T) {
 	go func() { e.Close(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("Close did not return")
 	}
 	gone(t, pid, "Close")
@@ -564,7 +564,7 @@ func TestSpecialFiles(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "no such device or address") {
 				t.Errorf("open mode %d of a FIFO: %v, want no such device or address", mode, err)
 			}
-		case <-time.After(30 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatalf("open mode %d of a FIFO has not ended", mode)
 		}
 	}

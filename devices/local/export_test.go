@@ -40,3 +40,19 @@ func (x *Sessions) SetJanitorPeriod(d time.Duration) {
 	x.sessions.janitorEvery = d
 	x.sessions.mu.Unlock()
 }
+
+// ShellSessions returns the ids of the device's shell sessions, each with
+// whether its command has ended, without reading or touching them.
+func (d *Device) ShellSessions() map[string]bool {
+	t := &d.shell.jobs
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := make(map[string]bool, len(t.sessions))
+	for id, s := range t.sessions {
+		s.mu.Lock()
+		started := s.h != nil
+		s.mu.Unlock()
+		m[id] = started && s.ended()
+	}
+	return m
+}

@@ -93,7 +93,7 @@ func TestQuotaOutput(t *testing.T) {
 	}
 	// (Each try in a session of its own, killed if it was cut: what it
 	// kept goes with it.)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(liveness)
 	for {
 		s = openSession(t, k, alice, abi.ProcessLocalTarget{NetworkMode: "none"})
 		r = execIn(t, k, alice, s.SessionID, "head", "-c", "250000", "/dev/urandom")
@@ -172,7 +172,7 @@ func TestQuotaHome(t *testing.T) {
 	}
 	// A quota that does not parse fails the write, never no limit.
 	setConfig(t, k, root, "users/1000/quota/home", "lots")
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(liveness)
 	for e := ""; !strings.Contains(e, "users/1000/quota/home"); e = write(alice, "~/d", 100) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a write under an unparsable quota: %q", e)

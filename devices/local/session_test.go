@@ -144,14 +144,25 @@ func TestSessionNetwork(t *testing.T) {
 func TestSessionSignalTakesTree(t *testing.T) {
 	needSandbox(t)
 	k, _, alice, bob := newKernel(t)
-	s := openSession(t, k, alice, abi.ProcessLocalTarget{NetworkMode: "none"})
+	os.MkdirAll(filepath.Join(k.dataPath, "home/alice/proj"), 0o755)
+	reown(t, k)
+	s := openSession(t, k, alice, abi.ProcessLocalTarget{NetworkMode: "none", Mounts: []abi.ProcessMount{{HostPath: "~/proj", GuestPath: "/work", Mode: "rw"}}})
 	done := make(chan *abi.ExecResult, 1)
 	go func() {
 		r, _ := sessionCall[*abi.ExecResult](t, k, alice, "process.exec", &abi.ExecArgs{SessionID: s.SessionID,
-			Argv: []string{"sh", "-c", "trap '' TERM; (trap '' TERM; sleep 1000 & sleep 1000) & sleep 1000"}})
+			Argv: []string{"sh", "-c", "trap '' TERM; (trap '' TERM; sleep 1000 & touch /work/ready; sleep 1000) & sleep 1000"}})
 		done <- r
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// Every TERM trap is set once ready exists.
+	ready := filepath.Join(k.dataPath, "home/alice/proj/ready")
+	for deadline := time.Now().Add(liveness); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the exec never started its tree")
+		}
+	}
 	// bob may not signal it: to him it does not exist (not_found).
 	if res, err := sessionCall[*abi.SessionSignalResult](t, k, bob, "process.session.signal", &abi.SessionSignalArgs{SessionID: s.SessionID, Signal: "kill"}); err != nil || res.Status != abi.SignalNotFound {
 		t.Fatalf("bob's signal: %+v, %v", res, err)
@@ -162,7 +173,7 @@ func TestSessionSignalTakesTree(t *testing.T) {
 	if err != nil || res.Status != "signaled" || res.ExitCode == nil || *res.ExitCode != 137 {
 		t.Fatalf("signal: %+v %v", res, err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	if d := time.Since(start); d > liveness { // its processes sleep 1000 s
 		t.Fatalf("term took %v", d)
 	}
 	if r := <-done; r == nil || r.Status != "signaled" {
@@ -423,7 +434,7 @@ func TestSessionBlobCollected(t *testing.T) {
 	if _, err := sessionCall[*abi.BlobReadResult](t, k, alice, "process.blob.read", &abi.BlobReadArgs{BlobRef: r.Stdout.Blob.BlobRef}); err != nil {
 		t.Fatalf("the blob of an ended session, within its retention: %v", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(liveness)
 	for {
 		_, err := os.Stat(file)
 		if os.IsNotExist(err) {

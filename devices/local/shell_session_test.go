@@ -3,6 +3,7 @@ package local_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -23,12 +24,40 @@ func shellCall(ctx context.Context, k *env, id *kernel.Identity, a *abi.ShellExe
 	return asMap(res), nil
 }
 
+// liveness bounds every wait for something that must happen: a guard
+// against a hang that holds on a 2-core machine at load 10, never a
+// measure of speed.
+const liveness = time.Minute
+
+// gateWait is shell that waits until the test opens its gate (openGate):
+// a command that ends when the test says, not after a sleep that a loaded
+// machine may outlast.
+const gateWait = "while [ ! -e gate ]; do sleep 0.02; done"
+
+// openGate lets root's commands waiting in gateWait go on.
+func openGate(t *testing.T, k *env) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(k.dataPath, "home/root/gate"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitCond polls cond until it holds, or fails the test after liveness.
+func waitCond(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(liveness); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, liveness)
+		}
+	}
+}
+
 // pollUntilDone polls session sid as id until its final result, and
 // returns it with the output of every poll joined.
 func pollUntilDone(t *testing.T, k *env, id *kernel.Identity, sid string) (map[string]any, string) {
 	t.Helper()
 	var all strings.Builder
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+	for deadline := time.Now().Add(liveness); time.Now().Before(deadline); {
 		r, err := shellCall(context.Background(), k, id, &abi.ShellExecArgs{SessionID: sid})
 		if err != nil {
 			t.Fatalf("poll %s: %v", sid, err)
@@ -58,11 +87,15 @@ func requireUnknown(t *testing.T, err error, sid string) {
 // output piece by piece and then the final result, once.
 func TestShellBackgroundPoll(t *testing.T) {
 	k, root, _, _ := newKernel(t)
+	// The command ends only once the test opens its gate: a start that
+	// waited for it would wait the whole 2 min budget.
+	k.d.SetShellLimits(0, 2*time.Minute)
 	start := time.Now()
-	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "echo one; sleep 0.5; echo two", Background: true})
-	if el := time.Since(start); el > 300*time.Millisecond {
+	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "echo one; " + gateWait + "; echo two", Background: true})
+	if el := time.Since(start); el > liveness {
 		t.Fatalf("a background start took %v", el)
 	}
+	openGate(t, k)
 	sid, _ := r["sessionId"].(string)
 	if r["status"] != "running" || !regexp.MustCompile(`^sh_[a-z0-9]+$`).MatchString(sid) || r["output"] != "" {
 		t.Fatalf("background start: %v", r)
@@ -85,18 +118,22 @@ func TestShellWaitBudget(t *testing.T) {
 	k, root, _, _ := newKernel(t)
 	k.d.SetShellLimits(0, 300*time.Millisecond)
 	start := time.Now()
-	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "echo first; sleep 1; echo second"})
-	if el := time.Since(start); el < 300*time.Millisecond || el > 900*time.Millisecond {
+	// The command ends only once the test opens its gate: the start
+	// returns at the budget, running, with what was written by then.
+	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "echo first; " + gateWait + "; echo second"})
+	if el := time.Since(start); el < 300*time.Millisecond || el > liveness {
 		t.Fatalf("start returned after %v", el)
 	}
 	sid, _ := r["sessionId"].(string)
-	if r["status"] != "running" || sid == "" || r["output"] != "first\n" {
+	if r["status"] != "running" || sid == "" || !strings.HasPrefix("first\n", r["output"].(string)) {
 		t.Fatalf("start: %v", r)
 	}
+	openGate(t, k)
 	fin, all := pollUntilDone(t, k, root, sid)
-	if fin["status"] != "completed" || all != "second\n" {
+	if all = r["output"].(string) + all; fin["status"] != "completed" || all != "first\nsecond\n" {
 		t.Fatalf("final %v, output %q", fin, all)
 	}
+	k.d.SetShellLimits(0, 0) // the default budget, for a command done within it
 	r = shellExec(t, k, root, &abi.ShellExecArgs{Input: "echo quick"})
 	if _, ok := r["sessionId"]; ok || r["status"] != "completed" || r["output"] != "quick\n" {
 		t.Fatalf("quick: %v", r)
@@ -117,14 +154,15 @@ func TestShellStdin(t *testing.T) {
 		}
 	}
 	k.d.SetShellLimits(0, 100*time.Millisecond)
-	r = shellExec(t, k, root, &abi.ShellExecArgs{Input: "read x; sleep 0.3; echo got $x; exit 2", Background: true})
+	r = shellExec(t, k, root, &abi.ShellExecArgs{Input: "read x; " + gateWait + "; echo got $x; exit 2", Background: true})
 	sid2 := r["sessionId"].(string)
 	if r, err := shellCall(context.Background(), k, root, &abi.ShellExecArgs{SessionID: sid2, Input: "yes\n"}); err != nil || r["status"] != "running" {
 		t.Fatalf("write yes: %v %v", r, err)
 	}
-	// The command has ended: writing more is a 409 and leaves the result
-	// to read.
-	time.Sleep(600 * time.Millisecond)
+	// Once the command has ended, writing more is a 409 and leaves the
+	// result to read.
+	openGate(t, k)
+	waitCond(t, "the command's end", func() bool { return k.d.ShellSessions()[sid2] })
 	_, err := shellCall(context.Background(), k, root, &abi.ShellExecArgs{SessionID: sid2, Input: "more\n"})
 	if abi.KindOf(err) != abi.Busy {
 		t.Fatalf("write to an ended command: %v", err)
@@ -134,7 +172,7 @@ func TestShellStdin(t *testing.T) {
 		t.Fatalf("read: %v %q", fin, all)
 	}
 	// A foreground command, still running after the budget: stdin is /dev/null.
-	r = shellExec(t, k, root, &abi.ShellExecArgs{Input: "sleep 1"})
+	r = shellExec(t, k, root, &abi.ShellExecArgs{Input: "sleep 600"})
 	_, err = shellCall(context.Background(), k, root, &abi.ShellExecArgs{SessionID: r["sessionId"].(string), Input: "x\n"})
 	if abi.KindOf(err) != abi.Invalid || !strings.Contains(err.Error(), "/dev/null") {
 		t.Fatalf("write to a foreground command: %v", err)
@@ -145,7 +183,7 @@ func TestShellStdin(t *testing.T) {
 // non-zero exit fails with its output and exit code.
 func TestShellSessionEnds(t *testing.T) {
 	k, root, _, _ := newKernel(t)
-	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "echo hi; sleep 30", TimeoutMs: 300, Background: true})
+	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "echo hi; sleep 600", TimeoutMs: 1500, Background: true})
 	fin, all := pollUntilDone(t, k, root, r["sessionId"].(string))
 	if fin["status"] != "failed" || fin["error"] != "Command timed out" || all != "hi\n" {
 		t.Fatalf("timeout: %v %q", fin, all)
@@ -163,13 +201,14 @@ func TestShellSessionEnds(t *testing.T) {
 // Cancelling a poll leaves the command running and its output unread.
 func TestShellPollCancel(t *testing.T) {
 	k, root, _, _ := newKernel(t)
-	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "sleep 0.6; echo end", Background: true})
+	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: gateWait + "; echo end", Background: true})
 	sid := r["sessionId"].(string)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if _, err := shellCall(ctx, k, root, &abi.ShellExecArgs{SessionID: sid}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cancelled poll: %v", err)
 	}
+	openGate(t, k)
 	fin, all := pollUntilDone(t, k, root, sid)
 	if fin["status"] != "completed" || all != "end\n" {
 		t.Fatalf("after a cancelled poll: %v %q", fin, all)
@@ -208,13 +247,13 @@ func TestShellSessionOwner(t *testing.T) {
 func TestShellSessionExpiry(t *testing.T) {
 	k, root, _, _ := newKernel(t)
 	k.d.SetShellLimits(300*time.Millisecond, 0)
-	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "echo $$ > pgid; sleep 30", Background: true})
+	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "echo $$ > pgid; sleep 600", Background: true})
 	sid := r["sessionId"].(string)
 	pgid := readPgid(t, filepath.Join(k.dataPath, "home/root"))
 	r = shellExec(t, k, root, &abi.ShellExecArgs{Input: "true", Background: true})
 	done := r["sessionId"].(string)
-	waitGroupGone(t, pgid, 2*time.Second)
-	time.Sleep(100 * time.Millisecond)
+	waitGroupGone(t, pgid, liveness)
+	waitCond(t, "both sessions' expiry", func() bool { return len(k.d.ShellSessions()) == 0 })
 	for _, id := range []string{sid, done} {
 		_, err := shellCall(context.Background(), k, root, &abi.ShellExecArgs{SessionID: id})
 		requireUnknown(t, err, id)
@@ -224,8 +263,9 @@ func TestShellSessionExpiry(t *testing.T) {
 // Polls keep a session alive past the TTL.
 func TestShellSessionTouched(t *testing.T) {
 	k, root, _, _ := newKernel(t)
-	k.d.SetShellLimits(400*time.Millisecond, 100*time.Millisecond)
-	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "sleep 1; echo late", Background: true})
+	// (A TTL that holds between two polls at load 10.)
+	k.d.SetShellLimits(1500*time.Millisecond, 100*time.Millisecond)
+	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "sleep 4; echo late", Background: true})
 	fin, all := pollUntilDone(t, k, root, r["sessionId"].(string))
 	if fin["status"] != "completed" || all != "late\n" {
 		t.Fatalf("polled past the TTL: %v %q", fin, all)
@@ -236,8 +276,9 @@ func TestShellSessionTouched(t *testing.T) {
 func TestShellSessionTail(t *testing.T) {
 	k, root, _, _ := newKernel(t)
 	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "seq 1 100000", Background: true})
-	time.Sleep(500 * time.Millisecond)
-	fin, all := pollUntilDone(t, k, root, r["sessionId"].(string))
+	sid := r["sessionId"].(string)
+	waitCond(t, "seq's end", func() bool { return k.d.ShellSessions()[sid] }) // all output in, none read
+	fin, all := pollUntilDone(t, k, root, sid)
 	if fin["status"] != "completed" || fin["truncated"] != true || !strings.HasPrefix(all, "[... ") || !strings.HasSuffix(all, "\n99999\n100000\n") {
 		t.Fatalf("tail: %v ...%q", fin["truncated"], all[max(0, len(all)-40):])
 	}
@@ -253,8 +294,8 @@ func TestShellCloseKillsSessions(t *testing.T) {
 	pgid := readPgid(t, filepath.Join(k.dataPath, "home/root"))
 	start := time.Now()
 	k.Close()
-	if el := time.Since(start); el > local.ShellKillGrace+time.Second {
+	if el := time.Since(start); el > local.ShellKillGrace+liveness { // its processes sleep 600 s
 		t.Fatalf("Close took %v", el)
 	}
-	waitGroupGone(t, pgid, 500*time.Millisecond)
+	waitGroupGone(t, pgid, liveness)
 }

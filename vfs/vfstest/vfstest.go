@@ -45,8 +45,9 @@ func Mountable(t testing.TB) {
 	}
 }
 
-// RunTimeout is how long Run lets a command run before it kills it.
-const RunTimeout = 20 * time.Second
+// RunTimeout is how long Run lets a command run before it kills it: a
+// guard against a hang that holds on a 2-core machine at load 10.
+const RunTimeout = time.Minute
 
 // Run runs the command args with $M set to the mount point mnt (and the C
 // locale), and returns its stdout and stderr. A command still running
@@ -108,7 +109,7 @@ func ListenUnix(t testing.TB) net.Listener {
 
 // Serve runs serve (a server's Serve loop on l) until the test ends; at
 // cleanup it cancels serve's context and fails the test unless serve
-// returns context.Canceled within 10 seconds.
+// returns context.Canceled within a minute.
 func Serve(t testing.TB, l net.Listener, serve func(ctx context.Context, l net.Listener) error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -120,7 +121,7 @@ func Serve(t testing.TB, l net.Listener, serve func(ctx context.Context, l net.L
 			if !errors.Is(err, context.Canceled) {
 				t.Errorf("Serve returned %v, want context.Canceled", err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			t.Errorf("Serve did not return after cancel")
 		}
 	})

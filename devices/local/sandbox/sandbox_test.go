@@ -76,7 +76,7 @@ func run(t *testing.T, b *Box, argv ...string) (string, Exit) {
 	}
 	select {
 	case <-p.Done():
-	case <-time.After(20 * time.Second):
+	case <-time.After(time.Minute):
 		p.Kill()
 		t.Fatalf("%v: did not end", argv)
 	}
@@ -213,10 +213,10 @@ func TestBoxKillTakesTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	n := len(p.members())
-	if n < 3 {
-		t.Fatalf("members %d", n)
+	for deadline := time.Now().Add(time.Minute); len(p.members()) < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("members %d", len(p.members()))
+		}
 	}
 	p.Signal(syscall.SIGTERM)
 	select {
@@ -227,7 +227,7 @@ func TestBoxKillTakesTree(t *testing.T) {
 	p.Kill()
 	select {
 	case <-p.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("kill did not end it")
 	}
 	if ex := p.Exit(); ex.Code != 137 {

@@ -1,12 +1,10 @@
 package local
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -208,35 +206,6 @@ func (x *Sessions) unmountScratch() {
 		}
 	}
 	x.tmpfs.size = nil
-}
-
-// unmountUnder detaches every mount at or below dir, deepest first: the
-// scratch tmpfs mounts a daemon that died left.
-func unmountUnder(dir string) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	var points []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		p := fields[4]
-		if strings.Contains(p, `\`) {
-			continue // an escaped name: never one of ours
-		}
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			points = append(points, p)
-		}
-	}
-	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
-	for _, p := range points {
-		unix.Unmount(p, unix.MNT_DETACH)
-	}
 }
 
 // The homes: each user's usage, counted once by a walk and then kept up

@@ -82,7 +82,7 @@ func NewSessions(opts SessionsOptions) (*Sessions, error) {
 	// The scratch of sessions a restart ended, and its tmpfs mounts.
 	scratch := filepath.Join(opts.StateDir, "sessions")
 	if !opts.Rootless && os.Geteuid() == 0 {
-		unmountUnder(scratch)
+		sandbox.UnmountUnder(scratch)
 	}
 	os.RemoveAll(scratch)
 	if !opts.Rootless {

@@ -242,7 +242,7 @@ func RemoveStale(log *slog.Logger) {
 		if !e.IsDir() || !stale(dir, e.Name()) {
 			continue
 		}
-		unmountUnder(dir)
+		UnmountUnder(dir)
 		if err := os.RemoveAll(dir); err != nil {
 			log.Warn("sandbox: removing a stale staging directory", "dir", dir, "err", err)
 		} else {
@@ -273,8 +273,8 @@ func stale(dir, name string) bool {
 	return syscall.Kill(pid, 0) == syscall.ESRCH
 }
 
-// unmountUnder detaches every mount at or below dir, deepest first.
-func unmountUnder(dir string) {
+// UnmountUnder detaches every mount at or below dir, deepest first.
+func UnmountUnder(dir string) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return
@@ -340,7 +340,7 @@ func (r *Runtime) Close() error {
 	if r.rootless {
 		return nil
 	}
-	unmountUnder(r.dir)
+	UnmountUnder(r.dir)
 	err := os.RemoveAll(r.dir)
 	r.lock.Close()
 	return err

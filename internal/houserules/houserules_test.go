@@ -150,6 +150,14 @@ var rules = []rule{
 		},
 	},
 	{
+		// The schemas of the abi types: the abi and the schema
+		// library, nothing else of GSV (the namespace, the agent's
+		// tools and the MCP server import it).
+		name:   "abi/schema imports of GSV only abi",
+		binds:  func(p string) bool { return p == "abi/schema" },
+		forbid: func(_, dep string, _ bool) bool { return dep != "abi" },
+	},
+	{
 		name:   "abi imports nothing of GSV",
 		binds:  func(p string) bool { return p == "abi" },
 		forbid: func(_, dep string, _ bool) bool { return true },

@@ -117,13 +117,13 @@ var rules = []rule{
 		// The namespace is built on the kernel's dispatcher and the vfs
 		// node types only. Its tests stand the kernel up (kerneltest)
 		// and check what the transports (vfs/..., ninep) serve of it.
-		name:  "ns imports of GSV only kernel, abi and vfs",
+		name:  "ns imports of GSV only kernel, abi (and its schemas) and vfs",
 		binds: func(p string) bool { return p == "ns" },
 		forbid: func(_, dep string, test bool) bool {
 			if test && (dep == "kernel/kerneltest" || under(dep, "vfs", "ninep")) {
 				return false
 			}
-			return dep != "kernel" && dep != "abi" && dep != "vfs"
+			return dep != "kernel" && dep != "abi" && dep != "abi/schema" && dep != "vfs"
 		},
 	},
 	{

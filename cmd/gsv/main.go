@@ -65,25 +65,7 @@ func rootCmd(out io.Writer) *cobra.Command {
 	}
 	root.PersistentFlags().BoolVar(&c.json, "json", false, "print the raw JSON result")
 
-	root.AddCommand(&cobra.Command{
-		Use:   "call NAME [ARGS-JSON]",
-		Short: "Make any syscall and print its result as JSON",
-		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			a := "{}"
-			if len(args) == 2 {
-				a = args[1]
-			}
-			if !json.Valid([]byte(a)) {
-				return fmt.Errorf("args are not valid JSON: %s", a)
-			}
-			data, err := c.call(args[0], json.RawMessage(a))
-			if err != nil {
-				return err
-			}
-			return c.printJSON(data)
-		},
-	})
+	root.AddCommand(c.callCmd())
 
 	root.AddCommand(&cobra.Command{
 		Use:   "whoami",

@@ -81,11 +81,18 @@ type Subscription struct {
 // in the audience a. A payload that is abi.Scoped puts its pid and
 // conversation on the envelope.
 func Publish[P any](k *Kernel, sig abi.Signal[P], p P, a Audience) {
+	k.send(event(sig, p), audience{all: a.All, uids: a.Uids, conn: a.Conn})
+}
+
+// publish is Publish with the kernel's own audience.
+func publish[P any](k *Kernel, sig abi.Signal[P], p P, a audience) { k.send(event(sig, p), a) }
+
+func event[P any](sig abi.Signal[P], p P) *Event {
 	ev := &Event{Signal: sig.Name, Payload: p}
 	if s, ok := any(p).(abi.Scoped); ok {
 		ev.Pid, ev.Conv = s.SignalScope()
 	}
-	k.publish(ev, audience{all: a.All, uids: a.Uids, conn: a.Conn})
+	return ev
 }
 
 // Signal publishes a signal frame to every Subscription in the audience.
@@ -103,10 +110,10 @@ func (k *Kernel) signal(signal string, payload any, a audience) {
 		ev.Pid, _ = p["pid"].(string)
 		ev.Conv, _ = p["conversationId"].(string)
 	}
-	k.publish(ev, a)
+	k.send(ev, a)
 }
 
-func (k *Kernel) publish(ev *Event, a audience) {
+func (k *Kernel) send(ev *Event, a audience) {
 	b := &k.bus
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -246,20 +253,19 @@ func (b *bus) closeAll() {
 // serves the err views.
 func (k *Kernel) eventSyscalls() []Syscall {
 	return []Syscall{
-		Fn("sys.events", Internal, k.events),
-		Fn("sys.lasterror", Internal, k.lastErrorCall),
+		Handle(abi.SysEvents, k.events),
+		Handle(abi.SysLastError, k.lastErrorCall),
 	}
 }
 
 // events serves sys.events: a subscription to the signals the caller may
 // see, from now on.
-func (k *Kernel) events(ctx context.Context, c *Caller, _ *struct{}) (*Subscription, error) {
+func (k *Kernel) events(ctx context.Context, c *Caller, _ *struct{}) (abi.EventStream, error) {
 	return k.Subscribe(c.Identity, nil), nil
 }
 
-// LastErrorArgs are sys.lasterror's args: the namespace directory whose
-// err view is read.
-type LastErrorArgs struct{ Dir string }
+// LastErrorArgs are sys.lasterror's args (abi.LastErrorArgs).
+type LastErrorArgs = abi.LastErrorArgs
 
 // lastErrorCall serves sys.lasterror: the message of the caller's last
 // failure in a.Dir, or "".

@@ -63,9 +63,9 @@ func userOnly(c *Caller) error {
 // kernel) creates and revokes tokens: a service or a driver does not.
 func (k *Kernel) tokenSyscalls() []Syscall {
 	return []Syscall{
-		Fn("sys.token.create", 0, k.tokenCreate).Admit(userOnly),
-		Fn("sys.token.list", 0, k.tokenList),
-		Fn("sys.token.revoke", 0, k.tokenRevoke).Admit(userOnly),
+		Handle(abi.SysTokenCreate, k.tokenCreate).Admit(userOnly),
+		Handle(abi.SysTokenList, k.tokenList),
+		Handle(abi.SysTokenRevoke, k.tokenRevoke).Admit(userOnly),
 	}
 }
 
@@ -123,7 +123,7 @@ func (k *Kernel) tokenCreate(ctx context.Context, c *Caller, a *abi.TokenCreateA
 	if err != nil {
 		return nil, abi.E(err)
 	}
-	k.signal("sys.token.created", map[string]any{"tokenId": t.TokenID, "uid": uid, "kind": t.Kind}, audience{uids: []uint32{uid}})
+	publish(k, abi.SigTokenCreated, abi.TokenCreated{TokenID: t.TokenID, Uid: uid, Kind: t.Kind}, audience{uids: []uint32{uid}})
 	return &abi.TokenCreateResult{Token: t}, nil
 }
 
@@ -181,7 +181,7 @@ func (k *Kernel) tokenRevoke(ctx context.Context, c *Caller, a *abi.TokenRevokeA
 	}
 	if n > 0 {
 		k.leases.end(a.TokenID)
-		k.signal("sys.token.revoked", map[string]any{"tokenId": a.TokenID}, audience{uids: []uint32{c.Uid}})
+		publish(k, abi.SigTokenRevoked, abi.TokenRevoked{TokenID: a.TokenID}, audience{uids: []uint32{c.Uid}})
 	}
 	return &abi.TokenRevokeResult{Revoked: n > 0}, nil
 }

@@ -206,12 +206,12 @@ var validUsername = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 // userSyscalls is the table of the identity, user and group syscalls.
 func (k *Kernel) userSyscalls() []Syscall {
 	return []Syscall{
-		Fn("sys.whoami", 0, k.whoami),
-		Fn("sys.syscall.list", 0, k.syscallList),
-		Fn("sys.setup", BeforeSetup, k.setup),
-		Fn("sys.user.add", 0, k.userAdd),
-		Fn("sys.user.list", 0, k.userList),
-		Fn("sys.group.list", 0, k.groupList),
+		Handle(abi.SysWhoami, k.whoami),
+		Handle(abi.SysSyscallList, k.syscallList),
+		Handle(abi.SysSetup, k.setup),
+		Handle(abi.SysUserAdd, k.userAdd),
+		Handle(abi.SysUserList, k.userList),
+		Handle(abi.SysGroupList, k.groupList),
 	}
 }
 
@@ -281,7 +281,7 @@ func (k *Kernel) setup(ctx context.Context, c *Caller, a *abi.SetupArgs) (*abi.S
 	if err != nil {
 		return nil, err
 	}
-	k.signal("sys.setup", map[string]any{"uid": u.Uid, "username": u.Username}, audience{all: true})
+	publish(k, abi.SigSysSetup, abi.UserSignal{Uid: u.Uid, Username: u.Username}, audience{all: true})
 	return &abi.SetupResult{User: id.Record(), RootLocked: true}, nil
 }
 
@@ -294,7 +294,7 @@ func (k *Kernel) userAdd(ctx context.Context, c *Caller, a *abi.UserAddArgs) (*U
 	if err != nil {
 		return nil, err
 	}
-	k.signal("sys.user.added", map[string]any{"uid": u.Uid, "username": u.Username}, audience{all: true})
+	publish(k, abi.SigUserAdded, abi.UserSignal{Uid: u.Uid, Username: u.Username}, audience{all: true})
 	return u, nil
 }
 

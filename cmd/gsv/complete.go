@@ -102,7 +102,7 @@ func (c *cli) completeSyscall(_ *cobra.Command, args []string, toComplete string
 	if len(args) != 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	r, err := get[abi.SyscallListResult](c, "sys.syscall.list", &abi.SyscallListArgs{})
+	r, err := call(c, abi.SysSyscallList, &abi.SyscallListArgs{})
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
 	}

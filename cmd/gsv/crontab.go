@@ -93,7 +93,7 @@ func (c *cli) crontabCmd() *cobra.Command {
 
 // lookupUid maps a user name (or a uid) to its uid through sys.user.list.
 func (c *cli) lookupUid(name string) (uint32, error) {
-	r, err := get[abi.UserListResult](c, "sys.user.list", &abi.UserListArgs{})
+	r, err := call(c, abi.SysUserList, &abi.UserListArgs{})
 	if err != nil {
 		return 0, err
 	}

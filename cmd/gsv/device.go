@@ -45,7 +45,7 @@ func (c *cli) completeGroup(_ *cobra.Command, args []string, toComplete string) 
 	if len(args) != 1 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	r, err := get[abi.GroupListResult](c, "sys.group.list", &abi.GroupListArgs{})
+	r, err := call(c, abi.SysGroupList, &abi.GroupListArgs{})
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
 	}
@@ -94,7 +94,7 @@ func (c *cli) deviceListCmd() *cobra.Command {
 			return do(c, "sys.device.list", &abi.DeviceListArgs{IncludeOffline: all}, func(r *abi.DeviceListResult) error {
 				names := map[uint32]string{}
 				if len(r.Devices) > 0 {
-					if u, err := get[abi.UserListResult](c, "sys.user.list", &abi.UserListArgs{}); err == nil {
+					if u, err := call(c, abi.SysUserList, &abi.UserListArgs{}); err == nil {
 						for _, u := range u.Users {
 							names[u.Uid] = u.Username
 						}

@@ -72,7 +72,7 @@ func rootCmd(out io.Writer) *cobra.Command {
 		Short: "Print who the daemon says you are",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "sys.whoami", &abi.WhoamiArgs{}, func(w *abi.WhoamiResult) error {
+			return show(c, abi.SysWhoami, &abi.WhoamiArgs{}, func(w *abi.WhoamiResult) error {
 				_, err := fmt.Fprintf(c.out, "%s uid=%d gid=%d home=%s role=%s capabilities=%s\n", w.Process.Username, w.Process.Uid,
 					w.Process.Gid, w.Process.Home, w.Role, strings.Join(w.Capabilities, ","))
 				return err

@@ -656,7 +656,7 @@ func (c *cli) findSchedule(ref string, owner *uint32) (*abi.Schedule, error) {
 		return named[0], nil
 	}
 	// Root sees everyone's: a name is the caller's own.
-	w, err := get[abi.WhoamiResult](c, "sys.whoami", &abi.WhoamiArgs{})
+	w, err := call(c, abi.SysWhoami, &abi.WhoamiArgs{})
 	if err != nil {
 		return nil, err
 	}

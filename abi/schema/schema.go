@@ -195,3 +195,48 @@ var options = sync.OnceValues(func() (*jsonschema.ForOptions, error) {
 	}
 	return opts, nil
 })
+
+// Tool returns the JSON Schema of a model tool's arguments of type T, as
+// compact JSON: For's, without additionalProperties anywhere (a model is
+// shown what to give; the tool's syscall decodes strictly and refuses
+// anything else with a message naming it).
+func Tool[T any]() (json.RawMessage, error) {
+	s, err := ForType[T]()
+	if err != nil {
+		return nil, err
+	}
+	dropAdditional(s)
+	b, err := json.Marshal(s)
+	if err == nil && s.Type == "object" && len(s.Properties) == 0 {
+		// A tool with no arguments says so, as providers want it:
+		// properties {} (the library leaves an empty map out).
+		b = append(b[:len(b)-1], `,"properties":{}}`...)
+	}
+	return b, err
+}
+
+// MustTool is Tool for the tool tables built when a package starts: a
+// type without a schema is a programming error, and it panics.
+func MustTool[T any]() json.RawMessage {
+	b, err := Tool[T]()
+	if err != nil {
+		panic(fmt.Sprintf("schema.MustTool[%s]: %v", reflect.TypeFor[T](), err))
+	}
+	return b
+}
+
+// dropAdditional removes additionalProperties from s and every schema in
+// it.
+func dropAdditional(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	s.AdditionalProperties = nil
+	for _, c := range s.Properties {
+		dropAdditional(c)
+	}
+	for _, c := range s.AnyOf {
+		dropAdditional(c)
+	}
+	dropAdditional(s.Items)
+}

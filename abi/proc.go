@@ -455,8 +455,8 @@ type ProcStatusRecord struct {
 
 // StatusResult is proc.status's result.
 type StatusResult struct {
-	OK     bool       `json:"ok"`
-	Pid    string     `json:"pid"`
+	OK     bool             `json:"ok"`
+	Pid    string           `json:"pid"`
 	Status ProcStatusRecord `json:"status"`
 }
 

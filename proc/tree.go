@@ -544,7 +544,7 @@ func (m *Manager) segmentsDir(p *abi.Process, own owner, cid string) vfs.Dir {
 		}
 		meta := jsonView(m, at(sbase+"/meta", 0o400), abi.ProcConversationSegmentRead, &abi.SegmentReadArgs{Pid: pid, ConversationID: cid, SegmentID: s.ID, Limit: 1},
 			func(r *abi.SegmentReadResult) *abi.Segment { return &r.Segment })
-		msgs := &vfs.Sequential{Meta: at(sbase+"/messages", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
+		msgs := &vfs.Sequential{Meta: at(sbase+"/messages", 0o400), OpenReader: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
 			return m.segmentReader(ctx, ns.CallerOf(cred, ""), pid, cid, s.ID)
 		}, Size: func(ctx context.Context, cred vfs.Cred) (int64, error) {
 			return m.segmentSize(ctx, ns.CallerOf(cred, ""), s.ArchivePath)

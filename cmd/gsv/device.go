@@ -26,7 +26,7 @@ func (c *cli) completeDevice(rest func(*cobra.Command, []string, string) ([]stri
 			}
 			return rest(cmd, args, toComplete)
 		}
-		r, err := get[abi.DeviceListResult](c, "sys.device.list", &abi.DeviceListArgs{IncludeOffline: true})
+		r, err := call(c, abi.SysDeviceList, &abi.DeviceListArgs{IncludeOffline: true})
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
 		}
@@ -91,7 +91,7 @@ func (c *cli) deviceListCmd() *cobra.Command {
 		Short: "List the online devices you may use, --all offline ones too (sys.device.list; root: every device)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "sys.device.list", &abi.DeviceListArgs{IncludeOffline: all}, func(r *abi.DeviceListResult) error {
+			return show(c, abi.SysDeviceList, &abi.DeviceListArgs{IncludeOffline: all}, func(r *abi.DeviceListResult) error {
 				names := map[uint32]string{}
 				if len(r.Devices) > 0 {
 					if u, err := call(c, abi.SysUserList, &abi.UserListArgs{}); err == nil {

@@ -311,14 +311,7 @@ func renderMessage(w io.Writer, m *abi.Message) {
 		}
 		fmt.Fprintf(w, "%s  %s\n%s\n\n", head, t, indent(s))
 	case "assistant":
-		var ac struct {
-			Text      string `json:"text"`
-			ToolCalls []struct {
-				ID   string          `json:"id"`
-				Name string          `json:"name"`
-				Args json.RawMessage `json:"args"`
-			} `json:"toolCalls"`
-		}
+		var ac abi.AssistantContent
 		if json.Unmarshal(m.Content, &ac) != nil {
 			ac.Text = string(m.Content)
 		}
@@ -331,11 +324,7 @@ func renderMessage(w io.Writer, m *abi.Message) {
 		}
 		fmt.Fprintln(w)
 	case "toolResult":
-		var tr struct {
-			ToolName string `json:"toolName"`
-			Output   string `json:"output"`
-			IsError  bool   `json:"isError"`
-		}
+		var tr abi.ToolResultContent
 		if json.Unmarshal(m.Content, &tr) != nil {
 			raw()
 			return

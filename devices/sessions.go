@@ -19,11 +19,14 @@ import (
 // migrations are the devices room's schema steps: the users group may
 // make the process.* syscalls; the device registry (devices, the groups
 // granted each in device_access; see registry.go); the users group may
-// make sys.device.update and sys.device.grant.
-var migrations = []string{
-	`INSERT INTO group_caps(gid,cap) SELECT 100,'process.*'
+// make sys.device.update and sys.device.grant; the shell and exec
+// sessions on devices; the users group may remove their devices; the
+// order exec sessions were opened in (seq: a device's are listed so).
+func migrations(d kernel.Dialect) []string {
+	return []string{
+		`INSERT INTO group_caps(gid,cap) SELECT 100,'process.*'
 		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap='process.*')`,
-	`CREATE TABLE devices (
+		`CREATE TABLE devices (
 		device_id TEXT PRIMARY KEY,
 		owner_uid INTEGER NOT NULL,
 		description TEXT NOT NULL DEFAULT '',
@@ -40,30 +43,33 @@ var migrations = []string{
 		device_id TEXT NOT NULL REFERENCES devices(device_id) ON DELETE CASCADE,
 		gid INTEGER NOT NULL,
 		PRIMARY KEY (device_id, gid));`,
-	`INSERT INTO group_caps(gid,cap) SELECT 100,c.cap FROM (SELECT 'sys.device.update' AS cap UNION ALL SELECT 'sys.device.grant') c
+		`INSERT INTO group_caps(gid,cap) SELECT 100,c.cap FROM (SELECT 'sys.device.update' AS cap UNION ALL SELECT 'sys.device.grant') c
 		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap=c.cap)`,
-	// The shell sessions running on devices, by session id: where a poll
-	// goes, and, once the device is gone, what it answers.
-	`CREATE TABLE device_shell_sessions (
+		// The shell sessions running on devices, by session id: where a poll
+		// goes, and, once the device is gone, what it answers.
+		`CREATE TABLE device_shell_sessions (
 		session_id TEXT PRIMARY KEY,
 		device_id TEXT NOT NULL,
 		connection_id TEXT NOT NULL,
 		uid INTEGER NOT NULL,
 		failed INTEGER NOT NULL DEFAULT 0,
 		updated_at INTEGER NOT NULL)`,
-	// The exec sessions opened on devices, by session id: where later
-	// calls go, and, once the device is gone, what they answer.
-	`CREATE TABLE device_process_sessions (
+		// The exec sessions opened on devices, by session id: where later
+		// calls go, and, once the device is gone, what they answer.
+		`CREATE TABLE device_process_sessions (
 		session_id TEXT PRIMARY KEY,
 		device_id TEXT NOT NULL,
 		connection_id TEXT NOT NULL,
 		uid INTEGER NOT NULL,
 		failed INTEGER NOT NULL DEFAULT 0,
 		expires_at INTEGER NOT NULL)`,
-	// The users group may remove their devices (a user owns at most
-	// config/devices/max_per_user of them).
-	`INSERT INTO group_caps(gid,cap) SELECT 100,'sys.device.remove'
+		// The users group may remove their devices (a user owns at most
+		// config/devices/max_per_user of them).
+		`INSERT INTO group_caps(gid,cap) SELECT 100,'sys.device.remove'
 		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap='sys.device.remove')`,
+		`ALTER TABLE device_process_sessions ADD COLUMN seq INTEGER NOT NULL DEFAULT 0`,
+		d.NumberRows("device_process_sessions", "seq"),
+	}
 }
 
 // Config keys of the process capability: the system's (root sets it),

@@ -811,7 +811,7 @@ func (m *Manager) injectSteer(ctx context.Context, pr *process, r *activeRun) er
 	}
 	rows.Close()
 	for _, s := range ss {
-		if err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+		if err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 			if _, err := m.st.TxExec(tx, `DELETE FROM proc_queue WHERE id=?`, s.id); err != nil {
 				return err
 			}

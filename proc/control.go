@@ -281,8 +281,10 @@ func (m *Manager) sysDirective(ctx context.Context, c *kernel.Caller, a *abi.Dir
 		pr.mu.Unlock()
 		if a.Checkpoint != nil {
 			// First wins for good: the last run's decision still stands.
+			// (Runs of one millisecond: their first messages are
+			// numbered in the order they started.)
 			var run string
-			err := m.st.QueryRowContext(ctx, `SELECT run_id FROM proc_runs WHERE pid=? ORDER BY started_at DESC, rowid DESC LIMIT 1`, p.Pid).Scan(&run)
+			err := m.st.QueryRowContext(ctx, `SELECT run_id FROM proc_runs WHERE pid=? ORDER BY started_at DESC, first_message DESC LIMIT 1`, p.Pid).Scan(&run)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return nil, abi.E(abi.Path(p.Pid), err)
 			}
@@ -869,7 +871,7 @@ func (m *Manager) runInfo(ctx context.Context, p *abi.Process) (*abi.RunInfo, er
 	var started int64
 	var fin sql.NullInt64
 	var errText sql.NullString
-	err := m.st.QueryRowContext(ctx, `SELECT run_id,cid,status,started_at,finished_at,error FROM proc_runs WHERE pid=? ORDER BY started_at DESC, rowid DESC LIMIT 1`, p.Pid).
+	err := m.st.QueryRowContext(ctx, `SELECT run_id,cid,status,started_at,finished_at,error FROM proc_runs WHERE pid=? ORDER BY started_at DESC, first_message DESC LIMIT 1`, p.Pid).
 		Scan(&run, &cid, &status, &started, &fin, &errText)
 	if errors.Is(err, sql.ErrNoRows) {
 		return info, nil

@@ -123,9 +123,10 @@ func (r *Room) Mounts() []ns.Mount {
 	return []ns.Mount{{Path: dirPath, Node: r.topDir()}}
 }
 
-// migrations are the room's schema steps: the notifications, and the
-// grant of notification.* to the users group; the order notifications
-// were made in (seq: newest first among those of one millisecond).
+// migrations are the room's schema steps: the notifications (a step that
+// once wrote a grant is kept as a no-op so later numbers stay), and the
+// order they were made in (seq: newest first among those of one
+// millisecond).
 func migrations(d kernel.Dialect) []string {
 	return []string{
 		`CREATE TABLE notify_notifications (
@@ -143,8 +144,8 @@ func migrations(d kernel.Dialect) []string {
 	);
 	CREATE INDEX notify_owner ON notify_notifications(owner_uid, created_at);
 	CREATE INDEX notify_expiry ON notify_notifications(expires_at);`,
-		`INSERT INTO group_caps(gid,cap) SELECT 100,'notification.*'
-		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap='notification.*')`,
+		// A step kept so later numbers stay: grants come from descriptors.
+		`SELECT 1`,
 		`ALTER TABLE notify_notifications ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX notify_seq ON notify_notifications(seq);`,
 		d.NumberRows("notify_notifications", "seq"),

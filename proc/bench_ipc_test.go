@@ -104,7 +104,8 @@ func benchCallRoundTrips(b *testing.B) []time.Duration {
 	ctx := context.Background()
 	a, t := e.spawn(b), e.spawn(b)
 	started, finished := make(chan struct{}, 16), make(chan struct{}, 16)
-	e.k.Observe(func(name string, payload any, _ kernel.Audience) {
+	e.k.Observe(func(ev *kernel.Event, _ kernel.Audience) {
+		name, payload := ev.Signal, ev.Payload
 		if p, ok := payload.(map[string]any); !ok || p["pid"] != a {
 			return
 		}

@@ -102,7 +102,8 @@ func benchDirectiveLatency(b *testing.B) []time.Duration {
 	}
 	pid := res.Pid
 	parked, resumed := make(chan int64, 4), make(chan struct{}, 4)
-	e.k.Observe(func(name string, payload any, _ kernel.Audience) {
+	e.k.Observe(func(ev *kernel.Event, _ kernel.Audience) {
+		name, payload := ev.Signal, ev.Payload
 		p, ok := payload.(map[string]any)
 		if !ok || p["pid"] != pid {
 			return

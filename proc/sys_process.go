@@ -104,9 +104,8 @@ func (m *Manager) sysEvents(ctx context.Context, c *kernel.Caller, a *abi.PidArg
 	pid := p.Pid
 	// chat.delta repeats proc.run.stream for clients (/sys/events): the
 	// process's own stream carries the latter only.
-	return m.k.Subscribe(c.Identity, func(signal string, payload any) bool {
-		pl, ok := payload.(map[string]any)
-		return ok && pl["pid"] == pid && signal != "chat.delta"
+	return m.k.Subscribe(c.Identity, func(ev *kernel.Event) bool {
+		return ev.Pid == pid && ev.Signal != "chat.delta"
 	}), nil
 }
 

@@ -40,13 +40,13 @@ const hilUsage = "hil approve <requestId> [remember] [args=<json>] | hil deny <r
 // hilVerb parses "hil approve <id> [remember] [args=<json>]", "hil deny
 // <id>" and "hil substitute <id> <text...>" (the text is the rest of the
 // line, verbatim, as send's). A line of JSON args fills proc.hil's args.
-func hilVerb(pid string, l ns.CtlLine) (string, any, error) {
+func hilVerb(pid string, l ns.CtlLine) (kernel.Bound, error) {
 	a := &abi.HilArgs{Pid: pid}
 	if l.JSON != nil {
-		return "proc.hil", a, nil
+		return kernel.BindName("proc.hil", a), nil
 	}
 	if err := words(l, 2, hilUsage); err != nil {
-		return "", nil, err
+		return kernel.Bound{}, err
 	}
 	a.Decision, a.RequestID = word(l, 0), word(l, 1)
 	if a.Decision == "substitute" {
@@ -60,33 +60,33 @@ func hilVerb(pid string, l ns.CtlLine) (string, any, error) {
 			}
 		}
 		a.Result = strings.TrimLeft(rest, " \t")
-		return "proc.hil", a, nil
+		return kernel.BindName("proc.hil", a), nil
 	}
 	for _, w := range l.Words[2:] {
 		if w != "remember" {
-			return "", nil, abi.E(abi.Invalid, "usage: "+hilUsage)
+			return kernel.Bound{}, abi.E(abi.Invalid, "usage: "+hilUsage)
 		}
 		a.Remember = true
 	}
 	if v, ok := l.LookupOpt("args"); ok {
 		if !json.Valid([]byte(v)) {
-			return "", nil, abi.E(abi.Invalid, fmt.Sprintf("args=%s is not JSON (JSON with spaces is quoted: args='{\"path\": \"a b\"}')", v))
+			return kernel.Bound{}, abi.E(abi.Invalid, fmt.Sprintf("args=%s is not JSON (JSON with spaces is quoted: args='{\"path\": \"a b\"}')", v))
 		}
 		a.Args = json.RawMessage(v)
 	}
-	return "proc.hil", a, nil
+	return kernel.BindName("proc.hil", a), nil
 }
 
 // spawnVerb parses "spawn <profile> [label=..] [prompt=..] [workspace=<mode>]".
-func spawnVerb(l ns.CtlLine) (string, any, error) {
+func spawnVerb(l ns.CtlLine) (kernel.Bound, error) {
 	if err := l.Args(1, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none|inherit]"); err != nil {
-		return "", nil, err
+		return kernel.Bound{}, err
 	}
 	a := &abi.SpawnArgs{Profile: word(l, 0), Label: l.Opt("label"), Prompt: l.Opt("prompt")}
 	if w, ok := l.LookupOpt("workspace"); ok {
 		a.Workspace = &abi.WorkspaceSpec{Mode: w}
 	}
-	return "proc.spawn", a, nil
+	return kernel.BindName("proc.spawn", a), nil
 }
 
 // tree is the /proc tree.
@@ -264,30 +264,30 @@ func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 		return []byte(b.String()), nil
 	}}
 	verbs := map[string]ns.CtlVerb{
-		"send": func(l ns.CtlLine) (string, any, error) {
+		"send": func(l ns.CtlLine) (kernel.Bound, error) {
 			if l.JSON == nil && l.Rest == "" {
-				return "", nil, abi.E(abi.Invalid, "usage: send [mode=queue|steer|interrupt] <text...>")
+				return kernel.Bound{}, abi.E(abi.Invalid, "usage: send [mode=queue|steer|interrupt] <text...>")
 			}
 			ll, err := splitLead(l.Text(), 0, "mode")
-			return "proc.send", &abi.SendArgs{Pid: pid, Message: ll.text, Mode: ll.opts["mode"]}, err
+			return kernel.BindName("proc.send", &abi.SendArgs{Pid: pid, Message: ll.text, Mode: ll.opts["mode"]}), err
 		},
-		"abort": func(l ns.CtlLine) (string, any, error) {
-			return "proc.abort", &abi.PidArgs{Pid: pid}, l.Args(0, 0, "abort")
+		"abort": func(l ns.CtlLine) (kernel.Bound, error) {
+			return kernel.BindName("proc.abort", &abi.PidArgs{Pid: pid}), l.Args(0, 0, "abort")
 		},
-		"kill": func(l ns.CtlLine) (string, any, error) {
+		"kill": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.KillArgs{Pid: pid}
 			if word(l, 0) == "noarchive" {
 				f := false
 				a.Archive = &f
 			} else if len(l.Words) > 0 {
-				return "", nil, abi.E(abi.Invalid, "usage: kill [noarchive]")
+				return kernel.Bound{}, abi.E(abi.Invalid, "usage: kill [noarchive]")
 			}
-			return "proc.kill", a, nil
+			return kernel.BindName("proc.kill", a), nil
 		},
-		"reset": func(l ns.CtlLine) (string, any, error) {
-			return "proc.reset", &abi.PidArgs{Pid: pid}, l.Args(0, 0, "reset")
+		"reset": func(l ns.CtlLine) (kernel.Bound, error) {
+			return kernel.BindName("proc.reset", &abi.PidArgs{Pid: pid}), l.Args(0, 0, "reset")
 		},
-		"hil": func(l ns.CtlLine) (string, any, error) { return hilVerb(pid, l) },
+		"hil": func(l ns.CtlLine) (kernel.Bound, error) { return hilVerb(pid, l) },
 	}
 	for v, f := range ipcVerbs(pid) {
 		verbs[v] = f
@@ -347,21 +347,21 @@ func (m *Manager) convsDir(p *abi.Process, own owner) vfs.Dir {
 	base := "/proc/" + p.Pid + "/conversations"
 	pid := p.Pid
 	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), map[string]ns.CtlVerb{
-		"open": func(l ns.CtlLine) (string, any, error) {
+		"open": func(l ns.CtlLine) (kernel.Bound, error) {
 			if err := l.Args(0, 1, "open [<id>] [title=..]"); err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
 			a := &abi.ConvArgs{Pid: pid, ConversationID: word(l, 0)}
 			if t, ok := l.LookupOpt("title"); ok {
 				a.Title = &t
 			}
-			return "proc.conversation.open", a, nil
+			return kernel.BindName("proc.conversation.open", a), nil
 		},
-		"close": func(l ns.CtlLine) (string, any, error) {
+		"close": func(l ns.CtlLine) (kernel.Bound, error) {
 			if err := l.Args(1, 1, "close <id>"); err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
-			return "proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: word(l, 0)}, nil
+			return kernel.BindName("proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: word(l, 0)}), nil
 		},
 	})
 	errv := m.space.ErrView(base)
@@ -409,25 +409,25 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 		return nil
 	}}
 	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), map[string]ns.CtlVerb{
-		"send": func(l ns.CtlLine) (string, any, error) {
+		"send": func(l ns.CtlLine) (kernel.Bound, error) {
 			if l.JSON == nil && l.Rest == "" {
-				return "", nil, abi.E(abi.Invalid, "usage: send <text...>")
+				return kernel.Bound{}, abi.E(abi.Invalid, "usage: send <text...>")
 			}
-			return "proc.send", &abi.SendArgs{Pid: pid, ConversationID: cid, Message: l.Text()}, nil
+			return kernel.BindName("proc.send", &abi.SendArgs{Pid: pid, ConversationID: cid, Message: l.Text()}), nil
 		},
-		"compact": func(l ns.CtlLine) (string, any, error) {
+		"compact": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.CompactArgs{Pid: pid, ConversationID: cid}
 			if v, ok := l.LookupOpt("keep"); ok {
 				n, err := strconv.Atoi(v)
 				if err != nil {
-					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("keep=%q is not a number", v))
+					return kernel.Bound{}, abi.E(abi.Invalid, fmt.Sprintf("keep=%q is not a number", v))
 				}
 				a.KeepLast = &n
 			}
 			if v, ok := l.LookupOpt("through"); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
-					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("through=%q is not a message id", v))
+					return kernel.Bound{}, abi.E(abi.Invalid, fmt.Sprintf("through=%q is not a message id", v))
 				}
 				a.ThroughMessageID = &n
 			}
@@ -436,31 +436,31 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 			}
 			for _, w := range l.Words {
 				if w != "generate" {
-					return "", nil, abi.E(abi.Invalid, "usage: compact keep=<n>|through=<msgId> [summary=<text>|generate]")
+					return kernel.Bound{}, abi.E(abi.Invalid, "usage: compact keep=<n>|through=<msgId> [summary=<text>|generate]")
 				}
 				a.GenerateSummary = true
 			}
-			return "proc.conversation.compact", a, nil
+			return kernel.BindName("proc.conversation.compact", a), nil
 		},
-		"reset": func(l ns.CtlLine) (string, any, error) {
+		"reset": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.ConvArgs{Pid: pid, ConversationID: cid}
 			if err := l.Args(0, 1, "reset [noarchive]"); err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
 			if word(l, 0) == "noarchive" {
 				f := false
 				a.Archive = &f
 			} else if len(l.Words) > 0 {
-				return "", nil, abi.E(abi.Invalid, "usage: reset [noarchive]")
+				return kernel.Bound{}, abi.E(abi.Invalid, "usage: reset [noarchive]")
 			}
-			return "proc.conversation.reset", a, nil
+			return kernel.BindName("proc.conversation.reset", a), nil
 		},
-		"fork": func(l ns.CtlLine) (string, any, error) {
+		"fork": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.ForkArgs{Pid: pid, ConversationID: cid, SegmentID: l.Opt("segment"), TargetConversationID: l.Opt("as")}
 			if v, ok := l.LookupOpt("through"); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
-					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("through=%q is not a message id", v))
+					return kernel.Bound{}, abi.E(abi.Invalid, fmt.Sprintf("through=%q is not a message id", v))
 				}
 				a.ThroughMessageID = &n
 			}
@@ -469,20 +469,20 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 			}
 			for _, w := range l.Words {
 				if w != "nosuffix" {
-					return "", nil, abi.E(abi.Invalid, "usage: fork through=<msgId>|segment=<segId> [as=<id>] [title=..] [nosuffix]")
+					return kernel.Bound{}, abi.E(abi.Invalid, "usage: fork through=<msgId>|segment=<segId> [as=<id>] [title=..] [nosuffix]")
 				}
 				f := false
 				a.IncludeLiveSuffix = &f
 			}
-			return "proc.conversation.fork", a, nil
+			return kernel.BindName("proc.conversation.fork", a), nil
 		},
-		"close": func(l ns.CtlLine) (string, any, error) {
-			return "proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: cid}, l.Args(0, 0, "close")
+		"close": func(l ns.CtlLine) (kernel.Bound, error) {
+			return kernel.BindName("proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: cid}), l.Args(0, 0, "close")
 		},
-		"policy": func(l ns.CtlLine) (string, any, error) {
+		"policy": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.PolicyArgs{Pid: pid, ConversationID: cid}
 			if err := l.Args(0, 0, "policy [overflow=manual|auto-compact|fail] [pressure=<0..1>] [keep=<n>]"); err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
 			if v, ok := l.LookupOpt("overflow"); ok {
 				a.Overflow = &v
@@ -490,18 +490,18 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 			if v, ok := l.LookupOpt("pressure"); ok {
 				f, err := abi.ParseFinite("pressure", v)
 				if err != nil {
-					return "", nil, err
+					return kernel.Bound{}, err
 				}
 				a.CompactAtPressure = &f
 			}
 			if v, ok := l.LookupOpt("keep"); ok {
 				n, err := strconv.Atoi(v)
 				if err != nil {
-					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("keep=%q is not a number", v))
+					return kernel.Bound{}, abi.E(abi.Invalid, fmt.Sprintf("keep=%q is not a number", v))
 				}
 				a.KeepLast = &n
 			}
-			return "proc.conversation.policy.set", a, nil
+			return kernel.BindName("proc.conversation.policy.set", a), nil
 		},
 	})
 	conv := func(path string, mode fs.FileMode, part string) *ns.Meta {
@@ -544,7 +544,7 @@ func (m *Manager) segmentsDir(p *abi.Process, own owner, cid string) vfs.Dir {
 		}
 		meta := jsonView(m, at(sbase+"/meta", 0o400), "proc.conversation.segment.read", &abi.SegmentReadArgs{Pid: pid, ConversationID: cid, SegmentID: s.ID, Limit: 1},
 			func(r *abi.SegmentReadResult) *abi.Segment { return &r.Segment })
-		msgs := &vfs.Sequential{Meta: at(sbase+"/messages", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
+		msgs := &vfs.Sequential{Meta: at(sbase+"/messages", 0o400), OpenReader: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
 			return m.segmentReader(ctx, ns.CallerOf(cred, ""), pid, cid, s.ID)
 		}, Size: func(ctx context.Context, cred vfs.Cred) (int64, error) {
 			return m.segmentSize(ctx, ns.CallerOf(cred, ""), s.ArchivePath)

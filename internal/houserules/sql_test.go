@@ -38,16 +38,6 @@ var sqliteOnly = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)\bdate\s*\(\s*'now'|\btime\s*\(\s*'now'`),
 }
 
-// sqliteOnlyExempt are the literals the rule leaves, each named: the
-// kernel's migrations that grant the users group a capability with
-// INSERT OR IGNORE INTO group_caps (kernel/store.go, kernelMigrations).
-// The grants into group_caps go away in another change of issue 22
-// (the capabilities come from the syscalls' descriptors), and with them
-// this exemption.
-func sqliteOnlyExempt(file, lit string) bool {
-	return file == "kernel/store.go" && strings.HasPrefix(strings.TrimSpace(lit), "INSERT OR IGNORE INTO group_caps(gid,cap) SELECT 100,")
-}
-
 // goFile is one non-test Go file of the module, parsed.
 type goFile struct {
 	path string // module-relative, slash-separated
@@ -136,9 +126,6 @@ func TestPortableSQL(t *testing.T) {
 			continue
 		}
 		f.eachString(func(pos token.Position, s string) {
-			if sqliteOnlyExempt(f.path, s) {
-				return
-			}
 			for _, re := range sqliteOnly {
 				if m := re.FindString(s); m != "" {
 					bad = append(bad, fmt.Sprintf("%s:%d: %q", f.path, pos.Line, m))
@@ -193,20 +180,6 @@ var tableOwners = map[string]func(table string) bool{
 	"devices": func(t string) bool { return t == "devices" || strings.HasPrefix(t, "device_") },
 }
 
-// tableExempt are the statements that name another's table, each named:
-// the rooms' migrations that grant the users group their syscalls with
-// INSERT INTO group_caps (proc/store.go, devices/sessions.go,
-// notify/notify.go). They go away in another change of issue 22 (the
-// capabilities come from the syscalls' descriptors), and with them this
-// exemption.
-func tableExempt(file, lit string) bool {
-	switch file {
-	case "proc/store.go", "devices/sessions.go", "notify/notify.go":
-		return strings.HasPrefix(strings.TrimSpace(lit), "INSERT INTO group_caps(gid,cap) SELECT 100,")
-	}
-	return false
-}
-
 // TestSQLInTableOwners: SQL (a string literal that is a statement or a
 // clause of one) is only in the packages that own tables (the kernel and
 // the rooms proc, sched, notify, devices; never devices/..., ns, the
@@ -219,7 +192,7 @@ func TestSQLInTableOwners(t *testing.T) {
 		pkg := filepath.ToSlash(filepath.Dir(f.path))
 		owns := tableOwners[pkg]
 		f.eachString(func(pos token.Position, s string) {
-			if !sqlStatement.MatchString(s) || tableExempt(f.path, s) {
+			if !sqlStatement.MatchString(s) {
 				return
 			}
 			if owns == nil {

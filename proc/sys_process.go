@@ -66,7 +66,7 @@ func (m *Manager) sysStatus(ctx context.Context, c *kernel.Caller, a *abi.PidArg
 }
 
 // status is proc.status's record of p.
-func (m *Manager) status(ctx context.Context, p *abi.Process) (*abi.ProcStatus, error) {
+func (m *Manager) status(ctx context.Context, p *abi.Process) (*abi.ProcStatusRecord, error) {
 	user := ""
 	if u, _ := m.k.UserOf(ctx, p.Uid); u != nil {
 		user = u.Username
@@ -88,7 +88,7 @@ func (m *Manager) status(ctx context.Context, p *abi.Process) (*abi.ProcStatus, 
 	if err := m.st.R.QueryRowContext(ctx, `SELECT count(*) FROM proc_queue WHERE pid=?`, p.Pid).Scan(&queued); err != nil {
 		return nil, abi.E(abi.Path(p.Pid), err)
 	}
-	return &abi.ProcStatus{Pid: p.Pid, Uid: p.Uid, User: user, Profile: p.Profile, Label: str(p.Label),
+	return &abi.ProcStatusRecord{Pid: p.Pid, Uid: p.Uid, User: user, Profile: p.Profile, Label: str(p.Label),
 		Parent: str(p.ParentPid), State: state, Run: run, Queued: queued, Cwd: p.Cwd,
 		Workspace: str(p.WorkspaceID), Created: time.UnixMilli(p.CreatedAt).UTC().Format(time.RFC3339)}, nil
 }

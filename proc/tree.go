@@ -322,7 +322,7 @@ type statusLine struct {
 }
 
 // statusLines are the lines of /proc/<pid>/status, in order.
-func statusLines(st *abi.ProcStatus) []statusLine {
+func statusLines(st *abi.ProcStatusRecord) []statusLine {
 	return []statusLine{{"pid", st.Pid}, {"uid", st.Uid}, {"user", st.User}, {"profile", st.Profile}, {"label", st.Label},
 		{"parent", st.Parent}, {"state", st.State}, {"run", st.Run}, {"queued", st.Queued}, {"cwd", st.Cwd},
 		{"workspace", st.Workspace}, {"created", st.Created}}

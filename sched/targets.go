@@ -35,14 +35,14 @@ func (m *Manager) execute(ctx context.Context, s *abi.Schedule) (string, error) 
 	c := &kernel.Caller{Identity: id}
 	t := s.Target
 	switch t.Kind {
-	case "process.spawn":
+	case abi.TargetSpawn:
 		r, err := kernel.Do(ctx, m.k, c, abi.ProcSpawn, &abi.SpawnArgs{Profile: t.Profile, Label: t.Label, Prompt: t.Prompt,
 			ParentPid: t.ParentPid, Workspace: t.Workspace, Assignment: t.Assignment, Mounts: t.Mounts})
 		if err != nil {
 			return "", err
 		}
 		return "spawned " + r.Pid, nil
-	case "process.event":
+	case abi.TargetEvent:
 		r, err := kernel.Do(ctx, m.k, c, abi.ProcSend,
 			&abi.SendArgs{Pid: t.Pid, ConversationID: t.ConversationID, Message: t.Message, Event: true,
 				Kind: abi.EventScheduleTick, TraceID: "sched:" + s.ID})
@@ -55,7 +55,7 @@ func (m *Manager) execute(ctx context.Context, s *abi.Schedule) (string, error) 
 			return "", &coalescedError{run: r.RunID}
 		}
 		return abi.ProcSend.Name + " ok", nil
-	case "process.lifecycle":
+	case abi.TargetLifecycle:
 		call := lifecycleCall(&t)
 		if call.Name() == "" {
 			return "", fmt.Errorf("unknown lifecycle action %q", t.Action)
@@ -117,7 +117,7 @@ func (m *Manager) checkReach(ctx context.Context, owner uint32, name string, t *
 		return targetErr(name, err)
 	}
 	pid := t.Pid
-	if t.Kind == "process.spawn" {
+	if t.Kind == abi.TargetSpawn {
 		pid = t.ParentPid // a spawn's parent must be the owner's
 	}
 	if pid == "" {

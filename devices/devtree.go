@@ -251,7 +251,7 @@ func (r *Router) sessionDir(ctx context.Context, shellPath string, s *abi.Sessio
 	}}
 	// wait renders at its first read, whose context ends the wait (Ctrl-C
 	// of the reader, 9P Tflush).
-	wait := &vfs.Sequential{Meta: own.at(base+"/wait", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
+	wait := &vfs.Sequential{Meta: own.at(base+"/wait", 0o400), OpenReader: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
 		return &lazyReader{render: func(ctx context.Context) ([]byte, error) {
 			res, err := kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.ProcessSessionWait, &abi.SessionGetArgs{SessionID: sid})
 			if err != nil {
@@ -261,7 +261,7 @@ func (r *Router) sessionDir(ctx context.Context, shellPath string, s *abi.Sessio
 		}}, nil
 	}}
 	output := func(stream string) *vfs.Sequential {
-		return &vfs.Sequential{Meta: own.at(base+"/"+stream, 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
+		return &vfs.Sequential{Meta: own.at(base+"/"+stream, 0o400), OpenReader: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
 			return &outputReader{r: r, c: ns.CallerOf(cred, ""), ref: sid + "/" + stream}, nil
 		}, Size: func(ctx context.Context, cred vfs.Cred) (int64, error) {
 			// The output's size, from a window of one byte: a copier

@@ -12,8 +12,8 @@
 //     every file.
 //   - Users and groups: sys.setup, sys.user.*, sys.group.list, sys.whoami;
 //     OnUserCreated lets a room keep a record per user.
-//   - Tokens: sys.token.*; a token's lease ends the sessions attached with
-//     it when it is revoked or expires.
+//   - Tokens: sys.token.*; a token's lease ends the connections attached
+//     with it when it is revoked or expires.
 //   - Configuration: sys.config.get and sys.config.set, with the
 //     visibility rule of secret keys (SensitiveKey).
 //   - Store: the SQLite database (Store), with group-committed writes and
@@ -320,7 +320,7 @@ type Peer struct {
 //
 // A host uid mapped to no GSV user is nobody over FUSE (the "other"
 // permission bits of the mount, like any file system), but its 9P attach
-// is refused: a 9P session is a GSV session, and nobody has none.
+// is refused: a 9P attach is a GSV identity's, and nobody is none.
 func (k *Kernel) Authenticate(ctx context.Context, p Peer) (*Identity, error) {
 	if len(p.Secret) > 0 {
 		id, err := k.identityForToken(ctx, strings.TrimSpace(string(p.Secret)), p.User)

@@ -244,8 +244,8 @@ type ListArgs struct {
 	Uid *uint32 `json:"uid,omitempty"`
 }
 
-// ProcList is proc.list's result.
-type ProcList struct {
+// ProcListResult is proc.list's result.
+type ProcListResult struct {
 	Processes []Process `json:"processes"`
 }
 
@@ -266,10 +266,10 @@ type Process struct {
 	Cap *ProcessCap `json:"processCap,omitempty"`
 }
 
-// ProcStatus is what /proc/<pid>/status shows: the record of a process
+// ProcStatusRecord is what /proc/<pid>/status shows: the record of a process
 // with its live state (idle, running or waiting), its run ("-" when idle)
 // and the count of its queued messages. Unset names are "-".
-type ProcStatus struct {
+type ProcStatusRecord struct {
 	// Created is RFC 3339, UTC.
 	Created   string `json:"created"`
 	Cwd       string `json:"cwd"`
@@ -287,9 +287,9 @@ type ProcStatus struct {
 
 // StatusResult is proc.status's result.
 type StatusResult struct {
-	OK     bool       `json:"ok"`
-	Pid    string     `json:"pid"`
-	Status ProcStatus `json:"status"`
+	OK     bool             `json:"ok"`
+	Pid    string           `json:"pid"`
+	Status ProcStatusRecord `json:"status"`
 }
 
 // Profile is the seed's process profile record.

@@ -101,7 +101,7 @@ func processCapRules() []kernel.ConfigRule {
 func (r *Router) processCap(ctx context.Context, c *kernel.Caller) (*abi.ProcessCap, error) {
 	pc := local.DefaultProcessCap(c.IsRoot())
 	for _, key := range []string{processCapKey, fmt.Sprintf(userProcessCapKey, c.Uid)} {
-		res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, r.k, r.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: key})
+		res, err := kernel.Do(ctx, r.k, r.k.KernelCaller(), abi.SysConfigGet, &abi.ConfigGetArgs{Key: key})
 		if err != nil {
 			return nil, err
 		}
@@ -130,21 +130,21 @@ func (r *Router) sessionSyscalls() []kernel.Syscall {
 	sid := func(a *abi.SessionGetArgs) string { return a.SessionID }
 	execSID := func(a *abi.ExecArgs) string { return a.SessionID }
 	return []kernel.Syscall{
-		kernel.Fn("process.session.open", 0, r.sessionOpen),
-		kernel.Fn("process.exec", 0, onSession(r, "process.exec", execSID, execDeadline, d.ProcessExec, nil)),
-		kernel.Fn("process.session.signal", 0, onSession(r, "process.session.signal",
-			func(a *abi.SessionSignalArgs) string { return a.SessionID }, signalDeadline, d.SessionSignal, goneSignal)),
-		kernel.Fn("process.session.list", 0, r.sessionListOn),
-		kernel.Fn("process.session.get", 0, onSession(r, "process.session.get", sid, routeDeadline, d.SessionGet, goneInfo)),
-		kernel.Fn("process.session.wait", 0, onSession(r, "process.session.wait", sid, waitDeadline, d.SessionWait, nil)),
-		kernel.Fn("process.blob.read", 0, r.blobReadOn),
-		kernel.Fn("process.exec.start", kernel.Internal, onSession(r, "process.exec.start", execSID, routeDeadline, d.ExecStart, nil)),
-		kernel.Fn("process.session.output", kernel.Internal, onSession(r, "process.session.output",
-			func(a *abi.BlobReadArgs) string { id, _, _ := strings.Cut(a.BlobRef, "/"); return id }, routeDeadline, d.SessionOutput, nil)),
-		kernel.Fn("process.blob.open", kernel.Internal, asCaller(func(ctx context.Context, who local.Who, a *abi.BlobReadArgs) (*os.File, error) {
+		kernel.Handle(abi.ProcessSessionOpen, r.sessionOpen),
+		onSession(r, abi.ProcessExec, execSID, execDeadline, d.ProcessExec, nil),
+		onSession(r, abi.ProcessSessionSignal,
+			func(a *abi.SessionSignalArgs) string { return a.SessionID }, signalDeadline, d.SessionSignal, goneSignal),
+		kernel.Handle(abi.ProcessSessionList, r.sessionListOn),
+		onSession(r, abi.ProcessSessionGet, sid, routeDeadline, d.SessionGet, goneInfo),
+		onSession(r, abi.ProcessSessionWait, sid, waitDeadline, d.SessionWait, nil),
+		kernel.Handle(abi.ProcessBlobRead, r.blobReadOn),
+		onSession(r, abi.ProcessExecStart, execSID, routeDeadline, d.ExecStart, nil),
+		onSession(r, abi.ProcessSessionOutput,
+			func(a *abi.BlobReadArgs) string { id, _, _ := strings.Cut(a.BlobRef, "/"); return id }, routeDeadline, d.SessionOutput, nil),
+		kernel.Handle(abi.ProcessBlobOpen, asCaller(func(ctx context.Context, who local.Who, a *abi.BlobReadArgs) (*os.File, error) {
 			return d.BlobOpen(ctx, who, a)
 		})),
-		kernel.Fn("process.blob.list", kernel.Internal, asCaller(d.BlobList)),
+		kernel.Handle(abi.ProcessBlobList, asCaller(d.BlobList)),
 	}
 }
 

@@ -353,7 +353,7 @@ func (k *Kernel) EnsureSetup(ctx context.Context, username string, hostUID int) 
 	if k.isSetUp() {
 		return nil
 	}
-	_, err := k.Call(ctx, k.KernelCaller(), "sys.setup", &abi.SetupArgs{Username: username, HostUID: &hostUID})
+	_, err := Do(ctx, k, k.KernelCaller(), abi.SysSetup, &abi.SetupArgs{Username: username, HostUID: &hostUID})
 	return err
 }
 

@@ -283,7 +283,7 @@ func (r *Router) query(ctx context.Context, where string, args ...any) ([]*store
 		return out, nil
 	}
 	// The groups are the kernel's: their names come from it.
-	groups, err := kernel.Invoke[*abi.GroupListResult](ctx, r.k, r.k.KernelCaller(), "sys.group.list", &abi.GroupListArgs{})
+	groups, err := kernel.Do(ctx, r.k, r.k.KernelCaller(), abi.SysGroupList, &abi.GroupListArgs{})
 	if err != nil {
 		return nil, abi.E(fmt.Errorf("device access: %w", err))
 	}

@@ -1,12 +1,8 @@
 package houserules
 
 import (
-	"fmt"
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
-	"path/filepath"
+	"path"
 	"regexp"
 	"sort"
 	"strconv"
@@ -14,10 +10,11 @@ import (
 	"testing"
 )
 
-// The storage rules (docs/architecture.md, *State*): the kernel's Store
-// stands over a Dialect, and only the SQLite dialect (kernel/sqlite.go)
-// says anything SQLite's own; SQL lives in the packages that own tables,
-// and names only their own; no write's error is dropped.
+// The storage rules (docs/architecture.md, *Portable SQL*): the kernel's
+// Store stands over a Dialect, and only the SQLite dialect
+// (kernel/sqlite.go) says anything SQLite's own; SQL lives in the
+// packages that own tables, and names only their own; no write's error is
+// dropped. Read with go/parser from every non-test file (parseTree).
 
 // sqliteDialect is the one file that may say what only SQLite says.
 const sqliteDialect = "kernel/sqlite.go"
@@ -29,131 +26,59 @@ var sqliteOnly = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)\bINSERT\s+OR\s+(IGNORE|REPLACE|ABORT|FAIL|ROLLBACK)\b`),
 	regexp.MustCompile(`(?i)\bREPLACE\s+INTO\b`),
 	regexp.MustCompile(`(?i)\b(strftime|datetime|julianday|unixepoch|instr|ifnull|iif|glob|group_concat|last_insert_rowid|randomblob|typeof|json_extract|json_each)\s*\(`),
+	regexp.MustCompile(`(?i)\bdate\s*\(\s*'now'|\btime\s*\(\s*'now'`),
 	regexp.MustCompile(`(?i)\bPRAGMA\b`),
 	regexp.MustCompile(`(?i)\bAUTOINCREMENT\b`),
 	regexp.MustCompile(`(?i)\b_?rowid_?\b|\boid\b`),
 	regexp.MustCompile(`(?i)\bWITHOUT\s+ROWID\b`),
 	regexp.MustCompile(`(?i)\bsqlite_(master|schema|sequence|temp_master)\b`),
 	regexp.MustCompile(`(?i)\bLIMIT\s+-\s*1\b`),
-	regexp.MustCompile(`(?i)\bdate\s*\(\s*'now'|\btime\s*\(\s*'now'`),
-}
-
-// goFile is one non-test Go file of the module, parsed.
-type goFile struct {
-	path string // module-relative, slash-separated
-	fset *token.FileSet
-	file *ast.File
-}
-
-// sourceFiles parses every Go file of the module but tests (and
-// testdata, which is not the module's code).
-func sourceFiles(t *testing.T) []goFile {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []goFile
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if p != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		r, _ := filepath.Rel(root, p)
-		out = append(out, goFile{path: filepath.ToSlash(r), fset: fset, file: f})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(out) == 0 {
-		t.Fatal("no Go files found")
-	}
-	return out
-}
-
-// eachString calls fn with each string literal of f, unquoted.
-func (f goFile) eachString(fn func(pos token.Position, s string)) {
-	ast.Inspect(f.file, func(n ast.Node) bool {
-		if bl, ok := n.(*ast.BasicLit); ok && bl.Kind == token.STRING {
-			if s, err := strconv.Unquote(bl.Value); err == nil {
-				fn(f.fset.Position(bl.Pos()), s)
-			}
-		}
-		return true
-	})
-}
-
-// report fails t with rule and the places that break it, sorted.
-func report(t *testing.T, rule string, bad []string) {
-	t.Helper()
-	if len(bad) > 0 {
-		sort.Strings(bad)
-		t.Errorf("%s; broken by:\n\t%s", rule, strings.Join(bad, "\n\t"))
-	}
 }
 
 // poolMethods are *sql.DB's methods that run SQL.
 var poolMethods = map[string]bool{"Query": true, "QueryContext": true, "QueryRow": true, "QueryRowContext": true,
 	"Exec": true, "ExecContext": true, "Begin": true, "BeginTx": true, "Prepare": true, "PrepareContext": true}
 
-// TestPortableSQL: no Go file but the SQLite dialect says anything only
-// SQLite says (sqliteOnly, in any string literal: a message that tells
-// an operator to run a PRAGMA is the dialect's too, Dialect.Check), asks
-// a result for LastInsertId (Postgres has none: RETURNING is portable),
-// runs SQL on the Store's pool R around the Store (it would not be
-// rebound), or links the SQLite driver. The kernel's Store rebinds placeholders and
-// Dialect.Schema makes the portable DDL the engine's, so a Postgres
-// dialect can come without touching a room.
-func TestPortableSQL(t *testing.T) {
+// sqliteOnlyUses returns, as "file:line: what", every place outside the
+// SQLite dialect that says what only SQLite says (in any string literal:
+// a message that tells an operator to run a PRAGMA asks Dialect.Check),
+// asks a result for LastInsertId (Postgres's driver has none: RETURNING
+// is portable), runs SQL on the Store's pool R (it is not rebound for the
+// engine), or imports the SQLite driver.
+func sqliteOnlyUses(files []*srcFile) []string {
 	var bad []string
-	for _, f := range sourceFiles(t) {
-		if f.path == sqliteDialect {
+	for _, f := range files {
+		if f.rel == sqliteDialect {
 			continue
 		}
-		f.eachString(func(pos token.Position, s string) {
-			for _, re := range sqliteOnly {
-				if m := re.FindString(s); m != "" {
-					bad = append(bad, fmt.Sprintf("%s:%d: %q", f.path, pos.Line, m))
+		for _, im := range f.file.Imports {
+			if p, _ := strconv.Unquote(im.Path.Value); p == "modernc.org/sqlite" || strings.HasPrefix(p, "modernc.org/sqlite/") {
+				bad = append(bad, f.pos(im)+": imports "+p)
+			}
+		}
+		ast.Inspect(f.file, func(n ast.Node) bool {
+			if s, ok := stringLit(n); ok {
+				for _, re := range sqliteOnly {
+					if m := re.FindString(s); m != "" {
+						bad = append(bad, f.pos(n)+": "+strconv.Quote(m))
+					}
 				}
 			}
-		})
-		ast.Inspect(f.file, func(n ast.Node) bool {
 			se, ok := n.(*ast.SelectorExpr)
 			if !ok {
 				return true
 			}
 			if se.Sel.Name == "LastInsertId" {
-				bad = append(bad, fmt.Sprintf("%s:%d: LastInsertId (use RETURNING)", f.path, f.fset.Position(se.Pos()).Line))
+				bad = append(bad, f.pos(se)+": LastInsertId (use RETURNING)")
 			}
-			// Store.R is the read pool under the Store: a query there
-			// is not rebound for the engine.
-			if pool, ok := se.X.(*ast.SelectorExpr); ok && pool.Sel.Name == "R" && poolMethods[se.Sel.Name] && f.path != "kernel/store.go" {
-				bad = append(bad, fmt.Sprintf("%s:%d: .R.%s (use the Store's QueryContext, QueryRowContext, BeginRead)", f.path, f.fset.Position(se.Pos()).Line, se.Sel.Name))
+			if pool, ok := se.X.(*ast.SelectorExpr); ok && pool.Sel.Name == "R" && poolMethods[se.Sel.Name] && f.rel != "kernel/store.go" {
+				bad = append(bad, f.pos(se)+": .R."+se.Sel.Name+" (use the Store's QueryContext, QueryRowContext, BeginRead)")
 			}
 			return true
 		})
-		for _, im := range f.file.Imports {
-			if p, _ := strconv.Unquote(im.Path.Value); p == "modernc.org/sqlite" || strings.HasPrefix(p, "modernc.org/sqlite/") {
-				bad = append(bad, fmt.Sprintf("%s: imports %s", f.path, p))
-			}
-		}
 	}
-	report(t, "SQLite's own syntax, LastInsertId and the SQLite driver only in "+sqliteDialect, bad)
+	sort.Strings(bad)
+	return bad
 }
 
 // sqlStatement is a literal that is SQL: a statement, or the clause of
@@ -180,35 +105,6 @@ var tableOwners = map[string]func(table string) bool{
 	"devices": func(t string) bool { return t == "devices" || strings.HasPrefix(t, "device_") },
 }
 
-// TestSQLInTableOwners: SQL (a string literal that is a statement or a
-// clause of one) is only in the packages that own tables (the kernel and
-// the rooms proc, sched, notify, devices; never devices/..., ns, the
-// transports, the commands), and each names only its own tables: the
-// kernel's groups, users, tokens and config are the kernel's, and a room
-// reaches them through the dispatcher.
-func TestSQLInTableOwners(t *testing.T) {
-	var bad []string
-	for _, f := range sourceFiles(t) {
-		pkg := filepath.ToSlash(filepath.Dir(f.path))
-		owns := tableOwners[pkg]
-		f.eachString(func(pos token.Position, s string) {
-			if !sqlStatement.MatchString(s) {
-				return
-			}
-			if owns == nil {
-				bad = append(bad, fmt.Sprintf("%s:%d: SQL in %s, which owns no table: %.60q", f.path, pos.Line, pkg, s))
-				return
-			}
-			for _, m := range sqlTable.FindAllStringSubmatch(s, -1) {
-				if table := m[1] + m[2]; !owns(table) {
-					bad = append(bad, fmt.Sprintf("%s:%d: %s names %s's table %s", f.path, pos.Line, pkg, owner(table), table))
-				}
-			}
-		})
-	}
-	report(t, "SQL only in the packages that own tables, naming only their own", bad)
-}
-
 // owner names the package that owns table, or "no package".
 func owner(table string) string {
 	for pkg, owns := range tableOwners {
@@ -219,16 +115,44 @@ func owner(table string) string {
 	return "no package"
 }
 
+// sqlOutsideOwners returns, as "file:line: why", every SQL literal (a
+// statement or a clause of one) in a package that owns no table, and
+// every table a package's SQL names that is not its own.
+func sqlOutsideOwners(files []*srcFile) []string {
+	var bad []string
+	for _, f := range files {
+		pkg := path.Dir(f.rel)
+		owns := tableOwners[pkg]
+		ast.Inspect(f.file, func(n ast.Node) bool {
+			s, ok := stringLit(n)
+			if !ok || !sqlStatement.MatchString(s) {
+				return true
+			}
+			if owns == nil {
+				bad = append(bad, f.pos(n)+": SQL in "+pkg+", which owns no table: "+strconv.Quote(s[:min(len(s), 60)]))
+				return true
+			}
+			for _, m := range sqlTable.FindAllStringSubmatch(s, -1) {
+				if table := m[1] + m[2]; !owns(table) {
+					bad = append(bad, f.pos(n)+": "+pkg+" names "+owner(table)+"'s table "+table)
+				}
+			}
+			return true
+		})
+	}
+	sort.Strings(bad)
+	return bad
+}
+
 // storeWrites are the Store's and a Tx's methods that write.
 var storeWrites = map[string]bool{"Exec": true, "ExecContext": true, "TxExec": true, "Tx": true, "Migrate": true}
 
-// TestStoreWritesChecked: no statement drops the error of a write (a
-// call of a method named as the Store's and a Tx's writes are, alone as
-// a statement or assigned only to blanks): a write that fails is told
-// to whoever caused it, or logged where nobody waits.
-func TestStoreWritesChecked(t *testing.T) {
+// droppedWrites returns, as "file:line: method", every call of a method
+// named as the Store's and a Tx's writes are that is a statement of its
+// own, or assigned only to blanks: its error is dropped.
+func droppedWrites(files []*srcFile) []string {
 	var bad []string
-	for _, f := range sourceFiles(t) {
+	for _, f := range files {
 		ast.Inspect(f.file, func(n ast.Node) bool {
 			var call ast.Expr
 			switch s := n.(type) {
@@ -247,11 +171,83 @@ func TestStoreWritesChecked(t *testing.T) {
 			}
 			if c, ok := call.(*ast.CallExpr); ok {
 				if se, ok := c.Fun.(*ast.SelectorExpr); ok && storeWrites[se.Sel.Name] {
-					bad = append(bad, fmt.Sprintf("%s:%d: the error of %s is dropped", f.path, f.fset.Position(c.Pos()).Line, se.Sel.Name))
+					bad = append(bad, f.pos(c)+": the error of "+se.Sel.Name+" is dropped")
 				}
 			}
 			return true
 		})
 	}
-	report(t, "no write's error is dropped", bad)
+	sort.Strings(bad)
+	return bad
+}
+
+// TestStorageRuleCases checks each storage rule's detector on small
+// sources, ones that break it and ones that do not.
+func TestStorageRuleCases(t *testing.T) {
+	cases := []struct {
+		name, rel, src string
+		check          func([]*srcFile) []string
+		want           int
+	}{
+		{"INSERT OR IGNORE", "proc/store.go", "package proc\nvar q = `INSERT OR IGNORE INTO proc_x(a) VALUES(?)`", sqliteOnlyUses, 1},
+		{"a rowid and LIMIT -1", "notify/store.go", "package notify\nvar q = `DELETE FROM notify_x WHERE rowid IN (SELECT rowid FROM notify_x LIMIT -1 OFFSET ?)`", sqliteOnlyUses, 2},
+		{"a time function", "sched/store.go", "package sched\nvar q = `SELECT strftime('%s','now')`", sqliteOnlyUses, 1},
+		{"AUTOINCREMENT", "sched/manager.go", "package sched\nvar q = `CREATE TABLE sched_x (id INTEGER PRIMARY KEY AUTOINCREMENT)`", sqliteOnlyUses, 1},
+		{"a PRAGMA in a message", "sched/store.go", `package sched
+var m = "check it with sqlite3 'PRAGMA integrity_check'"`, sqliteOnlyUses, 1},
+		{"LastInsertId", "proc/run.go", "package proc\nfunc f() { id, _ := res.LastInsertId() }", sqliteOnlyUses, 1},
+		{"the read pool", "proc/run.go", "package proc\nfunc f() { m.st.R.QueryRowContext(ctx, `SELECT 1`) }", sqliteOnlyUses, 1},
+		{"the driver", "proc/run.go", "package proc\nimport _ \"modernc.org/sqlite\"", sqliteOnlyUses, 1},
+		{"portable SQL", "proc/store.go", "package proc\nvar q = `INSERT INTO proc_x(a) VALUES(?) ON CONFLICT DO NOTHING RETURNING id`\nvar r = \"growid rowidx\"", sqliteOnlyUses, 0},
+		{"the SQLite dialect", "kernel/sqlite.go", "package kernel\nimport _ \"modernc.org/sqlite\"\nvar q = `PRAGMA wal_checkpoint(PASSIVE)`", sqliteOnlyUses, 0},
+		{"SQL where no table is owned", "ns/x.go", "package ns\nvar q = `SELECT uid FROM users`", sqlOutsideOwners, 1},
+		{"a room reading the kernel's table", "devices/registry.go", "package devices\nvar q = `SELECT a.gid FROM device_access a LEFT JOIN groups g ON g.gid=a.gid`", sqlOutsideOwners, 1},
+		{"a room writing another room's table", "sched/x.go", "package sched\nvar q = `UPDATE proc_runs SET status=?`", sqlOutsideOwners, 1},
+		{"a room's own tables", "devices/x.go", "package devices\nvar q = `INSERT INTO device_access(device_id) SELECT device_id FROM devices WHERE device_id=? ON CONFLICT(device_id) DO UPDATE SET gid=excluded.gid`", sqlOutsideOwners, 0},
+		{"the kernel's tables", "kernel/users.go", "package kernel\nvar q = `CREATE INDEX u ON users(uid); SELECT 1 FROM schema_migrations`", sqlOutsideOwners, 0},
+		{"a clause of the room's", "notify/x.go", "package notify\nvar q = `WHERE owner_uid=? ORDER BY seq`", sqlOutsideOwners, 0},
+		{"text that is no SQL", "ns/x.go", "package ns\nvar m = \"select a file FROM the list\"", sqlOutsideOwners, 0},
+		{"a dropped Exec", "proc/ipc.go", "package proc\nfunc f() { m.st.Exec(ctx, `DELETE FROM proc_x`) }", droppedWrites, 1},
+		{"a write assigned to blanks", "proc/ipc.go", "package proc\nfunc f() { _, _ = m.st.Exec(ctx, `DELETE FROM proc_x`); _ = m.st.Tx(ctx, fn) }", droppedWrites, 2},
+		{"a checked write", "proc/ipc.go", "package proc\nfunc f() error { _, err := m.st.Exec(ctx, `DELETE FROM proc_x`); return err }", droppedWrites, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.check(snippet(t, c.rel, c.src)); len(got) != c.want {
+				t.Errorf("found %d, want %d: %q", len(got), c.want, got)
+			}
+		})
+	}
+}
+
+// TestPortableSQL: no Go file but the SQLite dialect says what only
+// SQLite says, asks for LastInsertId, runs SQL on Store.R or imports the
+// SQLite driver (sqliteOnlyUses). The Store rebinds placeholders and
+// Dialect.Schema makes the portable DDL the engine's, so a Postgres
+// dialect can come without touching a room.
+func TestPortableSQL(t *testing.T) {
+	if bad := sqliteOnlyUses(parseTree(t, root)); len(bad) > 0 {
+		t.Errorf("SQLite's own syntax, LastInsertId, Store.R and the SQLite driver only in %s:\n\t%s", sqliteDialect, strings.Join(bad, "\n\t"))
+	}
+}
+
+// TestSQLInTableOwners: SQL (a string literal that is a statement or a
+// clause of one) is only in the packages that own tables (the kernel and
+// the rooms proc, sched, notify, devices; never devices/..., ns, the
+// transports, the commands), and each names only its own tables: the
+// kernel's groups, users, tokens and config are the kernel's, and a room
+// reaches them through the dispatcher.
+func TestSQLInTableOwners(t *testing.T) {
+	if bad := sqlOutsideOwners(parseTree(t, root)); len(bad) > 0 {
+		t.Errorf("SQL only in the packages that own tables, naming only their own:\n\t%s", strings.Join(bad, "\n\t"))
+	}
+}
+
+// TestStoreWritesChecked: no statement drops the error of a write
+// (droppedWrites): a write that fails is told to whoever caused it, or
+// logged where nobody waits.
+func TestStoreWritesChecked(t *testing.T) {
+	if bad := droppedWrites(parseTree(t, root)); len(bad) > 0 {
+		t.Errorf("a write's error is dropped:\n\t%s", strings.Join(bad, "\n\t"))
+	}
 }

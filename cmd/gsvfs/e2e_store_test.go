@@ -2,7 +2,7 @@ package main_test
 
 // A state made by an older daemon opens and migrates: the database of
 // testdata/state-f43bb29 was made by the gsvfs and gsv of main at f43bb29
-// (the main the storage seam was merged with) with its make.sh.
+// (before the storage seam) with its make.sh.
 
 import (
 	"bytes"

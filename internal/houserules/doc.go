@@ -1,5 +1,13 @@
-// Package houserules holds no code: its test checks the import rules of
-// the tree with go list.
+// Package houserules holds no code: its tests check the import rules of
+// the tree with go list, and rules of the source with go/parser (see
+// source_test.go and docs/hardening.md, The house):
+//
+//   - no string literal outside abi and the frame decoder is a syscall's
+//     or a signal's name (the files still being converted are listed);
+//   - no SQL outside kernel/ writes the kernel's tables;
+//   - map[string]any outside tests is counted and bounded.
+//
+// The import rules:
 //
 //   - kernel and kernel/kerneltest import no vfs, transport, namespace or
 //     room (vfs, vfs/..., ninep, ns, proc, sched, devices, devices/...,
@@ -31,4 +39,11 @@
 // (TestFileSize), but the few being split now, a list that only
 // shrinks; no non-test Go file writes a JSON Schema in a string
 // (TestSchemasFromTypes): schemas are inferred from types by abi/schema.
+//
+// And the storage rules (sql_test.go; docs/architecture.md, *Portable
+// SQL*): no file but the SQLite dialect (kernel/sqlite.go) says what only
+// SQLite says, asks for LastInsertId, runs SQL on Store.R or imports the
+// SQLite driver (TestPortableSQL); SQL is only in the packages that own
+// tables, naming only their own (TestSQLInTableOwners); no write's error
+// is dropped (TestStoreWritesChecked).
 package houserules

@@ -131,7 +131,7 @@ func (c *cli) deviceGetCmd() *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: c.completeDevice(nil),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "sys.device.get", &abi.DeviceGetArgs{DeviceID: args[0]}, func(r *abi.DeviceGetResult) error {
+			return show(c, abi.SysDeviceGet, &abi.DeviceGetArgs{DeviceID: args[0]}, func(r *abi.DeviceGetResult) error {
 				if r.Device == nil {
 					return noDevice(args[0], "use")
 				}
@@ -156,7 +156,7 @@ func (c *cli) deviceUpdateCmd() *cobra.Command {
 			if !cmd.Flags().Changed("description") {
 				return fmt.Errorf("give --description")
 			}
-			return do(c, "sys.device.update", &abi.DeviceUpdateArgs{DeviceID: args[0], Description: desc}, func(r *abi.DeviceGetResult) error {
+			return show(c, abi.SysDeviceUpdate, &abi.DeviceUpdateArgs{DeviceID: args[0], Description: desc}, func(r *abi.DeviceGetResult) error {
 				if r.Device == nil {
 					return noDevice(args[0], "change")
 				}
@@ -180,7 +180,7 @@ func (c *cli) deviceGrantCmd() *cobra.Command {
 		ValidArgsFunction: c.completeDevice(c.completeGroup),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a := &abi.DeviceGrantArgs{DeviceID: args[0], Group: args[1], Revoke: revoke}
-			return do(c, "sys.device.grant", a, func(r *abi.DeviceGetResult) error {
+			return show(c, abi.SysDeviceGrant, a, func(r *abi.DeviceGetResult) error {
 				if r.Device == nil {
 					return noDevice(args[0], "change")
 				}
@@ -204,7 +204,7 @@ func (c *cli) deviceRemoveCmd() *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: c.completeDevice(nil),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "sys.device.remove", &abi.DeviceRemoveArgs{DeviceID: args[0]}, func(r *abi.DeviceGetResult) error {
+			return show(c, abi.SysDeviceRemove, &abi.DeviceRemoveArgs{DeviceID: args[0]}, func(r *abi.DeviceGetResult) error {
 				_, err := fmt.Fprintf(c.out, "%s: removed\n", cell(args[0]))
 				return err
 			})

@@ -30,7 +30,9 @@ import (
 //     messages, a summary it writes in a compaction, narrow the
 //     conversation they enter in the same way, before they take effect;
 //   - a watch it arms carries its narrowing to every delivery
-//     (proc_watches), as does a reply to the run that answered it.
+//     (proc_watches), as does a reply to the run that answered it: the
+//     ipc room keeps them, and proc.conversation.state and
+//     proc.run.state tell it the narrowing of the work concerned.
 //
 // Every tool call of a run (and each nested call of its CodeMode
 // blocks) acts as the process's owner with the intersection
@@ -90,21 +92,6 @@ func (m *Manager) narrowConv(ctx context.Context, pid, cid string, gen int64, pc
 		return nil
 	}
 	return m.st.Tx(ctx, func(tx *sql.Tx) error { return m.narrowConvTx(tx, pid, cid, gen, pc) })
-}
-
-// workCap is the narrowing of the work of conversation cid of pid: the
-// process's and the conversation's (its live generation's).
-func (m *Manager) workCap(ctx context.Context, pid, cid string) (*abi.ProcessCap, error) {
-	var pcap, ccap sql.NullString
-	err := m.st.QueryRowContext(ctx, `SELECT p.process_cap, c.process_cap FROM proc_processes p
-		LEFT JOIN proc_conversations c ON c.pid=p.pid AND c.cid=? WHERE p.pid=?`, cid, pid).Scan(&pcap, &ccap)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, noProcess(pid)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return abi.NarrowCap(capOf(pcap), capOf(ccap)), nil
 }
 
 // actingCaller is base (processCaller's: the process's narrowing) acting

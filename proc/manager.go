@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ns"
@@ -57,8 +58,6 @@ type Manager struct {
 	provCache map[string]model.Provider // see provider
 
 	cache  *renderCache     // history and transcript files (cache.go)
-	ipc    ipcState         // the deadlines of pending IPC calls (ipc.go)
-	watch  watchState       // the signal watches' live part (watch.go)
 	routes runRoutes        // the connections runs' chat notifications go to (routes.go)
 	owners ownerCache       // the owners of processes' files, looked up (tree.go)
 	blocks *codemode.Runner // CodeMode's workers, kept warm (nil: no worker command)
@@ -119,14 +118,6 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 		kernel.Fn("proc.run.list", 0, m.sysRunList),
 		kernel.Fn("proc.run.control", 0, m.sysRunControl),
 		kernel.Fn("proc.directive", 0, m.sysDirective),
-		kernel.Fn("proc.ipc.send", 0, m.sysIpcSend),
-		kernel.Fn("proc.ipc.call", 0, m.sysIpcCall),
-		kernel.Fn("proc.ipc.delegate", 0, m.sysIpcDelegate),
-		kernel.Fn("proc.ipc.list", 0, m.sysIpcList),
-		kernel.Fn("proc.ipc.deliver", kernel.KernelOnly, m.sysIpcDeliver),
-		kernel.Fn("signal.watch", 0, m.sysWatch),
-		kernel.Fn("signal.unwatch", 0, m.sysUnwatch),
-		kernel.Fn("signal.list", 0, m.sysWatchList),
 		kernel.Fn("proc.abort", 0, m.sysAbort),
 		kernel.Fn("proc.hil", 0, m.sysHil),
 		kernel.Fn("proc.kill", 0, m.sysKill),
@@ -149,6 +140,9 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 		kernel.Fn("proc.conversation.segment.read", 0, m.sysSegmentRead),
 		kernel.Fn("codemode.run", 0, m.sysCodeModeRun),
 		kernel.Fn("codemode.exec", kernel.Internal, m.sysCodeModeExec),
+		kernel.Handle(abi.ProcDeliver, m.sysDeliver),
+		kernel.Handle(abi.ProcConversationState, m.sysConvState),
+		kernel.Handle(abi.ProcRunState, m.sysRunState),
 	}
 }
 
@@ -170,13 +164,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := m.resume(ctx); err != nil {
 		return err
 	}
-	if err := m.startWatches(ctx); err != nil {
-		return err
-	}
-	if err := m.armHilExpiries(ctx); err != nil {
-		return err
-	}
-	return m.resumeCalls(ctx)
+	return m.armHilExpiries(ctx)
 }
 
 // Close stops the manager for a shutdown (ns.Room): it cancels every
@@ -196,8 +184,6 @@ func (m *Manager) Close() error {
 		procs = append(procs, pr)
 	}
 	m.mu.Unlock()
-	m.stopCalls()
-	m.stopWatches()
 	for _, pr := range procs {
 		pr.mu.Lock()
 		if r := pr.run; r != nil && pr.state == running {
@@ -211,6 +197,22 @@ func (m *Manager) Close() error {
 		m.blocks.Close()
 	}
 	return nil
+}
+
+// background runs f in a goroutine the manager owns (Close waits for it);
+// after Close it does not run.
+func (m *Manager) background(f func()) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		f()
+	}()
 }
 
 // proc returns the runtime of pid (the process must exist).

@@ -52,18 +52,6 @@ func noProcess(pid string) error {
 	return abi.E(abi.Path(pid), abi.NotExist, "no such process")
 }
 
-// otherProcess is the error for c naming pid, another owner's process,
-// where a rule (why) wants the caller's own: for root, who sees every
-// process, the rule's 403; for anyone else the 404 of a pid that does not
-// exist, so that a refusal never tells that another user's process is
-// there.
-func (m *Manager) otherProcess(c *kernel.Caller, pid, why string) error {
-	if c.IsRoot() {
-		return abi.E(abi.Path(pid), abi.Permission, why)
-	}
-	return noProcess(pid)
-}
-
 // get returns the record of pid. It only reads: a process that is not
 // stored, an init process included, does not exist.
 func (m *Manager) get(ctx context.Context, pid string) (*abi.Process, error) {

@@ -132,9 +132,9 @@ type Event struct {
 	// carries (its sender's; nil: none). It narrows the conversation the
 	// message enters, and so every run of it (cap.go).
 	Cap *abi.ProcessCap
-	// callID, for a call's request, is the call that the delivery makes
-	// pending, in the same transaction (ipc.go).
-	callID string
+	// within, if set, runs in the transaction that enters the message
+	// (proc.deliver's Within: the ipc room makes a call pending there).
+	within func(tx *sql.Tx) error
 }
 
 // Send delivers text to conversation cid of p as its owner's
@@ -206,9 +206,8 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, "conversation is closed: open it again to send")
 		}
 		t := now()
-		if ev.callID != "" {
-			// The call is delivered exactly when its request is.
-			if _, err := m.st.TxExec(tx, `UPDATE proc_ipc_calls SET state='pending' WHERE call_id=? AND state='sending'`, ev.callID); err != nil {
+		if ev.within != nil {
+			if err := ev.within(tx); err != nil {
 				return err
 			}
 		}

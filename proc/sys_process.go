@@ -324,7 +324,7 @@ func (m *Manager) sysKill(ctx context.Context, c *kernel.Caller, a *abi.KillArgs
 	}
 	// A killed process watches nothing: its watches go first, so that
 	// none fires to start it again once its runs are aborted.
-	if _, err := m.removeWatches(ctx, `watcher_pid=?`, p.Pid); err != nil {
+	if err := m.forgetWatches(ctx, p.Pid); err != nil {
 		return nil, abi.E(abi.Path(p.Pid), err)
 	}
 	return m.resetProcess(ctx, p, a.Archive == nil || *a.Archive, "killed")

@@ -39,7 +39,7 @@ func ipcVerbs(pid string) map[string]ns.CtlVerb {
 				}
 				a.Pid, a.Message = ll.Words[0], ll.Text
 			}
-			return kernel.BindName("proc.ipc.send", a), nil
+			return kernel.Bind(abi.ProcIpcSend, a), nil
 		},
 		"call": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.IpcCallArgs{IpcSendArgs: abi.IpcSendArgs{SourcePid: pid}}
@@ -57,7 +57,7 @@ func ipcVerbs(pid string) map[string]ns.CtlVerb {
 				}
 				a.Pid, a.Message, a.TimeoutMs = ll.Words[0], ll.Text, ms
 			}
-			return kernel.BindName("proc.ipc.call", a), nil
+			return kernel.Bind(abi.ProcIpcCall, a), nil
 		},
 		"delegate": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.IpcDelegateArgs{SourcePid: pid}
@@ -75,7 +75,7 @@ func ipcVerbs(pid string) map[string]ns.CtlVerb {
 				}
 				a.Profile, a.Task, a.TimeoutMs, a.Label, a.Pid = ll.Words[0], ll.Text, ms, ll.Opts["label"], ll.Opts["pid"]
 			}
-			return kernel.BindName("proc.ipc.delegate", a), nil
+			return kernel.Bind(abi.ProcIpcDelegate, a), nil
 		},
 		"watch": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.WatchArgs{WatcherPid: pid}
@@ -101,7 +101,7 @@ func ipcVerbs(pid string) map[string]ns.CtlVerb {
 					a.TTLMs = &ms
 				}
 			}
-			return kernel.BindName("signal.watch", a), nil
+			return kernel.Bind(abi.SignalWatch, a), nil
 		},
 		"unwatch": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.UnwatchArgs{WatcherPid: pid}
@@ -114,7 +114,7 @@ func ipcVerbs(pid string) map[string]ns.CtlVerb {
 					return kernel.Bound{}, abi.E(abi.Invalid, "usage: unwatch <watchId> | unwatch key=<key>")
 				}
 			}
-			return kernel.BindName("signal.unwatch", a), nil
+			return kernel.Bind(abi.SignalUnwatch, a), nil
 		},
 	}
 }
@@ -123,7 +123,7 @@ func ipcVerbs(pid string) map[string]ns.CtlVerb {
 // line: id, direction, the other process, deadline, state.
 func (m *Room) ipcView(meta *ns.Meta, pid string) *vfs.View {
 	return &vfs.View{Meta: meta, Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		res, err := kernel.Invoke[*abi.IpcListResult](ctx, m.k, ns.CallerOf(cred, ""), "proc.ipc.list", &abi.PidArgs{Pid: pid})
+		res, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcIpcList, &abi.PidArgs{Pid: pid})
 		if err != nil {
 			return nil, err
 		}

@@ -155,7 +155,7 @@ func (m *Room) sysIpcSend(ctx context.Context, c *kernel.Caller, a *abi.IpcSendA
 	if err := checkIpcMessage(a.Message, a.Metadata); err != nil {
 		return nil, err
 	}
-	return kernel.Invoke[*abi.IpcSendResult](ctx, m.k, m.k.KernelCaller(), "proc.ipc.deliver", &abi.IpcDeliverArgs{
+	return kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.ProcIpcDeliver, &abi.IpcDeliverArgs{
 		Pid: tgt.Pid, SourcePid: src.Pid, Source: m.identityOf(ctx, c, src), SourceLabel: labelOf(src), ConversationID: a.ConversationID,
 		Message: a.Message, Metadata: a.Metadata, SentAt: now(), Process: c.Identity.Process,
 	})
@@ -244,7 +244,7 @@ func (m *Room) call(ctx context.Context, c *kernel.Caller, src, tgt *abi.Process
 		m.st.Exec(context.WithoutCancel(ctx), `DELETE FROM proc_ipc_calls WHERE call_id=?`, callID)
 		return nil, abi.E(abi.Path(callID), abi.Offline, "the daemon is shutting down")
 	}
-	res, err := kernel.Invoke[*abi.IpcSendResult](ctx, m.k, m.k.KernelCaller(), "proc.ipc.deliver", &abi.IpcDeliverArgs{
+	res, err := kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.ProcIpcDeliver, &abi.IpcDeliverArgs{
 		Pid: tgt.Pid, SourcePid: src.Pid, Source: m.identityOf(ctx, c, src), SourceLabel: labelOf(src), ConversationID: cid, Message: msg, Metadata: meta,
 		SentAt: t, Call: &abi.IpcCallRef{CallID: callID, ReplyToPid: src.Pid, DeadlineAt: deadline}, TraceID: callID, RunID: runID,
 		Process: c.Identity.Process,

@@ -39,8 +39,8 @@ type Room struct {
 	st    *kernel.Store
 	log   *slog.Logger
 
-	// mu guards closed: no goroutine starts after Close (background
-	// takes mu with wg.Add, so that Close's wg.Wait sees every one).
+	// mu guards closed, and is held for wg.Add: no goroutine starts
+	// after Close, and Close's wg.Wait sees every one (background).
 	mu     sync.Mutex
 	closed bool
 	wg     sync.WaitGroup // the watcher goroutine and the background work

@@ -162,12 +162,12 @@ func (e *benchEnv) spawn(b *testing.B) string {
 func (e *benchEnv) waitIdle(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		e.m.mu.Lock()
-		ps := make([]*process, 0, len(e.m.procs))
-		for _, p := range e.m.procs {
+		e.m.run.mu.Lock()
+		ps := make([]*process, 0, len(e.m.run.procs))
+		for _, p := range e.m.run.procs {
 			ps = append(ps, p)
 		}
-		e.m.mu.Unlock()
+		e.m.run.mu.Unlock()
 		busy := 0
 		for _, p := range ps {
 			p.mu.Lock()

@@ -215,9 +215,9 @@ func TestCodeModeBlocksPerUser(t *testing.T) {
 		}()
 	}
 	eventually(t, func() bool {
-		h.m.blockMu.Lock()
-		defer h.m.blockMu.Unlock()
-		return h.m.blockRuns[h.alice.Uid] == 2
+		h.m.run.blockMu.Lock()
+		defer h.m.run.blockMu.Unlock()
+		return h.m.run.blockRuns[h.alice.Uid] == 2
 	}, func() string { return "alice's two blocks are not both running" })
 	if _, err := kernel.Invoke[*abi.CodeModeResult](ctx, h.k, alice, "codemode.run", &abi.CodeModeRunArgs{Code: "return 1"}); abi.Code(err) != 409 || !strings.Contains(err.Error(), "at most 2") {
 		t.Fatalf("a third block of alice: %v", err)

@@ -287,9 +287,9 @@ func (h *ptHarness) waitIdle(pid string) {
 	eventually(h.t, func() bool {
 		h.k.Store.R.QueryRow(`SELECT (SELECT count(*) FROM proc_runs WHERE pid=? AND status IN ('running','waiting_hil'))
 			+ (SELECT count(*) FROM proc_queue WHERE pid=?)`, pid, pid).Scan(&n)
-		h.m.mu.Lock()
-		pr := h.m.procs[pid]
-		h.m.mu.Unlock()
+		h.m.run.mu.Lock()
+		pr := h.m.run.procs[pid]
+		h.m.run.mu.Unlock()
 		busy = false
 		if pr != nil {
 			pr.mu.Lock()

@@ -6,11 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
-	"sync"
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
-	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc/model"
@@ -38,8 +36,11 @@ type Options struct {
 	noCheckpoints bool
 }
 
-// Manager runs the processes of one kernel. It is the proc room of the
-// namespace (ns.Room, ns.Starter).
+// Manager is the proc room of the namespace (ns.Room, ns.Starter): the
+// process table (processes and their conversations, stored), the proc.*
+// syscalls and the /proc tree. It delegates the runs of its processes to
+// the run engine (engine.go), which asks it for records through a small
+// interface (processStore).
 type Manager struct {
 	k     *kernel.Kernel
 	space *ns.Space
@@ -47,25 +48,12 @@ type Manager struct {
 	log   *slog.Logger
 	opts  Options
 
-	mu    sync.Mutex
-	procs map[string]*process
-	// closed is set by Close: no run goroutine starts after it (guarded
-	// by mu, like wg.Add, so that Close's wg.Wait sees every goroutine).
-	closed bool
-	wg     sync.WaitGroup // the run goroutines
+	// run is the run engine: the processes' runs, their loop, approvals,
+	// checkpoints, CodeMode blocks and history lifecycle.
+	run *engine
 
-	provMu    sync.Mutex
-	provCache map[string]model.Provider // see provider
-
-	cache  *renderCache     // history and transcript files (cache.go)
-	routes runRoutes        // the connections runs' chat notifications go to (routes.go)
-	owners ownerCache       // the owners of processes' files, looked up (tree.go)
-	blocks *codemode.Runner // CodeMode's workers, kept warm (nil: no worker command)
-	// hilWaiters are the blocks' nested calls waiting for a human's
-	// answer: request id → a channel decideLocked closes.
-	hilWaiters sync.Map
-	blockMu    sync.Mutex
-	blockRuns  map[uint32]int // the CodeMode blocks running, per user
+	cache  *renderCache // history and transcript files (cache.go)
+	owners ownerCache   // the owners of processes' files, looked up (tree.go)
 
 	// changes are when the parts of /proc last changed (changes.go).
 	changes *ns.Changes
@@ -91,11 +79,8 @@ func Open(space *ns.Space, opts Options) (*Manager, error) {
 	if err := migrateHil(k.Store); err != nil {
 		return nil, err
 	}
-	m := &Manager{k: k, space: space, st: k.Store, log: opts.Logger, opts: opts, procs: map[string]*process{}, blockRuns: map[uint32]int{},
-		changes: ns.NewChanges()}
-	if len(opts.CodeModeWorker) > 0 {
-		m.blocks = codemode.NewRunner(opts.CodeModeWorker, opts.Logger)
-	}
+	m := &Manager{k: k, space: space, st: k.Store, log: opts.Logger, opts: opts, changes: ns.NewChanges()}
+	m.run = newEngine(m, k, opts)
 	if err := m.openRenderCache(); err != nil {
 		return nil, err
 	}
@@ -113,16 +98,16 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 		kernel.Fn("proc.events", kernel.Internal, m.sysEvents),
 		kernel.Fn("proc.profile.list", 0, m.sysProfiles),
 		kernel.Fn("proc.spawn", 0, m.sysSpawn),
-		kernel.Fn("proc.send", 0, m.sysSend),
-		kernel.Fn("proc.run.get", 0, m.sysRunGet),
-		kernel.Fn("proc.run.list", 0, m.sysRunList),
-		kernel.Fn("proc.run.control", 0, m.sysRunControl),
-		kernel.Fn("proc.directive", 0, m.sysDirective),
-		kernel.Fn("proc.abort", 0, m.sysAbort),
-		kernel.Fn("proc.hil", 0, m.sysHil),
+		kernel.Fn("proc.send", 0, m.run.sysSend),
+		kernel.Fn("proc.run.get", 0, m.run.sysRunGet),
+		kernel.Fn("proc.run.list", 0, m.run.sysRunList),
+		kernel.Fn("proc.run.control", 0, m.run.sysRunControl),
+		kernel.Fn("proc.directive", 0, m.run.sysDirective),
+		kernel.Fn("proc.abort", 0, m.run.sysAbort),
+		kernel.Fn("proc.hil", 0, m.run.sysHil),
 		kernel.Fn("proc.kill", 0, m.sysKill),
 		kernel.Fn("proc.reset", 0, m.sysReset),
-		kernel.Fn("proc.checkpoint", 0, m.sysCheckpoint),
+		kernel.Fn("proc.checkpoint", 0, m.run.sysCheckpoint),
 		kernel.Fn("proc.setidentity", kernel.KernelOnly, m.sysSetIdentity),
 		kernel.Fn("proc.history", 0, m.sysHistory),
 		kernel.Fn("proc.history.open", kernel.Internal, m.sysHistoryOpen),
@@ -131,18 +116,18 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 		kernel.Fn("proc.conversation.get", 0, m.sysConvGet),
 		kernel.Fn("proc.conversation.lookup", kernel.Internal, m.sysConvLookup),
 		kernel.Fn("proc.conversation.close", 0, m.sysConvClose),
-		kernel.Fn("proc.conversation.reset", 0, m.sysConvReset),
-		kernel.Fn("proc.conversation.policy.get", 0, m.sysPolicyGet),
-		kernel.Fn("proc.conversation.policy.set", 0, m.sysPolicySet),
-		kernel.Fn("proc.conversation.compact", 0, m.sysCompact),
-		kernel.Fn("proc.conversation.fork", 0, m.sysFork),
-		kernel.Fn("proc.conversation.segments", 0, m.sysSegments),
-		kernel.Fn("proc.conversation.segment.read", 0, m.sysSegmentRead),
-		kernel.Fn("codemode.run", 0, m.sysCodeModeRun),
-		kernel.Fn("codemode.exec", kernel.Internal, m.sysCodeModeExec),
-		kernel.Handle(abi.ProcDeliver, m.sysDeliver),
-		kernel.Handle(abi.ProcConversationState, m.sysConvState),
-		kernel.Handle(abi.ProcRunState, m.sysRunState),
+		kernel.Fn("proc.conversation.reset", 0, m.run.sysConvReset),
+		kernel.Fn("proc.conversation.policy.get", 0, m.run.sysPolicyGet),
+		kernel.Fn("proc.conversation.policy.set", 0, m.run.sysPolicySet),
+		kernel.Fn("proc.conversation.compact", 0, m.run.sysCompact),
+		kernel.Fn("proc.conversation.fork", 0, m.run.sysFork),
+		kernel.Fn("proc.conversation.segments", 0, m.run.sysSegments),
+		kernel.Fn("proc.conversation.segment.read", 0, m.run.sysSegmentRead),
+		kernel.Fn("codemode.run", 0, m.run.sysCodeModeRun),
+		kernel.Fn("codemode.exec", kernel.Internal, m.run.sysCodeModeExec),
+		kernel.Handle(abi.ProcDeliver, m.run.sysDeliver),
+		kernel.Handle(abi.ProcConversationState, m.run.sysConvState),
+		kernel.Handle(abi.ProcRunState, m.run.sysRunState),
 	}
 }
 
@@ -161,10 +146,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := m.backfillInits(ctx); err != nil {
 		return err
 	}
-	if err := m.resume(ctx); err != nil {
+	if err := m.run.resume(ctx); err != nil {
 		return err
 	}
-	return m.armHilExpiries(ctx)
+	return m.run.armHilExpiries(ctx)
 }
 
 // Close stops the manager for a shutdown (ns.Room): it cancels every
@@ -172,60 +157,7 @@ func (m *Manager) Start(ctx context.Context) error {
 // stored state (run "running", queue, pending HIL) as it is, so that Start
 // on the same store resumes them. Close it before closing the kernel. No
 // run starts after Close.
-func (m *Manager) Close() error {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil
-	}
-	m.closed = true
-	procs := make([]*process, 0, len(m.procs))
-	for _, pr := range m.procs {
-		procs = append(procs, pr)
-	}
-	m.mu.Unlock()
-	for _, pr := range procs {
-		pr.mu.Lock()
-		if r := pr.run; r != nil && pr.state == running {
-			r.stop = stopShutdown
-			r.cancel()
-		}
-		pr.mu.Unlock()
-	}
-	m.wg.Wait()
-	if m.blocks != nil {
-		m.blocks.Close()
-	}
-	return nil
-}
-
-// background runs f in a goroutine the manager owns (Close waits for it);
-// after Close it does not run.
-func (m *Manager) background(f func()) {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return
-	}
-	m.wg.Add(1)
-	m.mu.Unlock()
-	go func() {
-		defer m.wg.Done()
-		f()
-	}()
-}
-
-// proc returns the runtime of pid (the process must exist).
-func (m *Manager) proc(pid string, uid uint32) *process {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	p := m.procs[pid]
-	if p == nil {
-		p = &process{pid: pid, uid: uid}
-		m.procs[pid] = p
-	}
-	return p
-}
+func (m *Manager) Close() error { return m.run.close() }
 
 // signal publishes a process signal to the owner (and root).
 // It notes which files of /proc the signal changes (noteChange).

@@ -88,6 +88,15 @@ func (m *Manager) listWhere(ctx context.Context, where string, args ...any) ([]a
 	return out, nil
 }
 
+// running lists the processes that are not idle, of uid (nil: every
+// user's), oldest first (processStore).
+func (m *Manager) running(ctx context.Context, uid *uint32) ([]abi.Process, error) {
+	if uid == nil {
+		return m.listWhere(ctx, `WHERE state<>'idle'`)
+	}
+	return m.listWhere(ctx, `WHERE state<>'idle' AND uid=?`, *uid)
+}
+
 // initPid is the pid of uid's init process.
 func initPid(uid uint32) string { return fmt.Sprintf("init:%d", uid) }
 
@@ -282,9 +291,9 @@ func scanMessage(rows *sql.Rows, msg *abi.Message, content *sql.RawBytes) error 
 	return nil
 }
 
-// readMessages returns the messages a query of msgColumns selects.
-func (m *Manager) readMessages(ctx context.Context, query string, args ...any) ([]abi.Message, error) {
-	rows, err := m.st.QueryContext(ctx, query, args...)
+// readMessages returns the messages a query of msgColumns selects from q.
+func readMessages(ctx context.Context, q querier, query string, args ...any) ([]abi.Message, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ const runRouteTTL = 30 * time.Minute
 
 // runRoutes maps run ids to the identity (connection) that started them.
 type runRoutes struct {
-	mu     sync.Mutex
+	mu     sync.Mutex // guards m and pruned
 	m      map[string]runRoute
 	pruned time.Time // when the expired routes last went
 }
@@ -69,6 +69,6 @@ func (r *runRoutes) conn(run string, done bool) *kernel.Identity {
 
 // chatSignal publishes a chat notification of run to its route, falling
 // back to its owner uid (and root); complete ends the route.
-func (m *Manager) chatSignal(uid uint32, run, name string, payload map[string]any, complete bool) {
+func (m *engine) chatSignal(uid uint32, run, name string, payload map[string]any, complete bool) {
 	m.k.Signal(name, payload, kernel.Audience{Uids: []uint32{uid}, Conn: m.routes.conn(run, complete)})
 }

@@ -70,6 +70,8 @@ type process struct {
 	pid string
 	uid uint32
 
+	// mu guards state, run and what the run records (activeRun's fields
+	// but its id, cid and gen), compacting, ctl, parkWait and steer.
 	mu    sync.Mutex
 	state runState
 	run   *activeRun // nil when idle
@@ -82,7 +84,7 @@ type process struct {
 	ctl      *runCtl
 	parkWait chan struct{}
 	steer    int
-	saveMu   sync.Mutex // serializes the stores of ctl (storeControl)
+	saveMu   sync.Mutex // guards the stored ctl: its stores (storeControl) land one at a time, in order
 }
 
 // activeRun is the run a process is executing or waiting on (for HIL).
@@ -139,7 +141,7 @@ type Event struct {
 
 // Send delivers text to conversation cid of p as its owner's
 // user.message, or, with event, as a process.event (see SendEvent).
-func (m *Manager) Send(ctx context.Context, p *abi.Process, cid, text string, event bool) (runID string, queued bool, err error) {
+func (m *engine) Send(ctx context.Context, p *abi.Process, cid, text string, event bool) (runID string, queued bool, err error) {
 	ev := Event{Kind: abi.EventUserMessage, Source: abi.EventSource{Kind: "user", Uid: p.Uid}, Text: text, Runtime: event}
 	if event {
 		ev.Kind = abi.EventProcessEvent
@@ -162,7 +164,7 @@ var errTickCoalesced = errors.New("a tick of this schedule still waits in the qu
 // pr.mu is not held while the store commits: SendEvent reserves the
 // process (starting) under the lock, commits, and publishes under the
 // lock again.
-func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev Event) (runID string, queued bool, err error) {
+func (m *engine) SendEvent(ctx context.Context, p *abi.Process, cid string, ev Event) (runID string, queued bool, err error) {
 	if cid == "" {
 		cid = "default"
 	}
@@ -285,7 +287,7 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 
 // queuedTx says whether pid has messages queued (in tx, a transaction of
 // the store's Tx).
-func (m *Manager) queuedTx(tx *sql.Tx, pid string) (bool, error) {
+func (m *engine) queuedTx(tx *sql.Tx, pid string) (bool, error) {
 	var n int
 	err := m.st.TxQueryRow(tx, `SELECT EXISTS(SELECT 1 FROM proc_queue WHERE pid=?)`, pid).Scan(&n)
 	return n > 0, err
@@ -312,7 +314,7 @@ func eventMeta(ev Event) eventRow {
 // startRunTx appends the message that starts a run, with its event's
 // columns, and records the run and its first message. The narrowing the
 // message carries narrows its conversation first.
-func (m *Manager) startRunTx(tx *sql.Tx, pid, cid string, gen int64, runID, role string, content json.RawMessage, meta eventRow, t int64) error {
+func (m *engine) startRunTx(tx *sql.Tx, pid, cid string, gen int64, runID, role string, content json.RawMessage, meta eventRow, t int64) error {
 	if err := m.narrowConvTx(tx, pid, cid, gen, capOf(meta.cap)); err != nil {
 		return err
 	}
@@ -340,7 +342,7 @@ func (m *Manager) startRunTx(tx *sql.Tx, pid, cid string, gen int64, runID, role
 // goroutine: r stays recorded as running, and the next Start resumes it.
 // A run stopped by an abort (stopAbort) never starts again: its aborter
 // records its end.
-func (m *Manager) startLocked(pr *process, r *activeRun) {
+func (m *engine) startLocked(pr *process, r *activeRun) {
 	if r.stop == stopAbort {
 		return
 	}
@@ -401,7 +403,7 @@ func (m *Manager) startLocked(pr *process, r *activeRun) {
 
 // resumeLocked starts r again after its wait on a human: it records r as
 // running and starts it.
-func (m *Manager) resumeLocked(pr *process, r *activeRun) error {
+func (m *engine) resumeLocked(pr *process, r *activeRun) error {
 	if _, err := m.st.Exec(context.Background(), `UPDATE proc_runs SET status='running' WHERE run_id=? AND status='waiting_hil'`, r.id); err != nil {
 		return err
 	}
@@ -411,7 +413,7 @@ func (m *Manager) resumeLocked(pr *process, r *activeRun) error {
 
 // hilPending says whether run runID has a HIL request waiting for an
 // answer.
-func (m *Manager) hilPending(runID string) (bool, error) {
+func (m *engine) hilPending(runID string) (bool, error) {
 	var n int
 	err := m.st.QueryRowContext(context.Background(), `SELECT count(*) FROM proc_hil WHERE run_id=? AND status='pending'`, runID).Scan(&n)
 	return n > 0, err
@@ -419,7 +421,7 @@ func (m *Manager) hilPending(runID string) (bool, error) {
 
 // finishLocked records the end of r and starts the next queued message:
 // one transaction does both.
-func (m *Manager) finishLocked(pr *process, r *activeRun, status string, rerr error) {
+func (m *engine) finishLocked(pr *process, r *activeRun, status string, rerr error) {
 	errText := ""
 	if rerr != nil {
 		errText = rerr.Error()
@@ -453,7 +455,7 @@ func (m *Manager) finishLocked(pr *process, r *activeRun, status string, rerr er
 // behind a compaction of its conversation waits for it (FIFO); the
 // compaction starts it when it ends. A failure is logged: the queue stays
 // as it was, for the next message or restart.
-func (m *Manager) nextLocked(ctx context.Context, pr *process, before func(*sql.Tx) error) {
+func (m *engine) nextLocked(ctx context.Context, pr *process, before func(*sql.Tx) error) {
 	var next *activeRun
 	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
 		next = nil
@@ -506,7 +508,7 @@ func (m *Manager) nextLocked(ctx context.Context, pr *process, before func(*sql.
 // resume restarts, after a daemon restart, the runs that were under way:
 // a running run continues from its stored history; a run waiting on a
 // human keeps waiting; a process with only queued messages starts one.
-func (m *Manager) resume(ctx context.Context) error {
+func (m *engine) resume(ctx context.Context) error {
 	// A block's nested call that waited for a human ended with the
 	// daemon: its request is stale, and its run runs again.
 	if err := m.st.Tx(ctx, func(tx *sql.Tx) error {
@@ -604,7 +606,7 @@ func (m *Manager) resume(ctx context.Context) error {
 // a pending HIL request goes stale, and the next queued message starts. A
 // run still being recorded (starting) is aborted once Send has recorded
 // it.
-func (m *Manager) Abort(ctx context.Context, p *abi.Process) (*abi.AbortResult, error) {
+func (m *engine) Abort(ctx context.Context, p *abi.Process) (*abi.AbortResult, error) {
 	pr := m.proc(p.Pid, p.Uid)
 	pr.mu.Lock()
 	r := pr.run
@@ -626,7 +628,7 @@ var abortWait = 10 * time.Second
 // aborts itself: its own tool call is the caller) or abortWait passes;
 // the end is then recorded by whichever of the goroutine and abortRun
 // comes first. The bookkeeping does not depend on ctx.
-func (m *Manager) abortRun(ctx context.Context, pr *process, r *activeRun) (*abi.AbortResult, error) {
+func (m *engine) abortRun(ctx context.Context, pr *process, r *activeRun) (*abi.AbortResult, error) {
 	notAborted := &abi.AbortResult{OK: true, Pid: pr.pid}
 	if r.recorded != nil {
 		select {
@@ -682,7 +684,7 @@ func aborted(pid string, r *activeRun, notAborted *abi.AbortResult) *abi.AbortRe
 // tool calls interrupted, its HIL requests stale, the finish signals
 // sent) and starts the next queued message. On a failure r stays pr's
 // run, so that another abort can end it.
-func (m *Manager) endAbortedLocked(pr *process, r *activeRun) error {
+func (m *engine) endAbortedLocked(pr *process, r *activeRun) error {
 	n, err := m.interruptPending(context.Background(), pr.pid, r)
 	if err != nil {
 		return err
@@ -697,7 +699,7 @@ func (m *Manager) endAbortedLocked(pr *process, r *activeRun) error {
 
 // interruptPending writes interrupted results (resultInterrupted) for the tool calls of r
 // that have none, and makes r's HIL requests stale.
-func (m *Manager) interruptPending(ctx context.Context, pid string, r *activeRun) (int, error) {
+func (m *engine) interruptPending(ctx context.Context, pid string, r *activeRun) (int, error) {
 	n := 0
 	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
 		n = 0

@@ -179,7 +179,7 @@ func TestUndeliveredCallAbandoned(t *testing.T) {
 	h.waitRun(kept.RunID, "running")
 	// The target's process held: the next call is recorded, and its
 	// delivery waits.
-	pr := h.m.proc(b, 1000)
+	pr := h.m.run.proc(b, 1000)
 	pr.mu.Lock()
 	done := make(chan error, 1)
 	go func() {

@@ -20,7 +20,7 @@ import (
 // sysDeliver serves proc.deliver (kernel-only): an event of another room
 // into conversation ConversationID of a process (SendEvent). The caller
 // checked the process and its owner.
-func (m *Manager) sysDeliver(ctx context.Context, c *kernel.Caller, a *abi.DeliverArgs) (*abi.DeliverResult, error) {
+func (m *engine) sysDeliver(ctx context.Context, c *kernel.Caller, a *abi.DeliverArgs) (*abi.DeliverResult, error) {
 	cid := orDefault(a.ConversationID)
 	runID, queued, err := m.SendEvent(ctx, &abi.Process{Pid: a.Pid, Uid: a.Uid}, cid, Event{Kind: a.Kind, Source: a.Source,
 		TraceID: a.TraceID, Text: a.Text, Runtime: a.Runtime, RunID: a.RunID, Cap: a.Process, within: a.Within})
@@ -33,7 +33,7 @@ func (m *Manager) sysDeliver(ctx context.Context, c *kernel.Caller, a *abi.Deliv
 // sysConvState serves proc.conversation.state (kernel-only): how a
 // conversation of a process stands, or (Current) the one its current run
 // is in, else its default.
-func (m *Manager) sysConvState(ctx context.Context, c *kernel.Caller, a *abi.ConvStateArgs) (*abi.ConvState, error) {
+func (m *engine) sysConvState(ctx context.Context, c *kernel.Caller, a *abi.ConvStateArgs) (*abi.ConvState, error) {
 	out := &abi.ConvState{ConversationID: orDefault(a.ConversationID)}
 	if a.Current {
 		m.mu.Lock()
@@ -63,7 +63,7 @@ func (m *Manager) sysConvState(ctx context.Context, c *kernel.Caller, a *abi.Con
 
 // sysRunState serves proc.run.state (kernel-only): where a run stands,
 // the narrowing it acts within and, asked, its final answer.
-func (m *Manager) sysRunState(ctx context.Context, c *kernel.Caller, a *abi.RunStateArgs) (*abi.RunState, error) {
+func (m *engine) sysRunState(ctx context.Context, c *kernel.Caller, a *abi.RunStateArgs) (*abi.RunState, error) {
 	out := &abi.RunState{}
 	if a.RunID == "" {
 		return out, nil
@@ -90,7 +90,7 @@ func (m *Manager) sysRunState(ctx context.Context, c *kernel.Caller, a *abi.RunS
 
 // runAnswer is the text of the last answer of the model in run (after
 // the run's first message), as the model gave it; "" if it gave none.
-func (m *Manager) runAnswer(ctx context.Context, pid, run string) (string, error) {
+func (m *engine) runAnswer(ctx context.Context, pid, run string) (string, error) {
 	var content string
 	err := m.st.QueryRowContext(ctx, `SELECT m.content FROM proc_messages m JOIN proc_runs r ON r.run_id=?
 		WHERE m.pid=? AND m.cid=r.cid AND m.generation=r.generation AND m.id>r.first_message AND m.role='assistant'
@@ -110,8 +110,8 @@ func (m *Manager) runAnswer(ctx context.Context, pid, run string) (string, error
 
 // runEnded tells the ipc room that run ended (proc.ipc.ended): the call
 // that waited for it is answered.
-func (m *Manager) runEnded(run, status, errText string) {
-	if err := tell(context.Background(), m, abi.ProcIpcEnded, &abi.IpcEndedArgs{RunID: run, Status: status, Error: errText}); err != nil {
+func (m *engine) runEnded(run, status, errText string) {
+	if err := tell(context.Background(), m.k, abi.ProcIpcEnded, &abi.IpcEndedArgs{RunID: run, Status: status, Error: errText}); err != nil {
 		m.log.Error("proc: tell the end of a run", "run", run, "err", err)
 	}
 }
@@ -120,17 +120,17 @@ func (m *Manager) runEnded(run, status, errText string) {
 // (signal.forget): its watches go first, so that none fires to start it
 // again once its runs are aborted.
 func (m *Manager) forgetWatches(ctx context.Context, pid string) error {
-	return tell(ctx, m, abi.SignalForget, &abi.SignalForgetArgs{Pid: pid})
+	return tell(ctx, m.k, abi.SignalForget, &abi.SignalForgetArgs{Pid: pid})
 }
 
 // tell makes d, a kernel-only syscall of a room that proc informs of its
 // work, as the kernel. A system without that room (a test of proc's
 // parts that need none) has nobody to tell, which is no error.
-func tell[A, R any](ctx context.Context, m *Manager, d abi.Call[A, R], args *A) error {
-	kc := m.k.KernelCaller()
-	if err := m.k.Permit(kc, d.Name); err != nil && abi.KindOf(err) == abi.Invalid {
+func tell[A, R any](ctx context.Context, k *kernel.Kernel, d abi.Call[A, R], args *A) error {
+	kc := k.KernelCaller()
+	if err := k.Permit(kc, d.Name); err != nil && abi.KindOf(err) == abi.Invalid {
 		return nil // nobody serves it
 	}
-	_, err := kernel.Do(ctx, m.k, kc, d, args)
+	_, err := kernel.Do(ctx, k, kc, d, args)
 	return err
 }

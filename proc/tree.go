@@ -188,7 +188,7 @@ type ownerEntry struct {
 
 // ownerCache holds owner's lookups, by uid.
 type ownerCache struct {
-	mu sync.Mutex
+	mu sync.Mutex // guards m
 	m  map[uint32]ownerEntry
 }
 

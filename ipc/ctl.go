@@ -13,7 +13,8 @@ import (
 )
 
 // The IPC verbs of /proc/<pid>/ctl, each made with pid as the source (its
-// owner writes for their own process), and /proc/<pid>/ipc:
+// owner writes for their own process), and /proc/<pid>/ipc, grafted onto
+// the process room's directory (Room.Grafts):
 //
 //	mail <pid> <text...>
 //	call <pid> [timeout=<ms>] <text...>

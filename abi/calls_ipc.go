@@ -82,7 +82,16 @@ type DeliverArgs struct {
 	Runtime        bool                   `json:"runtime,omitempty"`
 	RunID          string                 `json:"runId,omitempty"`
 	Process        *ProcessCap            `json:"process,omitempty"`
-	Within         func(tx *sql.Tx) error `json:"-"`
+	Within         func(tx StoreTx) error `json:"-"`
+}
+
+// StoreTx is a write transaction of the kernel's store as the function
+// a Go caller hands a syscall to run in it sees it (a *kernel.Tx; abi
+// imports nothing of ours): its statements run in the transaction, and
+// the function's error undoes it.
+type StoreTx interface {
+	Exec(query string, args ...any) (sql.Result, error)
+	QueryRow(query string, args ...any) *sql.Row
 }
 
 // DeliverResult is proc.deliver's result: the conversation the event

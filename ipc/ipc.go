@@ -241,7 +241,7 @@ func (m *Room) call(ctx context.Context, c *kernel.Caller, src, tgt *abi.Process
 	pc := pendingCall{id: callID, uid: src.Uid, sourcePid: src.Pid, sourceCid: srcCid, sourceGen: srcGen, sourceRun: srcRun,
 		targetPid: tgt.Pid, targetRun: runID, deadline: deadline}
 	if !m.arm(pc) {
-		m.st.Exec(context.WithoutCancel(ctx), `DELETE FROM proc_ipc_calls WHERE call_id=?`, callID)
+		m.forgetCall(ctx, callID)
 		return nil, abi.E(abi.Path(callID), abi.Offline, "the daemon is shutting down")
 	}
 	res, err := kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.ProcIpcDeliver, &abi.IpcDeliverArgs{
@@ -251,11 +251,21 @@ func (m *Room) call(ctx context.Context, c *kernel.Caller, src, tgt *abi.Process
 	})
 	if err != nil {
 		m.disarm(callID, runID)
-		m.st.Exec(context.WithoutCancel(ctx), `DELETE FROM proc_ipc_calls WHERE call_id=?`, callID)
+		m.forgetCall(ctx, callID)
 		return nil, err
 	}
 	return &abi.IpcCallResult{OK: true, Status: "started", CallID: callID, Pid: tgt.Pid, SourcePid: src.Pid,
 		ConversationID: res.ConversationID, RunID: res.RunID, DeadlineAt: deadline, Queued: res.Queued}, nil
+}
+
+// forgetCall deletes the record of a call that was never delivered. Its
+// caller's error is what the caller hears; a record left behind (the
+// store failing too) is logged, and the next start ends it "abandoned",
+// as every call still "sending" (resumeCalls).
+func (m *Room) forgetCall(ctx context.Context, callID string) {
+	if _, err := m.st.Exec(context.WithoutCancel(ctx), `DELETE FROM proc_ipc_calls WHERE call_id=?`, callID); err != nil {
+		m.log.Warn("ipc: forgetting an undelivered call", "call", callID, "err", err)
+	}
 }
 
 // sysIpcDeliver serves proc.ipc.deliver (kernel-only): the envelope,
@@ -317,7 +327,7 @@ func (m *Room) sysIpcDelegate(ctx context.Context, c *kernel.Caller, a *abi.IpcD
 			return nil, err
 		}
 		owner.Process = c.Identity.Process // a narrowed delegator's worker is narrowed for its life
-		sp, err := kernel.Invoke[*abi.SpawnResult](ctx, m.k, &kernel.Caller{Identity: owner}, "proc.spawn",
+		sp, err := kernel.Do(ctx, m.k, &kernel.Caller{Identity: owner}, abi.ProcSpawn,
 			&abi.SpawnArgs{Profile: profile, Label: label, ParentPid: src.Pid})
 		if err != nil {
 			return nil, err
@@ -616,9 +626,9 @@ func (m *Room) resumeCalls(ctx context.Context) error {
 // callDelivered is what the delivery of call id's request runs in the
 // transaction that puts it in the target's conversation (proc.deliver's
 // Within): the call is delivered, "pending", exactly when its request is.
-func (m *Room) callDelivered(id string) func(tx *sql.Tx) error {
-	return func(tx *sql.Tx) error {
-		_, err := m.st.TxExec(tx, `UPDATE proc_ipc_calls SET state='pending' WHERE call_id=? AND state='sending'`, id)
+func (m *Room) callDelivered(id string) func(tx abi.StoreTx) error {
+	return func(tx abi.StoreTx) error {
+		_, err := tx.Exec(`UPDATE proc_ipc_calls SET state='pending' WHERE call_id=? AND state='sending'`, id)
 		return err
 	}
 }

@@ -165,7 +165,7 @@ func (m *Room) sysForget(ctx context.Context, c *kernel.Caller, a *abi.SignalFor
 // get returns the record of pid (proc.get as the kernel, who sees every
 // process): a process that is not stored does not exist.
 func (m *Room) get(ctx context.Context, pid string) (*abi.Process, error) {
-	p, err := kernel.Invoke[*abi.Process](ctx, m.k, m.k.KernelCaller(), "proc.get", &abi.PidArgs{Pid: pid})
+	p, err := kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.ProcGet, &abi.PidArgs{Pid: pid})
 	return p, ownError(err)
 }
 
@@ -173,7 +173,7 @@ func (m *Room) get(ctx context.Context, pid string) (*abi.Process, error) {
 // or root; another user's process does not exist). An empty pid is c's
 // init process.
 func (m *Room) lookup(ctx context.Context, c *kernel.Caller, pid string) (*abi.Process, error) {
-	p, err := kernel.Invoke[*abi.Process](ctx, m.k, &kernel.Caller{Identity: c.Identity}, "proc.get", &abi.PidArgs{Pid: pid})
+	p, err := kernel.Do(ctx, m.k, &kernel.Caller{Identity: c.Identity}, abi.ProcGet, &abi.PidArgs{Pid: pid})
 	return p, ownError(err)
 }
 
@@ -209,7 +209,7 @@ type event struct {
 	Runtime bool
 	RunID   string
 	Cap     *abi.ProcessCap
-	within  func(tx *sql.Tx) error
+	within  func(tx abi.StoreTx) error
 }
 
 // deliver delivers ev to conversation cid of p (proc.deliver): it starts

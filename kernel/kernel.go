@@ -12,12 +12,12 @@
 //     every file.
 //   - Users and groups: sys.setup, sys.user.*, sys.group.list, sys.whoami;
 //     OnUserCreated lets a room keep a record per user.
-//   - Tokens: sys.token.*; a token's lease ends the sessions attached with
-//     it when it is revoked or expires.
+//   - Tokens: sys.token.*; a token's lease ends the connections attached
+//     with it when it is revoked or expires.
 //   - Configuration: sys.config.get and sys.config.set, with the
 //     visibility rule of secret keys (SensitiveKey).
-//   - Store: the SQLite database (Store), with group-committed writes and
-//     per-room migrations.
+//   - Store: the database (Store) over its engine (Dialect; SQLite by
+//     default), with group-committed writes and per-room migrations.
 //   - Signal bus: Signal publishes, Subscribe reads (sys.events); the err
 //     views' last failures (NoteError).
 //
@@ -92,6 +92,10 @@ func Open(cfg Config) (*Kernel, error) {
 	}
 	st, err := OpenStore(dbPath)
 	if err != nil {
+		return nil, err
+	}
+	if err := st.Migrate("kernel", kernelMigrations); err != nil {
+		st.Close()
 		return nil, err
 	}
 	k := &Kernel{
@@ -320,7 +324,7 @@ type Peer struct {
 //
 // A host uid mapped to no GSV user is nobody over FUSE (the "other"
 // permission bits of the mount, like any file system), but its 9P attach
-// is refused: a 9P session is a GSV session, and nobody has none.
+// is refused: a 9P attach is a GSV identity's, and nobody is none.
 func (k *Kernel) Authenticate(ctx context.Context, p Peer) (*Identity, error) {
 	if len(p.Secret) > 0 {
 		id, err := k.identityForToken(ctx, strings.TrimSpace(string(p.Secret)), p.User)
@@ -349,7 +353,7 @@ func (k *Kernel) EnsureSetup(ctx context.Context, username string, hostUID int) 
 	if k.isSetUp() {
 		return nil
 	}
-	_, err := k.Call(ctx, k.KernelCaller(), "sys.setup", &abi.SetupArgs{Username: username, HostUID: &hostUID})
+	_, err := Do(ctx, k, k.KernelCaller(), abi.SysSetup, &abi.SetupArgs{Username: username, HostUID: &hostUID})
 	return err
 }
 

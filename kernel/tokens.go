@@ -163,8 +163,8 @@ func (k *Kernel) tokenList(ctx context.Context, c *Caller, a *abi.TokenListArgs)
 }
 
 // tokenRevoke serves sys.token.revoke: it revokes one of the caller's
-// active tokens (root: anyone's), ends every session attached with it and
-// signals sys.token.revoked.
+// active tokens (root: anyone's), ends every connection attached with
+// it and signals sys.token.revoked.
 func (k *Kernel) tokenRevoke(ctx context.Context, c *Caller, a *abi.TokenRevokeArgs) (*abi.TokenRevokeResult, error) {
 	q, args := `UPDATE tokens SET revoked_at=?, revoked_reason=? WHERE token_id=? AND revoked_at IS NULL`, []any{now(), a.Reason, a.TokenID}
 	if !c.IsRoot() {
@@ -258,7 +258,7 @@ func decodeProcessCap(s sql.NullString) (*abi.ProcessCap, error) {
 }
 
 // A lease is the life of one token in use: done is closed when the token
-// is revoked or expires, which ends every session attached with it.
+// is revoked or expires, which ends every connection attached with it.
 type lease struct {
 	tokenID string
 	done    chan struct{}

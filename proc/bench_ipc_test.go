@@ -105,14 +105,13 @@ func benchCallRoundTrips(b *testing.B) []time.Duration {
 	a, t := e.spawn(b), e.spawn(b)
 	started, finished := make(chan struct{}, 16), make(chan struct{}, 16)
 	e.k.Observe(func(ev *kernel.Event, _ kernel.Audience) {
-		name, payload := ev.Signal, ev.Payload
-		if p, ok := payload.(map[string]any); !ok || p["pid"] != a {
+		if ev.Pid != a {
 			return
 		}
-		switch name {
-		case "proc.run.started":
+		switch ev.Signal {
+		case abi.SigProcRunStarted.Name:
 			started <- struct{}{}
-		case "proc.run.finished":
+		case abi.SigProcRunFinished.Name:
 			finished <- struct{}{}
 		}
 	})

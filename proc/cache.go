@@ -86,13 +86,6 @@ func newRenderCache(st *kernel.Store, dir string) (*renderCache, error) {
 	return &renderCache{st: st, dir: dir, entries: map[renderKey]*renderEntry{}}, nil
 }
 
-type historyOpenArgs struct {
-	Pid            string
-	ConversationID string
-	// Kind is "history" (JSON lines) or "transcript" (text).
-	Kind string
-}
-
 // openRenderCache makes the render cache, in STATE/cache/proc.
 func (m *Manager) openRenderCache() error {
 	c, err := newRenderCache(m.st, filepath.Join(m.k.StateDir(), "cache", "proc"))
@@ -107,7 +100,7 @@ func (m *Manager) openRenderCache() error {
 // rendering (history or transcript), up to date as of the call, as a file
 // opened for reading. /proc's history and transcript files call it at
 // open.
-func (m *Manager) sysHistoryOpen(ctx context.Context, c *kernel.Caller, a *historyOpenArgs) (*os.File, error) {
+func (m *Manager) sysHistoryOpen(ctx context.Context, c *kernel.Caller, a *abi.HistoryOpenArgs) (*os.File, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
@@ -153,7 +146,7 @@ func (c *renderCache) open(ctx context.Context, pid, cid, kind string) (*os.File
 // the messages after e.last, a page at a time. Progress is kept page by
 // page; a failure cuts the file back to the last whole page.
 func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, render func(*bytes.Buffer, *abi.Message)) (err error) {
-	tx, err := c.st.R.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := c.st.BeginRead(ctx)
 	if err != nil {
 		return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 	}

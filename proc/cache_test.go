@@ -3,7 +3,6 @@ package proc
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,7 +22,7 @@ import (
 func (h *ptHarness) addMessages(pid, cid string, n int) {
 	h.t.Helper()
 	ctx := context.Background()
-	err := h.k.Store.Tx(ctx, func(tx *sql.Tx) error {
+	err := h.k.Store.Tx(ctx, func(tx *kernel.Tx) error {
 		var gen int64
 		if err := tx.QueryRow(`SELECT generation FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).Scan(&gen); err != nil {
 			return err
@@ -189,18 +188,18 @@ func TestRenderCache(t *testing.T) {
 	h.checkRenderings("default after reset of other", pid, "default")
 
 	// Only the owner (and root) may open a rendering.
-	if _, err := kernel.Invoke[*os.File](ctx, h.k, &kernel.Caller{Identity: h.bob}, "proc.history.open", &historyOpenArgs{Pid: pid, Kind: "history"}); abi.Code(err) != 404 {
+	if _, err := kernel.Do(ctx, h.k, &kernel.Caller{Identity: h.bob}, abi.ProcHistoryOpen, &abi.HistoryOpenArgs{Pid: pid, Kind: "history"}); abi.Code(err) != 404 {
 		t.Errorf("bob opening alice's history: %v, want 404", err)
 	}
-	if f, err := kernel.Invoke[*os.File](ctx, h.k, &kernel.Caller{Identity: h.root}, "proc.history.open", &historyOpenArgs{Pid: pid, Kind: "transcript"}); err != nil {
+	if f, err := kernel.Do(ctx, h.k, &kernel.Caller{Identity: h.root}, abi.ProcHistoryOpen, &abi.HistoryOpenArgs{Pid: pid, Kind: "transcript"}); err != nil {
 		t.Errorf("root opening alice's transcript: %v", err)
 	} else {
 		f.Close()
 	}
-	if _, err := kernel.Invoke[*os.File](ctx, h.k, &kernel.Caller{Identity: h.alice}, "proc.history.open", &historyOpenArgs{Pid: pid, Kind: "raw"}); abi.Code(err) != 400 {
+	if _, err := kernel.Do(ctx, h.k, &kernel.Caller{Identity: h.alice}, abi.ProcHistoryOpen, &abi.HistoryOpenArgs{Pid: pid, Kind: "raw"}); abi.Code(err) != 400 {
 		t.Errorf("an unknown kind: %v, want 400", err)
 	}
-	if _, err := kernel.Invoke[*os.File](ctx, h.k, &kernel.Caller{Identity: h.alice}, "proc.history.open", &historyOpenArgs{Pid: pid, ConversationID: "nonesuch", Kind: "history"}); abi.Code(err) != 404 {
+	if _, err := kernel.Do(ctx, h.k, &kernel.Caller{Identity: h.alice}, abi.ProcHistoryOpen, &abi.HistoryOpenArgs{Pid: pid, ConversationID: "nonesuch", Kind: "history"}); abi.Code(err) != 404 {
 		t.Errorf("a missing conversation: %v, want 404", err)
 	}
 	if code := h.code(h.alice, "proc.history.open", map[string]any{"Pid": pid, "Kind": "history"}); code != 400 {

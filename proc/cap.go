@@ -68,7 +68,7 @@ func capOf(v sql.NullString) *abi.ProcessCap {
 // is) of conversation cid of pid by pc, in tx (a transaction of the
 // store's Tx). nil changes nothing; a generation that is gone has
 // nothing to narrow.
-func (m *engine) narrowConvTx(tx *sql.Tx, pid, cid string, gen int64, pc *abi.ProcessCap) error {
+func (m *engine) narrowConvTx(tx *kernel.Tx, pid, cid string, gen int64, pc *abi.ProcessCap) error {
 	if pc == nil {
 		return nil
 	}
@@ -91,7 +91,7 @@ func (m *engine) narrowConv(ctx context.Context, pid, cid string, gen int64, pc 
 	if pc == nil {
 		return nil
 	}
-	return m.st.Tx(ctx, func(tx *sql.Tx) error { return m.narrowConvTx(tx, pid, cid, gen, pc) })
+	return m.st.Tx(ctx, func(tx *kernel.Tx) error { return m.narrowConvTx(tx, pid, cid, gen, pc) })
 }
 
 // actingCaller is base (processCaller's: the process's narrowing) acting

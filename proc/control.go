@@ -312,7 +312,7 @@ func (m *engine) runInfo(ctx context.Context, p *abi.Process) (*abi.RunInfo, err
 	var started int64
 	var fin sql.NullInt64
 	var errText sql.NullString
-	err := m.st.QueryRowContext(ctx, `SELECT run_id,cid,status,started_at,finished_at,error FROM proc_runs WHERE pid=? ORDER BY started_at DESC, rowid DESC LIMIT 1`, p.Pid).
+	err := m.st.QueryRowContext(ctx, `SELECT run_id,cid,status,started_at,finished_at,error FROM proc_runs WHERE pid=? ORDER BY started_at DESC, first_message DESC LIMIT 1`, p.Pid).
 		Scan(&run, &cid, &status, &started, &fin, &errText)
 	if errors.Is(err, sql.ErrNoRows) {
 		return info, nil

@@ -49,8 +49,10 @@ func (m *engine) sysDirective(ctx context.Context, c *kernel.Caller, a *abi.Dire
 		pr.mu.Unlock()
 		if a.Checkpoint != nil {
 			// First wins for good: the last run's decision still stands.
+			// (Runs of one millisecond: their first messages are
+			// numbered in the order they started.)
 			var run string
-			err := m.st.QueryRowContext(ctx, `SELECT run_id FROM proc_runs WHERE pid=? ORDER BY started_at DESC, rowid DESC LIMIT 1`, p.Pid).Scan(&run)
+			err := m.st.QueryRowContext(ctx, `SELECT run_id FROM proc_runs WHERE pid=? ORDER BY started_at DESC, first_message DESC LIMIT 1`, p.Pid).Scan(&run)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return nil, abi.E(abi.Path(p.Pid), err)
 			}
@@ -103,7 +105,7 @@ func (m *engine) sysDirective(ctx context.Context, c *kernel.Caller, a *abi.Dire
 				}
 			}
 		}
-		m.signal(p.Uid, "proc.run.directive", map[string]any{"pid": p.Pid, "runId": r.id, "seq": seq, "result": res.Result, "type": d.Type, "effectsApplied": res.EffectsApplied})
+		signal(m, p.Uid, abi.SigProcRunDirective, abi.RunDirected{Pid: p.Pid, RunID: r.id, Seq: seq, Result: res.Result, Type: d.Type, EffectsApplied: res.EffectsApplied})
 		return res, nil
 	}
 	pr.mu.Unlock()
@@ -183,7 +185,7 @@ func (m *engine) decide(ctx context.Context, p *abi.Process, pr *process, r *act
 		if d.Type == "continue" {
 			res.EffectsApplied = m.applyEffects(ctx, pr, r, d.Effects)
 		}
-		m.signal(p.Uid, "proc.run.directive", map[string]any{"pid": p.Pid, "runId": r.id, "seq": seq, "result": res.Result, "type": d.Type, "effectsApplied": res.EffectsApplied})
+		signal(m, p.Uid, abi.SigProcRunDirective, abi.RunDirected{Pid: p.Pid, RunID: r.id, Seq: seq, Result: res.Result, Type: d.Type, EffectsApplied: res.EffectsApplied})
 		if d.Type == "abort" {
 			if _, err := m.Abort(ctx, p); err != nil {
 				return nil, err

@@ -69,13 +69,18 @@ type processStore interface {
 	// running lists the processes that are not idle, of uid (nil: every
 	// user's), oldest first.
 	running(ctx context.Context, uid *uint32) ([]abi.Process, error)
-	// signal publishes a signal of a process of uid to its owner;
-	// changed announces a durable change of pid (proc.changed); touch
-	// notes a change of parts of /proc that no signal tells (changes.go).
-	signal(uid uint32, name string, payload map[string]any)
-	changed(uid uint32, pid, what string, extra map[string]any)
+	// noteChange notes which files of /proc a signal of a process of uid
+	// changes, as it is published (signal); changed announces a durable
+	// change of a process (proc.changed); touch notes a change of parts
+	// of /proc that no signal tells (changes.go).
+	noteChange(uid uint32, name string, pl abi.Scoped)
+	changed(uid uint32, c abi.ProcChanged)
 	touch(parts ...string)
 }
+
+// kern is the kernel of m (signaller: the engine publishes its
+// processes' signals with signal).
+func (m *engine) kern() *kernel.Kernel { return m.k }
 
 // newEngine is the run engine of the processes of table, on k.
 func newEngine(table processStore, k *kernel.Kernel, opts Options) *engine {

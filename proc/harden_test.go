@@ -419,7 +419,7 @@ func TestInitBackfill(t *testing.T) {
 // with it the init process made in the same transaction.
 func TestUserHookFailureLeavesNoInit(t *testing.T) {
 	h := newPTHarness(t)
-	h.k.OnUserCreated(func(tx *sql.Tx, u *kernel.User) error {
+	h.k.OnUserCreated(func(tx *kernel.Tx, u *kernel.User) error {
 		if u.Username == "mallory" {
 			return abi.E(abi.Invalid, "refused")
 		}
@@ -474,7 +474,7 @@ func TestNamesAreOneLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Count(st, "\n") != len(statusLines(&abi.ProcStatus{})) || strings.Contains(st, "\nuid: 0\x1b") || strings.Contains(st, "\x1b") ||
+	if strings.Count(st, "\n") != len(statusLines(&abi.ProcStatusRecord{})) || strings.Contains(st, "\nuid: 0\x1b") || strings.Contains(st, "\x1b") ||
 		!strings.Contains(st, `label: "x\nuid: 0\x1b[0m"`+"\n") {
 		t.Fatalf("status:\n%s", st)
 	}

@@ -255,7 +255,7 @@ func (m *engine) Hil(ctx context.Context, p *abi.Process, a *abi.HilArgs, narrow
 // end. A request no longer pending is left as it is.
 func (m *engine) decideLocked(ctx context.Context, pr *process, pid string, uid uint32, requestID, runID, syscall string, d hilDecision) (resumed bool, err error) {
 	decided := false
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		var edited, editedDigest, result any
 		if d.edited != nil {
 			edited, editedDigest = string(d.edited), argsDigest(d.edited)
@@ -302,7 +302,7 @@ func (m *engine) decideLocked(ctx context.Context, pr *process, pid string, uid 
 		resumed = true
 	}
 	decision := map[string]string{"approved": "approve", "denied": "deny", "substituted": "substitute", "expired": "expire"}[d.status]
-	m.changed(uid, pid, "hil", map[string]any{"requestId": requestID, "decision": decision})
+	m.changed(uid, abi.ProcChanged{Pid: pid, Change: "hil", RequestID: requestID, Decision: decision})
 	return resumed, nil
 }
 
@@ -371,7 +371,7 @@ func (m *engine) hilRequest(ctx context.Context, pr *process, r *activeRun, call
 // (whoever sees the request sees the run waiting on it), arms its expiry
 // and publishes it (proc.run.hil.requested).
 func (m *engine) askHil(ctx context.Context, pr *process, r *activeRun, h abi.HilRequest) error {
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if _, err := m.st.TxExec(tx, `INSERT INTO proc_hil(request_id,pid,run_id,cid,generation,call_id,tool_name,syscall,args,args_digest,created_at,expires_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)`,
 			h.RequestID, pr.pid, r.id, r.cid, r.gen, h.CallID, h.ToolName, h.Syscall, string(h.Args), h.ArgsDigest, h.CreatedAt, h.ExpiresAt); err != nil {
 			return err
@@ -383,7 +383,7 @@ func (m *engine) askHil(ctx context.Context, pr *process, r *activeRun, h abi.Hi
 		return err
 	}
 	m.expireLater(pr.pid, pr.uid, h.RequestID, h.ExpiresAt)
-	m.signal(pr.uid, "proc.run.hil.requested", map[string]any{"pid": pr.pid, "request": h})
+	signal(m, pr.uid, abi.SigProcRunHilRequested, abi.HilRequested{Pid: pr.pid, Request: &h})
 	return nil
 }
 

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"database/sql"
@@ -9,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -22,7 +22,7 @@ import (
 // policy returns the context policy of conversation cid of pid.
 func (m *engine) policy(ctx context.Context, pid, cid string) (*abi.Policy, error) {
 	var p abi.Policy
-	err := m.st.R.QueryRowContext(ctx, `SELECT overflow,compact_at,keep_last FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).
+	err := m.st.QueryRowContext(ctx, `SELECT overflow,compact_at,keep_last FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).
 		Scan(&p.Overflow, &p.CompactAtPressure, &p.KeepLast)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, abi.E(abi.Path(pid+"/"+cid), abi.NotExist, "no such conversation")
@@ -42,7 +42,7 @@ func (m *engine) segments(ctx context.Context, pid, cid, segID string) ([]abi.Se
 		q = `SELECT id,cid,generation,kind,from_id,to_id,archive_path,summary_message_id,messages,created_at FROM proc_segments WHERE pid=? AND id=?`
 		args = []any{pid, segID}
 	}
-	rows, err := m.st.R.QueryContext(ctx, q+` ORDER BY created_at, id`, args...)
+	rows, err := m.st.QueryContext(ctx, q+` ORDER BY created_at, id`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,9 @@ func (m *engine) compact(ctx context.Context, p *abi.Process, cid string, a abi.
 		role   string
 		hasTCs bool
 	}
-	rows, err := m.st.R.QueryContext(ctx, `SELECT id,role,CASE WHEN role='assistant' AND instr(content,'"toolCalls"')>0 THEN 1 ELSE 0 END
+	// An assistant message's content is read to see whether it makes
+	// tool calls; the others' is not.
+	rows, err := m.st.QueryContext(ctx, `SELECT id,role,CASE WHEN role='assistant' THEN content ELSE '' END
 		FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id`, p.Pid, cid, c.Generation)
 	if err != nil {
 		return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
@@ -122,10 +124,12 @@ func (m *engine) compact(ctx context.Context, p *abi.Process, cid string, a abi.
 	var ms []idRole
 	for rows.Next() {
 		var x idRole
-		if err := rows.Scan(&x.id, &x.role, &x.hasTCs); err != nil {
+		var content sql.RawBytes
+		if err := rows.Scan(&x.id, &x.role, &content); err != nil {
 			rows.Close()
 			return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
 		}
+		x.hasTCs = x.role == "assistant" && bytes.Contains(content, []byte(`"toolCalls"`))
 		ms = append(ms, x)
 	}
 	rows.Close()
@@ -193,7 +197,7 @@ func (m *engine) compact(ctx context.Context, p *abi.Process, cid string, a abi.
 	}
 	text := fmt.Sprintf("[Process Event]: Compacted %d messages (ids %d-%d) into segment %s, archived at %s. Summary:\n%s", n, from, to, segID, archive, summary)
 	t := now()
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		// The process is not locked while the archive and summary are
 		// made: a reset may have moved the conversation on meanwhile.
 		var gen int64
@@ -241,14 +245,14 @@ func (m *engine) compact(ctx context.Context, p *abi.Process, cid string, a abi.
 	if err != nil {
 		return nil, err
 	}
-	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "conversation.compacted", "conversationId": cid, "segmentId": segID, "archivedMessages": n})
+	signal(m, p.Uid, abi.SigProcessLifecycle, abi.ProcessLifecycle{Pid: p.Pid, Event: "conversation.compacted", ConversationID: cid, SegmentID: segID, ArchivedMessages: n})
 	return &abi.CompactResult{OK: true, Pid: p.Pid, ConversationID: cid, Segment: *seg, ArchivedMessages: n, ArchivedTo: archive, SummaryMessageID: from}, nil
 }
 
 // removeArchive deletes an archive no segment records (the compaction
 // that wrote it did not happen).
 func (m *engine) removeArchive(ctx context.Context, path string) {
-	res, err := kernel.Invoke[*abi.FSDeleteResult](ctx, m.k, m.k.KernelCaller(), "fs.delete", &abi.FSDeleteArgs{Path: path})
+	res, err := kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.FsDelete, &abi.FSDeleteArgs{Path: path})
 	if err == nil && !res.OK {
 		err = errors.New(res.Error)
 	}
@@ -264,7 +268,7 @@ func (m *engine) summarize(ctx context.Context, p *abi.Process, cid string, gen,
 	if err != nil {
 		return "", err
 	}
-	rows, err := m.st.R.QueryContext(ctx, `SELECT role,content FROM (SELECT id,role,content FROM proc_messages
+	rows, err := m.st.QueryContext(ctx, `SELECT role,content FROM (SELECT id,role,content FROM proc_messages
 		WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id DESC LIMIT 200) ORDER BY id`, p.Pid, cid, gen, from, to)
 	if err != nil {
 		return "", err
@@ -304,13 +308,13 @@ func (m *engine) writeArchive(ctx context.Context, path, pid, cid string, gen, f
 	if to == 0 {
 		to = 1<<62 - 1
 	}
-	f, err := kernel.Invoke[*os.File](ctx, m.k, m.k.KernelCaller(), "fs.create", &kernel.FileArgs{Path: path, Perm: 0o600})
+	f, err := kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.FsCreate, &abi.FileArgs{Path: path, Perm: 0o600})
 	if err != nil {
 		return 0, err
 	}
 	bw := bufio.NewWriterSize(f, 64<<10)
 	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
-	rows, err := m.st.R.QueryContext(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id`, pid, cid, gen, from, to)
+	rows, err := m.st.QueryContext(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id`, pid, cid, gen, from, to)
 	if err != nil {
 		f.Close()
 		return 0, err
@@ -343,7 +347,7 @@ func (m *engine) writeArchive(ctx context.Context, path, pid, cid string, gen, f
 
 // readArchive streams the messages of an archive to fn, as the caller.
 func (m *engine) readArchive(ctx context.Context, c *kernel.Caller, path string, fn func(abi.Message) bool) error {
-	f, err := kernel.Invoke[*os.File](ctx, m.k, c, "fs.openread", &kernel.FileArgs{Path: path})
+	f, err := kernel.Do(ctx, m.k, c, abi.FsOpenread, &abi.FileArgs{Path: path})
 	if err != nil {
 		return err
 	}
@@ -411,7 +415,7 @@ func (m *engine) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, cid
 			// suffixTo is the last message that followed the segment
 			// when it was made: the live suffix it restores.
 			var suffixTo int64
-			if err := m.st.R.QueryRowContext(ctx, `SELECT suffix_to FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&suffixTo); err != nil {
+			if err := m.st.QueryRowContext(ctx, `SELECT suffix_to FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&suffixTo); err != nil {
 				return nil, abi.E(abi.Path(seg.ID), err)
 			}
 			live, err := readMessages(ctx, m.st, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? AND id<=? ORDER BY id`,
@@ -427,7 +431,7 @@ func (m *engine) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, cid
 	narrow := src.Cap
 	if seg != nil {
 		var segCap sql.NullString
-		if err := m.st.R.QueryRowContext(ctx, `SELECT process_cap FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&segCap); err != nil {
+		if err := m.st.QueryRowContext(ctx, `SELECT process_cap FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&segCap); err != nil {
 			return nil, abi.E(abi.Path(seg.ID), err)
 		}
 		if narrow = capOf(segCap); suffix && seg.Generation == src.Generation {
@@ -435,7 +439,7 @@ func (m *engine) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, cid
 		}
 	}
 	t := now()
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if _, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at,process_cap) VALUES(?,?,?,?,?,?)`, p.Pid, target, title, t, t, capColumn(narrow)); err != nil {
 			return abi.E(abi.Path(p.Pid+"/"+target), abi.Busy, "conversation already exists")
 		}
@@ -463,7 +467,7 @@ func (m *engine) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, cid
 	if err != nil {
 		return nil, err
 	}
-	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "conversation.forked", "conversationId": cid, "targetConversationId": target})
+	signal(m, p.Uid, abi.SigProcessLifecycle, abi.ProcessLifecycle{Pid: p.Pid, Event: "conversation.forked", ConversationID: cid, TargetConversationID: target})
 	return &abi.ForkResult{OK: true, Pid: p.Pid, SourceConversationID: cid, TargetConversation: tc, RestoredMessages: len(copied),
 		IncludedLiveSuffix: suffix, Segment: seg, ThroughMessageID: a.ThroughMessageID}, nil
 }
@@ -532,7 +536,7 @@ func (m *engine) resetConvs(ctx context.Context, p *abi.Process, cids []string, 
 			}
 			entries = append(entries, abi.ArchiveEntry{ConversationID: cid, Generation: c.Generation, Messages: n, Path: path})
 		}
-		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+		err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 			if _, err := tx.Exec(`DELETE FROM proc_messages WHERE pid=? AND cid=? AND generation=?`, p.Pid, cid, c.Generation); err != nil {
 				return err
 			}

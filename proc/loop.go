@@ -131,7 +131,7 @@ func (m *engine) awaitShell(ctx context.Context, caller *kernel.Caller, sh *abi.
 	out.WriteString(sh.Output)
 	truncated := sh.Truncated
 	for sh.Status == "running" {
-		next, err := kernel.Invoke[*abi.ShellExecResult](ctx, m.k, caller, "shell.exec", &abi.ShellExecArgs{SessionID: sh.SessionID})
+		next, err := kernel.Do(ctx, m.k, caller, abi.ShellExec, &abi.ShellExecArgs{SessionID: sh.SessionID})
 		if err != nil {
 			return nil, err
 		}
@@ -347,7 +347,7 @@ func (m *engine) execute(ctx context.Context, pr *process, r *activeRun) (string
 			}
 			return "error", err
 		}
-		m.signal(pr.uid, "proc.run.output", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "text": resp.Text, "toolCalls": len(resp.ToolCalls)})
+		signal(m, pr.uid, abi.SigProcRunOutput, abi.RunOutput{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, Text: resp.Text, ToolCalls: len(resp.ToolCalls)})
 	}
 }
 
@@ -363,7 +363,7 @@ func (m *engine) callIDUsed(ctx context.Context, pid, runID, callID string) (boo
 // conversation's live run: same generation, run still running.
 func (m *engine) appendGuarded(ctx context.Context, pid string, r *activeRun, role string, content json.RawMessage) (int64, error) {
 	var id int64
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		var gen int64
 		var status string
 		if err := m.st.TxQueryRow(tx, `SELECT c.generation, r.status FROM proc_conversations c, proc_runs r WHERE c.pid=? AND c.cid=? AND r.run_id=?`, pid, r.cid, r.id).Scan(&gen, &status); errors.Is(err, sql.ErrNoRows) {
@@ -375,11 +375,8 @@ func (m *engine) appendGuarded(ctx context.Context, pid string, r *activeRun, ro
 			return errStale
 		}
 		t := now()
-		res, err := m.st.TxExec(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,?,?)`, pid, r.cid, r.gen, role, string(content), t)
+		err := m.st.TxQueryRow(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,?,?) RETURNING id`, pid, r.cid, r.gen, role, string(content), t).Scan(&id)
 		if err != nil {
-			return err
-		}
-		if id, err = res.LastInsertId(); err != nil {
 			return err
 		}
 		_, err = m.st.TxExec(tx, `UPDATE proc_conversations SET updated_at=? WHERE pid=? AND cid=?`, t, pid, r.cid)
@@ -413,7 +410,7 @@ func (m *engine) runTool(ctx context.Context, pr *process, r *activeRun, p *abi.
 			return err
 		}
 		_, err = m.appendGuarded(ctx, pr.pid, r, "toolResult", b)
-		m.signal(pr.uid, "proc.run.tool.finished", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "callId": c.ID, "toolName": c.Name, "isError": isErr})
+		signal(m, pr.uid, abi.SigProcRunToolFinished, abi.ToolFinished{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, IsError: isErr})
 		return err
 	}
 	if t == nil {
@@ -470,7 +467,7 @@ func (m *engine) runTool(ctx context.Context, pr *process, r *activeRun, p *abi.
 		}
 		// approved: run it.
 	}
-	m.signal(pr.uid, "proc.run.tool.started", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "callId": c.ID, "toolName": c.Name, "syscall": t.syscall})
+	signal(m, pr.uid, abi.SigProcRunToolStarted, abi.ToolStarted{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: t.syscall})
 	var callArgs any = args
 	callCtx := ctx
 	if t.syscall == "codemode.exec" {
@@ -514,7 +511,7 @@ func (m *engine) systemPrompt(ctx context.Context, p *abi.Process, caller *kerne
 	m.devicesPrompt(ctx, &b, caller)
 	m.budgetPrompt(ctx, &b, p)
 	m.assignmentPrompt(ctx, &b, p.Pid)
-	dir, err := kernel.Invoke[*abi.FSReadResult](ctx, m.k, caller, "fs.read", &abi.FSReadArgs{Path: "~/context.d"})
+	dir, err := kernel.Do(ctx, m.k, caller, abi.FsRead, &abi.FSReadArgs{Path: "~/context.d"})
 	if err != nil || !dir.OK || !dir.Dir {
 		return b.String()
 	}
@@ -524,7 +521,7 @@ func (m *engine) systemPrompt(ctx context.Context, p *abi.Process, caller *kerne
 		if !strings.HasSuffix(f, ".md") {
 			continue
 		}
-		raw, err := kernel.Invoke[[]byte](ctx, m.k, caller, "fs.readraw", &kernel.FileArgs{Path: "~/context.d/" + f})
+		raw, err := kernel.Do(ctx, m.k, caller, abi.FsReadraw, &abi.FileArgs{Path: "~/context.d/" + f})
 		if err != nil {
 			continue
 		}
@@ -537,7 +534,7 @@ func (m *engine) systemPrompt(ctx context.Context, p *abi.Process, caller *kerne
 // serves, for the tools' target: a prompt is free, so a failed list
 // leaves the section out.
 func (m *engine) devicesPrompt(ctx context.Context, b *strings.Builder, caller *kernel.Caller) {
-	res, err := kernel.Invoke[*abi.DeviceListResult](ctx, m.k, caller, "sys.device.list", &abi.DeviceListArgs{})
+	res, err := kernel.Do(ctx, m.k, caller, abi.SysDeviceList, &abi.DeviceListArgs{})
 	if err != nil || len(res.Devices) == 0 {
 		return
 	}
@@ -618,8 +615,8 @@ func (m *engine) callModel(ctx context.Context, pr *process, r *activeRun, p *ab
 	}
 	pr.mu.Unlock()
 	return prov.Complete(ctx, req, func(text string) {
-		m.signal(pr.uid, "proc.run.stream", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "text": text})
-		m.chatSignal(pr.uid, r.id, "chat.delta", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "text": text}, false)
+		signal(m, pr.uid, abi.SigProcRunStream, abi.RunText{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, Text: text})
+		chatSignal(m, pr.uid, r.id, abi.SigChatDelta, abi.RunText{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, Text: text}, false)
 	})
 }
 

@@ -92,39 +92,39 @@ func Open(space *ns.Space, opts Options) (*Manager, error) {
 // the /proc tree; proc.setidentity is the kernel's.
 func (m *Manager) Syscalls() []kernel.Syscall {
 	return []kernel.Syscall{
-		kernel.Fn("proc.list", 0, m.sysList),
-		kernel.Fn("proc.get", kernel.Internal, m.sysGet),
-		kernel.Fn("proc.status", 0, m.sysStatus),
-		kernel.Fn("proc.events", kernel.Internal, m.sysEvents),
-		kernel.Fn("proc.profile.list", 0, m.sysProfiles),
-		kernel.Fn("proc.spawn", 0, m.sysSpawn),
-		kernel.Fn("proc.send", 0, m.run.sysSend),
-		kernel.Fn("proc.run.get", 0, m.run.sysRunGet),
-		kernel.Fn("proc.run.list", 0, m.run.sysRunList),
-		kernel.Fn("proc.run.control", 0, m.run.sysRunControl),
-		kernel.Fn("proc.directive", 0, m.run.sysDirective),
-		kernel.Fn("proc.abort", 0, m.run.sysAbort),
-		kernel.Fn("proc.hil", 0, m.run.sysHil),
-		kernel.Fn("proc.kill", 0, m.sysKill),
-		kernel.Fn("proc.reset", 0, m.sysReset),
-		kernel.Fn("proc.checkpoint", 0, m.run.sysCheckpoint),
-		kernel.Fn("proc.setidentity", kernel.KernelOnly, m.sysSetIdentity),
-		kernel.Fn("proc.history", 0, m.sysHistory),
-		kernel.Fn("proc.history.open", kernel.Internal, m.sysHistoryOpen),
-		kernel.Fn("proc.conversation.open", 0, m.sysConvOpen),
-		kernel.Fn("proc.conversation.list", 0, m.sysConvList),
-		kernel.Fn("proc.conversation.get", 0, m.sysConvGet),
-		kernel.Fn("proc.conversation.lookup", kernel.Internal, m.sysConvLookup),
-		kernel.Fn("proc.conversation.close", 0, m.sysConvClose),
-		kernel.Fn("proc.conversation.reset", 0, m.run.sysConvReset),
-		kernel.Fn("proc.conversation.policy.get", 0, m.run.sysPolicyGet),
-		kernel.Fn("proc.conversation.policy.set", 0, m.run.sysPolicySet),
-		kernel.Fn("proc.conversation.compact", 0, m.run.sysCompact),
-		kernel.Fn("proc.conversation.fork", 0, m.run.sysFork),
-		kernel.Fn("proc.conversation.segments", 0, m.run.sysSegments),
-		kernel.Fn("proc.conversation.segment.read", 0, m.run.sysSegmentRead),
-		kernel.Fn("codemode.run", 0, m.run.sysCodeModeRun),
-		kernel.Fn("codemode.exec", kernel.Internal, m.run.sysCodeModeExec),
+		kernel.Handle(abi.ProcList, m.sysList),
+		kernel.Handle(abi.ProcGet, m.sysGet),
+		kernel.Handle(abi.ProcStatus, m.sysStatus),
+		kernel.Handle(abi.ProcEvents, m.sysEvents),
+		kernel.Handle(abi.ProcProfileList, m.sysProfiles),
+		kernel.Handle(abi.ProcSpawn, m.sysSpawn),
+		kernel.Handle(abi.ProcSend, m.run.sysSend),
+		kernel.Handle(abi.ProcRunGet, m.run.sysRunGet),
+		kernel.Handle(abi.ProcRunList, m.run.sysRunList),
+		kernel.Handle(abi.ProcRunControl, m.run.sysRunControl),
+		kernel.Handle(abi.ProcDirective, m.run.sysDirective),
+		kernel.Handle(abi.ProcAbort, m.run.sysAbort),
+		kernel.Handle(abi.ProcHil, m.run.sysHil),
+		kernel.Handle(abi.ProcKill, m.sysKill),
+		kernel.Handle(abi.ProcReset, m.sysReset),
+		kernel.Handle(abi.ProcCheckpoint, m.run.sysCheckpoint),
+		kernel.Handle(abi.ProcSetidentity, m.sysSetIdentity),
+		kernel.Handle(abi.ProcHistory, m.sysHistory),
+		kernel.Handle(abi.ProcHistoryOpen, m.sysHistoryOpen),
+		kernel.Handle(abi.ProcConversationOpen, m.sysConvOpen),
+		kernel.Handle(abi.ProcConversationList, m.sysConvList),
+		kernel.Handle(abi.ProcConversationGet, m.sysConvGet),
+		kernel.Handle(abi.ProcConversationLookup, m.sysConvLookup),
+		kernel.Handle(abi.ProcConversationClose, m.sysConvClose),
+		kernel.Handle(abi.ProcConversationReset, m.run.sysConvReset),
+		kernel.Handle(abi.ProcConversationPolicyGet, m.run.sysPolicyGet),
+		kernel.Handle(abi.ProcConversationPolicySet, m.run.sysPolicySet),
+		kernel.Handle(abi.ProcConversationCompact, m.run.sysCompact),
+		kernel.Handle(abi.ProcConversationFork, m.run.sysFork),
+		kernel.Handle(abi.ProcConversationSegments, m.run.sysSegments),
+		kernel.Handle(abi.ProcConversationSegmentRead, m.run.sysSegmentRead),
+		kernel.Handle(abi.CodemodeRun, m.run.sysCodeModeRun),
+		kernel.Handle(abi.CodemodeExec, m.run.sysCodeModeExec),
 		kernel.Handle(abi.ProcDeliver, m.run.sysDeliver),
 		kernel.Handle(abi.ProcConversationState, m.run.sysConvState),
 		kernel.Handle(abi.ProcRunState, m.run.sysRunState),
@@ -159,20 +159,29 @@ func (m *Manager) Start(ctx context.Context) error {
 // run starts after Close.
 func (m *Manager) Close() error { return m.run.close() }
 
-// signal publishes a process signal to the owner (and root).
-// It notes which files of /proc the signal changes (noteChange).
-func (m *Manager) signal(uid uint32, name string, payload map[string]any) {
-	m.noteChange(uid, name, payload)
-	m.k.Signal(name, payload, kernel.Audience{Uids: []uint32{uid}})
+// signaller is a part of proc that publishes its processes' signals: the
+// Manager, and its run engine (through the table's noteChange).
+type signaller interface {
+	// noteChange notes which files of /proc the signal name (payload
+	// pl) of a process of uid changes (changes.go).
+	noteChange(uid uint32, name string, pl abi.Scoped)
+	// kern is the kernel whose bus carries the signals.
+	kern() *kernel.Kernel
 }
 
-// changed announces a durable state change of pid.
-func (m *Manager) changed(uid uint32, pid, what string, extra map[string]any) {
-	p := map[string]any{"pid": pid, "change": what}
-	for k, v := range extra {
-		p[k] = v
-	}
-	m.signal(uid, "proc.changed", p)
+// signal publishes a process signal of m to the owner uid (and root).
+// It notes which files of /proc the signal changes (noteChange).
+func signal[P abi.Scoped](m signaller, uid uint32, sig abi.Signal[P], p P) {
+	m.noteChange(uid, sig.Name, p)
+	kernel.Publish(m.kern(), sig, p, kernel.Audience{Uids: []uint32{uid}})
+}
+
+// kern is the kernel of m (signaller).
+func (m *Manager) kern() *kernel.Kernel { return m.k }
+
+// changed announces a durable state change of a process (proc.changed).
+func (m *Manager) changed(uid uint32, c abi.ProcChanged) {
+	signal(m, uid, abi.SigProcChanged, c)
 }
 
 func now() int64 { return time.Now().UnixMilli() }

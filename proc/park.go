@@ -116,11 +116,8 @@ func (m *engine) park(ctx context.Context, pr *process, r *activeRun, seq int64,
 	if soft {
 		state = abi.RunAwaitingDecision
 	}
-	payload := map[string]any{"pid": pr.pid, "runId": r.id, "seq": seq, "reason": reason, "snapshot": cp.Snapshot, "state": state}
-	if cp.SoftContinueAt != nil {
-		payload["softContinueAt"] = *cp.SoftContinueAt
-	}
-	m.signal(pr.uid, "proc.run.checkpoint", payload)
+	signal(m, pr.uid, abi.SigProcRunCheckpoint, abi.RunCheckpointed{Pid: pr.pid, RunID: r.id, Seq: seq, Reason: reason, Snapshot: cp.Snapshot,
+		SoftContinueAt: cp.SoftContinueAt, State: state})
 	var timer <-chan time.Time
 	if soft {
 		t := time.NewTimer(grace)
@@ -167,7 +164,7 @@ func (m *engine) park(ctx context.Context, pr *process, r *activeRun, seq int64,
 	if _, err := m.st.Exec(ctx, `UPDATE proc_runs SET park=NULL WHERE run_id=?`, r.id); err != nil && ctx.Err() == nil {
 		return "", err
 	}
-	m.signal(pr.uid, "proc.run.resumed", map[string]any{"pid": pr.pid, "runId": r.id, "seq": seq, "how": how})
+	signal(m, pr.uid, abi.SigProcRunResumed, abi.RunResumed{Pid: pr.pid, RunID: r.id, Seq: seq, How: how})
 	if ctx.Err() != nil {
 		return "aborted", nil
 	}
@@ -210,7 +207,7 @@ func (m *engine) injectSteer(ctx context.Context, pr *process, r *activeRun) err
 	}
 	rows.Close()
 	for _, s := range ss {
-		if err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+		if err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 			if _, err := m.st.TxExec(tx, `DELETE FROM proc_queue WHERE id=?`, s.id); err != nil {
 				return err
 			}

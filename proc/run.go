@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/proc/model"
 )
 
@@ -136,7 +137,7 @@ type Event struct {
 	Cap *abi.ProcessCap
 	// within, if set, runs in the transaction that enters the message
 	// (proc.deliver's Within: the ipc room makes a call pending there).
-	within func(tx *sql.Tx) error
+	within func(tx abi.StoreTx) error
 }
 
 // Send delivers text to conversation cid of p as its owner's
@@ -191,7 +192,7 @@ func (m *engine) SendEvent(ctx context.Context, p *abi.Process, cid string, ev E
 	pr.mu.Unlock()
 
 	started, coalesced := false, ""
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		started, coalesced = false, ""
 		// Only generation and status: counting the conversation's
 		// messages here would make every send scan it.
@@ -279,7 +280,7 @@ func (m *engine) SendEvent(ctx context.Context, p *abi.Process, cid string, ev E
 		return coalesced, true, errTickCoalesced
 	}
 	if !started {
-		m.changed(p.Uid, p.Pid, "queue", map[string]any{"conversationId": cid, "runId": runID})
+		m.changed(p.Uid, abi.ProcChanged{Pid: p.Pid, Change: "queue", ConversationID: cid, RunID: runID})
 		return runID, true, nil
 	}
 	return runID, false, nil
@@ -287,7 +288,7 @@ func (m *engine) SendEvent(ctx context.Context, p *abi.Process, cid string, ev E
 
 // queuedTx says whether pid has messages queued (in tx, a transaction of
 // the store's Tx).
-func (m *engine) queuedTx(tx *sql.Tx, pid string) (bool, error) {
+func (m *engine) queuedTx(tx *kernel.Tx, pid string) (bool, error) {
 	var n int
 	err := m.st.TxQueryRow(tx, `SELECT EXISTS(SELECT 1 FROM proc_queue WHERE pid=?)`, pid).Scan(&n)
 	return n > 0, err
@@ -314,16 +315,13 @@ func eventMeta(ev Event) eventRow {
 // startRunTx appends the message that starts a run, with its event's
 // columns, and records the run and its first message. The narrowing the
 // message carries narrows its conversation first.
-func (m *engine) startRunTx(tx *sql.Tx, pid, cid string, gen int64, runID, role string, content json.RawMessage, meta eventRow, t int64) error {
+func (m *engine) startRunTx(tx *kernel.Tx, pid, cid string, gen int64, runID, role string, content json.RawMessage, meta eventRow, t int64) error {
 	if err := m.narrowConvTx(tx, pid, cid, gen, capOf(meta.cap)); err != nil {
 		return err
 	}
-	res, err := m.st.TxExec(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at,kind,source,trace_id) VALUES(?,?,?,?,?,?,?,?,?)`,
-		pid, cid, gen, role, string(content), t, meta.kind, meta.source, meta.trace)
-	if err != nil {
-		return err
-	}
-	first, err := res.LastInsertId()
+	var first int64
+	err := m.st.TxQueryRow(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at,kind,source,trace_id) VALUES(?,?,?,?,?,?,?,?,?) RETURNING id`,
+		pid, cid, gen, role, string(content), t, meta.kind, meta.source, meta.trace).Scan(&first)
 	if err != nil {
 		return err
 	}
@@ -360,7 +358,7 @@ func (m *engine) startLocked(pr *process, r *activeRun) {
 	m.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	m.signal(pr.uid, "proc.run.started", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid})
+	signal(m, pr.uid, abi.SigProcRunStarted, abi.RunStarted{Pid: pr.pid, RunID: r.id, ConversationID: r.cid})
 	go func() {
 		defer m.wg.Done()
 		defer close(done)
@@ -428,22 +426,16 @@ func (m *engine) finishLocked(pr *process, r *activeRun, status string, rerr err
 	}
 	pr.run, pr.state = nil, idle
 	m.runEndedControl(pr, r)
-	m.nextLocked(context.Background(), pr, func(tx *sql.Tx) error {
+	m.nextLocked(context.Background(), pr, func(tx *kernel.Tx) error {
 		_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status=?, finished_at=?, error=? WHERE run_id=?`, status, now(), nullIf(errText), r.id)
 		return err
 	})
-	payload := map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "status": status}
-	if status == "aborted" {
-		payload["aborted"] = true
-	}
-	if errText != "" {
-		payload["error"] = errText
-	}
-	m.signal(pr.uid, "proc.run.finished", payload)
+	signal(m, pr.uid, abi.SigProcRunFinished, abi.RunFinished{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, Status: status,
+		Aborted: status == "aborted", Error: errText})
 	// chat.complete is the seed's notification that a chat run ended;
 	// an aborted one says so (aborted: true).
-	m.chatSignal(pr.uid, r.id, "chat.complete", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid,
-		"status": status, "aborted": status == "aborted"}, true)
+	chatSignal(m, pr.uid, r.id, abi.SigChatComplete, abi.ChatComplete{Pid: pr.pid, RunID: r.id, ConversationID: r.cid,
+		Status: status, Aborted: status == "aborted"}, true)
 	m.runEnded(r.id, status, errText)
 }
 
@@ -455,9 +447,9 @@ func (m *engine) finishLocked(pr *process, r *activeRun, status string, rerr err
 // behind a compaction of its conversation waits for it (FIFO); the
 // compaction starts it when it ends. A failure is logged: the queue stays
 // as it was, for the next message or restart.
-func (m *engine) nextLocked(ctx context.Context, pr *process, before func(*sql.Tx) error) {
+func (m *engine) nextLocked(ctx context.Context, pr *process, before func(*kernel.Tx) error) {
 	var next *activeRun
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		next = nil
 		if before != nil {
 			if err := before(tx); err != nil {
@@ -511,7 +503,7 @@ func (m *engine) nextLocked(ctx context.Context, pr *process, before func(*sql.T
 func (m *engine) resume(ctx context.Context) error {
 	// A block's nested call that waited for a human ended with the
 	// daemon: its request is stale, and its run runs again.
-	if err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	if err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if _, err := m.st.TxExec(tx, `UPDATE proc_runs SET status='running' WHERE status='waiting_hil' AND run_id IN
 			(SELECT run_id FROM proc_hil WHERE status='pending' AND call_id LIKE '%/codemode/%')`); err != nil {
 			return err
@@ -701,7 +693,7 @@ func (m *engine) endAbortedLocked(pr *process, r *activeRun) error {
 // that have none, and makes r's HIL requests stale.
 func (m *engine) interruptPending(ctx context.Context, pid string, r *activeRun) (int, error) {
 	n := 0
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		n = 0
 		calls, err := pendingCalls(ctx, tx, pid, r.cid, r.gen)
 		if err != nil {

@@ -170,7 +170,7 @@ func runVerbs(pid string) map[string]ns.CtlVerb {
 	effectVerb := func(op string) ns.CtlVerb {
 		return func(l ns.CtlLine) (kernel.Bound, error) {
 			if l.JSON != nil {
-				return kernel.BindName("proc.directive", &abi.DirectiveArgs{Pid: pid}), nil
+				return kernel.Bind(abi.ProcDirective, &abi.DirectiveArgs{Pid: pid}), nil
 			}
 			text := ""
 			if op == "refocus" || op == "inject" {
@@ -184,17 +184,17 @@ func runVerbs(pid string) map[string]ns.CtlVerb {
 				return kernel.Bound{}, err
 			}
 			a, err := directiveArgs(pid, l, &e)
-			return kernel.BindName("proc.directive", a), err
+			return kernel.Bind(abi.ProcDirective, a), err
 		}
 	}
 	verbs := map[string]ns.CtlVerb{
 		"continue": func(l ns.CtlLine) (kernel.Bound, error) {
 			if l.JSON != nil {
-				return kernel.BindName("proc.directive", &abi.DirectiveArgs{Pid: pid}), nil
+				return kernel.Bind(abi.ProcDirective, &abi.DirectiveArgs{Pid: pid}), nil
 			}
 			if len(l.Words) == 0 {
 				a, err := directiveArgs(pid, l, nil)
-				return kernel.BindName("proc.directive", a), err
+				return kernel.Bind(abi.ProcDirective, a), err
 			}
 			op := l.Words[0]
 			text := ""
@@ -214,13 +214,13 @@ func runVerbs(pid string) map[string]ns.CtlVerb {
 				return kernel.Bound{}, err
 			}
 			a, err := directiveArgs(pid, l, &e)
-			return kernel.BindName("proc.directive", a), err
+			return kernel.Bind(abi.ProcDirective, a), err
 		},
 		"stop": func(l ns.CtlLine) (kernel.Bound, error) {
-			return kernel.BindName("proc.run.control", &abi.RunControlArgs{Pid: pid, Stop: true, Wait: true}), l.Args(0, 0, "stop")
+			return kernel.Bind(abi.ProcRunControl, &abi.RunControlArgs{Pid: pid, Stop: true, Wait: true}), l.Args(0, 0, "stop")
 		},
 		"start": func(l ns.CtlLine) (kernel.Bound, error) {
-			return kernel.BindName("proc.run.control", &abi.RunControlArgs{Pid: pid, Start: true}), l.Args(0, 0, "start")
+			return kernel.Bind(abi.ProcRunControl, &abi.RunControlArgs{Pid: pid, Start: true}), l.Args(0, 0, "start")
 		},
 		"supervise": func(l ns.CtlLine) (kernel.Bound, error) {
 			if err := l.Args(0, 1, "supervise [grace=<ms|duration>] | supervise off"); err != nil {
@@ -238,7 +238,7 @@ func runVerbs(pid string) map[string]ns.CtlVerb {
 				}
 				a.GraceMs = &n
 			}
-			return kernel.BindName("proc.run.control", a), nil
+			return kernel.Bind(abi.ProcRunControl, a), nil
 		},
 		"budget": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.RunControlArgs{Pid: pid, Budget: &abi.RunBudget{}}
@@ -250,7 +250,7 @@ func runVerbs(pid string) map[string]ns.CtlVerb {
 					return kernel.Bound{}, err
 				}
 			}
-			return kernel.BindName("proc.run.control", a), nil
+			return kernel.Bind(abi.ProcRunControl, a), nil
 		},
 	}
 	for _, op := range []string{"extend-budget", "refocus", "swap-model", "set-temperature", "set-tool-cap"} {

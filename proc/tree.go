@@ -44,7 +44,7 @@ const hilUsage = "hil approve <requestId> [remember] [args=<json>] | hil deny <r
 func hilVerb(pid string, l ns.CtlLine) (kernel.Bound, error) {
 	a := &abi.HilArgs{Pid: pid}
 	if l.JSON != nil {
-		return kernel.BindName("proc.hil", a), nil
+		return kernel.Bind(abi.ProcHil, a), nil
 	}
 	if err := words(l, 2, hilUsage); err != nil {
 		return kernel.Bound{}, err
@@ -61,7 +61,7 @@ func hilVerb(pid string, l ns.CtlLine) (kernel.Bound, error) {
 			}
 		}
 		a.Result = strings.TrimLeft(rest, " \t")
-		return kernel.BindName("proc.hil", a), nil
+		return kernel.Bind(abi.ProcHil, a), nil
 	}
 	for _, w := range l.Words[2:] {
 		if w != "remember" {
@@ -75,7 +75,7 @@ func hilVerb(pid string, l ns.CtlLine) (kernel.Bound, error) {
 		}
 		a.Args = json.RawMessage(v)
 	}
-	return kernel.BindName("proc.hil", a), nil
+	return kernel.Bind(abi.ProcHil, a), nil
 }
 
 // spawnVerb parses "spawn <profile> [label=..] [prompt=..] [workspace=<mode>]".
@@ -87,7 +87,7 @@ func spawnVerb(l ns.CtlLine) (kernel.Bound, error) {
 	if w, ok := l.LookupOpt("workspace"); ok {
 		a.Workspace = &abi.WorkspaceSpec{Mode: w}
 	}
-	return kernel.BindName("proc.spawn", a), nil
+	return kernel.Bind(abi.ProcSpawn, a), nil
 }
 
 // tree is the /proc tree.
@@ -100,7 +100,7 @@ func (m *Manager) tree() vfs.Dir {
 		func(res any) (string, error) {
 			r, ok := res.(*abi.SpawnResult)
 			if !ok {
-				return "", abi.E(abi.Op("proc.spawn"), abi.Other, fmt.Sprintf("result of type %T", res))
+				return "", abi.E(abi.Op(abi.ProcSpawn.Name), abi.Other, fmt.Sprintf("result of type %T", res))
 			}
 			return r.Pid, nil
 		})
@@ -108,7 +108,7 @@ func (m *Manager) tree() vfs.Dir {
 	return &vfs.FuncDir{Meta: root,
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
 			out := []vfs.DirEntry{{Name: "ctl", Node: ctl}, {Name: "clone", Node: clone}, {Name: "err", Node: errv}}
-			res, err := kernel.Invoke[*abi.ProcList](ctx, m.k, ns.CallerOf(cred, ""), "proc.list", &abi.ListArgs{})
+			res, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcList, &abi.ListArgs{})
 			if err != nil {
 				return out, nil // nobody sees the fixed files only
 			}
@@ -142,7 +142,7 @@ func (m *Manager) tree() vfs.Dir {
 			case "err":
 				return errv, nil
 			}
-			p, err := kernel.Invoke[*abi.Process](ctx, m.k, ns.CallerOf(cred, ""), "proc.get", &abi.PidArgs{Pid: name})
+			p, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcGet, &abi.PidArgs{Pid: name})
 			if err != nil || name == "" {
 				return nil, vfs.ErrNotExist
 			}
@@ -198,9 +198,9 @@ func (o owner) at(path string, mode fs.FileMode) *ns.Meta { return ns.Meta(o).At
 // jsonView is a view of the syscall call made as the reader, the part of
 // its result (an R) pick chooses shown as indented JSON; a nil part is an
 // empty view.
-func jsonView[R any, V any](m *Manager, meta *ns.Meta, call string, args any, pick func(R) *V) *vfs.View {
+func jsonView[A, R, V any](m *Manager, meta *ns.Meta, call abi.Call[A, R], args *A, pick func(R) *V) *vfs.View {
 	return &vfs.View{Meta: meta, Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		res, err := kernel.Invoke[R](ctx, m.k, ns.CallerOf(cred, ""), call, args)
+		res, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), call, args)
 		if err != nil {
 			return nil, err
 		}
@@ -254,7 +254,7 @@ func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 		return own.at(path, mode).WithChanged(m.changedAt(pid, p.CreatedAt, parts...))
 	}
 	status := &vfs.View{Meta: at(base+"/status", 0o400, "status"), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		res, err := kernel.Invoke[*abi.StatusResult](ctx, m.k, ns.CallerOf(cred, ""), "proc.status", &abi.PidArgs{Pid: pid})
+		res, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcStatus, &abi.PidArgs{Pid: pid})
 		if err != nil {
 			return nil, err
 		}
@@ -270,10 +270,10 @@ func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 				return kernel.Bound{}, abi.E(abi.Invalid, "usage: send [mode=queue|steer|interrupt] <text...>")
 			}
 			ll, err := splitLead(l.Text(), 0, "mode")
-			return kernel.BindName("proc.send", &abi.SendArgs{Pid: pid, Message: ll.text, Mode: ll.opts["mode"]}), err
+			return kernel.Bind(abi.ProcSend, &abi.SendArgs{Pid: pid, Message: ll.text, Mode: ll.opts["mode"]}), err
 		},
 		"abort": func(l ns.CtlLine) (kernel.Bound, error) {
-			return kernel.BindName("proc.abort", &abi.PidArgs{Pid: pid}), l.Args(0, 0, "abort")
+			return kernel.Bind(abi.ProcAbort, &abi.PidArgs{Pid: pid}), l.Args(0, 0, "abort")
 		},
 		"kill": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.KillArgs{Pid: pid}
@@ -283,10 +283,10 @@ func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 			} else if len(l.Words) > 0 {
 				return kernel.Bound{}, abi.E(abi.Invalid, "usage: kill [noarchive]")
 			}
-			return kernel.BindName("proc.kill", a), nil
+			return kernel.Bind(abi.ProcKill, a), nil
 		},
 		"reset": func(l ns.CtlLine) (kernel.Bound, error) {
-			return kernel.BindName("proc.reset", &abi.PidArgs{Pid: pid}), l.Args(0, 0, "reset")
+			return kernel.Bind(abi.ProcReset, &abi.PidArgs{Pid: pid}), l.Args(0, 0, "reset")
 		},
 		"hil": func(l ns.CtlLine) (kernel.Bound, error) { return hilVerb(pid, l) },
 	}
@@ -303,10 +303,10 @@ func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 	}
 	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), verbs)
 	events := &vfs.Stream{Meta: own.at(base+"/events", 0o400), Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
-		return kernel.Invoke[vfs.Subscription](ctx, m.k, ns.CallerOf(cred, ""), "proc.events", &abi.PidArgs{Pid: pid})
+		return kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcEvents, &abi.PidArgs{Pid: pid})
 	}}
 	// hil is the pending request; no request: the view is empty.
-	hil := jsonView(m, at(base+"/hil", 0o400, "hil"), "proc.history", &abi.HistoryArgs{Pid: pid, Limit: 1},
+	hil := jsonView(m, at(base+"/hil", 0o400, "hil"), abi.ProcHistory, &abi.HistoryArgs{Pid: pid, Limit: 1},
 		func(r *abi.HistoryResult) *abi.HilRequest { return r.PendingHil })
 	entries := []vfs.DirEntry{
 		{Name: "status", Node: status},
@@ -314,7 +314,7 @@ func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 		{Name: "err", Node: m.space.ErrView(base)},
 		{Name: "events", Node: events},
 		{Name: "hil", Node: hil},
-		{Name: "run", Node: jsonView(m, at(base+"/run", 0o400, "run"), "proc.run.get", &abi.PidArgs{Pid: pid},
+		{Name: "run", Node: jsonView(m, at(base+"/run", 0o400, "run"), abi.ProcRunGet, &abi.PidArgs{Pid: pid},
 			func(r *abi.RunInfo) *abi.RunInfo { return r })},
 		{Name: "conversations", Node: m.convsDir(p, own)},
 	}
@@ -333,7 +333,7 @@ type statusLine struct {
 }
 
 // statusLines are the lines of /proc/<pid>/status, in order.
-func statusLines(st *abi.ProcStatus) []statusLine {
+func statusLines(st *abi.ProcStatusRecord) []statusLine {
 	return []statusLine{{"pid", st.Pid}, {"uid", st.Uid}, {"user", st.User}, {"profile", st.Profile}, {"label", st.Label},
 		{"parent", st.Parent}, {"state", st.State}, {"run", st.Run}, {"queued", st.Queued}, {"cwd", st.Cwd},
 		{"workspace", st.Workspace}, {"created", st.Created}}
@@ -366,19 +366,19 @@ func (m *Manager) convsDir(p *abi.Process, own owner) vfs.Dir {
 			if t, ok := l.LookupOpt("title"); ok {
 				a.Title = &t
 			}
-			return kernel.BindName("proc.conversation.open", a), nil
+			return kernel.Bind(abi.ProcConversationOpen, a), nil
 		},
 		"close": func(l ns.CtlLine) (kernel.Bound, error) {
 			if err := l.Args(1, 1, "close <id>"); err != nil {
 				return kernel.Bound{}, err
 			}
-			return kernel.BindName("proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: word(l, 0)}), nil
+			return kernel.Bind(abi.ProcConversationClose, &abi.ConvArgs{Pid: pid, ConversationID: word(l, 0)}), nil
 		},
 	})
 	errv := m.space.ErrView(base)
 	return &vfs.FuncDir{Meta: own.at(base, fs.ModeDir|0o500).WithChanged(m.changedAt(pid, p.CreatedAt, "conversations")),
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
-			res, err := kernel.Invoke[*abi.ConvListResult](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.list", &abi.ConvArgs{Pid: pid, IncludeClosed: true})
+			res, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcConversationList, &abi.ConvArgs{Pid: pid, IncludeClosed: true})
 			if err != nil {
 				return nil, err
 			}
@@ -395,7 +395,7 @@ func (m *Manager) convsDir(p *abi.Process, own owner) vfs.Dir {
 			case "err":
 				return errv, nil
 			}
-			if _, err := kernel.Invoke[*abi.Conversation](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.lookup", &abi.ConvArgs{Pid: pid, ConversationID: name}); err != nil {
+			if _, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcConversationLookup, &abi.ConvArgs{Pid: pid, ConversationID: name}); err != nil {
 				return nil, err // ENOENT for a conversation that is not there
 			}
 			return m.convDir(ctx, p, name), nil
@@ -407,10 +407,10 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 	base := "/proc/" + p.Pid + "/conversations/" + cid
 	pid := p.Pid
 	in := &convInput{Input: &vfs.Input{Meta: own.at(base+"/in", 0o600), Deliver: func(ctx context.Context, cred vfs.Cred, data []byte) error {
-		_, err := m.k.Call(ctx, ns.CallerOf(cred, base), "proc.send", &abi.SendArgs{Pid: pid, ConversationID: cid, Message: strings.TrimSuffix(string(data), "\n")})
+		_, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, base), abi.ProcSend, &abi.SendArgs{Pid: pid, ConversationID: cid, Message: strings.TrimSuffix(string(data), "\n")})
 		return err
 	}}, check: func(ctx context.Context, cred vfs.Cred) error {
-		c, err := kernel.Invoke[*abi.Conversation](ctx, m.k, ns.CallerOf(cred, base), "proc.conversation.lookup", &abi.ConvArgs{Pid: pid, ConversationID: cid})
+		c, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, base), abi.ProcConversationLookup, &abi.ConvArgs{Pid: pid, ConversationID: cid})
 		if err != nil {
 			return err
 		}
@@ -424,7 +424,7 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 			if l.JSON == nil && l.Rest == "" {
 				return kernel.Bound{}, abi.E(abi.Invalid, "usage: send <text...>")
 			}
-			return kernel.BindName("proc.send", &abi.SendArgs{Pid: pid, ConversationID: cid, Message: l.Text()}), nil
+			return kernel.Bind(abi.ProcSend, &abi.SendArgs{Pid: pid, ConversationID: cid, Message: l.Text()}), nil
 		},
 		"compact": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.CompactArgs{Pid: pid, ConversationID: cid}
@@ -451,7 +451,7 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 				}
 				a.GenerateSummary = true
 			}
-			return kernel.BindName("proc.conversation.compact", a), nil
+			return kernel.Bind(abi.ProcConversationCompact, a), nil
 		},
 		"reset": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.ConvArgs{Pid: pid, ConversationID: cid}
@@ -464,7 +464,7 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 			} else if len(l.Words) > 0 {
 				return kernel.Bound{}, abi.E(abi.Invalid, "usage: reset [noarchive]")
 			}
-			return kernel.BindName("proc.conversation.reset", a), nil
+			return kernel.Bind(abi.ProcConversationReset, a), nil
 		},
 		"fork": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.ForkArgs{Pid: pid, ConversationID: cid, SegmentID: l.Opt("segment"), TargetConversationID: l.Opt("as")}
@@ -485,10 +485,10 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 				f := false
 				a.IncludeLiveSuffix = &f
 			}
-			return kernel.BindName("proc.conversation.fork", a), nil
+			return kernel.Bind(abi.ProcConversationFork, a), nil
 		},
 		"close": func(l ns.CtlLine) (kernel.Bound, error) {
-			return kernel.BindName("proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: cid}), l.Args(0, 0, "close")
+			return kernel.Bind(abi.ProcConversationClose, &abi.ConvArgs{Pid: pid, ConversationID: cid}), l.Args(0, 0, "close")
 		},
 		"policy": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.PolicyArgs{Pid: pid, ConversationID: cid}
@@ -512,22 +512,22 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 				}
 				a.KeepLast = &n
 			}
-			return kernel.BindName("proc.conversation.policy.set", a), nil
+			return kernel.Bind(abi.ProcConversationPolicySet, a), nil
 		},
 	})
 	conv := func(path string, mode fs.FileMode, part string) *ns.Meta {
 		return own.at(path, mode).WithChanged(m.changedAt(pid, p.CreatedAt, part))
 	}
-	info := jsonView(m, conv(base+"/info", 0o400, "c/"+cid), "proc.conversation.get", &abi.ConvArgs{Pid: pid, ConversationID: cid},
+	info := jsonView(m, conv(base+"/info", 0o400, "c/"+cid), abi.ProcConversationGet, &abi.ConvArgs{Pid: pid, ConversationID: cid},
 		func(r *abi.ConversationGetResult) *abi.Conversation { return r.Conversation })
-	policy := jsonView(m, conv(base+"/policy", 0o400, "c/"+cid+"/policy"), "proc.conversation.policy.get", &abi.PolicyArgs{Pid: pid, ConversationID: cid},
+	policy := jsonView(m, conv(base+"/policy", 0o400, "c/"+cid+"/policy"), abi.ProcConversationPolicyGet, &abi.PolicyArgs{Pid: pid, ConversationID: cid},
 		func(r *abi.PolicyResult) *abi.Policy { return r.Policy })
 	// history and transcript are proc's cached renderings (cache.go),
 	// brought up to date by proc.history.open at each open and then read
 	// as real files.
 	rendering := func(kind string) *vfs.Backed {
 		return &vfs.Backed{Meta: own.at(base+"/"+kind, 0o400), OpenFile: func(ctx context.Context, cred vfs.Cred) (*os.File, error) {
-			return kernel.Invoke[*os.File](ctx, m.k, ns.CallerOf(cred, ""), "proc.history.open", &historyOpenArgs{Pid: pid, ConversationID: cid, Kind: kind})
+			return kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcHistoryOpen, &abi.HistoryOpenArgs{Pid: pid, ConversationID: cid, Kind: kind})
 		}}
 	}
 	history, transcript := rendering("history"), rendering("transcript")
@@ -553,9 +553,9 @@ func (m *Manager) segmentsDir(p *abi.Process, own owner, cid string) vfs.Dir {
 		at := func(path string, mode fs.FileMode) *ns.Meta {
 			return own.at(path, mode).WithChanged(func(context.Context, vfs.Cred) time.Time { return made })
 		}
-		meta := jsonView(m, at(sbase+"/meta", 0o400), "proc.conversation.segment.read", &abi.SegmentReadArgs{Pid: pid, ConversationID: cid, SegmentID: s.ID, Limit: 1},
+		meta := jsonView(m, at(sbase+"/meta", 0o400), abi.ProcConversationSegmentRead, &abi.SegmentReadArgs{Pid: pid, ConversationID: cid, SegmentID: s.ID, Limit: 1},
 			func(r *abi.SegmentReadResult) *abi.Segment { return &r.Segment })
-		msgs := &vfs.Sequential{Meta: at(sbase+"/messages", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
+		msgs := &vfs.Sequential{Meta: at(sbase+"/messages", 0o400), OpenReader: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
 			return m.segmentReader(ctx, ns.CallerOf(cred, ""), pid, cid, s.ID)
 		}, Size: func(ctx context.Context, cred vfs.Cred) (int64, error) {
 			return m.segmentSize(ctx, ns.CallerOf(cred, ""), s.ArchivePath)
@@ -565,7 +565,7 @@ func (m *Manager) segmentsDir(p *abi.Process, own owner, cid string) vfs.Dir {
 	}
 	return &vfs.FuncDir{Meta: own.at(base, fs.ModeDir|0o500).WithChanged(m.changedAt(pid, p.CreatedAt, "c/"+cid+"/segments")),
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
-			res, err := kernel.Invoke[*abi.SegmentsResult](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.segments", &abi.ConvArgs{Pid: pid, ConversationID: cid})
+			res, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcConversationSegments, &abi.ConvArgs{Pid: pid, ConversationID: cid})
 			if err != nil {
 				return nil, err
 			}

@@ -3,6 +3,7 @@ package abi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -51,12 +52,13 @@ func DecodeRequest(b []byte) (Request, error) {
 	if len(b) == 0 {
 		return r, E(Op("frame"), Invalid, "empty request")
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&r); err != nil {
+	if err := json.Unmarshal(b, &r); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) && strings.Contains(se.Error(), "after top-level value") {
+			json.NewDecoder(bytes.NewReader(b)).Decode(&r) // the frame before it, for its id
+			return r, E(Op("frame"), Invalid, "malformed request: trailing data after the frame")
+		}
 		return r, E(Op("frame"), Invalid, fmt.Sprintf("malformed request: %v", err))
-	}
-	if dec.More() {
-		return r, E(Op("frame"), Invalid, "malformed request: trailing data after the frame")
 	}
 	if r.Type != "" && r.Type != "req" {
 		return r, E(Op("frame"), Invalid, fmt.Sprintf("frame type %q is not req", r.Type))

@@ -1,6 +1,7 @@
 package devices
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -52,7 +53,8 @@ type deviceConn struct {
 	msg []byte // the message being returned
 	off int    // bytes of msg returned
 	hdr [4]byte
-	buf []byte // maxFrame bytes, for the messages read
+	buf []byte        // maxFrame bytes, for the messages read
+	br  *bufio.Reader // the connection's reads (several messages a syscall)
 
 	mu      sync.Mutex
 	waiting map[uint16]bool // tags sent and not answered
@@ -62,7 +64,7 @@ type deviceConn struct {
 
 // newDeviceConn wraps c (see deviceConn).
 func newDeviceConn(c net.Conn, lost func(error)) *deviceConn {
-	return &deviceConn{Conn: c, lost: lost, waiting: map[uint16]bool{}}
+	return &deviceConn{Conn: c, lost: lost, waiting: map[uint16]bool{}, br: bufio.NewReaderSize(c, 64<<10)}
 }
 
 // fail records the connection's failure, once, and tells lost.
@@ -153,7 +155,7 @@ func (c *deviceConn) Read(p []byte) (int, error) {
 
 // readMsg reads the next message whole into c.msg and forgets its tag.
 func (c *deviceConn) readMsg() error {
-	if _, err := io.ReadFull(c.Conn, c.hdr[:]); err != nil {
+	if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
 		return err
 	}
 	n := binary.LittleEndian.Uint32(c.hdr[:])
@@ -165,7 +167,7 @@ func (c *deviceConn) readMsg() error {
 	}
 	c.msg = c.buf[:n]
 	copy(c.msg, c.hdr[:])
-	if _, err := io.ReadFull(c.Conn, c.msg[4:]); err != nil {
+	if _, err := io.ReadFull(c.br, c.msg[4:]); err != nil {
 		return err
 	}
 	if tag, ok := msgTag(c.msg); ok {

@@ -126,3 +126,38 @@ func TestDevicePathNoSQL(t *testing.T) {
 		t.Logf("%d files read with cat over FUSE: %d SQL queries", pathFiles, q)
 	})
 }
+
+// BenchmarkChannelRead: a routed fs.read of a small file on a device
+// process, as a request frame the kernel serves (kernel.Serve: the
+// dispatcher, the router, the call channel, the device and back), against
+// sys.whoami the same way, in the same run: the device path's own cost,
+// without a client's transport (cmd/gsvfs's BenchmarkDevicePath has it;
+// there the target applies). For information: whoami served in process
+// costs microseconds, a routed call one round trip to another process.
+func BenchmarkChannelRead(b *testing.B) {
+	e := newDevEnv(b)
+	dir := b.TempDir()
+	os.WriteFile(filepath.Join(dir, "small.txt"), []byte("a small file\n"), 0o644)
+	startSubDevice(b, e, "bench", e.nodeToken(b, e.Alice, "bench"), dir)
+	alice := kerneltest.Caller(e.Alice)
+	read := []byte(`{"call":"fs.read","args":{"target":"bench","path":"small.txt"}}`)
+	who := []byte(`{"call":"sys.whoami"}`)
+	ctx := context.Background()
+	var tRead, tWho time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if out := e.K.Serve(ctx, alice, read); !strings.Contains(string(out), "a small file") {
+			b.Fatalf("fs.read: %s", out)
+		}
+		t1 := time.Now()
+		if out := e.K.Serve(ctx, alice, who); !strings.Contains(string(out), `"ok":true`) {
+			b.Fatalf("sys.whoami: %s", out)
+		}
+		tRead += t1.Sub(t0)
+		tWho += time.Since(t1)
+	}
+	b.ReportMetric(float64(tRead.Microseconds())/float64(b.N), "read-us")
+	b.ReportMetric(float64(tWho.Microseconds())/float64(b.N), "whoami-us")
+	b.ReportMetric(float64(tRead)/float64(tWho), "read/whoami")
+}

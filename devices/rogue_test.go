@@ -41,7 +41,7 @@ type devEnv struct {
 }
 
 // newDevEnv opens a devEnv.
-func newDevEnv(t *testing.T) *devEnv {
+func newDevEnv(t testing.TB) *devEnv {
 	t.Helper()
 	e := kerneltest.Open(t)
 	space := ns.New(e.K)
@@ -75,7 +75,7 @@ func newDevEnv(t *testing.T) *devEnv {
 }
 
 // nodeToken makes a node token of id's for device id.
-func (e *devEnv) nodeToken(t *testing.T, id *kernel.Identity, device string) string {
+func (e *devEnv) nodeToken(t testing.TB, id *kernel.Identity, device string) string {
 	t.Helper()
 	uid := id.Uid
 	res, err := kernel.Invoke[*abi.TokenCreateResult](context.Background(), e.K, kerneltest.Caller(e.Root), "sys.token.create",
@@ -146,7 +146,7 @@ func (c *readerConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // waitCond polls cond until it holds, or fails the test after a minute
 // (a guard against a hang that holds at load 10).
-func waitCond(t *testing.T, what string, cond func() bool) {
+func waitCond(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {

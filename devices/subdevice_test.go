@@ -84,7 +84,7 @@ func (anyPeer) Authenticate(context.Context, vfs.Peer) (vfs.Cred, error) { retur
 // startSubDevice starts the test binary as device id of e with token,
 // exporting root, and waits for it to be online; it is killed at the end
 // of t.
-func startSubDevice(t *testing.T, e *devEnv, id, token, root string) *exec.Cmd {
+func startSubDevice(t testing.TB, e *devEnv, id, token, root string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
 	cmd.Env = append(os.Environ(), subDeviceEnv+"="+strings.Join([]string{e.addr, id, token, root}, "\t"))

@@ -53,7 +53,7 @@ var maxDevicesRule = kernel.ConfigRule{Pattern: maxDevicesKey, Check: func(v str
 // max_per_user if it is a whole number (0: no new device), else
 // DefaultMaxDevices.
 func (r *Router) maxDevices(ctx context.Context) int {
-	res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, r.k, r.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: maxDevicesKey})
+	res, err := kernel.Do(ctx, r.k, r.k.KernelCaller(), abi.SysConfigGet, &abi.ConfigGetArgs{Key: maxDevicesKey})
 	if err != nil {
 		return DefaultMaxDevices
 	}
@@ -337,11 +337,11 @@ func mayManage(c *kernel.Caller, d *abi.Device) bool {
 // registrySyscalls are the sys.device.* syscalls.
 func (r *Router) registrySyscalls() []kernel.Syscall {
 	return []kernel.Syscall{
-		kernel.Fn("sys.device.list", 0, r.deviceList),
-		kernel.Fn("sys.device.get", 0, r.deviceGet),
-		kernel.Fn("sys.device.update", 0, r.deviceUpdate),
-		kernel.Fn("sys.device.grant", 0, r.deviceGrant),
-		kernel.Fn("sys.device.remove", 0, r.deviceRemove),
+		kernel.Handle(abi.SysDeviceList, r.deviceList),
+		kernel.Handle(abi.SysDeviceGet, r.deviceGet),
+		kernel.Handle(abi.SysDeviceUpdate, r.deviceUpdate),
+		kernel.Handle(abi.SysDeviceGrant, r.deviceGrant),
+		kernel.Handle(abi.SysDeviceRemove, r.deviceRemove),
 	}
 }
 
@@ -433,7 +433,7 @@ func (r *Router) deviceGrant(ctx context.Context, c *kernel.Caller, a *abi.Devic
 	if !mayManage(c, s.dev) {
 		return nil, abi.E(abi.Path(a.DeviceID), abi.Permission, fmt.Sprintf("only the owner of device %s or root may grant it", a.DeviceID))
 	}
-	groups, err := kernel.Invoke[*abi.GroupListResult](ctx, r.k, r.k.KernelCaller(), "sys.group.list", &abi.GroupListArgs{})
+	groups, err := kernel.Do(ctx, r.k, r.k.KernelCaller(), abi.SysGroupList, &abi.GroupListArgs{})
 	if err != nil {
 		return nil, err
 	}

@@ -273,35 +273,35 @@ func routed[R any](ctx context.Context, d *remoteDevice, name string, args any, 
 func (d *remoteDevice) Read(ctx context.Context, _ local.Who, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
 	b := *a
 	b.Target = ""
-	return routed[abi.FSReadResult](ctx, d, "fs.read", &b, d.timeout)
+	return routed[abi.FSReadResult](ctx, d, abi.FsRead.Name, &b, d.timeout)
 }
 
 // Write is fs.write on the device.
 func (d *remoteDevice) Write(ctx context.Context, _ local.Who, a *abi.FSWriteArgs) (*abi.FSWriteResult, error) {
 	b := *a
 	b.Target = ""
-	return routed[abi.FSWriteResult](ctx, d, "fs.write", &b, d.timeout)
+	return routed[abi.FSWriteResult](ctx, d, abi.FsWrite.Name, &b, d.timeout)
 }
 
 // Edit is fs.edit on the device.
 func (d *remoteDevice) Edit(ctx context.Context, _ local.Who, a *abi.FSEditArgs) (*abi.FSEditResult, error) {
 	b := *a
 	b.Target = ""
-	return routed[abi.FSEditResult](ctx, d, "fs.edit", &b, d.timeout)
+	return routed[abi.FSEditResult](ctx, d, abi.FsEdit.Name, &b, d.timeout)
 }
 
 // Delete is fs.delete on the device.
 func (d *remoteDevice) Delete(ctx context.Context, _ local.Who, a *abi.FSDeleteArgs) (*abi.FSDeleteResult, error) {
 	b := *a
 	b.Target = ""
-	return routed[abi.FSDeleteResult](ctx, d, "fs.delete", &b, d.timeout)
+	return routed[abi.FSDeleteResult](ctx, d, abi.FsDelete.Name, &b, d.timeout)
 }
 
 // Search is fs.search on the device: it runs there.
 func (d *remoteDevice) Search(ctx context.Context, _ local.Who, a *abi.FSSearchArgs) (*abi.FSSearchResult, error) {
 	b := *a
 	b.Target = ""
-	return routed[abi.FSSearchResult](ctx, d, "fs.search", &b, d.timeout)
+	return routed[abi.FSSearchResult](ctx, d, abi.FsSearch.Name, &b, d.timeout)
 }
 
 // Exec is shell.exec on the device, with the deadline min(11 min, the
@@ -317,7 +317,7 @@ func (d *remoteDevice) Exec(ctx context.Context, _ local.Who, a *abi.ShellExecAr
 	if a.SessionID != "" {
 		deadline = min(deadline, d.timeout+10*time.Second)
 	}
-	return routed[abi.ShellExecResult](ctx, d, "shell.exec", &b, deadline)
+	return routed[abi.ShellExecResult](ctx, d, abi.ShellExec.Name, &b, deadline)
 }
 
 // randomID is a random name for a connection.
@@ -518,7 +518,7 @@ func (r *Router) attach(d *remoteDevice) {
 }
 
 // detach forgets d if it is still its id's live connection and records
-// the device offline; the shell and exec sessions it ran fail.
+// the device offline; the shell jobs and exec sessions it ran fail.
 func (r *Router) detach(d *remoteDevice) {
 	d.close(errors.New("the connection ended"))
 	if d.ch != nil {
@@ -538,7 +538,7 @@ func (r *Router) detach(d *remoteDevice) {
 		}
 	}
 	r.mu.Unlock()
-	r.failShellSessions(d)
+	r.failShellJobs(d)
 	r.failProcessSessions(d)
 	if err := r.Disconnected(context.Background(), d.id, d.connID); err != nil {
 		r.log.Warn("device disconnected: recording it", "device", d.id, "err", err)

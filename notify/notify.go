@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ns"
 )
@@ -109,12 +110,12 @@ func (r *Room) janitor() {
 // (seed 003) and the Internal ones its files make.
 func (r *Room) Syscalls() []kernel.Syscall {
 	return []kernel.Syscall{
-		kernel.Fn("notification.create", 0, r.create),
-		kernel.Fn("notification.list", 0, r.list),
-		kernel.Fn("notification.mark_read", 0, r.markRead),
-		kernel.Fn("notification.dismiss", 0, r.dismiss),
-		kernel.Fn("notification.files", kernel.Internal, r.files),
-		kernel.Fn("notification.file", kernel.Internal, r.file),
+		kernel.Handle(abi.NotificationCreate, r.create),
+		kernel.Handle(abi.NotificationList, r.list),
+		kernel.Handle(abi.NotificationMarkRead, r.markRead),
+		kernel.Handle(abi.NotificationDismiss, r.dismiss),
+		kernel.Handle(abi.NotificationFiles, r.files),
+		kernel.Handle(abi.NotificationFile, r.file),
 	}
 }
 
@@ -141,6 +142,6 @@ var migrations = []string{
 	);
 	CREATE INDEX notify_owner ON notify_notifications(owner_uid, created_at);
 	CREATE INDEX notify_expiry ON notify_notifications(expires_at);`,
-	`INSERT INTO group_caps(gid,cap) SELECT 100,'notification.*'
-		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap='notification.*')`,
+	// A step kept so later numbers stay: grants come from descriptors.
+	`SELECT 1`,
 }

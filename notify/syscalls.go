@@ -112,7 +112,7 @@ func (r *Room) create(ctx context.Context, c *kernel.Caller, a *abi.Notification
 	if err != nil {
 		return nil, abi.E(abi.Path(n.NotificationID), err)
 	}
-	r.signal("notification.created", c.Uid, n)
+	r.signal(abi.SigNotificationCreated, c.Uid, n)
 	return &abi.NotificationCreateResult{Notification: n}, nil
 }
 
@@ -217,7 +217,7 @@ func (r *Room) markRead(ctx context.Context, c *kernel.Caller, a *abi.Notificati
 	if err != nil || n == nil {
 		return nullOr(c, a.NotificationID, err)
 	}
-	r.signal("notification.updated", c.Uid, n)
+	r.signal(abi.SigNotificationUpdated, c.Uid, n)
 	return &abi.NotificationResult{Notification: n}, nil
 }
 
@@ -235,7 +235,7 @@ func (r *Room) dismiss(ctx context.Context, c *kernel.Caller, a *abi.Notificatio
 	if err != nil || n == nil {
 		return nullOr(c, a.NotificationID, err)
 	}
-	r.signal("notification.dismissed", c.Uid, n)
+	r.signal(abi.SigNotificationDismissed, c.Uid, n)
 	return &abi.NotificationResult{Notification: n}, nil
 }
 
@@ -296,9 +296,9 @@ func (r *Room) update(ctx context.Context, c *kernel.Caller, id string, change f
 }
 
 // signal tells uid (and root, who sees every signal) of a change to n.
-func (r *Room) signal(name string, uid uint32, n *abi.Notification) {
+func (r *Room) signal(sig abi.Signal[abi.NotificationSignal], uid uint32, n *abi.Notification) {
 	r.changes.Touch(strconv.FormatUint(uint64(uid), 10))
-	r.k.Signal(name, map[string]any{"notification": n}, kernel.Audience{Uids: []uint32{uid}})
+	kernel.Publish(r.k, sig, abi.NotificationSignal{Notification: n}, kernel.Audience{Uids: []uint32{uid}})
 }
 
 // newID returns a random (version 4) UUID.
@@ -311,12 +311,8 @@ func newID() string {
 }
 
 // FilesArgs are the args of the Internal notification.files and
-// notification.file: the user whose directory is read, and, for
-// notification.file, the notification.
-type FilesArgs struct {
-	Uid uint32
-	ID  string
-}
+// notification.file (abi.NotificationFilesArgs).
+type FilesArgs = abi.NotificationFilesArgs
 
 // owns checks that c may read uid's directory: uid's own, or root.
 func owns(c *kernel.Caller, uid uint32) error {

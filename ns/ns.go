@@ -195,5 +195,6 @@ var _ vfs.Statfser = rootDir{}
 
 // Statfs implements vfs.Statfser with the syscall fs.statfs.
 func (r rootDir) Statfs(ctx context.Context, cred vfs.Cred) (vfs.StatFS, error) {
-	return kernel.Invoke[vfs.StatFS](ctx, r.s.k, CallerOf(cred, ""), "fs.statfs", nil)
+	st, err := kernel.Do(ctx, r.s.k, CallerOf(cred, ""), abi.FsStatfs, nil)
+	return vfs.StatFS(st), err
 }

@@ -452,12 +452,12 @@ func parseScheduleLine(s, zone string, checkCron func(string) error) (CronLine, 
 		if prompt == "" {
 			return cl, fmt.Errorf("spawn needs a prompt: spawn <profile> <prompt...>")
 		}
-		cl.Target = abi.Target{Kind: "process.spawn", Profile: unescape(toks[w+1].text), Prompt: prompt}
+		cl.Target = abi.Target{Kind: abi.TargetSpawn, Profile: unescape(toks[w+1].text), Prompt: prompt}
 	case "event":
 		if w+1 >= len(toks) {
 			return cl, fmt.Errorf("event needs a pid and a message: event <pid> [conv=<cid>] <message...>")
 		}
-		t := abi.Target{Kind: "process.event", Pid: unescape(toks[w+1].text)}
+		t := abi.Target{Kind: abi.TargetEvent, Pid: unescape(toks[w+1].text)}
 		i := w + 2
 		if i+1 < len(toks) && strings.HasPrefix(toks[i].text, "conv=") && len(toks[i].text) > len("conv=") {
 			t.ConversationID = unescape(toks[i].text[len("conv="):])
@@ -472,7 +472,7 @@ func parseScheduleLine(s, zone string, checkCron func(string) error) (CronLine, 
 		if w+2 >= len(toks) {
 			return cl, fmt.Errorf("lifecycle needs a pid and an action: lifecycle <pid> compact|reset|checkpoint")
 		}
-		t := abi.Target{Kind: "process.lifecycle", Pid: unescape(toks[w+1].text), Action: toks[w+2].text}
+		t := abi.Target{Kind: abi.TargetLifecycle, Pid: unescape(toks[w+1].text), Action: toks[w+2].text}
 		switch t.Action {
 		case "compact", "reset", "checkpoint":
 		default:
@@ -638,39 +638,26 @@ func renderWhen(e abi.Expression) string {
 		}
 		return expr
 	case "every":
-		return "@every " + formatMs(e.EveryMs)
+		return "@every " + abi.FormatMs(e.EveryMs)
 	case "after":
-		return "@after " + formatMs(e.AfterMs)
+		return "@after " + abi.FormatMs(e.AfterMs)
 	case "at":
 		return "@at " + time.UnixMilli(e.AtMs).UTC().Format("2006-01-02T15:04:05.999Z07:00")
 	}
 	return "@" + e.Kind
 }
 
-// formatMs renders a duration as time.Duration.String does, without the
-// zero minutes and seconds of whole hours and minutes ("1h", not "1h0m0s").
-func formatMs(ms int64) string {
-	s := (time.Duration(ms) * time.Millisecond).String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
-}
-
 func renderTarget(t abi.Target) string {
 	word := func(s string) string { return escape(s, true) }
 	text := func(s string) string { return escape(s, false) }
 	switch t.Kind {
-	case "process.spawn":
+	case abi.TargetSpawn:
 		profile := t.Profile
 		if profile == "" {
 			profile = "task"
 		}
 		return "spawn " + word(profile) + " " + text(t.Prompt)
-	case "process.event":
+	case abi.TargetEvent:
 		s := "event " + word(t.Pid)
 		if t.ConversationID != "" {
 			s += " conv=" + word(t.ConversationID)
@@ -680,7 +667,7 @@ func renderTarget(t abi.Target) string {
 			msg = `conv\=` + msg[len("conv="):] // not an option
 		}
 		return s + " " + msg
-	case "process.lifecycle":
+	case abi.TargetLifecycle:
 		s := "lifecycle " + word(t.Pid) + " " + word(t.Action)
 		if t.ConversationID != "" {
 			s += " conv=" + word(t.ConversationID)
@@ -729,11 +716,11 @@ func mergeTarget(old, new abi.Target) abi.Target {
 	}
 	t := old
 	switch new.Kind {
-	case "process.spawn":
+	case abi.TargetSpawn:
 		t.Profile, t.Prompt = new.Profile, new.Prompt
-	case "process.event":
+	case abi.TargetEvent:
 		t.Pid, t.ConversationID, t.Message = new.Pid, new.ConversationID, new.Message
-	case "process.lifecycle":
+	case abi.TargetLifecycle:
 		t.Pid, t.ConversationID, t.Action = new.Pid, new.ConversationID, new.Action
 		opts := map[string]any{}
 		for k, v := range old.Options {

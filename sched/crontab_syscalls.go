@@ -14,16 +14,6 @@ import (
 // the Internal sched.owners and sched.crontab.check that the files of
 // /var/spool/cron make.
 
-// crontabCheckArgs are sched.crontab.check's args: complete lines of a
-// crontab, the first of them line number Line, written to OwnerUid's
-// crontab after Before schedule lines.
-type crontabCheckArgs struct {
-	Text     string
-	Line     int
-	OwnerUid uint32
-	Before   int
-}
-
 // owners serves sched.owners (Internal): the uids that own schedules, all
 // of them for root, the caller's own otherwise.
 func (m *Manager) owners(ctx context.Context, c *kernel.Caller, _ *struct{}) ([]uint32, error) {
@@ -88,7 +78,7 @@ func (m *Manager) crontabSet(ctx context.Context, c *kernel.Caller, a *abi.Cront
 // these) is a 409, so that the write(2) of the line past the limit fails
 // and the shell sees it (the whole text would be refused at close, whose
 // error shells ignore).
-func (m *Manager) crontabCheck(ctx context.Context, c *kernel.Caller, a *crontabCheckArgs) (int, error) {
+func (m *Manager) crontabCheck(ctx context.Context, c *kernel.Caller, a *abi.CrontabCheckArgs) (int, error) {
 	n, err := countCrontabLines(a.Text, a.Line)
 	if err != nil {
 		return 0, abi.E(abi.Invalid, err)
@@ -159,7 +149,7 @@ func (m *Manager) fillZone(ctx context.Context, e *abi.Expression) {
 // defaultZone is the zone of cron lines before any CRON_TZ= line: the
 // system's time zone (config/system/timezone), else UTC.
 func (m *Manager) defaultZone(ctx context.Context) string {
-	res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, m.k, m.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: "config/system/timezone"})
+	res, err := kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.SysConfigGet, &abi.ConfigGetArgs{Key: "config/system/timezone"})
 	if err != nil {
 		return "UTC"
 	}

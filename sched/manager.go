@@ -126,17 +126,17 @@ func (m *Manager) Close() error {
 // (seed 003) and the Internal ones its files make.
 func (m *Manager) Syscalls() []kernel.Syscall {
 	return []kernel.Syscall{
-		kernel.Fn("sched.list", 0, m.list),
-		kernel.Fn("sched.add", 0, m.add),
-		kernel.Fn("sched.update", 0, m.update),
-		kernel.Fn("sched.remove", 0, m.remove),
-		kernel.Fn("sched.run", 0, m.runNow),
-		kernel.Fn("sched.ctl.run", kernel.Internal, m.ctlRun),
-		kernel.Fn("sched.owners", kernel.Internal, m.owners),
-		kernel.Fn("sched.crontab.get", 0, m.crontabGet),
-		kernel.Fn("sched.crontab.set", 0, m.crontabSet),
-		kernel.Fn("sched.crontab.check", kernel.Internal, m.crontabCheck),
-		kernel.Fn("sched.log", 0, m.logCall),
+		kernel.Handle(abi.SchedList, m.list),
+		kernel.Handle(abi.SchedAdd, m.add),
+		kernel.Handle(abi.SchedUpdate, m.update),
+		kernel.Handle(abi.SchedRemove, m.remove),
+		kernel.Handle(abi.SchedRun, m.runNow),
+		kernel.Handle(abi.SchedCtlRun, m.ctlRun),
+		kernel.Handle(abi.SchedOwners, m.owners),
+		kernel.Handle(abi.SchedCrontabGet, m.crontabGet),
+		kernel.Handle(abi.SchedCrontabSet, m.crontabSet),
+		kernel.Handle(abi.SchedCrontabCheck, m.crontabCheck),
+		kernel.Handle(abi.SchedLog, m.logCall),
 	}
 }
 

@@ -260,7 +260,7 @@ func (m *Manager) recordTx(tx *sql.Tx, s *abi.Schedule, dueAt, start, end int64,
 // signalRun tells s's owner that a run of s ended (sched.run.finished).
 func (m *Manager) signalRun(s *abi.Schedule, status, errText string) {
 	m.touchTab(s.OwnerUid)
-	m.k.Signal("sched.run.finished", map[string]any{"scheduleId": s.ID, "name": s.Name, "status": status, "error": errText}, kernel.Audience{Uids: []uint32{s.OwnerUid}})
+	kernel.Publish(m.k, abi.SigSchedRunFinished, abi.SchedRunFinished{ScheduleID: s.ID, Name: s.Name, Status: status, Error: errText}, kernel.Audience{Uids: []uint32{s.OwnerUid}})
 }
 
 // nullStr is s as a column: NULL for "".

@@ -176,7 +176,7 @@ func (m *Manager) ctlRun(ctx context.Context, c *kernel.Caller, a *abi.SchedRunA
 		if len(results) > 1 {
 			what = fmt.Sprintf("%d of %d runs failed; the first", len(failed), len(results))
 		}
-		return nil, abi.E(abi.Op("sched.run"), abi.Path(r.ScheduleID), kind, fmt.Sprintf("%s: %s", what, r.Error))
+		return nil, abi.E(abi.Op(abi.SchedRun.Name), abi.Path(r.ScheduleID), kind, fmt.Sprintf("%s: %s", what, r.Error))
 	}
 	return runResult(results), nil
 }
@@ -463,5 +463,5 @@ func (m *Manager) touchTab(uid uint32) { m.changes.Touch(strconv.FormatUint(uint
 // (sched.changed).
 func (m *Manager) changed(uid uint32, id, what string) {
 	m.touchTab(uid)
-	m.k.Signal("sched.changed", map[string]any{"scheduleId": id, "change": what}, kernel.Audience{Uids: []uint32{uid}})
+	kernel.Publish(m.k, abi.SigSchedChanged, abi.SchedChanged{ScheduleID: id, Change: what}, kernel.Audience{Uids: []uint32{uid}})
 }

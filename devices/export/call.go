@@ -35,14 +35,14 @@ func fn[A, R any](f func(context.Context, *A) (R, error)) handler {
 // syscalls is the device's table of syscalls.
 func (e *Export) syscalls() map[string]handler {
 	m := map[string]handler{
-		"fs.read":   fn(e.read),
-		"fs.write":  fn(e.write),
-		"fs.edit":   fn(e.edit),
-		"fs.delete": fn(e.delete),
-		"fs.search": fn(e.search),
+		abi.FsRead.Name:   fn(e.read),
+		abi.FsWrite.Name:  fn(e.write),
+		abi.FsEdit.Name:   fn(e.edit),
+		abi.FsDelete.Name: fn(e.delete),
+		abi.FsSearch.Name: fn(e.search),
 	}
 	if e.shell != nil {
-		m["shell.exec"] = fn(e.exec)
+		m[abi.ShellExec.Name] = fn(e.exec)
 	}
 	if e.sessions != nil {
 		e.addSessionSyscalls(m)

@@ -164,9 +164,9 @@ func (e *Export) Tree() vfs.Dir { return e.tree }
 
 // Implements lists the syscalls the call file answers.
 func (e *Export) Implements() []string {
-	out := []string{"fs.read", "fs.write", "fs.edit", "fs.delete", "fs.search"}
+	out := []string{abi.FsRead.Name, abi.FsWrite.Name, abi.FsEdit.Name, abi.FsDelete.Name, abi.FsSearch.Name}
 	if e.shell != nil {
-		out = append(out, "shell.exec")
+		out = append(out, abi.ShellExec.Name)
 	}
 	if e.sessions != nil {
 		out = append(out, abi.SessionCalls...)

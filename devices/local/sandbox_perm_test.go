@@ -13,7 +13,6 @@ import (
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/kernel"
-	"gsvfs.dev/gsvfs/vfs"
 )
 
 // The permission matrix, run from inside sandboxes: what a user reads
@@ -44,7 +43,7 @@ func matrixFiles(t *testing.T, k *env, root, alice, bob *kernel.Identity) {
 		if err != nil || !res.(*abi.FSWriteResult).OK {
 			t.Fatalf("fs.write %s: %v %+v", p, err, res)
 		}
-		if _, err := k.Call(ctx, &kernel.Caller{Identity: id}, "fs.setattr", &local.SetattrArgs{Path: strings.TrimPrefix(p, "/"), Set: vfs.SetAttr{Mode: &mode}}); err != nil {
+		if _, err := k.Call(ctx, &kernel.Caller{Identity: id}, "fs.setattr", &local.SetattrArgs{Path: strings.TrimPrefix(p, "/"), Set: abi.SetAttr{Mode: &mode}}); err != nil {
 			t.Fatalf("chmod %s: %v", p, err)
 		}
 	}

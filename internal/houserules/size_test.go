@@ -20,9 +20,7 @@ const maxLines = 800
 // of it that is no longer over maxLines fails the test until it leaves
 // the list, and a file may not join it.
 var beingSplit = map[string]bool{
-	"proc/control.go":   true, // being split
-	"ninep/remote.go":   true, // being split
-	"ninep/handlers.go": true, // being split
+	"proc/control.go": true, // being split
 }
 
 // TestFileSize checks that no non-test Go file of the module is over

@@ -135,7 +135,7 @@ func (r *Router) Register(ctx context.Context, owner uint32, h abi.DeviceHello, 
 	limit := r.maxDevices(ctx)
 	r.reg.write.Lock()
 	defer r.reg.write.Unlock()
-	return r.wrote(ctx, h.ID, r.k.Store.Tx(ctx, func(tx *sql.Tx) error {
+	return r.wrote(ctx, h.ID, r.k.Store.Tx(ctx, func(tx *kernel.Tx) error {
 		var have uint32
 		err := tx.QueryRow(`SELECT owner_uid FROM devices WHERE device_id=?`, h.ID).Scan(&have)
 		switch {
@@ -263,17 +263,18 @@ func (r *Router) query(ctx context.Context, where string, args ...any) ([]*store
 	if len(out) == 0 {
 		return nil, nil
 	}
-	grants, err := r.k.Store.QueryContext(ctx, `SELECT a.device_id, a.gid, coalesce(g.name, '') FROM device_access a
-		LEFT JOIN groups g ON g.gid=a.gid WHERE a.device_id IN (SELECT device_id FROM devices `+where+`)
-		ORDER BY a.device_id, a.gid`, args...)
+	grants, err := r.k.Store.QueryContext(ctx, `SELECT device_id, gid FROM device_access
+		WHERE device_id IN (SELECT device_id FROM devices `+where+`)
+		ORDER BY device_id, gid`, args...)
 	if err != nil {
 		return nil, abi.E(fmt.Errorf("device access: %w", err))
 	}
 	defer grants.Close()
+	granted := false
 	for grants.Next() {
-		var id, name string
+		var id string
 		var gid uint32
-		if err := grants.Scan(&id, &gid, &name); err != nil {
+		if err := grants.Scan(&id, &gid); err != nil {
 			return nil, abi.E(fmt.Errorf("device access: %w", err))
 		}
 		s := byID[id]
@@ -281,13 +282,31 @@ func (r *Router) query(ctx context.Context, where string, args ...any) ([]*store
 			continue
 		}
 		s.gids = append(s.gids, gid)
-		if name == "" {
-			name = fmt.Sprint(gid)
-		}
-		s.dev.Groups = append(s.dev.Groups, name)
+		granted = true
 	}
 	if err := grants.Err(); err != nil {
 		return nil, abi.E(fmt.Errorf("device access: %w", err))
+	}
+	if !granted {
+		return out, nil
+	}
+	// The groups are the kernel's: their names come from it.
+	groups, err := kernel.Do(ctx, r.k, r.k.KernelCaller(), abi.SysGroupList, &abi.GroupListArgs{})
+	if err != nil {
+		return nil, abi.E(fmt.Errorf("device access: %w", err))
+	}
+	names := make(map[uint32]string, len(groups.Groups))
+	for _, g := range groups.Groups {
+		names[g.Gid] = g.Name
+	}
+	for _, s := range out {
+		for _, gid := range s.gids {
+			name := names[gid]
+			if name == "" {
+				name = fmt.Sprint(gid)
+			}
+			s.dev.Groups = append(s.dev.Groups, name)
+		}
 	}
 	return out, nil
 }
@@ -442,7 +461,7 @@ func (r *Router) deviceGrant(ctx context.Context, c *kernel.Caller, a *abi.Devic
 		return nil, abi.E(abi.Path(a.DeviceID), abi.NotExist, fmt.Sprintf("no group %q", a.Group))
 	}
 	gid := groups.Groups[i].Gid
-	q := `INSERT OR IGNORE INTO device_access(device_id,gid) VALUES(?,?)`
+	q := `INSERT INTO device_access(device_id,gid) VALUES(?,?) ON CONFLICT DO NOTHING`
 	if a.Revoke {
 		q = `DELETE FROM device_access WHERE device_id=? AND gid=?`
 	}
@@ -482,7 +501,7 @@ func (r *Router) deviceRemove(ctx context.Context, c *kernel.Caller, a *abi.Devi
 	if !mayManage(c, s.dev) {
 		return nil, abi.E(abi.Path(a.DeviceID), abi.Permission, fmt.Sprintf("only the owner of device %s or root may remove it", a.DeviceID))
 	}
-	err = r.k.Store.Tx(ctx, func(tx *sql.Tx) error {
+	err = r.k.Store.Tx(ctx, func(tx *kernel.Tx) error {
 		if _, err := tx.Exec(`DELETE FROM device_access WHERE device_id=?`, a.DeviceID); err != nil {
 			return err
 		}

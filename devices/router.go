@@ -83,7 +83,7 @@ var _ ns.Room = (*Router)(nil)
 // device of the registry is offline at first: no connection of a device
 // outlives the router.
 func New(k *kernel.Kernel, opts Options) (*Router, error) {
-	if err := k.Store.Migrate("devices", migrations); err != nil {
+	if err := k.Store.Migrate("devices", migrations(k.Store.Dialect())); err != nil {
 		return nil, err
 	}
 	if err := offlineAll(context.Background(), k.Store); err != nil {

@@ -241,7 +241,7 @@ func (e *benchEnv) fillConversation(b *testing.B, pid string, n int) int64 {
 	rng := rand.New(rand.NewSource(1))
 	var total int64
 	t0 := time.Now().UnixMilli() - int64(n)*1000
-	err := e.k.Store.Tx(context.Background(), func(tx *sql.Tx) error {
+	err := e.k.Store.Tx(context.Background(), func(tx *kernel.Tx) error {
 		st, err := tx.Prepare(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,1,?,?,?)`)
 		if err != nil {
 			return err

@@ -146,7 +146,7 @@ func (c *renderCache) open(ctx context.Context, pid, cid, kind string) (*os.File
 // the messages after e.last, a page at a time. Progress is kept page by
 // page; a failure cuts the file back to the last whole page.
 func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, render func(*bytes.Buffer, *abi.Message)) (err error) {
-	tx, err := c.st.R.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := c.st.BeginRead(ctx)
 	if err != nil {
 		return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 	}

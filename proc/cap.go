@@ -66,7 +66,7 @@ func capOf(v sql.NullString) *abi.ProcessCap {
 // is) of conversation cid of pid by pc, in tx (a transaction of the
 // store's Tx). nil changes nothing; a generation that is gone has
 // nothing to narrow.
-func (m *Manager) narrowConvTx(tx *sql.Tx, pid, cid string, gen int64, pc *abi.ProcessCap) error {
+func (m *Manager) narrowConvTx(tx *kernel.Tx, pid, cid string, gen int64, pc *abi.ProcessCap) error {
 	if pc == nil {
 		return nil
 	}
@@ -89,7 +89,7 @@ func (m *Manager) narrowConv(ctx context.Context, pid, cid string, gen int64, pc
 	if pc == nil {
 		return nil
 	}
-	return m.st.Tx(ctx, func(tx *sql.Tx) error { return m.narrowConvTx(tx, pid, cid, gen, pc) })
+	return m.st.Tx(ctx, func(tx *kernel.Tx) error { return m.narrowConvTx(tx, pid, cid, gen, pc) })
 }
 
 // workCap is the narrowing of the work of conversation cid of pid: the

@@ -222,7 +222,7 @@ func (m *Manager) askInBlock(ctx context.Context, b *blockCall, name, need strin
 		// the answer any more. The run is running again for whoever
 		// records its end.
 		bg := context.WithoutCancel(ctx)
-		if err := m.st.Tx(bg, func(tx *sql.Tx) error {
+		if err := m.st.Tx(bg, func(tx *kernel.Tx) error {
 			if _, err := m.st.TxExec(tx, `UPDATE proc_hil SET status='stale' WHERE request_id=? AND status='pending'`, h.RequestID); err != nil {
 				return err
 			}

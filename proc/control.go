@@ -281,8 +281,10 @@ func (m *Manager) sysDirective(ctx context.Context, c *kernel.Caller, a *abi.Dir
 		pr.mu.Unlock()
 		if a.Checkpoint != nil {
 			// First wins for good: the last run's decision still stands.
+			// (Runs of one millisecond: their first messages are
+			// numbered in the order they started.)
 			var run string
-			err := m.st.QueryRowContext(ctx, `SELECT run_id FROM proc_runs WHERE pid=? ORDER BY started_at DESC, rowid DESC LIMIT 1`, p.Pid).Scan(&run)
+			err := m.st.QueryRowContext(ctx, `SELECT run_id FROM proc_runs WHERE pid=? ORDER BY started_at DESC, first_message DESC LIMIT 1`, p.Pid).Scan(&run)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return nil, abi.E(abi.Path(p.Pid), err)
 			}
@@ -808,7 +810,7 @@ func (m *Manager) injectSteer(ctx context.Context, pr *process, r *activeRun) er
 	}
 	rows.Close()
 	for _, s := range ss {
-		if err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+		if err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 			if _, err := m.st.TxExec(tx, `DELETE FROM proc_queue WHERE id=?`, s.id); err != nil {
 				return err
 			}
@@ -866,7 +868,7 @@ func (m *Manager) runInfo(ctx context.Context, p *abi.Process) (*abi.RunInfo, er
 	var started int64
 	var fin sql.NullInt64
 	var errText sql.NullString
-	err := m.st.QueryRowContext(ctx, `SELECT run_id,cid,status,started_at,finished_at,error FROM proc_runs WHERE pid=? ORDER BY started_at DESC, rowid DESC LIMIT 1`, p.Pid).
+	err := m.st.QueryRowContext(ctx, `SELECT run_id,cid,status,started_at,finished_at,error FROM proc_runs WHERE pid=? ORDER BY started_at DESC, first_message DESC LIMIT 1`, p.Pid).
 		Scan(&run, &cid, &status, &started, &fin, &errText)
 	if errors.Is(err, sql.ErrNoRows) {
 		return info, nil

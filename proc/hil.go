@@ -255,7 +255,7 @@ func (m *Manager) Hil(ctx context.Context, p *abi.Process, a *abi.HilArgs, narro
 // end. A request no longer pending is left as it is.
 func (m *Manager) decideLocked(ctx context.Context, pr *process, pid string, uid uint32, requestID, runID, syscall string, d hilDecision) (resumed bool, err error) {
 	decided := false
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		var edited, editedDigest, result any
 		if d.edited != nil {
 			edited, editedDigest = string(d.edited), argsDigest(d.edited)
@@ -371,7 +371,7 @@ func (m *Manager) hilRequest(ctx context.Context, pr *process, r *activeRun, cal
 // (whoever sees the request sees the run waiting on it), arms its expiry
 // and publishes it (proc.run.hil.requested).
 func (m *Manager) askHil(ctx context.Context, pr *process, r *activeRun, h abi.HilRequest) error {
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if _, err := m.st.TxExec(tx, `INSERT INTO proc_hil(request_id,pid,run_id,cid,generation,call_id,tool_name,syscall,args,args_digest,created_at,expires_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)`,
 			h.RequestID, pr.pid, r.id, r.cid, r.gen, h.CallID, h.ToolName, h.Syscall, string(h.Args), h.ArgsDigest, h.CreatedAt, h.ExpiresAt); err != nil {
 			return err

@@ -249,7 +249,7 @@ func (m *Manager) call(ctx context.Context, c *kernel.Caller, src, tgt *abi.Proc
 	pc := pendingCall{id: callID, uid: src.Uid, sourcePid: src.Pid, sourceCid: srcCid, sourceGen: srcGen, sourceRun: srcRun,
 		targetPid: tgt.Pid, targetRun: runID, deadline: deadline}
 	if !m.arm(pc) {
-		m.st.Exec(context.WithoutCancel(ctx), `DELETE FROM proc_ipc_calls WHERE call_id=?`, callID)
+		m.forgetCall(ctx, callID)
 		return nil, abi.E(abi.Path(callID), abi.Offline, "the daemon is shutting down")
 	}
 	res, err := kernel.Invoke[*abi.IpcSendResult](ctx, m.k, m.k.KernelCaller(), "proc.ipc.deliver", &abi.IpcDeliverArgs{
@@ -259,11 +259,21 @@ func (m *Manager) call(ctx context.Context, c *kernel.Caller, src, tgt *abi.Proc
 	})
 	if err != nil {
 		m.disarm(callID, runID)
-		m.st.Exec(context.WithoutCancel(ctx), `DELETE FROM proc_ipc_calls WHERE call_id=?`, callID)
+		m.forgetCall(ctx, callID)
 		return nil, err
 	}
 	return &abi.IpcCallResult{OK: true, Status: "started", CallID: callID, Pid: tgt.Pid, SourcePid: src.Pid,
 		ConversationID: res.ConversationID, RunID: res.RunID, DeadlineAt: deadline, Queued: res.Queued}, nil
+}
+
+// forgetCall deletes the record of a call that was never delivered. Its
+// caller's error is what the caller hears; a record left behind (the
+// store failing too) is logged, and the next start ends it "abandoned",
+// as every call still "sending" (resumeCalls).
+func (m *Manager) forgetCall(ctx context.Context, callID string) {
+	if _, err := m.st.Exec(context.WithoutCancel(ctx), `DELETE FROM proc_ipc_calls WHERE call_id=?`, callID); err != nil {
+		m.log.Warn("proc: forgetting an undelivered call", "call", callID, "err", err)
+	}
 }
 
 // sysIpcDeliver serves proc.ipc.deliver (kernel-only): the envelope,

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"database/sql"
@@ -21,7 +22,7 @@ import (
 // policy returns the context policy of conversation cid of pid.
 func (m *Manager) policy(ctx context.Context, pid, cid string) (*abi.Policy, error) {
 	var p abi.Policy
-	err := m.st.R.QueryRowContext(ctx, `SELECT overflow,compact_at,keep_last FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).
+	err := m.st.QueryRowContext(ctx, `SELECT overflow,compact_at,keep_last FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).
 		Scan(&p.Overflow, &p.CompactAtPressure, &p.KeepLast)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, abi.E(abi.Path(pid+"/"+cid), abi.NotExist, "no such conversation")
@@ -41,7 +42,7 @@ func (m *Manager) segments(ctx context.Context, pid, cid, segID string) ([]abi.S
 		q = `SELECT id,cid,generation,kind,from_id,to_id,archive_path,summary_message_id,messages,created_at FROM proc_segments WHERE pid=? AND id=?`
 		args = []any{pid, segID}
 	}
-	rows, err := m.st.R.QueryContext(ctx, q+` ORDER BY created_at, id`, args...)
+	rows, err := m.st.QueryContext(ctx, q+` ORDER BY created_at, id`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +114,9 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 		role   string
 		hasTCs bool
 	}
-	rows, err := m.st.R.QueryContext(ctx, `SELECT id,role,CASE WHEN role='assistant' AND instr(content,'"toolCalls"')>0 THEN 1 ELSE 0 END
+	// An assistant message's content is read to see whether it makes
+	// tool calls; the others' is not.
+	rows, err := m.st.QueryContext(ctx, `SELECT id,role,CASE WHEN role='assistant' THEN content ELSE '' END
 		FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id`, p.Pid, cid, c.Generation)
 	if err != nil {
 		return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
@@ -121,10 +124,12 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 	var ms []idRole
 	for rows.Next() {
 		var x idRole
-		if err := rows.Scan(&x.id, &x.role, &x.hasTCs); err != nil {
+		var content sql.RawBytes
+		if err := rows.Scan(&x.id, &x.role, &content); err != nil {
 			rows.Close()
 			return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
 		}
+		x.hasTCs = x.role == "assistant" && bytes.Contains(content, []byte(`"toolCalls"`))
 		ms = append(ms, x)
 	}
 	rows.Close()
@@ -192,7 +197,7 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 	}
 	text := fmt.Sprintf("[Process Event]: Compacted %d messages (ids %d-%d) into segment %s, archived at %s. Summary:\n%s", n, from, to, segID, archive, summary)
 	t := now()
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		// The process is not locked while the archive and summary are
 		// made: a reset may have moved the conversation on meanwhile.
 		var gen int64
@@ -263,7 +268,7 @@ func (m *Manager) summarize(ctx context.Context, p *abi.Process, cid string, gen
 	if err != nil {
 		return "", err
 	}
-	rows, err := m.st.R.QueryContext(ctx, `SELECT role,content FROM (SELECT id,role,content FROM proc_messages
+	rows, err := m.st.QueryContext(ctx, `SELECT role,content FROM (SELECT id,role,content FROM proc_messages
 		WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id DESC LIMIT 200) ORDER BY id`, p.Pid, cid, gen, from, to)
 	if err != nil {
 		return "", err
@@ -309,7 +314,7 @@ func (m *Manager) writeArchive(ctx context.Context, path, pid, cid string, gen, 
 	}
 	bw := bufio.NewWriterSize(f, 64<<10)
 	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
-	rows, err := m.st.R.QueryContext(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id`, pid, cid, gen, from, to)
+	rows, err := m.st.QueryContext(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id`, pid, cid, gen, from, to)
 	if err != nil {
 		f.Close()
 		return 0, err
@@ -410,7 +415,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 			// suffixTo is the last message that followed the segment
 			// when it was made: the live suffix it restores.
 			var suffixTo int64
-			if err := m.st.R.QueryRowContext(ctx, `SELECT suffix_to FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&suffixTo); err != nil {
+			if err := m.st.QueryRowContext(ctx, `SELECT suffix_to FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&suffixTo); err != nil {
 				return nil, abi.E(abi.Path(seg.ID), err)
 			}
 			live, err := m.readMessages(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? AND id<=? ORDER BY id`,
@@ -426,7 +431,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 	narrow := src.Cap
 	if seg != nil {
 		var segCap sql.NullString
-		if err := m.st.R.QueryRowContext(ctx, `SELECT process_cap FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&segCap); err != nil {
+		if err := m.st.QueryRowContext(ctx, `SELECT process_cap FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&segCap); err != nil {
 			return nil, abi.E(abi.Path(seg.ID), err)
 		}
 		if narrow = capOf(segCap); suffix && seg.Generation == src.Generation {
@@ -434,7 +439,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 		}
 	}
 	t := now()
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if _, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at,process_cap) VALUES(?,?,?,?,?,?)`, p.Pid, target, title, t, t, capColumn(narrow)); err != nil {
 			return abi.E(abi.Path(p.Pid+"/"+target), abi.Busy, "conversation already exists")
 		}
@@ -531,7 +536,7 @@ func (m *Manager) resetConvs(ctx context.Context, p *abi.Process, cids []string,
 			}
 			entries = append(entries, abi.ArchiveEntry{ConversationID: cid, Generation: c.Generation, Messages: n, Path: path})
 		}
-		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+		err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 			if _, err := tx.Exec(`DELETE FROM proc_messages WHERE pid=? AND cid=? AND generation=?`, p.Pid, cid, c.Generation); err != nil {
 				return err
 			}

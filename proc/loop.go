@@ -363,7 +363,7 @@ func (m *Manager) callIDUsed(ctx context.Context, pid, runID, callID string) (bo
 // conversation's live run: same generation, run still running.
 func (m *Manager) appendGuarded(ctx context.Context, pid string, r *activeRun, role string, content json.RawMessage) (int64, error) {
 	var id int64
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		var gen int64
 		var status string
 		if err := m.st.TxQueryRow(tx, `SELECT c.generation, r.status FROM proc_conversations c, proc_runs r WHERE c.pid=? AND c.cid=? AND r.run_id=?`, pid, r.cid, r.id).Scan(&gen, &status); errors.Is(err, sql.ErrNoRows) {
@@ -375,11 +375,8 @@ func (m *Manager) appendGuarded(ctx context.Context, pid string, r *activeRun, r
 			return errStale
 		}
 		t := now()
-		res, err := m.st.TxExec(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,?,?)`, pid, r.cid, r.gen, role, string(content), t)
+		err := m.st.TxQueryRow(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,?,?) RETURNING id`, pid, r.cid, r.gen, role, string(content), t).Scan(&id)
 		if err != nil {
-			return err
-		}
-		if id, err = res.LastInsertId(); err != nil {
 			return err
 		}
 		_, err = m.st.TxExec(tx, `UPDATE proc_conversations SET updated_at=? WHERE pid=? AND cid=?`, t, pid, r.cid)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/proc/model"
 )
 
@@ -189,7 +190,7 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 	pr.mu.Unlock()
 
 	started, coalesced := false, ""
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		started, coalesced = false, ""
 		// Only generation and status: counting the conversation's
 		// messages here would make every send scan it.
@@ -286,7 +287,7 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 
 // queuedTx says whether pid has messages queued (in tx, a transaction of
 // the store's Tx).
-func (m *Manager) queuedTx(tx *sql.Tx, pid string) (bool, error) {
+func (m *Manager) queuedTx(tx *kernel.Tx, pid string) (bool, error) {
 	var n int
 	err := m.st.TxQueryRow(tx, `SELECT EXISTS(SELECT 1 FROM proc_queue WHERE pid=?)`, pid).Scan(&n)
 	return n > 0, err
@@ -313,16 +314,13 @@ func eventMeta(ev Event) eventRow {
 // startRunTx appends the message that starts a run, with its event's
 // columns, and records the run and its first message. The narrowing the
 // message carries narrows its conversation first.
-func (m *Manager) startRunTx(tx *sql.Tx, pid, cid string, gen int64, runID, role string, content json.RawMessage, meta eventRow, t int64) error {
+func (m *Manager) startRunTx(tx *kernel.Tx, pid, cid string, gen int64, runID, role string, content json.RawMessage, meta eventRow, t int64) error {
 	if err := m.narrowConvTx(tx, pid, cid, gen, capOf(meta.cap)); err != nil {
 		return err
 	}
-	res, err := m.st.TxExec(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at,kind,source,trace_id) VALUES(?,?,?,?,?,?,?,?,?)`,
-		pid, cid, gen, role, string(content), t, meta.kind, meta.source, meta.trace)
-	if err != nil {
-		return err
-	}
-	first, err := res.LastInsertId()
+	var first int64
+	err := m.st.TxQueryRow(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at,kind,source,trace_id) VALUES(?,?,?,?,?,?,?,?,?) RETURNING id`,
+		pid, cid, gen, role, string(content), t, meta.kind, meta.source, meta.trace).Scan(&first)
 	if err != nil {
 		return err
 	}
@@ -427,7 +425,7 @@ func (m *Manager) finishLocked(pr *process, r *activeRun, status string, rerr er
 	}
 	pr.run, pr.state = nil, idle
 	m.runEndedControl(pr, r)
-	m.nextLocked(context.Background(), pr, func(tx *sql.Tx) error {
+	m.nextLocked(context.Background(), pr, func(tx *kernel.Tx) error {
 		_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status=?, finished_at=?, error=? WHERE run_id=?`, status, now(), nullIf(errText), r.id)
 		return err
 	})
@@ -448,9 +446,9 @@ func (m *Manager) finishLocked(pr *process, r *activeRun, status string, rerr er
 // behind a compaction of its conversation waits for it (FIFO); the
 // compaction starts it when it ends. A failure is logged: the queue stays
 // as it was, for the next message or restart.
-func (m *Manager) nextLocked(ctx context.Context, pr *process, before func(*sql.Tx) error) {
+func (m *Manager) nextLocked(ctx context.Context, pr *process, before func(*kernel.Tx) error) {
 	var next *activeRun
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		next = nil
 		if before != nil {
 			if err := before(tx); err != nil {
@@ -504,7 +502,7 @@ func (m *Manager) nextLocked(ctx context.Context, pr *process, before func(*sql.
 func (m *Manager) resume(ctx context.Context) error {
 	// A block's nested call that waited for a human ended with the
 	// daemon: its request is stale, and its run runs again.
-	if err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	if err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if _, err := m.st.TxExec(tx, `UPDATE proc_runs SET status='running' WHERE status='waiting_hil' AND run_id IN
 			(SELECT run_id FROM proc_hil WHERE status='pending' AND call_id LIKE '%/codemode/%')`); err != nil {
 			return err
@@ -694,7 +692,7 @@ func (m *Manager) endAbortedLocked(pr *process, r *activeRun) error {
 // that have none, and makes r's HIL requests stale.
 func (m *Manager) interruptPending(ctx context.Context, pid string, r *activeRun) (int, error) {
 	n := 0
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		n = 0
 		calls, err := pendingCalls(ctx, tx, pid, r.cid, r.gen)
 		if err != nil {

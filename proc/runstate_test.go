@@ -5,7 +5,6 @@ package proc
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"io/fs"
 	"os"
@@ -26,7 +25,7 @@ func (h *ptHarness) holdStore() (release func()) {
 	entered, free := make(chan struct{}), make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
-		errc <- h.k.Store.Tx(context.Background(), func(tx *sql.Tx) error {
+		errc <- h.k.Store.Tx(context.Background(), func(tx *kernel.Tx) error {
 			close(entered)
 			<-free
 			return nil
@@ -159,7 +158,7 @@ func TestRunStopsItself(t *testing.T) {
 // it is in. (A function of its own, so that waitTxQueued tells it from
 // the test's other goroutines.)
 func rollBackTheBatch(ctx context.Context, h *ptHarness) error {
-	return h.k.Store.Tx(ctx, func(tx *sql.Tx) error {
+	return h.k.Store.Tx(ctx, func(tx *kernel.Tx) error {
 		_, err := tx.Exec(`ROLLBACK`)
 		return err
 	})

@@ -2,7 +2,6 @@ package proc
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -86,8 +85,8 @@ func (m *Manager) sysConvOpen(ctx context.Context, c *kernel.Caller, a *abi.Conv
 	}
 	created := false
 	t := now()
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.Exec(`INSERT OR IGNORE INTO proc_conversations(pid,cid,title,created_at,updated_at) VALUES(?,?,?,?,?)`, p.Pid, cid, title, t, t)
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
+		res, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at) VALUES(?,?,?,?,?) ON CONFLICT DO NOTHING`, p.Pid, cid, title, t, t)
 		if err != nil {
 			return err
 		}

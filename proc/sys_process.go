@@ -84,7 +84,7 @@ func (m *Manager) status(ctx context.Context, p *abi.Process) (*abi.ProcStatusRe
 	}
 	pr.mu.Unlock()
 	var queued int
-	if err := m.st.R.QueryRowContext(ctx, `SELECT count(*) FROM proc_queue WHERE pid=?`, p.Pid).Scan(&queued); err != nil {
+	if err := m.st.QueryRowContext(ctx, `SELECT count(*) FROM proc_queue WHERE pid=?`, p.Pid).Scan(&queued); err != nil {
 		return nil, abi.E(abi.Path(p.Pid), err)
 	}
 	return &abi.ProcStatusRecord{Pid: p.Pid, Uid: p.Uid, User: user, Profile: p.Profile, Label: str(p.Label),

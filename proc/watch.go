@@ -217,7 +217,7 @@ func (m *Manager) sysWatch(ctx context.Context, c *kernel.Caller, a *abi.WatchAr
 	state := sql.NullString{String: string(a.State), Valid: len(a.State) > 0}
 	res := &abi.WatchResult{CreatedAt: t, ExpiresAt: &expires}
 	var oldSignal string
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		oldSignal = ""
 		if key.Valid {
 			var id, sig, status string
@@ -278,9 +278,9 @@ func (m *Manager) sysUnwatch(ctx context.Context, c *kernel.Caller, a *abi.Unwat
 // removeWatches deletes the watches where says, and forgets their names.
 func (m *Manager) removeWatches(ctx context.Context, where string, args ...any) (int, error) {
 	var names []string
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		names = names[:0]
-		rows, err := tx.QueryContext(ctx, `DELETE FROM proc_watches WHERE `+where+` RETURNING signal,status`, args...)
+		rows, err := tx.Query(`DELETE FROM proc_watches WHERE `+where+` RETURNING signal,status`, args...)
 		if err != nil {
 			return err
 		}
@@ -511,14 +511,20 @@ func (m *Manager) deliverWatch(ctx context.Context, d *watchDelivery, waited boo
 		Source: abi.EventSource{Kind: "process", Uid: h.uid, Pid: d.pid}, Cap: abi.NarrowCap(capOf(h.cap), narrow)})
 	switch {
 	case err != nil:
-		m.st.Exec(ctx, `UPDATE proc_watches SET status='failed', error=? WHERE watch_id=?`, err.Error(), h.id)
+		if _, serr := m.st.Exec(ctx, `UPDATE proc_watches SET status='failed', error=? WHERE watch_id=?`, err.Error(), h.id); serr != nil {
+			m.log.Error("proc: recording a failed watch", "watch", h.id, "delivery", err, "err", serr)
+		}
 		m.watch.mu.Lock()
 		m.watch.names[s.name]--
 		m.watch.mu.Unlock()
 	case h.once:
-		m.removeWatches(ctx, `watch_id=?`, h.id)
+		if _, err := m.removeWatches(ctx, `watch_id=?`, h.id); err != nil {
+			m.log.Error("proc: ending a once-watch", "watch", h.id, "err", err)
+		}
 	default:
-		m.st.Exec(ctx, `UPDATE proc_watches SET fired=fired+1 WHERE watch_id=?`, h.id)
+		if _, err := m.st.Exec(ctx, `UPDATE proc_watches SET fired=fired+1 WHERE watch_id=?`, h.id); err != nil {
+			m.log.Error("proc: counting a watch's delivery", "watch", h.id, "err", err)
+		}
 	}
 }
 

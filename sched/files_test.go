@@ -64,7 +64,7 @@ func newFTHarness(t *testing.T) *ftHarness {
 // schedules lists uid's schedules in crontab order.
 func (h *ftHarness) schedules(uid uint32) []Schedule {
 	h.t.Helper()
-	ss, err := h.m.query(context.Background(), `WHERE owner_uid=? ORDER BY rowid`, uid)
+	ss, err := h.m.query(context.Background(), `WHERE owner_uid=? ORDER BY seq`, uid)
 	if err != nil {
 		h.t.Fatal(err)
 	}

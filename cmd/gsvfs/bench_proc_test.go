@@ -182,7 +182,7 @@ func openHistoryState(stateDir string) (*historyState, error) {
 	s := &historyState{k: k, space: space, root: root, pid: res.Pid}
 	rng := rand.New(rand.NewSource(1))
 	t0 := time.Now().UnixMilli() - historyMessages*1000
-	err = k.Store.Tx(ctx, func(tx *sql.Tx) error {
+	err = k.Store.Tx(ctx, func(tx *kernel.Tx) error {
 		st, err := tx.Prepare(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,1,?,?,?)`)
 		if err != nil {
 			return err

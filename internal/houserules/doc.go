@@ -37,4 +37,11 @@
 // Besides the imports: no non-test Go file is over 800 lines
 // (TestFileSize), but the few being split now, a list that only
 // shrinks.
+//
+// And the storage rules (sql_test.go; docs/architecture.md, *Portable
+// SQL*): no file but the SQLite dialect (kernel/sqlite.go) says what only
+// SQLite says, asks for LastInsertId, runs SQL on Store.R or imports the
+// SQLite driver (TestPortableSQL); SQL is only in the packages that own
+// tables, naming only their own (TestSQLInTableOwners); no write's error
+// is dropped (TestStoreWritesChecked).
 package houserules

@@ -130,7 +130,8 @@ func (c *conn) walk(r *request, m *proto.TWalk) (proto.FCall, error) {
 	if len(m.Wname) > maxWelem {
 		return nil, errTooManyNames
 	}
-	cur, qid, state, _, _ := f.snapshot()
+	snap := f.snapshot()
+	cur, qid, state := snap.loc, snap.qid, snap.state
 	if state != fidClosed {
 		return nil, errWalkOpen
 	}
@@ -385,7 +386,7 @@ func (c *conn) finish(r *request, f *fid) (err error) {
 			err = cerr
 		}
 	}()
-	_, _, _, _, h := f.snapshot()
+	h := f.snapshot().handle
 	if fl, ok := h.(vfs.Flusher); ok {
 		err = fl.Flush(r.ctx)
 	}
@@ -406,7 +407,8 @@ func (c *conn) remove(r *request, m *proto.TRemove) (reply proto.FCall, err erro
 			reply, err = nil, ferr
 		}
 	}()
-	l, qid, _, _, _ := f.snapshot()
+	snap := f.snapshot()
+	l, qid := snap.loc, snap.qid
 	switch {
 	case f.auth != nil:
 		err = errAuthFid

@@ -36,7 +36,8 @@ func (c *conn) read(r *request, m *proto.TRead) (proto.FCall, error) {
 	if f.auth != nil {
 		return reply, nil
 	}
-	l, qid, state, omode, h := f.snapshot()
+	snap := f.snapshot()
+	l, qid, state, omode, h := snap.loc, snap.qid, snap.state, snap.omode, snap.handle
 	if state != fidOpen {
 		return nil, errNotOpen
 	}
@@ -174,7 +175,8 @@ func (c *conn) write(r *request, m *proto.TWrite) (proto.FCall, error) {
 		a.secret = append(a.secret, m.Data...)
 		return &proto.RWrite{Header: hdr(r, proto.Rwrite), Count: uint32(len(m.Data))}, nil
 	}
-	_, qid, state, omode, h := f.snapshot()
+	snap := f.snapshot()
+	qid, state, omode, h := snap.qid, snap.state, snap.omode, snap.handle
 	if state != fidOpen {
 		return nil, errNotOpen
 	}

@@ -28,7 +28,7 @@ func (c *conn) stat(r *request, m *proto.TStat) (proto.FCall, error) {
 		st = proto.Stat{Qid: f.qid, Mode: dmAuth | 0600, Name: "auth",
 			Uid: f.auth.uname, Gid: f.auth.uname, Muid: f.auth.uname}
 	} else {
-		l, _, _, _, _ := f.snapshot()
+		l := f.snapshot().loc
 		a, err := l.node.Attr(r.ctx, f.cred)
 		if err != nil {
 			return nil, err
@@ -126,7 +126,8 @@ func (c *conn) wstat(r *request, m *proto.TWstat) (proto.FCall, error) {
 	case d.Muid != "":
 		return nil, errWstatMuid
 	}
-	l, qid, _, _, h := f.snapshot()
+	snap := f.snapshot()
+	l, qid, h := snap.loc, snap.qid, snap.handle
 	isDir := qid.Qtype&qtDir != 0
 	reply := &proto.RWstat{Header: hdr(r, proto.Rwstat)}
 

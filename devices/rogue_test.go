@@ -41,7 +41,7 @@ type devEnv struct {
 }
 
 // newDevEnv opens a devEnv.
-func newDevEnv(t *testing.T) *devEnv {
+func newDevEnv(t testing.TB) *devEnv {
 	t.Helper()
 	e := kerneltest.Open(t)
 	space := ns.New(e.K)
@@ -75,7 +75,7 @@ func newDevEnv(t *testing.T) *devEnv {
 }
 
 // nodeToken makes a node token of id's for device id.
-func (e *devEnv) nodeToken(t *testing.T, id *kernel.Identity, device string) string {
+func (e *devEnv) nodeToken(t testing.TB, id *kernel.Identity, device string) string {
 	t.Helper()
 	uid := id.Uid
 	res, err := kernel.Invoke[*abi.TokenCreateResult](context.Background(), e.K, kerneltest.Caller(e.Root), "sys.token.create",
@@ -92,6 +92,7 @@ func (e *devEnv) nodeToken(t *testing.T, id *kernel.Identity, device string) str
 type rogue struct {
 	answer func(req abi.Request) io.Reader
 	fs     vfs.Dir
+	rpc    bool         // its tree has an rpc file (rogue_rpc_test.go), not only the call file
 	served atomic.Int64 // bytes of answers the kernel has read
 }
 
@@ -124,9 +125,11 @@ func (g *rogue) dial(t *testing.T, e *devEnv, id, token string) abi.DeviceWelcom
 	if fsys == nil {
 		fsys = vfs.NewDir(rogueMeta(fs.ModeDir | 0o755))
 	}
-	root := vfs.NewDir(rogueMeta(fs.ModeDir|0o755),
-		vfs.DirEntry{Name: "call", Node: &rogueCall{g: g}},
-		vfs.DirEntry{Name: "fs", Node: fsys})
+	ents := []vfs.DirEntry{{Name: "call", Node: &rogueCall{g: g}}, {Name: "fs", Node: fsys}}
+	if g.rpc {
+		ents = append(ents, vfs.DirEntry{Name: "rpc", Node: &rogueRPC{g: g}})
+	}
+	root := vfs.NewDir(rogueMeta(fs.ModeDir|0o755), ents...)
 	srv := &ninep.Server{Root: root}
 	go srv.ServeConn(context.Background(), &readerConn{Conn: c, r: br}, vfs.Peer{Transport: "9p-tcp", HostUID: -1, HostGID: -1})
 	waitCond(t, "the device online", func() bool { return e.r.remote(id) != nil })
@@ -143,7 +146,7 @@ func (c *readerConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // waitCond polls cond until it holds, or fails the test after a minute
 // (a guard against a hang that holds at load 10).
-func waitCond(t *testing.T, what string, cond func() bool) {
+func waitCond(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -366,14 +366,5 @@ func (k *Kernel) Serve(ctx context.Context, c *Caller, frame []byte) []byte {
 		}
 		res, err = k.Call(ctx, c, req.Call, args)
 	}
-	resp := abi.Response{Type: "res", ID: req.ID, OK: err == nil, Data: res}
-	if err != nil {
-		resp.Data = nil
-		resp.Error = &abi.FrameError{Code: abi.Code(err), Message: err.Error()}
-	}
-	b, merr := json.Marshal(resp)
-	if merr != nil {
-		b, _ = json.Marshal(abi.Response{Type: "res", ID: req.ID, Error: &abi.FrameError{Code: 500, Message: fmt.Sprintf("%s: encoding result: %v", req.Call, merr)}})
-	}
-	return append(b, '\n')
+	return abi.EncodeResponse(req.ID, req.Call, res, err)
 }

@@ -90,7 +90,7 @@ fuzz:
 	$(call fuzz1,FuzzParseMount,./abi)
 	$(call fuzz1,FuzzOpenLine,./devices)
 	$(call fuzz1,FuzzHello,./devices)
-	$(call fuzz1,FuzzIPCVerbs,./proc)
+	$(call fuzz1,FuzzIPCVerbs,./ipc)
 	$(call fuzz1,FuzzCtlLine,./notify)
 	$(call fuzz1,FuzzRun,./codemode)
 	$(call fuzz1,FuzzCtlExec,./ns)

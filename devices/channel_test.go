@@ -49,14 +49,14 @@ func TestChannel(t *testing.T) {
 	}
 	alice := kerneltest.Caller(e.Alice)
 	read := func(ctx context.Context) error {
-		res, err := kernel.Invoke[*abi.FSReadResult](ctx, e.K, alice, "fs.read", &abi.FSReadArgs{Target: "sub", Path: "f"})
+		res, err := kernel.Do(ctx, e.K, alice, abi.FsRead, &abi.FSReadArgs{Target: "sub", Path: "f"})
 		if err == nil && (!res.OK || !strings.Contains(res.Content, "hello")) {
 			err = errors.New("fs.read answered " + res.Error + res.Content)
 		}
 		return err
 	}
 	exec := func(ctx context.Context, input string) error {
-		_, err := kernel.Invoke[*abi.ShellExecResult](ctx, e.K, alice, "shell.exec", &abi.ShellExecArgs{Target: "sub", Input: input})
+		_, err := kernel.Do(ctx, e.K, alice, abi.ShellExec, &abi.ShellExecArgs{Target: "sub", Input: input})
 		return err
 	}
 

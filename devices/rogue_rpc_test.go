@@ -136,7 +136,7 @@ func TestRogueRPC(t *testing.T) {
 		return g
 	}
 	read := func(ctx context.Context, id string) (*abi.FSReadResult, error) {
-		return kernel.Invoke[*abi.FSReadResult](ctx, e.K, alice, "fs.read", &abi.FSReadArgs{Target: id, Path: "f"})
+		return kernel.Do(ctx, e.K, alice, abi.FsRead, &abi.FSReadArgs{Target: id, Path: "f"})
 	}
 	good := `{"ok":true,"path":"/f","content":"x\n","lines":1,"size":2}`
 

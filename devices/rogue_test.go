@@ -78,7 +78,7 @@ func newDevEnv(t testing.TB) *devEnv {
 func (e *devEnv) nodeToken(t testing.TB, id *kernel.Identity, device string) string {
 	t.Helper()
 	uid := id.Uid
-	res, err := kernel.Invoke[*abi.TokenCreateResult](context.Background(), e.K, kerneltest.Caller(e.Root), "sys.token.create",
+	res, err := kernel.Do(context.Background(), e.K, kerneltest.Caller(e.Root), abi.SysTokenCreate,
 		&abi.TokenCreateArgs{Kind: "node", Uid: &uid, AllowedDeviceID: &device})
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +260,7 @@ func TestRogueAnswers(t *testing.T) {
 	t.Run("Size", func(t *testing.T) {
 		set(func(abi.Request) io.Reader { return endless(40 << 20) })
 		g.served.Store(0)
-		_, err := kernel.Invoke[*abi.FSReadResult](ctx, e.K, alice, "fs.read", &abi.FSReadArgs{Target: "rogue", Path: "big"})
+		_, err := kernel.Do(ctx, e.K, alice, abi.FsRead, &abi.FSReadArgs{Target: "rogue", Path: "big"})
 		if err == nil || abi.KindOf(err) != abi.Other || !strings.Contains(err.Error(), fmt.Sprintf("more than %d bytes", MaxAnswer)) {
 			t.Fatalf("a 40 MiB answer: %v, want a 500 refusing it", err)
 		}
@@ -269,7 +269,7 @@ func TestRogueAnswers(t *testing.T) {
 		}
 		// An answer within the bound is read.
 		set(func(abi.Request) io.Reader { return endless(1 << 20) })
-		res, err := kernel.Invoke[*abi.FSReadResult](ctx, e.K, alice, "fs.read", &abi.FSReadArgs{Target: "rogue", Path: "big"})
+		res, err := kernel.Do(ctx, e.K, alice, abi.FsRead, &abi.FSReadArgs{Target: "rogue", Path: "big"})
 		if err != nil || len(res.Content) != 1<<20 {
 			t.Fatalf("a 1 MiB answer: %v", err)
 		}
@@ -304,7 +304,7 @@ func TestRogueAnswers(t *testing.T) {
 		set(func(abi.Request) io.Reader {
 			return strings.NewReader(`{"type":"res","id":"1","ok":false,"error":{"code":200,"message":"fs.read: forged\nsecond line ` + strings.Repeat("x", 10000) + `"}}` + "\n")
 		})
-		_, err := kernel.Invoke[*abi.FSReadResult](ctx, e.K, alice, "fs.read", &abi.FSReadArgs{Target: "rogue", Path: "f"})
+		_, err := kernel.Do(ctx, e.K, alice, abi.FsRead, &abi.FSReadArgs{Target: "rogue", Path: "f"})
 		if err == nil || abi.KindOf(err) != abi.Other || strings.Contains(err.Error(), "\n") || len(err.Error()) > maxErrorText+200 {
 			t.Fatalf("an error frame with code 200 and a long message of two lines: kind %d, %d bytes: %.200q", abi.KindOf(err), len(err.Error()), err)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 )
 
@@ -14,6 +15,16 @@ import (
 // past the bucket, a delivery waits, and the signals for the same watch
 // that come meanwhile join it; when tokens come back, it goes as one
 // event ("and n earlier signals").
+// tick is the payload of the tests' signal test.tick: a process's.
+type tick struct {
+	Pid string `json:"pid"`
+	N   int    `json:"n"`
+}
+
+func (t tick) SignalScope() (string, string) { return t.Pid, "" }
+
+var testTick = abi.Signal[tick]{Name: "test.tick"}
+
 func TestWatchRate(t *testing.T) {
 	h := newHarness(t)
 	r := &h.r.watch.rate
@@ -23,7 +34,7 @@ func TestWatchRate(t *testing.T) {
 	a, b := h.spawn(h.Alice, "watcher"), h.spawn(h.Alice, "watched")
 	h.must(h.Alice, "signal.watch", map[string]any{"signal": "test.tick", "processId": b, "watcherPid": a, "once": false}, nil)
 	for i := range 10 {
-		h.K.Signal("test.tick", map[string]any{"pid": b, "n": i}, kernel.Audience{Uids: []uint32{1000}})
+		kernel.Publish(h.K, testTick, tick{Pid: b, N: i}, kernel.Audience{Uids: []uint32{1000}})
 	}
 	waiting := func() (n, more int) {
 		r.Lock()

@@ -161,7 +161,6 @@ var beingConverted = []string{
 	"proc/codemode.go", // being converted: the agent's tools
 	"proc/hil.go",      // being converted: the agent's tools
 	"cmd/gsv",          // being converted: the CLI's verbs name syscalls
-	"kernel/users.go",  // being converted: legacyUserCaps and legacyStrangerCaps go with kernel.Fn
 }
 
 // nameLiterals returns, as "file:line: name", every string literal of

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 )
 
 // Store is the kernel's database, over a Dialect: one writer connection
@@ -43,6 +44,10 @@ type Store struct {
 	wstmts stmtCache // statements of the writer (see TxExec)
 
 	migMu sync.Mutex // serialises Migrate
+
+	// queries counts the queries and transactions run through the
+	// store's methods (Queries).
+	queries atomic.Uint64
 }
 
 // maxBatch bounds how many transactions one commit carries.
@@ -141,6 +146,12 @@ func (s *Store) Close() error {
 	return errors.Join(err0, err1, err2)
 }
 
+// Queries returns how many queries (QueryContext, QueryRowContext, and
+// those of a ReadTx) and write transactions (Tx, Exec) have been run
+// through the store's methods since it opened: tests count them to hold a
+// path to no SQL per call.
+func (s *Store) Queries() uint64 { return s.queries.Load() }
+
 // WriterStats reports the writer connection's pool statistics (for
 // benchmarks: how long writes waited for it).
 func (s *Store) WriterStats() sql.DBStats { return s.w.Stats() }
@@ -212,6 +223,7 @@ func (s *Store) Version(ctx context.Context, component string) (int, error) {
 // has started, Tx waits for the commit. A full disk is also
 // syscall.ENOSPC (Dialect.Err).
 func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
+	s.queries.Add(1)
 	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	s.mu.RLock()
 	if s.closed {
@@ -503,6 +515,7 @@ func (c *stmtCache) close() {
 
 // QueryRowContext runs a query on the read pool with a cached prepared statement.
 func (s *Store) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	s.queries.Add(1)
 	if st := s.rstmts.get(query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
@@ -511,6 +524,7 @@ func (s *Store) QueryRowContext(ctx context.Context, query string, args ...any) 
 
 // QueryContext runs a query on the read pool with a cached prepared statement.
 func (s *Store) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	s.queries.Add(1)
 	if st := s.rstmts.get(query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -535,11 +549,13 @@ func (s *Store) BeginRead(ctx context.Context) (*ReadTx, error) {
 
 // QueryRowContext runs a query that returns at most one row in the snapshot.
 func (r *ReadTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	r.s.queries.Add(1)
 	return r.tx.QueryRowContext(ctx, r.s.d.Rebind(query), args...)
 }
 
 // QueryContext runs a query in the snapshot.
 func (r *ReadTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	r.s.queries.Add(1)
 	return r.tx.QueryContext(ctx, r.s.d.Rebind(query), args...)
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -21,33 +20,6 @@ const (
 	FirstUID   = 1000
 	UsersGroup = "users"
 )
-
-// legacyUserCaps and legacyStrangerCaps give the grants of the syscalls
-// still made with Fn rather than Handle: what the users group and nobody
-// had before grants were written in descriptors.
-var legacyUserCaps = []string{
-	"fs.*", "shell.exec", "process.*", "proc.*", "sched.*", "codemode.*", "signal.*", "notification.*",
-	"sys.whoami", "sys.syscall.list", "sys.config.get", "sys.config.set", "sys.config.unset", "sys.token.*",
-	"sys.user.list", "sys.group.list", "sys.device.list", "sys.device.get",
-	"sys.device.update", "sys.device.grant", "sys.device.remove",
-	"sys.workspace.list", "sys.events", "sys.lasterror",
-}
-
-var legacyStrangerCaps = []string{"sys.user.list", "sys.group.list",
-	"fs.stat", "fs.readdir", "fs.open", "fs.pread", "fs.readlink", "fs.statfs"}
-
-// legacyGrant is the grant of a syscall made with Fn.
-func legacyGrant(name string) abi.Grant {
-	var g abi.Grant
-	who := &Identity{Identity: abi.Identity{Capabilities: legacyUserCaps}}
-	if who.Can(name) {
-		g |= abi.Users
-	}
-	if slices.Contains(legacyStrangerCaps, name) {
-		g |= abi.Strangers
-	}
-	return g
-}
 
 // UserHook is a function that OnUserCreated runs as a user is created.
 type UserHook func(tx *Tx, u *User) error

@@ -66,7 +66,7 @@ func (h *ptHarness) oldRendering(pid, cid, kind string) string {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	b, err := h.m.renderHistory(ctx, &kernel.Caller{Identity: h.alice}, pid, cid, conv.Generation, renderKinds[kind])
+	b, err := h.m.run.renderHistory(ctx, &kernel.Caller{Identity: h.alice}, pid, cid, conv.Generation, renderKinds[kind])
 	if err != nil {
 		h.t.Fatal(err)
 	}

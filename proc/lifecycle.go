@@ -20,7 +20,7 @@ import (
 )
 
 // policy returns the context policy of conversation cid of pid.
-func (m *Manager) policy(ctx context.Context, pid, cid string) (*abi.Policy, error) {
+func (m *engine) policy(ctx context.Context, pid, cid string) (*abi.Policy, error) {
 	var p abi.Policy
 	err := m.st.QueryRowContext(ctx, `SELECT overflow,compact_at,keep_last FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).
 		Scan(&p.Overflow, &p.CompactAtPressure, &p.KeepLast)
@@ -35,7 +35,7 @@ func (m *Manager) policy(ctx context.Context, pid, cid string) (*abi.Policy, err
 
 // segments returns the segments of conversation cid of pid, oldest
 // first, or the one segment segID of pid (of any conversation).
-func (m *Manager) segments(ctx context.Context, pid, cid, segID string) ([]abi.Segment, error) {
+func (m *engine) segments(ctx context.Context, pid, cid, segID string) ([]abi.Segment, error) {
 	q := `SELECT id,cid,generation,kind,from_id,to_id,archive_path,summary_message_id,messages,created_at FROM proc_segments WHERE pid=? AND cid=?`
 	args := []any{pid, cid}
 	if segID != "" {
@@ -64,7 +64,7 @@ func (m *Manager) segments(ctx context.Context, pid, cid, segID string) ([]abi.S
 // narrow is the narrowing of whoever wrote the summary (nil for none):
 // it narrows the conversation with the summary (cap.go). The segment
 // keeps the conversation's narrowing, for a fork that restores it.
-func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi.CompactArgs, inRun bool, narrow *abi.ProcessCap) (*abi.CompactResult, error) {
+func (m *engine) compact(ctx context.Context, p *abi.Process, cid string, a abi.CompactArgs, inRun bool, narrow *abi.ProcessCap) (*abi.CompactResult, error) {
 	if (a.KeepLast == nil) == (a.ThroughMessageID == nil) {
 		return nil, abi.E(abi.Invalid, "give exactly one selector: keep=<n> or through=<msgId>")
 	}
@@ -251,7 +251,7 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 
 // removeArchive deletes an archive no segment records (the compaction
 // that wrote it did not happen).
-func (m *Manager) removeArchive(ctx context.Context, path string) {
+func (m *engine) removeArchive(ctx context.Context, path string) {
 	res, err := kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.FsDelete, &abi.FSDeleteArgs{Path: path})
 	if err == nil && !res.OK {
 		err = errors.New(res.Error)
@@ -263,7 +263,7 @@ func (m *Manager) removeArchive(ctx context.Context, path string) {
 
 // summarize asks the owner's model to summarize messages from..to (the
 // last 200 of them, at most 48 KiB of text).
-func (m *Manager) summarize(ctx context.Context, p *abi.Process, cid string, gen, from, to int64) (string, error) {
+func (m *engine) summarize(ctx context.Context, p *abi.Process, cid string, gen, from, to int64) (string, error) {
 	prov, modelName, err := m.provider(ctx, p.Uid)
 	if err != nil {
 		return "", err
@@ -304,7 +304,7 @@ func (m *Manager) summarize(ctx context.Context, p *abi.Process, cid string, gen
 // writeArchive writes the messages from..to of a conversation generation
 // (all of them when to is 0) as gzipped JSON lines to the namespace path,
 // streaming rows from the store. It returns how many it wrote.
-func (m *Manager) writeArchive(ctx context.Context, path, pid, cid string, gen, from, to int64) (int64, error) {
+func (m *engine) writeArchive(ctx context.Context, path, pid, cid string, gen, from, to int64) (int64, error) {
 	if to == 0 {
 		to = 1<<62 - 1
 	}
@@ -346,7 +346,7 @@ func (m *Manager) writeArchive(ctx context.Context, path, pid, cid string, gen, 
 }
 
 // readArchive streams the messages of an archive to fn, as the caller.
-func (m *Manager) readArchive(ctx context.Context, c *kernel.Caller, path string, fn func(abi.Message) bool) error {
+func (m *engine) readArchive(ctx context.Context, c *kernel.Caller, path string, fn func(abi.Message) bool) error {
 	f, err := kernel.Do(ctx, m.k, c, abi.FsOpenread, &abi.FileArgs{Path: path})
 	if err != nil {
 		return err
@@ -373,7 +373,7 @@ func (m *Manager) readArchive(ctx context.Context, c *kernel.Caller, path string
 // fork branches cid through a live message, or restores a segment (with
 // the live suffix that followed it, unless told not to), into a new
 // conversation.
-func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, cid string, a abi.ForkArgs) (*abi.ForkResult, error) {
+func (m *engine) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, cid string, a abi.ForkArgs) (*abi.ForkResult, error) {
 	if (a.SegmentID == "") == (a.ThroughMessageID == nil) {
 		return nil, abi.E(abi.Invalid, "give exactly one of through=<msgId> or segment=<segId>")
 	}
@@ -396,7 +396,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 	suffix := false
 	var seg *abi.Segment
 	if a.ThroughMessageID != nil {
-		copied, err = m.readMessages(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id<=? ORDER BY id`, p.Pid, cid, src.Generation, *a.ThroughMessageID)
+		copied, err = readMessages(ctx, m.st, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id<=? ORDER BY id`, p.Pid, cid, src.Generation, *a.ThroughMessageID)
 		if err != nil {
 			return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
 		}
@@ -418,7 +418,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 			if err := m.st.QueryRowContext(ctx, `SELECT suffix_to FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&suffixTo); err != nil {
 				return nil, abi.E(abi.Path(seg.ID), err)
 			}
-			live, err := m.readMessages(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? AND id<=? ORDER BY id`,
+			live, err := readMessages(ctx, m.st, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? AND id<=? ORDER BY id`,
 				p.Pid, cid, seg.Generation, seg.ToMessageID, suffixTo)
 			if err != nil {
 				return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
@@ -475,7 +475,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 // resetConvs archives (unless archive is false) and clears conversations
 // cids of p, bumps their generations and drops their queued messages; an
 // active run in one of them is aborted first.
-func (m *Manager) resetConvs(ctx context.Context, p *abi.Process, cids []string, archive bool) ([]abi.ArchiveEntry, string, error) {
+func (m *engine) resetConvs(ctx context.Context, p *abi.Process, cids []string, archive bool) ([]abi.ArchiveEntry, string, error) {
 	pr := m.proc(p.Pid, p.Uid)
 	pr.mu.Lock()
 	// The conversations' queued messages are dropped before their run is
@@ -577,7 +577,7 @@ func validCid(cid string) error {
 }
 
 // segment returns segment segID of conversation cid of pid.
-func (m *Manager) segment(ctx context.Context, pid, cid, segID string) (*abi.Segment, error) {
+func (m *engine) segment(ctx context.Context, pid, cid, segID string) (*abi.Segment, error) {
 	segs, err := m.segments(ctx, pid, cid, segID)
 	if err != nil {
 		return nil, abi.E(abi.Path(segID), err)

@@ -52,18 +52,6 @@ func noProcess(pid string) error {
 	return abi.E(abi.Path(pid), abi.NotExist, "no such process")
 }
 
-// otherProcess is the error for c naming pid, another owner's process,
-// where a rule (why) wants the caller's own: for root, who sees every
-// process, the rule's 403; for anyone else the 404 of a pid that does not
-// exist, so that a refusal never tells that another user's process is
-// there.
-func (m *Manager) otherProcess(c *kernel.Caller, pid, why string) error {
-	if c.IsRoot() {
-		return abi.E(abi.Path(pid), abi.Permission, why)
-	}
-	return noProcess(pid)
-}
-
 // get returns the record of pid. It only reads: a process that is not
 // stored, an init process included, does not exist.
 func (m *Manager) get(ctx context.Context, pid string) (*abi.Process, error) {
@@ -98,6 +86,15 @@ func (m *Manager) listWhere(ctx context.Context, where string, args ...any) ([]a
 		return nil, abi.E(err)
 	}
 	return out, nil
+}
+
+// running lists the processes that are not idle, of uid (nil: every
+// user's), oldest first (processStore).
+func (m *Manager) running(ctx context.Context, uid *uint32) ([]abi.Process, error) {
+	if uid == nil {
+		return m.listWhere(ctx, `WHERE state<>'idle'`)
+	}
+	return m.listWhere(ctx, `WHERE state<>'idle' AND uid=?`, *uid)
 }
 
 // initPid is the pid of uid's init process.
@@ -294,9 +291,9 @@ func scanMessage(rows *sql.Rows, msg *abi.Message, content *sql.RawBytes) error 
 	return nil
 }
 
-// readMessages returns the messages a query of msgColumns selects.
-func (m *Manager) readMessages(ctx context.Context, query string, args ...any) ([]abi.Message, error) {
-	rows, err := m.st.QueryContext(ctx, query, args...)
+// readMessages returns the messages a query of msgColumns selects from q.
+func readMessages(ctx context.Context, q querier, query string, args ...any) ([]abi.Message, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -175,7 +175,7 @@ func openHistoryState(stateDir string) (*historyState, error) {
 		return fail(err)
 	}
 	root := ns.CallerOf(cred, "")
-	res, err := kernel.Invoke[*abi.SpawnResult](ctx, k, root, "proc.spawn", json.RawMessage(`{"profile":"task","label":"history bench"}`))
+	res, err := kernel.Do(ctx, k, root, abi.ProcSpawn, &abi.SpawnArgs{Profile: "task", Label: "history bench"})
 	if err != nil {
 		return fail(err)
 	}

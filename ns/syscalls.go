@@ -16,8 +16,8 @@ import (
 const syscallsPath = "/sys/syscalls"
 
 // syscallsDir is /sys/syscalls: a directory per syscall the reader may
-// make with a request frame (sys.syscall.list, made as the reader) that
-// has a descriptor, each holding doc (the descriptor's Doc) and schema
+// make with a request frame (sys.syscall.list, made as the reader), each
+// holding doc (its descriptor's Doc) and schema
 // (the JSON Schemas of its args and result, abi/schema). Every listing,
 // lookup and read asks the dispatcher again and renders from the
 // descriptor: the directory keeps no state, and a syscall the reader may

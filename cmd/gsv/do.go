@@ -8,25 +8,9 @@ import (
 	"gsvfs.dev/gsvfs/abi"
 )
 
-// do is show for a syscall named by a string, one that has no descriptor
-// in abi yet (the rooms are moving to them): it makes the syscall name
-// with args and, unless --json asked for the raw result, decodes the
-// result into an R and prints it with show.
-func do[R any](c *cli, name string, args any, show func(r *R) error) error {
-	data, err := c.call(name, args)
-	if err != nil || c.json {
-		return c.orJSON(data, err)
-	}
-	r := new(R)
-	if err := decodeResult(data, r); err != nil {
-		return err
-	}
-	return show(r)
-}
-
-// get is call for a syscall named by a string, one that has no
-// descriptor in abi yet: it makes the syscall name with args and returns
-// its result decoded into an R.
+// get is call by a syscall's name: it makes the syscall name with args
+// and returns its result decoded into an R. Prefer call, whose descriptor
+// gives the args and result types.
 func get[R any](c *cli, name string, args any) (*R, error) {
 	data, err := c.call(name, args)
 	if err != nil {

@@ -777,14 +777,19 @@ var scenarios = []scenario{
 		}
 	}},
 	{name: "SyscallsDescribed", run: func(t *testing.T, x *cenv) {
-		// /sys/syscalls: a read-only directory per syscall root may make
-		// that has a descriptor, whichever room registered it; each has
+		// /sys/syscalls: a read-only directory per syscall root may
+		// make, whichever room registered it; each has
 		// a one-line doc and the JSON Schemas of its args and result,
 		// which admit real args and the result the daemon answers.
 		ls, err := x.ns.List("/sys/syscalls")
 		must(t, err)
 		var list struct{ Syscalls []string }
 		mustOK(t, x.frame(t, `{"call":"sys.syscall.list","args":{}}`), &list)
+		for _, name := range list.Syscalls {
+			if ls[name] == "" {
+				t.Errorf("sys.syscall.list has %s, ls /sys/syscalls does not", name)
+			}
+		}
 		if ls["sys.whoami"] == "" {
 			t.Fatalf("ls /sys/syscalls = %v: no sys.whoami", ls)
 		}

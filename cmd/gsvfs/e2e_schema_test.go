@@ -16,6 +16,7 @@ import (
 	"gsvfs.dev/gsvfs/abi/schema"
 	"gsvfs.dev/gsvfs/devices"
 	"gsvfs.dev/gsvfs/devices/local"
+	"gsvfs.dev/gsvfs/ipc"
 	"gsvfs.dev/gsvfs/kernel/kerneltest"
 	"gsvfs.dev/gsvfs/notify"
 	"gsvfs.dev/gsvfs/ns"
@@ -39,6 +40,7 @@ func TestE2ESchemasOfEveryDescriptor(t *testing.T) {
 	opens := []func() (ns.Room, error){
 		func() (ns.Room, error) { return dev, nil },
 		func() (ns.Room, error) { return gproc.Open(space, gproc.Options{Logger: kerneltest.Quiet()}) },
+		func() (ns.Room, error) { return ipc.Open(space, ipc.Options{Logger: kerneltest.Quiet()}) },
 		func() (ns.Room, error) { return sched.Open(space, sched.Options{Logger: kerneltest.Quiet()}) },
 		func() (ns.Room, error) { return notify.Open(space, notify.Options{Logger: kerneltest.Quiet()}) },
 	}

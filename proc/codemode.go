@@ -18,8 +18,8 @@ import (
 // codeModeCalls are the syscalls a block's wrappers make: shell(...) and
 // fs.*(...). A block makes no other.
 var codeModeCalls = map[string]bool{
-	"shell.exec": true, "fs.read": true, "fs.write": true,
-	"fs.edit": true, "fs.delete": true, "fs.search": true,
+	abi.ShellExec.Name: true, abi.FsRead.Name: true, abi.FsWrite.Name: true,
+	abi.FsEdit.Name: true, abi.FsDelete.Name: true, abi.FsSearch.Name: true,
 }
 
 // codeModeMaxWall bounds a run's timeoutMs.
@@ -274,9 +274,9 @@ func codeModeArgs(name string, raw json.RawMessage, target, cwd string) (json.Ra
 	if len(t) == 0 || t[0] != '{' {
 		return nil, fmt.Errorf("%s: arguments must be an object", name)
 	}
-	if cwd == "" || name != "shell.exec" {
+	if cwd == "" || name != abi.ShellExec.Name {
 		cwd = ""
-		if target == "" && name != "fs.read" {
+		if target == "" && name != abi.FsRead.Name {
 			return raw, nil
 		}
 		if target == "" && !bytes.Contains(t, []byte(`"raw"`)) {
@@ -297,7 +297,7 @@ func codeModeArgs(name string, raw json.RawMessage, target, cwd string) (json.Ra
 	if _, ok := a["target"]; !ok && target != "" {
 		a["target"] = target
 	}
-	if _, ok := a["raw"]; !ok && name == "fs.read" {
+	if _, ok := a["raw"]; !ok && name == abi.FsRead.Name {
 		// A block gets a file's bytes; the numbered lines are for a
 		// model reading them (its Read tool).
 		a["raw"] = true

@@ -50,22 +50,22 @@ func passArgs(raw json.RawMessage) (json.RawMessage, error) {
 var tools = []tool{
 	{model.ToolDef{Name: "Read", Description: "Read a file (numbered lines) or list a directory.",
 		Schema: schema.MustTool[abi.ReadTool]()},
-		"fs.read", passArgs},
+		abi.FsRead.Name, passArgs},
 	{model.ToolDef{Name: "Write", Description: "Create or replace a whole file.",
 		Schema: schema.MustTool[abi.WriteTool]()},
-		"fs.write", passArgs},
+		abi.FsWrite.Name, passArgs},
 	{model.ToolDef{Name: "Edit", Description: "Replace an exact string in a file.",
 		Schema: schema.MustTool[abi.EditTool]()},
-		"fs.edit", passArgs},
+		abi.FsEdit.Name, passArgs},
 	{model.ToolDef{Name: "Delete", Description: "Delete a file or directory tree.",
 		Schema: schema.MustTool[abi.DeleteTool]()},
-		"fs.delete", passArgs},
+		abi.FsDelete.Name, passArgs},
 	{model.ToolDef{Name: "Search", Description: "Search files for a literal string.",
 		Schema: schema.MustTool[abi.SearchTool]()},
-		"fs.search", passArgs},
+		abi.FsSearch.Name, passArgs},
 	{model.ToolDef{Name: "Shell", Description: "Run a shell command (/bin/sh -c) in the process's working directory.",
 		Schema: schema.MustTool[abi.ShellTool]()},
-		"shell.exec", func(raw json.RawMessage) (json.RawMessage, error) {
+		abi.ShellExec.Name, func(raw json.RawMessage) (json.RawMessage, error) {
 			var a map[string]any
 			if err := json.Unmarshal(raw, &a); err != nil {
 				return nil, fmt.Errorf("tool arguments are not a JSON object: %v", err)
@@ -80,30 +80,30 @@ var tools = []tool{
 	// process (its identity's Pid), never claimed.
 	{model.ToolDef{Name: "Processes", Description: "List your owner's processes: pid, label, profile, state.",
 		Schema: schema.MustTool[abi.NoToolArgs]()},
-		"proc.list", func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }},
+		abi.ProcList.Name, func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }},
 	{model.ToolDef{Name: "Mail", Description: "Send a message to another process of your owner; it does not answer you.",
 		Schema: schema.MustTool[abi.MailTool]()},
-		"proc.ipc.send", passArgs},
+		abi.ProcIpcSend.Name, passArgs},
 	{model.ToolDef{Name: "Call", Description: "Ask another process of your owner; its final answer arrives later in this conversation as a [Process Event]: ipc.reply (or ipc.timeout after timeoutMs, default 60000).",
 		Schema: schema.MustTool[abi.CallTool]()},
-		"proc.ipc.call", passArgs},
+		abi.ProcIpcCall.Name, passArgs},
 	{model.ToolDef{Name: "Delegate", Description: "Hand a task to a new worker process (profile default task); its answer arrives later in this conversation as a [Process Event]: ipc.reply.",
 		Schema: schema.MustTool[abi.DelegateTool]()},
-		"proc.ipc.delegate", passArgs},
+		abi.ProcIpcDelegate.Name, passArgs},
 	{model.ToolDef{Name: "Runs", Description: "List the runs under way or parked of your owner's processes: state, step, budget, the checkpoint they wait at.",
 		Schema: schema.MustTool[abi.NoToolArgs]()},
-		"proc.run.list", func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }},
+		abi.ProcRunList.Name, func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }},
 	{model.ToolDef{Name: "Direct", Description: "Decide a checkpoint of another process's run: {type:continue, effects:[{op:extend-budget,usd|tokens|turns|timeMs}, {op:inject-message,role,content}, {op:swap-model,model}, {op:set-temperature,temp}, {op:set-tool-cap,n}]} or {type:abort,reason}, or the sugar {type:refocus,hint}.",
 		Schema: schema.MustTool[abi.DirectTool]()},
-		"proc.directive", passArgs},
+		abi.ProcDirective.Name, passArgs},
 	{model.ToolDef{Name: "Watch", Description: "Be told (a [Process Event]: signal) when another process of your owner publishes a signal, such as proc.run.finished; once by default.",
 		Schema: schema.MustTool[abi.WatchTool]()},
-		"signal.watch", passArgs},
+		abi.SignalWatch.Name, passArgs},
 	// CodeMode runs a block whose shell and fs calls are this process's
 	// tool calls (proc/codemode.go).
 	{model.ToolDef{Name: "CodeMode", Description: codeModeTool,
 		Schema: schema.MustTool[abi.CodeModeTool]()},
-		"codemode.exec", func(raw json.RawMessage) (json.RawMessage, error) {
+		abi.CodemodeExec.Name, func(raw json.RawMessage) (json.RawMessage, error) {
 			var a abi.CodeModeExecArgs
 			if err := json.Unmarshal(raw, &a); err != nil {
 				return nil, fmt.Errorf("tool arguments: %v", err)
@@ -168,9 +168,9 @@ var dataRoots = []string{"/home", "/workspaces", "/var/sessions"}
 // names no path fails by itself and asks nothing.
 func approval(syscall string, args json.RawMessage, home, cwd string) string {
 	switch syscall {
-	case "shell.exec":
+	case abi.ShellExec.Name:
 		return syscall
-	case "fs.write", "fs.edit", "fs.delete":
+	case abi.FsWrite.Name, abi.FsEdit.Name, abi.FsDelete.Name:
 	default:
 		return ""
 	}
@@ -178,7 +178,7 @@ func approval(syscall string, args json.RawMessage, home, cwd string) string {
 		Path string `json:"path"`
 	}
 	if json.Unmarshal(args, &a) != nil || a.Path == "" {
-		if syscall == "fs.delete" {
+		if syscall == abi.FsDelete.Name {
 			return syscall
 		}
 		return "" // no path: the call fails as it is, writing nothing
@@ -193,7 +193,7 @@ func approval(syscall string, args json.RawMessage, home, cwd string) string {
 	p = path.Clean(p)
 	for _, root := range dataRoots {
 		if p == root || strings.HasPrefix(p, root+"/") {
-			if syscall == "fs.delete" {
+			if syscall == abi.FsDelete.Name {
 				return syscall
 			}
 			return ""
@@ -471,7 +471,7 @@ func (m *engine) runTool(ctx context.Context, pr *process, r *activeRun, p *abi.
 	signal(m, pr.uid, abi.SigProcRunToolStarted, abi.ToolStarted{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: t.syscall})
 	var callArgs any = args
 	callCtx := ctx
-	if t.syscall == "codemode.exec" {
+	if t.syscall == abi.CodemodeExec.Name {
 		// An Internal syscall takes its Go args, not a frame's JSON. The
 		// block's nested calls that need a human ask as part of this call.
 		var a abi.CodeModeExecArgs

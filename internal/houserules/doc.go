@@ -3,7 +3,7 @@
 // source_test.go and docs/hardening.md, The house):
 //
 //   - no string literal outside abi and the frame decoder is a syscall's
-//     or a signal's name (the files still being converted are listed);
+//     or a signal's name (Migrate's component names aside);
 //   - no SQL outside kernel/ writes the kernel's tables;
 //   - map[string]any outside tests is counted and bounded.
 //

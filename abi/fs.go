@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"bytes"
 	"encoding/json"
 	"io/fs"
 )
@@ -71,21 +72,105 @@ func (r FSReadResult) MarshalJSON() ([]byte, error) {
 	}{r.Content, r.Lines, true, r.Path, r.Size})
 }
 
-// UnmarshalJSON reads any of the three shapes; a listing sets Dir.
+// UnmarshalJSON reads any of the three shapes; a listing (an object with
+// the key "files") sets Dir.
 func (r *FSReadResult) UnmarshalJSON(b []byte) error {
 	type plain FSReadResult
 	var p plain
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(b, &keys); err != nil {
-		return err
-	}
-	_, hasFiles := keys["files"]
-	p.Dir = hasFiles
+	p.Dir = hasTopKey(b, "files")
 	*r = FSReadResult(p)
 	return nil
+}
+
+// hasTopKey reports whether b, valid JSON, is an object with the key
+// (once unescaped, as a map decodes it) at its top level. It reads the
+// keys where they are, decoding nothing else: a read's answer is decoded
+// once, not again into a map of its values.
+func hasTopKey(b []byte, key string) bool {
+	i := skipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return false
+	}
+	for i++; ; {
+		i = skipSpace(b, i)
+		if i == len(b) || b[i] == '}' {
+			return false
+		}
+		if b[i] == ',' {
+			i++
+			continue
+		}
+		j := endString(b, i)
+		if k := b[i:j]; bytes.IndexByte(k, '\\') < 0 {
+			if len(k) >= 2 && string(k[1:len(k)-1]) == key {
+				return true
+			}
+		} else if s := ""; json.Unmarshal(k, &s) == nil && s == key {
+			return true
+		}
+		i = skipSpace(b, j)
+		if i < len(b) && b[i] == ':' {
+			i++
+		}
+		i = skipValue(b, skipSpace(b, i))
+	}
+}
+
+// skipSpace is the index of the first byte of b from i that is not JSON
+// white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// endString is the index after the JSON string that begins at i.
+func endString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue is the index after the JSON value that begins at i.
+func skipValue(b []byte, i int) int {
+	if i == len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return endString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = endString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+		i++
+	}
+	return i
 }
 
 // FSWriteArgs are the args of fs.write: replace (or create, with its

@@ -375,19 +375,26 @@ func (r *Router) ServeDevice(ctx context.Context, c net.Conn) {
 	d := &remoteDevice{id: h.ID, connID: connID, owner: id.Uid, implements: h.Implements, nc: c,
 		timeout: r.routeTimeout, log: r.log, done: make(chan struct{})}
 	lost := make(chan error, 1)
-	cc, err := client.NewConn(newDeviceConn(c, func(err error) { lost <- err }))
+	dc := newDeviceConn(c, func(err error) { lost <- err })
+	defer func() {
+		c.Close()
+		dc.wait()
+	}()
+	cc, err := client.NewConn(dc)
 	if err == nil {
 		d.fsys, err = cc.Attach(nil, "kernel", "")
 	}
 	if err == nil {
-		// The call channel: the rpc file, opened once. A device daemon
-		// from before it has only the call file.
+		// The call channel: the rpc file, opened once (nothing else
+		// uses the connection yet: the fid the client opened it on is
+		// the last it opened). A device daemon from before it has only
+		// the call file.
 		var f *client.Fid
 		f, err = d.fsys.Open("rpc", plan9.ORDWR)
 		var rerr client.Error
 		switch {
 		case err == nil:
-			d.ch = openChannel(d, f)
+			d.ch = openChannel(d, dc, f, dc.lastOpened())
 		case errors.As(err, &rerr):
 			r.log.Info("device has no rpc file: its calls open its call file each", "device", h.ID, "version", h.Version)
 			err = nil

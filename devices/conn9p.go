@@ -60,8 +60,9 @@ type deviceConn struct {
 	done     chan struct{} // closed when the reader goroutine ends
 
 	// The client's side of the reading: one goroutine at a time.
-	msg []byte // the message being returned
-	off int    // bytes of msg returned
+	msg  []byte  // the message being returned
+	off  int     // bytes of msg returned
+	pool *[]byte // msg's buffer, if it is one of msgBufs
 
 	// The reader goroutine's.
 	hdr [7]byte
@@ -70,7 +71,7 @@ type deviceConn struct {
 
 	mu      sync.Mutex
 	waiting map[uint16]bool // the client's tags sent and not answered
-	inbox   [][]byte        // replies the client has not read yet
+	inbox   []inMsg         // replies the client has not read yet
 	more    chan struct{}   // (buffered) the inbox grew, or the connection failed
 	peer    rawPeer         // the call channel, once it is set
 	opened  uint32          // the fid of the last Topen the client wrote
@@ -78,6 +79,20 @@ type deviceConn struct {
 	failed  error           // why the connection failed; then replies are made up
 	ended   bool            // the failure was returned: writes fail
 }
+
+// inMsg is a reply read for the client: a message, in one of msgBufs if
+// pool is not nil.
+type inMsg struct {
+	b    []byte
+	pool *[]byte
+}
+
+// msgBufs are the buffers of the large replies read for the client
+// (a file's data), given back once it has read them.
+var msgBufs = sync.Pool{New: func() any { b := make([]byte, maxFrame); return &b }}
+
+// pooledAfter is the size past which a reply is read into one of msgBufs.
+const pooledAfter = 4 << 10
 
 // rawPeer is the call channel as its connection's reader sees it.
 type rawPeer interface {
@@ -241,17 +256,20 @@ func (c *deviceConn) Read(p []byte) (int, error) {
 	if c.off < len(c.msg) {
 		n := copy(p, c.msg[c.off:])
 		c.off += n
+		c.consumed()
 		return n, nil
 	}
 	for {
 		c.mu.Lock()
 		if len(c.inbox) > 0 {
-			c.msg, c.off = c.inbox[0], 0
-			c.inbox[0] = nil
+			m := c.inbox[0]
+			c.inbox[0] = inMsg{}
 			c.inbox = c.inbox[1:]
 			c.mu.Unlock()
+			c.msg, c.pool = m.b, m.pool
 			n := copy(p, c.msg)
 			c.off = n
+			c.consumed()
 			return n, nil
 		}
 		if c.failed != nil {
@@ -268,6 +286,15 @@ func (c *deviceConn) Read(p []byte) (int, error) {
 		}
 		c.mu.Unlock()
 		<-c.more
+	}
+}
+
+// consumed gives back the buffer of the message being returned once it
+// has been returned whole.
+func (c *deviceConn) consumed() {
+	if c.off == len(c.msg) && c.pool != nil {
+		msgBufs.Put(c.pool)
+		c.msg, c.off, c.pool = nil, 0, nil
 	}
 }
 
@@ -324,7 +351,14 @@ func (c *deviceConn) readMsg() error {
 	if !known {
 		return fmt.Errorf("the device answered tag %d, which no request has", tag)
 	}
-	msg := make([]byte, n)
+	m := inMsg{}
+	if n > pooledAfter {
+		m.pool = msgBufs.Get().(*[]byte)
+		m.b = (*m.pool)[:n]
+	} else {
+		m.b = make([]byte, n)
+	}
+	msg := m.b
 	copy(msg, c.hdr[:])
 	if _, err := io.ReadFull(c.br, msg[len(c.hdr):]); err != nil {
 		return err
@@ -335,7 +369,7 @@ func (c *deviceConn) readMsg() error {
 	} else if msg[4] == plan9.Rversion && n >= 11 {
 		c.msize = binary.LittleEndian.Uint32(msg[7:11])
 	}
-	c.inbox = append(c.inbox, msg)
+	c.inbox = append(c.inbox, m)
 	c.mu.Unlock()
 	c.signal()
 	return nil

@@ -137,9 +137,10 @@ func TestDevicePathNoSQL(t *testing.T) {
 // without a client's transport (cmd/gsvfs's BenchmarkDevicePath has it;
 // there the target applies). For information: whoami served in process
 // costs microseconds, a routed call one round trip to another process.
-// The floor of that round trip is measured beside them: a bare 9P
-// request (Tstat) on a fid of the device's tree held open, on the same
-// connection (bare-us). Means and medians (-med-us) of each.
+// The floors of that round trip are measured beside them: an fs.read the
+// device refuses at once (a path with "..": no file touched; refused-us),
+// and a bare 9P request (Tstat) on a fid of the device's tree held open,
+// on the same connection (bare-us). Means and medians (-med-us) of each.
 func BenchmarkChannelRead(b *testing.B) {
 	e := newDevEnv(b)
 	dir := b.TempDir()
@@ -153,6 +154,7 @@ func BenchmarkChannelRead(b *testing.B) {
 	alice := kerneltest.Caller(e.Alice)
 	read := []byte(`{"call":"fs.read","args":{"target":"bench","path":"small.txt"}}`)
 	who := []byte(`{"call":"sys.whoami"}`)
+	refused := []byte(`{"call":"fs.read","args":{"target":"bench","path":"../small.txt"}}`)
 	ctx := context.Background()
 	ops := []struct {
 		name string
@@ -168,6 +170,12 @@ func BenchmarkChannelRead(b *testing.B) {
 		{name: "whoami", op: func() error {
 			if out := e.K.Serve(ctx, alice, who); !strings.Contains(string(out), `"ok":true`) {
 				return fmt.Errorf("sys.whoami: %s", out)
+			}
+			return nil
+		}},
+		{name: "refused", op: func() error {
+			if out := e.K.Serve(ctx, alice, refused); !strings.Contains(string(out), "may not contain") {
+				return fmt.Errorf("fs.read ../small.txt: %s", out)
 			}
 			return nil
 		}},
@@ -188,7 +196,7 @@ func BenchmarkChannelRead(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	var sum [3]time.Duration
+	sum := make([]time.Duration, len(ops))
 	for j := range ops {
 		o := &ops[j]
 		for _, d := range o.took {
@@ -199,5 +207,5 @@ func BenchmarkChannelRead(b *testing.B) {
 		b.ReportMetric(float64(o.took[len(o.took)/2].Nanoseconds())/1000, o.name+"-med-us")
 	}
 	b.ReportMetric(float64(sum[0])/float64(sum[1]), "read/whoami")
-	b.ReportMetric(float64(sum[0])/float64(sum[2]), "read/bare")
+	b.ReportMetric(float64(sum[0])/float64(sum[3]), "read/bare")
 }

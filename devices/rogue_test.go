@@ -94,6 +94,7 @@ type rogue struct {
 	fs     vfs.Dir
 	rpc    bool         // its tree has an rpc file (rogue_rpc_test.go), not only the call file
 	served atomic.Int64 // bytes of answers the kernel has read
+	conn   net.Conn     // its connection, once dialed
 }
 
 // dial connects the rogue as device id with token, and serves its tree
@@ -105,6 +106,7 @@ func (g *rogue) dial(t *testing.T, e *devEnv, id, token string) abi.DeviceWelcom
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	g.conn = c
 	h, _ := json.Marshal(abi.DeviceHello{ID: id, Token: token, Platform: "rogue", Version: "1", Implements: append(append([]string{}, Routable...), abi.SessionCalls...)})
 	if _, err := c.Write(append([]byte(abi.DeviceMagic), append(h, '\n')...)); err != nil {
 		t.Fatal(err)

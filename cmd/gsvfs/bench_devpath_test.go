@@ -20,9 +20,13 @@
 //     kernel answers it itself).
 //
 // It reports both in µs and their ratio; the target is ours/baseline <=
-// 1.3. read-small-open is the same pair with a fresh fid per call (walk,
-// open, write, read to end of file, clunk: how the CLI and the other
-// benchmarks call), reported for information.
+// 1.3. read-refused is the same pair with an fs.read the device refuses
+// at once (a path with "..": no file is touched, the answer is an error
+// frame): the routed call's floor, its round trip to the device with no
+// work there, reported for information. read-small-open is the same
+// pair with a fresh fid per call (walk, open, write, read to end of file,
+// clunk: how the CLI and the other benchmarks call), reported for
+// information.
 package main_test
 
 import (
@@ -69,6 +73,12 @@ func openHeld(b *testing.B, fsys *client.Fsys) *heldCall {
 // do writes the request frame req and reads its answer, which must be a
 // successful frame whose data holds want.
 func (h *heldCall) do(req []byte, want string) error {
+	return h.doAnswer(req, `"ok":true`, want)
+}
+
+// doAnswer writes the request frame req and reads its answer, which must
+// hold ok and want.
+func (h *heldCall) doAnswer(req []byte, ok, want string) error {
 	if _, err := h.fid.Write(req); err != nil {
 		return err
 	}
@@ -80,7 +90,7 @@ func (h *heldCall) do(req []byte, want string) error {
 		}
 		resp = append(resp, h.buf[:n]...)
 	}
-	if !bytes.Contains(resp, []byte(`"ok":true`)) || !bytes.Contains(resp, []byte(want)) {
+	if !bytes.Contains(resp, []byte(ok)) || !bytes.Contains(resp, []byte(want)) {
 		return fmt.Errorf("%s answered %s", bytes.TrimSpace(req), resp)
 	}
 	return nil
@@ -153,6 +163,25 @@ func BenchmarkDevicePath(b *testing.B) {
 	held("read-small", devPathID, "over TCP")
 	held("read-small-unix", devPathID+"-unix", "over a unix socket")
 
+	refusedReq := frame("fs.read", map[string]any{"target": devPathID, "path": "../small.txt"})
+	b.Run("read-refused", func(b *testing.B) {
+		rh, wh := openHeld(b, fsys), openHeld(b, fsys)
+		var ot, st []time.Duration
+		o := &devSide{name: "a refused fs.read on the device", op: timed(&ot, func() error {
+			return rh.doAnswer(refusedReq, `"ok":false`, "may not contain")
+		})}
+		s := &devSide{name: "sys.whoami", op: timed(&st, func() error { return wh.do(whoReq, `"uid":0`) })}
+		devInterleave(b, nil, o, s)
+		ratio := o.ms() / s.ms()
+		om, sm := median(ot), median(st)
+		b.ReportMetric(o.ms()*1000, "ours-us")
+		b.ReportMetric(s.ms()*1000, "whoami-us")
+		b.ReportMetric(ratio, "ours/whoami")
+		b.ReportMetric(float64(om)/float64(sm), "median-ratio")
+		summary["read-refused"] = fmt.Sprintf("over TCP, an fs.read the device refuses at once (the floor: a round trip to the device, no work there): %.0f µs vs %.0f µs: %.2f; medians %.0f and %.0f µs: %.2f (for information)  [n=%d]",
+			o.ms()*1000, s.ms()*1000, ratio, float64(om.Nanoseconds())/1000, float64(sm.Nanoseconds())/1000, float64(om)/float64(sm), b.N)
+	})
+
 	readArgs := map[string]any{"target": devPathID, "path": "small.txt"}
 	b.Run("read-small-open", func(b *testing.B) {
 		o := &devSide{name: "fs.read on the device", op: func() error {
@@ -179,7 +208,7 @@ func BenchmarkDevicePath(b *testing.B) {
 	})
 
 	fmt.Println("\n=== gsvfs device path: a routed call vs a kernel call over the same 9P connection (same run) ===")
-	for _, n := range []string{"read-small", "read-small-unix", "read-small-open"} {
+	for _, n := range []string{"read-small", "read-small-unix", "read-refused", "read-small-open"} {
 		if l, ok := summary[n]; ok {
 			fmt.Printf("%-16s %s\n", n, l)
 		}

@@ -69,15 +69,16 @@ type deviceConn struct {
 	buf []byte        // maxFrame bytes, for the channel's replies
 	br  *bufio.Reader // the connection's reads (several messages a syscall)
 
-	mu      sync.Mutex
-	waiting map[uint16]bool // the client's tags sent and not answered
-	inbox   []inMsg         // replies the client has not read yet
-	more    chan struct{}   // (buffered) the inbox grew, or the connection failed
-	peer    rawPeer         // the call channel, once it is set
-	opened  uint32          // the fid of the last Topen the client wrote
-	msize   uint32          // the msize of the client's Rversion
-	failed  error           // why the connection failed; then replies are made up
-	ended   bool            // the failure was returned: writes fail
+	mu        sync.Mutex
+	waiting   map[uint16]bool // the client's tags sent and not answered
+	inbox     []inMsg         // replies the client has not read yet
+	more      chan struct{}   // (buffered) the inbox grew, or the connection failed
+	peer      rawPeer         // the call channel, once it is set
+	opened    uint32          // the fid of the last Topen the client wrote
+	msize     uint32          // the msize of the client's Rversion
+	versioned bool            // the reply with no tag (the Rversion) was read
+	failed    error           // why the connection failed; then replies are made up
+	ended     bool            // the failure was returned: writes fail
 }
 
 // inMsg is a reply read for the client: a message, in one of msgBufs if
@@ -276,7 +277,7 @@ func (c *deviceConn) Read(p []byte) (int, error) {
 			defer c.mu.Unlock()
 			for tag := range c.waiting {
 				delete(c.waiting, tag)
-				c.msg, c.off = lostReply(tag), 0
+				c.msg, c.off, c.pool = lostReply(tag), 0, nil
 				n := copy(p, c.msg)
 				c.off = n
 				return n, nil
@@ -346,7 +347,7 @@ func (c *deviceConn) readMsg() error {
 		return p.reply(msg)
 	}
 	c.mu.Lock()
-	known := !tagged || c.waiting[tag]
+	known := c.waiting[tag] || !tagged && !c.versioned // the Rversion, once
 	c.mu.Unlock()
 	if !known {
 		return fmt.Errorf("the device answered tag %d, which no request has", tag)
@@ -366,8 +367,11 @@ func (c *deviceConn) readMsg() error {
 	c.mu.Lock()
 	if tagged {
 		delete(c.waiting, tag)
-	} else if msg[4] == plan9.Rversion && n >= 11 {
-		c.msize = binary.LittleEndian.Uint32(msg[7:11])
+	} else {
+		c.versioned = true
+		if msg[4] == plan9.Rversion && n >= 11 {
+			c.msize = binary.LittleEndian.Uint32(msg[7:11])
+		}
 	}
 	c.inbox = append(c.inbox, m)
 	c.mu.Unlock()

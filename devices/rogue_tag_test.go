@@ -32,12 +32,13 @@ func TestRogueTag(t *testing.T) {
 		{"AnRwriteOfNoRequest", 17, plan9.Rwrite},
 		{"TheChannelsTreadNotSent", chanTagRead, plan9.Rread},
 		{"TheChannelsTwriteNotSent", chanTagWrite, plan9.Rwrite},
+		{"AnRversionInTheSession", plan9.NOTAG, plan9.Rversion},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			id := "r-tag-" + strings.ToLower(c.name)
 			g := &rogue{rpc: true, answer: func(abi.Request) io.Reader { return frameOf(`{}`) }}
 			g.dial(t, e, id, e.nodeToken(t, e.Alice, id))
-			f := &plan9.Fcall{Type: c.typ, Tag: c.tag, Data: []byte("x")}
+			f := &plan9.Fcall{Type: c.typ, Tag: c.tag, Data: []byte("x"), Msize: 8192, Version: "9P2000"}
 			if c.typ == plan9.Rwrite {
 				f.Count = 1
 			}

@@ -135,6 +135,9 @@ func (r *Router) sessionSyscalls() []kernel.Syscall {
 		kernel.Handle(abi.ProcessBlobRead, r.blobReadOn),
 		onSession(r, abi.ProcessExecStart, execSID, routeDeadline, d.ExecStart, nil),
 		kernel.Handle(abi.ProcessExecPipe, r.execPipe),
+		kernel.Handle(abi.ProcessCapGet, func(ctx context.Context, c *kernel.Caller, _ *struct{}) (*abi.ProcessCap, error) {
+			return r.processCap(ctx, c)
+		}),
 		onSession(r, abi.ProcessSessionOutput,
 			func(a *abi.BlobReadArgs) string { id, _, _ := strings.Cut(a.BlobRef, "/"); return id }, routeDeadline, d.SessionOutput, nil),
 		kernel.Handle(abi.ProcessBlobOpen, asCaller(func(ctx context.Context, who local.Who, a *abi.BlobReadArgs) (*os.File, error) {

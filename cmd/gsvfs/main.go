@@ -26,6 +26,7 @@ import (
 	"gsvfs.dev/gsvfs/devices"
 	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/mcp"
 	"gsvfs.dev/gsvfs/ninep"
 	"gsvfs.dev/gsvfs/notify"
 	"gsvfs.dev/gsvfs/ns"
@@ -212,6 +213,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 		}},
 		{"scheduler", func() (ns.Room, error) { return sched.Open(space, sched.Options{Logger: log}) }},
 		{"notifications", func() (ns.Room, error) { return notify.Open(space, notify.Options{Logger: log}) }},
+		{"mcp", func() (ns.Room, error) { return mcp.Open(space, mcp.Options{Logger: log, Version: Version}) }},
 	}
 	for _, r := range rooms {
 		room, err := r.open()

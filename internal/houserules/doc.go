@@ -11,11 +11,11 @@
 //
 //   - kernel and kernel/kerneltest import no vfs, transport, namespace or
 //     room (vfs, vfs/..., ninep, ns, proc, sched, devices, devices/...,
-//     notify);
+//     notify, mcp);
 //   - vfs, vfs/... and ninep import nothing of GSV but each other;
-//   - proc, sched, devices (with devices/...) and notify never import
-//     each other;
-//     the one exception is that the tests of proc and sched stand a system
+//   - proc, sched, devices (with devices/...), notify and mcp never
+//     import each other;
+//     the one exception is that the tests of proc, sched and mcp stand a system
 //     up with the devices room, the real data tree their files live in
 //     (wiring, as gsvfs does; they reach it only through the dispatcher);
 //     sched's tests never import proc;

@@ -61,7 +61,7 @@ var rules = []rule{
 		name:  "the kernel imports no vfs, transport, namespace or room",
 		binds: func(p string) bool { return p == "kernel" || p == "kernel/kerneltest" },
 		forbid: func(_, dep string, _ bool) bool {
-			return under(dep, "vfs", "ninep", "ns", "proc", "sched", "devices", "notify")
+			return under(dep, "vfs", "ninep", "ns", "proc", "sched", "devices", "notify", "mcp")
 		},
 	},
 	{
@@ -70,16 +70,16 @@ var rules = []rule{
 		forbid: func(_, dep string, _ bool) bool { return !under(dep, "vfs", "ninep") },
 	},
 	{
-		name:  "proc, sched, devices and notify never import each other",
-		binds: func(p string) bool { return under(p, "proc", "sched", "devices", "notify") },
+		name:  "proc, sched, devices, notify and mcp never import each other",
+		binds: func(p string) bool { return under(p, "proc", "sched", "devices", "notify", "mcp") },
 		forbid: func(self, dep string, test bool) bool {
-			if test && under(dep, "devices") && under(self, "proc", "sched") {
+			if test && under(dep, "devices") && under(self, "proc", "sched", "mcp") {
 				// A room's tests stand a system up with the real data
 				// tree, as gsvfs does: the devices room is wiring there,
 				// reached only through the dispatcher.
 				return false
 			}
-			for _, room := range []string{"proc", "sched", "devices", "notify"} {
+			for _, room := range []string{"proc", "sched", "devices", "notify", "mcp"} {
 				if under(dep, room) && !under(self, room) {
 					return true
 				}

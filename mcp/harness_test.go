@@ -34,12 +34,12 @@ const liveness = 90 * time.Second
 // (host uid 1001) and bob (1002), the devices room (the data tree and
 // exec sessions) and the mcp room, in one namespace.
 type sys struct {
-	t     *testing.T
-	k     *kernel.Kernel
-	space *ns.Space
-	room  *mcp.Room
+	t                *testing.T
+	k                *kernel.Kernel
+	space            *ns.Space
+	room             *mcp.Room
 	root, alice, bob *kernel.Identity
-	data  string // the data tree's directory
+	data             string // the data tree's directory
 }
 
 // newSys stands a system up; it closes when the test ends.

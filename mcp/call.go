@@ -160,7 +160,7 @@ func preview(res *sdk.CallToolResult, whole []byte) string {
 	if s == "" {
 		s = string(whole)
 	}
-	return truncate(s, previewBytes)
+	return cut(s, previewBytes)
 }
 
 // keep writes a large result of server id as a file named by its

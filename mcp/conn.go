@@ -81,6 +81,16 @@ type conn struct {
 	once sync.Once
 }
 
+// ended reports whether the connection has ended (its watcher saw it).
+func (c *conn) ended() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // close ends the connection and what carries it. It is safe to call
 // more than once.
 func (c *conn) close() {
@@ -156,6 +166,10 @@ func (l *link) snapshot() (state, err string) {
 // under way) if there is none, until ctx ends.
 func (l *link) get(ctx context.Context) (*conn, error) {
 	l.mu.Lock()
+	if l.live != nil && l.live.ended() {
+		// Its watcher is about to say so: dial a new one now.
+		l.live = nil
+	}
 	if l.live != nil {
 		c := l.live
 		l.mu.Unlock()

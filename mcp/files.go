@@ -230,7 +230,7 @@ func (m *Room) toolDir(o owner, path string, uid uint32, server, name string) vf
 		if t.Description != nil {
 			b.WriteString(strings.TrimRight(*t.Description, "\n") + "\n")
 		}
-		if len(t.OutputSchema) > 0 {
+		if len(t.OutputSchema) > 0 && string(t.OutputSchema) != "null" {
 			b.WriteString("\nOutput schema:\n")
 			b.Write(indent(t.OutputSchema))
 		}
@@ -315,7 +315,7 @@ func fileName(name, alt string) string {
 	if s == "" || s == "." || s == ".." {
 		s = "_" + s
 	}
-	return truncate(s, maxName)
+	return cut(s, maxName)
 }
 
 // uniqueName is name, or name~N if an earlier file has it.

@@ -224,3 +224,8 @@ func (s *sys) mount() func(uid int, script string) (string, error) {
 		return string(out), err
 	}
 }
+
+// kernelDo makes sys.mcp.call as alice with ctx.
+func kernelDo(ctx context.Context, s *sys, a *abi.McpCallArgs) (*abi.McpCallResult, error) {
+	return kernel.Do(ctx, s.k, as(s.alice), abi.SysMcpCall, a)
+}

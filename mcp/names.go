@@ -44,6 +44,17 @@ func checkName(kind, name string) error {
 	return nil
 }
 
+// cut is s cut to at most n bytes, at a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
 // truncate is s cut to n bytes (a rune boundary), for messages.
 func truncate(s string, n int) string {
 	if len(s) <= n {
@@ -70,17 +81,14 @@ func checkURL(raw string) (*url.URL, error) {
 	if u.User != nil {
 		return nil, bad("user information in a URL is refused: give credentials as a header")
 	}
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return nil, bad("want an https URL (or http to a loopback address)")
+	}
 	if u.Host == "" || u.Hostname() == "" {
 		return nil, bad("no host")
 	}
-	switch u.Scheme {
-	case "https":
-	case "http":
-		if !loopbackHost(u.Hostname()) {
-			return nil, bad("plain http is allowed only to a loopback address (localhost, 127.0.0.1, ::1): use https")
-		}
-	default:
-		return nil, bad("want an https URL (or http to a loopback address)")
+	if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+		return nil, bad("plain http is allowed only to a loopback address (localhost, 127.0.0.1, ::1): use https")
 	}
 	return u, nil
 }

@@ -48,19 +48,17 @@ func TestServerKilledMidCall(t *testing.T) {
 	needSandbox(t)
 	s := newSys(t)
 	s.install(s.alice)
-	must(s, s.alice, abi.SysMcpAdd, stdioArgs("victim", abi.NetworkNone))
-	sessions := must(s, s.alice, abi.SysMcpList, &abi.McpListArgs{})
-	if len(sessions.Servers) != 1 || sessions.Servers[0].State != abi.McpReady {
-		t.Fatalf("servers: %+v", sessions)
-	}
+	mark := s.markDir()
+	a := stdioArgs("victim", abi.NetworkNone)
+	a.Stdio.Mounts = append(a.Stdio.Mounts, abi.ProcessMount{HostPath: "~/mark", GuestPath: "/mark", Mode: "rw"})
+	must(s, s.alice, abi.SysMcpAdd, a)
 	done := make(chan error, 1)
 	go func() {
-		_, err := do(s, s.alice, abi.SysMcpCall, &abi.McpCallArgs{ServerID: "victim", Name: "sleep", Arguments: json.RawMessage(`{"seconds":600}`)})
+		_, err := do(s, s.alice, abi.SysMcpCall, &abi.McpCallArgs{ServerID: "victim", Name: "sleep", Arguments: json.RawMessage(`{"seconds":600,"started":"/mark/started"}`)})
 		done <- err
 	}()
+	waitFile(t, filepath.Join(mark, "started"))
 	sid := mcpSession(t, s, "victim")
-	// Give the call time to reach the server (it fails at once either way).
-	time.Sleep(200 * time.Millisecond)
 	if r := must(s, s.alice, abi.ProcessSessionSignal, &abi.SessionSignalArgs{SessionID: sid, Signal: abi.SignalKill}); r.Status != abi.SignalSignaled {
 		t.Fatalf("kill: %+v", r)
 	}
@@ -106,9 +104,7 @@ func TestCallTimeoutCancels(t *testing.T) {
 	needSandbox(t)
 	s := newSys(t)
 	s.install(s.alice)
-	mark := filepath.Join(s.data, "home/alice/mark")
-	os.MkdirAll(mark, 0o755)
-	os.Lchown(mark, diskBase+1000, diskBase+100)
+	mark := s.markDir()
 	a := stdioArgs("slow", abi.NetworkNone)
 	a.Stdio.Mounts = append(a.Stdio.Mounts, abi.ProcessMount{HostPath: "~/mark", GuestPath: "/mark", Mode: "rw"})
 	must(s, s.alice, abi.SysMcpAdd, a)
@@ -118,37 +114,48 @@ func TestCallTimeoutCancels(t *testing.T) {
 	if abi.KindOf(err) != abi.Timeout || !strings.Contains(err.Error(), "MCP server slow") || !strings.Contains(err.Error(), "cancelled") {
 		t.Fatalf("a call past its timeout: %v", err)
 	}
-	deadline := time.Now().Add(liveness)
-	for {
-		if b, err := os.ReadFile(filepath.Join(mark, "cancelled")); err == nil && string(b) == "cancelled\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the server never saw the call cancelled")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFile(t, filepath.Join(mark, "cancelled"))
 	// The caller going away cancels the same way.
 	os.Remove(filepath.Join(mark, "cancelled"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := kernelDo(ctx, s, &abi.McpCallArgs{ServerID: "slow", Name: "sleep", Arguments: json.RawMessage(`{"seconds":600,"mark":"/mark/cancelled"}`)})
+		_, err := kernelDo(ctx, s, &abi.McpCallArgs{ServerID: "slow", Name: "sleep",
+			Arguments: json.RawMessage(`{"seconds":600,"mark":"/mark/cancelled","started":"/mark/started"}`)})
 		done <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	waitFile(t, filepath.Join(mark, "started"))
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("a cancelled call succeeded")
 	}
+	waitFile(t, filepath.Join(mark, "cancelled"))
+}
+
+// markDir makes ~alice/mark, a directory her servers may write (mounted
+// at /mark) to say what they saw, and returns its path on the host.
+func (s *sys) markDir() string {
+	s.t.Helper()
+	mark := filepath.Join(s.data, "home/alice/mark")
+	if err := os.MkdirAll(mark, 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	os.Lchown(mark, diskBase+1000, diskBase+100)
+	return mark
+}
+
+// waitFile waits until the file p exists.
+func waitFile(t *testing.T, p string) {
+	t.Helper()
+	deadline := time.Now().Add(liveness)
 	for {
-		if _, err := os.Stat(filepath.Join(mark, "cancelled")); err == nil {
-			break
+		if _, err := os.Stat(p); err == nil {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the server never saw the caller's cancellation")
+			t.Fatalf("%s never came", p)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -2,10 +2,12 @@ package mcp_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,12 +57,14 @@ func TestHTTPServer(t *testing.T) {
 	if got := text(t, r); got != "echo: over http" {
 		t.Fatalf("echo: %q", got)
 	}
+	started := filepath.Join(t.TempDir(), "started")
 	done := make(chan error, 1)
 	go func() {
-		_, err := do(s, s.alice, abi.SysMcpCall, &abi.McpCallArgs{ServerID: "web", Name: "sleep", Arguments: json.RawMessage(`{"seconds":600}`)})
+		_, err := do(s, s.alice, abi.SysMcpCall, &abi.McpCallArgs{ServerID: "web", Name: "sleep",
+			Arguments: json.RawMessage(fmt.Sprintf(`{"seconds":600,"started":%q}`, started))})
 		done <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	waitFile(t, started)
 	cmd.Process.Kill()
 	select {
 	case err := <-done:

@@ -36,6 +36,7 @@ type echoArgs struct {
 type sleepArgs struct {
 	Seconds float64 `json:"seconds" jsonschema:"how long to sleep"`
 	Mark    string  `json:"mark,omitempty" jsonschema:"a file made when the sleep is cancelled"`
+	Started string  `json:"started,omitempty" jsonschema:"a file made when the sleep starts"`
 }
 
 type bigArgs struct {
@@ -70,6 +71,9 @@ func main() {
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "sleep", Description: "sleeps, unless cancelled"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, a sleepArgs) (*mcp.CallToolResult, any, error) {
+			if a.Started != "" {
+				os.WriteFile(a.Started, []byte("started\n"), 0o644)
+			}
 			select {
 			case <-time.After(time.Duration(a.Seconds * float64(time.Second))):
 				return text("slept"), nil, nil

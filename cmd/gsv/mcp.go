@@ -4,6 +4,7 @@ package main
 // tools. Each is one syscall through /sys/call.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -274,9 +275,10 @@ func (c *cli) showResult(errw io.Writer, r *abi.McpCallResult) error {
 	if len(out) == 0 {
 		out = r.Content
 	}
-	var pretty strings.Builder
-	b, _ := json.MarshalIndent(json.RawMessage(out), "", "  ")
-	pretty.Write(b)
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, out, "", "  ") != nil {
+		pretty.Write(out)
+	}
 	_, err := fmt.Fprintln(c.out, pretty.String())
 	return err
 }

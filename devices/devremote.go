@@ -103,7 +103,7 @@ func (m *deviceMeta) record(ctx context.Context, cred vfs.Cred) (*abi.Device, er
 func (m *deviceMeta) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
 	a := vfs.Attr{Ino: vfs.PathIno(m.path), Mode: m.mode, Mtime: time.Now(), User: "root", Group: "root", Synthetic: !m.mode.IsDir()}
 	if d, err := m.record(ctx, cred); err == nil && d != nil {
-		o := ns.UserMeta(ctx, m.r.k, d.OwnerUid, fmt.Sprint(d.OwnerUid))
+		o := m.r.ownerMeta(ctx, d.OwnerUid)
 		a.Uid, a.Gid, a.User, a.Group = uint32(o.HostUID), o.Gid, o.Owner, o.Group
 	}
 	return a, nil

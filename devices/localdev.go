@@ -2,7 +2,6 @@ package devices
 
 import (
 	"context"
-	"database/sql"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/devices/local"
@@ -98,7 +97,7 @@ func openLocal(k *kernel.Kernel, opts local.Options) (*local.Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	k.OnUserCreated(func(_ *sql.Tx, u *kernel.User) error { return d.MakeHome(*u) })
+	k.OnUserCreated(func(_ *kernel.Tx, u *kernel.User) error { return d.MakeHome(*u) })
 	return d, nil
 }
 

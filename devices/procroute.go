@@ -77,8 +77,8 @@ func (r *Router) sessionOpenOn(ctx context.Context, c *kernel.Caller, pc *abi.Pr
 	r.mu.Lock()
 	r.procRoutes[res.SessionID] = shellRoute{dev: rd, uid: c.Uid, network: loc.NetworkMode}
 	r.mu.Unlock()
-	if _, err := r.k.Store.Exec(ctx, `INSERT INTO device_process_sessions(session_id,device_id,connection_id,uid,failed,expires_at)
-		VALUES(?,?,?,?,0,?) ON CONFLICT(session_id) DO UPDATE SET device_id=excluded.device_id,connection_id=excluded.connection_id,
+	if _, err := r.k.Store.Exec(ctx, `INSERT INTO device_process_sessions(session_id,device_id,connection_id,uid,failed,expires_at,seq)
+		VALUES(?,?,?,?,0,?,(SELECT coalesce(max(seq), 0)+1 FROM device_process_sessions)) ON CONFLICT(session_id) DO UPDATE SET device_id=excluded.device_id,connection_id=excluded.connection_id,
 		uid=excluded.uid,failed=0,expires_at=excluded.expires_at`, res.SessionID, rd.id, rd.connID, c.Uid, expires/1e6); err != nil {
 		return nil, abi.E(abi.Path(res.SessionID), err)
 	}
@@ -265,7 +265,7 @@ func (r *Router) sessionListOn(ctx context.Context, c *kernel.Caller, a *abi.Ses
 	}
 	// The caller's sessions the device took with a connection that ended.
 	rows, err := r.k.Store.QueryContext(ctx, `SELECT session_id,uid FROM device_process_sessions
-		WHERE device_id=? AND (uid=? OR ?) ORDER BY rowid`, a.Target, c.Uid, c.IsRoot())
+		WHERE device_id=? AND (uid=? OR ?) ORDER BY seq`, a.Target, c.Uid, c.IsRoot())
 	if err != nil {
 		return nil, abi.E(abi.Path(a.Target), err)
 	}

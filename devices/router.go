@@ -67,6 +67,10 @@ type Router struct {
 	devDirs     map[string]vfs.Dir       // the /dev/<id> directories made
 	slots       map[uint32]chan struct{} // the answer slots of each owner's devices (answers.go)
 
+	reg      devTable              // the registry and its access table, in memory (regmem.go)
+	ownersMu sync.Mutex            // guards owners
+	owners   map[uint32]ownerEntry // the Meta of device owners, as last read (regmem.go)
+
 	closing   chan struct{} // closed by Close: device connections end
 	closeOnce sync.Once
 	wg        sync.WaitGroup // device connections and listeners
@@ -79,7 +83,7 @@ var _ ns.Room = (*Router)(nil)
 // device of the registry is offline at first: no connection of a device
 // outlives the router.
 func New(k *kernel.Kernel, opts Options) (*Router, error) {
-	if err := k.Store.Migrate("devices", migrations); err != nil {
+	if err := k.Store.Migrate("devices", migrations(k.Store.Dialect())); err != nil {
 		return nil, err
 	}
 	if err := offlineAll(context.Background(), k.Store); err != nil {
@@ -112,6 +116,10 @@ func New(k *kernel.Kernel, opts Options) (*Router, error) {
 		closing: make(chan struct{})}
 	if r.routeTimeout <= 0 {
 		r.routeTimeout = DefaultRouteTimeout
+	}
+	if err := r.loadRegistry(context.Background()); err != nil {
+		d.Close()
+		return nil, err
 	}
 	return r, nil
 }

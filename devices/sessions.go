@@ -16,13 +16,15 @@ import (
 // capability each caller has.
 
 // migrations are the devices room's schema steps: the device registry
-// (devices, the groups granted each in device_access; see registry.go)
-// and the shell sessions on devices. The steps that once wrote grants are
-// kept as no-ops so later numbers stay.
-var migrations = []string{
-	// A step kept so later numbers stay: grants come from descriptors.
-	`SELECT 1`,
-	`CREATE TABLE devices (
+// (devices, the groups granted each in device_access; see registry.go),
+// the shell and exec sessions on devices, and the order exec sessions
+// were opened in (seq: a device's are listed so). The steps that once
+// wrote grants are kept as no-ops so later numbers stay.
+func migrations(d kernel.Dialect) []string {
+	return []string{
+		// A step kept so later numbers stay: grants come from descriptors.
+		`SELECT 1`,
+		`CREATE TABLE devices (
 		device_id TEXT PRIMARY KEY,
 		owner_uid INTEGER NOT NULL,
 		description TEXT NOT NULL DEFAULT '',
@@ -39,26 +41,29 @@ var migrations = []string{
 		device_id TEXT NOT NULL REFERENCES devices(device_id) ON DELETE CASCADE,
 		gid INTEGER NOT NULL,
 		PRIMARY KEY (device_id, gid));`,
-	`SELECT 1`, // a step kept: grants come from descriptors
-	// The shell sessions running on devices, by session id: where a poll
-	// goes, and, once the device is gone, what it answers.
-	`CREATE TABLE device_shell_sessions (
+		`SELECT 1`, // a step kept: grants come from descriptors
+		// The shell sessions running on devices, by session id: where a poll
+		// goes, and, once the device is gone, what it answers.
+		`CREATE TABLE device_shell_sessions (
 		session_id TEXT PRIMARY KEY,
 		device_id TEXT NOT NULL,
 		connection_id TEXT NOT NULL,
 		uid INTEGER NOT NULL,
 		failed INTEGER NOT NULL DEFAULT 0,
 		updated_at INTEGER NOT NULL)`,
-	// The exec sessions opened on devices, by session id: where later
-	// calls go, and, once the device is gone, what they answer.
-	`CREATE TABLE device_process_sessions (
+		// The exec sessions opened on devices, by session id: where later
+		// calls go, and, once the device is gone, what they answer.
+		`CREATE TABLE device_process_sessions (
 		session_id TEXT PRIMARY KEY,
 		device_id TEXT NOT NULL,
 		connection_id TEXT NOT NULL,
 		uid INTEGER NOT NULL,
 		failed INTEGER NOT NULL DEFAULT 0,
 		expires_at INTEGER NOT NULL)`,
-	`SELECT 1`, // a step kept: grants come from descriptors
+		`SELECT 1`, // a step kept: grants come from descriptors
+		`ALTER TABLE device_process_sessions ADD COLUMN seq INTEGER NOT NULL DEFAULT 0`,
+		d.NumberRows("device_process_sessions", "seq"),
+	}
 }
 
 // Config keys of the process capability: the system's (root sets it),

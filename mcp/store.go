@@ -7,6 +7,7 @@ import (
 	"errors"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 )
 
 // migrations are the room's schema steps: each user's servers, with what
@@ -166,7 +167,7 @@ func (m *Room) insert(ctx context.Context, r *record) error {
 	if headers == nil {
 		headers = map[string]string{}
 	}
-	return m.st.Tx(ctx, func(tx *sql.Tx) error {
+	return m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		var n int
 		if err := m.st.TxQueryRow(tx, `SELECT count(*) FROM mcp_servers WHERE uid=? AND name=?`, r.uid, r.name).Scan(&n); err != nil {
 			return abi.E(err)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -93,20 +94,20 @@ func (r *Room) create(ctx context.Context, c *kernel.Caller, a *abi.Notification
 	if err != nil {
 		return nil, abi.E(abi.Invalid, fmt.Sprintf("actions: %v", err))
 	}
-	err = r.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = r.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if _, err := r.pruneTx(tx, now.UnixMilli()); err != nil {
 			return err
 		}
 		if _, err := r.st.TxExec(tx, `INSERT INTO notify_notifications
-			(id, owner_uid, title, body, level, created_at, expires_at, actions, source_pid)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			(id, owner_uid, title, body, level, created_at, expires_at, actions, source_pid, seq)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(seq), 0)+1 FROM notify_notifications))`,
 			n.NotificationID, c.Uid, n.Title, n.Body, n.Level, n.CreatedAt, exp, string(actions), c.Pid); err != nil {
 			return err
 		}
 		// The user's oldest beyond MaxPerUser go.
-		_, err := r.st.TxExec(tx, `DELETE FROM notify_notifications WHERE rowid IN (
-			SELECT rowid FROM notify_notifications WHERE owner_uid=?
-			ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)`, c.Uid, MaxPerUser)
+		_, err := r.st.TxExec(tx, `DELETE FROM notify_notifications WHERE id IN (
+			SELECT id FROM notify_notifications WHERE owner_uid=?
+			ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?)`, c.Uid, int64(math.MaxInt64), MaxPerUser)
 		return err
 	})
 	if err != nil {
@@ -193,7 +194,7 @@ func (r *Room) list(ctx context.Context, c *kernel.Caller, a *abi.NotificationLi
 	if a.IncludeDismissed == nil || !*a.IncludeDismissed {
 		where += ` AND dismissed_at IS NULL`
 	}
-	list, err := r.query(ctx, where+` ORDER BY created_at DESC, rowid DESC LIMIT ?`, c.Uid, r.now().UnixMilli(), limitOf(a.Limit))
+	list, err := r.query(ctx, where+` ORDER BY created_at DESC, seq DESC LIMIT ?`, c.Uid, r.now().UnixMilli(), limitOf(a.Limit))
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +270,7 @@ func (r *Room) update(ctx context.Context, c *kernel.Caller, id string, change f
 	}
 	now := r.now().UnixMilli()
 	var out *abi.Notification
-	err := r.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := r.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if _, err := r.pruneTx(tx, now); err != nil {
 			return err
 		}
@@ -329,7 +330,7 @@ func (r *Room) files(ctx context.Context, c *kernel.Caller, a *FilesArgs) ([]abi
 	if err := owns(c, a.Uid); err != nil {
 		return nil, err
 	}
-	return r.query(ctx, `WHERE owner_uid=? AND expires_at>? AND dismissed_at IS NULL ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+	return r.query(ctx, `WHERE owner_uid=? AND expires_at>? AND dismissed_at IS NULL ORDER BY created_at DESC, seq DESC LIMIT ?`,
 		a.Uid, r.now().UnixMilli(), MaxPerUser)
 }
 

@@ -2,7 +2,6 @@ package sched
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
@@ -130,7 +129,7 @@ func (m *Manager) logCall(ctx context.Context, c *kernel.Caller, a *abi.SchedLog
 
 // crontab renders uid's schedules in the order they were made.
 func (m *Manager) crontab(ctx context.Context, uid uint32) (string, error) {
-	ss, err := m.query(ctx, `WHERE owner_uid=? ORDER BY rowid`, uid)
+	ss, err := m.query(ctx, `WHERE owner_uid=? ORDER BY seq`, uid)
 	if err != nil {
 		return "", err
 	}
@@ -180,7 +179,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 	if err != nil {
 		return nil, abi.E(abi.Invalid, err)
 	}
-	all, err := m.query(ctx, `WHERE owner_uid=? ORDER BY rowid`, uid)
+	all, err := m.query(ctx, `WHERE owner_uid=? ORDER BY seq`, uid)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +269,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 	}
 	limit := m.maxSchedules(ctx, uid)
 	var added, updated []*abi.Schedule
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		for _, s := range removed {
 			if _, err := tx.Exec(`DELETE FROM sched_schedules WHERE id=?`, s.ID); err != nil {
 				return abi.E(err)

@@ -102,7 +102,7 @@ func TestSymlinkNotFollowed(t *testing.T) {
 			t.Errorf("fs.read %s followed a symlink", p)
 		}
 	}
-	ents, err := kernel.Invoke[[]local.DirEnt](ctx, k.Kernel, c, "fs.readdir", &local.PathArgs{Path: "home/root"})
+	ents, err := kernel.Do(ctx, k.Kernel, c, abi.FsReaddir, &local.PathArgs{Path: "home/root"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +115,10 @@ func TestSymlinkNotFollowed(t *testing.T) {
 	if !listed {
 		t.Errorf("symlink not listed as a link: %+v", ents)
 	}
-	if tgt, err := kernel.Invoke[string](ctx, k.Kernel, c, "fs.readlink", &local.PathArgs{Path: "home/root/link"}); err != nil || tgt != "../../../outside" {
+	if tgt, err := kernel.Do(ctx, k.Kernel, c, abi.FsReadlink, &local.PathArgs{Path: "home/root/link"}); err != nil || tgt != "../../../outside" {
 		t.Errorf("fs.readlink = %q, %v", tgt, err)
 	}
-	if _, err := kernel.Invoke[string](ctx, k.Kernel, c, "fs.readlink", &local.PathArgs{Path: "home/root/d"}); abi.Code(err) != 400 {
+	if _, err := kernel.Do(ctx, k.Kernel, c, abi.FsReadlink, &local.PathArgs{Path: "home/root/d"}); abi.Code(err) != 400 {
 		t.Errorf("fs.readlink of a directory: %v", err)
 	}
 	// A link in a path is never walked: not by stat, mkdir, symlink,
@@ -163,15 +163,15 @@ func TestLinks(t *testing.T) {
 		}
 	}
 	must(os.WriteFile(filepath.Join(k.dataPath, "home/alice/f"), []byte("hi"), 0o644))
-	a, err := kernel.Invoke[abi.Attr](ctx, k.Kernel, ac, "fs.symlink", &local.SymlinkArgs{Target: "/usr/bin/python3", Path: "home/alice/py"})
+	a, err := kernel.Do(ctx, k.Kernel, ac, abi.FsSymlink, &local.SymlinkArgs{Target: "/usr/bin/python3", Path: "home/alice/py"})
 	must(err)
 	if a.Mode&fs.ModeSymlink == 0 || a.Size != int64(len("/usr/bin/python3")) || a.User != "alice" {
 		t.Fatalf("fs.symlink attr %+v", a)
 	}
-	if tgt, err := kernel.Invoke[string](ctx, k.Kernel, ac, "fs.readlink", &local.PathArgs{Path: "home/alice/py"}); err != nil || tgt != "/usr/bin/python3" {
+	if tgt, err := kernel.Do(ctx, k.Kernel, ac, abi.FsReadlink, &local.PathArgs{Path: "home/alice/py"}); err != nil || tgt != "/usr/bin/python3" {
 		t.Fatalf("readlink = %q, %v", tgt, err)
 	}
-	a, err = kernel.Invoke[abi.Attr](ctx, k.Kernel, ac, "fs.link", &local.RenameArgs{Old: "home/alice/f", New: "home/alice/g"})
+	a, err = kernel.Do(ctx, k.Kernel, ac, abi.FsLink, &local.RenameArgs{Old: "home/alice/f", New: "home/alice/g"})
 	must(err)
 	if a.Nlink != 2 || !a.Mode.IsRegular() {
 		t.Fatalf("fs.link attr %+v", a)

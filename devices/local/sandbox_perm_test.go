@@ -63,7 +63,7 @@ func matrixFiles(t *testing.T, k *env, root, alice, bob *kernel.Identity) {
 		put(u.id, h+"/public.txt", 0o644)
 		mkdir(u.id, h+"/private", 0o700)
 		put(u.id, h+"/private/in.txt", 0o644)
-		f, err := kernel.Invoke[*os.File](ctx, k.Kernel, k.KernelCaller(), "fs.create",
+		f, err := kernel.Do(ctx, k.Kernel, k.KernelCaller(), abi.FsCreate,
 			&abi.FileArgs{Path: "/var/sessions/" + u.name + "/p_1/c/seg.jsonl.gz", Perm: 0o600})
 		if err != nil {
 			t.Fatal(err)

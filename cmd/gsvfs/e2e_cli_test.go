@@ -77,6 +77,14 @@ func cmdMCPServer(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: mcpserver DIR")
 	}
+	bin, err := mcpTestServer()
+	ts.Check(err)
+	ts.Check(copyMCPServer(bin, ts.MkAbs(args[0])))
+}
+
+// mcpTestServer builds the mcp room's test server into binDir once and
+// returns its path.
+func mcpTestServer() (string, error) {
 	bin := filepath.Join(binDir, "gsv-mcp-testserver")
 	mcpServerOnce.Do(func() {
 		cmd := exec.Command("go", "build", "-o", bin, "gsvfs.dev/gsvfs/mcp/testdata/testserver")
@@ -85,10 +93,17 @@ func cmdMCPServer(ts *testscript.TestScript, neg bool, args []string) {
 			mcpServerErr = fmt.Errorf("go build the MCP test server: %v\n%s", err, out)
 		}
 	})
-	ts.Check(mcpServerErr)
+	return bin, mcpServerErr
+}
+
+// copyMCPServer copies the test server bin into dir.
+func copyMCPServer(bin, dir string) error {
 	b, err := os.ReadFile(bin)
-	ts.Check(err)
-	dir := ts.MkAbs(args[0])
-	ts.Check(os.MkdirAll(dir, 0o755))
-	ts.Check(os.WriteFile(filepath.Join(dir, "gsv-mcp-testserver"), b, 0o755))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "gsv-mcp-testserver"), b, 0o755)
 }

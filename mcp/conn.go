@@ -34,6 +34,9 @@ const (
 	// maxListed is how many tools, resources or prompts of one server
 	// are kept.
 	maxListed = 1000
+	// maxSessionTTL is the longest exec session (docs/sessions.md): a
+	// stdio server's session asks for it, or the owner's ceiling.
+	maxSessionTTL = 24 * time.Hour
 )
 
 // discovery is what a discovery found on a server.
@@ -280,10 +283,17 @@ func (l *link) watch(c *conn) {
 	close(c.done)
 	why := c.why()
 	c.close()
+	timedOut := c.pipe != nil && c.pipe.Receipt() != nil && c.pipe.Receipt().Status == abi.ExecTimeout
 	l.mu.Lock()
 	if l.live == c {
 		l.live = nil
-		if !l.closed {
+		switch {
+		case l.closed:
+		case timedOut:
+			// Its command reached the exec ceiling: nothing is wrong, and
+			// the next call starts it again.
+			l.state, l.err, l.failures = abi.McpNotConnected, "", 0
+		default:
 			l.state, l.err = abi.McpFailed, "the connection ended"
 			if why != "" {
 				l.err += ": " + why
@@ -393,9 +403,21 @@ func (m *Room) connectStdio(ctx, life context.Context, rec *record) (*conn, erro
 	if network == "" {
 		network = abi.NetworkFull
 	}
+	// The session lives as long as the owner may keep one, so that the
+	// command ends at its exec ceiling (a timeout: the server then
+	// waits, not-connected, for the next call) rather than with its
+	// session.
+	pc, err := kernel.Do(ctx, m.k, who, abi.ProcessCapGet, nil)
+	if err != nil {
+		return nil, err
+	}
+	ttl := pc.MaxTTLNs
+	if ttl <= 0 {
+		ttl = int64(maxSessionTTL)
+	}
 	open, err := kernel.Do(ctx, m.k, who, abi.ProcessSessionOpen, &abi.SessionOpenArgs{
-		Target: abi.ProcessTarget{Local: &abi.ProcessLocalTarget{Mounts: st.Mounts, Workdir: st.Workdir, NetworkMode: network}},
-		Labels: map[string]string{"mcp": rec.name}})
+		Target:       abi.ProcessTarget{Local: &abi.ProcessLocalTarget{Mounts: st.Mounts, Workdir: st.Workdir, NetworkMode: network}},
+		SessionTTLNs: &ttl, Labels: map[string]string{"mcp": rec.name}})
 	if err != nil {
 		return nil, abi.E(fmt.Sprintf("opening its exec session: %v", err))
 	}

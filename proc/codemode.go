@@ -18,8 +18,8 @@ import (
 // codeModeCalls are the syscalls a block's wrappers make: shell(...),
 // fs.*(...) and mcp.<server>.<tool>(...). A block makes no other.
 var codeModeCalls = map[string]bool{
-	"shell.exec": true, "fs.read": true, "fs.write": true,
-	"fs.edit": true, "fs.delete": true, "fs.search": true,
+	abi.ShellExec.Name: true, abi.FsRead.Name: true, abi.FsWrite.Name: true,
+	abi.FsEdit.Name: true, abi.FsDelete.Name: true, abi.FsSearch.Name: true,
 	abi.SysMcpCall.Name: true,
 }
 
@@ -278,9 +278,9 @@ func codeModeArgs(name string, raw json.RawMessage, target, cwd string) (json.Ra
 	if name == abi.SysMcpCall.Name {
 		return raw, nil // a server's tool runs where its server does
 	}
-	if cwd == "" || name != "shell.exec" {
+	if cwd == "" || name != abi.ShellExec.Name {
 		cwd = ""
-		if target == "" && name != "fs.read" {
+		if target == "" && name != abi.FsRead.Name {
 			return raw, nil
 		}
 		if target == "" && !bytes.Contains(t, []byte(`"raw"`)) {
@@ -301,7 +301,7 @@ func codeModeArgs(name string, raw json.RawMessage, target, cwd string) (json.Ra
 	if _, ok := a["target"]; !ok && target != "" {
 		a["target"] = target
 	}
-	if _, ok := a["raw"]; !ok && name == "fs.read" {
+	if _, ok := a["raw"]; !ok && name == abi.FsRead.Name {
 		// A block gets a file's bytes; the numbered lines are for a
 		// model reading them (its Read tool).
 		a["raw"] = true

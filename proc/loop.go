@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/abi/schema"
 	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/proc/model"
@@ -36,8 +37,6 @@ var toolRoutes = map[string]func(raw json.RawMessage) (syscall string, args json
 	"Mcp": mcpRoute,
 }
 
-func schema(s string) json.RawMessage { return json.RawMessage(s) }
-
 // passArgs passes the model's arguments as the syscall's, target
 // included: the devices router decides where a routable call runs ("" or
 // "gsv" is the local device; another target is its error).
@@ -53,25 +52,27 @@ func passArgs(raw json.RawMessage) (json.RawMessage, error) {
 }
 
 // tools are the agent's tools: each is a syscall made as the process.
+// Each tool's schema is inferred from its argument type in abi
+// (abi/tools.go).
 var tools = []tool{
 	{model.ToolDef{Name: "Read", Description: "Read a file (numbered lines) or list a directory.",
-		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"path":{"type":"string"},"offset":{"type":"integer"},"limit":{"type":"integer"}},"required":["path"]}`)},
-		"fs.read", passArgs},
+		Schema: schema.MustTool[abi.ReadTool]()},
+		abi.FsRead.Name, passArgs},
 	{model.ToolDef{Name: "Write", Description: "Create or replace a whole file.",
-		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`)},
-		"fs.write", passArgs},
+		Schema: schema.MustTool[abi.WriteTool]()},
+		abi.FsWrite.Name, passArgs},
 	{model.ToolDef{Name: "Edit", Description: "Replace an exact string in a file.",
-		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"path":{"type":"string"},"oldString":{"type":"string"},"newString":{"type":"string"},"replaceAll":{"type":"boolean"}},"required":["path","oldString","newString"]}`)},
-		"fs.edit", passArgs},
+		Schema: schema.MustTool[abi.EditTool]()},
+		abi.FsEdit.Name, passArgs},
 	{model.ToolDef{Name: "Delete", Description: "Delete a file or directory tree.",
-		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"path":{"type":"string"}},"required":["path"]}`)},
-		"fs.delete", passArgs},
+		Schema: schema.MustTool[abi.DeleteTool]()},
+		abi.FsDelete.Name, passArgs},
 	{model.ToolDef{Name: "Search", Description: "Search files for a literal string.",
-		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"query":{"type":"string"},"path":{"type":"string"},"include":{"type":"string"}},"required":["query"]}`)},
-		"fs.search", passArgs},
+		Schema: schema.MustTool[abi.SearchTool]()},
+		abi.FsSearch.Name, passArgs},
 	{model.ToolDef{Name: "Shell", Description: "Run a shell command (/bin/sh -c) in the process's working directory.",
-		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"command":{"type":"string"},"cwd":{"type":"string"},"timeoutMs":{"type":"integer"}},"required":["command"]}`)},
-		"shell.exec", func(raw json.RawMessage) (json.RawMessage, error) {
+		Schema: schema.MustTool[abi.ShellTool]()},
+		abi.ShellExec.Name, func(raw json.RawMessage) (json.RawMessage, error) {
 			var a map[string]any
 			if err := json.Unmarshal(raw, &a); err != nil {
 				return nil, fmt.Errorf("tool arguments are not a JSON object: %v", err)
@@ -85,38 +86,38 @@ var tools = []tool{
 	// IPC with the owner's other processes: the source is the calling
 	// process (its identity's Pid), never claimed.
 	{model.ToolDef{Name: "Processes", Description: "List your owner's processes: pid, label, profile, state.",
-		Schema: schema(`{"type":"object","properties":{}}`)},
-		"proc.list", func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }},
+		Schema: schema.MustTool[abi.NoToolArgs]()},
+		abi.ProcList.Name, func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }},
 	{model.ToolDef{Name: "Mail", Description: "Send a message to another process of your owner; it does not answer you.",
-		Schema: schema(`{"type":"object","properties":{"pid":{"type":"string"},"message":{"type":"string"}},"required":["pid","message"]}`)},
-		"proc.ipc.send", passArgs},
+		Schema: schema.MustTool[abi.MailTool]()},
+		abi.ProcIpcSend.Name, passArgs},
 	{model.ToolDef{Name: "Call", Description: "Ask another process of your owner; its final answer arrives later in this conversation as a [Process Event]: ipc.reply (or ipc.timeout after timeoutMs, default 60000).",
-		Schema: schema(`{"type":"object","properties":{"pid":{"type":"string"},"message":{"type":"string"},"timeoutMs":{"type":"integer"}},"required":["pid","message"]}`)},
-		"proc.ipc.call", passArgs},
+		Schema: schema.MustTool[abi.CallTool]()},
+		abi.ProcIpcCall.Name, passArgs},
 	{model.ToolDef{Name: "Delegate", Description: "Hand a task to a new worker process (profile default task); its answer arrives later in this conversation as a [Process Event]: ipc.reply.",
-		Schema: schema(`{"type":"object","properties":{"task":{"type":"string"},"label":{"type":"string"},"profile":{"type":"string"},"timeoutMs":{"type":"integer"}},"required":["task"]}`)},
-		"proc.ipc.delegate", passArgs},
+		Schema: schema.MustTool[abi.DelegateTool]()},
+		abi.ProcIpcDelegate.Name, passArgs},
 	{model.ToolDef{Name: "Runs", Description: "List the runs under way or parked of your owner's processes: state, step, budget, the checkpoint they wait at.",
-		Schema: schema(`{"type":"object","properties":{}}`)},
-		"proc.run.list", func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }},
+		Schema: schema.MustTool[abi.NoToolArgs]()},
+		abi.ProcRunList.Name, func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }},
 	{model.ToolDef{Name: "Direct", Description: "Decide a checkpoint of another process's run: {type:continue, effects:[{op:extend-budget,usd|tokens|turns|timeMs}, {op:inject-message,role,content}, {op:swap-model,model}, {op:set-temperature,temp}, {op:set-tool-cap,n}]} or {type:abort,reason}, or the sugar {type:refocus,hint}.",
-		Schema: schema(`{"type":"object","properties":{"pid":{"type":"string"},"checkpoint":{"type":"integer"},"directive":{"type":"object"}},"required":["pid","directive"]}`)},
-		"proc.directive", passArgs},
+		Schema: schema.MustTool[abi.DirectTool]()},
+		abi.ProcDirective.Name, passArgs},
 	{model.ToolDef{Name: "Watch", Description: "Be told (a [Process Event]: signal) when another process of your owner publishes a signal, such as proc.run.finished; once by default.",
-		Schema: schema(`{"type":"object","properties":{"signal":{"type":"string"},"processId":{"type":"string"},"once":{"type":"boolean"},"ttlMs":{"type":"integer"}},"required":["signal","processId"]}`)},
-		"signal.watch", passArgs},
+		Schema: schema.MustTool[abi.WatchTool]()},
+		abi.SignalWatch.Name, passArgs},
 	// Mcp is every MCP server of the owner's as one tool: the model
 	// searches their tools (sys.mcp.tools: names, descriptions, schemas),
 	// then calls one (sys.mcp.call, which asks approval per server and
 	// tool). No server's schemas fill the tool list.
 	{model.ToolDef{Name: "Mcp", Description: mcpToolDoc,
-		Schema: schema(`{"type":"object","properties":{"search":{"type":"string","description":"words to find in the tools' names and descriptions ('' lists them)"},"server":{"type":"string","description":"the MCP server: to call one of its tools, or to search only its tools"},"tool":{"type":"string","description":"the tool to call"},"arguments":{"type":"object","description":"the tool's arguments, as its input schema says"},"timeoutMs":{"type":"integer"}}}`)},
+		Schema: schema.MustTool[abi.McpTool]()},
 		abi.SysMcpCall.Name, mcpCallArgs},
 	// CodeMode runs a block whose shell and fs calls are this process's
 	// tool calls (proc/codemode.go).
 	{model.ToolDef{Name: "CodeMode", Description: codeModeTool,
-		Schema: schema(`{"type":"object","properties":{"code":{"type":"string","description":"the body of an async JavaScript function"},"timeoutMs":{"type":"integer"}},"required":["code"]}`)},
-		"codemode.exec", func(raw json.RawMessage) (json.RawMessage, error) {
+		Schema: schema.MustTool[abi.CodeModeTool]()},
+		abi.CodemodeExec.Name, func(raw json.RawMessage) (json.RawMessage, error) {
 			var a abi.CodeModeExecArgs
 			if err := json.Unmarshal(raw, &a); err != nil {
 				return nil, fmt.Errorf("tool arguments: %v", err)
@@ -131,28 +132,15 @@ const mcpToolDoc = "Use the tools of your owner's MCP servers (listed in your in
 	"{server, tool, arguments} calls one and returns its result ({content, structuredContent, isError}; a result over 1 MiB is a blob with a preview and the path of the whole). " +
 	"A call needs your owner's approval for that server and tool unless remembered."
 
-// mcpArgs are the Mcp tool's arguments.
-type mcpArgs struct {
-	Search    *string         `json:"search"`
-	Server    string          `json:"server"`
-	Tool      string          `json:"tool"`
-	Arguments json.RawMessage `json:"arguments"`
-	TimeoutMs *int64          `json:"timeoutMs"`
-}
-
 // mcpRoute makes the Mcp tool's syscall: a search (sys.mcp.tools, at
 // most 10 tools) without a tool, else a call (sys.mcp.call).
 func mcpRoute(raw json.RawMessage) (string, json.RawMessage, error) {
-	var a mcpArgs
+	var a abi.McpTool
 	if err := abi.DecodeArgs(raw, &a); err != nil {
 		return "", nil, fmt.Errorf("Mcp: %v", err)
 	}
 	if a.Tool == "" {
-		q := ""
-		if a.Search != nil {
-			q = *a.Search
-		}
-		b, err := json.Marshal(abi.McpToolsArgs{ServerID: a.Server, Query: q, Limit: 10})
+		b, err := json.Marshal(abi.McpToolsArgs{ServerID: a.Server, Query: a.Search, Limit: 10})
 		return abi.SysMcpTools.Name, b, err
 	}
 	b, err := mcpCallArgs(raw)
@@ -161,14 +149,18 @@ func mcpRoute(raw json.RawMessage) (string, json.RawMessage, error) {
 
 // mcpCallArgs are the args of the Mcp tool's call: sys.mcp.call's.
 func mcpCallArgs(raw json.RawMessage) (json.RawMessage, error) {
-	var a mcpArgs
+	var a abi.McpTool
 	if err := abi.DecodeArgs(raw, &a); err != nil {
 		return nil, fmt.Errorf("Mcp: %v", err)
 	}
 	if a.Server == "" || a.Tool == "" {
 		return nil, fmt.Errorf("Mcp: a call names its server and tool")
 	}
-	return json.Marshal(abi.McpCallArgs{ServerID: a.Server, Name: a.Tool, Arguments: a.Arguments, TimeoutMs: a.TimeoutMs})
+	var timeout *int64
+	if a.TimeoutMs > 0 {
+		timeout = &a.TimeoutMs
+	}
+	return json.Marshal(abi.McpCallArgs{ServerID: a.Server, Name: a.Tool, Arguments: a.Arguments, TimeoutMs: timeout})
 }
 
 func toolByName(name string) *tool {
@@ -227,14 +219,14 @@ var dataRoots = []string{"/home", "/workspaces", "/var/sessions"}
 // names no path fails by itself and asks nothing.
 func approval(syscall string, args json.RawMessage, home, cwd string) string {
 	switch syscall {
-	case "shell.exec":
+	case abi.ShellExec.Name:
 		return syscall
 	case abi.SysMcpCall.Name:
 		// Remembered per server and tool: "sys.mcp.call everything echo".
 		var a abi.McpCallArgs
 		json.Unmarshal(args, &a)
 		return syscall + " " + a.ServerID + " " + a.Name
-	case "fs.write", "fs.edit", "fs.delete":
+	case abi.FsWrite.Name, abi.FsEdit.Name, abi.FsDelete.Name:
 	default:
 		return ""
 	}
@@ -242,7 +234,7 @@ func approval(syscall string, args json.RawMessage, home, cwd string) string {
 		Path string `json:"path"`
 	}
 	if json.Unmarshal(args, &a) != nil || a.Path == "" {
-		if syscall == "fs.delete" {
+		if syscall == abi.FsDelete.Name {
 			return syscall
 		}
 		return "" // no path: the call fails as it is, writing nothing
@@ -257,7 +249,7 @@ func approval(syscall string, args json.RawMessage, home, cwd string) string {
 	p = path.Clean(p)
 	for _, root := range dataRoots {
 		if p == root || strings.HasPrefix(p, root+"/") {
-			if syscall == "fs.delete" {
+			if syscall == abi.FsDelete.Name {
 				return syscall
 			}
 			return ""
@@ -542,7 +534,7 @@ func (m *engine) runTool(ctx context.Context, pr *process, r *activeRun, p *abi.
 	signal(m, pr.uid, abi.SigProcRunToolStarted, abi.ToolStarted{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: syscall})
 	var callArgs any = args
 	callCtx := ctx
-	if syscall == "codemode.exec" {
+	if syscall == abi.CodemodeExec.Name {
 		// An Internal syscall takes its Go args, not a frame's JSON. The
 		// block's nested calls that need a human ask as part of this call.
 		var a abi.CodeModeExecArgs

@@ -87,7 +87,7 @@ func (c *cli) mcpCmd() *cobra.Command {
 					a.Transport = &abi.McpTransport{Type: transport, Headers: h}
 				}
 			}
-			return do(c, abi.SysMcpAdd.Name, a, func(r *abi.McpServerResult) error { return c.showServer(cmd.ErrOrStderr(), r.Server, args[0]) })
+			return show(c, abi.SysMcpAdd, a, func(r *abi.McpServerResult) error { return c.showServer(cmd.ErrOrStderr(), r.Server, args[0]) })
 		},
 	}
 	f := add.Flags()
@@ -104,7 +104,7 @@ func (c *cli) mcpCmd() *cobra.Command {
 		Short: "List your MCP servers: state, transport, and the tools, resources and prompts discovered (sys.mcp.list)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, abi.SysMcpList.Name, &abi.McpListArgs{Uid: uidArg(cmd)}, func(r *abi.McpListResult) error {
+			return show(c, abi.SysMcpList, &abi.McpListArgs{Uid: uidArg(cmd)}, func(r *abi.McpListResult) error {
 				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NAME\tSTATE\tTRANSPORT\tTOOLS\tRESOURCES\tPROMPTS\tWHERE")
 				for _, s := range r.Servers {
@@ -128,7 +128,7 @@ func (c *cli) mcpCmd() *cobra.Command {
 		Short: "Remove an MCP server and stop it (sys.mcp.remove)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, abi.SysMcpRemove.Name, &abi.McpServerArgs{Uid: uidArg(cmd), ServerID: args[0]}, func(r *abi.McpRemoveResult) error {
+			return show(c, abi.SysMcpRemove, &abi.McpServerArgs{Uid: uidArg(cmd), ServerID: args[0]}, func(r *abi.McpRemoveResult) error {
 				if !r.Removed {
 					return fmt.Errorf("%s: %s: no such MCP server", abi.SysMcpRemove.Name, args[0])
 				}
@@ -142,7 +142,7 @@ func (c *cli) mcpCmd() *cobra.Command {
 		Short: "Reconnect an MCP server and discover its tools again (sys.mcp.refresh)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, abi.SysMcpRefresh.Name, &abi.McpServerArgs{Uid: uidArg(cmd), ServerID: args[0]}, func(r *abi.McpServerResult) error {
+			return show(c, abi.SysMcpRefresh, &abi.McpServerArgs{Uid: uidArg(cmd), ServerID: args[0]}, func(r *abi.McpServerResult) error {
 				if r.Server == nil {
 					return fmt.Errorf("%s: %s: no such MCP server", abi.SysMcpRefresh.Name, args[0])
 				}
@@ -172,7 +172,7 @@ func (c *cli) mcpCmd() *cobra.Command {
 			if cmd.Flags().Changed("timeout-ms") {
 				a.TimeoutMs = &timeout
 			}
-			return do(c, abi.SysMcpCall.Name, a, func(r *abi.McpCallResult) error {
+			return show(c, abi.SysMcpCall, a, func(r *abi.McpCallResult) error {
 				if err := c.showResult(cmd.ErrOrStderr(), r); err != nil {
 					return err
 				}
@@ -193,7 +193,7 @@ func (c *cli) mcpCmd() *cobra.Command {
 		Args:  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a := &abi.McpToolsArgs{Uid: uidArg(cmd), ServerID: server, Query: strings.Join(args, " "), Limit: limit}
-			return do(c, abi.SysMcpTools.Name, a, func(r *abi.McpToolsResult) error {
+			return show(c, abi.SysMcpTools, a, func(r *abi.McpToolsResult) error {
 				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "SERVER\tTOOL\tDESCRIPTION")
 				for _, t := range r.Tools {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -31,18 +32,18 @@ func Run(ctx context.Context, worker []string, req Request, call CallFunc) (*Res
 	if len(worker) == 0 {
 		return nil, errors.New("codemode: no worker command")
 	}
-	res, p, err := runFresh(ctx, worker, req, call)
+	res, p, err := runFresh(ctx, worker, nil, req, call)
 	if p != nil {
 		p.kill()
 	}
 	return res, err
 }
 
-// runFresh starts a worker as argv, waits until it is ready and runs req
-// on it (see Run). The caller ends the worker it returns (nil when none
-// started).
-func runFresh(ctx context.Context, argv []string, req Request, call CallFunc) (*Result, *process, error) {
-	p, err := startWorker(argv)
+// runFresh starts a worker as argv (from l, if not nil: startWorker),
+// waits until it is ready and runs req on it (see Run). The caller ends
+// the worker it returns (nil when none started).
+func runFresh(ctx context.Context, argv []string, l *launcher, req Request, call CallFunc) (*Result, *process, error) {
+	p, err := startWorker(argv, l)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -59,11 +60,18 @@ func runFresh(ctx context.Context, argv []string, req Request, call CallFunc) (*
 // start. Each worker runs one block: nothing of one run is left for the
 // next. The worker that replaces a warm one starts when the run that took
 // it ends, so that its start does not compete with the run.
+//
+// A Runner starts its workers from a launcher: one OS thread of its own,
+// made workerNice steps nicer and moved once into the Runner's cpu cgroup
+// (RunnerOptions.CPUGroup), so that every worker is born there and at
+// that priority (see launcher).
 type Runner struct {
-	argv []string
-	log  *slog.Logger
+	argv  []string
+	log   *slog.Logger
+	group string // the workers' cpu cgroup (v1) directory; "": none
 
-	once     sync.Once      // starts fill at the first Run
+	once     sync.Once      // starts fill and the launcher at the first Run
+	launch   *launcher      // starts the workers, made by once
 	ready    chan *process  // warm workers, handed from fill to a Run
 	want     chan time.Time // one per warm worker fill is to start, not before its time
 	stop     chan struct{}  // closed by Close
@@ -73,13 +81,35 @@ type Runner struct {
 	starting *process // the worker fill waits for, killed by Close
 }
 
-// NewRunner returns a Runner of workers started as argv. It starts no
-// process until its first Run.
+// RunnerOptions configure a Runner.
+type RunnerOptions struct {
+	// Log gets the Runner's warnings; nil is slog.Default().
+	Log *slog.Logger
+	// CPUGroup, if not "", is the directory of a cpu cgroup (v1) that
+	// every worker of the Runner is born in: its launcher thread moves
+	// itself into it once, before its first start. The daemon gives the
+	// group a small weight (the sandboxes' group), so that all the
+	// blocks that run at once, whoever runs them, weigh about one
+	// background task against the daemon's service of every user. A
+	// group the launcher cannot join is logged, and the workers run at
+	// their nice alone.
+	CPUGroup string
+}
+
+// NewRunner returns a Runner of workers started as argv, with log, in no
+// cpu cgroup of its own. It starts no process until its first Run.
 func NewRunner(argv []string, log *slog.Logger) *Runner {
+	return NewRunnerWith(argv, RunnerOptions{Log: log})
+}
+
+// NewRunnerWith returns a Runner of workers started as argv, configured
+// by o. It starts no process (and no thread) until its first Run.
+func NewRunnerWith(argv []string, o RunnerOptions) *Runner {
+	log := o.Log
 	if log == nil {
 		log = slog.Default()
 	}
-	r := &Runner{argv: argv, log: log, ready: make(chan *process, warmWorkers), want: make(chan time.Time, warmWorkers), stop: make(chan struct{})}
+	r := &Runner{argv: argv, log: log, group: o.CPUGroup, ready: make(chan *process, warmWorkers), want: make(chan time.Time, warmWorkers), stop: make(chan struct{})}
 	for range warmWorkers {
 		r.want <- time.Time{}
 	}
@@ -108,6 +138,15 @@ func (r *Runner) Run(ctx context.Context, req Request, call CallFunc) (*Result, 
 		return nil, errors.New("codemode: the runner is closed")
 	}
 	r.once.Do(func() {
+		tasks := ""
+		if r.group != "" {
+			tasks = filepath.Join(r.group, "tasks")
+		}
+		var moveErr error
+		r.launch, moveErr = newLauncher(tasks)
+		if moveErr != nil {
+			r.log.Warn("codemode: the workers run outside their cpu cgroup, at nice alone", "group", r.group, "error", moveErr)
+		}
 		r.wg.Add(1)
 		go r.fill()
 	})
@@ -126,7 +165,7 @@ func (r *Runner) Run(ctx context.Context, req Request, call CallFunc) (*Result, 
 		r.log.Warn("codemode: a warm worker died before it ran its block; starting another", "error", res.Error)
 	default:
 	}
-	res, p, err := runFresh(ctx, r.argv, req, call)
+	res, p, err := runFresh(ctx, r.argv, r.launch, req, call)
 	if p != nil {
 		r.reap(p)
 	}
@@ -188,7 +227,7 @@ func (r *Runner) fill() {
 
 // startWarm starts a worker and waits until it is ready for a request.
 func (r *Runner) startWarm() (*process, error) {
-	p, err := startWorker(r.argv)
+	p, err := startWorker(r.argv, r.launch)
 	if err != nil {
 		return nil, err
 	}
@@ -229,6 +268,11 @@ func (r *Runner) Close() error {
 		case p := <-r.ready:
 			p.kill()
 		default:
+			// The launcher's thread ends once the workers of the runs
+			// under way have ended.
+			if r.launch != nil {
+				r.launch.close()
+			}
 			return nil
 		}
 	}
@@ -246,10 +290,11 @@ type process struct {
 	closed sync.Once
 }
 
-// startWorker starts a worker as argv. Its stdin and stdout are blocking
-// pipes: a nested call's round trip wakes the reader's thread directly,
-// not through the poller.
-func startWorker(argv []string) (*process, error) {
+// startWorker starts a worker as argv: from launcher l, or, when l is
+// nil, from an OS thread of its own made for it (hold). Its stdin and
+// stdout are blocking pipes: a nested call's round trip wakes the
+// reader's thread directly, not through the poller.
+func startWorker(argv []string, l *launcher) (*process, error) {
 	inR, inW, err := blockingPipe()
 	if err != nil {
 		return nil, fmt.Errorf("codemode: %w", err)
@@ -265,15 +310,19 @@ func startWorker(argv []string) (*process, error) {
 	cmd.Dir = "/"
 	cmd.WaitDelay = time.Second
 	cmd.Stdin, cmd.Stdout = inR, outW
-	// A worker dies with the daemon, even one killed outright: see hold,
-	// and WorkerMain, which arms the signal again once it has dropped its
-	// privileges (a change of credentials clears it).
+	// A worker dies with the daemon, even one killed outright: see hold
+	// and launcher, and WorkerMain, which arms the signal again once it
+	// has dropped its privileges (a change of credentials clears it).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p := &process{cmd: cmd, in: inW, outF: outR, out: bufio.NewReaderSize(outR, 64<<10), stderr: &tail{max: stderrKeep}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
-	started := make(chan error, 1)
-	goOwnThread(func() { p.hold(started) })
-	err = <-started
+	if l != nil {
+		err = l.start(p)
+	} else {
+		started := make(chan error, 1)
+		goOwnThread(func() { p.hold(started) })
+		err = <-started
+	}
 	inR.Close()
 	outW.Close()
 	if err != nil {
@@ -380,6 +429,94 @@ func lowerThread(by int) error {
 	}
 	return unix.Setpriority(unix.PRIO_PROCESS, tid, min(20-prio+by, 19))
 }
+
+// launcher starts a Runner's workers from one OS thread, locked for its
+// whole life, made workerNice steps nicer and moved into the Runner's
+// cpu cgroup as it starts: each worker is born at that priority and in
+// that group (a child inherits its thread's nice and cgroup), and none
+// runs an instruction at the daemon's. The thread runs nothing else, so
+// no thread that serves anyone is ever changed. It is moved once: a move
+// into a cgroup waits for an RCU grace period and holds up every fork of
+// the host meanwhile, which a move per worker would cost each start.
+//
+// A worker's parent-death signal fires when the thread that started it
+// ends, so the thread lives until the daemon dies, or until its Runner is
+// closed and the last worker it started has been waited for: a live
+// daemon never loses a worker to a thread's end, and a daemon killed
+// outright takes every worker with it.
+type launcher struct {
+	reqs     chan launch
+	stop     chan struct{}  // closed by close: start no more
+	children sync.WaitGroup // the workers started, until waited for
+}
+
+// newLauncher starts a launcher whose thread moves itself into the cpu
+// cgroup whose tasks file is tasks ("": none). It returns once the thread
+// is ready, with why it is not in the cgroup if it could not move (it
+// then starts workers at their nice alone).
+func newLauncher(tasks string) (l *launcher, moveErr error) {
+	l = &launcher{reqs: make(chan launch), stop: make(chan struct{})}
+	ready := make(chan error, 1)
+	goOwnThread(func() { l.run(tasks, ready) })
+	return l, <-ready
+}
+
+// run is the launcher's goroutine, on a thread of its own: see launcher.
+// A thread that cannot be made nicer starts nothing: each start fails.
+func (l *launcher) run(tasks string, ready chan<- error) {
+	prioErr := lowerThread(workerNice)
+	var moveErr error
+	if prioErr == nil && tasks != "" {
+		moveErr = os.WriteFile(tasks, []byte(strconv.Itoa(unix.Gettid())), 0)
+	}
+	ready <- moveErr
+	for {
+		select {
+		case r := <-l.reqs:
+			if prioErr != nil {
+				r.done <- fmt.Errorf("worker priority: %w", prioErr)
+				continue
+			}
+			if err := r.p.cmd.Start(); err != nil {
+				r.done <- err
+				continue
+			}
+			l.children.Add(1)
+			go func(p *process) {
+				defer l.children.Done()
+				defer close(p.exited)
+				p.werr = p.cmd.Wait()
+			}(r.p)
+			r.done <- nil
+		case <-l.stop:
+			l.children.Wait()
+			return
+		}
+	}
+}
+
+// start starts p's command from the launcher's thread and returns once
+// it has started (or failed to); p.exited is closed once it has been
+// waited for.
+func (l *launcher) start(p *process) error {
+	r := launch{p: p, done: make(chan error, 1)}
+	select {
+	case l.reqs <- r:
+	case <-l.stop:
+		return errors.New("the runner is closed")
+	}
+	return <-r.done
+}
+
+// launch is a worker for a launcher to start, and where it answers.
+type launch struct {
+	p    *process
+	done chan error // the start's result
+}
+
+// close makes the launcher start nothing more; its thread ends once the
+// workers it started have been waited for.
+func (l *launcher) close() { close(l.stop) }
 
 // kill ends the worker and waits for it.
 func (p *process) kill() {

@@ -32,6 +32,11 @@ type Options struct {
 	// CodeModeBlocks bounds the CodeMode blocks one user runs at once
 	// (each is a worker process); 0 is DefaultCodeModeBlocks.
 	CodeModeBlocks int
+	// CodeModeGroup, if not "", is the cpu cgroup (v1) directory every
+	// CodeMode worker is born in (codemode.RunnerOptions.CPUGroup): the
+	// daemon gives it the sandboxes' small weight, so that the blocks
+	// running at once come after its service of every user.
+	CodeModeGroup string
 	// noCheckpoints runs without checkpoints: the baseline of the
 	// checkpoints' cost in BenchmarkRuns.
 	noCheckpoints bool
@@ -95,7 +100,7 @@ func Open(space *ns.Space, opts Options) (*Manager, error) {
 	m := &Manager{k: k, space: space, st: k.Store, log: opts.Logger, opts: opts, procs: map[string]*process{}, blockRuns: map[uint32]int{},
 		changes: ns.NewChanges()}
 	if len(opts.CodeModeWorker) > 0 {
-		m.blocks = codemode.NewRunner(opts.CodeModeWorker, opts.Logger)
+		m.blocks = codemode.NewRunnerWith(opts.CodeModeWorker, codemode.RunnerOptions{Log: opts.Logger, CPUGroup: opts.CodeModeGroup})
 	}
 	if err := m.openRenderCache(); err != nil {
 		return nil, err

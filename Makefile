@@ -81,6 +81,7 @@ fuzz:
 	$(call fuzz1,FuzzConn,./ninep)
 	$(call fuzz1,FuzzErrorText,./ninep)
 	$(call fuzz1,FuzzLines,./vfs)
+	$(call fuzz1,FuzzCheckName,./vfs)
 	$(call fuzz1,FuzzParseCron,./sched)
 	$(call fuzz1,FuzzParseCrontab,./sched)
 	$(call fuzz1,FuzzParseScript,./proc/model)

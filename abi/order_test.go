@@ -75,7 +75,7 @@ func topKeys(t *testing.T, b []byte) []string {
 // are byte for byte what they were; set or zero.
 func TestProcResultKeysSorted(t *testing.T) {
 	for _, v := range []any{
-		&SpawnResult{}, &SendResult{}, &ConversationGetResult{}, &StatusResult{}, &ProcStatus{},
+		&SpawnResult{}, &SendResult{}, &ConversationGetResult{}, &StatusResult{}, &ProcStatusRecord{},
 		&AbortResult{}, &HilResult{}, &ResetResult{}, &HistoryResult{}, &ConvOpenResult{},
 		&ConvListResult{}, &ConvCloseResult{}, &ConvResetResult{}, &PolicyResult{}, &CompactResult{},
 		&ForkResult{}, &SegmentsResult{}, &SegmentReadResult{}, &CheckpointResult{},

@@ -11,7 +11,9 @@ import (
 
 // The proc domain: agent processes and their conversations (seed 003,
 // proc.*). The proc room serves these; the scheduler and the CLI call
-// them with these types.
+// them with these types. This file has the processes (spawn, send,
+// status, approvals, kill); conversation.go their conversations; ipc.go
+// processes talking and signal watches.
 
 // PidArgs names a process (empty Pid: the caller's init process): the
 // args of proc.status, proc.abort, proc.reset and others.
@@ -223,131 +225,6 @@ type EventSource struct {
 	Pid      string `json:"pid,omitempty"`
 }
 
-// IpcSendArgs are proc.ipc.send's args: the target process, its
-// conversation, the message and the sender's metadata (a JSON object).
-// SourcePid (ours) names the sending process when the caller is its
-// owner rather than the process itself (a line of its ctl file).
-type IpcSendArgs struct {
-	Pid            string          `json:"pid"`
-	ConversationID string          `json:"conversationId,omitempty"`
-	Message        string          `json:"message"`
-	Metadata       json.RawMessage `json:"metadata,omitempty"`
-	SourcePid      string          `json:"sourcePid,omitempty"`
-}
-
-// IpcSendResult is proc.ipc.send's (and proc.ipc.deliver's) result: the
-// run the message started on the target, or queued behind its running
-// one.
-type IpcSendResult struct {
-	OK             bool   `json:"ok"`
-	Status         string `json:"status"`
-	Pid            string `json:"pid"`
-	SourcePid      string `json:"sourcePid"`
-	ConversationID string `json:"conversationId"`
-	RunID          string `json:"runId"`
-	Queued         bool   `json:"queued,omitempty"`
-}
-
-// IpcCallArgs are proc.ipc.call's args: a send with a deadline
-// (TimeoutMs, 60 s by default, 1 s to 1 h).
-type IpcCallArgs struct {
-	IpcSendArgs
-	TimeoutMs int64 `json:"timeoutMs,omitempty"`
-}
-
-// IpcCallResult is proc.ipc.call's result, at acceptance: the call's id
-// and deadline; the answer comes later to the source as an ipc.reply (or
-// ipc.timeout) event.
-type IpcCallResult struct {
-	OK             bool   `json:"ok"`
-	Status         string `json:"status"`
-	CallID         string `json:"callId"`
-	Pid            string `json:"pid"`
-	SourcePid      string `json:"sourcePid"`
-	ConversationID string `json:"conversationId"`
-	RunID          string `json:"runId"`
-	DeadlineAt     int64  `json:"deadlineAt"`
-	Queued         bool   `json:"queued,omitempty"`
-}
-
-// IpcDelegateArgs are proc.ipc.delegate's args (ours): a task for a
-// worker, a new process of Profile (default "task") labelled Label,
-// whose parent is the source, or the existing worker Pid; the answer
-// comes back as proc.ipc.call's does, within TimeoutMs (5 min by
-// default, 1 s to 1 h).
-type IpcDelegateArgs struct {
-	Task      string `json:"task"`
-	Profile   string `json:"profile,omitempty"`
-	Label     string `json:"label,omitempty"`
-	Pid       string `json:"pid,omitempty"`
-	TimeoutMs int64  `json:"timeoutMs,omitempty"`
-	SourcePid string `json:"sourcePid,omitempty"`
-}
-
-// IpcDelegateResult is proc.ipc.delegate's result: the worker and the
-// call that waits for its answer.
-type IpcDelegateResult struct {
-	IpcCallResult
-	WorkerPid string `json:"workerPid"`
-	Spawned   bool   `json:"spawned"`
-}
-
-// IpcCallRef is the call part of proc.ipc.deliver's args.
-type IpcCallRef struct {
-	CallID     string `json:"callId"`
-	ReplyToPid string `json:"replyToPid"`
-	DeadlineAt int64  `json:"deadlineAt"`
-}
-
-// IpcDeliverArgs are proc.ipc.deliver's args (kernel-only): the
-// validated envelope the kernel delivers into the target conversation.
-type IpcDeliverArgs struct {
-	Pid            string          `json:"pid"`
-	SourcePid      string          `json:"sourcePid"`
-	Source         ProcessIdentity `json:"source"`
-	ConversationID string          `json:"conversationId,omitempty"`
-	Message        string          `json:"message"`
-	Metadata       json.RawMessage `json:"metadata,omitempty"`
-	SentAt         int64           `json:"sentAt"`
-	Call           *IpcCallRef     `json:"call,omitempty"`
-	TraceID        string          `json:"traceId,omitempty"`
-	// RunID (ours) is the id the target's run gets: a call records the
-	// run it waits for before the delivery.
-	RunID string `json:"runId,omitempty"`
-	// SourceLabel (ours) is the source process's label, for the envelope.
-	SourceLabel string `json:"sourceLabel,omitempty"`
-	// Process (ours) is the narrowing of the process capability the
-	// sender acted under (its token's, or its run's): the message
-	// carries it into the target's conversation. nil narrows nothing.
-	Process *ProcessCap `json:"process,omitempty"`
-}
-
-// IpcCall is one call of a process, as /proc/<pid>/ipc shows it: its
-// direction ("out": the process called; "in": it was called), the other
-// process, its deadline and its state (sending while its request is
-// delivered, pending, replied, timed_out, dropped, or abandoned: the
-// daemon stopped before the request was delivered).
-type IpcCall struct {
-	CallID     string `json:"callId"`
-	Direction  string `json:"direction"`
-	SourcePid  string `json:"sourcePid"`
-	TargetPid  string `json:"targetPid"`
-	TargetRun  string `json:"targetRunId,omitempty"`
-	DeadlineAt int64  `json:"deadlineAt"`
-	State      string `json:"state"`
-	CreatedAt  int64  `json:"createdAt"`
-	FinishedAt *int64 `json:"finishedAt,omitempty"`
-	// Reason says what a state means when it needs telling ("abandoned":
-	// the daemon stopped before the request was delivered).
-	Reason string `json:"reason,omitempty"`
-}
-
-// IpcListResult is proc.ipc.list's result (ours): the process's calls,
-// newest first.
-type IpcListResult struct {
-	Calls []IpcCall `json:"calls"`
-}
-
 // SendResult is proc.send's result: the run started, or queued behind the
 // conversation's running one.
 type SendResult struct {
@@ -361,59 +238,14 @@ type SendResult struct {
 	Status    string `json:"status"`
 }
 
-// ConvArgs name a conversation of a process (empty ConversationID: the
-// default one): the args of proc.conversation.get, .close, .reset and
-// others.
-type ConvArgs struct {
-	Pid            string  `json:"pid"`
-	ConversationID string  `json:"conversationId,omitempty"`
-	Title          *string `json:"title,omitempty"`
-	IncludeClosed  bool    `json:"includeClosed,omitempty"`
-	Archive        *bool   `json:"archive,omitempty"`
-}
-
-// CompactArgs are proc.conversation.compact's args.
-type CompactArgs struct {
-	Pid              string  `json:"pid"`
-	ConversationID   string  `json:"conversationId,omitempty"`
-	Summary          *string `json:"summary,omitempty"`
-	GenerateSummary  bool    `json:"generateSummary,omitempty"`
-	KeepLast         *int    `json:"keepLast,omitempty"`
-	ThroughMessageID *int64  `json:"throughMessageId,omitempty"`
-}
-
-// Conversation is the record of one conversation of a process.
-type Conversation struct {
-	ID           string  `json:"id"`
-	Generation   int64   `json:"generation"`
-	Status       string  `json:"status"`
-	Title        *string `json:"title"`
-	MessageCount int64   `json:"messageCount"`
-	CreatedAt    int64   `json:"createdAt"`
-	UpdatedAt    int64   `json:"updatedAt"`
-	// Cap (ours) narrows the process capability of every run of the
-	// conversation's generation: the narrowing of the messages (and
-	// answers, directives) that entered it. A reset clears it. Absent:
-	// none.
-	Cap *ProcessCap `json:"processCap,omitempty"`
-}
-
-// ConversationGetResult is proc.conversation.get's result; Conversation is
-// nil when the process has no conversation of that id.
-type ConversationGetResult struct {
-	Conversation *Conversation `json:"conversation"`
-	OK           bool          `json:"ok"`
-	Pid          string        `json:"pid"`
-}
-
 // ListArgs are proc.list's args: Uid (root only, for another user) lists
 // that user's processes; nil lists the caller's (root: everyone's).
 type ListArgs struct {
 	Uid *uint32 `json:"uid,omitempty"`
 }
 
-// ProcList is proc.list's result.
-type ProcList struct {
+// ProcListResult is proc.list's result.
+type ProcListResult struct {
 	Processes []Process `json:"processes"`
 }
 
@@ -434,10 +266,10 @@ type Process struct {
 	Cap *ProcessCap `json:"processCap,omitempty"`
 }
 
-// ProcStatus is what /proc/<pid>/status shows: the record of a process
+// ProcStatusRecord is what /proc/<pid>/status shows: the record of a process
 // with its live state (idle, running or waiting), its run ("-" when idle)
 // and the count of its queued messages. Unset names are "-".
-type ProcStatus struct {
+type ProcStatusRecord struct {
 	// Created is RFC 3339, UTC.
 	Created   string `json:"created"`
 	Cwd       string `json:"cwd"`
@@ -455,9 +287,9 @@ type ProcStatus struct {
 
 // StatusResult is proc.status's result.
 type StatusResult struct {
-	OK     bool       `json:"ok"`
-	Pid    string     `json:"pid"`
-	Status ProcStatus `json:"status"`
+	OK     bool             `json:"ok"`
+	Pid    string           `json:"pid"`
+	Status ProcStatusRecord `json:"status"`
 }
 
 // Profile is the seed's process profile record.
@@ -572,209 +404,6 @@ type ResetResult struct {
 	Pid              string         `json:"pid"`
 }
 
-// HistoryArgs are proc.history's args: a page by Offset and Limit
-// (default and most 1000), or by AfterID (ours: the messages with a
-// larger id). Generation (ours) reads a given generation; a past one is
-// gone.
-type HistoryArgs struct {
-	Pid            string `json:"pid"`
-	ConversationID string `json:"conversationId,omitempty"`
-	Limit          int    `json:"limit,omitempty"`
-	Offset         int    `json:"offset,omitempty"`
-	AfterID        *int64 `json:"afterId,omitempty"`
-	Generation     *int64 `json:"generation,omitempty"`
-}
-
-// Message is one stored message: role user, assistant, system or
-// toolResult; content is JSON (a string for user and system messages).
-type Message struct {
-	ID        int64           `json:"id"`
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	Timestamp int64           `json:"timestamp"`
-	// Kind, Source and TraceID say what entered the conversation (ours):
-	// set on the messages that start or join a run (user, system), not on
-	// the model's answers or tool results.
-	Kind    string       `json:"kind,omitempty"`
-	Source  *EventSource `json:"source,omitempty"`
-	TraceID string       `json:"traceId,omitempty"`
-}
-
-// HistoryResult is proc.history's result. A page by offset (MessageCount
-// set) also has Truncated and PendingHil (null when no request waits); a
-// page by id has neither.
-type HistoryResult struct {
-	ConversationID string      `json:"conversationId"`
-	MessageCount   *int64      `json:"messageCount,omitempty"`
-	Messages       []Message   `json:"messages"`
-	OK             bool        `json:"ok"`
-	PendingHil     *HilRequest `json:"pendingHil,omitempty"`
-	Pid            string      `json:"pid"`
-	Truncated      *bool       `json:"truncated,omitempty"`
-}
-
-// MarshalJSON implements json.Marshaler: a page by offset always has
-// pendingHil, null when no request waits; the keys stay in sorted order.
-func (r HistoryResult) MarshalJSON() ([]byte, error) {
-	// A nil *HilRequest held in a non-nil interface is not omitted: it
-	// is written as null.
-	var hil any
-	if r.PendingHil != nil || r.MessageCount != nil {
-		hil = r.PendingHil
-	}
-	return json.Marshal(struct {
-		ConversationID string    `json:"conversationId"`
-		MessageCount   *int64    `json:"messageCount,omitempty"`
-		Messages       []Message `json:"messages"`
-		OK             bool      `json:"ok"`
-		PendingHil     any       `json:"pendingHil,omitempty"`
-		Pid            string    `json:"pid"`
-		Truncated      *bool     `json:"truncated,omitempty"`
-	}{r.ConversationID, r.MessageCount, r.Messages, r.OK, hil, r.Pid, r.Truncated})
-}
-
-// ConvOpenResult is proc.conversation.open's result: Created says the
-// conversation is new (else a closed one was opened again).
-type ConvOpenResult struct {
-	Conversation *Conversation `json:"conversation"`
-	Created      bool          `json:"created"`
-	OK           bool          `json:"ok"`
-	Pid          string        `json:"pid"`
-}
-
-// ConvListResult is proc.conversation.list's result.
-type ConvListResult struct {
-	Conversations []Conversation `json:"conversations"`
-	OK            bool           `json:"ok"`
-	Pid           string         `json:"pid"`
-}
-
-// ConvCloseResult is proc.conversation.close's result.
-type ConvCloseResult struct {
-	Closed         bool   `json:"closed"`
-	ConversationID string `json:"conversationId"`
-	OK             bool   `json:"ok"`
-	Pid            string `json:"pid"`
-}
-
-// ConvResetResult is proc.conversation.reset's result: the conversation's
-// new generation, and where the old one was archived (ArchivedTo, when it
-// had messages and was archived).
-type ConvResetResult struct {
-	ArchivedMessages int64  `json:"archivedMessages"`
-	ArchivedTo       string `json:"archivedTo,omitempty"`
-	ConversationID   string `json:"conversationId"`
-	Generation       int64  `json:"generation"`
-	OK               bool   `json:"ok"`
-	Pid              string `json:"pid"`
-}
-
-// Policy is the seed's ProcConversationContextPolicy: Overflow is manual,
-// auto-compact or fail.
-type Policy struct {
-	Overflow          string  `json:"overflow"`
-	CompactAtPressure float64 `json:"compactAtPressure"`
-	KeepLast          int     `json:"keepLast"`
-}
-
-// PolicyArgs are the args of proc.conversation.policy.get and .set (which
-// changes the fields given).
-type PolicyArgs struct {
-	Pid               string   `json:"pid"`
-	ConversationID    string   `json:"conversationId,omitempty"`
-	Overflow          *string  `json:"overflow,omitempty"`
-	CompactAtPressure *float64 `json:"compactAtPressure,omitempty"`
-	KeepLast          *int     `json:"keepLast,omitempty"`
-}
-
-// PolicyResult is the result of proc.conversation.policy.get and .set.
-type PolicyResult struct {
-	OK     bool    `json:"ok"`
-	Pid    string  `json:"pid"`
-	Policy *Policy `json:"policy"`
-}
-
-// Segment is the seed's ProcConversationSegment: a range of messages
-// archived by a compaction.
-type Segment struct {
-	ID               string `json:"id"`
-	ConversationID   string `json:"conversationId"`
-	Generation       int64  `json:"generation"`
-	Kind             string `json:"kind"`
-	FromMessageID    int64  `json:"fromMessageId"`
-	ToMessageID      int64  `json:"toMessageId"`
-	ArchivePath      string `json:"archivePath"`
-	SummaryMessageID *int64 `json:"summaryMessageId"`
-	Messages         int64  `json:"messages"`
-	CreatedAt        int64  `json:"createdAt"`
-}
-
-// CompactResult is proc.conversation.compact's result.
-type CompactResult struct {
-	ArchivedMessages int64   `json:"archivedMessages"`
-	ArchivedTo       string  `json:"archivedTo"`
-	ConversationID   string  `json:"conversationId"`
-	OK               bool    `json:"ok"`
-	Pid              string  `json:"pid"`
-	Segment          Segment `json:"segment"`
-	SummaryMessageID int64   `json:"summaryMessageId"`
-}
-
-// ForkArgs are proc.conversation.fork's args: exactly one of
-// ThroughMessageID (branch the live history) and SegmentID (restore a
-// segment, with the live suffix that followed it unless
-// IncludeLiveSuffix is false).
-type ForkArgs struct {
-	Pid                  string  `json:"pid"`
-	ConversationID       string  `json:"conversationId,omitempty"`
-	SegmentID            string  `json:"segmentId,omitempty"`
-	ThroughMessageID     *int64  `json:"throughMessageId,omitempty"`
-	TargetConversationID string  `json:"targetConversationId,omitempty"`
-	Title                *string `json:"title,omitempty"`
-	IncludeLiveSuffix    *bool   `json:"includeLiveSuffix,omitempty"`
-}
-
-// ForkResult is proc.conversation.fork's result.
-type ForkResult struct {
-	IncludedLiveSuffix   bool          `json:"includedLiveSuffix"`
-	OK                   bool          `json:"ok"`
-	Pid                  string        `json:"pid"`
-	RestoredMessages     int           `json:"restoredMessages"`
-	Segment              *Segment      `json:"segment,omitempty"`
-	SourceConversationID string        `json:"sourceConversationId"`
-	TargetConversation   *Conversation `json:"targetConversation"`
-	ThroughMessageID     *int64        `json:"throughMessageId,omitempty"`
-}
-
-// SegmentsResult is proc.conversation.segments's result.
-type SegmentsResult struct {
-	ConversationID string    `json:"conversationId"`
-	OK             bool      `json:"ok"`
-	Pid            string    `json:"pid"`
-	Segments       []Segment `json:"segments"`
-}
-
-// SegmentReadArgs are proc.conversation.segment.read's args: a page of
-// the segment's archived messages (Limit: default and most 1000).
-type SegmentReadArgs struct {
-	Pid            string `json:"pid"`
-	ConversationID string `json:"conversationId,omitempty"`
-	SegmentID      string `json:"segmentId"`
-	Limit          int    `json:"limit,omitempty"`
-	Offset         int    `json:"offset,omitempty"`
-}
-
-// SegmentReadResult is proc.conversation.segment.read's result.
-type SegmentReadResult struct {
-	ConversationID string    `json:"conversationId"`
-	MessageCount   int64     `json:"messageCount"`
-	Messages       []Message `json:"messages"`
-	OK             bool      `json:"ok"`
-	Pid            string    `json:"pid"`
-	Segment        Segment   `json:"segment"`
-	Truncated      bool      `json:"truncated"`
-}
-
 // CheckpointArgs are proc.checkpoint's args: without ConversationID every
 // conversation is checkpointed.
 type CheckpointArgs struct {
@@ -792,66 +421,4 @@ type CheckpointResult struct {
 // SetIdentityResult is proc.setidentity's result.
 type SetIdentityResult struct {
 	OK bool `json:"ok"`
-}
-
-// WatchArgs are signal.watch's args: the signal's name, the process whose
-// signals to watch (required of a process, never itself), a key that
-// makes the watch an upsert, state given back with each delivery, once
-// (default true) and the TTL (24 h by default, 1 s to 30 d).
-// WatcherPid (ours) names the watching process when the caller is its
-// owner (a line of its ctl file).
-type WatchArgs struct {
-	Signal     string          `json:"signal"`
-	ProcessID  string          `json:"processId,omitempty"`
-	Key        string          `json:"key,omitempty"`
-	State      json.RawMessage `json:"state,omitempty"`
-	Once       *bool           `json:"once,omitempty"`
-	TTLMs      *int64          `json:"ttlMs,omitempty"`
-	WatcherPid string          `json:"watcherPid,omitempty"`
-}
-
-// WatchResult is signal.watch's result.
-type WatchResult struct {
-	WatchID   string `json:"watchId"`
-	Created   bool   `json:"created"`
-	CreatedAt int64  `json:"createdAt"`
-	ExpiresAt *int64 `json:"expiresAt"`
-}
-
-// UnwatchArgs are signal.unwatch's args: one of WatchID and Key.
-type UnwatchArgs struct {
-	WatchID    string `json:"watchId,omitempty"`
-	Key        string `json:"key,omitempty"`
-	WatcherPid string `json:"watcherPid,omitempty"`
-}
-
-// UnwatchResult is signal.unwatch's result.
-type UnwatchResult struct {
-	Removed int `json:"removed"`
-}
-
-// Watch is a signal watch as signal.list (ours) shows it.
-type Watch struct {
-	WatchID    string          `json:"watchId"`
-	WatcherPid string          `json:"watcherPid"`
-	Signal     string          `json:"signal"`
-	ProcessID  string          `json:"processId,omitempty"`
-	Key        string          `json:"key,omitempty"`
-	State      json.RawMessage `json:"state,omitempty"`
-	Once       bool            `json:"once"`
-	Status     string          `json:"status"`
-	Fired      int             `json:"fired"`
-	Error      string          `json:"error,omitempty"`
-	CreatedAt  int64           `json:"createdAt"`
-	ExpiresAt  int64           `json:"expiresAt"`
-}
-
-// WatchListArgs are signal.list's args: the watches of a process.
-type WatchListArgs struct {
-	Pid string `json:"pid,omitempty"`
-}
-
-// WatchListResult is signal.list's result.
-type WatchListResult struct {
-	Watches []Watch `json:"watches"`
 }

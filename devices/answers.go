@@ -12,7 +12,7 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/devices/local"
-	"gsvfs.dev/gsvfs/ninep"
+	"gsvfs.dev/gsvfs/vfs"
 )
 
 // What a device answers is data to the kernel, and a device may be
@@ -165,13 +165,14 @@ func oneLine(s string, max int) string {
 	return s
 }
 
-// checkName reports whether a device may answer name as a file's name.
+// checkName reports whether a device may answer name as a file's name:
+// a file name (vfs.CheckName) without a control character.
 func checkName(what, name string) error {
-	switch {
-	case len(name) > ninep.MaxNameLen:
-		return fmt.Errorf("%s of %d bytes (at most %d)", what, len(name), ninep.MaxNameLen)
-	case name == "" || name == "." || name == ".." || strings.Contains(name, "/"):
-		return fmt.Errorf("%s %q", what, name)
+	switch err := vfs.CheckName(name); {
+	case err == vfs.ErrNameTooLong:
+		return fmt.Errorf("%s of %d bytes (at most %d)", what, len(name), vfs.MaxName)
+	case err != nil:
+		return fmt.Errorf("%s %q: %v", what, name, err)
 	case hasControl(name):
 		return fmt.Errorf("%s %q with a control character", what, name)
 	}

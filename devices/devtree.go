@@ -106,18 +106,18 @@ func (r *Router) renderStatus(res *abi.SessionListResult) []byte {
 // is the same; JSON args take the device arm ({"target":{"device":
 // {...}}}), its id filled in.
 func (r *Router) shellDir(shellPath, target string, meta vfs.Meta) vfs.Dir {
-	open := func(l ns.CtlLine) (string, any, error) {
+	open := func(l ns.CtlLine) (kernel.Bound, error) {
 		if target != "" {
-			return "process.session.open", &abi.SessionOpenArgs{Target: abi.ProcessTarget{Device: &abi.ProcessDeviceTarget{ID: target}}}, nil
+			return kernel.BindName("process.session.open", &abi.SessionOpenArgs{Target: abi.ProcessTarget{Device: &abi.ProcessDeviceTarget{ID: target}}}), nil
 		}
-		return "process.session.open", &abi.SessionOpenArgs{}, nil // JSON args only; see openWords
+		return kernel.BindName("process.session.open", &abi.SessionOpenArgs{}), nil // JSON args only; see openWords
 	}
-	words := func(ws []string) (string, any, error) {
+	words := func(ws []string) (kernel.Bound, error) {
 		call, args, err := openWords(ws)
 		if a, ok := args.(*abi.SessionOpenArgs); ok && err == nil && target != "" {
 			a.Target = abi.ProcessTarget{Device: &abi.ProcessDeviceTarget{ID: target, ProcessLocalTarget: *a.Target.Local}}
 		}
-		return call, args, err
+		return kernel.BindName(call, args), err
 	}
 	// clone is a ctl whose result is the new session id: exec 3<>clone;
 	// echo 'open network=none' >&3; read sid <&3.
@@ -198,44 +198,44 @@ func (r *Router) sessionDir(ctx context.Context, shellPath string, s *abi.Sessio
 	own := r.ownerOf(ctx, s)
 	sid := s.SessionID
 	base := shellPath + "/" + sid
-	signal := func(sig string, l ns.CtlLine) (string, any, error) {
+	signal := func(sig string, l ns.CtlLine) (kernel.Bound, error) {
 		a := &abi.SessionSignalArgs{SessionID: sid, Signal: sig}
 		if v, ok := l.LookupOpt("grace"); ok {
 			d, err := time.ParseDuration(v)
 			if err != nil {
-				return "", nil, abi.E(abi.Invalid, fmt.Sprintf("grace=%q is not a duration (such as 2s)", v))
+				return kernel.Bound{}, abi.E(abi.Invalid, fmt.Sprintf("grace=%q is not a duration (such as 2s)", v))
 			}
 			n := int64(d)
 			a.GraceTimeoutNs = &n
 		}
-		return "process.session.signal", a, nil
+		return kernel.BindName("process.session.signal", a), nil
 	}
 	ctl := r.wordCtl(base, own.at(base+"/ctl", 0o600),
 		map[string]ns.CtlVerb{
-			"exec": func(l ns.CtlLine) (string, any, error) {
-				return "process.exec.start", &abi.ExecArgs{SessionID: sid}, nil // JSON args only; see wordCtl
+			"exec": func(l ns.CtlLine) (kernel.Bound, error) {
+				return kernel.BindName("process.exec.start", &abi.ExecArgs{SessionID: sid}), nil // JSON args only; see wordCtl
 			},
-			"signal": func(l ns.CtlLine) (string, any, error) {
+			"signal": func(l ns.CtlLine) (kernel.Bound, error) {
 				if l.JSON != nil {
 					return signal("", l)
 				}
 				if len(l.Words) != 1 {
-					return "", nil, abi.E(abi.Invalid, "usage: signal term|kill|int [grace=<duration>]")
+					return kernel.Bound{}, abi.E(abi.Invalid, "usage: signal term|kill|int [grace=<duration>]")
 				}
 				return signal(l.Words[0], l)
 			},
-			"close": func(l ns.CtlLine) (string, any, error) {
+			"close": func(l ns.CtlLine) (kernel.Bound, error) {
 				if len(l.Words) != 0 {
-					return "", nil, abi.E(abi.Invalid, "usage: close [grace=<duration>]")
+					return kernel.Bound{}, abi.E(abi.Invalid, "usage: close [grace=<duration>]")
 				}
 				return signal(abi.SignalTerm, l)
 			},
 		},
-		map[string]wordVerb{"exec": func(words []string) (string, any, error) {
+		map[string]wordVerb{"exec": func(words []string) (kernel.Bound, error) {
 			if len(words) == 0 {
-				return "", nil, abi.E(abi.Invalid, "usage: exec <argv...>")
+				return kernel.Bound{}, abi.E(abi.Invalid, "usage: exec <argv...>")
 			}
-			return "process.exec.start", &abi.ExecArgs{SessionID: sid, Argv: words}, nil
+			return kernel.BindName("process.exec.start", &abi.ExecArgs{SessionID: sid, Argv: words}), nil
 		}},
 		func(res any) (string, error) {
 			b, err := json.Marshal(res)
@@ -250,7 +250,7 @@ func (r *Router) sessionDir(ctx context.Context, shellPath string, s *abi.Sessio
 	}}
 	// wait renders at its first read, whose context ends the wait (Ctrl-C
 	// of the reader, 9P Tflush).
-	wait := &vfs.Sequential{Meta: own.at(base+"/wait", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
+	wait := &vfs.Sequential{Meta: own.at(base+"/wait", 0o400), OpenReader: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
 		return &lazyReader{render: func(ctx context.Context) ([]byte, error) {
 			res, err := kernel.Invoke[*abi.ExecResult](ctx, r.k, ns.CallerOf(cred, ""), "process.session.wait", &abi.SessionGetArgs{SessionID: sid})
 			if err != nil {
@@ -260,7 +260,7 @@ func (r *Router) sessionDir(ctx context.Context, shellPath string, s *abi.Sessio
 		}}, nil
 	}}
 	output := func(stream string) *vfs.Sequential {
-		return &vfs.Sequential{Meta: own.at(base+"/"+stream, 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
+		return &vfs.Sequential{Meta: own.at(base+"/"+stream, 0o400), OpenReader: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
 			return &outputReader{r: r, c: ns.CallerOf(cred, ""), ref: sid + "/" + stream}, nil
 		}, Size: func(ctx context.Context, cred vfs.Cred) (int64, error) {
 			// The output's size, from a window of one byte: a copier
@@ -386,7 +386,7 @@ func (r *Router) blobsDir() vfs.Dir {
 
 // A wordVerb turns the words of a ctl line, split as a shell splits them
 // (splitWords), into a syscall and its args.
-type wordVerb func(words []string) (call string, args any, err error)
+type wordVerb func(words []string) (kernel.Bound, error)
 
 // wordCtl is space.CtlShow(dir, meta, verbs, show) whose verbs in words
 // take the rest of their line as shell words (double and single quotes,
@@ -413,21 +413,20 @@ func (r *Router) wordCtl(dir string, meta *ns.Meta, verbs map[string]ns.CtlVerb,
 		}
 		c := ns.CallerOf(cred, dir)
 		ws, err := splitWords(rest)
-		call := ""
-		var args any
+		var b kernel.Bound
 		if err == nil {
-			call, args, err = fn(ws)
+			b, err = fn(ws)
 		}
 		if err != nil {
-			if call != "" {
-				err = abi.E(abi.Op(call), file, err)
+			if b.Name() != "" {
+				err = abi.E(abi.Op(b.Name()), file, err)
 			} else {
 				err = abi.E(file, err)
 			}
 			r.k.NoteError(c.Uid, dir, err)
 			return "", err
 		}
-		res, err := r.k.Call(ctx, c, call, args)
+		res, err := r.k.Make(ctx, c, b)
 		if err != nil {
 			return "", err
 		}

@@ -588,7 +588,7 @@ func (r *Router) attach(d *remoteDevice) {
 }
 
 // detach forgets d if it is still its id's live connection and records
-// the device offline; the shell and exec sessions it ran fail.
+// the device offline; the shell jobs and exec sessions it ran fail.
 func (r *Router) detach(d *remoteDevice) {
 	d.close(errors.New("the connection ended"))
 	r.mu.Lock()
@@ -605,7 +605,7 @@ func (r *Router) detach(d *remoteDevice) {
 		}
 	}
 	r.mu.Unlock()
-	r.failShellSessions(d)
+	r.failShellJobs(d)
 	r.failProcessSessions(d)
 	if err := r.Disconnected(context.Background(), d.id, d.connID); err != nil {
 		r.log.Warn("device disconnected: recording it", "device", d.id, "err", err)

@@ -62,7 +62,7 @@ type Router struct {
 
 	mu          sync.Mutex
 	remotes     map[string]*remoteDevice // the live connections, by device id
-	shellRoutes map[string]shellRoute    // shell sessions running on devices, by session id
+	shellRoutes map[string]shellRoute    // shell jobs running on devices, by job id
 	procRoutes  map[string]shellRoute    // exec sessions opened on devices, by session id
 	devDirs     map[string]vfs.Dir       // the /dev/<id> directories made
 	slots       map[uint32]chan struct{} // the answer slots of each owner's devices (answers.go)
@@ -85,7 +85,7 @@ func New(k *kernel.Kernel, opts Options) (*Router, error) {
 	if err := offlineAll(context.Background(), k.Store); err != nil {
 		return nil, err
 	}
-	if err := openShellSessions(context.Background(), k.Store); err != nil {
+	if err := openShellJobs(context.Background(), k.Store); err != nil {
 		return nil, err
 	}
 	if err := openProcessSessions(context.Background(), k.Store); err != nil {

@@ -12,17 +12,16 @@ import (
 	"gsvfs.dev/gsvfs/kernel"
 )
 
-// Exec sessions on the router: the process.* syscalls, the process
-// capability each caller has, and the migration that grants them to the
-// users group.
+// Exec sessions on the router: the process.* syscalls and the process
+// capability each caller has.
 
-// migrations are the devices room's schema steps: the users group may
-// make the process.* syscalls; the device registry (devices, the groups
-// granted each in device_access; see registry.go); the users group may
-// make sys.device.update and sys.device.grant.
+// migrations are the devices room's schema steps: the device registry
+// (devices, the groups granted each in device_access; see registry.go)
+// and the shell sessions on devices. The steps that once wrote grants are
+// kept as no-ops so later numbers stay.
 var migrations = []string{
-	`INSERT INTO group_caps(gid,cap) SELECT 100,'process.*'
-		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap='process.*')`,
+	// A step kept so later numbers stay: grants come from descriptors.
+	`SELECT 1`,
 	`CREATE TABLE devices (
 		device_id TEXT PRIMARY KEY,
 		owner_uid INTEGER NOT NULL,
@@ -40,8 +39,7 @@ var migrations = []string{
 		device_id TEXT NOT NULL REFERENCES devices(device_id) ON DELETE CASCADE,
 		gid INTEGER NOT NULL,
 		PRIMARY KEY (device_id, gid));`,
-	`INSERT INTO group_caps(gid,cap) SELECT 100,c.cap FROM (SELECT 'sys.device.update' AS cap UNION ALL SELECT 'sys.device.grant') c
-		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap=c.cap)`,
+	`SELECT 1`, // a step kept: grants come from descriptors
 	// The shell sessions running on devices, by session id: where a poll
 	// goes, and, once the device is gone, what it answers.
 	`CREATE TABLE device_shell_sessions (
@@ -60,10 +58,7 @@ var migrations = []string{
 		uid INTEGER NOT NULL,
 		failed INTEGER NOT NULL DEFAULT 0,
 		expires_at INTEGER NOT NULL)`,
-	// The users group may remove their devices (a user owns at most
-	// config/devices/max_per_user of them).
-	`INSERT INTO group_caps(gid,cap) SELECT 100,'sys.device.remove'
-		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap='sys.device.remove')`,
+	`SELECT 1`, // a step kept: grants come from descriptors
 }
 
 // Config keys of the process capability: the system's (root sets it),

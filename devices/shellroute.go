@@ -11,21 +11,22 @@ import (
 	"gsvfs.dev/gsvfs/kernel"
 )
 
-// Shell sessions on devices: a shell.exec on a device that answers
-// "running" has a session there, and later calls with its sessionId and
-// no target go to that device. The router keeps where each runs in
-// memory (shellRoutes, with the live connection) and in the store
-// (device_shell_sessions), so that once the device is gone — its
-// connection ended, or the kernel restarted — a poll answers failed
-// "Device disconnected" from the record without the device, once; the
-// record then goes. Records expire with the seed's shell sessions, 24 h
-// after their last update.
+// Shell jobs on devices: a shell.exec on a device that answers "running"
+// has a job there (the seed's shell session), and later calls with its
+// sessionId and no target go to that device. The router keeps where each
+// runs in memory (shellRoutes, with the live connection) and in the store
+// (device_shell_sessions, a table named with the seed's word), so that
+// once the device is gone — its connection ended, or the kernel restarted
+// — a poll answers failed "Device disconnected" from the record without
+// the device, once; the record then goes. Records expire with the jobs,
+// 24 h after their last update.
 
-// shellSessionTTL is how long a device shell session's record is kept
-// after its last update.
-const shellSessionTTL = 24 * time.Hour
+// shellJobTTL is how long a device shell job's record is kept after its
+// last update.
+const shellJobTTL = 24 * time.Hour
 
-// shellRoute is where a routed shell session runs.
+// shellRoute is where a routed shell job (in shellRoutes) or exec
+// session (in procRoutes) runs.
 type shellRoute struct {
 	dev    *remoteDevice
 	uid    uint32
@@ -35,12 +36,12 @@ type shellRoute struct {
 	network string
 }
 
-// errDisconnected is a session's result once its device is gone.
+// errDisconnected is a job's result once its device is gone.
 func errDisconnected(sid string) *abi.ShellExecResult {
 	return &abi.ShellExecResult{Status: "failed", Error: "Device disconnected", SessionID: sid}
 }
 
-// continueRouted finds the device session sid of c: ok is false if it is
+// continueRouted finds the device job sid of c: ok is false if it is
 // not one (the local device's, or unknown). Otherwise res is its answer
 // when its device is gone (the record is then removed), or d its live
 // device.
@@ -77,7 +78,7 @@ func (r *Router) continueRouted(ctx context.Context, c *kernel.Caller, sid strin
 }
 
 // execOn is shell.exec on the remote device d, keeping the record of the
-// session it runs.
+// job it runs.
 func (r *Router) execOn(ctx context.Context, c *kernel.Caller, d *remoteDevice, a *abi.ShellExecArgs) (*abi.ShellExecResult, error) {
 	res, err := d.Exec(ctx, whoOf(c), a)
 	if err != nil {
@@ -117,10 +118,10 @@ func (r *Router) execOn(ctx context.Context, c *kernel.Caller, d *remoteDevice, 
 	return res, nil
 }
 
-// freshSession checks that sid, a session id device d answered for a new
-// session of uid, is not another session's: one that routes (in memory,
-// or in the store's table) to another device or user. A device cannot so
-// take over the session of someone else.
+// freshSession checks that sid, the id device d answered for a new exec
+// session or shell job of uid, is not another's: one that routes (in
+// memory, or in the store's table) to another device or user. A device
+// cannot so take over the session or job of someone else.
 func (r *Router) freshSession(ctx context.Context, table string, routes map[string]shellRoute, sid string, d *remoteDevice, uid uint32) error {
 	r.mu.Lock()
 	sr, ok := routes[sid]
@@ -144,18 +145,18 @@ func (r *Router) freshSession(ctx context.Context, table string, routes map[stri
 	return nil
 }
 
-// failShellSessions records the sessions of d's connection as failed.
-func (r *Router) failShellSessions(d *remoteDevice) {
+// failShellJobs records the jobs of d's connection as failed.
+func (r *Router) failShellJobs(d *remoteDevice) {
 	if _, err := r.k.Store.Exec(context.Background(), `UPDATE device_shell_sessions SET failed=1 WHERE connection_id=?`, d.connID); err != nil {
-		r.log.Warn("device disconnected: failing its shell sessions", "device", d.id, "err", err)
+		r.log.Warn("device disconnected: failing its shell jobs", "device", d.id, "err", err)
 	}
 }
 
-// openShellSessions readies the records at the router's start: no
-// connection survives a restart, so every session's device is gone; the
-// records past their TTL go.
-func openShellSessions(ctx context.Context, st *kernel.Store) error {
-	if _, err := st.Exec(ctx, `DELETE FROM device_shell_sessions WHERE updated_at<?`, time.Now().Add(-shellSessionTTL).UnixMilli()); err != nil {
+// openShellJobs readies the records at the router's start: no connection
+// survives a restart, so every job's device is gone; the records past
+// their TTL go.
+func openShellJobs(ctx context.Context, st *kernel.Store) error {
+	if _, err := st.Exec(ctx, `DELETE FROM device_shell_sessions WHERE updated_at<?`, time.Now().Add(-shellJobTTL).UnixMilli()); err != nil {
 		return err
 	}
 	_, err := st.Exec(ctx, `UPDATE device_shell_sessions SET failed=1 WHERE failed=0`)

@@ -133,9 +133,9 @@ var validKey = regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`)
 // configSyscalls is the table of the configuration syscalls.
 func (k *Kernel) configSyscalls() []Syscall {
 	return []Syscall{
-		Fn("sys.config.get", 0, k.configGetCall),
-		Fn("sys.config.set", 0, k.configSet),
-		Fn("sys.config.unset", 0, k.configUnset),
+		Handle(abi.SysConfigGet, k.configGetCall),
+		Handle(abi.SysConfigSet, k.configSet),
+		Handle(abi.SysConfigUnset, k.configUnset),
 	}
 }
 
@@ -240,7 +240,7 @@ func (k *Kernel) configSet(ctx context.Context, c *Caller, a *abi.ConfigSetArgs)
 	if !aud.all {
 		aud.uids = ownerOfConfigKey(key)
 	}
-	k.signal("sys.config.changed", map[string]any{"key": key}, aud)
+	publish(k, abi.SigConfigChange, abi.ConfigChanged{Key: key}, aud)
 	return &abi.ConfigSetResult{OK: true}, nil
 }
 
@@ -275,7 +275,7 @@ func (k *Kernel) configUnset(ctx context.Context, c *Caller, a *abi.ConfigUnsetA
 	if !aud.all {
 		aud.uids = ownerOfConfigKey(key)
 	}
-	k.signal("sys.config.changed", map[string]any{"key": key, "unset": true}, aud)
+	publish(k, abi.SigConfigChange, abi.ConfigChanged{Key: key, Unset: true}, aud)
 	return &abi.ConfigSetResult{OK: true}, nil
 }
 

@@ -11,19 +11,19 @@ import (
 	"gsvfs.dev/gsvfs/abi"
 )
 
-// Flags say who may make a syscall and when.
-type Flags uint8
+// Flags say how a syscall is called (abi.CallFlags).
+type Flags = abi.CallFlags
 
 const (
 	// KernelOnly syscalls are refused (403) to every caller but the kernel
 	// itself.
-	KernelOnly Flags = 1 << iota
+	KernelOnly = abi.KernelOnly
 	// Internal syscalls take Go values, not JSON: they serve the namespace's
 	// own nodes (the POSIX side of the data tree) and are unknown (400) to
 	// request frames.
-	Internal
+	Internal = abi.Internal
 	// BeforeSetup syscalls may run while the system is not set up.
-	BeforeSetup
+	BeforeSetup = abi.BeforeSetup
 )
 
 // Caller is who makes a syscall and from where.
@@ -37,6 +37,8 @@ type Caller struct {
 type syscallDef struct {
 	name   string
 	flags  Flags
+	grant  abi.Grant
+	desc   abi.Desc // nil for a legacy Fn entry
 	decode func(json.RawMessage) (any, error)
 	call   func(context.Context, *Caller, any) (any, error)
 	// admit, if set, is the syscall's own rule on who may make it, checked
@@ -52,7 +54,41 @@ type Syscall struct{ def *syscallDef }
 // Name returns the syscall's name.
 func (s Syscall) Name() string { return s.def.name }
 
-// Fn makes the table entry of the syscall name, served by fn. A request
+// Handle makes the table entry of the syscall d, served by fn: the
+// name, grant and flags are d's. A request frame's JSON args are decoded
+// strictly (DecodeArgs) into a fresh *A; in-process callers make it with
+// Do.
+func Handle[A any, R any](d abi.Call[A, R], fn func(ctx context.Context, c *Caller, args *A) (R, error)) Syscall {
+	s := Fn(d.Name, d.Flags, fn)
+	s.def.grant = d.Grant
+	s.def.desc = d
+	return s
+}
+
+// Do makes the syscall d as c, through the dispatcher (Call), with args
+// (nil for a zero A), and returns its typed result.
+func Do[A any, R any](ctx context.Context, k *Kernel, c *Caller, d abi.Call[A, R], args *A) (R, error) {
+	var zero R
+	var in any = args
+	if args == nil {
+		in = nil
+	}
+	res, err := k.Call(ctx, c, d.Name, in)
+	if err != nil {
+		return zero, err
+	}
+	if res == nil {
+		return zero, nil
+	}
+	r, ok := res.(R)
+	if !ok {
+		return zero, abi.E(abi.Op(d.Name), abi.Other, fmt.Sprintf("result of type %T", res))
+	}
+	return r, nil
+}
+
+// Fn makes the table entry of the syscall name, served by fn; its grant
+// is the one legacyGrant gives the name. Tables are moving to Handle. A request
 // frame's JSON args are decoded strictly (DecodeArgs) into a fresh *A;
 // in-process callers pass an *A (or an A, or nil for a zero A) to Call
 // directly.
@@ -60,6 +96,7 @@ func Fn[A any, R any](name string, flags Flags, fn func(ctx context.Context, c *
 	return Syscall{&syscallDef{
 		name:  name,
 		flags: flags,
+		grant: legacyGrant(name),
 		decode: func(raw json.RawMessage) (any, error) {
 			a := new(A)
 			if err := DecodeArgs(raw, a); err != nil {
@@ -100,6 +137,54 @@ func (k *Kernel) Register(calls ...Syscall) {
 		}
 		k.calls[s.def.name] = s.def
 	}
+	k.granted = nil
+}
+
+// grantedTo returns the names of the syscalls whose grant has every bit
+// of g, sorted: the capabilities the kernel derives for the users group
+// (abi.Users) and for nobody (abi.Strangers).
+func (k *Kernel) grantedTo(g abi.Grant) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if names, ok := k.granted[g]; ok {
+		return names
+	}
+	names := []string{}
+	for n, d := range k.calls {
+		if d.grant&g == g && d.flags&KernelOnly == 0 {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	if k.granted == nil {
+		k.granted = map[abi.Grant][]string{}
+	}
+	k.granted[g] = names
+	return names
+}
+
+// grants reports whether the syscall name is registered with a grant
+// that has class's bits.
+func (k *Kernel) grants(name string, class abi.Grant) bool {
+	k.mu.RLock()
+	d := k.calls[name]
+	k.mu.RUnlock()
+	return d != nil && d.grant&class == class && class != 0 && d.flags&KernelOnly == 0
+}
+
+// Descs returns the descriptors of the registered syscalls made with
+// Handle, sorted by name.
+func (k *Kernel) Descs() []abi.Desc {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	var out []abi.Desc
+	for _, d := range k.calls {
+		if d.desc != nil {
+			out = append(out, d.desc)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CallName() < out[j].CallName() })
+	return out
 }
 
 // Call is the single dispatcher: every syscall, from a request frame, a

@@ -35,18 +35,29 @@ func (a audience) sees(id *Identity) bool {
 // dropped and the reader is told how many with an "events.lost" frame.
 const subQueue = 4096
 
+// Event is a signal's envelope on the bus: its name, the process and
+// conversation it belongs to (from an abi.Scoped payload; "" when it
+// belongs to none) and its payload. Filters and observers read the
+// envelope, never the payload, to route it.
+type Event struct {
+	Signal  string
+	Pid     string
+	Conv    string
+	Payload any
+}
+
 type bus struct {
 	mu        sync.Mutex
 	seq       uint64
 	subs      map[*Subscription]struct{}
-	observers []func(signal string, payload any, a Audience)
+	observers []func(ev *Event, a Audience)
 }
 
 // Observe adds f to the observers of the signal bus: f sees every signal
 // with its audience, in the order published, before any subscriber. It
 // runs with the bus locked: it must return at once (hand the signal to a
 // goroutine of its own) and must not publish.
-func (k *Kernel) Observe(f func(signal string, payload any, a Audience)) {
+func (k *Kernel) Observe(f func(ev *Event, a Audience)) {
 	k.bus.mu.Lock()
 	defer k.bus.mu.Unlock()
 	k.bus.observers = append(k.bus.observers, f)
@@ -57,7 +68,7 @@ func (k *Kernel) Observe(f func(signal string, payload any, a Audience)) {
 // methods of a vfs.Subscription, which a stream file serves.
 type Subscription struct {
 	id     *Identity
-	filter func(signal string, payload any) bool
+	filter func(ev *Event) bool
 	mu     sync.Mutex
 	q      [][]byte
 	lost   uint64
@@ -66,29 +77,60 @@ type Subscription struct {
 	bus    *bus
 }
 
+// Publish publishes the signal sig with payload p to every Subscription
+// in the audience a. A payload that is abi.Scoped puts its pid and
+// conversation on the envelope.
+func Publish[P any](k *Kernel, sig abi.Signal[P], p P, a Audience) {
+	k.send(event(sig, p), audience{all: a.All, uids: a.Uids, conn: a.Conn})
+}
+
+// publish is Publish with the kernel's own audience.
+func publish[P any](k *Kernel, sig abi.Signal[P], p P, a audience) { k.send(event(sig, p), a) }
+
+func event[P any](sig abi.Signal[P], p P) *Event {
+	ev := &Event{Signal: sig.Name, Payload: p}
+	if s, ok := any(p).(abi.Scoped); ok {
+		ev.Pid, ev.Conv = s.SignalScope()
+	}
+	return ev
+}
+
 // Signal publishes a signal frame to every Subscription in the audience.
+// Rooms are moving to Publish and typed signals.
 func (k *Kernel) Signal(signal string, payload any, a Audience) {
 	k.signal(signal, payload, audience{all: a.All, uids: a.Uids, conn: a.Conn})
 }
 
 func (k *Kernel) signal(signal string, payload any, a audience) {
+	ev := &Event{Signal: signal, Payload: payload}
+	switch p := payload.(type) {
+	case abi.Scoped:
+		ev.Pid, ev.Conv = p.SignalScope()
+	case map[string]any: // an untyped payload of a room not yet on Publish
+		ev.Pid, _ = p["pid"].(string)
+		ev.Conv, _ = p["conversationId"].(string)
+	}
+	k.send(ev, a)
+}
+
+func (k *Kernel) send(ev *Event, a audience) {
 	b := &k.bus
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.seq++
 	for _, f := range b.observers {
-		f(signal, payload, Audience{All: a.all, Uids: a.uids, Conn: a.conn})
+		f(ev, Audience{All: a.all, Uids: a.uids, Conn: a.conn})
 	}
 	if len(b.subs) == 0 {
 		return
 	}
-	rec, err := json.Marshal(abi.SignalFrame{Type: "sig", Signal: signal, Payload: payload, Seq: b.seq})
+	rec, err := json.Marshal(abi.SignalFrame{Type: "sig", Signal: ev.Signal, Payload: ev.Payload, Seq: b.seq})
 	if err != nil {
-		k.log.Error("signal encode", "signal", signal, "err", err)
+		k.log.Error("signal encode", "signal", ev.Signal, "err", err)
 		return
 	}
 	rec = append(rec, '\n')
-	wants := func(s *Subscription) bool { return s.filter == nil || s.filter(signal, payload) }
+	wants := func(s *Subscription) bool { return s.filter == nil || s.filter(ev) }
 	if a.conn != nil {
 		routed := false
 		for s := range b.subs {
@@ -124,7 +166,7 @@ func (s *Subscription) push(rec []byte) {
 
 // Subscribe returns a subscription to the signals id may see, starting now.
 // filter, if not nil, narrows them further.
-func (k *Kernel) Subscribe(id *Identity, filter func(signal string, payload any) bool) *Subscription {
+func (k *Kernel) Subscribe(id *Identity, filter func(ev *Event) bool) *Subscription {
 	s := &Subscription{id: id, filter: filter, wake: make(chan struct{}, 1), bus: &k.bus}
 	k.bus.mu.Lock()
 	if k.bus.subs == nil {
@@ -211,20 +253,19 @@ func (b *bus) closeAll() {
 // serves the err views.
 func (k *Kernel) eventSyscalls() []Syscall {
 	return []Syscall{
-		Fn("sys.events", Internal, k.events),
-		Fn("sys.lasterror", Internal, k.lastErrorCall),
+		Handle(abi.SysEvents, k.events),
+		Handle(abi.SysLastError, k.lastErrorCall),
 	}
 }
 
 // events serves sys.events: a subscription to the signals the caller may
 // see, from now on.
-func (k *Kernel) events(ctx context.Context, c *Caller, _ *struct{}) (*Subscription, error) {
+func (k *Kernel) events(ctx context.Context, c *Caller, _ *struct{}) (abi.EventStream, error) {
 	return k.Subscribe(c.Identity, nil), nil
 }
 
-// LastErrorArgs are sys.lasterror's args: the namespace directory whose
-// err view is read.
-type LastErrorArgs struct{ Dir string }
+// LastErrorArgs are sys.lasterror's args (abi.LastErrorArgs).
+type LastErrorArgs = abi.LastErrorArgs
 
 // lastErrorCall serves sys.lasterror: the message of the caller's last
 // failure in a.Dir, or "".

@@ -12,8 +12,8 @@
 //     every file.
 //   - Users and groups: sys.setup, sys.user.*, sys.group.list, sys.whoami;
 //     OnUserCreated lets a room keep a record per user.
-//   - Tokens: sys.token.*; a token's lease ends the sessions attached with
-//     it when it is revoked or expires.
+//   - Tokens: sys.token.*; a token's lease ends the connections attached
+//     with it when it is revoked or expires.
 //   - Configuration: sys.config.get and sys.config.set, with the
 //     visibility rule of secret keys (SensitiveKey).
 //   - Store: the SQLite database (Store), with group-committed writes and
@@ -59,8 +59,9 @@ type Kernel struct {
 
 	mu        sync.RWMutex
 	calls     map[string]*syscallDef
-	userHooks []UserHook   // see OnUserCreated; guarded by mu
-	cfgRules  []ConfigRule // see ConfigRules; guarded by mu
+	granted   map[abi.Grant][]string // grantedTo's cache; Register clears it
+	userHooks []UserHook             // see OnUserCreated; guarded by mu
+	cfgRules  []ConfigRule           // see ConfigRules; guarded by mu
 
 	setUp atomic.Bool
 	errs  lastErrors
@@ -172,6 +173,19 @@ type Identity struct {
 	Pid    string `json:"-"`
 	kernel bool
 	lease  *lease // the token this identity attached with; nil if none
+	// grants and class derive the capabilities when Capabilities is nil:
+	// the syscalls registered with grants whose grant has class's bit.
+	grants *Kernel
+	class  abi.Grant
+}
+
+// Caps returns id's capabilities: Capabilities when it is set, or else
+// the names of the syscalls the kernel's grants give id's class, sorted.
+func (id *Identity) Caps() []string {
+	if id.Capabilities != nil || id.grants == nil {
+		return id.Capabilities
+	}
+	return slices.Clone(id.grants.grantedTo(id.class))
 }
 
 // Grant names the grant the identity came from (vfs.Lease): an identity
@@ -197,6 +211,7 @@ func (id *Identity) Done() <-chan struct{} {
 // Record returns id as the abi.Identity a result reports.
 func (id *Identity) Record() *abi.Identity {
 	r := id.Identity
+	r.Capabilities = id.Caps()
 	return &r
 }
 
@@ -248,9 +263,15 @@ func (id *Identity) InGroup(gid uint32) bool {
 	return false
 }
 
-// Can reports whether id's capabilities allow the syscall name: "*" allows
-// everything, "fs.*" every name under "fs.", others must match exactly.
+// Can reports whether id's capabilities allow the syscall name. An
+// identity the kernel made has the grants of the syscalls registered with
+// it (its class: the users group's, or a stranger's); an explicit
+// Capabilities list instead decides alone: "*" allows everything,
+// "fs.*" every name under "fs.", others must match exactly.
 func (id *Identity) Can(name string) bool {
+	if id.Capabilities == nil && id.grants != nil {
+		return id.grants.grants(name, id.class)
+	}
 	for _, c := range id.Capabilities {
 		if c == "*" || c == name {
 			return true
@@ -262,20 +283,24 @@ func (id *Identity) Can(name string) bool {
 	return false
 }
 
-// Nobody is the identity of a caller the kernel does not know.
-func Nobody() *Identity { return nobody(-1) }
+// Nobody is the identity of a caller the kernel does not know: its
+// capabilities are the syscalls granted to strangers (abi.Strangers), the
+// reads behind the files a stranger may read by their others' bits
+// (/etc/passwd, /etc/group, the data tree's world-readable files and
+// directories, df), and no call that writes, runs or reads anything else.
+func (k *Kernel) Nobody() *Identity { return k.nobody(-1) }
 
-// nobodyCaps are nobody's capabilities: the reads behind the files a
-// stranger may read by their others' bits (/etc/passwd, /etc/group, the
-// data tree's world-readable files and directories, df), and no call
-// that writes, runs or reads anything else.
-var nobodyCaps = []string{"sys.user.list", "sys.group.list",
-	"fs.stat", "fs.readdir", "fs.open", "fs.pread", "fs.readlink", "fs.statfs"}
+// Nobody is the identity of a credential no kernel made: nobody, with
+// no capability at all.
+func Nobody() *Identity {
+	return &Identity{Identity: abi.Identity{Role: "nobody", Uid: 65534, Gid: 65534, Username: "nobody",
+		Home: "/", Cwd: "/", Capabilities: []string{}}, HostUID: -1}
+}
 
 // nobody is the identity of a host user with no GSV account.
-func nobody(hostUID int) *Identity {
+func (k *Kernel) nobody(hostUID int) *Identity {
 	return &Identity{Identity: abi.Identity{Role: "nobody", Uid: 65534, Gid: 65534, Username: "nobody",
-		Home: "/", Cwd: "/", Capabilities: slices.Clone(nobodyCaps)}, HostUID: hostUID}
+		Home: "/", Cwd: "/"}, HostUID: hostUID, grants: k, class: abi.Strangers}
 }
 
 // Peer is what a transport knows about who is on the other end: its
@@ -295,7 +320,7 @@ type Peer struct {
 //
 // A host uid mapped to no GSV user is nobody over FUSE (the "other"
 // permission bits of the mount, like any file system), but its 9P attach
-// is refused: a 9P session is a GSV session, and nobody has none.
+// is refused: a 9P attach is a GSV identity's, and nobody is none.
 func (k *Kernel) Authenticate(ctx context.Context, p Peer) (*Identity, error) {
 	if len(p.Secret) > 0 {
 		id, err := k.identityForToken(ctx, strings.TrimSpace(string(p.Secret)), p.User)

@@ -96,7 +96,7 @@ func TestFrames(t *testing.T) {
 		{"no call", alice, `{"args":{}}`, false, 400},
 		{"not root", alice, `{"call":"sys.user.add","args":{"username":"eve"}}`, false, 403},
 		{"root may", root, `{"call":"sys.user.add","args":{"username":"eve"}}`, true, 0},
-		{"nobody", nobody(4242), `{"call":"sys.whoami"}`, false, 403},
+		{"nobody", k.nobody(4242), `{"call":"sys.whoami"}`, false, 403},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -492,15 +492,12 @@ var kernelMigrations = []string{
 	// A token may narrow its holder's process capability (abi.ProcessCap
 	// as JSON; NULL narrows nothing).
 	`ALTER TABLE tokens ADD COLUMN process_cap TEXT`,
-	// The users group may run CodeMode blocks (codemode.run); a new
-	// state gets it from userCaps.
-	`INSERT OR IGNORE INTO group_caps(gid,cap) SELECT 100,'codemode.*' WHERE EXISTS (SELECT 1 FROM groups WHERE gid=100)`,
-	// The users group may remove their own config keys
-	// (sys.config.unset); a new state gets it from userCaps.
-	`INSERT OR IGNORE INTO group_caps(gid,cap) SELECT 100,'sys.config.unset' WHERE EXISTS (SELECT 1 FROM groups WHERE gid=100)`,
-	// The users group may list the syscalls it may make
-	// (sys.syscall.list); a new state gets it from userCaps.
-	`INSERT OR IGNORE INTO group_caps(gid,cap) SELECT 100,'sys.syscall.list' WHERE EXISTS (SELECT 1 FROM groups WHERE gid=100)`,
+	// Three steps kept so later numbers stay: the kernel derives every
+	// grant from the syscalls' descriptors, and group_caps is no longer
+	// read.
+	`SELECT 1`,
+	`SELECT 1`,
+	`SELECT 1`,
 }
 
 // maxCachedStmts bounds each statement cache; queries beyond it run

@@ -63,9 +63,9 @@ func userOnly(c *Caller) error {
 // kernel) creates and revokes tokens: a service or a driver does not.
 func (k *Kernel) tokenSyscalls() []Syscall {
 	return []Syscall{
-		Fn("sys.token.create", 0, k.tokenCreate).Admit(userOnly),
-		Fn("sys.token.list", 0, k.tokenList),
-		Fn("sys.token.revoke", 0, k.tokenRevoke).Admit(userOnly),
+		Handle(abi.SysTokenCreate, k.tokenCreate).Admit(userOnly),
+		Handle(abi.SysTokenList, k.tokenList),
+		Handle(abi.SysTokenRevoke, k.tokenRevoke).Admit(userOnly),
 	}
 }
 
@@ -123,7 +123,7 @@ func (k *Kernel) tokenCreate(ctx context.Context, c *Caller, a *abi.TokenCreateA
 	if err != nil {
 		return nil, abi.E(err)
 	}
-	k.signal("sys.token.created", map[string]any{"tokenId": t.TokenID, "uid": uid, "kind": t.Kind}, audience{uids: []uint32{uid}})
+	publish(k, abi.SigTokenCreated, abi.TokenCreated{TokenID: t.TokenID, Uid: uid, Kind: t.Kind}, audience{uids: []uint32{uid}})
 	return &abi.TokenCreateResult{Token: t}, nil
 }
 
@@ -163,8 +163,8 @@ func (k *Kernel) tokenList(ctx context.Context, c *Caller, a *abi.TokenListArgs)
 }
 
 // tokenRevoke serves sys.token.revoke: it revokes one of the caller's
-// active tokens (root: anyone's), ends every session attached with it and
-// signals sys.token.revoked.
+// active tokens (root: anyone's), ends every connection attached with
+// it and signals sys.token.revoked.
 func (k *Kernel) tokenRevoke(ctx context.Context, c *Caller, a *abi.TokenRevokeArgs) (*abi.TokenRevokeResult, error) {
 	q, args := `UPDATE tokens SET revoked_at=?, revoked_reason=? WHERE token_id=? AND revoked_at IS NULL`, []any{now(), a.Reason, a.TokenID}
 	if !c.IsRoot() {
@@ -181,7 +181,7 @@ func (k *Kernel) tokenRevoke(ctx context.Context, c *Caller, a *abi.TokenRevokeA
 	}
 	if n > 0 {
 		k.leases.end(a.TokenID)
-		k.signal("sys.token.revoked", map[string]any{"tokenId": a.TokenID}, audience{uids: []uint32{c.Uid}})
+		publish(k, abi.SigTokenRevoked, abi.TokenRevoked{TokenID: a.TokenID}, audience{uids: []uint32{c.Uid}})
 	}
 	return &abi.TokenRevokeResult{Revoked: n > 0}, nil
 }
@@ -258,7 +258,7 @@ func decodeProcessCap(s sql.NullString) (*abi.ProcessCap, error) {
 }
 
 // A lease is the life of one token in use: done is closed when the token
-// is revoked or expires, which ends every session attached with it.
+// is revoked or expires, which ends every connection attached with it.
 type lease struct {
 	tokenID string
 	done    chan struct{}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,13 +22,31 @@ const (
 	UsersGroup = "users"
 )
 
-// userCaps are the capabilities of the users group; root's group has "*".
-var userCaps = []string{
-	"fs.*", "shell.exec", "process.*", "proc.*", "sched.*", "codemode.*",
+// legacyUserCaps and legacyStrangerCaps give the grants of the syscalls
+// still made with Fn rather than Handle: what the users group and nobody
+// had before grants were written in descriptors.
+var legacyUserCaps = []string{
+	"fs.*", "shell.exec", "process.*", "proc.*", "sched.*", "codemode.*", "signal.*", "notification.*",
 	"sys.whoami", "sys.syscall.list", "sys.config.get", "sys.config.set", "sys.config.unset", "sys.token.*",
 	"sys.user.list", "sys.group.list", "sys.device.list", "sys.device.get",
-	"sys.device.update", "sys.device.grant",
+	"sys.device.update", "sys.device.grant", "sys.device.remove",
 	"sys.workspace.list", "sys.events", "sys.lasterror",
+}
+
+var legacyStrangerCaps = []string{"sys.user.list", "sys.group.list",
+	"fs.stat", "fs.readdir", "fs.open", "fs.pread", "fs.readlink", "fs.statfs"}
+
+// legacyGrant is the grant of a syscall made with Fn.
+func legacyGrant(name string) abi.Grant {
+	var g abi.Grant
+	who := &Identity{Identity: abi.Identity{Capabilities: legacyUserCaps}}
+	if who.Can(name) {
+		g |= abi.Users
+	}
+	if slices.Contains(legacyStrangerCaps, name) {
+		g |= abi.Strangers
+	}
+	return g
 }
 
 // UserHook is a function that OnUserCreated runs as a user is created.
@@ -86,14 +105,7 @@ func (k *Kernel) seed() error {
 			args []any
 		}{
 			{`INSERT INTO groups(gid,name) VALUES(0,'root'),(100,'users')`, nil},
-			{`INSERT INTO group_caps(gid,cap) VALUES(0,'*')`, nil},
 			{`INSERT INTO users(uid,username,gid,home,host_uid,gecos,created_at) VALUES(0,'root',0,'/home/root',0,'root',?)`, []any{now()}},
-		}
-		for _, c := range userCaps {
-			stmts = append(stmts, struct {
-				q    string
-				args []any
-			}{`INSERT INTO group_caps(gid,cap) VALUES(100,?)`, []any{c}})
 		}
 		for key, val := range defaultConfig {
 			stmts = append(stmts, struct {
@@ -152,23 +164,22 @@ func (k *Kernel) identity(ctx context.Context, uid uint32) (*Identity, error) {
 	if err != nil {
 		return nil, abi.E(who, err)
 	}
-	q := `SELECT DISTINCT cap FROM group_caps WHERE gid IN (` + strings.TrimSuffix(strings.Repeat("?,", len(id.Gids)), ",") + `) ORDER BY cap`
-	args := make([]any, len(id.Gids))
-	for i, g := range id.Gids {
-		args[i] = g
-	}
-	err = k.Store.eachRow(ctx, func(rows *sql.Rows) error {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			return err
-		}
-		id.Capabilities = append(id.Capabilities, c)
-		return nil
-	}, q, args...)
-	if err != nil {
-		return nil, abi.E(who, err)
-	}
+	k.deriveCaps(id)
 	return id, nil
+}
+
+// deriveCaps gives id the capabilities the kernel derives from the grants
+// of the registered syscalls: the root group may make every syscall
+// ("*"), the users group those granted to abi.Users, others none.
+func (k *Kernel) deriveCaps(id *Identity) {
+	switch {
+	case id.InGroup(0):
+		id.Capabilities = []string{"*"}
+	case id.InGroup(100):
+		id.Capabilities, id.grants, id.class = nil, k, abi.Users
+	default:
+		id.Capabilities = []string{}
+	}
 }
 
 // identityForHostUID maps a host uid to its user, or to nobody.
@@ -176,7 +187,7 @@ func (k *Kernel) identityForHostUID(ctx context.Context, hostUID int) (*Identity
 	var uid uint32
 	err := k.Store.QueryRowContext(ctx, `SELECT uid FROM users WHERE host_uid=?`, hostUID).Scan(&uid)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nobody(hostUID), nil
+		return k.nobody(hostUID), nil
 	}
 	if err != nil {
 		return nil, abi.E(abi.Path(fmt.Sprintf("host uid %d", hostUID)), err)
@@ -195,12 +206,12 @@ var validUsername = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 // userSyscalls is the table of the identity, user and group syscalls.
 func (k *Kernel) userSyscalls() []Syscall {
 	return []Syscall{
-		Fn("sys.whoami", 0, k.whoami),
-		Fn("sys.syscall.list", 0, k.syscallList),
-		Fn("sys.setup", BeforeSetup, k.setup),
-		Fn("sys.user.add", 0, k.userAdd),
-		Fn("sys.user.list", 0, k.userList),
-		Fn("sys.group.list", 0, k.groupList),
+		Handle(abi.SysWhoami, k.whoami),
+		Handle(abi.SysSyscallList, k.syscallList),
+		Handle(abi.SysSetup, k.setup),
+		Handle(abi.SysUserAdd, k.userAdd),
+		Handle(abi.SysUserList, k.userList),
+		Handle(abi.SysGroupList, k.groupList),
 	}
 }
 
@@ -212,7 +223,7 @@ func (k *Kernel) whoami(ctx context.Context, c *Caller, _ *abi.WhoamiArgs) (*abi
 		Role: id.Role,
 		Process: abi.ProcessIdentity{Uid: id.Uid, Gid: id.Gid, Gids: id.Gids, Username: id.Username,
 			Home: id.Home, Cwd: id.Cwd, WorkspaceID: id.WorkspaceID},
-		Capabilities: id.Capabilities,
+		Capabilities: id.Caps(),
 	}, nil
 }
 
@@ -270,7 +281,7 @@ func (k *Kernel) setup(ctx context.Context, c *Caller, a *abi.SetupArgs) (*abi.S
 	if err != nil {
 		return nil, err
 	}
-	k.signal("sys.setup", map[string]any{"uid": u.Uid, "username": u.Username}, audience{all: true})
+	publish(k, abi.SigSysSetup, abi.UserSignal{Uid: u.Uid, Username: u.Username}, audience{all: true})
 	return &abi.SetupResult{User: id.Record(), RootLocked: true}, nil
 }
 
@@ -283,7 +294,7 @@ func (k *Kernel) userAdd(ctx context.Context, c *Caller, a *abi.UserAddArgs) (*U
 	if err != nil {
 		return nil, err
 	}
-	k.signal("sys.user.added", map[string]any{"uid": u.Uid, "username": u.Username}, audience{all: true})
+	publish(k, abi.SigUserAdded, abi.UserSignal{Uid: u.Uid, Username: u.Username}, audience{all: true})
 	return u, nil
 }
 

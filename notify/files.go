@@ -144,22 +144,22 @@ func render(n *abi.Notification) ([]byte, error) {
 // carry JSON args instead: create {"title":..,"actions":[..]}.
 func ctlVerbs() map[string]ns.CtlVerb {
 	byID := func(call, verb string) ns.CtlVerb {
-		return func(l ns.CtlLine) (string, any, error) {
+		return func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.NotificationIDArgs{}
 			if l.JSON != nil {
-				return call, a, nil
+				return kernel.BindName(call, a), nil
 			}
 			if len(l.Words) != 1 {
-				return call, nil, abi.E(abi.Invalid, "usage: "+verb+" <id>")
+				return kernel.BindName(call, nil), abi.E(abi.Invalid, "usage: "+verb+" <id>")
 			}
 			a.NotificationID = l.Words[0]
-			return call, a, nil
+			return kernel.BindName(call, a), nil
 		}
 	}
 	return map[string]ns.CtlVerb{
-		"create": func(l ns.CtlLine) (string, any, error) {
+		"create": func(l ns.CtlLine) (kernel.Bound, error) {
 			a, err := parseCreate(l)
-			return "notification.create", a, err
+			return kernel.BindName("notification.create", a), err
 		},
 		"read":    byID("notification.mark_read", "read"),
 		"dismiss": byID("notification.dismiss", "dismiss"),

@@ -35,7 +35,8 @@ func FuzzCtlLine(f *testing.F) {
 		if !ok {
 			return
 		}
-		call, args, err := v(l)
+		b, err := v(l)
+		call, args := b.Name(), b.Args()
 		if err != nil {
 			if abi.KindOf(err) != abi.Invalid {
 				t.Fatalf("%q: %v", line, err)
@@ -64,13 +65,13 @@ func FuzzCtlLine(f *testing.F) {
 		if n.Title == "" || strings.IndexFunc(n.Title, unicode.IsControl) >= 0 || !levels[n.Level] {
 			t.Fatalf("%q: accepted %+v", line, n)
 		}
-		b, err := render(n)
+		out, err := render(n)
 		if err != nil {
 			t.Fatalf("%q: render: %v", line, err)
 		}
 		var back abi.Notification
-		if err := json.Unmarshal(b, &back); err != nil || back.Title != n.Title || back.Body != n.Body {
-			t.Fatalf("%q: rendering %s reads back %+v (%v)", line, b, back, err)
+		if err := json.Unmarshal(out, &back); err != nil || back.Title != n.Title || back.Body != n.Body {
+			t.Fatalf("%q: rendering %s reads back %+v (%v)", line, out, back, err)
 		}
 	})
 }

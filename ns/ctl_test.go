@@ -126,14 +126,14 @@ func TestCtlUnknownOption(t *testing.T) {
 // the syscall fs.testopt.
 func testVerbs() map[string]CtlVerb {
 	return map[string]CtlVerb{
-		"get": func(l CtlLine) (string, any, error) {
-			return "fs.testopt", &abi.ConfigGetArgs{Key: l.Opt("key")}, nil
+		"get": func(l CtlLine) (kernel.Bound, error) {
+			return kernel.BindName("fs.testopt", &abi.ConfigGetArgs{Key: l.Opt("key")}), nil
 		},
-		"say": func(l CtlLine) (string, any, error) {
-			return "fs.testopt", &abi.ConfigGetArgs{Key: l.Text()}, nil
+		"say": func(l CtlLine) (kernel.Bound, error) {
+			return kernel.BindName("fs.testopt", &abi.ConfigGetArgs{Key: l.Text()}), nil
 		},
-		"bare": func(l CtlLine) (string, any, error) {
-			return "fs.testopt", &abi.ConfigGetArgs{}, l.Args(0, 0, "bare")
+		"bare": func(l CtlLine) (kernel.Bound, error) {
+			return kernel.BindName("fs.testopt", &abi.ConfigGetArgs{}), l.Args(0, 0, "bare")
 		},
 	}
 }

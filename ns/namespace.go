@@ -100,11 +100,10 @@ func RootMeta(path string, mode fs.FileMode) *Meta {
 }
 
 // ViewOf returns a view at path rendered by render from the result of the
-// syscall call, an R (kernel.Invoke): a result of another type is an
-// error, not a panic.
-func ViewOf[R any](s *Space, path string, mode fs.FileMode, call string, args any, render func(res R) ([]byte, error)) *vfs.View {
+// syscall d made with args as the reader.
+func ViewOf[A, R any](s *Space, path string, mode fs.FileMode, d abi.Call[A, R], args *A, render func(res R) ([]byte, error)) *vfs.View {
 	return &vfs.View{Meta: RootMeta(path, mode), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		res, err := kernel.Invoke[R](ctx, s.k, CallerOf(cred, ""), call, args)
+		res, err := kernel.Do(ctx, s.k, CallerOf(cred, ""), d, args)
 		if err != nil {
 			return nil, err
 		}
@@ -124,11 +123,12 @@ func (s *Space) ErrView(dir string) *vfs.View {
 	}}
 }
 
-// CtlVerb turns one parsed ctl line into a syscall and its args. It reads
-// the line's key=value options with CtlLine.Opt or CtlLine.LookupOpt: an
-// option the verb did not read is unknown, and the line fails with 400
-// naming it.
-type CtlVerb func(l CtlLine) (call string, args any, err error)
+// CtlVerb turns one parsed ctl line into a syscall bound to its args
+// (kernel.Bind). It reads the line's key=value options with CtlLine.Opt
+// or CtlLine.LookupOpt: an option the verb did not read is unknown, and
+// the line fails with 400 naming it. A verb that fails still names its
+// syscall when it knows it, for the error's prefix.
+type CtlVerb func(l CtlLine) (kernel.Bound, error)
 
 // Ctl returns a ctl file at dir/ctl whose lines are dispatched by verbs.
 // A line that is only a JSON object goes to the verb "" if there is one.
@@ -166,13 +166,13 @@ func (s *Space) CtlShow(dir string, meta *Meta, verbs map[string]CtlVerb, show f
 			s.k.NoteError(c.Uid, dir, err)
 			return "", err
 		}
-		call, args, err := v(l)
+		b, err := v(l)
 		if err == nil {
 			err = l.checkOpts()
 		}
 		if err != nil {
-			if call != "" {
-				err = abi.E(abi.Op(call), file, err)
+			if b.Name() != "" {
+				err = abi.E(abi.Op(b.Name()), file, err)
 			} else {
 				err = abi.E(file, err)
 			}
@@ -183,15 +183,13 @@ func (s *Space) CtlShow(dir string, meta *Meta, verbs map[string]CtlVerb, show f
 			// JSON args fill the verb's own args (which carry the
 			// file's context, such as its pid), or stand alone; either
 			// way an unknown field is a 400.
-			if args == nil {
-				args = l.JSON
-			} else if err := kernel.DecodeArgs(l.JSON, args); err != nil {
-				err = abi.E(abi.Op(call), file, err)
+			if b, err = b.WithJSON(l.JSON); err != nil {
+				err = abi.E(abi.Op(b.Name()), file, err)
 				s.k.NoteError(c.Uid, dir, err)
 				return "", err
 			}
 		}
-		res, err := s.k.Call(ctx, c, call, args)
+		res, err := s.k.Make(ctx, c, b)
 		if err != nil {
 			return "", err
 		}
@@ -228,7 +226,7 @@ func (s *Space) buildNamespace() *vfs.StaticDir {
 				}
 				return renderPasswd(res.Users), time.UnixMilli(newest), nil
 			}}},
-		vfs.DirEntry{Name: "group", Node: ViewOf(s, "/etc/group", 0o444, "sys.group.list", nil, func(res *abi.GroupListResult) ([]byte, error) {
+		vfs.DirEntry{Name: "group", Node: ViewOf(s, "/etc/group", 0o444, abi.SysGroupList, nil, func(res *abi.GroupListResult) ([]byte, error) {
 			return renderGroup(res.Groups), nil
 		})},
 	)
@@ -309,12 +307,12 @@ func (s *Space) configDir(prefix string) vfs.Dir {
 	var ctl *vfs.Ctl
 	var errv *vfs.View
 	if top {
-		set := func(l CtlLine) (string, any, error) {
+		set := func(l CtlLine) (kernel.Bound, error) {
 			if l.JSON != nil {
-				return "sys.config.set", nil, nil
+				return kernel.BindName("sys.config.set", nil), nil
 			}
 			if len(l.Words) < 1 {
-				return "", nil, abi.E(abi.Invalid, "usage: set <key> <value...>")
+				return kernel.Bound{}, abi.E(abi.Invalid, "usage: set <key> <value...>")
 			}
 			key := l.Words[0]
 			val := strings.TrimLeft(strings.TrimPrefix(l.Text(), key), " \t")
@@ -322,17 +320,17 @@ func (s *Space) configDir(prefix string) vfs.Dir {
 				val = l.Words[1] // rc-quoted single value
 			}
 			v, _ := json.Marshal(val)
-			return "sys.config.set", &abi.ConfigSetArgs{Key: key, Value: v}, nil
+			return kernel.BindName("sys.config.set", &abi.ConfigSetArgs{Key: key, Value: v}), nil
 		}
-		unset := func(l CtlLine) (string, any, error) {
+		unset := func(l CtlLine) (kernel.Bound, error) {
 			a := &abi.ConfigUnsetArgs{}
 			if err := l.Args(1, 1, "unset <key>"); err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
 			if l.JSON == nil {
 				a.Key = l.Words[0]
 			}
-			return "sys.config.unset", a, nil
+			return kernel.BindName("sys.config.unset", a), nil
 		}
 		ctl = s.Ctl(path, RootMeta(path+"/ctl", 0o666), map[string]CtlVerb{"set": set, "": set, "unset": unset})
 		errv = s.ErrView(path)
@@ -399,7 +397,7 @@ func prefixSlash(p string) string {
 
 // configValue is the view of one config key.
 func (s *Space) configValue(key string) *vfs.View {
-	return ViewOf(s, "/sys/config/"+key, 0o444, "sys.config.get", &abi.ConfigGetArgs{Key: key}, func(res *abi.ConfigGetResult) ([]byte, error) {
+	return ViewOf(s, "/sys/config/"+key, 0o444, abi.SysConfigGet, &abi.ConfigGetArgs{Key: key}, func(res *abi.ConfigGetResult) ([]byte, error) {
 		for _, e := range res.Entries {
 			if e.Key == key {
 				return []byte(e.Value + "\n"), nil

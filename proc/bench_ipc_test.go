@@ -104,14 +104,14 @@ func benchCallRoundTrips(b *testing.B) []time.Duration {
 	ctx := context.Background()
 	a, t := e.spawn(b), e.spawn(b)
 	started, finished := make(chan struct{}, 16), make(chan struct{}, 16)
-	e.k.Observe(func(name string, payload any, _ kernel.Audience) {
-		if p, ok := payload.(map[string]any); !ok || p["pid"] != a {
+	e.k.Observe(func(ev *kernel.Event, _ kernel.Audience) {
+		if ev.Pid != a {
 			return
 		}
-		switch name {
-		case "proc.run.started":
+		switch ev.Signal {
+		case abi.SigProcRunStarted.Name:
 			started <- struct{}{}
-		case "proc.run.finished":
+		case abi.SigProcRunFinished.Name:
 			finished <- struct{}{}
 		}
 	})

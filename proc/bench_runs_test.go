@@ -102,15 +102,14 @@ func benchDirectiveLatency(b *testing.B) []time.Duration {
 	}
 	pid := res.Pid
 	parked, resumed := make(chan int64, 4), make(chan struct{}, 4)
-	e.k.Observe(func(name string, payload any, _ kernel.Audience) {
-		p, ok := payload.(map[string]any)
-		if !ok || p["pid"] != pid {
+	e.k.Observe(func(ev *kernel.Event, _ kernel.Audience) {
+		if ev.Pid != pid {
 			return
 		}
-		switch name {
-		case "proc.run.checkpoint":
-			parked <- p["seq"].(int64)
-		case "proc.run.resumed":
+		switch p := ev.Payload.(type) {
+		case abi.RunCheckpointed:
+			parked <- p.Seq
+		case abi.RunResumed:
 			resumed <- struct{}{}
 		}
 	})

@@ -86,13 +86,6 @@ func newRenderCache(st *kernel.Store, dir string) (*renderCache, error) {
 	return &renderCache{st: st, dir: dir, entries: map[renderKey]*renderEntry{}}, nil
 }
 
-type historyOpenArgs struct {
-	Pid            string
-	ConversationID string
-	// Kind is "history" (JSON lines) or "transcript" (text).
-	Kind string
-}
-
 // openRenderCache makes the render cache, in STATE/cache/proc.
 func (m *Manager) openRenderCache() error {
 	c, err := newRenderCache(m.st, filepath.Join(m.k.StateDir(), "cache", "proc"))
@@ -107,7 +100,7 @@ func (m *Manager) openRenderCache() error {
 // rendering (history or transcript), up to date as of the call, as a file
 // opened for reading. /proc's history and transcript files call it at
 // open.
-func (m *Manager) sysHistoryOpen(ctx context.Context, c *kernel.Caller, a *historyOpenArgs) (*os.File, error) {
+func (m *Manager) sysHistoryOpen(ctx context.Context, c *kernel.Caller, a *abi.HistoryOpenArgs) (*os.File, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err

@@ -189,18 +189,18 @@ func TestRenderCache(t *testing.T) {
 	h.checkRenderings("default after reset of other", pid, "default")
 
 	// Only the owner (and root) may open a rendering.
-	if _, err := kernel.Invoke[*os.File](ctx, h.k, &kernel.Caller{Identity: h.bob}, "proc.history.open", &historyOpenArgs{Pid: pid, Kind: "history"}); abi.Code(err) != 404 {
+	if _, err := kernel.Do(ctx, h.k, &kernel.Caller{Identity: h.bob}, abi.ProcHistoryOpen, &abi.HistoryOpenArgs{Pid: pid, Kind: "history"}); abi.Code(err) != 404 {
 		t.Errorf("bob opening alice's history: %v, want 404", err)
 	}
-	if f, err := kernel.Invoke[*os.File](ctx, h.k, &kernel.Caller{Identity: h.root}, "proc.history.open", &historyOpenArgs{Pid: pid, Kind: "transcript"}); err != nil {
+	if f, err := kernel.Do(ctx, h.k, &kernel.Caller{Identity: h.root}, abi.ProcHistoryOpen, &abi.HistoryOpenArgs{Pid: pid, Kind: "transcript"}); err != nil {
 		t.Errorf("root opening alice's transcript: %v", err)
 	} else {
 		f.Close()
 	}
-	if _, err := kernel.Invoke[*os.File](ctx, h.k, &kernel.Caller{Identity: h.alice}, "proc.history.open", &historyOpenArgs{Pid: pid, Kind: "raw"}); abi.Code(err) != 400 {
+	if _, err := kernel.Do(ctx, h.k, &kernel.Caller{Identity: h.alice}, abi.ProcHistoryOpen, &abi.HistoryOpenArgs{Pid: pid, Kind: "raw"}); abi.Code(err) != 400 {
 		t.Errorf("an unknown kind: %v, want 400", err)
 	}
-	if _, err := kernel.Invoke[*os.File](ctx, h.k, &kernel.Caller{Identity: h.alice}, "proc.history.open", &historyOpenArgs{Pid: pid, ConversationID: "nonesuch", Kind: "history"}); abi.Code(err) != 404 {
+	if _, err := kernel.Do(ctx, h.k, &kernel.Caller{Identity: h.alice}, abi.ProcHistoryOpen, &abi.HistoryOpenArgs{Pid: pid, ConversationID: "nonesuch", Kind: "history"}); abi.Code(err) != 404 {
 		t.Errorf("a missing conversation: %v, want 404", err)
 	}
 	if code := h.code(h.alice, "proc.history.open", map[string]any{"Pid": pid, "Kind": "history"}); code != 400 {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
@@ -28,12 +29,11 @@ import (
 
 // noteChange touches the parts of /proc that the signal name (payload pl)
 // of a process of uid changes.
-func (m *Manager) noteChange(uid uint32, name string, pl map[string]any) {
-	pid, _ := pl["pid"].(string)
+func (m *Manager) noteChange(uid uint32, name string, pl abi.Scoped) {
+	pid, cid := pl.SignalScope()
 	if pid == "" {
 		return
 	}
-	cid, _ := pl["conversationId"].(string)
 	part := func(p string) string { return pid + "/" + p }
 	conv := func(cid string) string {
 		if cid == "" {
@@ -43,21 +43,22 @@ func (m *Manager) noteChange(uid uint32, name string, pl map[string]any) {
 	}
 	var parts []string
 	switch name {
-	case "proc.run.stream", "chat.delta", "chat.complete":
+	case abi.SigProcRunStream.Name, abi.SigChatDelta.Name, abi.SigChatComplete.Name:
 		// Text on its way: nothing stored has changed.
-	case "proc.run.output":
+	case abi.SigProcRunOutput.Name:
 		// A model call's answer landed, and its usage counted.
 		parts = []string{part("run"), conv(cid)}
-	case "proc.run.tool.started", "proc.run.tool.finished":
+	case abi.SigProcRunToolStarted.Name, abi.SigProcRunToolFinished.Name:
 		parts = []string{conv(cid)}
-	case "proc.run.started", "proc.run.finished":
+	case abi.SigProcRunStarted.Name, abi.SigProcRunFinished.Name:
 		parts = []string{part("status"), part("run"), part("hil"), conv(cid)}
-	case "proc.run.checkpoint", "proc.run.resumed", "proc.run.directive":
+	case abi.SigProcRunCheckpoint.Name, abi.SigProcRunResumed.Name, abi.SigProcRunDirective.Name:
 		parts = []string{part("status"), part("run")}
-	case "proc.run.hil.requested":
+	case abi.SigProcRunHilRequested.Name:
 		parts = []string{part("status"), part("run"), part("hil")}
-	case "proc.changed":
-		switch pl["change"] {
+	case abi.SigProcChanged.Name:
+		ch, _ := pl.(abi.ProcChanged)
+		switch ch.Change {
 		case "queue":
 			parts = []string{part("status"), conv(cid)}
 		case "hil":
@@ -73,13 +74,13 @@ func (m *Manager) noteChange(uid uint32, name string, pl map[string]any) {
 		default:
 			parts = []string{part("*")}
 		}
-	case "process.lifecycle":
-		switch pl["event"] {
+	case abi.SigProcessLifecycle.Name:
+		lc, _ := pl.(abi.ProcessLifecycle)
+		switch lc.Event {
 		case "process.checkpointed":
 			// Files written to the data tree, nothing of /proc.
 		case "conversation.forked":
-			target, _ := pl["targetConversationId"].(string)
-			parts = []string{part("conversations"), conv(target)}
+			parts = []string{part("conversations"), conv(lc.TargetConversationID)}
 		case "conversation.compacted", "conversation.reset":
 			parts = []string{conv(cid), conv(cid) + "/segments"}
 		default:

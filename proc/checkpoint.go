@@ -39,7 +39,7 @@ func (m *Manager) sysCheckpoint(ctx context.Context, c *kernel.Caller, a *abi.Ch
 		}
 	}
 	write := func(path string, content []byte) error {
-		res, err := kernel.Invoke[*abi.FSWriteResult](ctx, m.k, c, "fs.write", &abi.FSWriteArgs{Path: path, Content: string(content)})
+		res, err := kernel.Do(ctx, m.k, c, abi.FsWrite, &abi.FSWriteArgs{Path: path, Content: string(content)})
 		if err != nil {
 			return err
 		}
@@ -108,6 +108,6 @@ func (m *Manager) sysCheckpoint(ctx context.Context, c *kernel.Caller, a *abi.Ch
 		return nil, err
 	}
 	paths = append([]string{sp}, paths...)
-	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "process.checkpointed", "paths": paths})
+	signal(m, p.Uid, abi.SigProcessLifecycle, abi.ProcessLifecycle{Pid: p.Pid, Event: "process.checkpointed", Paths: paths})
 	return &abi.CheckpointResult{OK: true, Pid: p.Pid, Paths: paths}, nil
 }

@@ -335,7 +335,7 @@ func (m *Manager) sysDirective(ctx context.Context, c *kernel.Caller, a *abi.Dir
 				}
 			}
 		}
-		m.signal(p.Uid, "proc.run.directive", map[string]any{"pid": p.Pid, "runId": r.id, "seq": seq, "result": res.Result, "type": d.Type, "effectsApplied": res.EffectsApplied})
+		signal(m, p.Uid, abi.SigProcRunDirective, abi.RunDirected{Pid: p.Pid, RunID: r.id, Seq: seq, Result: res.Result, Type: d.Type, EffectsApplied: res.EffectsApplied})
 		return res, nil
 	}
 	pr.mu.Unlock()
@@ -415,7 +415,7 @@ func (m *Manager) decide(ctx context.Context, p *abi.Process, pr *process, r *ac
 		if d.Type == "continue" {
 			res.EffectsApplied = m.applyEffects(ctx, pr, r, d.Effects)
 		}
-		m.signal(p.Uid, "proc.run.directive", map[string]any{"pid": p.Pid, "runId": r.id, "seq": seq, "result": res.Result, "type": d.Type, "effectsApplied": res.EffectsApplied})
+		signal(m, p.Uid, abi.SigProcRunDirective, abi.RunDirected{Pid: p.Pid, RunID: r.id, Seq: seq, Result: res.Result, Type: d.Type, EffectsApplied: res.EffectsApplied})
 		if d.Type == "abort" {
 			if _, err := m.Abort(ctx, p); err != nil {
 				return nil, err
@@ -687,11 +687,8 @@ func (m *Manager) park(ctx context.Context, pr *process, r *activeRun, seq int64
 	if soft {
 		state = abi.RunAwaitingDecision
 	}
-	payload := map[string]any{"pid": pr.pid, "runId": r.id, "seq": seq, "reason": reason, "snapshot": cp.Snapshot, "state": state}
-	if cp.SoftContinueAt != nil {
-		payload["softContinueAt"] = *cp.SoftContinueAt
-	}
-	m.signal(pr.uid, "proc.run.checkpoint", payload)
+	signal(m, pr.uid, abi.SigProcRunCheckpoint, abi.RunCheckpointed{Pid: pr.pid, RunID: r.id, Seq: seq, Reason: reason, Snapshot: cp.Snapshot,
+		SoftContinueAt: cp.SoftContinueAt, State: state})
 	var timer <-chan time.Time
 	if soft {
 		t := time.NewTimer(grace)
@@ -738,7 +735,7 @@ func (m *Manager) park(ctx context.Context, pr *process, r *activeRun, seq int64
 	if _, err := m.st.Exec(ctx, `UPDATE proc_runs SET park=NULL WHERE run_id=?`, r.id); err != nil && ctx.Err() == nil {
 		return "", err
 	}
-	m.signal(pr.uid, "proc.run.resumed", map[string]any{"pid": pr.pid, "runId": r.id, "seq": seq, "how": how})
+	signal(m, pr.uid, abi.SigProcRunResumed, abi.RunResumed{Pid: pr.pid, RunID: r.id, Seq: seq, How: how})
 	if ctx.Err() != nil {
 		return "aborted", nil
 	}

@@ -474,7 +474,7 @@ func TestNamesAreOneLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Count(st, "\n") != len(statusLines(&abi.ProcStatus{})) || strings.Contains(st, "\nuid: 0\x1b") || strings.Contains(st, "\x1b") ||
+	if strings.Count(st, "\n") != len(statusLines(&abi.ProcStatusRecord{})) || strings.Contains(st, "\nuid: 0\x1b") || strings.Contains(st, "\x1b") ||
 		!strings.Contains(st, `label: "x\nuid: 0\x1b[0m"`+"\n") {
 		t.Fatalf("status:\n%s", st)
 	}
@@ -555,9 +555,8 @@ func TestAutoCompactStillOverWindow(t *testing.T) {
 func TestAbortEmitsChatComplete(t *testing.T) {
 	h := newPTHarness(t)
 	pid := h.spawn(h.alice, "chat")
-	sub := h.k.Subscribe(h.alice, func(signal string, payload any) bool {
-		p, ok := payload.(map[string]any)
-		return ok && p["pid"] == pid && signal == "chat.complete"
+	sub := h.k.Subscribe(h.alice, func(ev *kernel.Event) bool {
+		return ev.Pid == pid && ev.Signal == "chat.complete"
 	})
 	defer sub.Close()
 	h.chat(h.alice, pid, "", "hello")

@@ -302,7 +302,7 @@ func (m *Manager) decideLocked(ctx context.Context, pr *process, pid string, uid
 		resumed = true
 	}
 	decision := map[string]string{"approved": "approve", "denied": "deny", "substituted": "substitute", "expired": "expire"}[d.status]
-	m.changed(uid, pid, "hil", map[string]any{"requestId": requestID, "decision": decision})
+	m.changed(uid, abi.ProcChanged{Pid: pid, Change: "hil", RequestID: requestID, Decision: decision})
 	return resumed, nil
 }
 
@@ -383,7 +383,7 @@ func (m *Manager) askHil(ctx context.Context, pr *process, r *activeRun, h abi.H
 		return err
 	}
 	m.expireLater(pr.pid, pr.uid, h.RequestID, h.ExpiresAt)
-	m.signal(pr.uid, "proc.run.hil.requested", map[string]any{"pid": pr.pid, "request": h})
+	signal(m, pr.uid, abi.SigProcRunHilRequested, abi.HilRequested{Pid: pr.pid, Request: &h})
 	return nil
 }
 

@@ -392,7 +392,8 @@ func TestHilVerb(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", c.line, err)
 		}
-		call, args, err := hilVerb("p_1", l)
+		b, err := hilVerb("p_1", l)
+		call, args := b.Name(), b.Args()
 		if c.bad {
 			if abi.Code(err) != 400 {
 				t.Errorf("%q: %v, want a 400", c.line, err)

@@ -83,61 +83,61 @@ func msOpt(l leadLine, key string) (int64, error) {
 // ipcVerbs are the IPC verbs of pid's ctl file.
 func ipcVerbs(pid string) map[string]ns.CtlVerb {
 	return map[string]ns.CtlVerb{
-		"mail": func(l ns.CtlLine) (string, any, error) {
+		"mail": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.IpcSendArgs{SourcePid: pid}
 			if l.JSON == nil {
 				ll, err := splitLead(l.Text(), 1)
 				if err != nil {
-					return "", nil, err
+					return kernel.Bound{}, err
 				}
 				if len(ll.words) < 1 || ll.text == "" {
-					return "", nil, abi.E(abi.Invalid, "usage: mail <pid> <text...>")
+					return kernel.Bound{}, abi.E(abi.Invalid, "usage: mail <pid> <text...>")
 				}
 				a.Pid, a.Message = ll.words[0], ll.text
 			}
-			return "proc.ipc.send", a, nil
+			return kernel.BindName("proc.ipc.send", a), nil
 		},
-		"call": func(l ns.CtlLine) (string, any, error) {
+		"call": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.IpcCallArgs{IpcSendArgs: abi.IpcSendArgs{SourcePid: pid}}
 			if l.JSON == nil {
 				ll, err := splitLead(l.Text(), 1, "timeout")
 				if err != nil {
-					return "", nil, err
+					return kernel.Bound{}, err
 				}
 				if len(ll.words) < 1 || ll.text == "" {
-					return "", nil, abi.E(abi.Invalid, "usage: call <pid> [timeout=<ms>] <text...>")
+					return kernel.Bound{}, abi.E(abi.Invalid, "usage: call <pid> [timeout=<ms>] <text...>")
 				}
 				ms, err := msOpt(ll, "timeout")
 				if err != nil {
-					return "", nil, err
+					return kernel.Bound{}, err
 				}
 				a.Pid, a.Message, a.TimeoutMs = ll.words[0], ll.text, ms
 			}
-			return "proc.ipc.call", a, nil
+			return kernel.BindName("proc.ipc.call", a), nil
 		},
-		"delegate": func(l ns.CtlLine) (string, any, error) {
+		"delegate": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.IpcDelegateArgs{SourcePid: pid}
 			if l.JSON == nil {
 				ll, err := splitLead(l.Text(), 1, "timeout", "label", "pid")
 				if err != nil {
-					return "", nil, err
+					return kernel.Bound{}, err
 				}
 				if len(ll.words) < 1 || ll.text == "" {
-					return "", nil, abi.E(abi.Invalid, "usage: delegate <profile> [timeout=<ms>] [label=<label>] [pid=<worker>] <task...>")
+					return kernel.Bound{}, abi.E(abi.Invalid, "usage: delegate <profile> [timeout=<ms>] [label=<label>] [pid=<worker>] <task...>")
 				}
 				ms, err := msOpt(ll, "timeout")
 				if err != nil {
-					return "", nil, err
+					return kernel.Bound{}, err
 				}
 				a.Profile, a.Task, a.TimeoutMs, a.Label, a.Pid = ll.words[0], ll.text, ms, ll.opts["label"], ll.opts["pid"]
 			}
-			return "proc.ipc.delegate", a, nil
+			return kernel.BindName("proc.ipc.delegate", a), nil
 		},
-		"watch": func(l ns.CtlLine) (string, any, error) {
+		"watch": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.WatchArgs{WatcherPid: pid}
 			if l.JSON == nil {
 				if len(l.Words) < 1 {
-					return "", nil, abi.E(abi.Invalid, "usage: watch <signal> [process=<pid>] [key=<key>] [ttl=<ms>] [once|always]")
+					return kernel.Bound{}, abi.E(abi.Invalid, "usage: watch <signal> [process=<pid>] [key=<key>] [ttl=<ms>] [once|always]")
 				}
 				a.Signal, a.ProcessID, a.Key = l.Words[0], l.Opt("process"), l.Opt("key")
 				for _, w := range l.Words[1:] {
@@ -146,20 +146,20 @@ func ipcVerbs(pid string) map[string]ns.CtlVerb {
 						once := w == "once"
 						a.Once = &once
 					default:
-						return "", nil, abi.E(abi.Invalid, fmt.Sprintf("%q: usage: watch <signal> [process=<pid>] [key=<key>] [ttl=<ms>] [once|always]", w))
+						return kernel.Bound{}, abi.E(abi.Invalid, fmt.Sprintf("%q: usage: watch <signal> [process=<pid>] [key=<key>] [ttl=<ms>] [once|always]", w))
 					}
 				}
 				if v := l.Opt("ttl"); v != "" {
 					ms, err := durationMs("ttl", v)
 					if err != nil {
-						return "", nil, err
+						return kernel.Bound{}, err
 					}
 					a.TTLMs = &ms
 				}
 			}
-			return "signal.watch", a, nil
+			return kernel.BindName("signal.watch", a), nil
 		},
-		"unwatch": func(l ns.CtlLine) (string, any, error) {
+		"unwatch": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.UnwatchArgs{WatcherPid: pid}
 			if l.JSON == nil {
 				a.Key = l.Opt("key")
@@ -167,10 +167,10 @@ func ipcVerbs(pid string) map[string]ns.CtlVerb {
 					a.WatchID = l.Words[0]
 				}
 				if (a.WatchID == "") == (a.Key == "") || len(l.Words) > 1 {
-					return "", nil, abi.E(abi.Invalid, "usage: unwatch <watchId> | unwatch key=<key>")
+					return kernel.Bound{}, abi.E(abi.Invalid, "usage: unwatch <watchId> | unwatch key=<key>")
 				}
 			}
-			return "signal.unwatch", a, nil
+			return kernel.BindName("signal.unwatch", a), nil
 		},
 	}
 }

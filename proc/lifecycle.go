@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -241,14 +240,14 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 	if err != nil {
 		return nil, err
 	}
-	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "conversation.compacted", "conversationId": cid, "segmentId": segID, "archivedMessages": n})
+	signal(m, p.Uid, abi.SigProcessLifecycle, abi.ProcessLifecycle{Pid: p.Pid, Event: "conversation.compacted", ConversationID: cid, SegmentID: segID, ArchivedMessages: n})
 	return &abi.CompactResult{OK: true, Pid: p.Pid, ConversationID: cid, Segment: *seg, ArchivedMessages: n, ArchivedTo: archive, SummaryMessageID: from}, nil
 }
 
 // removeArchive deletes an archive no segment records (the compaction
 // that wrote it did not happen).
 func (m *Manager) removeArchive(ctx context.Context, path string) {
-	res, err := kernel.Invoke[*abi.FSDeleteResult](ctx, m.k, m.k.KernelCaller(), "fs.delete", &abi.FSDeleteArgs{Path: path})
+	res, err := kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.FsDelete, &abi.FSDeleteArgs{Path: path})
 	if err == nil && !res.OK {
 		err = errors.New(res.Error)
 	}
@@ -304,7 +303,7 @@ func (m *Manager) writeArchive(ctx context.Context, path, pid, cid string, gen, 
 	if to == 0 {
 		to = 1<<62 - 1
 	}
-	f, err := kernel.Invoke[*os.File](ctx, m.k, m.k.KernelCaller(), "fs.create", &kernel.FileArgs{Path: path, Perm: 0o600})
+	f, err := kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.FsCreate, &abi.FileArgs{Path: path, Perm: 0o600})
 	if err != nil {
 		return 0, err
 	}
@@ -343,7 +342,7 @@ func (m *Manager) writeArchive(ctx context.Context, path, pid, cid string, gen, 
 
 // readArchive streams the messages of an archive to fn, as the caller.
 func (m *Manager) readArchive(ctx context.Context, c *kernel.Caller, path string, fn func(abi.Message) bool) error {
-	f, err := kernel.Invoke[*os.File](ctx, m.k, c, "fs.openread", &kernel.FileArgs{Path: path})
+	f, err := kernel.Do(ctx, m.k, c, abi.FsOpenread, &abi.FileArgs{Path: path})
 	if err != nil {
 		return err
 	}
@@ -463,7 +462,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 	if err != nil {
 		return nil, err
 	}
-	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "conversation.forked", "conversationId": cid, "targetConversationId": target})
+	signal(m, p.Uid, abi.SigProcessLifecycle, abi.ProcessLifecycle{Pid: p.Pid, Event: "conversation.forked", ConversationID: cid, TargetConversationID: target})
 	return &abi.ForkResult{OK: true, Pid: p.Pid, SourceConversationID: cid, TargetConversation: tc, RestoredMessages: len(copied),
 		IncludedLiveSuffix: suffix, Segment: seg, ThroughMessageID: a.ThroughMessageID}, nil
 }

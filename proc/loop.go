@@ -131,7 +131,7 @@ func (m *Manager) awaitShell(ctx context.Context, caller *kernel.Caller, sh *abi
 	out.WriteString(sh.Output)
 	truncated := sh.Truncated
 	for sh.Status == "running" {
-		next, err := kernel.Invoke[*abi.ShellExecResult](ctx, m.k, caller, "shell.exec", &abi.ShellExecArgs{SessionID: sh.SessionID})
+		next, err := kernel.Do(ctx, m.k, caller, abi.ShellExec, &abi.ShellExecArgs{SessionID: sh.SessionID})
 		if err != nil {
 			return nil, err
 		}
@@ -347,7 +347,7 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 			}
 			return "error", err
 		}
-		m.signal(pr.uid, "proc.run.output", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "text": resp.Text, "toolCalls": len(resp.ToolCalls)})
+		signal(m, pr.uid, abi.SigProcRunOutput, abi.RunOutput{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, Text: resp.Text, ToolCalls: len(resp.ToolCalls)})
 	}
 }
 
@@ -413,7 +413,7 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 			return err
 		}
 		_, err = m.appendGuarded(ctx, pr.pid, r, "toolResult", b)
-		m.signal(pr.uid, "proc.run.tool.finished", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "callId": c.ID, "toolName": c.Name, "isError": isErr})
+		signal(m, pr.uid, abi.SigProcRunToolFinished, abi.ToolFinished{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, IsError: isErr})
 		return err
 	}
 	if t == nil {
@@ -470,7 +470,7 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 		}
 		// approved: run it.
 	}
-	m.signal(pr.uid, "proc.run.tool.started", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "callId": c.ID, "toolName": c.Name, "syscall": t.syscall})
+	signal(m, pr.uid, abi.SigProcRunToolStarted, abi.ToolStarted{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: t.syscall})
 	var callArgs any = args
 	callCtx := ctx
 	if t.syscall == "codemode.exec" {
@@ -514,7 +514,7 @@ func (m *Manager) systemPrompt(ctx context.Context, p *abi.Process, caller *kern
 	m.devicesPrompt(ctx, &b, caller)
 	m.budgetPrompt(ctx, &b, p)
 	m.assignmentPrompt(ctx, &b, p.Pid)
-	dir, err := kernel.Invoke[*abi.FSReadResult](ctx, m.k, caller, "fs.read", &abi.FSReadArgs{Path: "~/context.d"})
+	dir, err := kernel.Do(ctx, m.k, caller, abi.FsRead, &abi.FSReadArgs{Path: "~/context.d"})
 	if err != nil || !dir.OK || !dir.Dir {
 		return b.String()
 	}
@@ -524,7 +524,7 @@ func (m *Manager) systemPrompt(ctx context.Context, p *abi.Process, caller *kern
 		if !strings.HasSuffix(f, ".md") {
 			continue
 		}
-		raw, err := kernel.Invoke[[]byte](ctx, m.k, caller, "fs.readraw", &kernel.FileArgs{Path: "~/context.d/" + f})
+		raw, err := kernel.Do(ctx, m.k, caller, abi.FsReadraw, &abi.FileArgs{Path: "~/context.d/" + f})
 		if err != nil {
 			continue
 		}
@@ -537,7 +537,7 @@ func (m *Manager) systemPrompt(ctx context.Context, p *abi.Process, caller *kern
 // serves, for the tools' target: a prompt is free, so a failed list
 // leaves the section out.
 func (m *Manager) devicesPrompt(ctx context.Context, b *strings.Builder, caller *kernel.Caller) {
-	res, err := kernel.Invoke[*abi.DeviceListResult](ctx, m.k, caller, "sys.device.list", &abi.DeviceListArgs{})
+	res, err := kernel.Do(ctx, m.k, caller, abi.SysDeviceList, &abi.DeviceListArgs{})
 	if err != nil || len(res.Devices) == 0 {
 		return
 	}
@@ -618,8 +618,8 @@ func (m *Manager) callModel(ctx context.Context, pr *process, r *activeRun, p *a
 	}
 	pr.mu.Unlock()
 	return prov.Complete(ctx, req, func(text string) {
-		m.signal(pr.uid, "proc.run.stream", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "text": text})
-		m.chatSignal(pr.uid, r.id, "chat.delta", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "text": text}, false)
+		signal(m, pr.uid, abi.SigProcRunStream, abi.RunText{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, Text: text})
+		chatSignal(m, pr.uid, r.id, abi.SigChatDelta, abi.RunText{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, Text: text}, false)
 	})
 }
 

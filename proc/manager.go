@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ns"
@@ -113,17 +114,17 @@ func Open(space *ns.Space, opts Options) (*Manager, error) {
 // the /proc tree; proc.setidentity is the kernel's.
 func (m *Manager) Syscalls() []kernel.Syscall {
 	return []kernel.Syscall{
-		kernel.Fn("proc.list", 0, m.sysList),
-		kernel.Fn("proc.get", kernel.Internal, m.sysGet),
-		kernel.Fn("proc.status", 0, m.sysStatus),
-		kernel.Fn("proc.events", kernel.Internal, m.sysEvents),
-		kernel.Fn("proc.profile.list", 0, m.sysProfiles),
-		kernel.Fn("proc.spawn", 0, m.sysSpawn),
-		kernel.Fn("proc.send", 0, m.sysSend),
-		kernel.Fn("proc.run.get", 0, m.sysRunGet),
-		kernel.Fn("proc.run.list", 0, m.sysRunList),
-		kernel.Fn("proc.run.control", 0, m.sysRunControl),
-		kernel.Fn("proc.directive", 0, m.sysDirective),
+		kernel.Handle(abi.ProcList, m.sysList),
+		kernel.Handle(abi.ProcGet, m.sysGet),
+		kernel.Handle(abi.ProcStatus, m.sysStatus),
+		kernel.Handle(abi.ProcEvents, m.sysEvents),
+		kernel.Handle(abi.ProcProfileList, m.sysProfiles),
+		kernel.Handle(abi.ProcSpawn, m.sysSpawn),
+		kernel.Handle(abi.ProcSend, m.sysSend),
+		kernel.Handle(abi.ProcRunGet, m.sysRunGet),
+		kernel.Handle(abi.ProcRunList, m.sysRunList),
+		kernel.Handle(abi.ProcRunControl, m.sysRunControl),
+		kernel.Handle(abi.ProcDirective, m.sysDirective),
 		kernel.Fn("proc.ipc.send", 0, m.sysIpcSend),
 		kernel.Fn("proc.ipc.call", 0, m.sysIpcCall),
 		kernel.Fn("proc.ipc.delegate", 0, m.sysIpcDelegate),
@@ -132,28 +133,28 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 		kernel.Fn("signal.watch", 0, m.sysWatch),
 		kernel.Fn("signal.unwatch", 0, m.sysUnwatch),
 		kernel.Fn("signal.list", 0, m.sysWatchList),
-		kernel.Fn("proc.abort", 0, m.sysAbort),
-		kernel.Fn("proc.hil", 0, m.sysHil),
-		kernel.Fn("proc.kill", 0, m.sysKill),
-		kernel.Fn("proc.reset", 0, m.sysReset),
-		kernel.Fn("proc.checkpoint", 0, m.sysCheckpoint),
-		kernel.Fn("proc.setidentity", kernel.KernelOnly, m.sysSetIdentity),
-		kernel.Fn("proc.history", 0, m.sysHistory),
-		kernel.Fn("proc.history.open", kernel.Internal, m.sysHistoryOpen),
-		kernel.Fn("proc.conversation.open", 0, m.sysConvOpen),
-		kernel.Fn("proc.conversation.list", 0, m.sysConvList),
-		kernel.Fn("proc.conversation.get", 0, m.sysConvGet),
-		kernel.Fn("proc.conversation.lookup", kernel.Internal, m.sysConvLookup),
-		kernel.Fn("proc.conversation.close", 0, m.sysConvClose),
-		kernel.Fn("proc.conversation.reset", 0, m.sysConvReset),
-		kernel.Fn("proc.conversation.policy.get", 0, m.sysPolicyGet),
-		kernel.Fn("proc.conversation.policy.set", 0, m.sysPolicySet),
-		kernel.Fn("proc.conversation.compact", 0, m.sysCompact),
-		kernel.Fn("proc.conversation.fork", 0, m.sysFork),
-		kernel.Fn("proc.conversation.segments", 0, m.sysSegments),
-		kernel.Fn("proc.conversation.segment.read", 0, m.sysSegmentRead),
-		kernel.Fn("codemode.run", 0, m.sysCodeModeRun),
-		kernel.Fn("codemode.exec", kernel.Internal, m.sysCodeModeExec),
+		kernel.Handle(abi.ProcAbort, m.sysAbort),
+		kernel.Handle(abi.ProcHil, m.sysHil),
+		kernel.Handle(abi.ProcKill, m.sysKill),
+		kernel.Handle(abi.ProcReset, m.sysReset),
+		kernel.Handle(abi.ProcCheckpoint, m.sysCheckpoint),
+		kernel.Handle(abi.ProcSetidentity, m.sysSetIdentity),
+		kernel.Handle(abi.ProcHistory, m.sysHistory),
+		kernel.Handle(abi.ProcHistoryOpen, m.sysHistoryOpen),
+		kernel.Handle(abi.ProcConversationOpen, m.sysConvOpen),
+		kernel.Handle(abi.ProcConversationList, m.sysConvList),
+		kernel.Handle(abi.ProcConversationGet, m.sysConvGet),
+		kernel.Handle(abi.ProcConversationLookup, m.sysConvLookup),
+		kernel.Handle(abi.ProcConversationClose, m.sysConvClose),
+		kernel.Handle(abi.ProcConversationReset, m.sysConvReset),
+		kernel.Handle(abi.ProcConversationPolicyGet, m.sysPolicyGet),
+		kernel.Handle(abi.ProcConversationPolicySet, m.sysPolicySet),
+		kernel.Handle(abi.ProcConversationCompact, m.sysCompact),
+		kernel.Handle(abi.ProcConversationFork, m.sysFork),
+		kernel.Handle(abi.ProcConversationSegments, m.sysSegments),
+		kernel.Handle(abi.ProcConversationSegmentRead, m.sysSegmentRead),
+		kernel.Handle(abi.CodemodeRun, m.sysCodeModeRun),
+		kernel.Handle(abi.CodemodeExec, m.sysCodeModeExec),
 	}
 }
 
@@ -230,20 +231,16 @@ func (m *Manager) proc(pid string, uid uint32) *process {
 	return p
 }
 
-// signal publishes a process signal to the owner (and root).
+// signal publishes a process signal of m to the owner uid (and root).
 // It notes which files of /proc the signal changes (noteChange).
-func (m *Manager) signal(uid uint32, name string, payload map[string]any) {
-	m.noteChange(uid, name, payload)
-	m.k.Signal(name, payload, kernel.Audience{Uids: []uint32{uid}})
+func signal[P abi.Scoped](m *Manager, uid uint32, sig abi.Signal[P], p P) {
+	m.noteChange(uid, sig.Name, p)
+	kernel.Publish(m.k, sig, p, kernel.Audience{Uids: []uint32{uid}})
 }
 
-// changed announces a durable state change of pid.
-func (m *Manager) changed(uid uint32, pid, what string, extra map[string]any) {
-	p := map[string]any{"pid": pid, "change": what}
-	for k, v := range extra {
-		p[k] = v
-	}
-	m.signal(uid, "proc.changed", p)
+// changed announces a durable state change of a process (proc.changed).
+func (m *Manager) changed(uid uint32, c abi.ProcChanged) {
+	signal(m, uid, abi.SigProcChanged, c)
 }
 
 func now() int64 { return time.Now().UnixMilli() }

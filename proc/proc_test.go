@@ -281,9 +281,8 @@ func TestBadInput(t *testing.T) {
 	t.Run("model error", func(t *testing.T) {
 		h.setScript(1000, "model_error.jsonl")
 		pid := h.spawn(h.alice, "model-error")
-		sub := h.k.Subscribe(h.alice, func(signal string, payload any) bool {
-			p, ok := payload.(map[string]any)
-			return ok && p["pid"] == pid && signal == "proc.run.finished"
+		sub := h.k.Subscribe(h.alice, func(ev *kernel.Event) bool {
+			return ev.Pid == pid && ev.Signal == "proc.run.finished"
 		})
 		defer sub.Close()
 		r := h.send(h.alice, pid, "", "fail please")
@@ -444,9 +443,8 @@ func TestHilImmediateAnswer(t *testing.T) {
 	h.provs[0] = shellLoopProvider{}
 	h.mu.Unlock()
 	pid := h.spawn(h.root, "hil-race")
-	sub := h.k.Subscribe(h.root, func(signal string, payload any) bool {
-		p, ok := payload.(map[string]any)
-		return ok && p["pid"] == pid && signal == "proc.run.hil.requested"
+	sub := h.k.Subscribe(h.root, func(ev *kernel.Event) bool {
+		return ev.Pid == pid && ev.Signal == "proc.run.hil.requested"
 	})
 	defer sub.Close()
 	for i := 0; i < 12; i++ {
@@ -484,9 +482,8 @@ func TestShellSandboxedForNonRoot(t *testing.T) {
 	h.provs[1000] = shellCmdProvider{cmd: "cat /etc/shadow"}
 	h.mu.Unlock()
 	pid := h.spawn(h.alice, "shell")
-	sub := h.k.Subscribe(h.alice, func(signal string, payload any) bool {
-		p, ok := payload.(map[string]any)
-		return ok && p["pid"] == pid && signal == "proc.run.hil.requested"
+	sub := h.k.Subscribe(h.alice, func(ev *kernel.Event) bool {
+		return ev.Pid == pid && ev.Signal == "proc.run.hil.requested"
 	})
 	defer sub.Close()
 	r := h.send(h.alice, pid, "", "go")

@@ -30,7 +30,7 @@ const MaxScript = 1 << 20
 func (m *Manager) aiConfig(ctx context.Context, uid uint32) (cfg map[string]string, systemEndpoint bool) {
 	level := func(prefix string) map[string]string {
 		out := map[string]string{}
-		r, err := kernel.Invoke[*abi.ConfigGetResult](ctx, m.k, m.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: prefix})
+		r, err := kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.SysConfigGet, &abi.ConfigGetArgs{Key: prefix})
 		if err != nil {
 			return out
 		}
@@ -129,7 +129,7 @@ func (m *Manager) readScript(ctx context.Context, uid uint32, path string) ([]by
 	if err != nil {
 		return nil, err
 	}
-	data, err := kernel.Invoke[[]byte](ctx, m.k, &kernel.Caller{Identity: id}, "fs.readraw", &kernel.FileArgs{Path: path, Max: MaxScript})
+	data, err := kernel.Do(ctx, m.k, &kernel.Caller{Identity: id}, abi.FsReadraw, &abi.FileArgs{Path: path, Max: MaxScript})
 	if err != nil {
 		return nil, fmt.Errorf("config ai/script %s: %w", path, err)
 	}

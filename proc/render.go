@@ -30,7 +30,7 @@ func (m *Manager) renderHistory(ctx context.Context, c *kernel.Caller, pid, cid 
 	var b bytes.Buffer
 	var after int64
 	for {
-		res, err := kernel.Invoke[*abi.HistoryResult](ctx, m.k, c, "proc.history",
+		res, err := kernel.Do(ctx, m.k, c, abi.ProcHistory,
 			&abi.HistoryArgs{Pid: pid, ConversationID: cid, Limit: historyPage, AfterID: &after, Generation: &gen})
 		if err != nil {
 			return nil, err
@@ -157,7 +157,7 @@ func renderTranscript(b *bytes.Buffer, msg *abi.Message) {
 // its archive, read as the caller: the segment must be the caller's and
 // the archive readable by them.
 func (m *Manager) segmentReader(ctx context.Context, c *kernel.Caller, pid, cid, segID string) (vfs.Reader, error) {
-	res, err := kernel.Invoke[*abi.SegmentsResult](ctx, m.k, c, "proc.conversation.segments", &abi.ConvArgs{Pid: pid, ConversationID: cid})
+	res, err := kernel.Do(ctx, m.k, c, abi.ProcConversationSegments, &abi.ConvArgs{Pid: pid, ConversationID: cid})
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func (m *Manager) segmentReader(ctx context.Context, c *kernel.Caller, pid, cid,
 		if s.ID != segID {
 			continue
 		}
-		f, err := kernel.Invoke[*os.File](ctx, m.k, c, "fs.openread", &kernel.FileArgs{Path: s.ArchivePath})
+		f, err := kernel.Do(ctx, m.k, c, abi.FsOpenread, &abi.FileArgs{Path: s.ArchivePath})
 		if err != nil {
 			return nil, err
 		}
@@ -185,7 +185,7 @@ func (m *Manager) segmentReader(ctx context.Context, c *kernel.Caller, pid, cid,
 // once by writeArchive), as the caller c: a stat's size, found without
 // decompressing.
 func (m *Manager) segmentSize(ctx context.Context, c *kernel.Caller, archive string) (int64, error) {
-	f, err := kernel.Invoke[*os.File](ctx, m.k, c, "fs.openread", &kernel.FileArgs{Path: archive})
+	f, err := kernel.Do(ctx, m.k, c, abi.FsOpenread, &abi.FileArgs{Path: archive})
 	if err != nil {
 		return 0, err
 	}

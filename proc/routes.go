@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 )
 
@@ -67,8 +68,9 @@ func (r *runRoutes) conn(run string, done bool) *kernel.Identity {
 	return rt.id
 }
 
-// chatSignal publishes a chat notification of run to its route, falling
-// back to its owner uid (and root); complete ends the route.
-func (m *Manager) chatSignal(uid uint32, run, name string, payload map[string]any, complete bool) {
-	m.k.Signal(name, payload, kernel.Audience{Uids: []uint32{uid}, Conn: m.routes.conn(run, complete)})
+// chatSignal publishes a chat notification of run, a signal of m, to its
+// route, falling back to its owner uid (and root); complete ends the
+// route.
+func chatSignal[P abi.Scoped](m *Manager, uid uint32, run string, sig abi.Signal[P], p P, complete bool) {
+	kernel.Publish(m.k, sig, p, kernel.Audience{Uids: []uint32{uid}, Conn: m.routes.conn(run, complete)})
 }

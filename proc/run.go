@@ -278,7 +278,7 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 		return coalesced, true, errTickCoalesced
 	}
 	if !started {
-		m.changed(p.Uid, p.Pid, "queue", map[string]any{"conversationId": cid, "runId": runID})
+		m.changed(p.Uid, abi.ProcChanged{Pid: p.Pid, Change: "queue", ConversationID: cid, RunID: runID})
 		return runID, true, nil
 	}
 	return runID, false, nil
@@ -359,7 +359,7 @@ func (m *Manager) startLocked(pr *process, r *activeRun) {
 	m.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	m.signal(pr.uid, "proc.run.started", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid})
+	signal(m, pr.uid, abi.SigProcRunStarted, abi.RunStarted{Pid: pr.pid, RunID: r.id, ConversationID: r.cid})
 	go func() {
 		defer m.wg.Done()
 		defer close(done)
@@ -431,18 +431,12 @@ func (m *Manager) finishLocked(pr *process, r *activeRun, status string, rerr er
 		_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status=?, finished_at=?, error=? WHERE run_id=?`, status, now(), nullIf(errText), r.id)
 		return err
 	})
-	payload := map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid, "status": status}
-	if status == "aborted" {
-		payload["aborted"] = true
-	}
-	if errText != "" {
-		payload["error"] = errText
-	}
-	m.signal(pr.uid, "proc.run.finished", payload)
+	signal(m, pr.uid, abi.SigProcRunFinished, abi.RunFinished{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, Status: status,
+		Aborted: status == "aborted", Error: errText})
 	// chat.complete is the seed's notification that a chat run ended;
 	// an aborted one says so (aborted: true).
-	m.chatSignal(pr.uid, r.id, "chat.complete", map[string]any{"pid": pr.pid, "runId": r.id, "conversationId": r.cid,
-		"status": status, "aborted": status == "aborted"}, true)
+	chatSignal(m, pr.uid, r.id, abi.SigChatComplete, abi.ChatComplete{Pid: pr.pid, RunID: r.id, ConversationID: r.cid,
+		Status: status, Aborted: status == "aborted"}, true)
 	m.runEnded(r.id, status, errText)
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ns"
 )
 
@@ -162,89 +163,89 @@ func freeText(l ns.CtlLine, keys ...string) (string, error) {
 // runVerbs are the run verbs of pid's ctl file.
 func runVerbs(pid string) map[string]ns.CtlVerb {
 	effectVerb := func(op string) ns.CtlVerb {
-		return func(l ns.CtlLine) (string, any, error) {
+		return func(l ns.CtlLine) (kernel.Bound, error) {
 			if l.JSON != nil {
-				return "proc.directive", &abi.DirectiveArgs{Pid: pid}, nil
+				return kernel.Bind(abi.ProcDirective, &abi.DirectiveArgs{Pid: pid}), nil
 			}
 			text := ""
 			if op == "refocus" || op == "inject" {
 				var err error
 				if text, err = freeText(l, "checkpoint", "role"); err != nil {
-					return "", nil, err
+					return kernel.Bound{}, err
 				}
 			}
 			e, err := effectOf(op, l, l.Words, text)
 			if err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
 			a, err := directiveArgs(pid, l, &e)
-			return "proc.directive", a, err
+			return kernel.Bind(abi.ProcDirective, a), err
 		}
 	}
 	verbs := map[string]ns.CtlVerb{
-		"continue": func(l ns.CtlLine) (string, any, error) {
+		"continue": func(l ns.CtlLine) (kernel.Bound, error) {
 			if l.JSON != nil {
-				return "proc.directive", &abi.DirectiveArgs{Pid: pid}, nil
+				return kernel.Bind(abi.ProcDirective, &abi.DirectiveArgs{Pid: pid}), nil
 			}
 			if len(l.Words) == 0 {
 				a, err := directiveArgs(pid, l, nil)
-				return "proc.directive", a, err
+				return kernel.Bind(abi.ProcDirective, a), err
 			}
 			op := l.Words[0]
 			text := ""
 			if op == "refocus" || op == "inject" {
 				t, err := freeText(l, "checkpoint")
 				if err != nil {
-					return "", nil, err
+					return kernel.Bound{}, err
 				}
 				ll, err := splitLead(t, 1, "role")
 				if err != nil {
-					return "", nil, err
+					return kernel.Bound{}, err
 				}
 				text = ll.text
 			}
 			e, err := effectOf(op, l, l.Words[1:], text)
 			if err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
 			a, err := directiveArgs(pid, l, &e)
-			return "proc.directive", a, err
+			return kernel.Bind(abi.ProcDirective, a), err
 		},
-		"stop": func(l ns.CtlLine) (string, any, error) {
-			return "proc.run.control", &abi.RunControlArgs{Pid: pid, Stop: true, Wait: true}, l.Args(0, 0, "stop")
+		"stop": func(l ns.CtlLine) (kernel.Bound, error) {
+			return kernel.Bind(abi.ProcRunControl, &abi.RunControlArgs{Pid: pid, Stop: true, Wait: true}), l.Args(0, 0, "stop")
 		},
-		"start": func(l ns.CtlLine) (string, any, error) {
-			return "proc.run.control", &abi.RunControlArgs{Pid: pid, Start: true}, l.Args(0, 0, "start")
+		"start": func(l ns.CtlLine) (kernel.Bound, error) {
+			return kernel.Bind(abi.ProcRunControl, &abi.RunControlArgs{Pid: pid, Start: true}), l.Args(0, 0, "start")
 		},
-		"supervise": func(l ns.CtlLine) (string, any, error) {
+		"supervise": func(l ns.CtlLine) (kernel.Bound, error) {
 			if err := l.Args(0, 1, "supervise [grace=<ms|duration>] | supervise off"); err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
 			if len(l.Words) == 1 && l.Words[0] != "off" {
-				return "", nil, abi.E(abi.Invalid, "usage: supervise [grace=<ms|duration>] | supervise off")
+				return kernel.Bound{}, abi.E(abi.Invalid, "usage: supervise [grace=<ms|duration>] | supervise off")
 			}
 			on := len(l.Words) == 0
 			a := &abi.RunControlArgs{Pid: pid, Supervise: &on}
 			if v, ok := l.LookupOpt("grace"); ok {
 				n, err := durationMs("grace", v)
 				if err != nil {
-					return "", nil, err
+					return kernel.Bound{}, err
 				}
 				a.GraceMs = &n
 			}
-			return "proc.run.control", a, nil
+			return kernel.Bind(abi.ProcRunControl, a), nil
 		},
-		"budget": func(l ns.CtlLine) (string, any, error) {
+		"budget": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.RunControlArgs{Pid: pid, Budget: &abi.RunBudget{}}
 			if err := l.Args(0, 0, "budget [usd=..] [tokens=..] [turns=..] [time=..] [on-exhaust=pause|abort]"); err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
 			if l.JSON == nil {
 				if err := budgetOpts(l, a.Budget); err != nil {
-					return "", nil, err
+					return kernel.Bound{}, err
 				}
 			}
-			return "proc.run.control", a, nil
+			return kernel.Bind(abi.ProcRunControl, a), nil
 		},
 	}
 	for _, op := range []string{"extend-budget", "refocus", "swap-model", "set-temperature", "set-tool-cap"} {

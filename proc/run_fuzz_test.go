@@ -54,7 +54,8 @@ func FuzzRunVerbs(f *testing.F) {
 		if !ok {
 			return
 		}
-		call, args, err := v(l)
+		b, err := v(l)
+		call, args := b.Name(), b.Args()
 		if err != nil {
 			if abi.KindOf(err) != abi.Invalid {
 				t.Fatalf("%q: an error of kind %v, want a 400: %v", line, abi.KindOf(err), err)

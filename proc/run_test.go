@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/proc/model"
 )
 
@@ -23,9 +24,8 @@ func TestSendRunReply(t *testing.T) {
 	h := newPTHarness(t)
 	s := h.setScript(1000, "hello.jsonl")
 	pid := init0(1000)
-	sub := h.k.Subscribe(h.alice, func(signal string, payload any) bool {
-		p, ok := payload.(map[string]any)
-		return ok && p["pid"] == pid
+	sub := h.k.Subscribe(h.alice, func(ev *kernel.Event) bool {
+		return ev.Pid == pid
 	})
 	defer sub.Close()
 
@@ -186,9 +186,8 @@ func TestHil(t *testing.T) {
 	h := newPTHarness(t)
 	h.setScript(0, "hil.jsonl")
 	pid := h.spawn(h.root, "hil")
-	sub := h.k.Subscribe(h.root, func(signal string, payload any) bool {
-		p, ok := payload.(map[string]any)
-		return ok && p["pid"] == pid && signal == "proc.run.hil.requested"
+	sub := h.k.Subscribe(h.root, func(ev *kernel.Event) bool {
+		return ev.Pid == pid && ev.Signal == "proc.run.hil.requested"
 	})
 	defer sub.Close()
 

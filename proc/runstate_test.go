@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/proc/model"
 )
 
@@ -258,9 +259,8 @@ func TestResetDuringSendCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub := h.k.Subscribe(h.root, func(signal string, payload any) bool {
-		pl, ok := payload.(map[string]any)
-		return ok && pl["pid"] == pid && signal == "proc.run.finished"
+	sub := h.k.Subscribe(h.root, func(ev *kernel.Event) bool {
+		return ev.Pid == pid && ev.Signal == "proc.run.finished"
 	})
 	defer sub.Close()
 	release := h.holdStore()

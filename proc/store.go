@@ -139,9 +139,9 @@ var migrations = []string{
 		error TEXT);
 	CREATE UNIQUE INDEX proc_watches_key ON proc_watches(watcher_pid, key) WHERE key IS NOT NULL;
 	CREATE INDEX proc_watches_signal ON proc_watches(signal);`,
-	// 5: the users group may watch signals.
-	`INSERT INTO group_caps(gid,cap) SELECT 100,'signal.*'
-		WHERE NOT EXISTS (SELECT 1 FROM group_caps WHERE gid=100 AND cap='signal.*')`,
+	// 5: kept as a step so later numbers stay: grants come from the
+	// syscalls' descriptors.
+	`SELECT 1`,
 	// 6: deliberable runs: a process's run settings and usage; a run's
 	// last checkpoint and where it is parked; the decisions of
 	// checkpoints (first wins: the primary key); steering messages wait

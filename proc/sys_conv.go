@@ -108,7 +108,7 @@ func (m *Manager) sysConvOpen(ctx context.Context, c *kernel.Caller, a *abi.Conv
 	if err != nil {
 		return nil, err
 	}
-	m.changed(p.Uid, p.Pid, "conversation.open", map[string]any{"conversationId": cid})
+	m.changed(p.Uid, abi.ProcChanged{Pid: p.Pid, Change: "conversation.open", ConversationID: cid})
 	return &abi.ConvOpenResult{OK: true, Pid: p.Pid, Conversation: conv, Created: created}, nil
 }
 
@@ -173,7 +173,7 @@ func (m *Manager) sysConvClose(ctx context.Context, c *kernel.Caller, a *abi.Con
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return nil, abi.E(path, abi.NotExist, "no such conversation")
 	}
-	m.changed(p.Uid, p.Pid, "conversation.close", map[string]any{"conversationId": a.ConversationID})
+	m.changed(p.Uid, abi.ProcChanged{Pid: p.Pid, Change: "conversation.close", ConversationID: a.ConversationID})
 	return &abi.ConvCloseResult{OK: true, Pid: p.Pid, ConversationID: a.ConversationID, Closed: true}, nil
 }
 
@@ -197,7 +197,7 @@ func (m *Manager) sysConvReset(ctx context.Context, c *kernel.Caller, a *abi.Con
 	if len(entries) > 0 {
 		res.ArchivedMessages, res.ArchivedTo = entries[0].Messages, dir
 	}
-	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "conversation.reset", "conversationId": cid})
+	signal(m, p.Uid, abi.SigProcessLifecycle, abi.ProcessLifecycle{Pid: p.Pid, Event: "conversation.reset", ConversationID: cid})
 	return res, nil
 }
 
@@ -250,7 +250,7 @@ func (m *Manager) sysPolicySet(ctx context.Context, c *kernel.Caller, a *abi.Pol
 		pol.Overflow, pol.CompactAtPressure, pol.KeepLast, p.Pid, cid); err != nil {
 		return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
 	}
-	m.changed(p.Uid, p.Pid, "policy", map[string]any{"conversationId": cid})
+	m.changed(p.Uid, abi.ProcChanged{Pid: p.Pid, Change: "policy", ConversationID: cid})
 	return &abi.PolicyResult{OK: true, Pid: p.Pid, Policy: pol}, nil
 }
 

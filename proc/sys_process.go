@@ -11,7 +11,6 @@ import (
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ns"
-	"gsvfs.dev/gsvfs/vfs"
 )
 
 // The proc.* syscalls on processes: list, status, spawn, send, abort,
@@ -29,7 +28,7 @@ var profiles = []abi.Profile{
 
 // sysList serves proc.list: the caller's processes; root's are everyone's,
 // or one user's (Uid). Only root may list another user's.
-func (m *Manager) sysList(ctx context.Context, c *kernel.Caller, a *abi.ListArgs) (*abi.ProcList, error) {
+func (m *Manager) sysList(ctx context.Context, c *kernel.Caller, a *abi.ListArgs) (*abi.ProcListResult, error) {
 	where, args := "WHERE uid=?", []any{c.Uid}
 	if c.IsRoot() {
 		where, args = "", nil
@@ -43,7 +42,7 @@ func (m *Manager) sysList(ctx context.Context, c *kernel.Caller, a *abi.ListArgs
 	if err != nil {
 		return nil, err
 	}
-	return &abi.ProcList{Processes: ps}, nil
+	return &abi.ProcListResult{Processes: ps}, nil
 }
 
 // sysGet serves proc.get (Internal): the namespace's lookup of a process
@@ -66,7 +65,7 @@ func (m *Manager) sysStatus(ctx context.Context, c *kernel.Caller, a *abi.PidArg
 }
 
 // status is proc.status's record of p.
-func (m *Manager) status(ctx context.Context, p *abi.Process) (*abi.ProcStatus, error) {
+func (m *Manager) status(ctx context.Context, p *abi.Process) (*abi.ProcStatusRecord, error) {
 	user := ""
 	if u, _ := m.k.UserOf(ctx, p.Uid); u != nil {
 		user = u.Username
@@ -88,7 +87,7 @@ func (m *Manager) status(ctx context.Context, p *abi.Process) (*abi.ProcStatus, 
 	if err := m.st.R.QueryRowContext(ctx, `SELECT count(*) FROM proc_queue WHERE pid=?`, p.Pid).Scan(&queued); err != nil {
 		return nil, abi.E(abi.Path(p.Pid), err)
 	}
-	return &abi.ProcStatus{Pid: p.Pid, Uid: p.Uid, User: user, Profile: p.Profile, Label: str(p.Label),
+	return &abi.ProcStatusRecord{Pid: p.Pid, Uid: p.Uid, User: user, Profile: p.Profile, Label: str(p.Label),
 		Parent: str(p.ParentPid), State: state, Run: run, Queued: queued, Cwd: p.Cwd,
 		Workspace: str(p.WorkspaceID), Created: time.UnixMilli(p.CreatedAt).UTC().Format(time.RFC3339)}, nil
 }
@@ -96,7 +95,7 @@ func (m *Manager) status(ctx context.Context, p *abi.Process) (*abi.ProcStatus, 
 // sysEvents serves proc.events (Internal): a process's signal stream,
 // from now. Its result is a live subscription, which only the namespace
 // can serve.
-func (m *Manager) sysEvents(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (vfs.Subscription, error) {
+func (m *Manager) sysEvents(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (abi.EventStream, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
@@ -104,9 +103,8 @@ func (m *Manager) sysEvents(ctx context.Context, c *kernel.Caller, a *abi.PidArg
 	pid := p.Pid
 	// chat.delta repeats proc.run.stream for clients (/sys/events): the
 	// process's own stream carries the latter only.
-	return m.k.Subscribe(c.Identity, func(signal string, payload any) bool {
-		pl, ok := payload.(map[string]any)
-		return ok && pl["pid"] == pid && signal != "chat.delta"
+	return m.k.Subscribe(c.Identity, func(ev *kernel.Event) bool {
+		return ev.Pid == pid && ev.Signal != abi.SigChatDelta.Name
 	}), nil
 }
 
@@ -199,7 +197,7 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 	if err != nil {
 		return nil, err
 	}
-	m.changed(c.Uid, pid, "spawn", map[string]any{"profile": prof.ID})
+	m.changed(c.Uid, abi.ProcChanged{Pid: pid, Change: "spawn", Profile: prof.ID})
 	switch {
 	case a.Prompt != "":
 		if _, _, err := m.SendEvent(ctx, p, "default", Event{Kind: abi.EventUserMessage, Source: sourceOf(c), Text: a.Prompt, Cap: c.Identity.Process}); err != nil {
@@ -355,21 +353,13 @@ func (m *Manager) resetProcess(ctx context.Context, p *abi.Process, archive bool
 	for _, e := range entries {
 		total += e.Messages
 	}
-	m.signal(p.Uid, "process.lifecycle", map[string]any{"pid": p.Pid, "event": "process." + event})
+	signal(m, p.Uid, abi.SigProcessLifecycle, abi.ProcessLifecycle{Pid: p.Pid, Event: "process." + event})
 	return &abi.ResetResult{OK: true, Pid: p.Pid, ArchivedMessages: total, Archives: entries, ArchivedTo: dir}, nil
-}
-
-// setIdentityArgs are proc.setidentity's args (a kernel-only call, with
-// the kernel's Identity).
-type setIdentityArgs struct {
-	Pid      string           `json:"pid"`
-	Identity *kernel.Identity `json:"identity"`
-	Profile  string           `json:"profile"`
 }
 
 // sysSetIdentity serves proc.setidentity (KernelOnly): a process's working
 // directory, workspace and (if given) profile.
-func (m *Manager) sysSetIdentity(ctx context.Context, c *kernel.Caller, a *setIdentityArgs) (*abi.SetIdentityResult, error) {
+func (m *Manager) sysSetIdentity(ctx context.Context, c *kernel.Caller, a *abi.SetIdentityArgs) (*abi.SetIdentityResult, error) {
 	if a.Identity == nil {
 		return nil, abi.E(abi.Invalid, "identity is required")
 	}

@@ -40,13 +40,13 @@ const hilUsage = "hil approve <requestId> [remember] [args=<json>] | hil deny <r
 // hilVerb parses "hil approve <id> [remember] [args=<json>]", "hil deny
 // <id>" and "hil substitute <id> <text...>" (the text is the rest of the
 // line, verbatim, as send's). A line of JSON args fills proc.hil's args.
-func hilVerb(pid string, l ns.CtlLine) (string, any, error) {
+func hilVerb(pid string, l ns.CtlLine) (kernel.Bound, error) {
 	a := &abi.HilArgs{Pid: pid}
 	if l.JSON != nil {
-		return "proc.hil", a, nil
+		return kernel.Bind(abi.ProcHil, a), nil
 	}
 	if err := words(l, 2, hilUsage); err != nil {
-		return "", nil, err
+		return kernel.Bound{}, err
 	}
 	a.Decision, a.RequestID = word(l, 0), word(l, 1)
 	if a.Decision == "substitute" {
@@ -60,33 +60,33 @@ func hilVerb(pid string, l ns.CtlLine) (string, any, error) {
 			}
 		}
 		a.Result = strings.TrimLeft(rest, " \t")
-		return "proc.hil", a, nil
+		return kernel.Bind(abi.ProcHil, a), nil
 	}
 	for _, w := range l.Words[2:] {
 		if w != "remember" {
-			return "", nil, abi.E(abi.Invalid, "usage: "+hilUsage)
+			return kernel.Bound{}, abi.E(abi.Invalid, "usage: "+hilUsage)
 		}
 		a.Remember = true
 	}
 	if v, ok := l.LookupOpt("args"); ok {
 		if !json.Valid([]byte(v)) {
-			return "", nil, abi.E(abi.Invalid, fmt.Sprintf("args=%s is not JSON (JSON with spaces is quoted: args='{\"path\": \"a b\"}')", v))
+			return kernel.Bound{}, abi.E(abi.Invalid, fmt.Sprintf("args=%s is not JSON (JSON with spaces is quoted: args='{\"path\": \"a b\"}')", v))
 		}
 		a.Args = json.RawMessage(v)
 	}
-	return "proc.hil", a, nil
+	return kernel.Bind(abi.ProcHil, a), nil
 }
 
 // spawnVerb parses "spawn <profile> [label=..] [prompt=..] [workspace=<mode>]".
-func spawnVerb(l ns.CtlLine) (string, any, error) {
+func spawnVerb(l ns.CtlLine) (kernel.Bound, error) {
 	if err := l.Args(1, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none|inherit]"); err != nil {
-		return "", nil, err
+		return kernel.Bound{}, err
 	}
 	a := &abi.SpawnArgs{Profile: word(l, 0), Label: l.Opt("label"), Prompt: l.Opt("prompt")}
 	if w, ok := l.LookupOpt("workspace"); ok {
 		a.Workspace = &abi.WorkspaceSpec{Mode: w}
 	}
-	return "proc.spawn", a, nil
+	return kernel.Bind(abi.ProcSpawn, a), nil
 }
 
 // tree is the /proc tree.
@@ -99,7 +99,7 @@ func (m *Manager) tree() vfs.Dir {
 		func(res any) (string, error) {
 			r, ok := res.(*abi.SpawnResult)
 			if !ok {
-				return "", abi.E(abi.Op("proc.spawn"), abi.Other, fmt.Sprintf("result of type %T", res))
+				return "", abi.E(abi.Op(abi.ProcSpawn.Name), abi.Other, fmt.Sprintf("result of type %T", res))
 			}
 			return r.Pid, nil
 		})
@@ -107,7 +107,7 @@ func (m *Manager) tree() vfs.Dir {
 	return &vfs.FuncDir{Meta: root,
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
 			out := []vfs.DirEntry{{Name: "ctl", Node: ctl}, {Name: "clone", Node: clone}, {Name: "err", Node: errv}}
-			res, err := kernel.Invoke[*abi.ProcList](ctx, m.k, ns.CallerOf(cred, ""), "proc.list", &abi.ListArgs{})
+			res, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcList, &abi.ListArgs{})
 			if err != nil {
 				return out, nil // nobody sees the fixed files only
 			}
@@ -141,7 +141,7 @@ func (m *Manager) tree() vfs.Dir {
 			case "err":
 				return errv, nil
 			}
-			p, err := kernel.Invoke[*abi.Process](ctx, m.k, ns.CallerOf(cred, ""), "proc.get", &abi.PidArgs{Pid: name})
+			p, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcGet, &abi.PidArgs{Pid: name})
 			if err != nil || name == "" {
 				return nil, vfs.ErrNotExist
 			}
@@ -197,9 +197,9 @@ func (o owner) at(path string, mode fs.FileMode) *ns.Meta { return ns.Meta(o).At
 // jsonView is a view of the syscall call made as the reader, the part of
 // its result (an R) pick chooses shown as indented JSON; a nil part is an
 // empty view.
-func jsonView[R any, V any](m *Manager, meta *ns.Meta, call string, args any, pick func(R) *V) *vfs.View {
+func jsonView[A, R, V any](m *Manager, meta *ns.Meta, call abi.Call[A, R], args *A, pick func(R) *V) *vfs.View {
 	return &vfs.View{Meta: meta, Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		res, err := kernel.Invoke[R](ctx, m.k, ns.CallerOf(cred, ""), call, args)
+		res, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), call, args)
 		if err != nil {
 			return nil, err
 		}
@@ -253,7 +253,7 @@ func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 		return own.at(path, mode).WithChanged(m.changedAt(pid, p.CreatedAt, parts...))
 	}
 	status := &vfs.View{Meta: at(base+"/status", 0o400, "status"), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		res, err := kernel.Invoke[*abi.StatusResult](ctx, m.k, ns.CallerOf(cred, ""), "proc.status", &abi.PidArgs{Pid: pid})
+		res, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcStatus, &abi.PidArgs{Pid: pid})
 		if err != nil {
 			return nil, err
 		}
@@ -264,30 +264,30 @@ func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 		return []byte(b.String()), nil
 	}}
 	verbs := map[string]ns.CtlVerb{
-		"send": func(l ns.CtlLine) (string, any, error) {
+		"send": func(l ns.CtlLine) (kernel.Bound, error) {
 			if l.JSON == nil && l.Rest == "" {
-				return "", nil, abi.E(abi.Invalid, "usage: send [mode=queue|steer|interrupt] <text...>")
+				return kernel.Bound{}, abi.E(abi.Invalid, "usage: send [mode=queue|steer|interrupt] <text...>")
 			}
 			ll, err := splitLead(l.Text(), 0, "mode")
-			return "proc.send", &abi.SendArgs{Pid: pid, Message: ll.text, Mode: ll.opts["mode"]}, err
+			return kernel.Bind(abi.ProcSend, &abi.SendArgs{Pid: pid, Message: ll.text, Mode: ll.opts["mode"]}), err
 		},
-		"abort": func(l ns.CtlLine) (string, any, error) {
-			return "proc.abort", &abi.PidArgs{Pid: pid}, l.Args(0, 0, "abort")
+		"abort": func(l ns.CtlLine) (kernel.Bound, error) {
+			return kernel.Bind(abi.ProcAbort, &abi.PidArgs{Pid: pid}), l.Args(0, 0, "abort")
 		},
-		"kill": func(l ns.CtlLine) (string, any, error) {
+		"kill": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.KillArgs{Pid: pid}
 			if word(l, 0) == "noarchive" {
 				f := false
 				a.Archive = &f
 			} else if len(l.Words) > 0 {
-				return "", nil, abi.E(abi.Invalid, "usage: kill [noarchive]")
+				return kernel.Bound{}, abi.E(abi.Invalid, "usage: kill [noarchive]")
 			}
-			return "proc.kill", a, nil
+			return kernel.Bind(abi.ProcKill, a), nil
 		},
-		"reset": func(l ns.CtlLine) (string, any, error) {
-			return "proc.reset", &abi.PidArgs{Pid: pid}, l.Args(0, 0, "reset")
+		"reset": func(l ns.CtlLine) (kernel.Bound, error) {
+			return kernel.Bind(abi.ProcReset, &abi.PidArgs{Pid: pid}), l.Args(0, 0, "reset")
 		},
-		"hil": func(l ns.CtlLine) (string, any, error) { return hilVerb(pid, l) },
+		"hil": func(l ns.CtlLine) (kernel.Bound, error) { return hilVerb(pid, l) },
 	}
 	for v, f := range ipcVerbs(pid) {
 		verbs[v] = f
@@ -297,10 +297,10 @@ func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 	}
 	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), verbs)
 	events := &vfs.Stream{Meta: own.at(base+"/events", 0o400), Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
-		return kernel.Invoke[vfs.Subscription](ctx, m.k, ns.CallerOf(cred, ""), "proc.events", &abi.PidArgs{Pid: pid})
+		return kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcEvents, &abi.PidArgs{Pid: pid})
 	}}
 	// hil is the pending request; no request: the view is empty.
-	hil := jsonView(m, at(base+"/hil", 0o400, "hil"), "proc.history", &abi.HistoryArgs{Pid: pid, Limit: 1},
+	hil := jsonView(m, at(base+"/hil", 0o400, "hil"), abi.ProcHistory, &abi.HistoryArgs{Pid: pid, Limit: 1},
 		func(r *abi.HistoryResult) *abi.HilRequest { return r.PendingHil })
 	return vfs.NewDir(at(base, dirMode),
 		vfs.DirEntry{Name: "status", Node: status},
@@ -309,7 +309,7 @@ func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 		vfs.DirEntry{Name: "events", Node: events},
 		vfs.DirEntry{Name: "hil", Node: hil},
 		vfs.DirEntry{Name: "ipc", Node: m.ipcView(at(base+"/ipc", 0o400, "ipc"), pid)},
-		vfs.DirEntry{Name: "run", Node: jsonView(m, at(base+"/run", 0o400, "run"), "proc.run.get", &abi.PidArgs{Pid: pid},
+		vfs.DirEntry{Name: "run", Node: jsonView(m, at(base+"/run", 0o400, "run"), abi.ProcRunGet, &abi.PidArgs{Pid: pid},
 			func(r *abi.RunInfo) *abi.RunInfo { return r })},
 		vfs.DirEntry{Name: "conversations", Node: m.convsDir(p, own)},
 	)
@@ -322,7 +322,7 @@ type statusLine struct {
 }
 
 // statusLines are the lines of /proc/<pid>/status, in order.
-func statusLines(st *abi.ProcStatus) []statusLine {
+func statusLines(st *abi.ProcStatusRecord) []statusLine {
 	return []statusLine{{"pid", st.Pid}, {"uid", st.Uid}, {"user", st.User}, {"profile", st.Profile}, {"label", st.Label},
 		{"parent", st.Parent}, {"state", st.State}, {"run", st.Run}, {"queued", st.Queued}, {"cwd", st.Cwd},
 		{"workspace", st.Workspace}, {"created", st.Created}}
@@ -347,27 +347,27 @@ func (m *Manager) convsDir(p *abi.Process, own owner) vfs.Dir {
 	base := "/proc/" + p.Pid + "/conversations"
 	pid := p.Pid
 	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), map[string]ns.CtlVerb{
-		"open": func(l ns.CtlLine) (string, any, error) {
+		"open": func(l ns.CtlLine) (kernel.Bound, error) {
 			if err := l.Args(0, 1, "open [<id>] [title=..]"); err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
 			a := &abi.ConvArgs{Pid: pid, ConversationID: word(l, 0)}
 			if t, ok := l.LookupOpt("title"); ok {
 				a.Title = &t
 			}
-			return "proc.conversation.open", a, nil
+			return kernel.Bind(abi.ProcConversationOpen, a), nil
 		},
-		"close": func(l ns.CtlLine) (string, any, error) {
+		"close": func(l ns.CtlLine) (kernel.Bound, error) {
 			if err := l.Args(1, 1, "close <id>"); err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
-			return "proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: word(l, 0)}, nil
+			return kernel.Bind(abi.ProcConversationClose, &abi.ConvArgs{Pid: pid, ConversationID: word(l, 0)}), nil
 		},
 	})
 	errv := m.space.ErrView(base)
 	return &vfs.FuncDir{Meta: own.at(base, fs.ModeDir|0o500).WithChanged(m.changedAt(pid, p.CreatedAt, "conversations")),
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
-			res, err := kernel.Invoke[*abi.ConvListResult](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.list", &abi.ConvArgs{Pid: pid, IncludeClosed: true})
+			res, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcConversationList, &abi.ConvArgs{Pid: pid, IncludeClosed: true})
 			if err != nil {
 				return nil, err
 			}
@@ -384,7 +384,7 @@ func (m *Manager) convsDir(p *abi.Process, own owner) vfs.Dir {
 			case "err":
 				return errv, nil
 			}
-			if _, err := kernel.Invoke[*abi.Conversation](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.lookup", &abi.ConvArgs{Pid: pid, ConversationID: name}); err != nil {
+			if _, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcConversationLookup, &abi.ConvArgs{Pid: pid, ConversationID: name}); err != nil {
 				return nil, err // ENOENT for a conversation that is not there
 			}
 			return m.convDir(ctx, p, name), nil
@@ -396,10 +396,10 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 	base := "/proc/" + p.Pid + "/conversations/" + cid
 	pid := p.Pid
 	in := &convInput{Input: &vfs.Input{Meta: own.at(base+"/in", 0o600), Deliver: func(ctx context.Context, cred vfs.Cred, data []byte) error {
-		_, err := m.k.Call(ctx, ns.CallerOf(cred, base), "proc.send", &abi.SendArgs{Pid: pid, ConversationID: cid, Message: strings.TrimSuffix(string(data), "\n")})
+		_, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, base), abi.ProcSend, &abi.SendArgs{Pid: pid, ConversationID: cid, Message: strings.TrimSuffix(string(data), "\n")})
 		return err
 	}}, check: func(ctx context.Context, cred vfs.Cred) error {
-		c, err := kernel.Invoke[*abi.Conversation](ctx, m.k, ns.CallerOf(cred, base), "proc.conversation.lookup", &abi.ConvArgs{Pid: pid, ConversationID: cid})
+		c, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, base), abi.ProcConversationLookup, &abi.ConvArgs{Pid: pid, ConversationID: cid})
 		if err != nil {
 			return err
 		}
@@ -409,25 +409,25 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 		return nil
 	}}
 	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), map[string]ns.CtlVerb{
-		"send": func(l ns.CtlLine) (string, any, error) {
+		"send": func(l ns.CtlLine) (kernel.Bound, error) {
 			if l.JSON == nil && l.Rest == "" {
-				return "", nil, abi.E(abi.Invalid, "usage: send <text...>")
+				return kernel.Bound{}, abi.E(abi.Invalid, "usage: send <text...>")
 			}
-			return "proc.send", &abi.SendArgs{Pid: pid, ConversationID: cid, Message: l.Text()}, nil
+			return kernel.Bind(abi.ProcSend, &abi.SendArgs{Pid: pid, ConversationID: cid, Message: l.Text()}), nil
 		},
-		"compact": func(l ns.CtlLine) (string, any, error) {
+		"compact": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.CompactArgs{Pid: pid, ConversationID: cid}
 			if v, ok := l.LookupOpt("keep"); ok {
 				n, err := strconv.Atoi(v)
 				if err != nil {
-					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("keep=%q is not a number", v))
+					return kernel.Bound{}, abi.E(abi.Invalid, fmt.Sprintf("keep=%q is not a number", v))
 				}
 				a.KeepLast = &n
 			}
 			if v, ok := l.LookupOpt("through"); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
-					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("through=%q is not a message id", v))
+					return kernel.Bound{}, abi.E(abi.Invalid, fmt.Sprintf("through=%q is not a message id", v))
 				}
 				a.ThroughMessageID = &n
 			}
@@ -436,31 +436,31 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 			}
 			for _, w := range l.Words {
 				if w != "generate" {
-					return "", nil, abi.E(abi.Invalid, "usage: compact keep=<n>|through=<msgId> [summary=<text>|generate]")
+					return kernel.Bound{}, abi.E(abi.Invalid, "usage: compact keep=<n>|through=<msgId> [summary=<text>|generate]")
 				}
 				a.GenerateSummary = true
 			}
-			return "proc.conversation.compact", a, nil
+			return kernel.Bind(abi.ProcConversationCompact, a), nil
 		},
-		"reset": func(l ns.CtlLine) (string, any, error) {
+		"reset": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.ConvArgs{Pid: pid, ConversationID: cid}
 			if err := l.Args(0, 1, "reset [noarchive]"); err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
 			if word(l, 0) == "noarchive" {
 				f := false
 				a.Archive = &f
 			} else if len(l.Words) > 0 {
-				return "", nil, abi.E(abi.Invalid, "usage: reset [noarchive]")
+				return kernel.Bound{}, abi.E(abi.Invalid, "usage: reset [noarchive]")
 			}
-			return "proc.conversation.reset", a, nil
+			return kernel.Bind(abi.ProcConversationReset, a), nil
 		},
-		"fork": func(l ns.CtlLine) (string, any, error) {
+		"fork": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.ForkArgs{Pid: pid, ConversationID: cid, SegmentID: l.Opt("segment"), TargetConversationID: l.Opt("as")}
 			if v, ok := l.LookupOpt("through"); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
-					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("through=%q is not a message id", v))
+					return kernel.Bound{}, abi.E(abi.Invalid, fmt.Sprintf("through=%q is not a message id", v))
 				}
 				a.ThroughMessageID = &n
 			}
@@ -469,20 +469,20 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 			}
 			for _, w := range l.Words {
 				if w != "nosuffix" {
-					return "", nil, abi.E(abi.Invalid, "usage: fork through=<msgId>|segment=<segId> [as=<id>] [title=..] [nosuffix]")
+					return kernel.Bound{}, abi.E(abi.Invalid, "usage: fork through=<msgId>|segment=<segId> [as=<id>] [title=..] [nosuffix]")
 				}
 				f := false
 				a.IncludeLiveSuffix = &f
 			}
-			return "proc.conversation.fork", a, nil
+			return kernel.Bind(abi.ProcConversationFork, a), nil
 		},
-		"close": func(l ns.CtlLine) (string, any, error) {
-			return "proc.conversation.close", &abi.ConvArgs{Pid: pid, ConversationID: cid}, l.Args(0, 0, "close")
+		"close": func(l ns.CtlLine) (kernel.Bound, error) {
+			return kernel.Bind(abi.ProcConversationClose, &abi.ConvArgs{Pid: pid, ConversationID: cid}), l.Args(0, 0, "close")
 		},
-		"policy": func(l ns.CtlLine) (string, any, error) {
+		"policy": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.PolicyArgs{Pid: pid, ConversationID: cid}
 			if err := l.Args(0, 0, "policy [overflow=manual|auto-compact|fail] [pressure=<0..1>] [keep=<n>]"); err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
 			if v, ok := l.LookupOpt("overflow"); ok {
 				a.Overflow = &v
@@ -490,33 +490,33 @@ func (m *Manager) convDir(ctx context.Context, p *abi.Process, cid string) vfs.D
 			if v, ok := l.LookupOpt("pressure"); ok {
 				f, err := abi.ParseFinite("pressure", v)
 				if err != nil {
-					return "", nil, err
+					return kernel.Bound{}, err
 				}
 				a.CompactAtPressure = &f
 			}
 			if v, ok := l.LookupOpt("keep"); ok {
 				n, err := strconv.Atoi(v)
 				if err != nil {
-					return "", nil, abi.E(abi.Invalid, fmt.Sprintf("keep=%q is not a number", v))
+					return kernel.Bound{}, abi.E(abi.Invalid, fmt.Sprintf("keep=%q is not a number", v))
 				}
 				a.KeepLast = &n
 			}
-			return "proc.conversation.policy.set", a, nil
+			return kernel.Bind(abi.ProcConversationPolicySet, a), nil
 		},
 	})
 	conv := func(path string, mode fs.FileMode, part string) *ns.Meta {
 		return own.at(path, mode).WithChanged(m.changedAt(pid, p.CreatedAt, part))
 	}
-	info := jsonView(m, conv(base+"/info", 0o400, "c/"+cid), "proc.conversation.get", &abi.ConvArgs{Pid: pid, ConversationID: cid},
+	info := jsonView(m, conv(base+"/info", 0o400, "c/"+cid), abi.ProcConversationGet, &abi.ConvArgs{Pid: pid, ConversationID: cid},
 		func(r *abi.ConversationGetResult) *abi.Conversation { return r.Conversation })
-	policy := jsonView(m, conv(base+"/policy", 0o400, "c/"+cid+"/policy"), "proc.conversation.policy.get", &abi.PolicyArgs{Pid: pid, ConversationID: cid},
+	policy := jsonView(m, conv(base+"/policy", 0o400, "c/"+cid+"/policy"), abi.ProcConversationPolicyGet, &abi.PolicyArgs{Pid: pid, ConversationID: cid},
 		func(r *abi.PolicyResult) *abi.Policy { return r.Policy })
 	// history and transcript are proc's cached renderings (cache.go),
 	// brought up to date by proc.history.open at each open and then read
 	// as real files.
 	rendering := func(kind string) *vfs.Backed {
 		return &vfs.Backed{Meta: own.at(base+"/"+kind, 0o400), OpenFile: func(ctx context.Context, cred vfs.Cred) (*os.File, error) {
-			return kernel.Invoke[*os.File](ctx, m.k, ns.CallerOf(cred, ""), "proc.history.open", &historyOpenArgs{Pid: pid, ConversationID: cid, Kind: kind})
+			return kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcHistoryOpen, &abi.HistoryOpenArgs{Pid: pid, ConversationID: cid, Kind: kind})
 		}}
 	}
 	history, transcript := rendering("history"), rendering("transcript")
@@ -542,9 +542,9 @@ func (m *Manager) segmentsDir(p *abi.Process, own owner, cid string) vfs.Dir {
 		at := func(path string, mode fs.FileMode) *ns.Meta {
 			return own.at(path, mode).WithChanged(func(context.Context, vfs.Cred) time.Time { return made })
 		}
-		meta := jsonView(m, at(sbase+"/meta", 0o400), "proc.conversation.segment.read", &abi.SegmentReadArgs{Pid: pid, ConversationID: cid, SegmentID: s.ID, Limit: 1},
+		meta := jsonView(m, at(sbase+"/meta", 0o400), abi.ProcConversationSegmentRead, &abi.SegmentReadArgs{Pid: pid, ConversationID: cid, SegmentID: s.ID, Limit: 1},
 			func(r *abi.SegmentReadResult) *abi.Segment { return &r.Segment })
-		msgs := &vfs.Sequential{Meta: at(sbase+"/messages", 0o400), Open_: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
+		msgs := &vfs.Sequential{Meta: at(sbase+"/messages", 0o400), OpenReader: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
 			return m.segmentReader(ctx, ns.CallerOf(cred, ""), pid, cid, s.ID)
 		}, Size: func(ctx context.Context, cred vfs.Cred) (int64, error) {
 			return m.segmentSize(ctx, ns.CallerOf(cred, ""), s.ArchivePath)
@@ -554,7 +554,7 @@ func (m *Manager) segmentsDir(p *abi.Process, own owner, cid string) vfs.Dir {
 	}
 	return &vfs.FuncDir{Meta: own.at(base, fs.ModeDir|0o500).WithChanged(m.changedAt(pid, p.CreatedAt, "c/"+cid+"/segments")),
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
-			res, err := kernel.Invoke[*abi.SegmentsResult](ctx, m.k, ns.CallerOf(cred, ""), "proc.conversation.segments", &abi.ConvArgs{Pid: pid, ConversationID: cid})
+			res, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcConversationSegments, &abi.ConvArgs{Pid: pid, ConversationID: cid})
 			if err != nil {
 				return nil, err
 			}

@@ -117,7 +117,8 @@ func (m *Manager) startWatches(ctx context.Context) error {
 	if err := m.loadWatchNames(ctx); err != nil {
 		return err
 	}
-	m.k.Observe(func(name string, payload any, a kernel.Audience) {
+	m.k.Observe(func(ev *kernel.Event, a kernel.Audience) {
+		name, payload := ev.Signal, ev.Payload
 		m.watch.mu.Lock()
 		watched := m.watch.names[name] > 0
 		m.watch.mu.Unlock()

@@ -638,26 +638,13 @@ func renderWhen(e abi.Expression) string {
 		}
 		return expr
 	case "every":
-		return "@every " + formatMs(e.EveryMs)
+		return "@every " + abi.FormatMs(e.EveryMs)
 	case "after":
-		return "@after " + formatMs(e.AfterMs)
+		return "@after " + abi.FormatMs(e.AfterMs)
 	case "at":
 		return "@at " + time.UnixMilli(e.AtMs).UTC().Format("2006-01-02T15:04:05.999Z07:00")
 	}
 	return "@" + e.Kind
-}
-
-// formatMs renders a duration as time.Duration.String does, without the
-// zero minutes and seconds of whole hours and minutes ("1h", not "1h0m0s").
-func formatMs(ms int64) string {
-	s := (time.Duration(ms) * time.Millisecond).String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
 }
 
 func renderTarget(t abi.Target) string {

@@ -238,19 +238,6 @@ CRON_TZ=UTC
 	}
 }
 
-func TestFormatMs(t *testing.T) {
-	for ms, want := range map[int64]string{3600000: "1h", 5400000: "1h30m", 60000: "1m", 90000: "1m30s", 1000: "1s",
-		1500: "1.5s", 1: "1ms", 3600000 + 5000: "1h0m5s", 86400000: "24h"} {
-		if got := formatMs(ms); got != want {
-			t.Errorf("formatMs(%d) = %q, want %q", ms, got, want)
-		}
-		d, err := time.ParseDuration(formatMs(ms))
-		if err != nil || d.Milliseconds() != ms {
-			t.Errorf("formatMs(%d) does not parse back: %v %v", ms, d, err)
-		}
-	}
-}
-
 func TestEscape(t *testing.T) {
 	for _, s := range []string{"", "a", `\`, `\\`, `\#`, `\n`, "\\\n", `a\`, `\s`, ` `, "\t", " a ", `\ `, `#`, `=\`, "\r\n", `\\\`, `x\=y`, "a \t b", "Іñ#\\"} {
 		for _, word := range []bool{true, false} {

@@ -68,37 +68,37 @@ func (m *Manager) ctlVerbs() map[string]ns.CtlVerb {
 	}
 	enable := func(on bool) ns.CtlVerb {
 		verb := map[bool]string{true: "enable", false: "disable"}[on]
-		return func(l ns.CtlLine) (string, any, error) {
+		return func(l ns.CtlLine) (kernel.Bound, error) {
 			id, uid, err := ref(l, verb+" <id|name> [owner=<user>]")
 			if err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
-			return "sched.update", &abi.SchedUpdateArgs{ID: id, OwnerUid: uid, Patch: abi.SchedPatch{Enabled: &on}}, nil
+			return kernel.BindName("sched.update", &abi.SchedUpdateArgs{ID: id, OwnerUid: uid, Patch: abi.SchedPatch{Enabled: &on}}), nil
 		}
 	}
 	return map[string]ns.CtlVerb{
-		"run": func(l ns.CtlLine) (string, any, error) {
+		"run": func(l ns.CtlLine) (kernel.Bound, error) {
 			id, uid, err := ref(l, "run <id|name>|due [owner=<user>]")
 			if err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
 			if id == "due" {
-				return "sched.ctl.run", &abi.SchedRunArgs{Mode: "due", OwnerUid: uid}, nil
+				return kernel.BindName("sched.ctl.run", &abi.SchedRunArgs{Mode: "due", OwnerUid: uid}), nil
 			}
 			mode := "force"
 			if l.JSON != nil {
 				mode = ""
 			}
-			return "sched.ctl.run", &abi.SchedRunArgs{ID: id, Mode: mode, OwnerUid: uid}, nil
+			return kernel.BindName("sched.ctl.run", &abi.SchedRunArgs{ID: id, Mode: mode, OwnerUid: uid}), nil
 		},
 		"enable":  enable(true),
 		"disable": enable(false),
-		"remove": func(l ns.CtlLine) (string, any, error) {
+		"remove": func(l ns.CtlLine) (kernel.Bound, error) {
 			id, uid, err := ref(l, "remove <id|name> [owner=<user>]")
 			if err != nil {
-				return "", nil, err
+				return kernel.Bound{}, err
 			}
-			return "sched.remove", &abi.SchedIDArgs{ID: id, OwnerUid: uid}, nil
+			return kernel.BindName("sched.remove", &abi.SchedIDArgs{ID: id, OwnerUid: uid}), nil
 		},
 	}
 }

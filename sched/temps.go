@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,18 +17,9 @@ import (
 // Scratch files: the temporary files editors make in /var/spool/cron,
 // kept in memory per caller (maxTemps, maxTempSize, tempTTL).
 
-// validTempName says whether name may be a scratch file.
-func validTempName(name string) error {
-	switch {
-	case name == "" || name == "." || name == "..":
-		return vfs.Errorf(syscall.EINVAL, "bad name")
-	case len(name) > 255:
-		return vfs.Errorf(syscall.ENAMETOOLONG, "name too long")
-	case strings.ContainsAny(name, "/\x00"):
-		return vfs.Errorf(syscall.EINVAL, "bad name")
-	}
-	return nil
-}
+// validTempName says whether name may be a scratch file: any file name
+// (vfs.CheckName).
+func validTempName(name string) error { return vfs.CheckName(name) }
 
 // temp returns the caller's scratch file name, or nil.
 func (d *cronDir) temp(c *kernel.Caller, name string) *tempNode {

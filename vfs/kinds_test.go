@@ -471,7 +471,7 @@ func (r *strReader) Close() error { *r.closed++; return nil }
 func TestSequential(t *testing.T) {
 	text := strings.Repeat("0123456789abcdef", 5000)
 	opens, closed := 0, 0
-	s := &Sequential{Meta: allow{}, Open_: func(ctx context.Context, cred Cred) (Reader, error) {
+	s := &Sequential{Meta: allow{}, OpenReader: func(ctx context.Context, cred Cred) (Reader, error) {
 		opens++
 		return &strReader{s: text, closed: &closed}, nil
 	}}

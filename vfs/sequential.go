@@ -26,7 +26,9 @@ type Reader interface {
 // none).
 type Sequential struct {
 	Meta
-	Open_ func(ctx context.Context, cred Cred) (Reader, error)
+	// OpenReader returns a Reader of the rendering for cred, from its
+	// start: at each open, and again at each read that goes back.
+	OpenReader func(ctx context.Context, cred Cred) (Reader, error)
 	// Size, if set, returns the length of what an open by cred would read
 	// now. It must be cheap and free, as a stat's work is.
 	Size func(ctx context.Context, cred Cred) (int64, error)
@@ -52,7 +54,7 @@ func (s *Sequential) Open(ctx context.Context, cred Cred, flags int) (Handle, er
 	if err := openRead(ctx, s, cred, flags); err != nil {
 		return nil, err
 	}
-	r, err := s.Open_(ctx, cred)
+	r, err := s.OpenReader(ctx, cred)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +79,7 @@ func (h *seqHandle) Read(ctx context.Context, p []byte, off int64) (int, error) 
 	if off < h.pos {
 		// Rewind: start over and skip to off.
 		h.r.Close()
-		r, err := h.s.Open_(ctx, h.cred)
+		r, err := h.s.OpenReader(ctx, h.cred)
 		if err != nil {
 			return 0, err
 		}

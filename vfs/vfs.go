@@ -48,9 +48,9 @@ type Authenticator interface {
 
 // Lease is implemented by a Cred whose authority is a grant that can end
 // while a transport still holds the Cred (a token that is revoked or
-// expires). A transport that keeps a session attached with such a Cred
-// counts its connections and fids against the grant, and ends the session
-// when Done is closed. A Cred whose Grant is "" names no grant: its
+// expires). A transport that keeps a connection attached with such a
+// Cred counts its connections and fids against the grant, and ends the
+// connection when Done is closed. A Cred whose Grant is "" names no grant: its
 // authority lasts as long as its peer.
 type Lease interface {
 	// Grant names the grant for limits and messages, e.g. "token tok_x";

@@ -24,33 +24,18 @@ import (
 	"gsvfs.dev/gsvfs/abi"
 )
 
-// event is one frame of a process's event stream.
+// event is one frame of a process's event stream: the signal's name and
+// its payload, which payload decodes as the signal's abi type.
 type event struct {
-	Signal  string `json:"signal"`
-	Payload struct {
-		Pid            string          `json:"pid"`
-		RunID          string          `json:"runId"`
-		ConversationID string          `json:"conversationId"`
-		Text           string          `json:"text"`
-		Status         string          `json:"status"`
-		Error          string          `json:"error"`
-		ToolName       string          `json:"toolName"`
-		Syscall        string          `json:"syscall"`
-		IsError        bool            `json:"isError"`
-		Request        *abi.HilRequest `json:"request"`
-		Dropped        uint64          `json:"dropped"`
-		// A run's checkpoints (proc.run.checkpoint, .directive,
-		// .resumed).
-		Seq            int64                   `json:"seq"`
-		Reason         string                  `json:"reason"`
-		Snapshot       *abi.CheckpointSnapshot `json:"snapshot"`
-		SoftContinueAt *int64                  `json:"softContinueAt"`
-		Result         string                  `json:"result"`
-		Type           string                  `json:"type"`
-		How            string                  `json:"how"`
-		EffectsApplied []string                `json:"effectsApplied"`
-	} `json:"payload"`
-	err error // the stream failed; the channel closes after this
+	Signal  string          `json:"signal"`
+	Payload json.RawMessage `json:"payload"`
+	err     error           // the stream failed; the channel closes after this
+}
+
+// payload decodes ev's payload as sig's; false if it is not one.
+func payload[P any](ev event, sig abi.Signal[P]) (P, bool) {
+	var p P
+	return p, ev.Signal == sig.Name && json.Unmarshal(ev.Payload, &p) == nil
 }
 
 // events is an open /proc/<pid>/events.
@@ -217,86 +202,105 @@ func (w *runWatch) follow() (finish, error) {
 			if ev.err != nil {
 				return finish{}, ev.err
 			}
-			p := &ev.Payload
-			switch ev.Signal {
-			case "events.lost":
-				w.endLine()
-				fmt.Fprintf(w.errOut, "gsv: %d events lost\n", p.Dropped)
-			case "proc.run.stream":
-				if p.RunID == w.runID {
-					w.print(p.Text)
-					w.streamed = true
-				}
-			case "proc.run.output":
-				if p.RunID == w.runID {
-					if !w.streamed {
-						w.print(p.Text)
-					}
-					w.streamed = false
-					w.endLine()
-				}
-			case "proc.run.tool.started":
-				if p.RunID == w.runID {
-					w.endLine()
-					fmt.Fprintf(w.noteOut(), "  -> %s (%s)\n", p.ToolName, p.Syscall)
-				}
-			case "proc.run.tool.finished":
-				if p.RunID == w.runID {
-					w.endLine()
-					res := "done"
-					if p.IsError {
-						res = "failed"
-					}
-					fmt.Fprintf(w.noteOut(), "  <- %s %s\n", p.ToolName, res)
-				}
-			case "proc.run.hil.requested":
-				if p.Request == nil || p.Request.RunID != w.runID {
-					continue
-				}
-				w.endLine()
-				if w.lines == nil {
-					return finish{hil: p.Request}, nil
-				}
-				if f, done := w.ask(p.Request); done {
-					return f, nil
-				}
-			case "proc.run.checkpoint":
-				w.endLine()
-				w.showParked(&parkedAt{p.RunID, p.Seq}, checkpointHead(p.Seq, p.Reason, p.Snapshot, p.SoftContinueAt, time.Now()))
-			case "proc.run.directive":
-				if w.isParked(p.RunID, p.Seq) && p.Result == "delivered" {
-					w.endLine()
-					what := cell(p.Type)
-					if len(p.EffectsApplied) > 0 {
-						what += ", effects: " + cell(strings.Join(p.EffectsApplied, ", "))
-					}
-					fmt.Fprintf(w.noteOut(), "(checkpoint %d decided elsewhere: %s)\n", p.Seq, what)
-					w.parked, w.refocusing = nil, false
-				}
-			case "proc.run.resumed":
-				if w.isParked(p.RunID, p.Seq) {
-					w.endLine()
-					switch p.How {
-					case "soft-continue":
-						fmt.Fprintf(w.noteOut(), "(checkpoint %d: no answer within the grace; the run continues)\n", p.Seq)
-					default:
-						fmt.Fprintf(w.noteOut(), "(checkpoint %d: the run continues)\n", p.Seq)
-					}
-					w.parked, w.refocusing = nil, false
-				}
-			case "proc.run.finished":
-				if p.RunID == w.runID {
-					w.endLine()
-					return finish{status: p.Status, errText: p.Error}, nil
-				}
-				if w.parked != nil && w.parked.runID == p.RunID {
-					w.parked, w.refocusing = nil, false
-				}
+			if f, done := w.event(ev); done {
+				return f, nil
 			}
 		case <-w.sigs:
 			return w.interrupt(), nil
 		}
 	}
+}
+
+// event shows one event of the stream; done says that following ends,
+// with f: the run finished, or waits on a human it cannot ask. An event
+// whose payload is not its signal's is skipped.
+func (w *runWatch) event(ev event) (f finish, done bool) {
+	switch ev.Signal {
+	case "events.lost": // the kernel's: its reader fell behind
+		var p struct {
+			Dropped uint64 `json:"dropped"`
+		}
+		if json.Unmarshal(ev.Payload, &p) == nil {
+			w.endLine()
+			fmt.Fprintf(w.errOut, "gsv: %d events lost\n", p.Dropped)
+		}
+	case abi.SigProcRunStream.Name:
+		if p, ok := payload(ev, abi.SigProcRunStream); ok && p.RunID == w.runID {
+			w.print(p.Text)
+			w.streamed = true
+		}
+	case abi.SigProcRunOutput.Name:
+		if p, ok := payload(ev, abi.SigProcRunOutput); ok && p.RunID == w.runID {
+			if !w.streamed {
+				w.print(p.Text)
+			}
+			w.streamed = false
+			w.endLine()
+		}
+	case abi.SigProcRunToolStarted.Name:
+		if p, ok := payload(ev, abi.SigProcRunToolStarted); ok && p.RunID == w.runID {
+			w.endLine()
+			fmt.Fprintf(w.noteOut(), "  -> %s (%s)\n", p.ToolName, p.Syscall)
+		}
+	case abi.SigProcRunToolFinished.Name:
+		if p, ok := payload(ev, abi.SigProcRunToolFinished); ok && p.RunID == w.runID {
+			w.endLine()
+			res := "done"
+			if p.IsError {
+				res = "failed"
+			}
+			fmt.Fprintf(w.noteOut(), "  <- %s %s\n", p.ToolName, res)
+		}
+	case abi.SigProcRunHilRequested.Name:
+		p, ok := payload(ev, abi.SigProcRunHilRequested)
+		if !ok || p.Request == nil || p.Request.RunID != w.runID {
+			return finish{}, false
+		}
+		w.endLine()
+		if w.lines == nil {
+			return finish{hil: p.Request}, true
+		}
+		return w.ask(p.Request)
+	case abi.SigProcRunCheckpoint.Name:
+		if p, ok := payload(ev, abi.SigProcRunCheckpoint); ok {
+			w.endLine()
+			w.showParked(&parkedAt{p.RunID, p.Seq}, checkpointHead(p.Seq, p.Reason, &p.Snapshot, p.SoftContinueAt, time.Now()))
+		}
+	case abi.SigProcRunDirective.Name:
+		if p, ok := payload(ev, abi.SigProcRunDirective); ok && w.isParked(p.RunID, p.Seq) && p.Result == "delivered" {
+			w.endLine()
+			what := cell(p.Type)
+			if len(p.EffectsApplied) > 0 {
+				what += ", effects: " + cell(strings.Join(p.EffectsApplied, ", "))
+			}
+			fmt.Fprintf(w.noteOut(), "(checkpoint %d decided elsewhere: %s)\n", p.Seq, what)
+			w.parked, w.refocusing = nil, false
+		}
+	case abi.SigProcRunResumed.Name:
+		if p, ok := payload(ev, abi.SigProcRunResumed); ok && w.isParked(p.RunID, p.Seq) {
+			w.endLine()
+			switch p.How {
+			case "soft-continue":
+				fmt.Fprintf(w.noteOut(), "(checkpoint %d: no answer within the grace; the run continues)\n", p.Seq)
+			default:
+				fmt.Fprintf(w.noteOut(), "(checkpoint %d: the run continues)\n", p.Seq)
+			}
+			w.parked, w.refocusing = nil, false
+		}
+	case abi.SigProcRunFinished.Name:
+		p, ok := payload(ev, abi.SigProcRunFinished)
+		if !ok {
+			return finish{}, false
+		}
+		if p.RunID == w.runID {
+			w.endLine()
+			return finish{status: p.Status, errText: p.Error}, true
+		}
+		if w.parked != nil && w.parked.runID == p.RunID {
+			w.parked, w.refocusing = nil, false
+		}
+	}
+	return finish{}, false
 }
 
 // isParked says whether checkpoint seq of run is the one shown parked.
@@ -322,7 +326,7 @@ func (w *runWatch) showParked(at *parkedAt, head string) {
 // checkParked shows the checkpoint the process's run is parked at, if
 // any: a message queued behind a parked run waits for its answer.
 func (w *runWatch) checkParked() {
-	r, err := get[abi.RunInfo](w.c, "proc.run.get", &abi.PidArgs{Pid: w.pid})
+	r, err := get[abi.RunInfo](w.c, abi.ProcRunGet.Name, &abi.PidArgs{Pid: w.pid})
 	if err != nil || r.Pending == nil {
 		return
 	}
@@ -375,7 +379,7 @@ func (w *runWatch) answer(l line, ok bool) (finish, bool) {
 		}
 	}
 	seq := at.seq
-	r, err := get[abi.DirectiveResult](w.c, "proc.directive", &abi.DirectiveArgs{Pid: w.pid, Checkpoint: &seq, Directive: d})
+	r, err := get[abi.DirectiveResult](w.c, abi.ProcDirective.Name, &abi.DirectiveArgs{Pid: w.pid, Checkpoint: &seq, Directive: d})
 	if err != nil {
 		fmt.Fprintf(w.errOut, "gsv: %v\n", err)
 		w.print(checkpointHint + "? ")
@@ -415,7 +419,7 @@ func (w *runWatch) ask(h *abi.HilRequest) (finish, bool) {
 	if !w.c.isTTY {
 		fmt.Fprintln(out, l.text) // echo the piped answer
 	}
-	if _, err := w.c.call("proc.hil", a); err != nil {
+	if _, err := w.c.call(abi.ProcHil.Name, a); err != nil {
 		fmt.Fprintf(w.errOut, "gsv: %v\n", err)
 		return finish{}, false
 	}
@@ -434,7 +438,7 @@ func (w *runWatch) interrupt() finish {
 	fmt.Fprintln(w.errOut, "^C: aborting the run (^C again to exit)")
 	done := make(chan error, 1)
 	go func() {
-		_, err := w.c.call("proc.abort", &abi.PidArgs{Pid: w.pid})
+		_, err := w.c.call(abi.ProcAbort.Name, &abi.PidArgs{Pid: w.pid})
 		done <- err
 	}()
 	select {
@@ -520,7 +524,7 @@ func (c *cli) chatCmd() *cobra.Command {
 					continue
 				}
 				interrupted = false
-				r, err := get[abi.SendResult](c, "proc.send", &abi.SendArgs{Pid: pid, ConversationID: conv, Message: l.text})
+				r, err := get[abi.SendResult](c, abi.ProcSend.Name, &abi.SendArgs{Pid: pid, ConversationID: conv, Message: l.text})
 				if err != nil {
 					fmt.Fprintf(errOut, "gsv: %v\n", err)
 					continue

@@ -79,7 +79,7 @@ func (c *cli) completePidAt(at int) compFunc {
 // completePid lists the caller's pids that start with toComplete, each
 // described by its profile, state and label.
 func (c *cli) completePid(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	r, err := get[abi.ProcList](c, "proc.list", &abi.ListArgs{})
+	r, err := get[abi.ProcListResult](c, "proc.list", &abi.ListArgs{})
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
 	}

@@ -72,7 +72,7 @@ func (c *cli) psCmd() *cobra.Command {
 				u := uint32(uid)
 				a.Uid = &u
 			}
-			return do(c, "proc.list", a, func(r *abi.ProcList) error {
+			return do(c, "proc.list", a, func(r *abi.ProcListResult) error {
 				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "PID\tUID\tPROFILE\tSTATE\tLABEL\tCREATED")
 				for _, p := range r.Processes {

@@ -192,7 +192,7 @@ func budgetSpec(b abi.RunBudget) string {
 		parts = append(parts, fmt.Sprintf("turns=%d", b.Turns))
 	}
 	if b.TimeMs > 0 {
-		parts = append(parts, "time="+formatDur(b.TimeMs))
+		parts = append(parts, "time="+abi.FormatMs(b.TimeMs))
 	}
 	if b.OnExhaust != "" {
 		parts = append(parts, "on-exhaust="+b.OnExhaust)
@@ -371,7 +371,7 @@ func snapshotLine(s *abi.CheckpointSnapshot) string {
 	if s.LastTool != "" {
 		tools += " (last " + cell(s.LastTool) + ")"
 	}
-	parts = append(parts, tools, formatDur(s.ElapsedMs))
+	parts = append(parts, tools, abi.FormatMs(s.ElapsedMs))
 	return strings.Join(parts, ", ")
 }
 
@@ -430,7 +430,7 @@ func showRun(w io.Writer, r *abi.RunInfo, now time.Time) {
 	row("budget tokens", ofLimit(strconv.FormatInt(u.TokensIn+u.TokensOut, 10), strconv.FormatInt(b.Tokens, 10), b.Tokens > 0)+
 		fmt.Sprintf(" (%d in, %d out)", u.TokensIn, u.TokensOut))
 	row("budget turns", ofLimit(strconv.FormatInt(u.Turns, 10), strconv.FormatInt(b.Turns, 10), b.Turns > 0))
-	row("budget time", ofLimit(formatDur(u.TimeMs), formatDur(b.TimeMs), b.TimeMs > 0))
+	row("budget time", ofLimit(abi.FormatMs(u.TimeMs), abi.FormatMs(b.TimeMs), b.TimeMs > 0))
 	onExhaust := b.OnExhaust
 	if onExhaust == "" {
 		onExhaust = "pause"
@@ -440,7 +440,7 @@ func showRun(w io.Writer, r *abi.RunInfo, now time.Time) {
 	if r.Supervise {
 		sup = "on"
 	}
-	row("supervise", fmt.Sprintf("%s, grace %s", sup, formatDur(r.GraceMs)))
+	row("supervise", fmt.Sprintf("%s, grace %s", sup, abi.FormatMs(r.GraceMs)))
 	model := "(profile default)"
 	if r.Model != "" {
 		model = cell(r.Model)
@@ -489,7 +489,7 @@ func listRuns(w io.Writer, runs []abi.RunInfo) error {
 		}
 		sup := "-"
 		if r.Supervise {
-			sup = "grace " + formatDur(r.GraceMs)
+			sup = "grace " + abi.FormatMs(r.GraceMs)
 		}
 		state := cell(r.State)
 		if r.StopRequested {
@@ -682,7 +682,7 @@ func (c *cli) superviseCmd() *cobra.Command {
 			}
 			return c.runControl(a, func(r *abi.RunInfo) error {
 				if r.Supervise {
-					fmt.Fprintf(c.out, "%s: supervised, grace %s\n", cell(r.Pid), formatDur(r.GraceMs))
+					fmt.Fprintf(c.out, "%s: supervised, grace %s\n", cell(r.Pid), abi.FormatMs(r.GraceMs))
 				} else {
 					fmt.Fprintf(c.out, "%s: not supervised\n", cell(r.Pid))
 				}

@@ -298,19 +298,6 @@ func readText(cmd *cobra.Command, words []string) ([]string, error) {
 	return words, nil
 }
 
-// formatDur renders milliseconds as a Go duration without the zero minutes
-// and seconds of whole hours and minutes ("1h", not "1h0m0s").
-func formatDur(ms int64) string {
-	s := (time.Duration(ms) * time.Millisecond).String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
-}
-
 func localTime(ms int64) string {
 	return time.UnixMilli(ms).Local().Format(time.RFC3339)
 }
@@ -325,13 +312,13 @@ func when(e abi.Expression) string {
 		}
 		return strings.Join(strings.Fields(e.Expr), " ") + " " + tz
 	case "every":
-		s := "every " + formatDur(e.EveryMs)
+		s := "every " + abi.FormatMs(e.EveryMs)
 		if e.AnchorMs != nil {
 			s += " from " + localTime(*e.AnchorMs)
 		}
 		return s
 	case "after":
-		return "after " + formatDur(e.AfterMs)
+		return "after " + abi.FormatMs(e.AfterMs)
 	case "at":
 		return "at " + localTime(e.AtMs)
 	}

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/vfs"
@@ -146,13 +145,8 @@ func (d *dirNode) sub(name string) string {
 	return d.rel + "/" + name
 }
 
-// validName refuses a name that is not one path element.
-func validName(name string) error {
-	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || !utf8.ValidString(name) {
-		return vfs.Errorf(syscall.EINVAL, "invalid file name")
-	}
-	return nil
-}
+// validName refuses a name that is not a file name: vfs.CheckName.
+func validName(name string) error { return vfs.CheckName(name) }
 
 // readOnly is the error of a write to a read-only export.
 func (e *Export) readOnly() error {

@@ -69,7 +69,7 @@ type Device struct {
 	owning   bool      // files get their owners' disk ids (the daemon is root); see owners.go
 	homes    homeUsage // the usage of homes with a quota
 
-	shell     *Shell                    // shell.exec's sessions and commands
+	shell     *Shell                    // shell.exec's jobs and their commands
 	root      atomic.Pointer[nsRootRef] // the namespace, for fs.* paths outside the data tree
 	*Sessions                           // the exec sessions, over the data tree
 }

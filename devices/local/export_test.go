@@ -11,7 +11,7 @@ const (
 	MaxShellOutput = maxShellOutput
 )
 
-// SetShellLimits sets the TTL of the device's shell sessions and the wait
+// SetShellLimits sets the TTL of the device's shell jobs and the wait
 // budget of a start or poll (zero: the default); call it before the
 // device's first command.
 func (d *Device) SetShellLimits(ttl, wait time.Duration) {
@@ -41,14 +41,14 @@ func (x *Sessions) SetJanitorPeriod(d time.Duration) {
 	x.sessions.mu.Unlock()
 }
 
-// ShellSessions returns the ids of the device's shell sessions, each with
+// ShellJobs returns the ids of the device's shell jobs, each with
 // whether its command has ended, without reading or touching them.
-func (d *Device) ShellSessions() map[string]bool {
+func (d *Device) ShellJobs() map[string]bool {
 	t := &d.shell.jobs
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	m := make(map[string]bool, len(t.sessions))
-	for id, s := range t.sessions {
+	m := make(map[string]bool, len(t.jobs))
+	for id, s := range t.jobs {
 		s.mu.Lock()
 		started := s.h != nil
 		s.mu.Unlock()

@@ -4,9 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"os"
-	"strings"
 	"syscall"
-	"unicode/utf8"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/vfs"
@@ -136,9 +134,11 @@ func (h *linkHandle) Write(ctx context.Context, p []byte, off int64) (int, error
 
 func (h *linkHandle) Close(ctx context.Context) error { return nil }
 
+// validName refuses a name that is not a file name (vfs.CheckName) with a
+// 400 naming it.
 func validName(name string) error {
-	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || !utf8.ValidString(name) {
-		return abi.E(abi.Invalid, abi.Path(name), "bad file name")
+	if err := vfs.CheckName(name); err != nil {
+		return abi.E(abi.Invalid, abi.Path(name), err)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // shell.exec on the gsv target: a real /bin/sh run by the daemon, with its
-// working directory in the data tree, in a session the caller can poll.
+// working directory in the data tree, as a job the caller can poll.
 
 const (
 	// defaultShellTimeout is a command's time limit when timeoutMs is not
@@ -147,8 +147,8 @@ type ShellOptions struct {
 	Runner func(who Who) ShellRunner
 }
 
-// Shell is shell.exec's session machinery, standalone: the table of
-// sessions (wait budget, background, polls, stdin, expiry, the output
+// Shell is shell.exec's job machinery, standalone: the table of jobs
+// (wait budget, background, polls, stdin, expiry, the output
 // tail, timeouts) over a runner. The local device has one; a device
 // daemon that exports a directory has one of its own (devices/export).
 type Shell struct {
@@ -210,18 +210,18 @@ func DefaultShellEnv(who Who, dir string) []string {
 // Exec is shell.exec on a Shell: input run with `/bin/sh -c` by the
 // Shell's runner for who, in the directory its Dir resolves cwd to.
 //
-// Every command is a session (the seed's): a start returns its final
-// result if the command ends within the wait budget (shellWaitBudget, 10
-// s), else {status:"running", sessionId, output so far}; with
-// background:true it returns {status:"running", sessionId, output:""} at
-// once. A call with the sessionId continues it (see continueShell): an
-// empty input polls, any other is written to the command's stdin, which
-// is a pipe for a background command and /dev/null otherwise. Each result
-// carries the output not returned before. The final result is returned
-// once: the session is then gone and a call on it is a 404 "Unknown shell
-// session: <id>", as is a call on another user's session (root may call
-// on any). A session not updated (started, called on, ended) for
-// shellSessionTTL (24 h) is removed, its command killed.
+// Every command is a job (the seed's shell session): a start returns its
+// final result if the command ends within the wait budget
+// (shellWaitBudget, 10 s), else {status:"running", sessionId, output so
+// far}; with background:true it returns {status:"running", sessionId,
+// output:""} at once. A call with the sessionId continues it (see
+// continueShell): an empty input polls, any other is written to the
+// command's stdin, which is a pipe for a background command and /dev/null
+// otherwise. Each result carries the output not returned before. The final
+// result is returned once: the job is then gone and a call on it is a 404
+// "Unknown shell session: <id>", as is a call on another user's job (root
+// may call on any). A job not updated (started, called on, ended) for
+// shellJobTTL (24 h) is removed, its command killed.
 //
 // The final result is the seed's: {status:"completed", output,
 // exitCode:0, truncated?} when the shell exited 0; {status:"failed",
@@ -246,7 +246,7 @@ func DefaultShellEnv(who Who, dir string) []string {
 //     before the start returned: the call returns ctx.Err() at once while
 //     the command is killed. A caller of a poll that is gone leaves the
 //     command running;
-//   - when its session expires, and when the Shell is closed (Close; the
+//   - when its job expires, and when the Shell is closed (Close; the
 //     local device's EndCommands), which returns once every command is gone;
 //     commands asked for after it are refused.
 //
@@ -291,7 +291,7 @@ func (sh *Shell) Exec(ctx context.Context, who Who, a *abi.ShellExecArgs) (*abi.
 	case <-s.h.done():
 		return sh.finish(s)
 	case <-ctx.Done():
-		sh.log.Debug("shell.exec: caller gone, killing the command", "uid", who.Uid, "session", s.id)
+		sh.log.Debug("shell.exec: caller gone, killing the command", "uid", who.Uid, "job", s.id)
 		s.stop("cancelled")
 		sh.jobs.drop(s)
 		return nil, ctx.Err()

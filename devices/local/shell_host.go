@@ -22,10 +22,10 @@ import (
 	"gsvfs.dev/gsvfs/devices/local/sandbox"
 )
 
-// ShellRunner starts shell commands for shell.exec's sessions. The host
+// ShellRunner starts shell commands for shell.exec's jobs. The host
 // runner (HostRunner, hostShell) runs /bin/sh as the daemon's user in a
 // process group of its own; a sandbox runtime is another runner (the
-// local device's, for its callers but root). The sessions (polls, stdin,
+// local device's, for its callers but root). The jobs (polls, stdin,
 // timeouts, expiry) are the Shell's, whatever the runner. Its method is
 // unexported: the runners are this package's.
 type ShellRunner interface {

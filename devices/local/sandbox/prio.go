@@ -32,7 +32,7 @@ const Nice = 10
 //
 // Nice alone does not hold where the scheduler's autogroups apply (a
 // daemon in the root cgroup, kernel.sched_autogroup_enabled=1): each
-// session (setsid, which bubblewrap's --new-session and anyone in a
+// Unix session (setsid, which bubblewrap's --new-session and anyone in a
 // sandbox may do) is then a group of its own that weighs as much as the
 // daemon's, whatever its processes' nice. A cgroup holds there too.
 const CPUShares = 110
@@ -62,7 +62,7 @@ func newLaunchers(log *slog.Logger) *launchers {
 	base, err := makeGroup()
 	switch {
 	case err != nil && autogroupsApply():
-		log.Warn("sandbox: no cpu cgroup for the sandboxes, and the scheduler's autogroups apply (kernel.sched_autogroup_enabled=1, the daemon in the root cgroup): a sandbox's session weighs as much as the daemon, whatever its nice", "err", err)
+		log.Warn("sandbox: no cpu cgroup for the sandboxes, and the scheduler's autogroups apply (kernel.sched_autogroup_enabled=1, the daemon in the root cgroup): a sandbox's Unix session weighs as much as the daemon, whatever its nice", "err", err)
 	case err != nil:
 		log.Info("sandbox: no cpu cgroup for the sandboxes; they run at nice alone", "nice", Nice, "err", err)
 	}
@@ -70,7 +70,7 @@ func newLaunchers(log *slog.Logger) *launchers {
 	return ls
 }
 
-// autogroupsApply says whether the scheduler puts each session of the
+// autogroupsApply says whether the scheduler puts each Unix session of the
 // daemon's children in an autogroup of its own: autogroups are enabled,
 // and the daemon is in the root cgroup of the cpu controller (v1, else
 // the unified hierarchy).

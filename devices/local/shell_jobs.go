@@ -13,16 +13,18 @@ import (
 	"gsvfs.dev/gsvfs/abi"
 )
 
-// shell.exec's sessions: every command is one, from its start until its
-// final result is read, it expires, or the device closes.
+// shell.exec's jobs: every command is one, from its start until its
+// final result is read, it expires, or the device closes. (The seed and
+// the wire call a job a "shell session", its id "sessionId"; in this code
+// a session is always an exec session: docs/architecture.md, *Words*.)
 
 const (
 	// shellWaitBudget is how long a start (and a poll) waits for its
 	// command to end before it returns status "running".
 	shellWaitBudget = 10 * time.Second
-	// shellSessionTTL is how long a session is kept after its last update
-	// (its start, a call on it, its command's end).
-	shellSessionTTL = 24 * time.Hour
+	// shellJobTTL is how long a job is kept after its last update (its
+	// start, a call on it, its command's end).
+	shellJobTTL = 24 * time.Hour
 	// shellPollSettle is how long a poll waits for more output once there
 	// is new output to return (see Shell.continueShell).
 	shellPollSettle = 200 * time.Millisecond
@@ -32,24 +34,23 @@ const (
 	errTimedOut = "Command timed out"
 )
 
-// shellJobs is a Shell's table of shell sessions and the commands
-// they run. Its zero value is ready: its janitor starts with its first
-// session.
+// shellJobs is a Shell's table of jobs and the commands they run. Its
+// zero value is ready: its janitor starts with its first job.
 type shellJobs struct {
-	mu       sync.Mutex
-	sessions map[string]*shellSession // by id
-	closed   bool                     // no new commands
-	wg       sync.WaitGroup           // one per command until it is done
+	mu     sync.Mutex
+	jobs   map[string]*shellJob // by id
+	closed bool                 // no new commands
+	wg     sync.WaitGroup       // one per command until it is done
 
-	// ttl and wait are shellSessionTTL and shellWaitBudget when zero
+	// ttl and wait are shellJobTTL and shellWaitBudget when zero
 	// (tests shorten them).
 	ttl, wait time.Duration
 	// stopJanitor, once the janitor runs, ends it.
 	stopJanitor chan struct{}
 }
 
-// shellSession is one command and what its caller has not yet read.
-type shellSession struct {
+// shellJob is one command and what its caller has not yet read.
+type shellJob struct {
 	id    string
 	uid   uint32 // its caller's
 	stdin bool   // whether its stdin is a pipe
@@ -65,10 +66,10 @@ type shellSession struct {
 	updated time.Time
 }
 
-// stop kills the session's command for the reason why (its result's
+// stop kills the job's command for the reason why (its result's
 // error); only the first reason counts. A command not yet running is
 // killed as soon as it is.
-func (s *shellSession) stop(why string) {
+func (s *shellJob) stop(why string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.why == "" {
@@ -79,15 +80,15 @@ func (s *shellSession) stop(why string) {
 	}
 }
 
-// touch records an update of the session now.
-func (s *shellSession) touch() {
+// touch records an update of the job now.
+func (s *shellJob) touch() {
 	s.mu.Lock()
 	s.updated = time.Now()
 	s.mu.Unlock()
 }
 
-// ended says whether the session's command has ended.
-func (s *shellSession) ended() bool {
+// ended says whether the job's command has ended.
+func (s *shellJob) ended() bool {
 	select {
 	case <-s.h.done():
 		return true
@@ -102,7 +103,7 @@ func (t *shellJobs) limits() (ttl, wait time.Duration) {
 	defer t.mu.Unlock()
 	ttl, wait = t.ttl, t.wait
 	if ttl <= 0 {
-		ttl = shellSessionTTL
+		ttl = shellJobTTL
 	}
 	if wait <= 0 {
 		wait = shellWaitBudget
@@ -112,16 +113,16 @@ func (t *shellJobs) limits() (ttl, wait time.Duration) {
 
 // add adds s, unless the table is closed, and counts its command as
 // running until its handle is done (see watch).
-func (t *shellJobs) add(s *shellSession) bool {
+func (t *shellJobs) add(s *shellJob) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return false
 	}
-	if t.sessions == nil {
-		t.sessions = map[string]*shellSession{}
+	if t.jobs == nil {
+		t.jobs = map[string]*shellJob{}
 	}
-	t.sessions[s.id] = s
+	t.jobs[s.id] = s
 	t.wg.Add(1)
 	if t.stopJanitor == nil {
 		t.stopJanitor = make(chan struct{})
@@ -131,21 +132,21 @@ func (t *shellJobs) add(s *shellSession) bool {
 }
 
 // drop removes s from the table; it reports whether s was there.
-func (t *shellJobs) drop(s *shellSession) bool {
+func (t *shellJobs) drop(s *shellJob) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.sessions[s.id] != s {
+	if t.jobs[s.id] != s {
 		return false
 	}
-	delete(t.sessions, s.id)
+	delete(t.jobs, s.id)
 	return true
 }
 
-// get returns who's session id: theirs, or anyone's for root. Any other
-// session, and one that is not there, is the same 404.
-func (t *shellJobs) get(who Who, id string) (*shellSession, error) {
+// get returns who's job id: theirs, or anyone's for root. Any other job,
+// and one that is not there, is the same 404.
+func (t *shellJobs) get(who Who, id string) (*shellJob, error) {
 	t.mu.Lock()
-	s := t.sessions[id]
+	s := t.jobs[id]
 	t.mu.Unlock()
 	if s == nil || (s.uid != who.Uid && !who.IsRoot()) {
 		return nil, abi.E(abi.NotExist, "Unknown shell session: "+id)
@@ -155,7 +156,7 @@ func (t *shellJobs) get(who Who, id string) (*shellSession, error) {
 
 // watch waits for s's command to end, then stops its timeout, records
 // the update and stops counting it as running.
-func (t *shellJobs) watch(s *shellSession) {
+func (t *shellJobs) watch(s *shellJob) {
 	<-s.h.done()
 	s.timer.Stop()
 	s.touch()
@@ -167,7 +168,7 @@ func (t *shellJobs) watch(s *shellSession) {
 func (t *shellJobs) close() {
 	t.mu.Lock()
 	t.closed = true
-	for _, s := range t.sessions {
+	for _, s := range t.jobs {
 		s.stop("the daemon is shutting down")
 	}
 	if t.stopJanitor != nil {
@@ -181,7 +182,7 @@ func (t *shellJobs) close() {
 	t.wg.Wait()
 }
 
-// janitor removes the sessions not updated for the TTL, killing their
+// janitor removes the jobs not updated for the TTL, killing their
 // commands, until stop is closed.
 func (t *shellJobs) janitor(stop <-chan struct{}) {
 	ttl, _ := t.limits()
@@ -197,26 +198,26 @@ func (t *shellJobs) janitor(stop <-chan struct{}) {
 	}
 }
 
-// expire removes the sessions last updated ttl or more before now.
+// expire removes the jobs last updated ttl or more before now.
 func (t *shellJobs) expire(now time.Time, ttl time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for id, s := range t.sessions {
+	for id, s := range t.jobs {
 		s.mu.Lock()
 		old := now.Sub(s.updated) >= ttl
 		s.mu.Unlock()
 		if old {
-			delete(t.sessions, id)
+			delete(t.jobs, id)
 			s.stop("Shell session expired")
 		}
 	}
 }
 
-// startShell starts input for who in dir as a new session, with stdin a
+// startShell starts input for who in dir as a new job, with stdin a
 // pipe if stdin, and returns it once its command runs. Its command ends
 // at the latest timeout after it starts.
-func (sh *Shell) startShell(ctx context.Context, who Who, cwd, dir, input string, timeout time.Duration, stdin bool) (*shellSession, error) {
-	s := &shellSession{
+func (sh *Shell) startShell(ctx context.Context, who Who, cwd, dir, input string, timeout time.Duration, stdin bool) (*shellJob, error) {
+	s := &shellJob{
 		id:      "sh_" + randomText(),
 		uid:     who.Uid,
 		stdin:   stdin,
@@ -248,14 +249,14 @@ func (sh *Shell) startShell(ctx context.Context, who Who, cwd, dir, input string
 
 // running is s's result while its command runs: the output not yet
 // returned.
-func (s *shellSession) running() *abi.ShellExecResult {
+func (s *shellJob) running() *abi.ShellExecResult {
 	out, trunc := s.out.take(false)
 	return &abi.ShellExecResult{Status: "running", SessionID: s.id, Output: out, Truncated: trunc}
 }
 
 // final is s's result once its command has ended: its status, the output
 // not yet returned, its exit code and error.
-func (s *shellSession) final() *abi.ShellExecResult {
+func (s *shellJob) final() *abi.ShellExecResult {
 	ex := s.h.exit()
 	out, trunc := s.out.take(true)
 	r := &abi.ShellExecResult{Output: out, Truncated: trunc, Status: "failed"}
@@ -286,7 +287,7 @@ func (s *shellSession) final() *abi.ShellExecResult {
 
 // finish is s's final result, once only: s leaves the table, and a later
 // call on it is a 404.
-func (sh *Shell) finish(s *shellSession) (*abi.ShellExecResult, error) {
+func (sh *Shell) finish(s *shellJob) (*abi.ShellExecResult, error) {
 	if !sh.jobs.drop(s) {
 		return nil, abi.E(abi.NotExist, "Unknown shell session: "+s.id)
 	}
@@ -295,7 +296,7 @@ func (sh *Shell) finish(s *shellSession) (*abi.ShellExecResult, error) {
 
 // continueShell is shell.exec with a sessionId: it writes a non-empty
 // input to the command's stdin, then waits, up to the wait budget, until
-// the command ends (its final result; the session is then gone) or, once
+// the command ends (its final result; the job is then gone) or, once
 // there is new output, until none has come for shellPollSettle (status
 // "running" with that output). A caller gone (ctx) leaves the command
 // running and its output unread.
@@ -346,7 +347,7 @@ func (sh *Shell) continueShell(ctx context.Context, who Who, a *abi.ShellExecArg
 
 // writeShellInput writes p to s's command's stdin by deadline (or until
 // ctx ends).
-func writeShellInput(ctx context.Context, s *shellSession, p []byte, deadline time.Time) error {
+func writeShellInput(ctx context.Context, s *shellJob, p []byte, deadline time.Time) error {
 	if !s.stdin {
 		return abi.E(abi.Path(s.id), abi.Invalid, "the command's stdin is /dev/null: start it with background:true to write to it")
 	}

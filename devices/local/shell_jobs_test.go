@@ -162,7 +162,7 @@ func TestShellStdin(t *testing.T) {
 	// Once the command has ended, writing more is a 409 and leaves the
 	// result to read.
 	openGate(t, k)
-	waitCond(t, "the command's end", func() bool { return k.d.ShellSessions()[sid2] })
+	waitCond(t, "the command's end", func() bool { return k.d.ShellJobs()[sid2] })
 	_, err := shellCall(context.Background(), k, root, &abi.ShellExecArgs{SessionID: sid2, Input: "more\n"})
 	if abi.KindOf(err) != abi.Busy {
 		t.Fatalf("write to an ended command: %v", err)
@@ -253,7 +253,7 @@ func TestShellSessionExpiry(t *testing.T) {
 	r = shellExec(t, k, root, &abi.ShellExecArgs{Input: "true", Background: true})
 	done := r["sessionId"].(string)
 	waitGroupGone(t, pgid, liveness)
-	waitCond(t, "both sessions' expiry", func() bool { return len(k.d.ShellSessions()) == 0 })
+	waitCond(t, "both sessions' expiry", func() bool { return len(k.d.ShellJobs()) == 0 })
 	for _, id := range []string{sid, done} {
 		_, err := shellCall(context.Background(), k, root, &abi.ShellExecArgs{SessionID: id})
 		requireUnknown(t, err, id)
@@ -277,7 +277,7 @@ func TestShellSessionTail(t *testing.T) {
 	k, root, _, _ := newKernel(t)
 	r := shellExec(t, k, root, &abi.ShellExecArgs{Input: "seq 1 100000", Background: true})
 	sid := r["sessionId"].(string)
-	waitCond(t, "seq's end", func() bool { return k.d.ShellSessions()[sid] }) // all output in, none read
+	waitCond(t, "seq's end", func() bool { return k.d.ShellJobs()[sid] }) // all output in, none read
 	fin, all := pollUntilDone(t, k, root, sid)
 	if fin["status"] != "completed" || fin["truncated"] != true || !strings.HasPrefix(all, "[... ") || !strings.HasSuffix(all, "\n99999\n100000\n") {
 		t.Fatalf("tail: %v ...%q", fin["truncated"], all[max(0, len(all)-40):])

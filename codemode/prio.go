@@ -99,7 +99,8 @@ func lowerThread(by int) error {
 // ends, so the thread lives until the daemon dies, or until its Runner is
 // closed and the last worker it started has been waited for: a live
 // daemon never loses a worker to a thread's end, and a daemon killed
-// outright takes every worker with it.
+// outright takes every worker with it. Each worker is waited for by a
+// thread of its own made as nice, which ends with the wait.
 type launcher struct {
 	reqs     chan launch
 	stop     chan struct{}  // closed by close: start no more
@@ -138,11 +139,17 @@ func (l *launcher) run(tasks string, ready chan<- error) {
 				continue
 			}
 			l.children.Add(1)
-			go func(p *process) {
+			p := r.p
+			// Reaping a worker costs a core for a moment (the kernel's
+			// release_task walks the dead worker's /proc entries): it is
+			// done on a thread of its own, made as nice as the worker,
+			// never on one that serves anyone.
+			goOwnThread(func() {
 				defer l.children.Done()
 				defer close(p.exited)
+				_ = lowerThread(workerNice)
 				p.werr = p.cmd.Wait()
-			}(r.p)
+			})
 			r.done <- nil
 		case <-l.stop:
 			l.children.Wait()

@@ -90,7 +90,7 @@ fuzz:
 	$(call fuzz1,FuzzParseMount,./abi)
 	$(call fuzz1,FuzzOpenLine,./devices)
 	$(call fuzz1,FuzzHello,./devices)
-	$(call fuzz1,FuzzIPCVerbs,./proc)
+	$(call fuzz1,FuzzIPCVerbs,./ipc)
 	$(call fuzz1,FuzzCtlLine,./notify)
 	$(call fuzz1,FuzzRun,./codemode)
 	$(call fuzz1,FuzzCtlExec,./ns)
@@ -100,9 +100,12 @@ fuzz:
 	$(call fuzz1,FuzzDecodeSchedule,./sched)
 	$(call fuzz1,FuzzParseQuota,./devices/local)
 	$(call fuzz1,FuzzSpawnArgs,./abi)
+	$(call fuzz1,FuzzFrames,./abi)
 
 # bench: benchmarks that print ratios against baselines measured in the
-# same run (go-fuse loopback, go9p's own server).
+# same run (go-fuse loopback, go9p's own server, ssh and sshfs, and for
+# the device path (BenchmarkDevicePath, BenchmarkChannelRead) sys.whoami
+# over the same 9P connection).
 BENCH_DEBS := $(if $(wildcard /usr/sbin/sshd),,openssh-server) $(if $(shell command -v sshfs),,sshfs)
 bench: DEBS += $(BENCH_DEBS)
 bench: deps

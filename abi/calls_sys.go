@@ -59,6 +59,15 @@ var (
 	SigTokenRevoked = Signal[TokenRevoked]{Name: "sys.token.revoked", Doc: "A token was revoked."}
 )
 
+// SigEventsLost is the kernel's frame on a subscription that fell
+// behind: how many records it dropped.
+var SigEventsLost = Signal[EventsLost]{Name: "events.lost", Doc: "A subscription fell behind: records were dropped."}
+
+// EventsLost is the payload of events.lost.
+type EventsLost struct {
+	Dropped uint64 `json:"dropped"`
+}
+
 // UserSignal is the payload of sys.setup and sys.user.added.
 type UserSignal struct {
 	Uid      uint32 `json:"uid"`

@@ -484,11 +484,3 @@ type BlobReadResult struct {
 	Bytes     []byte `json:"bytes"`
 	SizeBytes int64  `json:"size_bytes"`
 }
-
-// SessionCalls are the process.* syscalls of exec sessions that a remote
-// device implements (and announces in its hello) to run sessions.
-var SessionCalls = []string{
-	"process.session.open", "process.exec", "process.exec.start", "process.session.signal",
-	"process.session.list", "process.session.get", "process.session.wait",
-	"process.session.output", "process.blob.read",
-}

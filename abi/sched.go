@@ -19,6 +19,13 @@ type Expression struct {
 	Timezone string `json:"timezone,omitempty"`
 }
 
+// The kinds of a schedule's Target.
+const (
+	TargetSpawn     = "process.spawn"
+	TargetEvent     = "process.event"
+	TargetLifecycle = "process.lifecycle"
+)
+
 // Target is what a schedule does (the seed's ScheduleTarget plus
 // process.lifecycle): Kind "process.spawn" (Profile, Label, Prompt, and
 // the seed's ParentPid, Workspace, Assignment and Mounts, as

@@ -1,7 +1,8 @@
 package devices
 
 import (
-	"encoding/json"
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -38,7 +39,7 @@ import (
 // device for one routed call: an fs.read of a file at the largest size a
 // device reads (25 MiB) with numbered lines of about 40 bytes, with room
 // to spare. A larger answer fails the call.
-const MaxAnswer = 32 << 20
+const MaxAnswer = abi.MaxAnswer
 
 // answerSlotAfter is how much of an answer is read before it must take
 // one of its owner's answer slots; answerSlots is how many each owner has.
@@ -120,19 +121,24 @@ func (a *answerReader) release() {
 	}
 }
 
-// readAnswer reads one answer frame from r, decoding its data into res
-// (a pointer to the result): at most MaxAnswer bytes, past
-// answerSlotAfter in one of slots (nil: none needed), unless stop closes
-// first.
-func readAnswer(r io.Reader, slots chan struct{}, stop <-chan struct{}, res any) (frame, error) {
+// readAnswer reads one answer frame from r, to its newline or r's end,
+// and decodes it (abi.DecodeResponse), its data into res (a pointer to
+// the result): at most MaxAnswer bytes, past answerSlotAfter in one of
+// slots (nil: none needed), unless stop closes first.
+func readAnswer(r io.Reader, slots chan struct{}, stop <-chan struct{}, res any) (abi.Response, error) {
 	ar := &answerReader{r: r, slots: slots, stop: stop}
 	defer ar.release()
-	fr := frame{Data: res}
-	err := json.NewDecoder(ar).Decode(&fr)
+	b, err := bufio.NewReaderSize(ar, 16<<10).ReadBytes('\n')
 	if ar.err != nil {
-		err = ar.err
+		return abi.Response{}, ar.err
 	}
-	return fr, err
+	if err != nil && !errors.Is(err, io.EOF) {
+		return abi.Response{}, err
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return abi.Response{}, io.ErrUnexpectedEOF
+	}
+	return abi.DecodeResponse(b, res)
 }
 
 // answerKind is the kind of a device's error code: one of abi's, else

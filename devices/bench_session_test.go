@@ -182,7 +182,7 @@ type sessionCalls struct {
 }
 
 func (s sessionCalls) open(ctx context.Context) (string, error) {
-	r, err := kernel.Invoke[*abi.SessionOpenResult](ctx, s.k, s.c, "process.session.open", &abi.SessionOpenArgs{
+	r, err := kernel.Do(ctx, s.k, s.c, abi.ProcessSessionOpen, &abi.SessionOpenArgs{
 		Target: abi.ProcessTarget{Local: &abi.ProcessLocalTarget{NetworkMode: abi.NetworkNone}}})
 	if err != nil {
 		return "", fmt.Errorf("process.session.open: %w", err)
@@ -194,7 +194,7 @@ func (s sessionCalls) open(ctx context.Context) (string, error) {
 }
 
 func (s sessionCalls) exec(ctx context.Context, id string) error {
-	r, err := kernel.Invoke[*abi.ExecResult](ctx, s.k, s.c, "process.exec", &abi.ExecArgs{SessionID: id, Argv: []string{"true"}})
+	r, err := kernel.Do(ctx, s.k, s.c, abi.ProcessExec, &abi.ExecArgs{SessionID: id, Argv: []string{"true"}})
 	if err != nil {
 		return fmt.Errorf("process.exec: %w", err)
 	}
@@ -205,7 +205,7 @@ func (s sessionCalls) exec(ctx context.Context, id string) error {
 }
 
 func (s sessionCalls) close(ctx context.Context, id string) error {
-	r, err := kernel.Invoke[*abi.SessionSignalResult](ctx, s.k, s.c, "process.session.signal", &abi.SessionSignalArgs{SessionID: id, Signal: abi.SignalTerm})
+	r, err := kernel.Do(ctx, s.k, s.c, abi.ProcessSessionSignal, &abi.SessionSignalArgs{SessionID: id, Signal: abi.SignalTerm})
 	if err != nil {
 		return fmt.Errorf("process.session.signal: %w", err)
 	}

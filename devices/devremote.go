@@ -31,7 +31,7 @@ func (r *Router) devRoot() vfs.Dir {
 	return &vfs.FuncDir{Meta: ns.RootMeta("/dev", fs.ModeDir|0o555),
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
 			out := append(ns.DevFiles(), vfs.DirEntry{Name: abi.LocalTarget, Node: local})
-			res, err := kernel.Invoke[*abi.DeviceListResult](ctx, r.k, ns.CallerOf(cred, ""), "sys.device.list", &abi.DeviceListArgs{IncludeOffline: true})
+			res, err := kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.SysDeviceList, &abi.DeviceListArgs{IncludeOffline: true})
 			if err != nil {
 				return out, nil // a caller without sys.device.list sees the local device only
 			}
@@ -50,7 +50,7 @@ func (r *Router) devRoot() vfs.Dir {
 			if abi.CheckDeviceID(name) != nil {
 				return nil, vfs.ErrNotExist
 			}
-			res, err := kernel.Invoke[*abi.DeviceGetResult](ctx, r.k, ns.CallerOf(cred, ""), "sys.device.get", &abi.DeviceGetArgs{DeviceID: name})
+			res, err := kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.SysDeviceGet, &abi.DeviceGetArgs{DeviceID: name})
 			if err != nil || res.Device == nil {
 				return nil, vfs.ErrNotExist // none, or one the reader may not use
 			}
@@ -92,7 +92,7 @@ var _ vfs.Meta = (*deviceMeta)(nil)
 // record is the device's record as cred may see it: nil if cred may not
 // use the device.
 func (m *deviceMeta) record(ctx context.Context, cred vfs.Cred) (*abi.Device, error) {
-	res, err := kernel.Invoke[*abi.DeviceGetResult](ctx, m.r.k, ns.CallerOf(cred, ""), "sys.device.get", &abi.DeviceGetArgs{DeviceID: m.id})
+	res, err := kernel.Do(ctx, m.r.k, ns.CallerOf(cred, ""), abi.SysDeviceGet, &abi.DeviceGetArgs{DeviceID: m.id})
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (m *deviceMeta) record(ctx context.Context, cred vfs.Cred) (*abi.Device, er
 func (m *deviceMeta) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
 	a := vfs.Attr{Ino: vfs.PathIno(m.path), Mode: m.mode, Mtime: time.Now(), User: "root", Group: "root", Synthetic: !m.mode.IsDir()}
 	if d, err := m.record(ctx, cred); err == nil && d != nil {
-		o := ns.UserMeta(ctx, m.r.k, d.OwnerUid, fmt.Sprint(d.OwnerUid))
+		o := m.r.ownerMeta(ctx, d.OwnerUid)
 		a.Uid, a.Gid, a.User, a.Group = uint32(o.HostUID), o.Gid, o.Owner, o.Group
 	}
 	return a, nil

@@ -58,7 +58,7 @@ func (r *Router) devMounts() []ns.Mount {
 // devDir is /dev/gsv: the local device's status and its shell sessions.
 func (r *Router) devDir() vfs.Dir {
 	status := &vfs.View{Meta: ns.RootMeta(devPath+"/status", 0o444), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		res, err := kernel.Invoke[*abi.SessionListResult](ctx, r.k, ns.CallerOf(cred, ""), "process.session.list", &abi.SessionListArgs{})
+		res, err := kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.ProcessSessionList, &abi.SessionListArgs{})
 		if err != nil {
 			return nil, err
 		}
@@ -108,16 +108,17 @@ func (r *Router) renderStatus(res *abi.SessionListResult) []byte {
 func (r *Router) shellDir(shellPath, target string, meta vfs.Meta) vfs.Dir {
 	open := func(l ns.CtlLine) (kernel.Bound, error) {
 		if target != "" {
-			return kernel.BindName("process.session.open", &abi.SessionOpenArgs{Target: abi.ProcessTarget{Device: &abi.ProcessDeviceTarget{ID: target}}}), nil
+			return kernel.Bind(abi.ProcessSessionOpen, &abi.SessionOpenArgs{Target: abi.ProcessTarget{Device: &abi.ProcessDeviceTarget{ID: target}}}), nil
 		}
-		return kernel.BindName("process.session.open", &abi.SessionOpenArgs{}), nil // JSON args only; see openWords
+		return kernel.Bind(abi.ProcessSessionOpen, &abi.SessionOpenArgs{}), nil // JSON args only; see openWords
 	}
 	words := func(ws []string) (kernel.Bound, error) {
-		call, args, err := openWords(ws)
-		if a, ok := args.(*abi.SessionOpenArgs); ok && err == nil && target != "" {
+		_, args, err := openWords(ws)
+		a, _ := args.(*abi.SessionOpenArgs)
+		if a != nil && err == nil && target != "" {
 			a.Target = abi.ProcessTarget{Device: &abi.ProcessDeviceTarget{ID: target, ProcessLocalTarget: *a.Target.Local}}
 		}
-		return kernel.BindName(call, args), err
+		return kernel.Bind(abi.ProcessSessionOpen, a), err
 	}
 	// clone is a ctl whose result is the new session id: exec 3<>clone;
 	// echo 'open network=none' >&3; read sid <&3.
@@ -127,10 +128,10 @@ func (r *Router) shellDir(shellPath, target string, meta vfs.Meta) vfs.Dir {
 		func(res any) (string, error) {
 			o, ok := res.(*abi.SessionOpenResult)
 			if !ok {
-				return "", abi.E(abi.Op("process.session.open"), abi.Other, fmt.Sprintf("result of type %T", res))
+				return "", abi.E(abi.Op(abi.ProcessSessionOpen.Name), abi.Other, fmt.Sprintf("result of type %T", res))
 			}
 			if o.Status != abi.SessionReady {
-				return "", abi.E(abi.Op("process.session.open"), abi.Offline, fmt.Sprintf("%s: %s", o.ErrorCode, o.Error))
+				return "", abi.E(abi.Op(abi.ProcessSessionOpen.Name), abi.Offline, fmt.Sprintf("%s: %s", o.ErrorCode, o.Error))
 			}
 			return o.SessionID, nil
 		})
@@ -143,7 +144,7 @@ func (r *Router) shellDir(shellPath, target string, meta vfs.Meta) vfs.Dir {
 				// sessions stay reachable by name.
 				return nil, abi.E(abi.Path(shellPath), abi.Offline, fmt.Sprintf("device %q is offline", target))
 			}
-			res, err := kernel.Invoke[*abi.SessionListResult](ctx, r.k, ns.CallerOf(cred, ""), "process.session.list", &abi.SessionListArgs{Target: target})
+			res, err := kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.ProcessSessionList, &abi.SessionListArgs{Target: target})
 			if err != nil {
 				return out, nil // a caller without process.* (or the device) sees the fixed files only
 			}
@@ -160,7 +161,7 @@ func (r *Router) shellDir(shellPath, target string, meta vfs.Meta) vfs.Dir {
 			case "err":
 				return errv, nil
 			}
-			s, err := kernel.Invoke[*abi.SessionInfo](ctx, r.k, ns.CallerOf(cred, ""), "process.session.get", &abi.SessionGetArgs{SessionID: name})
+			s, err := kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.ProcessSessionGet, &abi.SessionGetArgs{SessionID: name})
 			if err != nil {
 				return nil, notExist(err)
 			}
@@ -208,12 +209,12 @@ func (r *Router) sessionDir(ctx context.Context, shellPath string, s *abi.Sessio
 			n := int64(d)
 			a.GraceTimeoutNs = &n
 		}
-		return kernel.BindName("process.session.signal", a), nil
+		return kernel.Bind(abi.ProcessSessionSignal, a), nil
 	}
 	ctl := r.wordCtl(base, own.at(base+"/ctl", 0o600),
 		map[string]ns.CtlVerb{
 			"exec": func(l ns.CtlLine) (kernel.Bound, error) {
-				return kernel.BindName("process.exec.start", &abi.ExecArgs{SessionID: sid}), nil // JSON args only; see wordCtl
+				return kernel.Bind(abi.ProcessExecStart, &abi.ExecArgs{SessionID: sid}), nil // JSON args only; see wordCtl
 			},
 			"signal": func(l ns.CtlLine) (kernel.Bound, error) {
 				if l.JSON != nil {
@@ -235,14 +236,14 @@ func (r *Router) sessionDir(ctx context.Context, shellPath string, s *abi.Sessio
 			if len(words) == 0 {
 				return kernel.Bound{}, abi.E(abi.Invalid, "usage: exec <argv...>")
 			}
-			return kernel.BindName("process.exec.start", &abi.ExecArgs{SessionID: sid, Argv: words}), nil
+			return kernel.Bind(abi.ProcessExecStart, &abi.ExecArgs{SessionID: sid, Argv: words}), nil
 		}},
 		func(res any) (string, error) {
 			b, err := json.Marshal(res)
 			return string(b), err
 		})
 	status := &vfs.View{Meta: own.at(base+"/status", 0o400), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		info, err := kernel.Invoke[*abi.SessionInfo](ctx, r.k, ns.CallerOf(cred, ""), "process.session.get", &abi.SessionGetArgs{SessionID: sid})
+		info, err := kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.ProcessSessionGet, &abi.SessionGetArgs{SessionID: sid})
 		if err != nil {
 			return nil, err
 		}
@@ -252,7 +253,7 @@ func (r *Router) sessionDir(ctx context.Context, shellPath string, s *abi.Sessio
 	// of the reader, 9P Tflush).
 	wait := &vfs.Sequential{Meta: own.at(base+"/wait", 0o400), OpenReader: func(ctx context.Context, cred vfs.Cred) (vfs.Reader, error) {
 		return &lazyReader{render: func(ctx context.Context) ([]byte, error) {
-			res, err := kernel.Invoke[*abi.ExecResult](ctx, r.k, ns.CallerOf(cred, ""), "process.session.wait", &abi.SessionGetArgs{SessionID: sid})
+			res, err := kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.ProcessSessionWait, &abi.SessionGetArgs{SessionID: sid})
 			if err != nil {
 				return nil, err
 			}
@@ -265,7 +266,7 @@ func (r *Router) sessionDir(ctx context.Context, shellPath string, s *abi.Sessio
 		}, Size: func(ctx context.Context, cred vfs.Cred) (int64, error) {
 			// The output's size, from a window of one byte: a copier
 			// (tar, rsync) gets the whole output.
-			res, err := kernel.Invoke[*abi.BlobReadResult](ctx, r.k, ns.CallerOf(cred, ""), "process.session.output",
+			res, err := kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.ProcessSessionOutput,
 				&abi.BlobReadArgs{BlobRef: sid + "/" + stream, Limit: 1})
 			if err != nil {
 				return 0, err
@@ -331,7 +332,7 @@ type outputReader struct {
 // Read implements vfs.Reader.
 func (o *outputReader) Read(ctx context.Context, p []byte) (int, error) {
 	if len(o.buf) == 0 && !o.eof {
-		res, err := kernel.Invoke[*abi.BlobReadResult](ctx, o.r.k, o.c, "process.session.output",
+		res, err := kernel.Do(ctx, o.r.k, o.c, abi.ProcessSessionOutput,
 			&abi.BlobReadArgs{BlobRef: o.ref, Offset: o.off, Limit: outputWindow})
 		if err != nil {
 			return 0, err
@@ -339,7 +340,7 @@ func (o *outputReader) Read(ctx context.Context, p []byte) (int, error) {
 		if o.off == 0 {
 			o.size = res.SizeBytes
 		} else if res.SizeBytes != o.size {
-			return 0, abi.E(abi.Op("process.session.output"), abi.Path(o.ref), abi.Busy, "the output changed while it was read: another exec ended")
+			return 0, abi.E(abi.Op(abi.ProcessSessionOutput.Name), abi.Path(o.ref), abi.Busy, "the output changed while it was read: another exec ended")
 		}
 		o.buf = res.Bytes
 		o.off += int64(len(res.Bytes))
@@ -358,12 +359,12 @@ func (o *outputReader) Close() error { return nil }
 func (r *Router) blobsDir() vfs.Dir {
 	blob := func(hex string) *vfs.Backed {
 		return &vfs.Backed{Meta: ns.RootMeta(blobsPath+"/"+hex, 0o444), OpenFile: func(ctx context.Context, cred vfs.Cred) (*os.File, error) {
-			return kernel.Invoke[*os.File](ctx, r.k, ns.CallerOf(cred, ""), "process.blob.open", &abi.BlobReadArgs{BlobRef: "sha256:" + hex})
+			return kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.ProcessBlobOpen, &abi.BlobReadArgs{BlobRef: "sha256:" + hex})
 		}}
 	}
 	return &vfs.FuncDir{Meta: ns.RootMeta(blobsPath, fs.ModeDir|0o555),
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
-			hexes, err := kernel.Invoke[[]string](ctx, r.k, ns.CallerOf(cred, ""), "process.blob.list", &abi.SessionListArgs{})
+			hexes, err := kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.ProcessBlobList, &abi.SessionListArgs{})
 			if err != nil {
 				return nil, nil // a caller without process.* sees no blob
 			}
@@ -375,7 +376,7 @@ func (r *Router) blobsDir() vfs.Dir {
 			return out, nil
 		},
 		Find: func(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, error) {
-			f, err := kernel.Invoke[*os.File](ctx, r.k, ns.CallerOf(cred, ""), "process.blob.open", &abi.BlobReadArgs{BlobRef: "sha256:" + name})
+			f, err := kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.ProcessBlobOpen, &abi.BlobReadArgs{BlobRef: "sha256:" + name})
 			if err != nil {
 				return nil, notExist(err)
 			}
@@ -443,7 +444,7 @@ func (r *Router) wordCtl(dir string, meta *ns.Meta, verbs map[string]ns.CtlVerb,
 // A mount's path is a path of the caller's namespace (~ is their home); a
 // mount without a mode is read-write (abi.ParseMount), as gsv's --mount. The network is "none" unless given.
 func openWords(words []string) (string, any, error) {
-	const call = "process.session.open"
+	call := abi.ProcessSessionOpen.Name
 	loc := &abi.ProcessLocalTarget{NetworkMode: abi.NetworkNone}
 	a := &abi.SessionOpenArgs{Target: abi.ProcessTarget{Local: loc}}
 	kv := func(opt, v string) (string, string, error) {

@@ -2,8 +2,8 @@ package devices
 
 import (
 	"context"
-	"database/sql"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
@@ -30,7 +30,8 @@ type kernelCaller struct {
 	c kernel.Caller
 }
 
-// Call makes the syscall name through the kernel's dispatcher.
+// Call makes the syscall name (a descriptor's) through the kernel's
+// dispatcher.
 func (kc *kernelCaller) Call(ctx context.Context, name string, args any) (any, error) {
 	return kc.k.Call(ctx, &kc.c, name, args)
 }
@@ -79,6 +80,15 @@ func asCaller[A, R any](m func(context.Context, local.Who, *A) (R, error)) func(
 	return func(ctx context.Context, c *kernel.Caller, a *A) (R, error) { return m(ctx, whoOf(c), a) }
 }
 
+// attrCall is asCaller for a method whose result is a vfs.Attr: the
+// syscall's result is the same attributes as an abi.Attr.
+func attrCall[A any](m func(context.Context, local.Who, *A) (vfs.Attr, error)) func(context.Context, *kernel.Caller, *A) (abi.Attr, error) {
+	return func(ctx context.Context, c *kernel.Caller, a *A) (abi.Attr, error) {
+		at, err := m(ctx, whoOf(c), a)
+		return abi.Attr(at), err
+	}
+}
+
 // openLocal opens the local device on k and makes each user's home as
 // the kernel creates the user, inside the transaction that adds them
 // (kernel.OnUserCreated): a home that cannot be made fails the add.
@@ -87,7 +97,7 @@ func openLocal(k *kernel.Kernel, opts local.Options) (*local.Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	k.OnUserCreated(func(_ *sql.Tx, u *kernel.User) error { return d.MakeHome(*u) })
+	k.OnUserCreated(func(_ *kernel.Tx, u *kernel.User) error { return d.MakeHome(*u) })
 	return d, nil
 }
 
@@ -98,23 +108,26 @@ func openLocal(k *kernel.Kernel, opts local.Options) (*local.Device, error) {
 // fs.statfs.
 func localSyscalls(d *local.Device) []kernel.Syscall {
 	return []kernel.Syscall{
-		kernel.Fn("fs.stat", kernel.Internal, asCaller(d.Stat)),
-		kernel.Fn("fs.readdir", kernel.Internal, asCaller(d.ReadDir)),
-		kernel.Fn("fs.open", kernel.Internal, asCaller(d.Open)),
-		kernel.Fn("fs.pread", kernel.Internal, asCaller(d.Pread)),
-		kernel.Fn("fs.pwrite", kernel.Internal, asCaller(d.Pwrite)),
-		kernel.Fn("fs.ftruncate", kernel.Internal, asCaller(d.Ftruncate)),
-		kernel.Fn("fs.fsync", kernel.Internal, asCaller(d.Fsync)),
-		kernel.Fn("fs.mkdir", kernel.Internal, asCaller(d.Mkdir)),
-		kernel.Fn("fs.remove", kernel.Internal, asCaller(d.Remove)),
-		kernel.Fn("fs.rename", kernel.Internal, asCaller(d.Rename)),
-		kernel.Fn("fs.readlink", kernel.Internal, asCaller(d.Readlink)),
-		kernel.Fn("fs.symlink", kernel.Internal, asCaller(d.Symlink)),
-		kernel.Fn("fs.link", kernel.Internal, asCaller(d.Link)),
-		kernel.Fn("fs.setattr", kernel.Internal, asCaller(d.Setattr)),
-		kernel.Fn("fs.openread", kernel.Internal, asCaller(d.OpenRead)),
-		kernel.Fn("fs.readraw", kernel.Internal, asCaller(d.ReadRaw)),
-		kernel.Fn("fs.create", kernel.Internal, asCaller(d.Create)),
-		kernel.Fn("fs.statfs", kernel.Internal, asCaller(d.StatFS)),
+		kernel.Handle(abi.FsStat, attrCall(d.Stat)),
+		kernel.Handle(abi.FsReaddir, asCaller(d.ReadDir)),
+		kernel.Handle(abi.FsOpen, asCaller(d.Open)),
+		kernel.Handle(abi.FsPread, asCaller(d.Pread)),
+		kernel.Handle(abi.FsPwrite, asCaller(d.Pwrite)),
+		kernel.Handle(abi.FsFtruncate, asCaller(d.Ftruncate)),
+		kernel.Handle(abi.FsFsync, asCaller(d.Fsync)),
+		kernel.Handle(abi.FsMkdir, attrCall(d.Mkdir)),
+		kernel.Handle(abi.FsRemove, asCaller(d.Remove)),
+		kernel.Handle(abi.FsRename, asCaller(d.Rename)),
+		kernel.Handle(abi.FsReadlink, asCaller(d.Readlink)),
+		kernel.Handle(abi.FsSymlink, attrCall(d.Symlink)),
+		kernel.Handle(abi.FsLink, attrCall(d.Link)),
+		kernel.Handle(abi.FsSetattr, attrCall(d.Setattr)),
+		kernel.Handle(abi.FsOpenread, asCaller(d.OpenRead)),
+		kernel.Handle(abi.FsReadraw, asCaller(d.ReadRaw)),
+		kernel.Handle(abi.FsCreate, asCaller(d.Create)),
+		kernel.Handle(abi.FsStatfs, func(ctx context.Context, c *kernel.Caller, a *struct{}) (abi.StatFS, error) {
+			st, err := d.StatFS(ctx, whoOf(c), a)
+			return abi.StatFS(st), err
+		}),
 	}
 }

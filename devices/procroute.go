@@ -54,12 +54,12 @@ func (r *Router) sessionOpenOn(ctx context.Context, c *kernel.Caller, pc *abi.Pr
 	if !networkAllowed(*pc, loc.NetworkMode) {
 		return nil, abi.E(abi.Permission, fmt.Sprintf("network_mode %q is not allowed by your process capability", loc.NetworkMode))
 	}
-	d, err := r.route(ctx, c, "process.session.open", t.ID)
+	d, err := r.route(ctx, c, abi.ProcessSessionOpen.Name, t.ID)
 	if err != nil {
 		return nil, err
 	}
 	rd := d.(*remoteDevice)
-	res, err := routed[abi.SessionOpenResult](ctx, rd, "process.session.open", &b, rd.timeout)
+	res, err := routed[abi.SessionOpenResult](ctx, rd, abi.ProcessSessionOpen.Name, &b, rd.timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -77,8 +77,8 @@ func (r *Router) sessionOpenOn(ctx context.Context, c *kernel.Caller, pc *abi.Pr
 	r.mu.Lock()
 	r.procRoutes[res.SessionID] = shellRoute{dev: rd, uid: c.Uid, network: loc.NetworkMode}
 	r.mu.Unlock()
-	if _, err := r.k.Store.Exec(ctx, `INSERT INTO device_process_sessions(session_id,device_id,connection_id,uid,failed,expires_at)
-		VALUES(?,?,?,?,0,?) ON CONFLICT(session_id) DO UPDATE SET device_id=excluded.device_id,connection_id=excluded.connection_id,
+	if _, err := r.k.Store.Exec(ctx, `INSERT INTO device_process_sessions(session_id,device_id,connection_id,uid,failed,expires_at,seq)
+		VALUES(?,?,?,?,0,?,(SELECT coalesce(max(seq), 0)+1 FROM device_process_sessions)) ON CONFLICT(session_id) DO UPDATE SET device_id=excluded.device_id,connection_id=excluded.connection_id,
 		uid=excluded.uid,failed=0,expires_at=excluded.expires_at`, res.SessionID, rd.id, rd.connID, c.Uid, expires/1e6); err != nil {
 		return nil, abi.E(abi.Path(res.SessionID), err)
 	}
@@ -123,15 +123,15 @@ func (r *Router) deviceSession(ctx context.Context, c *kernel.Caller, sid string
 	return out, true, nil
 }
 
-// onSession makes the process.* syscall name of a session: on its device
+// onSession serves the process.* syscall call of a session: on its device
 // if it runs on one (within timeout), else on the local device. gone
 // answers for a session whose device is gone.
-func onSession[A, V any](r *Router, name string, sid func(*A) string, timeout func(*A, time.Duration) time.Duration,
-	here func(context.Context, local.Who, *A) (*V, error), gone func(*A, sessionRoute) (*V, error)) func(context.Context, *kernel.Caller, *A) (*V, error) {
+func onSession[A, V any](r *Router, call abi.Call[A, *V], sid func(*A) string, timeout func(*A, time.Duration) time.Duration,
+	here func(context.Context, local.Who, *A) (*V, error), gone func(*A, sessionRoute) (*V, error)) kernel.Syscall {
 	// An exec runs a command: it obeys the caller's process capability,
 	// which must allow all the session was opened with.
-	runs := name == "process.exec" || name == "process.exec.start"
-	return func(ctx context.Context, c *kernel.Caller, a *A) (*V, error) {
+	runs := call.Name == abi.ProcessExec.Name || call.Name == abi.ProcessExecStart.Name
+	return kernel.Handle(call, func(ctx context.Context, c *kernel.Caller, a *A) (*V, error) {
 		id := sid(a)
 		sr, ok, err := r.deviceSession(ctx, c, id)
 		if err != nil {
@@ -158,7 +158,7 @@ func onSession[A, V any](r *Router, name string, sid func(*A) string, timeout fu
 			return nil, abi.E(abi.Path(id), abi.Permission,
 				fmt.Sprintf("this session's network_mode %q is not allowed by your process capability", sr.network))
 		}
-		res, err := routed[V](ctx, sr.rd, name, a, timeout(a, sr.rd.timeout))
+		res, err := routed[V](ctx, sr.rd, call.Name, a, timeout(a, sr.rd.timeout))
 		if err != nil {
 			return nil, err
 		}
@@ -169,7 +169,7 @@ func onSession[A, V any](r *Router, name string, sid func(*A) string, timeout fu
 			markBlobs(v, sr.dev)
 		}
 		return res, nil
-	}
+	})
 }
 
 // ownSession makes info, a session of device as the device shows it,
@@ -240,10 +240,10 @@ func (r *Router) sessionListOn(ctx context.Context, c *kernel.Caller, a *abi.Ses
 		return r.local.SessionList(ctx, whoOf(c), a)
 	}
 	out := &abi.SessionListResult{Sessions: []abi.SessionInfo{}}
-	d, err := r.route(ctx, c, "process.session.list", a.Target)
+	d, err := r.route(ctx, c, abi.ProcessSessionList.Name, a.Target)
 	if err == nil {
 		rd := d.(*remoteDevice)
-		res, err := routed[abi.SessionListResult](ctx, rd, "process.session.list", &abi.SessionListArgs{}, rd.timeout)
+		res, err := routed[abi.SessionListResult](ctx, rd, abi.ProcessSessionList.Name, &abi.SessionListArgs{}, rd.timeout)
 		if err != nil {
 			return nil, err
 		}
@@ -265,7 +265,7 @@ func (r *Router) sessionListOn(ctx context.Context, c *kernel.Caller, a *abi.Ses
 	}
 	// The caller's sessions the device took with a connection that ended.
 	rows, err := r.k.Store.QueryContext(ctx, `SELECT session_id,uid FROM device_process_sessions
-		WHERE device_id=? AND (uid=? OR ?) ORDER BY rowid`, a.Target, c.Uid, c.IsRoot())
+		WHERE device_id=? AND (uid=? OR ?) ORDER BY seq`, a.Target, c.Uid, c.IsRoot())
 	if err != nil {
 		return nil, abi.E(abi.Path(a.Target), err)
 	}
@@ -297,14 +297,14 @@ func (r *Router) blobReadOn(ctx context.Context, c *kernel.Caller, a *abi.BlobRe
 	if a.Target == "" || a.Target == abi.LocalTarget {
 		return r.local.BlobRead(ctx, whoOf(c), a)
 	}
-	d, err := r.route(ctx, c, "process.blob.read", a.Target)
+	d, err := r.route(ctx, c, abi.ProcessBlobRead.Name, a.Target)
 	if err != nil {
 		return nil, err
 	}
 	rd := d.(*remoteDevice)
 	b := *a
 	b.Target = ""
-	return routed[abi.BlobReadResult](ctx, rd, "process.blob.read", &b, rd.timeout)
+	return routed[abi.BlobReadResult](ctx, rd, abi.ProcessBlobRead.Name, &b, rd.timeout)
 }
 
 // failProcessSessions records the sessions of d's connection as failed.

@@ -66,7 +66,7 @@ func (qs *quotas) read(ctx context.Context, uid uint32) (local.Quota, error) {
 	q := local.DefaultQuota
 	vals := map[string]string{}
 	for _, prefix := range []string{"config/quota/", fmt.Sprintf("users/%d/quota/", uid)} {
-		res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, qs.k, qs.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: prefix})
+		res, err := kernel.Do(ctx, qs.k, qs.k.KernelCaller(), abi.SysConfigGet, &abi.ConfigGetArgs{Key: prefix})
 		if err != nil {
 			return q, err
 		}

@@ -53,7 +53,7 @@ var maxDevicesRule = kernel.ConfigRule{Pattern: maxDevicesKey, Check: func(v str
 // max_per_user if it is a whole number (0: no new device), else
 // DefaultMaxDevices.
 func (r *Router) maxDevices(ctx context.Context) int {
-	res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, r.k, r.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: maxDevicesKey})
+	res, err := kernel.Do(ctx, r.k, r.k.KernelCaller(), abi.SysConfigGet, &abi.ConfigGetArgs{Key: maxDevicesKey})
 	if err != nil {
 		return DefaultMaxDevices
 	}
@@ -77,8 +77,9 @@ const deviceCols = `device_id,owner_uid,description,platform,version,implements,
 // stored is a device's record as the registry holds it: the abi record
 // and the gids of the groups granted its use.
 type stored struct {
-	dev  *abi.Device
-	gids []uint32
+	dev    *abi.Device
+	gids   []uint32
+	connID string // the connection that registered it last ("" after a restart)
 }
 
 // nowMs is the time now in Unix milliseconds, the registry's unit.
@@ -132,7 +133,9 @@ func (r *Router) Register(ctx context.Context, owner uint32, h abi.DeviceHello, 
 	}
 	t := nowMs()
 	limit := r.maxDevices(ctx)
-	return r.k.Store.Tx(ctx, func(tx *sql.Tx) error {
+	r.reg.write.Lock()
+	defer r.reg.write.Unlock()
+	return r.wrote(ctx, h.ID, r.k.Store.Tx(ctx, func(tx *kernel.Tx) error {
 		var have uint32
 		err := tx.QueryRow(`SELECT owner_uid FROM devices WHERE device_id=?`, h.ID).Scan(&have)
 		switch {
@@ -163,7 +166,7 @@ func (r *Router) Register(ctx context.Context, owner uint32, h abi.DeviceHello, 
 			return abi.E(abi.Path(h.ID), err)
 		}
 		return nil
-	})
+	}))
 }
 
 // Disconnected records that connection connID of device id has ended:
@@ -173,17 +176,24 @@ func (r *Router) Register(ctx context.Context, owner uint32, h abi.DeviceHello, 
 // the device stays online on the new one.
 func (r *Router) Disconnected(ctx context.Context, id, connID string) error {
 	t := nowMs()
+	r.reg.write.Lock()
+	defer r.reg.write.Unlock()
+	if s := r.reg.get(id); s == nil || s.connID != connID {
+		return nil // not its connection: the UPDATE below would change nothing
+	}
 	_, err := r.k.Store.Exec(ctx, `UPDATE devices SET online=0, disconnected_at=?, last_seen_at=?
 		WHERE device_id=? AND connection_id=?`, t, t, id, connID)
 	if err != nil {
 		return abi.E(abi.Path(id), err)
 	}
-	return nil
+	return r.wrote(ctx, id, nil)
 }
 
 // Seen records that device id was heard from now (its last_seen_at). A
 // device the registry does not have is NotExist.
 func (r *Router) Seen(ctx context.Context, id string) error {
+	r.reg.write.Lock()
+	defer r.reg.write.Unlock()
 	res, err := r.k.Store.Exec(ctx, `UPDATE devices SET last_seen_at=? WHERE device_id=?`, nowMs(), id)
 	if err != nil {
 		return abi.E(abi.Path(id), err)
@@ -193,7 +203,7 @@ func (r *Router) Seen(ctx context.Context, id string) error {
 	} else if n == 0 {
 		return abi.E(abi.Path(id), abi.NotExist, fmt.Sprintf("no device %s", id))
 	}
-	return nil
+	return r.wrote(ctx, id, nil)
 }
 
 // offlineAll marks every device offline: at the router's start no
@@ -217,23 +227,20 @@ func (r *Router) deviceRecord(ctx context.Context, id string) (*abi.Device, erro
 	return s.dev, nil
 }
 
-// lookup returns device id as the registry holds it; NotExist if there
-// is none.
+// lookup returns device id as the registry holds it (the router's copy
+// in memory: no SQL); NotExist if there is none.
 func (r *Router) lookup(ctx context.Context, id string) (*stored, error) {
-	all, err := r.query(ctx, `WHERE device_id=?`, id)
-	if err != nil {
-		return nil, err
-	}
-	if len(all) == 0 {
+	s := r.reg.get(id)
+	if s == nil {
 		return nil, abi.E(abi.Path(id), abi.NotExist, fmt.Sprintf("no device %s", id))
 	}
-	return all[0], nil
+	return s, nil
 }
 
 // query returns the devices the clause where selects (with args), by
 // id, each with its granted groups.
 func (r *Router) query(ctx context.Context, where string, args ...any) ([]*stored, error) {
-	rows, err := r.k.Store.QueryContext(ctx, `SELECT `+deviceCols+` FROM devices `+where+` ORDER BY device_id`, args...)
+	rows, err := r.k.Store.QueryContext(ctx, `SELECT `+deviceCols+`,coalesce(connection_id,'') FROM devices `+where+` ORDER BY device_id`, args...)
 	if err != nil {
 		return nil, abi.E(fmt.Errorf("devices: %w", err))
 	}
@@ -241,11 +248,12 @@ func (r *Router) query(ctx context.Context, where string, args ...any) ([]*store
 	var out []*stored
 	byID := map[string]*stored{}
 	for rows.Next() {
-		d, err := scanDevice(rows)
+		var connID string
+		d, err := scanDevice(rows, &connID)
 		if err != nil {
 			return nil, abi.E(fmt.Errorf("devices: %w", err))
 		}
-		s := &stored{dev: d}
+		s := &stored{dev: d, connID: connID}
 		out = append(out, s)
 		byID[d.DeviceID] = s
 	}
@@ -255,17 +263,18 @@ func (r *Router) query(ctx context.Context, where string, args ...any) ([]*store
 	if len(out) == 0 {
 		return nil, nil
 	}
-	grants, err := r.k.Store.QueryContext(ctx, `SELECT a.device_id, a.gid, coalesce(g.name, '') FROM device_access a
-		LEFT JOIN groups g ON g.gid=a.gid WHERE a.device_id IN (SELECT device_id FROM devices `+where+`)
-		ORDER BY a.device_id, a.gid`, args...)
+	grants, err := r.k.Store.QueryContext(ctx, `SELECT device_id, gid FROM device_access
+		WHERE device_id IN (SELECT device_id FROM devices `+where+`)
+		ORDER BY device_id, gid`, args...)
 	if err != nil {
 		return nil, abi.E(fmt.Errorf("device access: %w", err))
 	}
 	defer grants.Close()
+	granted := false
 	for grants.Next() {
-		var id, name string
+		var id string
 		var gid uint32
-		if err := grants.Scan(&id, &gid, &name); err != nil {
+		if err := grants.Scan(&id, &gid); err != nil {
 			return nil, abi.E(fmt.Errorf("device access: %w", err))
 		}
 		s := byID[id]
@@ -273,25 +282,44 @@ func (r *Router) query(ctx context.Context, where string, args ...any) ([]*store
 			continue
 		}
 		s.gids = append(s.gids, gid)
-		if name == "" {
-			name = fmt.Sprint(gid)
-		}
-		s.dev.Groups = append(s.dev.Groups, name)
+		granted = true
 	}
 	if err := grants.Err(); err != nil {
 		return nil, abi.E(fmt.Errorf("device access: %w", err))
 	}
+	if !granted {
+		return out, nil
+	}
+	// The groups are the kernel's: their names come from it.
+	groups, err := kernel.Do(ctx, r.k, r.k.KernelCaller(), abi.SysGroupList, &abi.GroupListArgs{})
+	if err != nil {
+		return nil, abi.E(fmt.Errorf("device access: %w", err))
+	}
+	names := make(map[uint32]string, len(groups.Groups))
+	for _, g := range groups.Groups {
+		names[g.Gid] = g.Name
+	}
+	for _, s := range out {
+		for _, gid := range s.gids {
+			name := names[gid]
+			if name == "" {
+				name = fmt.Sprint(gid)
+			}
+			s.dev.Groups = append(s.dev.Groups, name)
+		}
+	}
 	return out, nil
 }
 
-// scanDevice reads one row of deviceCols.
-func scanDevice(rows *sql.Rows) (*abi.Device, error) {
+// scanDevice reads one row of deviceCols, and the columns after them
+// into more.
+func scanDevice(rows *sql.Rows, more ...any) (*abi.Device, error) {
 	d := &abi.Device{Groups: []string{}}
 	var impl string
 	var online int
 	var connected, disconnected sql.NullInt64
-	if err := rows.Scan(&d.DeviceID, &d.OwnerUid, &d.Description, &d.Platform, &d.Version, &impl, &online,
-		&d.FirstSeenAt, &connected, &disconnected, &d.LastSeenAt); err != nil {
+	if err := rows.Scan(append([]any{&d.DeviceID, &d.OwnerUid, &d.Description, &d.Platform, &d.Version, &impl, &online,
+		&d.FirstSeenAt, &connected, &disconnected, &d.LastSeenAt}, more...)...); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(impl), &d.Implements); err != nil {
@@ -328,27 +356,19 @@ func mayManage(c *kernel.Caller, d *abi.Device) bool {
 // registrySyscalls are the sys.device.* syscalls.
 func (r *Router) registrySyscalls() []kernel.Syscall {
 	return []kernel.Syscall{
-		kernel.Fn("sys.device.list", 0, r.deviceList),
-		kernel.Fn("sys.device.get", 0, r.deviceGet),
-		kernel.Fn("sys.device.update", 0, r.deviceUpdate),
-		kernel.Fn("sys.device.grant", 0, r.deviceGrant),
-		kernel.Fn("sys.device.remove", 0, r.deviceRemove),
+		kernel.Handle(abi.SysDeviceList, r.deviceList),
+		kernel.Handle(abi.SysDeviceGet, r.deviceGet),
+		kernel.Handle(abi.SysDeviceUpdate, r.deviceUpdate),
+		kernel.Handle(abi.SysDeviceGrant, r.deviceGrant),
+		kernel.Handle(abi.SysDeviceRemove, r.deviceRemove),
 	}
 }
 
 // deviceList serves sys.device.list: the devices c may use (root: all),
 // by id; online ones only unless a.IncludeOffline.
 func (r *Router) deviceList(ctx context.Context, c *kernel.Caller, a *abi.DeviceListArgs) (*abi.DeviceListResult, error) {
-	where := `WHERE online=1`
-	if a.IncludeOffline {
-		where = ``
-	}
-	all, err := r.query(ctx, where)
-	if err != nil {
-		return nil, err
-	}
 	out := &abi.DeviceListResult{Devices: []abi.Device{}}
-	for _, s := range all {
+	for _, s := range r.reg.list(!a.IncludeOffline) {
 		if mayUse(c, s.dev, s.gids) {
 			out.Devices = append(out.Devices, *s.dev)
 		}
@@ -382,6 +402,8 @@ func (r *Router) deviceUpdate(ctx context.Context, c *kernel.Caller, a *abi.Devi
 	if err := kernel.CheckText("description", a.Description, maxDescription); err != nil {
 		return nil, abi.E(abi.Path(a.DeviceID), err)
 	}
+	r.reg.write.Lock()
+	defer r.reg.write.Unlock()
 	s, err := r.lookup(ctx, a.DeviceID)
 	if abi.Code(err) == int(abi.NotExist) {
 		return &abi.DeviceGetResult{}, nil
@@ -394,6 +416,9 @@ func (r *Router) deviceUpdate(ctx context.Context, c *kernel.Caller, a *abi.Devi
 	}
 	if _, err := r.k.Store.Exec(ctx, `UPDATE devices SET description=? WHERE device_id=?`, a.Description, a.DeviceID); err != nil {
 		return nil, abi.E(abi.Path(a.DeviceID), err)
+	}
+	if err := r.wrote(ctx, a.DeviceID, nil); err != nil {
+		return nil, err
 	}
 	d, err := r.deviceRecord(ctx, a.DeviceID)
 	if err != nil {
@@ -415,6 +440,8 @@ func (r *Router) deviceGrant(ctx context.Context, c *kernel.Caller, a *abi.Devic
 	if a.Group == "" {
 		return nil, abi.E(abi.Path(a.DeviceID), abi.Invalid, "give the group to grant")
 	}
+	r.reg.write.Lock()
+	defer r.reg.write.Unlock()
 	s, err := r.lookup(ctx, a.DeviceID)
 	if err != nil {
 		return nil, err
@@ -425,7 +452,7 @@ func (r *Router) deviceGrant(ctx context.Context, c *kernel.Caller, a *abi.Devic
 	if !mayManage(c, s.dev) {
 		return nil, abi.E(abi.Path(a.DeviceID), abi.Permission, fmt.Sprintf("only the owner of device %s or root may grant it", a.DeviceID))
 	}
-	groups, err := kernel.Invoke[*abi.GroupListResult](ctx, r.k, r.k.KernelCaller(), "sys.group.list", &abi.GroupListArgs{})
+	groups, err := kernel.Do(ctx, r.k, r.k.KernelCaller(), abi.SysGroupList, &abi.GroupListArgs{})
 	if err != nil {
 		return nil, err
 	}
@@ -434,12 +461,15 @@ func (r *Router) deviceGrant(ctx context.Context, c *kernel.Caller, a *abi.Devic
 		return nil, abi.E(abi.Path(a.DeviceID), abi.NotExist, fmt.Sprintf("no group %q", a.Group))
 	}
 	gid := groups.Groups[i].Gid
-	q := `INSERT OR IGNORE INTO device_access(device_id,gid) VALUES(?,?)`
+	q := `INSERT INTO device_access(device_id,gid) VALUES(?,?) ON CONFLICT DO NOTHING`
 	if a.Revoke {
 		q = `DELETE FROM device_access WHERE device_id=? AND gid=?`
 	}
 	if _, err := r.k.Store.Exec(ctx, q, a.DeviceID, gid); err != nil {
 		return nil, abi.E(abi.Path(a.DeviceID), err)
+	}
+	if err := r.wrote(ctx, a.DeviceID, nil); err != nil {
+		return nil, err
 	}
 	d, err := r.deviceRecord(ctx, a.DeviceID)
 	if err != nil {
@@ -459,6 +489,8 @@ func (r *Router) deviceRemove(ctx context.Context, c *kernel.Caller, a *abi.Devi
 	if err := abi.CheckDeviceID(a.DeviceID); err != nil {
 		return nil, err
 	}
+	r.reg.write.Lock()
+	defer r.reg.write.Unlock()
 	s, err := r.lookup(ctx, a.DeviceID)
 	if err != nil {
 		return nil, err
@@ -469,7 +501,7 @@ func (r *Router) deviceRemove(ctx context.Context, c *kernel.Caller, a *abi.Devi
 	if !mayManage(c, s.dev) {
 		return nil, abi.E(abi.Path(a.DeviceID), abi.Permission, fmt.Sprintf("only the owner of device %s or root may remove it", a.DeviceID))
 	}
-	err = r.k.Store.Tx(ctx, func(tx *sql.Tx) error {
+	err = r.k.Store.Tx(ctx, func(tx *kernel.Tx) error {
 		if _, err := tx.Exec(`DELETE FROM device_access WHERE device_id=?`, a.DeviceID); err != nil {
 			return err
 		}
@@ -478,6 +510,9 @@ func (r *Router) deviceRemove(ctx context.Context, c *kernel.Caller, a *abi.Devi
 	})
 	if err != nil {
 		return nil, abi.E(abi.Path(a.DeviceID), err)
+	}
+	if err := r.wrote(ctx, a.DeviceID, nil); err != nil {
+		return nil, err
 	}
 	if d := r.remote(a.DeviceID); d != nil {
 		d.close(errors.New("the device was removed"))

@@ -41,11 +41,6 @@ func hello(id string) abi.DeviceHello {
 	return abi.DeviceHello{ID: id, Platform: "linux/amd64", Version: "0.1", Implements: []string{"fs.read", "shell.exec"}}
 }
 
-// deviceCall makes a sys.device.* call as id and returns its result.
-func deviceCall[R any](t *testing.T, k *kernel.Kernel, id *kernel.Identity, name string, args any) (R, error) {
-	t.Helper()
-	return kernel.Invoke[R](context.Background(), k, kerneltest.Caller(id), name, args)
-}
 
 // ids are the ids of the devices of a list.
 func ids(r *abi.DeviceListResult) string {
@@ -214,7 +209,7 @@ func TestRegister(t *testing.T) {
 	if abi.Code(err) != 403 || !strings.Contains(err.Error(), "device my-laptop.home_1 belongs to another user") {
 		t.Fatalf("bob registers alice's id: %v, want 403", err)
 	}
-	if _, err := deviceCall[*abi.DeviceGetResult](t, e.K, e.Alice, "sys.device.update", &abi.DeviceUpdateArgs{DeviceID: "my-laptop.home_1", Description: "d"}); err != nil {
+	if _, err := kernel.Do(context.Background(), e.K, kerneltest.Caller(e.Alice), abi.SysDeviceUpdate, &abi.DeviceUpdateArgs{DeviceID: "my-laptop.home_1", Description: "d"}); err != nil {
 		t.Fatal(err)
 	}
 	h := hello("my-laptop.home_1")
@@ -270,12 +265,12 @@ func TestDisconnected(t *testing.T) {
 		{e.Root, true, "laptop"},
 		{e.Bob, true, ""},
 	} {
-		res, err := deviceCall[*abi.DeviceListResult](t, e.K, tc.who, "sys.device.list", &abi.DeviceListArgs{IncludeOffline: tc.offline})
+		res, err := kernel.Do(context.Background(), e.K, kerneltest.Caller(tc.who), abi.SysDeviceList, &abi.DeviceListArgs{IncludeOffline: tc.offline})
 		if err != nil || ids(res) != tc.want || res.Devices == nil {
 			t.Errorf("%s lists (includeOffline %v): %+v, %v; want %q", tc.who.Username, tc.offline, res, err, tc.want)
 		}
 	}
-	g, err := deviceCall[*abi.DeviceGetResult](t, e.K, e.Alice, "sys.device.get", &abi.DeviceGetArgs{DeviceID: "laptop"})
+	g, err := kernel.Do(context.Background(), e.K, kerneltest.Caller(e.Alice), abi.SysDeviceGet, &abi.DeviceGetArgs{DeviceID: "laptop"})
 	if err != nil || g.Device == nil || g.Device.Online {
 		t.Fatalf("get an offline device: %+v, %v", g, err)
 	}
@@ -350,7 +345,7 @@ func TestDevicesPerUser(t *testing.T) {
 	if err != nil || res.(*abi.DeviceGetResult).Device.DeviceID != "dev3" {
 		t.Fatalf("alice removes dev3: %v %v", res, err)
 	}
-	if d, _ := deviceCall[*abi.DeviceGetResult](t, e.K, e.Alice, "sys.device.get", &abi.DeviceGetArgs{DeviceID: "dev3"}); d.Device != nil {
+	if d, _ := kernel.Do(context.Background(), e.K, kerneltest.Caller(e.Alice), abi.SysDeviceGet, &abi.DeviceGetArgs{DeviceID: "dev3"}); d.Device != nil {
 		t.Fatalf("dev3 after its removal: %+v", d.Device)
 	}
 	if err := e.r.Register(ctx, e.Alice.Uid, hello("onemore"), "c"); err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,12 +14,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
-	"golang.org/x/sys/unix"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/devices/local"
@@ -63,6 +60,7 @@ type remoteDevice struct {
 	timeout    time.Duration
 	log        *slog.Logger
 	slots      chan struct{} // its owner's answerSlots
+	ch         *channel      // the call channel; nil for a device without an rpc file
 
 	closeOnce sync.Once
 	done      chan struct{} // closed when the connection ends
@@ -86,26 +84,78 @@ func (d *remoteDevice) errGone() error {
 }
 
 // call makes the routed syscall name with args on the device and decodes
-// its result into res. It fails at once when the connection ends, with
-// 504 when timeout passes, and with ctx's error when the caller goes (its
-// handle of the device's call file is closed, which cancels the request
-// there).
+// its result into res: on the connection's call channel (channel.go), or,
+// for a device whose tree has no rpc file (a device daemon from before
+// it), as a request written to a fid of its call file opened for the
+// call (callFile). It fails at once when the connection ends, with 504
+// when timeout passes, and with ctx's error when the caller goes (the
+// request is cancelled on the device).
 func (d *remoteDevice) call(ctx context.Context, name string, args, res any, timeout time.Duration) error {
 	select {
 	case <-d.done:
 		return d.errGone()
 	default:
 	}
-	b, err := json.Marshal(args)
-	if err != nil {
-		return abi.E(abi.Op(name), err)
+	if d.ch != nil {
+		return d.ch.call(ctx, name, args, res, timeout)
 	}
-	req, err := json.Marshal(abi.Request{Type: "req", ID: "1", Call: name, Args: b})
+	return d.callFile(ctx, name, args, res, timeout)
+}
+
+// timedOut is the error of a call that outlasted its deadline.
+func (d *remoteDevice) timedOut(name string, timeout time.Duration) error {
+	return abi.E(abi.Path(d.id), abi.Timeout, fmt.Sprintf("Syscall timed out: device %q did not answer %s within %s", d.id, name, timeout))
+}
+
+// answerErr is the error of a call whose answer could not be had: one
+// over MaxAnswer, one that does not decode, a failed exchange (the
+// connection's end if it has ended); an *abi.Error is already the call's.
+func (d *remoteDevice) answerErr(name string, err error) error {
+	var big errAnswerTooLarge
+	if errors.As(err, &big) {
+		return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("device %q answered %s with more than %d bytes: refused", d.id, name, MaxAnswer))
+	}
+	var de decodeError
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &de) || errors.As(err, &se) || errors.As(err, &te) || errors.Is(err, io.ErrUnexpectedEOF) && d.alive() {
+		return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("the device's answer to %s does not decode: %v", name, err))
+	}
+	var ae *abi.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	return d.transportErr(err)
+}
+
+// result is the outcome of a call the device answered with resp, whose
+// data was decoded into res: the device's error, or res once checked
+// (checkAnswer).
+func (d *remoteDevice) result(name string, resp abi.Response, res any) error {
+	if !resp.OK {
+		if resp.Error == nil {
+			return abi.E(abi.Path(d.id), abi.Other, "the device answered neither a result nor an error")
+		}
+		msg := strings.TrimPrefix(oneLine(resp.Error.Message, maxErrorText), name+": ")
+		return abi.E(answerKind(resp.Error.Code), msg)
+	}
+	if err := checkAnswer(res); err != nil {
+		return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("device %q answered %s with %v: refused", d.id, name, err))
+	}
+	return nil
+}
+
+// callFile makes a call as a device daemon without an rpc file takes it:
+// the request written to a fid of the call file opened for it, its
+// answer read from that fid, the fid clunked (which cancels the request
+// there if it is still running).
+func (d *remoteDevice) callFile(ctx context.Context, name string, args, res any, timeout time.Duration) error {
+	req, err := abi.EncodeRequest("1", name, args)
 	if err != nil {
 		return abi.E(abi.Op(name), err)
 	}
 	type answer struct {
-		resp frame
+		resp abi.Response
 		err  error
 	}
 	got := make(chan answer, 1)
@@ -150,51 +200,31 @@ func (d *remoteDevice) call(ctx context.Context, name string, args, res any, tim
 		if gone {
 			return
 		}
-		if _, err := f.Write(append(req, '\n')); err != nil {
+		if _, err := f.Write(req); err != nil {
 			got <- answer{err: err}
 			return
 		}
-		fr, err := readAnswer(fidReader{f}, d.slots, stop, res)
-		got <- answer{fr, err}
+		resp, err := readAnswer(fidReader{f}, d.slots, stop, res)
+		got <- answer{resp, err}
 	}()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	var a answer
 	select {
-	case a = <-got:
+	case a := <-got:
+		if a.err != nil {
+			return d.answerErr(name, a.err)
+		}
+		return d.result(name, a.resp, res)
 	case <-ctx.Done():
 		abandon()
 		return ctx.Err()
 	case <-timer.C:
 		abandon()
-		return abi.E(abi.Path(d.id), abi.Timeout, fmt.Sprintf("Syscall timed out: device %q did not answer %s within %s", d.id, name, timeout))
+		return d.timedOut(name, timeout)
 	case <-d.done:
 		abandon()
 		return d.errGone()
 	}
-	if a.err != nil {
-		var big errAnswerTooLarge
-		if errors.As(a.err, &big) {
-			return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("device %q answered %s with more than %d bytes: refused", d.id, name, MaxAnswer))
-		}
-		var se *json.SyntaxError
-		var te *json.UnmarshalTypeError
-		if errors.As(a.err, &se) || errors.As(a.err, &te) || errors.Is(a.err, io.ErrUnexpectedEOF) && d.alive() {
-			return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("the device's answer to %s does not decode: %v", name, a.err))
-		}
-		return d.transportErr(a.err)
-	}
-	if !a.resp.OK {
-		if a.resp.Error == nil {
-			return abi.E(abi.Path(d.id), abi.Other, "the device answered neither a result nor an error")
-		}
-		msg := strings.TrimPrefix(oneLine(a.resp.Error.Message, maxErrorText), name+": ")
-		return abi.E(answerKind(a.resp.Error.Code), msg)
-	}
-	if err := checkAnswer(res); err != nil {
-		return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("device %q answered %s with %v: refused", d.id, name, err))
-	}
-	return nil
 }
 
 // alive reports whether d's connection has not ended.
@@ -216,14 +246,6 @@ func (d *remoteDevice) transportErr(err error) error {
 	default:
 	}
 	return abi.E(abi.Path(d.id), abi.Offline, fmt.Sprintf("device %q: %v", d.id, err))
-}
-
-// frame is a response frame as the kernel reads it back: Data holds a
-// pointer to the result to decode into.
-type frame struct {
-	OK    bool            `json:"ok"`
-	Data  any             `json:"data"`
-	Error *abi.FrameError `json:"error"`
 }
 
 // fidReader reads a fid from its current offset.
@@ -251,35 +273,35 @@ func routed[R any](ctx context.Context, d *remoteDevice, name string, args any, 
 func (d *remoteDevice) Read(ctx context.Context, _ local.Who, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
 	b := *a
 	b.Target = ""
-	return routed[abi.FSReadResult](ctx, d, "fs.read", &b, d.timeout)
+	return routed[abi.FSReadResult](ctx, d, abi.FsRead.Name, &b, d.timeout)
 }
 
 // Write is fs.write on the device.
 func (d *remoteDevice) Write(ctx context.Context, _ local.Who, a *abi.FSWriteArgs) (*abi.FSWriteResult, error) {
 	b := *a
 	b.Target = ""
-	return routed[abi.FSWriteResult](ctx, d, "fs.write", &b, d.timeout)
+	return routed[abi.FSWriteResult](ctx, d, abi.FsWrite.Name, &b, d.timeout)
 }
 
 // Edit is fs.edit on the device.
 func (d *remoteDevice) Edit(ctx context.Context, _ local.Who, a *abi.FSEditArgs) (*abi.FSEditResult, error) {
 	b := *a
 	b.Target = ""
-	return routed[abi.FSEditResult](ctx, d, "fs.edit", &b, d.timeout)
+	return routed[abi.FSEditResult](ctx, d, abi.FsEdit.Name, &b, d.timeout)
 }
 
 // Delete is fs.delete on the device.
 func (d *remoteDevice) Delete(ctx context.Context, _ local.Who, a *abi.FSDeleteArgs) (*abi.FSDeleteResult, error) {
 	b := *a
 	b.Target = ""
-	return routed[abi.FSDeleteResult](ctx, d, "fs.delete", &b, d.timeout)
+	return routed[abi.FSDeleteResult](ctx, d, abi.FsDelete.Name, &b, d.timeout)
 }
 
 // Search is fs.search on the device: it runs there.
 func (d *remoteDevice) Search(ctx context.Context, _ local.Who, a *abi.FSSearchArgs) (*abi.FSSearchResult, error) {
 	b := *a
 	b.Target = ""
-	return routed[abi.FSSearchResult](ctx, d, "fs.search", &b, d.timeout)
+	return routed[abi.FSSearchResult](ctx, d, abi.FsSearch.Name, &b, d.timeout)
 }
 
 // Exec is shell.exec on the device, with the deadline min(11 min, the
@@ -295,7 +317,7 @@ func (d *remoteDevice) Exec(ctx context.Context, _ local.Who, a *abi.ShellExecAr
 	if a.SessionID != "" {
 		deadline = min(deadline, d.timeout+10*time.Second)
 	}
-	return routed[abi.ShellExecResult](ctx, d, "shell.exec", &b, deadline)
+	return routed[abi.ShellExecResult](ctx, d, abi.ShellExec.Name, &b, deadline)
 }
 
 // randomID is a random name for a connection.
@@ -348,23 +370,41 @@ func (r *Router) ServeDevice(ctx context.Context, c net.Conn) {
 	}
 	c.SetDeadline(time.Now().Add(helloTimeout))
 	// The 9P client reads the connection all the time: its end (the
-	// device died, the network went) ends the device at once.
+	// device died, the network went) ends the device at once, and fails
+	// every request it left unanswered.
+	d := &remoteDevice{id: h.ID, connID: connID, owner: id.Uid, implements: h.Implements, nc: c,
+		timeout: r.routeTimeout, log: r.log, done: make(chan struct{})}
 	lost := make(chan error, 1)
-	cc, err := client.NewConn(&watchedConn{Conn: &framedConn{Conn: c}, lost: lost})
-	var fsys *client.Fsys
+	cc, err := client.NewConn(newDeviceConn(c, func(err error) { lost <- err }))
 	if err == nil {
-		fsys, err = cc.Attach(nil, "kernel", "")
+		d.fsys, err = cc.Attach(nil, "kernel", "")
+	}
+	if err == nil {
+		// The call channel: the rpc file, opened once. A device daemon
+		// from before it has only the call file.
+		var f *client.Fid
+		f, err = d.fsys.Open("rpc", plan9.ORDWR)
+		var rerr client.Error
+		switch {
+		case err == nil:
+			d.ch = openChannel(d, f)
+		case errors.As(err, &rerr):
+			r.log.Info("device has no rpc file: its calls open its call file each", "device", h.ID, "version", h.Version)
+			err = nil
+		}
 	}
 	c.SetDeadline(time.Time{})
 	if err != nil {
 		r.log.Info("device tree refused", "device", h.ID, "err", err)
+		d.close(err)
+		if d.ch != nil {
+			d.ch.wait()
+		}
 		r.Disconnected(context.Background(), h.ID, connID)
 		return
 	}
-	d := &remoteDevice{id: h.ID, connID: connID, owner: id.Uid, implements: h.Implements, nc: c, fsys: fsys,
-		timeout: r.routeTimeout, log: r.log, done: make(chan struct{})}
 	d.slots = r.answerSlots(id.Uid)
-	d.tree = ninep.RemoteDir(fsys, "fs", ninep.RemoteOptions{Owner: r.ownerShown(ctx, id.Uid), Lost: d.done, OneLineNames: true})
+	d.tree = ninep.RemoteDir(d.fsys, "fs", ninep.RemoteOptions{Owner: r.ownerShown(ctx, id.Uid), Lost: d.done, OneLineNames: true})
 	r.attach(d)
 	r.log.Info("device connected", "device", d.id, "owner", d.owner, "platform", h.Platform, "version", h.Version, "implements", h.Implements)
 	go func() { // the connection's end, whoever sees it
@@ -391,116 +431,6 @@ func (r *Router) ServeDevice(ctx context.Context, c net.Conn) {
 func (r *Router) ownerShown(ctx context.Context, uid uint32) *ninep.RemoteOwner {
 	m := ns.UserMeta(ctx, r.k, uid, fmt.Sprint(uid))
 	return &ninep.RemoteOwner{Uid: uint32(m.HostUID), Gid: m.Gid, User: m.Owner, Group: m.Group}
-}
-
-// hangup returns a channel closed when the peer of c hangs up (or the
-// connection fails), seen without reading c: the 9P client reads it only
-// while it waits for a reply, so a device that dies between calls would
-// otherwise go unnoticed until the next call or ping. It stops watching
-// when done closes. A conn that is not a socket is never seen to hang up.
-func hangup(c net.Conn, done <-chan struct{}) <-chan struct{} {
-	out := make(chan struct{})
-	// The socket under the buffering, the gate's connection and TLS.
-	for range 8 {
-		if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
-			c = nc.NetConn()
-			continue
-		}
-		break
-	}
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return out
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return out
-	}
-	fd := -1
-	rc.Control(func(f uintptr) { fd, _ = unix.Dup(int(f)) })
-	if fd < 0 {
-		return out
-	}
-	go func() {
-		defer unix.Close(fd)
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			n, err := unix.Poll(fds, 500)
-			if err == unix.EINTR || n == 0 {
-				continue
-			}
-			if err != nil || fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
-				close(out)
-				return
-			}
-		}
-	}()
-	return out
-}
-
-// maxFrame is the largest 9P message the kernel reads from a device: the
-// msize its client proposes (9fans.net/go/plan9/client); the client
-// itself would allocate whatever size a message claims.
-const maxFrame = 128 << 10
-
-// framedConn is a device's connection as the kernel's 9P client reads it:
-// a message that claims more than maxFrame bytes (or fewer than a header)
-// fails the read, which ends the connection, before anything is
-// allocated for it.
-type framedConn struct {
-	net.Conn
-	hdr  [4]byte
-	hout int   // bytes of hdr returned so far (4: none pending)
-	rest int64 // bytes of the current message's body not yet returned
-	err  error
-}
-
-func (c *framedConn) Read(p []byte) (int, error) {
-	if c.err != nil {
-		return 0, c.err
-	}
-	if c.rest == 0 && (c.hout == 0 || c.hout == len(c.hdr)) {
-		if _, err := io.ReadFull(c.Conn, c.hdr[:]); err != nil {
-			return 0, err
-		}
-		n := binary.LittleEndian.Uint32(c.hdr[:])
-		if n < 7 || n > maxFrame {
-			c.err = fmt.Errorf("the device sent a 9P message of %d bytes (at most %d)", n, maxFrame)
-			return 0, c.err
-		}
-		c.hout, c.rest = 0, int64(n)-4
-	}
-	if c.hout < len(c.hdr) {
-		n := copy(p, c.hdr[c.hout:])
-		c.hout += n
-		return n, nil
-	}
-	if int64(len(p)) > c.rest {
-		p = p[:c.rest]
-	}
-	n, err := c.Conn.Read(p)
-	c.rest -= int64(n)
-	return n, err
-}
-
-// watchedConn is a net.Conn that reports the first error of a read.
-type watchedConn struct {
-	net.Conn
-	lost chan error
-	once sync.Once
-}
-
-func (c *watchedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if err != nil {
-		c.once.Do(func() { c.lost <- err })
-	}
-	return n, err
 }
 
 // readHello reads the magic line and the hello.
@@ -591,6 +521,9 @@ func (r *Router) attach(d *remoteDevice) {
 // the device offline; the shell jobs and exec sessions it ran fail.
 func (r *Router) detach(d *remoteDevice) {
 	d.close(errors.New("the connection ended"))
+	if d.ch != nil {
+		d.ch.wait() // its goroutines end with the connection
+	}
 	r.mu.Lock()
 	current := r.remotes[d.id] == d
 	if current {

@@ -41,7 +41,7 @@ type devEnv struct {
 }
 
 // newDevEnv opens a devEnv.
-func newDevEnv(t *testing.T) *devEnv {
+func newDevEnv(t testing.TB) *devEnv {
 	t.Helper()
 	e := kerneltest.Open(t)
 	space := ns.New(e.K)
@@ -75,10 +75,10 @@ func newDevEnv(t *testing.T) *devEnv {
 }
 
 // nodeToken makes a node token of id's for device id.
-func (e *devEnv) nodeToken(t *testing.T, id *kernel.Identity, device string) string {
+func (e *devEnv) nodeToken(t testing.TB, id *kernel.Identity, device string) string {
 	t.Helper()
 	uid := id.Uid
-	res, err := kernel.Invoke[*abi.TokenCreateResult](context.Background(), e.K, kerneltest.Caller(e.Root), "sys.token.create",
+	res, err := kernel.Do(context.Background(), e.K, kerneltest.Caller(e.Root), abi.SysTokenCreate,
 		&abi.TokenCreateArgs{Kind: "node", Uid: &uid, AllowedDeviceID: &device})
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +92,7 @@ func (e *devEnv) nodeToken(t *testing.T, id *kernel.Identity, device string) str
 type rogue struct {
 	answer func(req abi.Request) io.Reader
 	fs     vfs.Dir
+	rpc    bool         // its tree has an rpc file (rogue_rpc_test.go), not only the call file
 	served atomic.Int64 // bytes of answers the kernel has read
 }
 
@@ -124,9 +125,11 @@ func (g *rogue) dial(t *testing.T, e *devEnv, id, token string) abi.DeviceWelcom
 	if fsys == nil {
 		fsys = vfs.NewDir(rogueMeta(fs.ModeDir | 0o755))
 	}
-	root := vfs.NewDir(rogueMeta(fs.ModeDir|0o755),
-		vfs.DirEntry{Name: "call", Node: &rogueCall{g: g}},
-		vfs.DirEntry{Name: "fs", Node: fsys})
+	ents := []vfs.DirEntry{{Name: "call", Node: &rogueCall{g: g}}, {Name: "fs", Node: fsys}}
+	if g.rpc {
+		ents = append(ents, vfs.DirEntry{Name: "rpc", Node: &rogueRPC{g: g}})
+	}
+	root := vfs.NewDir(rogueMeta(fs.ModeDir|0o755), ents...)
 	srv := &ninep.Server{Root: root}
 	go srv.ServeConn(context.Background(), &readerConn{Conn: c, r: br}, vfs.Peer{Transport: "9p-tcp", HostUID: -1, HostGID: -1})
 	waitCond(t, "the device online", func() bool { return e.r.remote(id) != nil })
@@ -143,7 +146,7 @@ func (c *readerConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // waitCond polls cond until it holds, or fails the test after a minute
 // (a guard against a hang that holds at load 10).
-func waitCond(t *testing.T, what string, cond func() bool) {
+func waitCond(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -257,7 +260,7 @@ func TestRogueAnswers(t *testing.T) {
 	t.Run("Size", func(t *testing.T) {
 		set(func(abi.Request) io.Reader { return endless(40 << 20) })
 		g.served.Store(0)
-		_, err := kernel.Invoke[*abi.FSReadResult](ctx, e.K, alice, "fs.read", &abi.FSReadArgs{Target: "rogue", Path: "big"})
+		_, err := kernel.Do(ctx, e.K, alice, abi.FsRead, &abi.FSReadArgs{Target: "rogue", Path: "big"})
 		if err == nil || abi.KindOf(err) != abi.Other || !strings.Contains(err.Error(), fmt.Sprintf("more than %d bytes", MaxAnswer)) {
 			t.Fatalf("a 40 MiB answer: %v, want a 500 refusing it", err)
 		}
@@ -266,7 +269,7 @@ func TestRogueAnswers(t *testing.T) {
 		}
 		// An answer within the bound is read.
 		set(func(abi.Request) io.Reader { return endless(1 << 20) })
-		res, err := kernel.Invoke[*abi.FSReadResult](ctx, e.K, alice, "fs.read", &abi.FSReadArgs{Target: "rogue", Path: "big"})
+		res, err := kernel.Do(ctx, e.K, alice, abi.FsRead, &abi.FSReadArgs{Target: "rogue", Path: "big"})
 		if err != nil || len(res.Content) != 1<<20 {
 			t.Fatalf("a 1 MiB answer: %v", err)
 		}
@@ -301,7 +304,7 @@ func TestRogueAnswers(t *testing.T) {
 		set(func(abi.Request) io.Reader {
 			return strings.NewReader(`{"type":"res","id":"1","ok":false,"error":{"code":200,"message":"fs.read: forged\nsecond line ` + strings.Repeat("x", 10000) + `"}}` + "\n")
 		})
-		_, err := kernel.Invoke[*abi.FSReadResult](ctx, e.K, alice, "fs.read", &abi.FSReadArgs{Target: "rogue", Path: "f"})
+		_, err := kernel.Do(ctx, e.K, alice, abi.FsRead, &abi.FSReadArgs{Target: "rogue", Path: "f"})
 		if err == nil || abi.KindOf(err) != abi.Other || strings.Contains(err.Error(), "\n") || len(err.Error()) > maxErrorText+200 {
 			t.Fatalf("an error frame with code 200 and a long message of two lines: kind %d, %d bytes: %.200q", abi.KindOf(err), len(err.Error()), err)
 		}

@@ -32,7 +32,7 @@ var _ Device = (*local.Device)(nil)
 
 // Routable are the syscalls a target routes: the seed's fs.* tools and
 // shell.exec.
-var Routable = []string{"fs.read", "fs.write", "fs.edit", "fs.delete", "fs.search", "shell.exec"}
+var Routable = []string{abi.FsRead.Name, abi.FsWrite.Name, abi.FsEdit.Name, abi.FsDelete.Name, abi.FsSearch.Name, abi.ShellExec.Name}
 
 // Options configure the router and its local device.
 type Options struct {
@@ -67,6 +67,10 @@ type Router struct {
 	devDirs     map[string]vfs.Dir       // the /dev/<id> directories made
 	slots       map[uint32]chan struct{} // the answer slots of each owner's devices (answers.go)
 
+	reg      devTable              // the registry and its access table, in memory (regmem.go)
+	ownersMu sync.Mutex            // guards owners
+	owners   map[uint32]ownerEntry // the Meta of device owners, as last read (regmem.go)
+
 	closing   chan struct{} // closed by Close: device connections end
 	closeOnce sync.Once
 	wg        sync.WaitGroup // device connections and listeners
@@ -79,7 +83,7 @@ var _ ns.Room = (*Router)(nil)
 // device of the registry is offline at first: no connection of a device
 // outlives the router.
 func New(k *kernel.Kernel, opts Options) (*Router, error) {
-	if err := k.Store.Migrate("devices", migrations); err != nil {
+	if err := k.Store.Migrate("devices", migrations(k.Store.Dialect())); err != nil {
 		return nil, err
 	}
 	if err := offlineAll(context.Background(), k.Store); err != nil {
@@ -113,6 +117,10 @@ func New(k *kernel.Kernel, opts Options) (*Router, error) {
 	if r.routeTimeout <= 0 {
 		r.routeTimeout = DefaultRouteTimeout
 	}
+	if err := r.loadRegistry(context.Background()); err != nil {
+		d.Close()
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -141,12 +149,12 @@ func (r *Router) EndCommands() { r.local.EndCommands() }
 // (sys.device.*) and the local device's internal ones.
 func (r *Router) Syscalls() []kernel.Syscall {
 	calls := []kernel.Syscall{
-		kernel.Fn("fs.read", 0, r.read),
-		kernel.Fn("fs.write", 0, r.write),
-		kernel.Fn("fs.edit", 0, r.edit),
-		kernel.Fn("fs.delete", 0, r.delete),
-		kernel.Fn("fs.search", 0, r.search),
-		kernel.Fn("shell.exec", 0, r.exec),
+		kernel.Handle(abi.FsRead, r.read),
+		kernel.Handle(abi.FsWrite, r.write),
+		kernel.Handle(abi.FsEdit, r.edit),
+		kernel.Handle(abi.FsDelete, r.delete),
+		kernel.Handle(abi.FsSearch, r.search),
+		kernel.Handle(abi.ShellExec, r.exec),
 	}
 	calls = append(calls, r.sessionSyscalls()...)
 	calls = append(calls, r.registrySyscalls()...)
@@ -211,7 +219,7 @@ func (r *Router) route(ctx context.Context, c *kernel.Caller, call, target strin
 
 // read is fs.read, routed.
 func (r *Router) read(ctx context.Context, c *kernel.Caller, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
-	d, err := r.route(ctx, c, "fs.read", a.Target)
+	d, err := r.route(ctx, c, abi.FsRead.Name, a.Target)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +228,7 @@ func (r *Router) read(ctx context.Context, c *kernel.Caller, a *abi.FSReadArgs) 
 
 // write is fs.write, routed.
 func (r *Router) write(ctx context.Context, c *kernel.Caller, a *abi.FSWriteArgs) (*abi.FSWriteResult, error) {
-	d, err := r.route(ctx, c, "fs.write", a.Target)
+	d, err := r.route(ctx, c, abi.FsWrite.Name, a.Target)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +237,7 @@ func (r *Router) write(ctx context.Context, c *kernel.Caller, a *abi.FSWriteArgs
 
 // edit is fs.edit, routed.
 func (r *Router) edit(ctx context.Context, c *kernel.Caller, a *abi.FSEditArgs) (*abi.FSEditResult, error) {
-	d, err := r.route(ctx, c, "fs.edit", a.Target)
+	d, err := r.route(ctx, c, abi.FsEdit.Name, a.Target)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +246,7 @@ func (r *Router) edit(ctx context.Context, c *kernel.Caller, a *abi.FSEditArgs) 
 
 // delete is fs.delete, routed.
 func (r *Router) delete(ctx context.Context, c *kernel.Caller, a *abi.FSDeleteArgs) (*abi.FSDeleteResult, error) {
-	d, err := r.route(ctx, c, "fs.delete", a.Target)
+	d, err := r.route(ctx, c, abi.FsDelete.Name, a.Target)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +255,7 @@ func (r *Router) delete(ctx context.Context, c *kernel.Caller, a *abi.FSDeleteAr
 
 // search is fs.search, routed.
 func (r *Router) search(ctx context.Context, c *kernel.Caller, a *abi.FSSearchArgs) (*abi.FSSearchResult, error) {
-	d, err := r.route(ctx, c, "fs.search", a.Target)
+	d, err := r.route(ctx, c, abi.FsSearch.Name, a.Target)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +285,7 @@ func (r *Router) exec(ctx context.Context, c *kernel.Caller, a *abi.ShellExecArg
 			return r.execOn(ctx, c, d, a)
 		}
 	}
-	d, err := r.route(ctx, c, "shell.exec", a.Target)
+	d, err := r.route(ctx, c, abi.ShellExec.Name, a.Target)
 	if err != nil {
 		return nil, err
 	}

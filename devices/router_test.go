@@ -93,7 +93,7 @@ func TestFSNamespace(t *testing.T) {
 	ctx := context.Background()
 	read := func(id *kernel.Identity, p string) *abi.FSReadResult {
 		t.Helper()
-		r, err := kernel.Invoke[*abi.FSReadResult](ctx, e.K, kerneltest.Caller(id), "fs.read", &abi.FSReadArgs{Path: p})
+		r, err := kernel.Do(ctx, e.K, kerneltest.Caller(id), abi.FsRead, &abi.FSReadArgs{Path: p})
 		if err != nil {
 			t.Fatalf("fs.read %s: %v", p, err)
 		}
@@ -117,7 +117,7 @@ func TestFSNamespace(t *testing.T) {
 	// A ctl file runs what fs.write writes, with the writer's authority.
 	write := func(id *kernel.Identity, p, content string) *abi.FSWriteResult {
 		t.Helper()
-		r, err := kernel.Invoke[*abi.FSWriteResult](ctx, e.K, kerneltest.Caller(id), "fs.write", &abi.FSWriteArgs{Path: p, Content: content})
+		r, err := kernel.Do(ctx, e.K, kerneltest.Caller(id), abi.FsWrite, &abi.FSWriteArgs{Path: p, Content: content})
 		if err != nil {
 			t.Fatalf("fs.write %s: %v", p, err)
 		}
@@ -135,7 +135,7 @@ func TestFSNamespace(t *testing.T) {
 	if r := write(e.Alice, "/etc/passwd", "x"); r.OK || !strings.Contains(r.Error, "/etc/passwd") {
 		t.Fatalf("alice wrote /etc/passwd: %+v", r)
 	}
-	if r, err := kernel.Invoke[*abi.FSDeleteResult](ctx, e.K, kerneltest.Caller(e.Root), "fs.delete", &abi.FSDeleteArgs{Path: "/etc/passwd"}); err != nil || r.OK {
+	if r, err := kernel.Do(ctx, e.K, kerneltest.Caller(e.Root), abi.FsDelete, &abi.FSDeleteArgs{Path: "/etc/passwd"}); err != nil || r.OK {
 		t.Fatalf("deleted /etc/passwd: %+v %v", r, err)
 	}
 	// The data tree is still served from its files.

@@ -16,13 +16,15 @@ import (
 // capability each caller has.
 
 // migrations are the devices room's schema steps: the device registry
-// (devices, the groups granted each in device_access; see registry.go)
-// and the shell sessions on devices. The steps that once wrote grants are
-// kept as no-ops so later numbers stay.
-var migrations = []string{
-	// A step kept so later numbers stay: grants come from descriptors.
-	`SELECT 1`,
-	`CREATE TABLE devices (
+// (devices, the groups granted each in device_access; see registry.go),
+// the shell and exec sessions on devices, and the order exec sessions
+// were opened in (seq: a device's are listed so). The steps that once
+// wrote grants are kept as no-ops so later numbers stay.
+func migrations(d kernel.Dialect) []string {
+	return []string{
+		// A step kept so later numbers stay: grants come from descriptors.
+		`SELECT 1`,
+		`CREATE TABLE devices (
 		device_id TEXT PRIMARY KEY,
 		owner_uid INTEGER NOT NULL,
 		description TEXT NOT NULL DEFAULT '',
@@ -39,26 +41,29 @@ var migrations = []string{
 		device_id TEXT NOT NULL REFERENCES devices(device_id) ON DELETE CASCADE,
 		gid INTEGER NOT NULL,
 		PRIMARY KEY (device_id, gid));`,
-	`SELECT 1`, // a step kept: grants come from descriptors
-	// The shell sessions running on devices, by session id: where a poll
-	// goes, and, once the device is gone, what it answers.
-	`CREATE TABLE device_shell_sessions (
+		`SELECT 1`, // a step kept: grants come from descriptors
+		// The shell sessions running on devices, by session id: where a poll
+		// goes, and, once the device is gone, what it answers.
+		`CREATE TABLE device_shell_sessions (
 		session_id TEXT PRIMARY KEY,
 		device_id TEXT NOT NULL,
 		connection_id TEXT NOT NULL,
 		uid INTEGER NOT NULL,
 		failed INTEGER NOT NULL DEFAULT 0,
 		updated_at INTEGER NOT NULL)`,
-	// The exec sessions opened on devices, by session id: where later
-	// calls go, and, once the device is gone, what they answer.
-	`CREATE TABLE device_process_sessions (
+		// The exec sessions opened on devices, by session id: where later
+		// calls go, and, once the device is gone, what they answer.
+		`CREATE TABLE device_process_sessions (
 		session_id TEXT PRIMARY KEY,
 		device_id TEXT NOT NULL,
 		connection_id TEXT NOT NULL,
 		uid INTEGER NOT NULL,
 		failed INTEGER NOT NULL DEFAULT 0,
 		expires_at INTEGER NOT NULL)`,
-	`SELECT 1`, // a step kept: grants come from descriptors
+		`SELECT 1`, // a step kept: grants come from descriptors
+		`ALTER TABLE device_process_sessions ADD COLUMN seq INTEGER NOT NULL DEFAULT 0`,
+		d.NumberRows("device_process_sessions", "seq"),
+	}
 }
 
 // Config keys of the process capability: the system's (root sets it),
@@ -96,7 +101,7 @@ func processCapRules() []kernel.ConfigRule {
 func (r *Router) processCap(ctx context.Context, c *kernel.Caller) (*abi.ProcessCap, error) {
 	pc := local.DefaultProcessCap(c.IsRoot())
 	for _, key := range []string{processCapKey, fmt.Sprintf(userProcessCapKey, c.Uid)} {
-		res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, r.k, r.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: key})
+		res, err := kernel.Do(ctx, r.k, r.k.KernelCaller(), abi.SysConfigGet, &abi.ConfigGetArgs{Key: key})
 		if err != nil {
 			return nil, err
 		}
@@ -125,21 +130,21 @@ func (r *Router) sessionSyscalls() []kernel.Syscall {
 	sid := func(a *abi.SessionGetArgs) string { return a.SessionID }
 	execSID := func(a *abi.ExecArgs) string { return a.SessionID }
 	return []kernel.Syscall{
-		kernel.Fn("process.session.open", 0, r.sessionOpen),
-		kernel.Fn("process.exec", 0, onSession(r, "process.exec", execSID, execDeadline, d.ProcessExec, nil)),
-		kernel.Fn("process.session.signal", 0, onSession(r, "process.session.signal",
-			func(a *abi.SessionSignalArgs) string { return a.SessionID }, signalDeadline, d.SessionSignal, goneSignal)),
-		kernel.Fn("process.session.list", 0, r.sessionListOn),
-		kernel.Fn("process.session.get", 0, onSession(r, "process.session.get", sid, routeDeadline, d.SessionGet, goneInfo)),
-		kernel.Fn("process.session.wait", 0, onSession(r, "process.session.wait", sid, waitDeadline, d.SessionWait, nil)),
-		kernel.Fn("process.blob.read", 0, r.blobReadOn),
-		kernel.Fn("process.exec.start", kernel.Internal, onSession(r, "process.exec.start", execSID, routeDeadline, d.ExecStart, nil)),
-		kernel.Fn("process.session.output", kernel.Internal, onSession(r, "process.session.output",
-			func(a *abi.BlobReadArgs) string { id, _, _ := strings.Cut(a.BlobRef, "/"); return id }, routeDeadline, d.SessionOutput, nil)),
-		kernel.Fn("process.blob.open", kernel.Internal, asCaller(func(ctx context.Context, who local.Who, a *abi.BlobReadArgs) (*os.File, error) {
+		kernel.Handle(abi.ProcessSessionOpen, r.sessionOpen),
+		onSession(r, abi.ProcessExec, execSID, execDeadline, d.ProcessExec, nil),
+		onSession(r, abi.ProcessSessionSignal,
+			func(a *abi.SessionSignalArgs) string { return a.SessionID }, signalDeadline, d.SessionSignal, goneSignal),
+		kernel.Handle(abi.ProcessSessionList, r.sessionListOn),
+		onSession(r, abi.ProcessSessionGet, sid, routeDeadline, d.SessionGet, goneInfo),
+		onSession(r, abi.ProcessSessionWait, sid, waitDeadline, d.SessionWait, nil),
+		kernel.Handle(abi.ProcessBlobRead, r.blobReadOn),
+		onSession(r, abi.ProcessExecStart, execSID, routeDeadline, d.ExecStart, nil),
+		onSession(r, abi.ProcessSessionOutput,
+			func(a *abi.BlobReadArgs) string { id, _, _ := strings.Cut(a.BlobRef, "/"); return id }, routeDeadline, d.SessionOutput, nil),
+		kernel.Handle(abi.ProcessBlobOpen, asCaller(func(ctx context.Context, who local.Who, a *abi.BlobReadArgs) (*os.File, error) {
 			return d.BlobOpen(ctx, who, a)
 		})),
-		kernel.Fn("process.blob.list", kernel.Internal, asCaller(d.BlobList)),
+		kernel.Handle(abi.ProcessBlobList, asCaller(d.BlobList)),
 	}
 }
 

@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"encoding/json"
-	"reflect"
 
 	"gsvfs.dev/gsvfs/abi"
 )
@@ -23,15 +22,6 @@ func Bind[A, R any](d abi.Call[A, R], args *A) Bound {
 		b.args = args
 	}
 	return b
-}
-
-// BindName binds the syscall name to args: for tables not yet on
-// descriptors. Rooms are moving to Bind.
-func BindName(name string, args any) Bound {
-	if v := reflect.ValueOf(args); args != nil && v.Kind() == reflect.Pointer && v.IsNil() {
-		args = nil
-	}
-	return Bound{name: name, args: args}
 }
 
 // Name returns the name of the bound syscall ("" for the zero Bound).
@@ -55,8 +45,7 @@ func (b Bound) WithJSON(raw json.RawMessage) (Bound, error) {
 		b.args = a
 		return b, nil
 	}
-	b.args = raw
-	return b, nil
+	return b, abi.E(abi.Invalid, "no syscall")
 }
 
 // Make makes the bound syscall as c, through the dispatcher (Call).

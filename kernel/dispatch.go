@@ -38,7 +38,7 @@ type syscallDef struct {
 	name   string
 	flags  Flags
 	grant  abi.Grant
-	desc   abi.Desc // nil for a legacy Fn entry
+	desc   abi.Desc
 	decode func(json.RawMessage) (any, error)
 	call   func(context.Context, *Caller, any) (any, error)
 	// admit, if set, is the syscall's own rule on who may make it, checked
@@ -59,10 +59,29 @@ func (s Syscall) Name() string { return s.def.name }
 // strictly (DecodeArgs) into a fresh *A; in-process callers make it with
 // Do.
 func Handle[A any, R any](d abi.Call[A, R], fn func(ctx context.Context, c *Caller, args *A) (R, error)) Syscall {
-	s := Fn(d.Name, d.Flags, fn)
-	s.def.grant = d.Grant
-	s.def.desc = d
-	return s
+	name := d.Name
+	return Syscall{&syscallDef{
+		name:  name,
+		flags: d.Flags,
+		grant: d.Grant,
+		desc:  d,
+		decode: func(raw json.RawMessage) (any, error) {
+			a := new(A)
+			if err := DecodeArgs(raw, a); err != nil {
+				return nil, abi.E(abi.Op(name), err)
+			}
+			return a, nil
+		},
+		call: func(ctx context.Context, c *Caller, args any) (any, error) {
+			switch a := args.(type) {
+			case *A:
+				return fn(ctx, c, a)
+			case nil:
+				return fn(ctx, c, new(A))
+			}
+			return nil, abi.E(abi.Op(name), abi.Other, fmt.Sprintf("args of type %T", args))
+		},
+	}}
 }
 
 // Do makes the syscall d as c, through the dispatcher (Call), with args
@@ -85,37 +104,6 @@ func Do[A any, R any](ctx context.Context, k *Kernel, c *Caller, d abi.Call[A, R
 		return zero, abi.E(abi.Op(d.Name), abi.Other, fmt.Sprintf("result of type %T", res))
 	}
 	return r, nil
-}
-
-// Fn makes the table entry of the syscall name, served by fn; its grant
-// is the one legacyGrant gives the name. Tables are moving to Handle. A request
-// frame's JSON args are decoded strictly (DecodeArgs) into a fresh *A;
-// in-process callers pass an *A (or an A, or nil for a zero A) to Call
-// directly.
-func Fn[A any, R any](name string, flags Flags, fn func(ctx context.Context, c *Caller, args *A) (R, error)) Syscall {
-	return Syscall{&syscallDef{
-		name:  name,
-		flags: flags,
-		grant: legacyGrant(name),
-		decode: func(raw json.RawMessage) (any, error) {
-			a := new(A)
-			if err := DecodeArgs(raw, a); err != nil {
-				return nil, abi.E(abi.Op(name), err)
-			}
-			return a, nil
-		},
-		call: func(ctx context.Context, c *Caller, args any) (any, error) {
-			switch a := args.(type) {
-			case *A:
-				return fn(ctx, c, a)
-			case A:
-				return fn(ctx, c, &a)
-			case nil:
-				return fn(ctx, c, new(A))
-			}
-			return nil, abi.E(abi.Op(name), abi.Other, fmt.Sprintf("args of type %T", args))
-		},
-	}}
 }
 
 // Admit returns s with the syscall's own rule on who may make it, checked
@@ -269,20 +257,6 @@ func (k *Kernel) call(ctx context.Context, c *Caller, def *syscallDef, name stri
 // (abi.DecodeArgs): a field v does not have is a 400 naming it.
 func DecodeArgs(raw json.RawMessage, v any) error { return abi.DecodeArgs(raw, v) }
 
-// Invoke is Call with a typed result.
-func Invoke[R any](ctx context.Context, k *Kernel, c *Caller, name string, args any) (R, error) {
-	var zero R
-	res, err := k.Call(ctx, c, name, args)
-	if err != nil {
-		return zero, err
-	}
-	r, ok := res.(R)
-	if !ok {
-		return zero, abi.E(abi.Op(name), abi.Other, fmt.Sprintf("result of type %T", res))
-	}
-	return r, nil
-}
-
 // Syscalls lists the registered public syscall names.
 func (k *Kernel) Syscalls() []string {
 	k.mu.RLock()
@@ -366,14 +340,5 @@ func (k *Kernel) Serve(ctx context.Context, c *Caller, frame []byte) []byte {
 		}
 		res, err = k.Call(ctx, c, req.Call, args)
 	}
-	resp := abi.Response{Type: "res", ID: req.ID, OK: err == nil, Data: res}
-	if err != nil {
-		resp.Data = nil
-		resp.Error = &abi.FrameError{Code: abi.Code(err), Message: err.Error()}
-	}
-	b, merr := json.Marshal(resp)
-	if merr != nil {
-		b, _ = json.Marshal(abi.Response{Type: "res", ID: req.ID, Error: &abi.FrameError{Code: 500, Message: fmt.Sprintf("%s: encoding result: %v", req.Call, merr)}})
-	}
-	return append(b, '\n')
+	return abi.EncodeResponse(req.ID, req.Call, res, err)
 }

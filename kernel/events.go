@@ -95,24 +95,6 @@ func event[P any](sig abi.Signal[P], p P) *Event {
 	return ev
 }
 
-// Signal publishes a signal frame to every Subscription in the audience.
-// Rooms are moving to Publish and typed signals.
-func (k *Kernel) Signal(signal string, payload any, a Audience) {
-	k.signal(signal, payload, audience{all: a.All, uids: a.Uids, conn: a.Conn})
-}
-
-func (k *Kernel) signal(signal string, payload any, a audience) {
-	ev := &Event{Signal: signal, Payload: payload}
-	switch p := payload.(type) {
-	case abi.Scoped:
-		ev.Pid, ev.Conv = p.SignalScope()
-	case map[string]any: // an untyped payload of a room not yet on Publish
-		ev.Pid, _ = p["pid"].(string)
-		ev.Conv, _ = p["conversationId"].(string)
-	}
-	k.send(ev, a)
-}
-
 func (k *Kernel) send(ev *Event, a audience) {
 	b := &k.bus
 	b.mu.Lock()
@@ -184,7 +166,7 @@ func (s *Subscription) Poll() ([]byte, bool) {
 	if s.lost > 0 {
 		n := s.lost
 		s.lost = 0
-		b, _ := json.Marshal(abi.SignalFrame{Type: "sig", Signal: "events.lost", Payload: map[string]uint64{"dropped": n}})
+		b, _ := json.Marshal(abi.SignalFrame{Type: "sig", Signal: abi.SigEventsLost.Name, Payload: abi.EventsLost{Dropped: n}})
 		return append(b, '\n'), true
 	}
 	if len(s.q) == 0 {

@@ -16,8 +16,8 @@
 //     with it when it is revoked or expires.
 //   - Configuration: sys.config.get and sys.config.set, with the
 //     visibility rule of secret keys (SensitiveKey).
-//   - Store: the SQLite database (Store), with group-committed writes and
-//     per-room migrations.
+//   - Store: the database (Store) over its engine (Dialect; SQLite by
+//     default), with group-committed writes and per-room migrations.
 //   - Signal bus: Signal publishes, Subscribe reads (sys.events); the err
 //     views' last failures (NoteError).
 //
@@ -92,6 +92,10 @@ func Open(cfg Config) (*Kernel, error) {
 	}
 	st, err := OpenStore(dbPath)
 	if err != nil {
+		return nil, err
+	}
+	if err := st.Migrate("kernel", kernelMigrations); err != nil {
+		st.Close()
 		return nil, err
 	}
 	k := &Kernel{
@@ -349,7 +353,7 @@ func (k *Kernel) EnsureSetup(ctx context.Context, username string, hostUID int) 
 	if k.isSetUp() {
 		return nil
 	}
-	_, err := k.Call(ctx, k.KernelCaller(), "sys.setup", &abi.SetupArgs{Username: username, HostUID: &hostUID})
+	_, err := Do(ctx, k, k.KernelCaller(), abi.SysSetup, &abi.SetupArgs{Username: username, HostUID: &hostUID})
 	return err
 }
 

@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -343,7 +342,7 @@ func TestOnUserCreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 2; i++ {
-		k.OnUserCreated(func(tx *sql.Tx, u *User) error {
+		k.OnUserCreated(func(tx *Tx, u *User) error {
 			var name string
 			if err := tx.QueryRow(`SELECT username FROM users WHERE uid=?`, u.Uid).Scan(&name); err != nil || name != u.Username {
 				return fmt.Errorf("hook %d: user %d in the transaction: %q, %v", i, u.Uid, name, err)

@@ -2,6 +2,8 @@ package kernel
 
 import (
 	"testing"
+
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // A routed signal goes to the subscriptions of its connection only, when
@@ -23,12 +25,12 @@ func TestSignalRoute(t *testing.T) {
 			n++
 		}
 	}
-	k.Signal("chat.delta", map[string]any{"runId": "r1"}, Audience{Uids: []uint32{alice.Uid}, Conn: conn})
+	Publish(k, abi.SigChatDelta, abi.RunText{RunID: "r1"}, Audience{Uids: []uint32{alice.Uid}, Conn: conn})
 	if a, b := got(onConn), got(elsewhere); a != 1 || b != 0 {
 		t.Fatalf("routed to a listening connection: it got %d, the other %d; want 1, 0", a, b)
 	}
 	idle := &Identity{Identity: alice.Identity} // a connection with no subscription
-	k.Signal("chat.delta", map[string]any{"runId": "r2"}, Audience{Uids: []uint32{alice.Uid}, Conn: idle})
+	Publish(k, abi.SigChatDelta, abi.RunText{RunID: "r2"}, Audience{Uids: []uint32{alice.Uid}, Conn: idle})
 	if a, b := got(onConn), got(elsewhere); a != 1 || b != 1 {
 		t.Fatalf("routed to a connection that does not listen: %d, %d; want the owner's streams (1, 1)", a, b)
 	}

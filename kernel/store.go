@@ -6,33 +6,33 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"os"
-	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"syscall"
-	"time"
-
-	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 )
 
-// Store is the kernel's SQLite database: one writer connection (SQLite
-// serialises writers anyway; one connection makes that explicit and avoids
-// SQLITE_BUSY) and a bounded pool of read-only connections. The database is
-// in WAL mode so readers never block the writer.
+// Store is the kernel's database, over a Dialect: one writer connection
+// (SQLite serialises writers anyway; one connection makes that explicit
+// and avoids SQLITE_BUSY) and a bounded pool of read connections.
 //
 // Every write goes through Tx (or Exec), which commits concurrent
 // transactions together: one goroutine owns the writer connection and runs
-// each waiting transaction inside its own savepoint of one SQLite
+// each waiting transaction inside its own savepoint of one database
 // transaction, so one commit serves many callers while each caller's
 // changes still stand or fall alone (group commit).
+//
+// Every statement is written with ? placeholders in the portable SQL the
+// Dialect describes; the Store rebinds it for the engine. Rooms reach the
+// database only through the Store's methods and a Tx.
 type Store struct {
-	// R is the read-only pool. A read sees only committed data: a Tx that
-	// has returned nil is visible to every read that starts after it.
+	// R is the read pool, for tests that look at the tables directly:
+	// the system reads through QueryContext, QueryRowContext and
+	// BeginRead, which rebind for the engine and keep statements
+	// prepared. A read sees only committed data: a Tx that has returned
+	// nil is visible to every read that starts after it.
 	R *sql.DB
 
+	d      Dialect
 	w      *sql.DB // the one writer connection, owned by the committer
 	writes chan *writeReq
 	quit   chan struct{} // closed by Close: no more writes
@@ -43,19 +43,12 @@ type Store struct {
 	rstmts stmtCache // statements of the read pool
 	wstmts stmtCache // statements of the writer (see TxExec)
 
-	// ckpt is the checkpointer's connection: commits never checkpoint
-	// the WAL themselves (wal_autocheckpoint 0); the checkpointer does,
-	// in the background, once there are commits to fold in.
-	ckpt     *sql.DB
-	dirty    atomic.Bool
-	ckptDone chan struct{}
-	wal      string // the WAL file's path
+	migMu sync.Mutex // serialises Migrate
 
-	migMu sync.Mutex
+	// queries counts the queries and transactions run through the
+	// store's methods (Queries).
+	queries atomic.Uint64
 }
-
-// ReadPool is the number of read connections.
-const ReadPool = 4
 
 // maxBatch bounds how many transactions one commit carries.
 const maxBatch = 256
@@ -66,79 +59,77 @@ var ErrStoreClosed = errors.New("store closed")
 // writeReq is one transaction waiting for the committer.
 type writeReq struct {
 	ctx  context.Context
-	fn   func(tx *sql.Tx) error
+	fn   func(tx *Tx) error
 	done chan error // buffered: the committer never blocks on it
 }
 
-// OpenStore opens (creating if needed) the database file path.
-func OpenStore(path string) (*Store, error) {
-	abs, err := filepath.Abs(path)
+// Tx is a write transaction of the Store, as a fn of Store.Tx sees it:
+// its statements run inside the committer's transaction (see Store.Tx).
+// Statements that write take no context: a write interrupted inside a
+// transaction can make SQLite roll the whole transaction back.
+type Tx struct {
+	tx *sql.Tx
+	s  *Store
+}
+
+// Exec runs a statement in the transaction.
+func (t *Tx) Exec(query string, args ...any) (sql.Result, error) {
+	return t.tx.Exec(t.s.d.Rebind(query), args...)
+}
+
+// QueryRow runs a query that returns at most one row (a SELECT, or a
+// statement with RETURNING) in the transaction.
+func (t *Tx) QueryRow(query string, args ...any) *sql.Row {
+	return t.tx.QueryRow(t.s.d.Rebind(query), args...)
+}
+
+// Query runs a query (a SELECT, or a statement with RETURNING) in the
+// transaction.
+func (t *Tx) Query(query string, args ...any) (*sql.Rows, error) {
+	return t.tx.Query(t.s.d.Rebind(query), args...)
+}
+
+// QueryContext runs a SELECT in the transaction. A read may take a
+// context (a cancelled read changes nothing); a statement that writes
+// (RETURNING) goes through Query.
+func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(ctx, t.s.d.Rebind(query), args...)
+}
+
+// QueryRowContext runs a SELECT that returns at most one row in the
+// transaction (see QueryContext).
+func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, t.s.d.Rebind(query), args...)
+}
+
+// Prepare prepares a statement for this transaction only (a bulk insert);
+// the statement ends with it.
+func (t *Tx) Prepare(query string) (*sql.Stmt, error) {
+	return t.tx.Prepare(t.s.d.Rebind(query))
+}
+
+// OpenStore opens (creating if needed) the SQLite database file path:
+// NewStore(SQLite(path)).
+func OpenStore(path string) (*Store, error) { return NewStore(SQLite(path)) }
+
+// NewStore opens the database d reaches and starts the committer. The
+// store holds no table yet: each component migrates its own (Migrate).
+func NewStore(d Dialect) (*Store, error) {
+	w, r, err := d.Open()
 	if err != nil {
 		return nil, err
 	}
-	dsn := func(ro bool, busyMs int) string {
-		q := url.Values{}
-		for _, p := range []string{
-			"journal_mode(WAL)",
-			"synchronous(NORMAL)", // WAL+NORMAL: a process crash loses no commit
-			fmt.Sprintf("busy_timeout(%d)", busyMs),
-			"foreign_keys(ON)",
-		} {
-			q.Add("_pragma", p)
-		}
-		q.Set("_txlock", "immediate")
-		if !ro {
-			q.Add("_pragma", "wal_autocheckpoint(0)") // the checkpointer's work
-			// A WAL that a burst grew is cut back to this when it
-			// starts over (after a complete checkpoint).
-			q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walKeep))
-		}
-		if ro {
-			q.Add("_pragma", "query_only(ON)")
-		}
-		return "file:" + abs + "?" + q.Encode()
-	}
-	w, err := sql.Open("sqlite", dsn(false, 10000))
-	if err != nil {
-		return nil, err
-	}
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
-	if err := w.Ping(); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	r, err := sql.Open("sqlite", dsn(true, 10000))
-	if err != nil {
-		w.Close()
-		return nil, err
-	}
-	r.SetMaxOpenConns(ReadPool)
-	r.SetMaxIdleConns(ReadPool)
-	// The checkpointer waits briefly: a TRUNCATE checkpoint holds the
-	// writer's lock while it waits for readers, and writes must not
-	// queue behind it.
-	ck, err := sql.Open("sqlite", dsn(false, 100))
-	if err != nil {
-		w.Close()
-		r.Close()
-		return nil, err
-	}
-	ck.SetMaxOpenConns(1)
-	s := &Store{R: r, w: w, ckpt: ck, wal: abs + "-wal", writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), done: make(chan struct{}), ckptDone: make(chan struct{})}
-	s.rstmts.db, s.wstmts.db = r, w
+	s := &Store{R: r, d: d, w: w, writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), done: make(chan struct{})}
+	s.rstmts.db, s.wstmts.db, s.rstmts.d, s.wstmts.d = r, w, d, d
 	go s.committer()
-	go s.checkpointer()
-	if err := s.Migrate("kernel", kernelMigrations); err != nil {
-		s.Close()
-		return nil, err
-	}
 	return s, nil
 }
 
+// Dialect returns the engine under the store.
+func (s *Store) Dialect() Dialect { return s.d }
+
 // Close stops taking writes, lets the committer finish the transactions
-// already handed to it, and closes both pools.
+// already handed to it, stops the engine's upkeep and closes both pools.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if !s.closed {
@@ -147,17 +138,19 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 	<-s.done
-	<-s.ckptDone
+	err0 := s.d.Close()
 	s.rstmts.close()
 	s.wstmts.close()
-	s.ckpt.Close()
 	err1 := s.R.Close()
 	err2 := s.w.Close()
-	if err1 != nil {
-		return err1
-	}
-	return err2
+	return errors.Join(err0, err1, err2)
 }
+
+// Queries returns how many queries (QueryContext, QueryRowContext, and
+// those of a ReadTx) and write transactions (Tx, Exec) have been run
+// through the store's methods since it opened: tests count them to hold a
+// path to no SQL per call.
+func (s *Store) Queries() uint64 { return s.queries.Load() }
 
 // WriterStats reports the writer connection's pool statistics (for
 // benchmarks: how long writes waited for it).
@@ -165,7 +158,11 @@ func (s *Store) WriterStats() sql.DBStats { return s.w.Stats() }
 
 // Migrate applies, in order and each in its own transaction, the steps of
 // component's schema that the database has not seen yet. Step i is version
-// i+1. Subsystems call it with their own component name.
+// i+1; the table schema_migrations keeps each component's version. Each
+// component (the kernel's "kernel", each room's) migrates its own tables
+// when it opens. Steps are only ever appended: a step once released keeps
+// its meaning. A step is portable DDL (see Dialect), made the engine's by
+// Dialect.Schema; a step that is empty for the engine only counts.
 func (s *Store) Migrate(component string, steps []string) error {
 	s.migMu.Lock()
 	defer s.migMu.Unlock()
@@ -176,7 +173,7 @@ func (s *Store) Migrate(component string, steps []string) error {
 	}
 	for {
 		applied := false
-		err := s.Tx(ctx, func(tx *sql.Tx) error {
+		err := s.Tx(ctx, func(tx *Tx) error {
 			var have int
 			err := tx.QueryRow(`SELECT version FROM schema_migrations WHERE component=?`, component).Scan(&have)
 			if err != nil && err != sql.ErrNoRows {
@@ -185,8 +182,11 @@ func (s *Store) Migrate(component string, steps []string) error {
 			if have >= len(steps) {
 				return nil
 			}
-			if _, err := tx.Exec(steps[have]); err != nil {
-				return fmt.Errorf("to version %d: %w", have+1, err)
+			if step := s.d.Schema(steps[have]); step != "" {
+				// DDL has no placeholders: it runs as written.
+				if _, err := tx.tx.Exec(step); err != nil {
+					return fmt.Errorf("to version %d: %w", have+1, err)
+				}
 			}
 			applied = true
 			_, err = tx.Exec(`INSERT INTO schema_migrations(component, version) VALUES(?, ?)
@@ -202,17 +202,28 @@ func (s *Store) Migrate(component string, steps []string) error {
 	}
 }
 
+// Version returns the version of component's schema that the database
+// holds: 0 if it has none.
+func (s *Store) Version(ctx context.Context, component string) (int, error) {
+	var v int
+	err := s.QueryRowContext(ctx, `SELECT version FROM schema_migrations WHERE component=?`, component).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return v, err
+}
+
 // Tx runs fn in a write transaction and returns when fn's changes are
 // committed (nil) or discarded (fn's error, or the commit's). fn may run
-// in the same SQLite transaction as other callers' fns, each inside its own
-// savepoint: fn sees their earlier changes, as a serial execution would,
-// and an error from fn rolls back fn's changes only. fn runs on the
-// committer's goroutine: it must not call Tx or Exec itself, and it should
-// use tx's context-free methods (Exec, QueryRow), because a cancelled
-// statement inside a transaction can make SQLite roll the whole
-// transaction back. If ctx ends before fn starts, fn does not run and Tx
-// returns ctx's error; once fn has started, Tx waits for the commit.
-func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+// in the same database transaction as other callers' fns, each inside its
+// own savepoint: fn sees their earlier changes, as a serial execution
+// would, and an error from fn rolls back fn's changes only. fn runs on the
+// committer's goroutine: it must not call Tx or Exec itself. If ctx ends
+// before fn starts, fn does not run and Tx returns ctx's error; once fn
+// has started, Tx waits for the commit. A full disk is also
+// syscall.ENOSPC (Dialect.Err).
+func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
+	s.queries.Add(1)
 	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	s.mu.RLock()
 	if s.closed {
@@ -226,32 +237,13 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return ctx.Err()
 	}
 	s.mu.RUnlock()
-	return diskFull(<-req.done)
+	return s.d.Err(<-req.done)
 }
-
-// diskFull returns err, made an ENOSPC too when it is SQLite's "database
-// or disk is full" (SQLITE_FULL): a write it fails then answers ENOSPC
-// over FUSE, not EIO, and keeps SQLite's message.
-func diskFull(err error) error {
-	var se interface{ Code() int }
-	if errors.As(err, &se) && se.Code()&0xff == sqliteFull {
-		return fullError{err}
-	}
-	return err
-}
-
-// sqliteFull is SQLITE_FULL, the primary result code of a full disk.
-const sqliteFull = 13
-
-// fullError is a store error that is also syscall.ENOSPC.
-type fullError struct{ error }
-
-func (e fullError) Unwrap() []error { return []error{e.error, syscall.ENOSPC} }
 
 // Exec runs one statement in a write transaction (see Tx).
 func (s *Store) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	var res sql.Result
-	err := s.Tx(ctx, func(tx *sql.Tx) error {
+	err := s.Tx(ctx, func(tx *Tx) error {
 		var err error
 		res, err = tx.Exec(query, args...)
 		return err
@@ -297,90 +289,26 @@ func (s *Store) committer() {
 		for len(batch) > 0 {
 			batch = s.commit(batch)
 		}
-		s.dirty.Store(true)
+		s.d.Committed()
 		// The writer connection is free: prepare the statements that
 		// TxExec met for the first time.
 		s.wstmts.prepareWanted()
 	}
 }
 
-// checkpointEvery is how often the checkpointer folds the WAL into the
-// database when there were commits.
-const checkpointEvery = 200 * time.Millisecond
-
-// walKeep is the size the WAL may keep between bursts: when it is larger
-// and no commit came for a checkpointEvery, the checkpointer truncates it
-// (and the writer cuts it back to this when it starts over:
-// journal_size_limit). A passive checkpoint folds the WAL in but never
-// shrinks the file: a burst of writes (a storm of runs) would otherwise
-// leave its size on disk for good.
-const walKeep = 4 << 20
-
-// checkpointer folds the WAL into the database (PRAGMA
-// wal_checkpoint(PASSIVE): it waits for no reader nor the writer) every
-// checkpointEvery when there were commits, so that no commit pays a
-// checkpoint's writes and fsync. When a tick finds no commit and a WAL
-// over walKeep (a burst has passed), it truncates the WAL (PRAGMA
-// wal_checkpoint(TRUNCATE), which waits at most 100 ms for readers and
-// is tried again at an idle tick a second later if they held it). At Close, once
-// the committer has ended, it checkpoints what is left.
-func (s *Store) checkpointer() {
-	defer close(s.ckptDone)
-	tick := time.NewTicker(checkpointEvery)
-	defer tick.Stop()
-	var tried time.Time // the last truncation that readers held off
-	run := func() {
-		if s.dirty.Swap(false) {
-			if _, err := s.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
-				s.dirty.Store(true)
-			}
-			return
-		}
-		if fi, err := os.Stat(s.wal); err == nil && fi.Size() > walKeep && time.Since(tried) > time.Second {
-			if !s.truncateWAL(fi.Size()) {
-				tried = time.Now() // a long reader: try again in a second, not every tick
-			}
-		}
-	}
-	for {
-		select {
-		case <-tick.C:
-			run()
-		case <-s.done:
-			run()
-			return
-		}
-	}
-}
-
-// truncateWAL checkpoints the whole WAL and truncates it to nothing,
-// unless a reader or the writer holds it: then it reports false, and an
-// idle tick a second later tries again. size is the WAL's size before.
-func (s *Store) truncateWAL(size int64) bool {
-	var busy, frames, done int
-	if err := s.ckpt.QueryRow(`PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil {
-		slog.Debug("store: truncating the WAL", "err", err)
-		return false
-	}
-	if busy != 0 {
-		return false
-	}
-	slog.Debug("store: the WAL is truncated after a burst", "was", size)
-	return true
-}
-
 // commit runs batch in one transaction and answers each request. If the
-// transaction is lost part way (SQLite rolled it back by itself), the
-// requests already run are answered with the error and the rest are
+// transaction is lost part way (the database rolled it back by itself),
+// the requests already run are answered with the error and the rest are
 // returned, to run in a new transaction.
 func (s *Store) commit(batch []*writeReq) (rest []*writeReq) {
-	tx, err := s.w.BeginTx(context.Background(), nil)
+	stx, err := s.w.BeginTx(context.Background(), nil)
 	if err != nil {
 		for _, r := range batch {
 			r.done <- err
 		}
 		return nil
 	}
+	tx := &Tx{tx: stx, s: s}
 	errs := make([]error, len(batch))
 	single := len(batch) == 1
 	for i, r := range batch {
@@ -392,24 +320,24 @@ func (s *Store) commit(batch []*writeReq) (rest []*writeReq) {
 			errs[i] = runFn(r.fn, tx)
 			break
 		}
-		if _, err := tx.Exec(`SAVEPOINT w`); err != nil {
-			return s.abandon(tx, batch, errs, i, err)
+		if _, err := stx.Exec(`SAVEPOINT w`); err != nil {
+			return s.abandon(stx, batch, errs, i, err)
 		}
 		if errs[i] = runFn(r.fn, tx); errs[i] != nil {
-			if _, err := tx.Exec(`ROLLBACK TO w`); err != nil {
-				return s.abandon(tx, batch, errs, i+1, err)
+			if _, err := stx.Exec(`ROLLBACK TO w`); err != nil {
+				return s.abandon(stx, batch, errs, i+1, err)
 			}
 		}
-		if _, err := tx.Exec(`RELEASE w`); err != nil {
-			return s.abandon(tx, batch, errs, i+1, err)
+		if _, err := stx.Exec(`RELEASE w`); err != nil {
+			return s.abandon(stx, batch, errs, i+1, err)
 		}
 	}
 	if single && errs[0] != nil {
-		tx.Rollback()
+		stx.Rollback()
 		batch[0].done <- errs[0]
 		return nil
 	}
-	cerr := tx.Commit()
+	cerr := stx.Commit()
 	for i, r := range batch {
 		if errs[i] == nil {
 			errs[i] = cerr
@@ -419,9 +347,10 @@ func (s *Store) commit(batch []*writeReq) (rest []*writeReq) {
 	return nil
 }
 
-// abandon ends a transaction that SQLite no longer holds (or that cannot
-// go on): the first n requests of batch are answered, with their own error
-// or the transaction's, and the rest are returned to be run again.
+// abandon ends a transaction that the database no longer holds (or that
+// cannot go on): the first n requests of batch are answered, with their
+// own error or the transaction's, and the rest are returned to be run
+// again.
 func (s *Store) abandon(tx *sql.Tx, batch []*writeReq, errs []error, n int, cause error) []*writeReq {
 	tx.Rollback()
 	slog.Warn("store: transaction lost, retrying the rest of the batch", "err", cause, "answered", n, "retried", len(batch)-n)
@@ -436,7 +365,7 @@ func (s *Store) abandon(tx *sql.Tx, batch []*writeReq, errs []error, n int, caus
 
 // runFn runs fn, turning a panic into an error so that the committer, and
 // the other callers in its batch, survive it.
-func runFn(fn func(*sql.Tx) error, tx *sql.Tx) (err error) {
+func runFn(fn func(*Tx) error, tx *Tx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			slog.Error("store: transaction panicked", "panic", p, "stack", string(debug.Stack()))
@@ -507,8 +436,10 @@ const maxCachedStmts = 512
 // stmtCache keeps one prepared statement per query text. SQLite spends
 // more on parsing a short statement than on running it; database/sql
 // prepares a pool statement again on each connection it meets, once.
+// Queries are kept by their portable text and prepared rebound.
 type stmtCache struct {
 	db     *sql.DB
+	d      Dialect
 	mu     sync.Mutex
 	m      map[string]*sql.Stmt
 	wanted map[string]bool // writer: to prepare when the connection is free
@@ -527,7 +458,7 @@ func (c *stmtCache) get(query string) *sql.Stmt {
 	if full {
 		return nil
 	}
-	st, err := c.db.Prepare(query)
+	st, err := c.db.Prepare(c.d.Rebind(query))
 	if err != nil {
 		return nil
 	}
@@ -584,35 +515,68 @@ func (c *stmtCache) close() {
 
 // QueryRowContext runs a query on the read pool with a cached prepared statement.
 func (s *Store) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	s.queries.Add(1)
 	if st := s.rstmts.get(query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
-	return s.R.QueryRowContext(ctx, query, args...)
+	return s.R.QueryRowContext(ctx, s.d.Rebind(query), args...)
 }
 
 // QueryContext runs a query on the read pool with a cached prepared statement.
 func (s *Store) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	s.queries.Add(1)
 	if st := s.rstmts.get(query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
-	return s.R.QueryContext(ctx, query, args...)
+	return s.R.QueryContext(ctx, s.d.Rebind(query), args...)
 }
+
+// ReadTx is a read-only transaction on the read pool: its queries see one
+// snapshot of the database. Rollback ends it.
+type ReadTx struct {
+	tx *sql.Tx
+	s  *Store
+}
+
+// BeginRead starts a read-only transaction (see ReadTx).
+func (s *Store) BeginRead(ctx context.Context) (*ReadTx, error) {
+	tx, err := s.R.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	return &ReadTx{tx: tx, s: s}, nil
+}
+
+// QueryRowContext runs a query that returns at most one row in the snapshot.
+func (r *ReadTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	r.s.queries.Add(1)
+	return r.tx.QueryRowContext(ctx, r.s.d.Rebind(query), args...)
+}
+
+// QueryContext runs a query in the snapshot.
+func (r *ReadTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	r.s.queries.Add(1)
+	return r.tx.QueryContext(ctx, r.s.d.Rebind(query), args...)
+}
+
+// Rollback ends the read transaction.
+func (r *ReadTx) Rollback() error { return r.tx.Rollback() }
 
 // TxExec runs a statement in tx, a transaction of Tx, with a cached
 // prepared statement (prepared after its first use, when the writer is
 // free).
-func (s *Store) TxExec(tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+func (s *Store) TxExec(tx *Tx, query string, args ...any) (sql.Result, error) {
 	if st := s.wstmts.lookup(query); st != nil {
-		return tx.Stmt(st).Exec(args...)
+		return tx.tx.Stmt(st).Exec(args...)
 	}
 	return tx.Exec(query, args...)
 }
 
 // TxQueryRow runs a query in tx, a transaction of Tx, with a cached
 // prepared statement.
-func (s *Store) TxQueryRow(tx *sql.Tx, query string, args ...any) *sql.Row {
+func (s *Store) TxQueryRow(tx *Tx, query string, args ...any) *sql.Row {
 	if st := s.wstmts.lookup(query); st != nil {
-		return tx.Stmt(st).QueryRow(args...)
+		return tx.tx.Stmt(st).QueryRow(args...)
 	}
 	return tx.QueryRow(query, args...)
 }

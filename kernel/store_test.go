@@ -47,7 +47,7 @@ func TestGroupCommit(t *testing.T) {
 			if i%17 == 0 {
 				ctx = cancelled
 			}
-			results[i] = s.Tx(ctx, func(tx *sql.Tx) error {
+			results[i] = s.Tx(ctx, func(tx *Tx) error {
 				if _, err := tx.Exec(`INSERT INTO t(k,v) VALUES(?,?)`, i, fmt.Sprint("v", i)); err != nil {
 					return err
 				}
@@ -91,7 +91,7 @@ func TestGroupCommit(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Tx(context.Background(), func(*sql.Tx) error { return nil }); !errors.Is(err, ErrStoreClosed) {
+	if err := s.Tx(context.Background(), func(*Tx) error { return nil }); !errors.Is(err, ErrStoreClosed) {
 		t.Fatalf("Tx after Close: %v", err)
 	}
 	db, err := sql.Open("sqlite", "file:"+path)
@@ -133,7 +133,7 @@ func TestGroupCommitSerial(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := s.Tx(ctx, func(tx *sql.Tx) error {
+			err := s.Tx(ctx, func(tx *Tx) error {
 				var v int
 				if err := tx.QueryRow(`SELECT v FROM t WHERE k=0`).Scan(&v); err != nil {
 					return err
@@ -165,7 +165,7 @@ func TestGroupCommitLostTransaction(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.Tx(ctx, func(tx *sql.Tx) error {
+			errs[i] = s.Tx(ctx, func(tx *Tx) error {
 				if i == 150 {
 					tx.Exec(`ROLLBACK`)
 					return errors.New("lost it")
@@ -199,7 +199,7 @@ func TestGroupCommitLostTransaction(t *testing.T) {
 func TestWALTruncatedAfterBurst(t *testing.T) {
 	s, path := openTestStore(t)
 	row := strings.Repeat("x", 1024)
-	err := s.Tx(context.Background(), func(tx *sql.Tx) error {
+	err := s.Tx(context.Background(), func(tx *Tx) error {
 		for i := range 20_000 {
 			if _, err := tx.Exec(`INSERT INTO t(k,v) VALUES(?,?)`, i, row); err != nil {
 				return err

@@ -15,10 +15,10 @@ func TestSyscallList(t *testing.T) {
 	k, root, alice, _ := newKernel(t)
 	noop := func(context.Context, *Caller, *struct{}) (*struct{}, error) { return &struct{}{}, nil }
 	k.Register(
-		Fn("zz.rootcap", 0, noop),
-		Fn("zz.kernel", KernelOnly, noop),
-		Fn("zz.internal", Internal, noop),
-		Fn("sys.zz.admit", 0, noop).Admit(func(c *Caller) error {
+		Handle(abi.Call[struct{}, *struct{}]{Name: "zz.rootcap"}, noop),
+		Handle(abi.Call[struct{}, *struct{}]{Name: "zz.kernel", Flags: KernelOnly}, noop),
+		Handle(abi.Call[struct{}, *struct{}]{Name: "zz.internal", Flags: Internal}, noop),
+		Handle(abi.Call[struct{}, *struct{}]{Name: "sys.zz.admit"}, noop).Admit(func(c *Caller) error {
 			if c.Uid != 0 {
 				return abi.E(abi.Permission, "root only")
 			}
@@ -27,7 +27,7 @@ func TestSyscallList(t *testing.T) {
 	)
 	list := func(id *Identity) []string {
 		t.Helper()
-		r, err := Invoke[*abi.SyscallListResult](context.Background(), k, &Caller{Identity: id}, "sys.syscall.list", &abi.SyscallListArgs{})
+		r, err := Do(context.Background(), k, &Caller{Identity: id}, abi.SysSyscallList, &abi.SyscallListArgs{})
 		if err != nil {
 			t.Fatal(err)
 		}

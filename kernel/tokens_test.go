@@ -233,10 +233,10 @@ func TestNobodyIsAStranger(t *testing.T) {
 	// The kernel derives nobody's capabilities from the grants of the
 	// syscalls registered: stand in for the rooms' file syscalls.
 	stub := func(context.Context, *Caller, *struct{}) (struct{}, error) { return struct{}{}, nil }
-	for _, name := range []string{"fs.stat", "fs.readdir", "fs.open", "fs.pread", "fs.readlink", "fs.statfs", "fs.read", "fs.write", "fs.create",
-		"fs.pwrite", "fs.mkdir", "fs.remove", "fs.rename", "fs.setattr", "fs.symlink", "fs.link", "fs.ftruncate", "fs.openread",
-		"fs.readraw", "shell.exec", "process.session.open", "proc.spawn", "proc.list", "sched.add", "codemode.run"} {
-		k.Register(Fn(name, Internal, stub))
+	for _, d := range []abi.Desc{abi.FsStat, abi.FsReaddir, abi.FsOpen, abi.FsPread, abi.FsReadlink, abi.FsStatfs, abi.FsRead, abi.FsWrite, abi.FsCreate,
+		abi.FsPwrite, abi.FsMkdir, abi.FsRemove, abi.FsRename, abi.FsSetattr, abi.FsSymlink, abi.FsLink, abi.FsFtruncate, abi.FsOpenread,
+		abi.FsReadraw, abi.ShellExec, abi.ProcessSessionOpen, abi.ProcSpawn, abi.ProcList, abi.SchedAdd, abi.CodemodeRun} {
+		k.Register(Handle(abi.Call[struct{}, struct{}]{Name: d.CallName(), Grant: d.CallGrant(), Flags: d.CallFlags()}, stub))
 	}
 	n, err := k.Authenticate(context.Background(), Peer{Transport: "fuse", HostUID: 4242})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,35 +21,8 @@ const (
 	UsersGroup = "users"
 )
 
-// legacyUserCaps and legacyStrangerCaps give the grants of the syscalls
-// still made with Fn rather than Handle: what the users group and nobody
-// had before grants were written in descriptors.
-var legacyUserCaps = []string{
-	"fs.*", "shell.exec", "process.*", "proc.*", "sched.*", "codemode.*", "signal.*", "notification.*",
-	"sys.whoami", "sys.syscall.list", "sys.config.get", "sys.config.set", "sys.config.unset", "sys.token.*",
-	"sys.user.list", "sys.group.list", "sys.device.list", "sys.device.get",
-	"sys.device.update", "sys.device.grant", "sys.device.remove",
-	"sys.workspace.list", "sys.events", "sys.lasterror",
-}
-
-var legacyStrangerCaps = []string{"sys.user.list", "sys.group.list",
-	"fs.stat", "fs.readdir", "fs.open", "fs.pread", "fs.readlink", "fs.statfs"}
-
-// legacyGrant is the grant of a syscall made with Fn.
-func legacyGrant(name string) abi.Grant {
-	var g abi.Grant
-	who := &Identity{Identity: abi.Identity{Capabilities: legacyUserCaps}}
-	if who.Can(name) {
-		g |= abi.Users
-	}
-	if slices.Contains(legacyStrangerCaps, name) {
-		g |= abi.Strangers
-	}
-	return g
-}
-
 // UserHook is a function that OnUserCreated runs as a user is created.
-type UserHook func(tx *sql.Tx, u *User) error
+type UserHook func(tx *Tx, u *User) error
 
 // OnUserCreated registers h to run whenever a user is created: by
 // sys.user.add or by sys.setup's first user. h runs
@@ -80,7 +52,7 @@ func (k *Kernel) userCreatedHooks() []UserHook {
 }
 
 // runUserHooks runs hooks for u in tx, the transaction that created u.
-func runUserHooks(tx *sql.Tx, hooks []UserHook, u *User) error {
+func runUserHooks(tx *Tx, hooks []UserHook, u *User) error {
 	for _, h := range hooks {
 		if err := h(tx, u); err != nil {
 			return err
@@ -92,7 +64,7 @@ func runUserHooks(tx *sql.Tx, hooks []UserHook, u *User) error {
 // seed makes root, the root and users groups and the default config, once.
 func (k *Kernel) seed() error {
 	ctx := context.Background()
-	err := k.Store.Tx(ctx, func(tx *sql.Tx) error {
+	err := k.Store.Tx(ctx, func(tx *Tx) error {
 		var n int
 		if err := tx.QueryRow(`SELECT count(*) FROM users WHERE uid=0`).Scan(&n); err != nil {
 			return err
@@ -111,7 +83,7 @@ func (k *Kernel) seed() error {
 			stmts = append(stmts, struct {
 				q    string
 				args []any
-			}{`INSERT OR IGNORE INTO config(key,value) VALUES(?,?)`, []any{key, val}})
+			}{`INSERT INTO config(key,value) VALUES(?,?) ON CONFLICT DO NOTHING`, []any{key, val}})
 		}
 		for _, s := range stmts {
 			if _, err := tx.Exec(s.q, s.args...); err != nil {
@@ -124,7 +96,7 @@ func (k *Kernel) seed() error {
 		return fmt.Errorf("seed: %w", err)
 	}
 	var v string
-	err = k.Store.R.QueryRow(`SELECT value FROM config WHERE key='sys/setup'`).Scan(&v)
+	err = k.Store.QueryRowContext(context.Background(), `SELECT value FROM config WHERE key='sys/setup'`).Scan(&v)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("seed: %w", err)
 	}
@@ -252,7 +224,7 @@ func (k *Kernel) setup(ctx context.Context, c *Caller, a *abi.SetupArgs) (*abi.S
 	if err != nil {
 		return nil, err
 	}
-	err = k.Store.Tx(ctx, func(tx *sql.Tx) error {
+	err = k.Store.Tx(ctx, func(tx *Tx) error {
 		set := func(key, val string) error {
 			_, err := tx.Exec(`INSERT INTO config(key,value) VALUES(?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value`, key, val)
 			return err
@@ -331,7 +303,7 @@ func (k *Kernel) addUser(ctx context.Context, a *abi.UserAddArgs) (*User, error)
 	}
 	u := &User{Gid: UsersGID, Username: a.Username, Home: "/home/" + a.Username, Gecos: a.Gecos, HostUID: a.HostUID, Created: now()}
 	hooks := k.userCreatedHooks()
-	err := k.Store.Tx(ctx, func(tx *sql.Tx) error {
+	err := k.Store.Tx(ctx, func(tx *Tx) error {
 		var n int
 		if err := tx.QueryRow(`SELECT count(*) FROM users WHERE username=?`, a.Username).Scan(&n); err != nil {
 			return err

@@ -81,10 +81,19 @@ type dirState struct {
 }
 
 // snapshot returns the fid's mutable location and state.
-func (f *fid) snapshot() (l *loc, qid proto.Qid, state openState, omode proto.Mode, h vfs.Handle) {
+func (f *fid) snapshot() fidState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.loc, f.qid, f.state, f.omode, f.handle
+	return fidState{loc: f.loc, qid: f.qid, state: f.state, omode: f.omode, handle: f.handle}
+}
+
+// fidState is a fid's fields as one snapshot read them, together.
+type fidState struct {
+	loc    *loc
+	qid    proto.Qid
+	state  openState
+	omode  proto.Mode
+	handle vfs.Handle
 }
 
 // beginOpen moves a closed fid to the opening state (which keeps other

@@ -1,14 +1,9 @@
 package ninep
 
 import (
-	"errors"
-	"io"
 	"io/fs"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/knusbaum/go9p/proto"
 
@@ -21,7 +16,8 @@ import (
 // to every node call, so cancellation means "the client gave up: return
 // soon". Whatever a handler returns after a Tflush is subject to the reply
 // rules in the package comment. Each handler holds a reference to the fids
-// it uses for as long as it runs.
+// it uses for as long as it runs. The handlers of Tread and Twrite are in
+// handlers_io.go, those of Tstat and Twstat in handlers_stat.go.
 
 func hdr(r *request, typ uint8) proto.Header { return proto.Header{Type: typ, Tag: r.tag} }
 
@@ -134,7 +130,8 @@ func (c *conn) walk(r *request, m *proto.TWalk) (proto.FCall, error) {
 	if len(m.Wname) > maxWelem {
 		return nil, errTooManyNames
 	}
-	cur, qid, state, _, _ := f.snapshot()
+	snap := f.snapshot()
+	cur, qid, state := snap.loc, snap.qid, snap.state
 	if state != fidClosed {
 		return nil, errWalkOpen
 	}
@@ -362,186 +359,6 @@ func (c *conn) doCreate(r *request, cred vfs.Cred, parent *loc, name string, per
 	return node, h, qidOf(a), nil
 }
 
-// read handles Tread. Checked: fid exists and is open for reading (OREAD,
-// ORDWR or OEXEC); the offset fits an int64. The count is cut to the
-// iounit. An auth fid reads as empty. A directory returns whole stat
-// entries; its offset must be 0 (which takes a fresh listing) or where the
-// previous read ended. A file is read with Handle.Read; data returned with
-// an error is still sent, io.EOF is no error. Cancellation ends
-// Handle.Read (a blocked stream read returns ctx.Err(), and a flushed
-// request's failure is not answered).
-func (c *conn) read(r *request, m *proto.TRead) (proto.FCall, error) {
-	f, err := c.getFid(m.Fid)
-	if err != nil {
-		return nil, err
-	}
-	defer c.putFid(f)
-	if int64(m.Offset) < 0 {
-		return nil, errBadOffset
-	}
-	count := min(m.Count, c.iounit())
-	reply := &proto.RRead{Header: hdr(r, proto.Rread)}
-	if f.auth != nil {
-		return reply, nil
-	}
-	l, qid, state, omode, h := f.snapshot()
-	if state != fidOpen {
-		return nil, errNotOpen
-	}
-	if omode&3 == proto.Owrite {
-		return nil, errNotOpenRead
-	}
-	var data []byte
-	if qid.Qtype&qtDir != 0 {
-		data, err = c.readDir(r, f, l, m.Offset, count)
-		if err != nil {
-			return nil, err
-		}
-	} else {
-		buf := getReadBuf(count)
-		n, err := h.Read(r.ctx, buf, int64(m.Offset))
-		if n < 0 || n > len(buf) {
-			putReadBuf(buf)
-			return nil, errBadCount
-		}
-		if n == 0 && err != nil && !errors.Is(err, io.EOF) {
-			putReadBuf(buf)
-			return nil, err
-		}
-		data = append([]byte(nil), buf[:n]...)
-		putReadBuf(buf)
-	}
-	reply.Count, reply.Data = uint32(len(data)), data
-	return reply, nil
-}
-
-// readBufs holds the buffers Tread hands to a handle's Read: a client
-// asks for up to an iounit (128 KiB for the 9fans client) and most reads
-// return a few bytes, so a fresh zeroed buffer per read is most of the
-// garbage a connection makes. A handle's Read writes only what it returns
-// (io.Reader's contract; handles that read in the background read into
-// buffers of their own), and only that is copied out of the buffer.
-var readBufs sync.Pool
-
-// getReadBuf returns a buffer of n bytes, from readBufs if one is big
-// enough.
-func getReadBuf(n uint32) []byte {
-	if b, ok := readBufs.Get().(*[]byte); ok && uint32(cap(*b)) >= n {
-		return (*b)[:n]
-	}
-	return make([]byte, n)
-}
-
-// putReadBuf gives b back to readBufs.
-func putReadBuf(b []byte) {
-	readBufs.Put(&b)
-}
-
-// readDir returns the next whole stat entries of the directory at l: each
-// entry's attributes as the listing gave them, else its node's Attr.
-func (c *conn) readDir(r *request, f *fid, l *loc, offset uint64, count uint32) ([]byte, error) {
-	dir, ok := l.node.(vfs.Dir)
-	if !ok {
-		return nil, errWalkNonDir
-	}
-	f.dirMu.Lock()
-	defer f.dirMu.Unlock()
-	d := &f.dir
-	if offset == 0 {
-		ents, err := dir.ReadDir(r.ctx, f.cred)
-		if err != nil {
-			return nil, err
-		}
-		*d = dirState{ents: ents}
-	} else if offset != d.offset {
-		return nil, errDirOffset
-	}
-	out := make([]byte, 0, count)
-	for {
-		if d.pending == nil {
-			if d.next >= len(d.ents) {
-				break
-			}
-			e := d.ents[d.next]
-			d.next++
-			if e.Node == nil || !validName(e.Name) {
-				continue
-			}
-			a, err := vfs.EntryAttr(r.ctx, e, f.cred)
-			if err != nil {
-				if r.ctx.Err() != nil {
-					d.next--
-					return nil, err
-				}
-				c.log.Debug("9p dirread: skipping entry", "name", e.Name, "err", err)
-				continue
-			}
-			st, err := statOf(a, e.Name)
-			if err != nil {
-				c.log.Debug("9p dirread: skipping entry", "name", e.Name, "err", err)
-				continue
-			}
-			d.pending = st.Compose()
-		}
-		if len(out)+len(d.pending) > int(count) {
-			if len(out) == 0 {
-				return nil, errDirCount
-			}
-			break
-		}
-		out = append(out, d.pending...)
-		d.pending = nil
-	}
-	d.offset += uint64(len(out))
-	return out, nil
-}
-
-// write handles Twrite. Checked: fid exists and is open for writing (OWRITE
-// or ORDWR) and is not a directory; the offset fits an int64. On an auth
-// fid the data is appended to the secret (at most 8 KiB in all). A file is
-// written with Handle.Write; a short count with an error reports the count.
-// Cancellation is passed to Handle.Write: a Tflush or the connection's end
-// abandons the write for good, and a ctl command it runs is cancelled (a
-// call file's write only queues its requests).
-func (c *conn) write(r *request, m *proto.TWrite) (proto.FCall, error) {
-	f, err := c.getFid(m.Fid)
-	if err != nil {
-		return nil, err
-	}
-	defer c.putFid(f)
-	if int64(m.Offset) < 0 {
-		return nil, errBadOffset
-	}
-	if f.auth != nil {
-		a := f.auth
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if len(a.secret)+len(m.Data) > maxSecret {
-			return nil, errSecretTooLong
-		}
-		a.secret = append(a.secret, m.Data...)
-		return &proto.RWrite{Header: hdr(r, proto.Rwrite), Count: uint32(len(m.Data))}, nil
-	}
-	_, qid, state, omode, h := f.snapshot()
-	if state != fidOpen {
-		return nil, errNotOpen
-	}
-	if qid.Qtype&qtDir != 0 {
-		return nil, vfs.ErrIsDir
-	}
-	if mode := omode & 3; mode != proto.Owrite && mode != proto.Ordwr {
-		return nil, errNotOpenWrite
-	}
-	n, err := h.Write(r.ctx, m.Data, int64(m.Offset))
-	if n < 0 || n > len(m.Data) {
-		return nil, errBadCount
-	}
-	if err != nil && n == 0 {
-		return nil, err
-	}
-	return &proto.RWrite{Header: hdr(r, proto.Rwrite), Count: uint32(n)}, nil
-}
-
 // clunk handles Tclunk. Checked: fid exists (the connection loop took it
 // out of the table as the Tclunk arrived). The fid is forgotten whatever
 // else happens. An open handle that is a vfs.Flusher is flushed and its
@@ -569,7 +386,7 @@ func (c *conn) finish(r *request, f *fid) (err error) {
 			err = cerr
 		}
 	}()
-	_, _, _, _, h := f.snapshot()
+	h := f.snapshot().handle
 	if fl, ok := h.(vfs.Flusher); ok {
 		err = fl.Flush(r.ctx)
 	}
@@ -590,7 +407,8 @@ func (c *conn) remove(r *request, m *proto.TRemove) (reply proto.FCall, err erro
 			reply, err = nil, ferr
 		}
 	}()
-	l, qid, _, _, _ := f.snapshot()
+	snap := f.snapshot()
+	l, qid := snap.loc, snap.qid
 	switch {
 	case f.auth != nil:
 		err = errAuthFid
@@ -607,218 +425,4 @@ func (c *conn) remove(r *request, m *proto.TRemove) (reply proto.FCall, err erro
 		return nil, err
 	}
 	return &proto.RRemove{Header: hdr(r, proto.Rremove)}, nil
-}
-
-// stat handles Tstat. Checked: fid exists. The node's Attr becomes the
-// stat (see statOf); an auth fid gets a made-up stat. Cancellation ends
-// the Attr call.
-func (c *conn) stat(r *request, m *proto.TStat) (proto.FCall, error) {
-	f, err := c.getFid(m.Fid)
-	if err != nil {
-		return nil, err
-	}
-	defer c.putFid(f)
-	var st proto.Stat
-	if f.auth != nil {
-		st = proto.Stat{Qid: f.qid, Mode: dmAuth | 0600, Name: "auth",
-			Uid: f.auth.uname, Gid: f.auth.uname, Muid: f.auth.uname}
-	} else {
-		l, _, _, _, _ := f.snapshot()
-		a, err := l.node.Attr(r.ctx, f.cred)
-		if err != nil {
-			return nil, err
-		}
-		if st, err = statOf(a, l.name); err != nil {
-			return nil, err
-		}
-	}
-	if rstatHdr+int(st.ComposeLength()) > int(c.msize.Load()) {
-		return nil, errStatTooLarge
-	}
-	return &proto.RStat{Header: hdr(r, proto.Rstat), Stat: st}, nil
-}
-
-// qidOf returns the qid of a node: path = Ino, type from the mode, version
-// 0. A synthetic file (content rendered by the tree, not stored) is
-// QTTMP, Plan 9's mark of a file that is not backed up: a client that
-// reads it knows its length describes only what an open would read now
-// (RemoteDir serves it with direct I/O).
-func qidOf(a vfs.Attr) proto.Qid {
-	var t uint8
-	if a.Synthetic && !a.Mode.IsDir() {
-		t |= qtTmp
-	}
-	if a.Mode.IsDir() {
-		t |= qtDir
-	}
-	if a.Mode&fs.ModeAppend != 0 {
-		t |= qtAppend
-	}
-	if a.Mode&fs.ModeExclusive != 0 {
-		t |= qtExcl
-	}
-	if a.Mode&fs.ModeTemporary != 0 {
-		t |= qtTmp
-	}
-	return proto.Qid{Qtype: t, Uid: a.Ino}
-}
-
-// statOf turns an Attr into a 9P stat: qid from qidOf, mode DMDIR (and
-// DMAPPEND, DMEXCL, DMTMP) | permission bits, atime = mtime, length = Size
-// (0 for directories), uid/gid/muid = User/Group (or the numbers if empty).
-func statOf(a vfs.Attr, name string) (proto.Stat, error) {
-	qid := qidOf(a)
-	// The DM type bits are the qid type bits in the top byte.
-	mode := uint32(qid.Qtype)<<24 | uint32(a.Mode.Perm())
-	var length uint64
-	if !a.Mode.IsDir() && a.Size > 0 {
-		length = uint64(a.Size)
-	}
-	var mtime uint32
-	if !a.Mtime.IsZero() {
-		if s := a.Mtime.Unix(); s > 0 && s <= 1<<32-1 {
-			mtime = uint32(s)
-		}
-	}
-	uid, gid := a.User, a.Group
-	if uid == "" {
-		uid = strconv.FormatUint(uint64(a.Uid), 10)
-	}
-	if gid == "" {
-		gid = strconv.FormatUint(uint64(a.Gid), 10)
-	}
-	st := proto.Stat{Qid: qid, Mode: mode, Atime: mtime, Mtime: mtime,
-		Length: length, Name: name, Uid: uid, Gid: gid, Muid: uid}
-	if statFixed+len(st.Name)+len(st.Uid)+len(st.Gid)+len(st.Muid) > MaxMsize-rstatHdr {
-		return proto.Stat{}, errStatTooLarge
-	}
-	return st, nil
-}
-
-// wstat handles Twstat. Checked: fid exists and is not an auth fid; type,
-// dev, qid and muid are "don't touch"; uid and gid are "don't touch" or
-// unchanged; a mode keeps the DMDIR bit; a directory's length is not set;
-// a new name is valid, the fid is not the root and its directory implements
-// vfs.Renamer; mode, length or mtime need a vfs.Setter node (or, for a
-// length alone, an open vfs.Truncater handle). All checks happen before any
-// change; then SetAttr, then the rename within the same directory. A stat
-// that touches nothing is a sync: an open vfs.Syncer handle is synced.
-// atime is ignored. Cancellation ends the node calls.
-func (c *conn) wstat(r *request, m *proto.TWstat) (proto.FCall, error) {
-	f, err := c.fileFid(m.Fid)
-	if err != nil {
-		return nil, err
-	}
-	defer c.putFid(f)
-	d := &m.Stat
-	switch {
-	case d.Type != 0xFFFF:
-		return nil, errWstatType
-	case d.Dev != ^uint32(0):
-		return nil, errWstatDev
-	case d.Qid.Qtype != 0xFF || d.Qid.Vers != ^uint32(0) || d.Qid.Uid != ^uint64(0):
-		return nil, errWstatQid
-	case d.Muid != "":
-		return nil, errWstatMuid
-	}
-	l, qid, _, _, h := f.snapshot()
-	isDir := qid.Qtype&qtDir != 0
-	reply := &proto.RWstat{Header: hdr(r, proto.Rwstat)}
-
-	if d.Mode == ^uint32(0) && d.Length == ^uint64(0) && d.Mtime == ^uint32(0) &&
-		d.Name == "" && d.Uid == "" && d.Gid == "" {
-		if s, ok := h.(vfs.Syncer); ok {
-			if err := s.Sync(r.ctx); err != nil {
-				return nil, err
-			}
-		}
-		return reply, nil
-	}
-
-	var sa vfs.SetAttr
-	set := false
-	if d.Mode != ^uint32(0) {
-		if (d.Mode&proto.DMDIR != 0) != isDir {
-			return nil, errWstatDMDIR
-		}
-		mode := fs.FileMode(d.Mode & 0777)
-		sa.Mode, set = &mode, true
-	}
-	if d.Length != ^uint64(0) {
-		if isDir {
-			return nil, errWstatDirLength
-		}
-		if int64(d.Length) < 0 {
-			return nil, errBadOffset
-		}
-		size := int64(d.Length)
-		sa.Size, set = &size, true
-	}
-	if d.Mtime != ^uint32(0) {
-		t := time.Unix(int64(d.Mtime), 0)
-		sa.Mtime, set = &t, true
-	}
-	if d.Uid != "" || d.Gid != "" {
-		a, err := l.node.Attr(r.ctx, f.cred)
-		if err != nil {
-			return nil, err
-		}
-		st, err := statOf(a, l.name)
-		if err != nil {
-			return nil, err
-		}
-		if d.Uid != "" && d.Uid != st.Uid {
-			return nil, errWstatUid
-		}
-		if d.Gid != "" && d.Gid != st.Gid {
-			return nil, errWstatGid
-		}
-	}
-	var renamer vfs.Renamer
-	rename := d.Name != "" && d.Name != l.name
-	if rename {
-		if l.parent == nil {
-			return nil, errRenameRoot
-		}
-		if !validName(d.Name) {
-			return nil, errBadName
-		}
-		var ok bool
-		if renamer, ok = l.parent.node.(vfs.Renamer); !ok || l.parentDir() == nil {
-			return nil, vfs.ErrNotSupp
-		}
-	}
-	var setter vfs.Setter
-	var truncater vfs.Truncater
-	if set {
-		var ok bool
-		if setter, ok = l.node.(vfs.Setter); !ok {
-			truncater, ok = h.(vfs.Truncater)
-			if !ok || sa.Mode != nil || sa.Mtime != nil {
-				return nil, vfs.ErrNotSupp
-			}
-		}
-	}
-
-	switch {
-	case setter != nil:
-		if _, err := setter.SetAttr(r.ctx, f.cred, sa); err != nil {
-			return nil, err
-		}
-	case truncater != nil:
-		if err := truncater.Truncate(r.ctx, *sa.Size); err != nil {
-			return nil, err
-		}
-	}
-	if rename {
-		if err := renamer.Rename(r.ctx, f.cred, l.name, l.parentDir(), d.Name); err != nil {
-			return nil, err
-		}
-		f.mu.Lock()
-		if f.loc == l {
-			f.loc = &loc{node: l.node, name: d.Name, parent: l.parent}
-		}
-		f.mu.Unlock()
-	}
-	return reply, nil
 }

@@ -51,7 +51,7 @@ func (r *Room) topDir() vfs.Dir {
 // user sys.user.list gives the reader (none for nobody). Whether the
 // reader may look inside one is the directory's syscall's rule.
 func (r *Room) users(ctx context.Context, cred vfs.Cred) []abi.User {
-	res, err := kernel.Invoke[*abi.UserListResult](ctx, r.k, ns.CallerOf(cred, ""), "sys.user.list", nil)
+	res, err := kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.SysUserList, nil)
 	if err != nil {
 		return nil
 	}
@@ -85,7 +85,7 @@ func (r *Room) userDir(u abi.User) vfs.Dir {
 	})
 	return &vfs.FuncDir{Meta: meta,
 		List: func(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
-			list, err := kernel.Invoke[[]abi.Notification](ctx, r.k, ns.CallerOf(cred, ""), "notification.files", &FilesArgs{Uid: u.Uid})
+			list, err := kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.NotificationFiles, &FilesArgs{Uid: u.Uid})
 			if err != nil {
 				return nil, err
 			}
@@ -96,7 +96,7 @@ func (r *Room) userDir(u abi.User) vfs.Dir {
 			return out, nil
 		},
 		Find: func(ctx context.Context, cred vfs.Cred, name string) (vfs.Node, error) {
-			if _, err := kernel.Invoke[*abi.Notification](ctx, r.k, ns.CallerOf(cred, ""), "notification.file", &FilesArgs{Uid: u.Uid, ID: name}); err != nil {
+			if _, err := kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.NotificationFile, &FilesArgs{Uid: u.Uid, ID: name}); err != nil {
 				return nil, err
 			}
 			return r.fileNode(u, name), nil
@@ -108,7 +108,7 @@ func (r *Room) userDir(u abi.User) vfs.Dir {
 func (r *Room) fileNode(u abi.User, id string) *vfs.View {
 	return &vfs.View{Meta: metaOf(u, dirPath+"/"+u.Username+"/"+id, 0o400),
 		RenderAt: func(ctx context.Context, cred vfs.Cred) ([]byte, time.Time, error) {
-			n, err := kernel.Invoke[*abi.Notification](ctx, r.k, ns.CallerOf(cred, ""), "notification.file", &FilesArgs{Uid: u.Uid, ID: id})
+			n, err := kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.NotificationFile, &FilesArgs{Uid: u.Uid, ID: id})
 			if err != nil {
 				return nil, time.Time{}, err
 			}
@@ -143,26 +143,26 @@ func render(n *abi.Notification) ([]byte, error) {
 // words or title=, not both; ttl is a Go duration (90s, 2h). A line may
 // carry JSON args instead: create {"title":..,"actions":[..]}.
 func ctlVerbs() map[string]ns.CtlVerb {
-	byID := func(call, verb string) ns.CtlVerb {
+	byID := func(call abi.Call[abi.NotificationIDArgs, *abi.NotificationResult], verb string) ns.CtlVerb {
 		return func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.NotificationIDArgs{}
 			if l.JSON != nil {
-				return kernel.BindName(call, a), nil
+				return kernel.Bind(call, a), nil
 			}
 			if len(l.Words) != 1 {
-				return kernel.BindName(call, nil), abi.E(abi.Invalid, "usage: "+verb+" <id>")
+				return kernel.Bind(call, nil), abi.E(abi.Invalid, "usage: "+verb+" <id>")
 			}
 			a.NotificationID = l.Words[0]
-			return kernel.BindName(call, a), nil
+			return kernel.Bind(call, a), nil
 		}
 	}
 	return map[string]ns.CtlVerb{
 		"create": func(l ns.CtlLine) (kernel.Bound, error) {
 			a, err := parseCreate(l)
-			return kernel.BindName("notification.create", a), err
+			return kernel.Bind(abi.NotificationCreate, a), err
 		},
-		"read":    byID("notification.mark_read", "read"),
-		"dismiss": byID("notification.dismiss", "dismiss"),
+		"read":    byID(abi.NotificationMarkRead, "read"),
+		"dismiss": byID(abi.NotificationDismiss, "dismiss"),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ns"
 )
@@ -57,7 +58,7 @@ func Open(space *ns.Space, opts Options) (*Room, error) {
 	if opts.PruneEvery == 0 {
 		opts.PruneEvery = time.Hour
 	}
-	if err := k.Store.Migrate("notify", migrations); err != nil {
+	if err := k.Store.Migrate("notify", migrations(k.Store.Dialect())); err != nil {
 		return nil, err
 	}
 	return &Room{k: k, space: space, st: k.Store, log: opts.Logger, now: opts.Now, every: opts.PruneEvery,
@@ -109,12 +110,12 @@ func (r *Room) janitor() {
 // (seed 003) and the Internal ones its files make.
 func (r *Room) Syscalls() []kernel.Syscall {
 	return []kernel.Syscall{
-		kernel.Fn("notification.create", 0, r.create),
-		kernel.Fn("notification.list", 0, r.list),
-		kernel.Fn("notification.mark_read", 0, r.markRead),
-		kernel.Fn("notification.dismiss", 0, r.dismiss),
-		kernel.Fn("notification.files", kernel.Internal, r.files),
-		kernel.Fn("notification.file", kernel.Internal, r.file),
+		kernel.Handle(abi.NotificationCreate, r.create),
+		kernel.Handle(abi.NotificationList, r.list),
+		kernel.Handle(abi.NotificationMarkRead, r.markRead),
+		kernel.Handle(abi.NotificationDismiss, r.dismiss),
+		kernel.Handle(abi.NotificationFiles, r.files),
+		kernel.Handle(abi.NotificationFile, r.file),
 	}
 }
 
@@ -123,10 +124,13 @@ func (r *Room) Mounts() []ns.Mount {
 	return []ns.Mount{{Path: dirPath, Node: r.topDir()}}
 }
 
-// migrations are the room's schema steps: the notifications, and the
-// grant of notification.* to the users group.
-var migrations = []string{
-	`CREATE TABLE notify_notifications (
+// migrations are the room's schema steps: the notifications (a step that
+// once wrote a grant is kept as a no-op so later numbers stay), and the
+// order they were made in (seq: newest first among those of one
+// millisecond).
+func migrations(d kernel.Dialect) []string {
+	return []string{
+		`CREATE TABLE notify_notifications (
 		id TEXT PRIMARY KEY,
 		owner_uid INTEGER NOT NULL,
 		title TEXT NOT NULL,
@@ -141,6 +145,10 @@ var migrations = []string{
 	);
 	CREATE INDEX notify_owner ON notify_notifications(owner_uid, created_at);
 	CREATE INDEX notify_expiry ON notify_notifications(expires_at);`,
-	// A step kept so later numbers stay: grants come from descriptors.
-	`SELECT 1`,
+		// A step kept so later numbers stay: grants come from descriptors.
+		`SELECT 1`,
+		`ALTER TABLE notify_notifications ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX notify_seq ON notify_notifications(seq);`,
+		d.NumberRows("notify_notifications", "seq"),
+	}
 }

@@ -77,7 +77,7 @@ func newHarness(t *testing.T, opts Options) *harness {
 
 func (h *harness) create(c *kernel.Caller, a *abi.NotificationCreateArgs) *abi.Notification {
 	h.t.Helper()
-	res, err := kernel.Invoke[*abi.NotificationCreateResult](context.Background(), h.k, c, "notification.create", a)
+	res, err := kernel.Do(context.Background(), h.k, c, abi.NotificationCreate, a)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -89,16 +89,16 @@ func (h *harness) list(c *kernel.Caller, a *abi.NotificationListArgs) []abi.Noti
 	if a == nil {
 		a = &abi.NotificationListArgs{}
 	}
-	res, err := kernel.Invoke[*abi.NotificationListResult](context.Background(), h.k, c, "notification.list", a)
+	res, err := kernel.Do(context.Background(), h.k, c, abi.NotificationList, a)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	return res.Notifications
 }
 
-func (h *harness) byID(c *kernel.Caller, call, id string) *abi.Notification {
+func (h *harness) byID(c *kernel.Caller, call abi.Call[abi.NotificationIDArgs, *abi.NotificationResult], id string) *abi.Notification {
 	h.t.Helper()
-	res, err := kernel.Invoke[*abi.NotificationResult](context.Background(), h.k, c, call, &abi.NotificationIDArgs{NotificationID: id})
+	res, err := kernel.Do(context.Background(), h.k, c, call, &abi.NotificationIDArgs{NotificationID: id})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -182,12 +182,12 @@ func TestTTL(t *testing.T) {
 			for _, act := range strings.Split(c.action, "+") {
 				switch act {
 				case "read":
-					n = h.byID(h.alice, "notification.mark_read", n.NotificationID)
+					n = h.byID(h.alice, abi.NotificationMarkRead, n.NotificationID)
 					if n == nil || n.ReadAt == nil || *n.ReadAt != at.UnixMilli() {
 						t.Fatalf("mark_read: %+v", n)
 					}
 				case "dismiss":
-					n = h.byID(h.alice, "notification.dismiss", n.NotificationID)
+					n = h.byID(h.alice, abi.NotificationDismiss, n.NotificationID)
 					if n == nil || n.DismissedAt == nil || *n.DismissedAt != at.UnixMilli() {
 						t.Fatalf("dismiss: %+v", n)
 					}
@@ -206,10 +206,10 @@ func TestTTL(t *testing.T) {
 			if got := h.list(h.alice, all); len(got) != 0 {
 				t.Fatalf("at expiry: %+v listed", got)
 			}
-			if got := h.byID(h.alice, "notification.mark_read", n.NotificationID); got != nil {
+			if got := h.byID(h.alice, abi.NotificationMarkRead, n.NotificationID); got != nil {
 				t.Fatalf("mark_read of an expired notification: %+v", got)
 			}
-			if got := h.byID(h.alice, "notification.dismiss", n.NotificationID); got != nil {
+			if got := h.byID(h.alice, abi.NotificationDismiss, n.NotificationID); got != nil {
 				t.Fatalf("dismiss of an expired notification: %+v", got)
 			}
 		})
@@ -225,7 +225,7 @@ func TestReadsAreFree(t *testing.T) {
 	if got := h.list(h.alice, nil); len(got) != 0 {
 		t.Fatalf("expired notification listed: %+v", got)
 	}
-	if _, err := kernel.Invoke[[]abi.Notification](context.Background(), h.k, h.alice, "notification.files", &FilesArgs{Uid: h.alice.Uid}); err != nil {
+	if _, err := kernel.Do(context.Background(), h.k, h.alice, abi.NotificationFiles, &FilesArgs{Uid: h.alice.Uid}); err != nil {
 		t.Fatal(err)
 	}
 	if n := h.rows(); n != 1 {
@@ -264,8 +264,8 @@ func TestListFilters(t *testing.T) {
 		ids = append(ids, h.create(h.alice, &abi.NotificationCreateArgs{Title: "n"}).NotificationID)
 		h.clock.advance(time.Second)
 	}
-	h.byID(h.alice, "notification.mark_read", ids[0])
-	h.byID(h.alice, "notification.dismiss", ids[1])
+	h.byID(h.alice, abi.NotificationMarkRead, ids[0])
+	h.byID(h.alice, abi.NotificationDismiss, ids[1])
 	idsOf := func(ns []abi.Notification) string {
 		var out []string
 		for _, n := range ns {
@@ -337,7 +337,7 @@ func TestPerUserCap(t *testing.T) {
 	if n := h.rows(); n != MaxPerUser {
 		t.Fatalf("%d rows, want %d", n, MaxPerUser)
 	}
-	if got := h.byID(h.alice, "notification.mark_read", first.NotificationID); got != nil {
+	if got := h.byID(h.alice, abi.NotificationMarkRead, first.NotificationID); got != nil {
 		t.Fatalf("the oldest survived the cap: %+v", got)
 	}
 }
@@ -352,20 +352,20 @@ func TestPerUser(t *testing.T) {
 		if got := h.list(c, &abi.NotificationListArgs{IncludeDismissed: ptr(true)}); len(got) != 0 {
 			t.Errorf("uid %d lists alice's: %+v", c.Uid, got)
 		}
-		for _, call := range []string{"notification.mark_read", "notification.dismiss"} {
+		for _, call := range []abi.Call[abi.NotificationIDArgs, *abi.NotificationResult]{abi.NotificationMarkRead, abi.NotificationDismiss} {
 			if got := h.byID(c, call, n.NotificationID); got != nil {
-				t.Errorf("uid %d: %s of alice's id: %+v", c.Uid, call, got)
+				t.Errorf("uid %d: %s of alice's id: %+v", c.Uid, call.Name, got)
 			}
 		}
 	}
 	if got := h.list(h.alice, nil); len(got) != 1 || got[0].ReadAt != nil || got[0].DismissedAt != nil {
 		t.Fatalf("alice's changed: %+v", got)
 	}
-	_, err := kernel.Invoke[[]abi.Notification](ctx, h.k, h.bob, "notification.files", &FilesArgs{Uid: h.alice.Uid})
+	_, err := kernel.Do(ctx, h.k, h.bob, abi.NotificationFiles, &FilesArgs{Uid: h.alice.Uid})
 	if abi.KindOf(err) != abi.Permission {
 		t.Errorf("bob reads alice's files: %v", err)
 	}
-	if got, err := kernel.Invoke[*abi.Notification](ctx, h.k, h.root, "notification.file", &FilesArgs{Uid: h.alice.Uid, ID: n.NotificationID}); err != nil || got.Title != "alice's" {
+	if got, err := kernel.Do(ctx, h.k, h.root, abi.NotificationFile, &FilesArgs{Uid: h.alice.Uid, ID: n.NotificationID}); err != nil || got.Title != "alice's" {
 		t.Errorf("root reads alice's file: %+v %v", got, err)
 	}
 }
@@ -458,9 +458,9 @@ func TestSignals(t *testing.T) {
 	subB := h.k.Subscribe(h.bob.Identity, nil)
 	defer subB.Close()
 	n := h.create(h.alice, &abi.NotificationCreateArgs{Title: "sig"})
-	h.byID(h.alice, "notification.mark_read", n.NotificationID)
-	h.byID(h.alice, "notification.dismiss", n.NotificationID)
-	h.byID(h.bob, "notification.dismiss", n.NotificationID) // not found: no signal
+	h.byID(h.alice, abi.NotificationMarkRead, n.NotificationID)
+	h.byID(h.alice, abi.NotificationDismiss, n.NotificationID)
+	h.byID(h.bob, abi.NotificationDismiss, n.NotificationID) // not found: no signal
 	for _, want := range []string{"notification.created", "notification.updated", "notification.dismissed"} {
 		rec, ok := subA.Poll()
 		if !ok {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 )
 
 // columns are the columns scan reads, in its order.
@@ -67,9 +68,9 @@ func (r *Room) query(ctx context.Context, where string, args ...any) ([]abi.Noti
 
 // pruneTx deletes up to pruneBatch notifications expired at now, inside a
 // write's transaction, and returns how many.
-func (r *Room) pruneTx(tx *sql.Tx, now int64) (int64, error) {
-	res, err := r.st.TxExec(tx, `DELETE FROM notify_notifications WHERE rowid IN (
-		SELECT rowid FROM notify_notifications WHERE expires_at<=? LIMIT ?)`, now, pruneBatch)
+func (r *Room) pruneTx(tx *kernel.Tx, now int64) (int64, error) {
+	res, err := r.st.TxExec(tx, `DELETE FROM notify_notifications WHERE id IN (
+		SELECT id FROM notify_notifications WHERE expires_at<=? LIMIT ?)`, now, pruneBatch)
 	if err != nil {
 		return 0, err
 	}
@@ -87,7 +88,7 @@ func (r *Room) pruneAll(ctx context.Context) (int64, error) {
 		default:
 		}
 		var n int64
-		err := r.st.Tx(ctx, func(tx *sql.Tx) error {
+		err := r.st.Tx(ctx, func(tx *kernel.Tx) error {
 			var err error
 			n, err = r.pruneTx(tx, r.now().UnixMilli())
 			return err

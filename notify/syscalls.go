@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -93,26 +94,26 @@ func (r *Room) create(ctx context.Context, c *kernel.Caller, a *abi.Notification
 	if err != nil {
 		return nil, abi.E(abi.Invalid, fmt.Sprintf("actions: %v", err))
 	}
-	err = r.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = r.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if _, err := r.pruneTx(tx, now.UnixMilli()); err != nil {
 			return err
 		}
 		if _, err := r.st.TxExec(tx, `INSERT INTO notify_notifications
-			(id, owner_uid, title, body, level, created_at, expires_at, actions, source_pid)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			(id, owner_uid, title, body, level, created_at, expires_at, actions, source_pid, seq)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(seq), 0)+1 FROM notify_notifications))`,
 			n.NotificationID, c.Uid, n.Title, n.Body, n.Level, n.CreatedAt, exp, string(actions), c.Pid); err != nil {
 			return err
 		}
 		// The user's oldest beyond MaxPerUser go.
-		_, err := r.st.TxExec(tx, `DELETE FROM notify_notifications WHERE rowid IN (
-			SELECT rowid FROM notify_notifications WHERE owner_uid=?
-			ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)`, c.Uid, MaxPerUser)
+		_, err := r.st.TxExec(tx, `DELETE FROM notify_notifications WHERE id IN (
+			SELECT id FROM notify_notifications WHERE owner_uid=?
+			ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?)`, c.Uid, int64(math.MaxInt64), MaxPerUser)
 		return err
 	})
 	if err != nil {
 		return nil, abi.E(abi.Path(n.NotificationID), err)
 	}
-	r.signal("notification.created", c.Uid, n)
+	r.signal(abi.SigNotificationCreated, c.Uid, n)
 	return &abi.NotificationCreateResult{Notification: n}, nil
 }
 
@@ -193,7 +194,7 @@ func (r *Room) list(ctx context.Context, c *kernel.Caller, a *abi.NotificationLi
 	if a.IncludeDismissed == nil || !*a.IncludeDismissed {
 		where += ` AND dismissed_at IS NULL`
 	}
-	list, err := r.query(ctx, where+` ORDER BY created_at DESC, rowid DESC LIMIT ?`, c.Uid, r.now().UnixMilli(), limitOf(a.Limit))
+	list, err := r.query(ctx, where+` ORDER BY created_at DESC, seq DESC LIMIT ?`, c.Uid, r.now().UnixMilli(), limitOf(a.Limit))
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +218,7 @@ func (r *Room) markRead(ctx context.Context, c *kernel.Caller, a *abi.Notificati
 	if err != nil || n == nil {
 		return nullOr(c, a.NotificationID, err)
 	}
-	r.signal("notification.updated", c.Uid, n)
+	r.signal(abi.SigNotificationUpdated, c.Uid, n)
 	return &abi.NotificationResult{Notification: n}, nil
 }
 
@@ -235,7 +236,7 @@ func (r *Room) dismiss(ctx context.Context, c *kernel.Caller, a *abi.Notificatio
 	if err != nil || n == nil {
 		return nullOr(c, a.NotificationID, err)
 	}
-	r.signal("notification.dismissed", c.Uid, n)
+	r.signal(abi.SigNotificationDismissed, c.Uid, n)
 	return &abi.NotificationResult{Notification: n}, nil
 }
 
@@ -269,7 +270,7 @@ func (r *Room) update(ctx context.Context, c *kernel.Caller, id string, change f
 	}
 	now := r.now().UnixMilli()
 	var out *abi.Notification
-	err := r.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := r.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if _, err := r.pruneTx(tx, now); err != nil {
 			return err
 		}
@@ -296,9 +297,9 @@ func (r *Room) update(ctx context.Context, c *kernel.Caller, id string, change f
 }
 
 // signal tells uid (and root, who sees every signal) of a change to n.
-func (r *Room) signal(name string, uid uint32, n *abi.Notification) {
+func (r *Room) signal(sig abi.Signal[abi.NotificationSignal], uid uint32, n *abi.Notification) {
 	r.changes.Touch(strconv.FormatUint(uint64(uid), 10))
-	r.k.Signal(name, map[string]any{"notification": n}, kernel.Audience{Uids: []uint32{uid}})
+	kernel.Publish(r.k, sig, abi.NotificationSignal{Notification: n}, kernel.Audience{Uids: []uint32{uid}})
 }
 
 // newID returns a random (version 4) UUID.
@@ -311,12 +312,8 @@ func newID() string {
 }
 
 // FilesArgs are the args of the Internal notification.files and
-// notification.file: the user whose directory is read, and, for
-// notification.file, the notification.
-type FilesArgs struct {
-	Uid uint32
-	ID  string
-}
+// notification.file (abi.NotificationFilesArgs).
+type FilesArgs = abi.NotificationFilesArgs
 
 // owns checks that c may read uid's directory: uid's own, or root.
 func owns(c *kernel.Caller, uid uint32) error {
@@ -333,7 +330,7 @@ func (r *Room) files(ctx context.Context, c *kernel.Caller, a *FilesArgs) ([]abi
 	if err := owns(c, a.Uid); err != nil {
 		return nil, err
 	}
-	return r.query(ctx, `WHERE owner_uid=? AND expires_at>? AND dismissed_at IS NULL ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+	return r.query(ctx, `WHERE owner_uid=? AND expires_at>? AND dismissed_at IS NULL ORDER BY created_at DESC, seq DESC LIMIT ?`,
 		a.Uid, r.now().UnixMilli(), MaxPerUser)
 }
 

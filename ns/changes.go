@@ -19,7 +19,7 @@ import (
 type Changes struct {
 	start time.Time
 
-	mu sync.Mutex
+	mu sync.Mutex // guards at and last
 	at map[string]time.Time
 	// last is the latest time handed out by Touch: times only grow, even
 	// when the wall clock steps back or two touches fall on one tick.

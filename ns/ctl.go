@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -220,4 +222,71 @@ func splitRc(s string) ([]rcWord, error) {
 		out = append(out, rcWord{cur.String(), keyed})
 	}
 	return out, nil
+}
+
+// Lead is a ctl line's leading words, its leading options and the text
+// after them, as SplitLead cuts them.
+type Lead struct {
+	Words []string
+	Opts  map[string]string
+	Text  string
+}
+
+// SplitLead splits rest (a line's text, CtlLine.Text) into n words, then
+// the options of keys that follow them, then the text: a verb whose
+// leading words and options come first and whose rest is free text, as
+// written (its own key=value words are text). A leading option given
+// twice is a 400 (which one would count?).
+func SplitLead(rest string, n int, keys ...string) (Lead, error) {
+	var out Lead
+	out.Opts = map[string]string{}
+	s := strings.TrimLeft(rest, " \t")
+	next := func() (string, string) {
+		i := strings.IndexAny(s, " \t")
+		if i < 0 {
+			return s, ""
+		}
+		return s[:i], strings.TrimLeft(s[i:], " \t")
+	}
+	for len(out.Words) < n && s != "" {
+		var w string
+		w, s = next()
+		out.Words = append(out.Words, w)
+	}
+	for s != "" {
+		w, after := next()
+		k, v, ok := strings.Cut(w, "=")
+		if !ok || !slices.Contains(keys, k) {
+			break
+		}
+		if _, again := out.Opts[k]; again {
+			return out, abi.E(abi.Invalid, fmt.Sprintf("option %q is given more than once", k))
+		}
+		out.Opts[k], s = v, after
+	}
+	out.Text = s
+	return out, nil
+}
+
+// Ms parses the option key of l as milliseconds or a duration
+// (DurationMs); 0 if l does not have it.
+func (l Lead) Ms(key string) (int64, error) {
+	v, ok := l.Opts[key]
+	if !ok {
+		return 0, nil
+	}
+	return DurationMs(key, v)
+}
+
+// DurationMs parses the value v of the option key as milliseconds or a Go
+// duration (5s, 1m30s); anything else, or a negative number, is a 400.
+func DurationMs(key, v string) (int64, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		return d.Milliseconds(), nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, abi.E(abi.Invalid, fmt.Sprintf("%s=%q: want milliseconds or a duration (such as 5s)", key, v))
+	}
+	return n, nil
 }

@@ -77,13 +77,16 @@ func FuzzParseCtl(f *testing.F) {
 
 // A ctl line's key=value options and JSON args are as strict as a frame's
 // args: one the verb does not read is a 400 naming it, and nothing runs.
+// testOpt is the syscall the tests' ctl verbs make.
+var testOpt = abi.Call[abi.ConfigGetArgs, string]{Name: "fs.testopt", Grant: abi.Users}
+
 func TestCtlUnknownOption(t *testing.T) {
 	e := kerneltest.Open(t)
 	k, alice := e.K, e.Alice
 	s := New(k)
 	ctx := context.Background()
 	ran := 0
-	k.Register(kernel.Fn("fs.testopt", 0, func(ctx context.Context, c *kernel.Caller, a *abi.ConfigGetArgs) (string, error) {
+	k.Register(kernel.Handle(testOpt, func(ctx context.Context, c *kernel.Caller, a *abi.ConfigGetArgs) (string, error) {
 		ran++
 		return a.Key, nil
 	}))
@@ -127,13 +130,13 @@ func TestCtlUnknownOption(t *testing.T) {
 func testVerbs() map[string]CtlVerb {
 	return map[string]CtlVerb{
 		"get": func(l CtlLine) (kernel.Bound, error) {
-			return kernel.BindName("fs.testopt", &abi.ConfigGetArgs{Key: l.Opt("key")}), nil
+			return kernel.Bind(testOpt, &abi.ConfigGetArgs{Key: l.Opt("key")}), nil
 		},
 		"say": func(l CtlLine) (kernel.Bound, error) {
-			return kernel.BindName("fs.testopt", &abi.ConfigGetArgs{Key: l.Text()}), nil
+			return kernel.Bind(testOpt, &abi.ConfigGetArgs{Key: l.Text()}), nil
 		},
 		"bare": func(l CtlLine) (kernel.Bound, error) {
-			return kernel.BindName("fs.testopt", &abi.ConfigGetArgs{}), l.Args(0, 0, "bare")
+			return kernel.Bind(testOpt, &abi.ConfigGetArgs{}), l.Args(0, 0, "bare")
 		},
 	}
 }
@@ -151,7 +154,7 @@ func FuzzCtlExec(f *testing.F) {
 	k, alice := e.K, e.Alice
 	s := New(k)
 	ran := 0
-	k.Register(kernel.Fn("fs.testopt", 0, func(ctx context.Context, c *kernel.Caller, a *abi.ConfigGetArgs) (string, error) {
+	k.Register(kernel.Handle(testOpt, func(ctx context.Context, c *kernel.Caller, a *abi.ConfigGetArgs) (string, error) {
 		ran++
 		return a.Key, nil
 	}))

@@ -20,7 +20,7 @@ import (
 func Limit(ctx context.Context, k *kernel.Kernel, log *slog.Logger, uid uint32, name string, def int) int {
 	n := def
 	for _, key := range []string{"config/" + name, fmt.Sprintf("users/%d/%s", uid, name)} {
-		res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, k, k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: key})
+		res, err := kernel.Do(ctx, k, k.KernelCaller(), abi.SysConfigGet, &abi.ConfigGetArgs{Key: key})
 		if err != nil {
 			continue
 		}

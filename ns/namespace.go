@@ -115,7 +115,7 @@ func ViewOf[A, R any](s *Space, path string, mode fs.FileMode, d abi.Call[A, R],
 // caller's last failure there.
 func (s *Space) ErrView(dir string) *vfs.View {
 	return &vfs.View{Meta: RootMeta(dir+"/err", 0o444), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		s, err := kernel.Invoke[string](ctx, s.k, CallerOf(cred, ""), "sys.lasterror", &kernel.LastErrorArgs{Dir: dir})
+		s, err := kernel.Do(ctx, s.k, CallerOf(cred, ""), abi.SysLastError, &kernel.LastErrorArgs{Dir: dir})
 		if err != nil || s == "" {
 			return nil, err
 		}
@@ -216,7 +216,7 @@ func (s *Space) buildNamespace() *vfs.StaticDir {
 		// ever added.
 		vfs.DirEntry{Name: "passwd", Node: &vfs.View{Meta: RootMeta("/etc/passwd", 0o444),
 			RenderAt: func(ctx context.Context, cred vfs.Cred) ([]byte, time.Time, error) {
-				res, err := kernel.Invoke[*abi.UserListResult](ctx, s.k, CallerOf(cred, ""), "sys.user.list", nil)
+				res, err := kernel.Do(ctx, s.k, CallerOf(cred, ""), abi.SysUserList, nil)
 				if err != nil {
 					return nil, time.Time{}, err
 				}
@@ -237,18 +237,18 @@ func (s *Space) buildNamespace() *vfs.StaticDir {
 			}}},
 		vfs.DirEntry{Name: "events", Node: &vfs.Stream{Meta: RootMeta("/sys/events", 0o444),
 			Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
-				return kernel.Invoke[vfs.Subscription](ctx, s.k, CallerOf(cred, ""), "sys.events", nil)
+				return kernel.Do(ctx, s.k, CallerOf(cred, ""), abi.SysEvents, nil)
 			}}},
 		vfs.DirEntry{Name: "config", Node: s.configDir("")},
 		// statfs is what df shows of the namespace (fs.statfs), as JSON:
 		// a remote mount reads it to answer df, which 9P2000 cannot ask.
 		vfs.DirEntry{Name: "statfs", Node: &vfs.View{Meta: RootMeta("/sys/statfs", 0o444),
 			Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-				st, err := kernel.Invoke[vfs.StatFS](ctx, s.k, CallerOf(cred, ""), "fs.statfs", nil)
+				st, err := kernel.Do(ctx, s.k, CallerOf(cred, ""), abi.FsStatfs, nil)
 				if err != nil {
 					return nil, err
 				}
-				b, err := json.Marshal(st)
+				b, err := json.Marshal(vfs.StatFS(st))
 				return append(b, '\n'), err
 			}}},
 	)
@@ -309,7 +309,7 @@ func (s *Space) configDir(prefix string) vfs.Dir {
 	if top {
 		set := func(l CtlLine) (kernel.Bound, error) {
 			if l.JSON != nil {
-				return kernel.BindName("sys.config.set", nil), nil
+				return kernel.Bind(abi.SysConfigSet, nil), nil
 			}
 			if len(l.Words) < 1 {
 				return kernel.Bound{}, abi.E(abi.Invalid, "usage: set <key> <value...>")
@@ -320,7 +320,7 @@ func (s *Space) configDir(prefix string) vfs.Dir {
 				val = l.Words[1] // rc-quoted single value
 			}
 			v, _ := json.Marshal(val)
-			return kernel.BindName("sys.config.set", &abi.ConfigSetArgs{Key: key, Value: v}), nil
+			return kernel.Bind(abi.SysConfigSet, &abi.ConfigSetArgs{Key: key, Value: v}), nil
 		}
 		unset := func(l CtlLine) (kernel.Bound, error) {
 			a := &abi.ConfigUnsetArgs{}
@@ -330,7 +330,7 @@ func (s *Space) configDir(prefix string) vfs.Dir {
 			if l.JSON == nil {
 				a.Key = l.Words[0]
 			}
-			return kernel.BindName("sys.config.unset", a), nil
+			return kernel.Bind(abi.SysConfigUnset, a), nil
 		}
 		ctl = s.Ctl(path, RootMeta(path+"/ctl", 0o666), map[string]CtlVerb{"set": set, "": set, "unset": unset})
 		errv = s.ErrView(path)
@@ -346,7 +346,7 @@ func (s *Space) configDir(prefix string) vfs.Dir {
 				return errv, nil
 			}
 			key := prefixSlash(prefix) + name
-			res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, s.k, CallerOf(cred, ""), "sys.config.get", &abi.ConfigGetArgs{Key: key})
+			res, err := kernel.Do(ctx, s.k, CallerOf(cred, ""), abi.SysConfigGet, &abi.ConfigGetArgs{Key: key})
 			if err != nil {
 				return nil, err
 			}
@@ -365,7 +365,7 @@ func (s *Space) configDir(prefix string) vfs.Dir {
 			if top {
 				out = append(out, vfs.DirEntry{Name: "ctl", Node: ctl}, vfs.DirEntry{Name: "err", Node: errv})
 			}
-			res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, s.k, CallerOf(cred, ""), "sys.config.get", &abi.ConfigGetArgs{Key: prefixSlash(prefix)})
+			res, err := kernel.Do(ctx, s.k, CallerOf(cred, ""), abi.SysConfigGet, &abi.ConfigGetArgs{Key: prefixSlash(prefix)})
 			if err != nil {
 				return nil, err
 			}

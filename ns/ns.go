@@ -15,6 +15,7 @@ package ns
 import (
 	"context"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 
@@ -28,8 +29,9 @@ type Space struct {
 	k    *kernel.Kernel
 	root *vfs.StaticDir
 
-	mu    sync.Mutex // guards rooms
-	rooms []Room     // added rooms, in order; closed in reverse
+	mu     sync.Mutex // guards rooms and grafts
+	rooms  []Room     // added rooms, in order; closed in reverse
+	grafts []Graft    // what the rooms added graft onto others' directories
 }
 
 // New returns the namespace of k with its core tree (/etc, /sys, /var).
@@ -118,13 +120,19 @@ type Starter interface {
 	Start(ctx context.Context) error
 }
 
-// Add registers r's syscalls with the kernel, binds its mounts and, if r
-// is a Starter, starts it. A room that fails to start is closed and its
-// error returned. Close closes the rooms added, in reverse order.
+// Add registers r's syscalls with the kernel, binds its mounts, keeps its
+// grafts if it is a Grafter and, if r is a Starter, starts it. A room
+// that fails to start is closed and its error returned. Close closes the
+// rooms added, in reverse order.
 func (s *Space) Add(ctx context.Context, r Room) error {
 	s.k.Register(r.Syscalls()...)
 	for _, m := range r.Mounts() {
 		s.Bind(m.Path, m.Node)
+	}
+	if g, ok := r.(Grafter); ok {
+		s.mu.Lock()
+		s.grafts = append(slices.Clip(s.grafts), g.Grafts()...)
+		s.mu.Unlock()
 	}
 	if st, ok := r.(Starter); ok {
 		if err := st.Start(ctx); err != nil {
@@ -195,5 +203,6 @@ var _ vfs.Statfser = rootDir{}
 
 // Statfs implements vfs.Statfser with the syscall fs.statfs.
 func (r rootDir) Statfs(ctx context.Context, cred vfs.Cred) (vfs.StatFS, error) {
-	return kernel.Invoke[vfs.StatFS](ctx, r.s.k, CallerOf(cred, ""), "fs.statfs", nil)
+	st, err := kernel.Do(ctx, r.s.k, CallerOf(cred, ""), abi.FsStatfs, nil)
+	return vfs.StatFS(st), err
 }

@@ -32,7 +32,7 @@ func (m *Manager) saveAssignment(ctx context.Context, pid string, a *abi.Assignm
 // assignmentPrompt writes pid's assignment into its instructions: each
 // context file a section of its own. A process without one writes
 // nothing; one that does not parse is logged and left out.
-func (m *Manager) assignmentPrompt(ctx context.Context, b *strings.Builder, pid string) {
+func (m *engine) assignmentPrompt(ctx context.Context, b *strings.Builder, pid string) {
 	var raw sql.NullString
 	err := m.st.QueryRowContext(ctx, `SELECT assignment FROM proc_processes WHERE pid=?`, pid).Scan(&raw)
 	if err != nil {

@@ -26,11 +26,11 @@ import (
 func BenchmarkCodeMode(b *testing.B) {
 	e := newBenchEnvOpts(b, Options{CodeModeWorker: codeModeWorker(b)})
 	ctx := context.Background()
-	if _, err := kernel.Invoke[*abi.FSWriteResult](ctx, e.k, e.root, "fs.write", &abi.FSWriteArgs{Path: "~/small.txt", Content: "a small file\n"}); err != nil {
+	if _, err := kernel.Do(ctx, e.k, e.root, abi.FsWrite, &abi.FSWriteArgs{Path: "~/small.txt", Content: "a small file\n"}); err != nil {
 		b.Fatal(err)
 	}
 	run := func(code string) *abi.CodeModeResult {
-		res, err := kernel.Invoke[*abi.CodeModeResult](ctx, e.k, e.root, "codemode.run", &abi.CodeModeRunArgs{Code: code})
+		res, err := kernel.Do(ctx, e.k, e.root, abi.CodemodeRun, &abi.CodeModeRunArgs{Code: code})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func BenchmarkCodeMode(b *testing.B) {
 		for i := 0; i < 3*b.N; i++ {
 			t0 := time.Now()
 			for j := 0; j < n; j++ {
-				if _, err := kernel.Invoke[*abi.FSReadResult](ctx, e.k, e.root, "fs.read", &abi.FSReadArgs{Path: "~/small.txt"}); err != nil {
+				if _, err := kernel.Do(ctx, e.k, e.root, abi.FsRead, &abi.FSReadArgs{Path: "~/small.txt"}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -65,9 +65,9 @@ func benchIPCSendRate(b *testing.B, ipc bool) float64 {
 				msg := fmt.Sprintf("message %d from %s", j, srcs[i])
 				var err error
 				if ipc {
-					_, err = kernel.Invoke[*abi.IpcSendResult](ctx, e.k, c, "proc.ipc.send", &abi.IpcSendArgs{Pid: dsts[i], Message: msg})
+					_, err = kernel.Do(ctx, e.k, c, abi.ProcIpcSend, &abi.IpcSendArgs{Pid: dsts[i], Message: msg})
 				} else {
-					_, err = kernel.Invoke[*abi.SendResult](ctx, e.k, e.root, "proc.send", &abi.SendArgs{Pid: dsts[i], Message: msg})
+					_, err = kernel.Do(ctx, e.k, e.root, abi.ProcSend, &abi.SendArgs{Pid: dsts[i], Message: msg})
 				}
 				if err != nil {
 					failed.CompareAndSwap(nil, err)
@@ -121,7 +121,7 @@ func benchCallRoundTrips(b *testing.B) []time.Duration {
 	rts := make([]time.Duration, 0, benchCallRounds)
 	for i := 0; i < benchCallRounds; i++ {
 		t0 := time.Now()
-		res, err := kernel.Invoke[*abi.IpcCallResult](ctx, e.k, c, "proc.ipc.call", &abi.IpcCallArgs{IpcSendArgs: abi.IpcSendArgs{Pid: t, Message: fmt.Sprintf("question %d", i)}})
+		res, err := kernel.Do(ctx, e.k, c, abi.ProcIpcCall, &abi.IpcCallArgs{IpcSendArgs: abi.IpcSendArgs{Pid: t, Message: fmt.Sprintf("question %d", i)}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -171,10 +171,10 @@ func benchIPCMixed(b *testing.B) (ipc, send time.Duration) {
 				t0 := time.Now()
 				var err error
 				if (i+j)%2 == 0 {
-					_, err = kernel.Invoke[*abi.IpcSendResult](ctx, e.k, c, "proc.ipc.send", &abi.IpcSendArgs{Pid: dsts[i], Message: msg})
+					_, err = kernel.Do(ctx, e.k, c, abi.ProcIpcSend, &abi.IpcSendArgs{Pid: dsts[i], Message: msg})
 					si += time.Since(t0)
 				} else {
-					_, err = kernel.Invoke[*abi.SendResult](ctx, e.k, e.root, "proc.send", &abi.SendArgs{Pid: dsts[i], Message: msg})
+					_, err = kernel.Do(ctx, e.k, e.root, abi.ProcSend, &abi.SendArgs{Pid: dsts[i], Message: msg})
 					ss += time.Since(t0)
 				}
 				if err != nil {

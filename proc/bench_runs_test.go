@@ -62,7 +62,7 @@ func benchRunStepsTime(b *testing.B, checkpoints bool) time.Duration {
 	}
 	t0 := time.Now()
 	for _, pid := range pids {
-		res, err := kernel.Invoke[*abi.SendResult](ctx, e.k, e.root, "proc.send", &abi.SendArgs{Pid: pid, Message: "go"})
+		res, err := kernel.Do(ctx, e.k, e.root, abi.ProcSend, &abi.SendArgs{Pid: pid, Message: "go"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func benchDirectiveLatency(b *testing.B) []time.Duration {
 		}})
 	defer e.close()
 	ctx := context.Background()
-	res, err := kernel.Invoke[*abi.SpawnResult](ctx, e.k, e.root, "proc.spawn", &abi.SpawnArgs{Profile: "task", Supervise: true, GraceMs: 60000})
+	res, err := kernel.Do(ctx, e.k, e.root, abi.ProcSpawn, &abi.SpawnArgs{Profile: "task", Supervise: true, GraceMs: 60000})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func benchDirectiveLatency(b *testing.B) []time.Duration {
 			resumed <- struct{}{}
 		}
 	})
-	if _, err := kernel.Invoke[*abi.SendResult](ctx, e.k, e.root, "proc.send", &abi.SendArgs{Pid: pid, Message: "go"}); err != nil {
+	if _, err := kernel.Do(ctx, e.k, e.root, abi.ProcSend, &abi.SendArgs{Pid: pid, Message: "go"}); err != nil {
 		b.Fatal(err)
 	}
 	var lat []time.Duration
@@ -125,7 +125,7 @@ func benchDirectiveLatency(b *testing.B) []time.Duration {
 			b.Fatalf("no checkpoint %d", i+1)
 		}
 		t0 := time.Now()
-		r, err := kernel.Invoke[*abi.DirectiveResult](ctx, e.k, e.root, "proc.directive", &abi.DirectiveArgs{Pid: pid, Checkpoint: &seq, Directive: abi.Directive{Type: "continue"}})
+		r, err := kernel.Do(ctx, e.k, e.root, abi.ProcDirective, &abi.DirectiveArgs{Pid: pid, Checkpoint: &seq, Directive: abi.Directive{Type: "continue"}})
 		if err != nil || r.Result != "delivered" {
 			b.Fatalf("directive %d: %+v %v", seq, r, err)
 		}

@@ -149,7 +149,7 @@ func (e *benchEnv) close() {
 // spawn makes a task process and returns its pid.
 func (e *benchEnv) spawn(b *testing.B) string {
 	b.Helper()
-	res, err := kernel.Invoke[*abi.SpawnResult](context.Background(), e.k, e.root, "proc.spawn", &abi.SpawnArgs{Profile: "task"})
+	res, err := kernel.Do(context.Background(), e.k, e.root, abi.ProcSpawn, &abi.SpawnArgs{Profile: "task"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -162,12 +162,12 @@ func (e *benchEnv) spawn(b *testing.B) string {
 func (e *benchEnv) waitIdle(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		e.m.mu.Lock()
-		ps := make([]*process, 0, len(e.m.procs))
-		for _, p := range e.m.procs {
+		e.m.run.mu.Lock()
+		ps := make([]*process, 0, len(e.m.run.procs))
+		for _, p := range e.m.run.procs {
 			ps = append(ps, p)
 		}
-		e.m.mu.Unlock()
+		e.m.run.mu.Unlock()
 		busy := 0
 		for _, p := range ps {
 			p.mu.Lock()
@@ -241,7 +241,7 @@ func (e *benchEnv) fillConversation(b *testing.B, pid string, n int) int64 {
 	rng := rand.New(rand.NewSource(1))
 	var total int64
 	t0 := time.Now().UnixMilli() - int64(n)*1000
-	err := e.k.Store.Tx(context.Background(), func(tx *sql.Tx) error {
+	err := e.k.Store.Tx(context.Background(), func(tx *kernel.Tx) error {
 		st, err := tx.Prepare(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,1,?,?,?)`)
 		if err != nil {
 			return err
@@ -505,7 +505,7 @@ func benchSendScenario(b *testing.B, parked bool) benchSendResult {
 			lat[i] = make([]time.Duration, 0, benchSendsPerProc)
 			for _, msg := range msgs[i] {
 				s0 := time.Now()
-				res, err := kernel.Invoke[*abi.SendResult](ctx, e.k, e.root, "proc.send", &abi.SendArgs{Pid: pids[i], Message: msg})
+				res, err := kernel.Do(ctx, e.k, e.root, abi.ProcSend, &abi.SendArgs{Pid: pids[i], Message: msg})
 				lat[i] = append(lat[i], time.Since(s0))
 				if err != nil {
 					failed.CompareAndSwap(nil, fmt.Errorf("proc.send to %s: %w", pids[i], err))
@@ -662,7 +662,7 @@ func BenchmarkCompact(b *testing.B) {
 		ms := startBenchMemSampler(5 * time.Millisecond)
 		b.StartTimer()
 		t0 := time.Now()
-		res, err := kernel.Invoke[*abi.CompactResult](ctx, e.k, e.root, "proc.conversation.compact",
+		res, err := kernel.Do(ctx, e.k, e.root, abi.ProcConversationCompact,
 			&abi.CompactArgs{Pid: pid, ConversationID: "default", Summary: &summary, KeepLast: &keep})
 		d := time.Since(t0)
 		b.StopTimer()

@@ -57,7 +57,7 @@ type renderCache struct {
 	dir string
 	seq atomic.Uint64 // names new files
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards entries
 	entries map[renderKey]*renderEntry
 }
 
@@ -66,9 +66,9 @@ type renderKey struct{ pid, cid, kind string }
 // renderEntry is what the cache knows of one file. Its mutex serialises
 // the opens of the key.
 type renderEntry struct {
-	mu    sync.Mutex
-	path  string // "" until the first open
-	gen   int64  // the conversation's generation and epoch it renders
+	mu    sync.Mutex // guards the fields below and the file: one open of the key at a time
+	path  string     // "" until the first open
+	gen   int64      // the conversation's generation and epoch it renders
 	epoch int64
 	last  int64 // the id of the last message rendered (0: none)
 	size  int64 // the bytes of the messages through last
@@ -146,7 +146,7 @@ func (c *renderCache) open(ctx context.Context, pid, cid, kind string) (*os.File
 // the messages after e.last, a page at a time. Progress is kept page by
 // page; a failure cuts the file back to the last whole page.
 func (c *renderCache) update(ctx context.Context, e *renderEntry, k renderKey, render func(*bytes.Buffer, *abi.Message)) (err error) {
-	tx, err := c.st.R.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := c.st.BeginRead(ctx)
 	if err != nil {
 		return abi.E(abi.Path(k.pid+"/"+k.cid), err)
 	}

@@ -3,7 +3,6 @@ package proc
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,7 +22,7 @@ import (
 func (h *ptHarness) addMessages(pid, cid string, n int) {
 	h.t.Helper()
 	ctx := context.Background()
-	err := h.k.Store.Tx(ctx, func(tx *sql.Tx) error {
+	err := h.k.Store.Tx(ctx, func(tx *kernel.Tx) error {
 		var gen int64
 		if err := tx.QueryRow(`SELECT generation FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).Scan(&gen); err != nil {
 			return err
@@ -67,7 +66,7 @@ func (h *ptHarness) oldRendering(pid, cid, kind string) string {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	b, err := h.m.renderHistory(ctx, &kernel.Caller{Identity: h.alice}, pid, cid, conv.Generation, renderKinds[kind])
+	b, err := h.m.run.renderHistory(ctx, &kernel.Caller{Identity: h.alice}, pid, cid, conv.Generation, renderKinds[kind])
 	if err != nil {
 		h.t.Fatal(err)
 	}

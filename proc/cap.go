@@ -30,7 +30,9 @@ import (
 //     messages, a summary it writes in a compaction, narrow the
 //     conversation they enter in the same way, before they take effect;
 //   - a watch it arms carries its narrowing to every delivery
-//     (proc_watches), as does a reply to the run that answered it.
+//     (proc_watches), as does a reply to the run that answered it: the
+//     ipc room keeps them, and proc.conversation.state and
+//     proc.run.state tell it the narrowing of the work concerned.
 //
 // Every tool call of a run (and each nested call of its CodeMode
 // blocks) acts as the process's owner with the intersection
@@ -66,7 +68,7 @@ func capOf(v sql.NullString) *abi.ProcessCap {
 // is) of conversation cid of pid by pc, in tx (a transaction of the
 // store's Tx). nil changes nothing; a generation that is gone has
 // nothing to narrow.
-func (m *Manager) narrowConvTx(tx *sql.Tx, pid, cid string, gen int64, pc *abi.ProcessCap) error {
+func (m *engine) narrowConvTx(tx *kernel.Tx, pid, cid string, gen int64, pc *abi.ProcessCap) error {
 	if pc == nil {
 		return nil
 	}
@@ -85,26 +87,11 @@ func (m *Manager) narrowConvTx(tx *sql.Tx, pid, cid string, gen int64, pc *abi.P
 }
 
 // narrowConv is narrowConvTx in a transaction of its own.
-func (m *Manager) narrowConv(ctx context.Context, pid, cid string, gen int64, pc *abi.ProcessCap) error {
+func (m *engine) narrowConv(ctx context.Context, pid, cid string, gen int64, pc *abi.ProcessCap) error {
 	if pc == nil {
 		return nil
 	}
-	return m.st.Tx(ctx, func(tx *sql.Tx) error { return m.narrowConvTx(tx, pid, cid, gen, pc) })
-}
-
-// workCap is the narrowing of the work of conversation cid of pid: the
-// process's and the conversation's (its live generation's).
-func (m *Manager) workCap(ctx context.Context, pid, cid string) (*abi.ProcessCap, error) {
-	var pcap, ccap sql.NullString
-	err := m.st.QueryRowContext(ctx, `SELECT p.process_cap, c.process_cap FROM proc_processes p
-		LEFT JOIN proc_conversations c ON c.pid=p.pid AND c.cid=? WHERE p.pid=?`, cid, pid).Scan(&pcap, &ccap)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, noProcess(pid)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return abi.NarrowCap(capOf(pcap), capOf(ccap)), nil
+	return m.st.Tx(ctx, func(tx *kernel.Tx) error { return m.narrowConvTx(tx, pid, cid, gen, pc) })
 }
 
 // actingCaller is base (processCaller's: the process's narrowing) acting
@@ -112,7 +99,7 @@ func (m *Manager) workCap(ctx context.Context, pid, cid string) (*abi.ProcessCap
 // narrowing intersected with the conversation's as it is now, so that
 // what entered the conversation since binds every later call. A
 // generation that is gone (a reset) is errStale: the run is over.
-func (m *Manager) actingCaller(ctx context.Context, base *kernel.Caller, pid, cid string, gen int64) (*kernel.Caller, error) {
+func (m *engine) actingCaller(ctx context.Context, base *kernel.Caller, pid, cid string, gen int64) (*kernel.Caller, error) {
 	var ccap sql.NullString
 	err := m.st.QueryRowContext(ctx, `SELECT process_cap FROM proc_conversations WHERE pid=? AND cid=? AND generation=?`, pid, cid, gen).Scan(&ccap)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -133,7 +120,7 @@ func (m *Manager) actingCaller(ctx context.Context, base *kernel.Caller, pid, ci
 // runCap is the narrowing run runID acts within: its process's and its
 // conversation generation's (a reply carries it). A run not recorded
 // narrows nothing more than its process does: there is none.
-func (m *Manager) runCap(ctx context.Context, runID string) (*abi.ProcessCap, error) {
+func (m *engine) runCap(ctx context.Context, runID string) (*abi.ProcessCap, error) {
 	var pcap, ccap sql.NullString
 	err := m.st.QueryRowContext(ctx, `SELECT p.process_cap, c.process_cap FROM proc_runs r JOIN proc_processes p ON p.pid=r.pid
 		LEFT JOIN proc_conversations c ON c.pid=r.pid AND c.cid=r.cid AND c.generation=r.generation WHERE r.run_id=?`, runID).Scan(&pcap, &ccap)

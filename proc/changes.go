@@ -94,6 +94,10 @@ func (m *Manager) noteChange(uid uint32, name string, pl abi.Scoped) {
 	}
 }
 
+// touch notes that parts of /proc changed where no signal says it
+// (processStore).
+func (m *Manager) touch(parts ...string) { m.changes.Touch(parts...) }
+
 // changedAt returns the mtime source of a node of process pid (created at
 // createdMs) that shows the given parts of it (and changes with every
 // part of pid).

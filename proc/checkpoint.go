@@ -23,7 +23,7 @@ import (
 // chat.jsonl is the active history (the history file's lines);
 // segments.jsonl the conversation's segment records. Without a
 // conversationId every conversation is checkpointed.
-func (m *Manager) sysCheckpoint(ctx context.Context, c *kernel.Caller, a *abi.CheckpointArgs) (*abi.CheckpointResult, error) {
+func (m *engine) sysCheckpoint(ctx context.Context, c *kernel.Caller, a *abi.CheckpointArgs) (*abi.CheckpointResult, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err

@@ -32,7 +32,7 @@ const codeModeMaxWall = 10 * time.Minute
 // target and cwd as the defaults of calls that name none. They ask no
 // human: the caller is the person who would be asked, and may make each
 // call directly.
-func (m *Manager) sysCodeModeRun(ctx context.Context, c *kernel.Caller, a *abi.CodeModeRunArgs) (*abi.CodeModeResult, error) {
+func (m *engine) sysCodeModeRun(ctx context.Context, c *kernel.Caller, a *abi.CodeModeRunArgs) (*abi.CodeModeResult, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
@@ -66,7 +66,7 @@ func (m *Manager) sysCodeModeRun(ctx context.Context, c *kernel.Caller, a *abi.C
 // human's approval runs only if the process remembers that approval
 // ("approve and remember" of an earlier request); else it fails in the
 // block with "needs approval".
-func (m *Manager) sysCodeModeExec(ctx context.Context, c *kernel.Caller, a *abi.CodeModeExecArgs) (*abi.CodeModeResult, error) {
+func (m *engine) sysCodeModeExec(ctx context.Context, c *kernel.Caller, a *abi.CodeModeExecArgs) (*abi.CodeModeResult, error) {
 	if c.Identity == nil || c.Pid == "" {
 		return nil, abi.E(abi.Permission, "codemode.exec is a process's own call")
 	}
@@ -110,7 +110,7 @@ const DefaultCodeModeBlocks = 8
 // runCodeMode runs req, a block of user uid, in a worker and returns its
 // result. A user runs at most Options.CodeModeBlocks blocks at once (each
 // is a process): one more is refused (409) at once.
-func (m *Manager) runCodeMode(ctx context.Context, uid uint32, req codemode.Request, call codemode.CallFunc) (*abi.CodeModeResult, error) {
+func (m *engine) runCodeMode(ctx context.Context, uid uint32, req codemode.Request, call codemode.CallFunc) (*abi.CodeModeResult, error) {
 	if m.blocks == nil {
 		return nil, abi.E(abi.Offline, "CodeMode is not available: the daemon has no worker command")
 	}
@@ -140,7 +140,7 @@ func (m *Manager) runCodeMode(ctx context.Context, uid uint32, req codemode.Requ
 // when set, are the defaults of calls that name none (cwd of shell.exec
 // only: an fs path is resolved against the caller's cwd); askPid, when
 // set, is the process whose approval policy the calls are under.
-func (m *Manager) codeModeCall(caller *kernel.Caller, target, cwd, askPid string) codemode.CallFunc {
+func (m *engine) codeModeCall(caller *kernel.Caller, target, cwd, askPid string) codemode.CallFunc {
 	return func(ctx context.Context, name string, raw json.RawMessage) (json.RawMessage, error) {
 		if !codeModeCalls[name] {
 			return nil, fmt.Errorf("%s: not a CodeMode call", name)
@@ -202,7 +202,7 @@ func (m *Manager) codeModeCall(caller *kernel.Caller, target, cwd, askPid string
 // args to run (the edited args, if the human edited them), or the text
 // the human substituted for the call's result, or the refusal (denied,
 // expired, or the run's end: the request is then stale).
-func (m *Manager) askInBlock(ctx context.Context, b *blockCall, name, need string, args json.RawMessage) (json.RawMessage, *string, error) {
+func (m *engine) askInBlock(ctx context.Context, b *blockCall, name, need string, args json.RawMessage) (json.RawMessage, *string, error) {
 	release := codemode.Hold(ctx)
 	defer release()
 	pr, r := b.pr, b.r
@@ -222,7 +222,7 @@ func (m *Manager) askInBlock(ctx context.Context, b *blockCall, name, need strin
 		// the answer any more. The run is running again for whoever
 		// records its end.
 		bg := context.WithoutCancel(ctx)
-		if err := m.st.Tx(bg, func(tx *sql.Tx) error {
+		if err := m.st.Tx(bg, func(tx *kernel.Tx) error {
 			if _, err := m.st.TxExec(tx, `UPDATE proc_hil SET status='stale' WHERE request_id=? AND status='pending'`, h.RequestID); err != nil {
 				return err
 			}

@@ -207,7 +207,7 @@ func TestCodeModeBlocksPerUser(t *testing.T) {
 	results := make(chan *abi.CodeModeResult, 2)
 	for range 2 {
 		go func() {
-			res, err := kernel.Invoke[*abi.CodeModeResult](ctx, h.k, alice, "codemode.run", &abi.CodeModeRunArgs{Code: wait, TimeoutMs: 20_000})
+			res, err := kernel.Do(ctx, h.k, alice, abi.CodemodeRun, &abi.CodeModeRunArgs{Code: wait, TimeoutMs: 20_000})
 			if err != nil {
 				t.Error(err)
 			}
@@ -215,18 +215,18 @@ func TestCodeModeBlocksPerUser(t *testing.T) {
 		}()
 	}
 	eventually(t, func() bool {
-		h.m.blockMu.Lock()
-		defer h.m.blockMu.Unlock()
-		return h.m.blockRuns[h.alice.Uid] == 2
+		h.m.run.blockMu.Lock()
+		defer h.m.run.blockMu.Unlock()
+		return h.m.run.blockRuns[h.alice.Uid] == 2
 	}, func() string { return "alice's two blocks are not both running" })
-	if _, err := kernel.Invoke[*abi.CodeModeResult](ctx, h.k, alice, "codemode.run", &abi.CodeModeRunArgs{Code: "return 1"}); abi.Code(err) != 409 || !strings.Contains(err.Error(), "at most 2") {
+	if _, err := kernel.Do(ctx, h.k, alice, abi.CodemodeRun, &abi.CodeModeRunArgs{Code: "return 1"}); abi.Code(err) != 409 || !strings.Contains(err.Error(), "at most 2") {
 		t.Fatalf("a third block of alice: %v", err)
 	}
 	bob := &kernel.Caller{Identity: h.bob}
-	if res, err := kernel.Invoke[*abi.CodeModeResult](ctx, h.k, bob, "codemode.run", &abi.CodeModeRunArgs{Code: "return 1"}); err != nil || res.Status != "completed" {
+	if res, err := kernel.Do(ctx, h.k, bob, abi.CodemodeRun, &abi.CodeModeRunArgs{Code: "return 1"}); err != nil || res.Status != "completed" {
 		t.Fatalf("bob's block: %+v %v", res, err)
 	}
-	if _, err := kernel.Invoke[*abi.FSWriteResult](ctx, h.k, alice, "fs.write", &abi.FSWriteArgs{Path: "~/go.txt", Content: "go"}); err != nil {
+	if _, err := kernel.Do(ctx, h.k, alice, abi.FsWrite, &abi.FSWriteArgs{Path: "~/go.txt", Content: "go"}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -234,7 +234,7 @@ func TestCodeModeBlocksPerUser(t *testing.T) {
 			t.Fatalf("a waiting block: %+v", r)
 		}
 	}
-	if res, err := kernel.Invoke[*abi.CodeModeResult](ctx, h.k, alice, "codemode.run", &abi.CodeModeRunArgs{Code: "return 1"}); err != nil || res.Status != "completed" {
+	if res, err := kernel.Do(ctx, h.k, alice, abi.CodemodeRun, &abi.CodeModeRunArgs{Code: "return 1"}); err != nil || res.Status != "completed" {
 		t.Fatalf("alice's block after hers ended: %+v %v", res, err)
 	}
 }

@@ -11,6 +11,14 @@
 // ns.Space.Add. Every read and write of /proc is one of its syscalls made
 // as the caller; all state lives in the kernel's SQLite store.
 //
+// The Manager keeps the process table (processes and conversations) and
+// the /proc tree, and delegates the runs to its run engine (engine.go), a
+// type of its own that asks the table for what it needs through a small
+// interface (processStore). IPC between processes and signal watches are
+// the ipc room's (package ipc): proc serves it the kernel-only
+// proc.deliver, proc.conversation.state and proc.run.state, and tells it
+// when a run ends and before a process is killed (sys_ipc.go).
+//
 // A process runs at most one run at a time (run.go): its runState is idle,
 // starting, running or waiting (on a human's approval), and one function,
 // startLocked, starts the goroutine of a run.

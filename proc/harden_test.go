@@ -419,7 +419,7 @@ func TestInitBackfill(t *testing.T) {
 // with it the init process made in the same transaction.
 func TestUserHookFailureLeavesNoInit(t *testing.T) {
 	h := newPTHarness(t)
-	h.k.OnUserCreated(func(tx *sql.Tx, u *kernel.User) error {
+	h.k.OnUserCreated(func(tx *kernel.Tx, u *kernel.User) error {
 		if u.Username == "mallory" {
 			return abi.E(abi.Invalid, "refused")
 		}

@@ -25,6 +25,7 @@ import (
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/devices"
 	"gsvfs.dev/gsvfs/devices/local"
+	"gsvfs.dev/gsvfs/ipc"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc/model"
@@ -286,9 +287,9 @@ func (h *ptHarness) waitIdle(pid string) {
 	eventually(h.t, func() bool {
 		h.k.Store.R.QueryRow(`SELECT (SELECT count(*) FROM proc_runs WHERE pid=? AND status IN ('running','waiting_hil'))
 			+ (SELECT count(*) FROM proc_queue WHERE pid=?)`, pid, pid).Scan(&n)
-		h.m.mu.Lock()
-		pr := h.m.procs[pid]
-		h.m.mu.Unlock()
+		h.m.run.mu.Lock()
+		pr := h.m.run.procs[pid]
+		h.m.run.mu.Unlock()
 		busy = false
 		if pr != nil {
 			pr.mu.Lock()
@@ -509,8 +510,9 @@ func ptDump(ms []abi.Message) string {
 func init0(uid uint32) string { return fmt.Sprintf("init:%d", uid) }
 
 // register opens the proc room on k and adds it, after the devices room
-// (the data tree), to a new namespace, as gsvfs does. space.Close (by
-// the Manager's harness, or the kernel's end) closes both.
+// (the data tree) and before the ipc room (mail, calls and watches
+// between processes), to a new namespace, as gsvfs does. space.Close (by
+// the Manager's harness, or the kernel's end) closes them.
 func register(k *kernel.Kernel, opts Options) (*Manager, error) {
 	space := ns.New(k)
 	// A short wait budget, so that a Shell command of a test may outrun it.
@@ -527,6 +529,13 @@ func register(k *kernel.Kernel, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	if err := space.Add(context.Background(), m); err != nil {
+		return nil, err
+	}
+	r, err := ipc.Open(space, ipc.Options{Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	if err := space.Add(context.Background(), r); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -59,7 +59,7 @@ const (
 // hilExpiry is how long uid's requests wait: hil_expiry of the owner's AI
 // configuration, a Go duration ("30m") or whole seconds; anything else
 // (absent, unparsable, not positive) is DefaultHilExpiry.
-func (m *Manager) hilExpiry(ctx context.Context, uid uint32) time.Duration {
+func (m *engine) hilExpiry(ctx context.Context, uid uint32) time.Duration {
 	cfg, _ := m.aiConfig(ctx, uid)
 	v := cfg["hil_expiry"]
 	if d, err := time.ParseDuration(v); err == nil && d > 0 {
@@ -141,7 +141,7 @@ func editedArgs(toolName string, raw json.RawMessage) (json.RawMessage, error) {
 }
 
 // allowed says whether pid remembered an approval for syscall.
-func (m *Manager) allowed(ctx context.Context, pid, syscall string) (bool, error) {
+func (m *engine) allowed(ctx context.Context, pid, syscall string) (bool, error) {
 	list, err := hilAllow(m.st.QueryRowContext(ctx, `SELECT hil_allow FROM proc_processes WHERE pid=?`, pid))
 	return slices.Contains(list, syscall), err
 }
@@ -181,7 +181,7 @@ type hilDecision struct {
 // answer it gives narrows the run's conversation first, so that the call
 // it approves (with its edits) and whatever the model does with its text
 // act within it.
-func (m *Manager) Hil(ctx context.Context, p *abi.Process, a *abi.HilArgs, narrow *abi.ProcessCap) (*abi.HilResult, error) {
+func (m *engine) Hil(ctx context.Context, p *abi.Process, a *abi.HilArgs, narrow *abi.ProcessCap) (*abi.HilResult, error) {
 	edits := len(a.Args) > 0 && string(a.Args) != "null"
 	switch {
 	case a.Decision != "approve" && a.Decision != "deny" && a.Decision != "substitute":
@@ -253,9 +253,9 @@ func (m *Manager) Hil(ctx context.Context, p *abi.Process, a *abi.HilArgs, narro
 // goroutine has not yet taken pr.mu to wait) resumes itself: it finds no
 // request pending. An aborted run is not resumed: its aborter records its
 // end. A request no longer pending is left as it is.
-func (m *Manager) decideLocked(ctx context.Context, pr *process, pid string, uid uint32, requestID, runID, syscall string, d hilDecision) (resumed bool, err error) {
+func (m *engine) decideLocked(ctx context.Context, pr *process, pid string, uid uint32, requestID, runID, syscall string, d hilDecision) (resumed bool, err error) {
 	decided := false
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		var edited, editedDigest, result any
 		if d.edited != nil {
 			edited, editedDigest = string(d.edited), argsDigest(d.edited)
@@ -310,7 +310,7 @@ func (m *Manager) decideLocked(ctx context.Context, pr *process, pid string, uid
 // if it is still pending then. The timer is not stopped by Close: when it
 // fires after Close it does nothing, and Start arms the pending requests'
 // timers again (armHilExpiries).
-func (m *Manager) expireLater(pid string, uid uint32, requestID string, at int64) {
+func (m *engine) expireLater(pid string, uid uint32, requestID string, at int64) {
 	if at <= 0 {
 		return
 	}
@@ -321,7 +321,7 @@ func (m *Manager) expireLater(pid string, uid uint32, requestID string, at int64
 
 // expireHil expires request requestID of pid if it is still pending: its
 // run resumes and gets "approval expired".
-func (m *Manager) expireHil(pid string, uid uint32, requestID string) {
+func (m *engine) expireHil(pid string, uid uint32, requestID string) {
 	ctx := context.Background()
 	var runID, syscall string
 	err := m.st.QueryRowContext(ctx, `SELECT run_id,syscall FROM proc_hil WHERE request_id=? AND status='pending'`, requestID).Scan(&runID, &syscall)
@@ -340,7 +340,7 @@ func (m *Manager) expireHil(pid string, uid uint32, requestID string) {
 }
 
 // armHilExpiries arms the expiry of every pending request (Start).
-func (m *Manager) armHilExpiries(ctx context.Context) error {
+func (m *engine) armHilExpiries(ctx context.Context) error {
 	rows, err := m.st.QueryContext(ctx, `SELECT h.pid,p.uid,h.request_id,h.expires_at FROM proc_hil h JOIN proc_processes p ON p.pid=h.pid
 		WHERE h.status='pending' AND h.expires_at>0`)
 	if err != nil {
@@ -361,7 +361,7 @@ func (m *Manager) armHilExpiries(ctx context.Context) error {
 
 // hilRequest is a new request of run r of pr about call callID of the
 // tool toolName, whose syscall with args needs the approval of need.
-func (m *Manager) hilRequest(ctx context.Context, pr *process, r *activeRun, callID, toolName, need string, args json.RawMessage) abi.HilRequest {
+func (m *engine) hilRequest(ctx context.Context, pr *process, r *activeRun, callID, toolName, need string, args json.RawMessage) abi.HilRequest {
 	t0 := now()
 	return abi.HilRequest{RequestID: newID("hil_"), RunID: r.id, ConversationID: r.cid, CallID: callID, ToolName: toolName, Syscall: need, Args: args,
 		ArgsDigest: argsDigest(args), Target: argsTarget(args), CreatedAt: t0, ExpiresAt: t0 + m.hilExpiry(ctx, pr.uid).Milliseconds()}
@@ -370,8 +370,8 @@ func (m *Manager) hilRequest(ctx context.Context, pr *process, r *activeRun, cal
 // askHil stores request h with run r of pr waiting on it, in one write
 // (whoever sees the request sees the run waiting on it), arms its expiry
 // and publishes it (proc.run.hil.requested).
-func (m *Manager) askHil(ctx context.Context, pr *process, r *activeRun, h abi.HilRequest) error {
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+func (m *engine) askHil(ctx context.Context, pr *process, r *activeRun, h abi.HilRequest) error {
+	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if _, err := m.st.TxExec(tx, `INSERT INTO proc_hil(request_id,pid,run_id,cid,generation,call_id,tool_name,syscall,args,args_digest,created_at,expires_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)`,
 			h.RequestID, pr.pid, r.id, r.cid, r.gen, h.CallID, h.ToolName, h.Syscall, string(h.Args), h.ArgsDigest, h.CreatedAt, h.ExpiresAt); err != nil {
 			return err
@@ -397,7 +397,7 @@ type hilAnswer struct {
 
 // answerOf reads the latest request of run runID of pid about call callID
 // and its answer.
-func (m *Manager) answerOf(ctx context.Context, pid, runID, callID string) (hilAnswer, error) {
+func (m *engine) answerOf(ctx context.Context, pid, runID, callID string) (hilAnswer, error) {
 	var a hilAnswer
 	var edited, editedDigest, result sql.NullString
 	err := m.st.QueryRowContext(ctx, `SELECT status,edited_args,edited_digest,result FROM proc_hil WHERE pid=? AND run_id=? AND call_id=? ORDER BY created_at DESC LIMIT 1`, pid, runID, callID).
@@ -431,7 +431,7 @@ func editedNote(args json.RawMessage) string {
 }
 
 // pendingHil returns pid's pending HIL request, or nil.
-func (m *Manager) pendingHil(ctx context.Context, pid string) (*abi.HilRequest, error) {
+func (m *engine) pendingHil(ctx context.Context, pid string) (*abi.HilRequest, error) {
 	var h abi.HilRequest
 	var args string
 	err := m.st.QueryRowContext(ctx, `SELECT request_id,run_id,cid,call_id,tool_name,syscall,args,args_digest,created_at,expires_at FROM proc_hil WHERE pid=? AND status='pending' ORDER BY created_at LIMIT 1`, pid).

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"database/sql"
@@ -19,9 +20,9 @@ import (
 )
 
 // policy returns the context policy of conversation cid of pid.
-func (m *Manager) policy(ctx context.Context, pid, cid string) (*abi.Policy, error) {
+func (m *engine) policy(ctx context.Context, pid, cid string) (*abi.Policy, error) {
 	var p abi.Policy
-	err := m.st.R.QueryRowContext(ctx, `SELECT overflow,compact_at,keep_last FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).
+	err := m.st.QueryRowContext(ctx, `SELECT overflow,compact_at,keep_last FROM proc_conversations WHERE pid=? AND cid=?`, pid, cid).
 		Scan(&p.Overflow, &p.CompactAtPressure, &p.KeepLast)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, abi.E(abi.Path(pid+"/"+cid), abi.NotExist, "no such conversation")
@@ -34,14 +35,14 @@ func (m *Manager) policy(ctx context.Context, pid, cid string) (*abi.Policy, err
 
 // segments returns the segments of conversation cid of pid, oldest
 // first, or the one segment segID of pid (of any conversation).
-func (m *Manager) segments(ctx context.Context, pid, cid, segID string) ([]abi.Segment, error) {
+func (m *engine) segments(ctx context.Context, pid, cid, segID string) ([]abi.Segment, error) {
 	q := `SELECT id,cid,generation,kind,from_id,to_id,archive_path,summary_message_id,messages,created_at FROM proc_segments WHERE pid=? AND cid=?`
 	args := []any{pid, cid}
 	if segID != "" {
 		q = `SELECT id,cid,generation,kind,from_id,to_id,archive_path,summary_message_id,messages,created_at FROM proc_segments WHERE pid=? AND id=?`
 		args = []any{pid, segID}
 	}
-	rows, err := m.st.R.QueryContext(ctx, q+` ORDER BY created_at, id`, args...)
+	rows, err := m.st.QueryContext(ctx, q+` ORDER BY created_at, id`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +64,7 @@ func (m *Manager) segments(ctx context.Context, pid, cid, segID string) ([]abi.S
 // narrow is the narrowing of whoever wrote the summary (nil for none):
 // it narrows the conversation with the summary (cap.go). The segment
 // keeps the conversation's narrowing, for a fork that restores it.
-func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi.CompactArgs, inRun bool, narrow *abi.ProcessCap) (*abi.CompactResult, error) {
+func (m *engine) compact(ctx context.Context, p *abi.Process, cid string, a abi.CompactArgs, inRun bool, narrow *abi.ProcessCap) (*abi.CompactResult, error) {
 	if (a.KeepLast == nil) == (a.ThroughMessageID == nil) {
 		return nil, abi.E(abi.Invalid, "give exactly one selector: keep=<n> or through=<msgId>")
 	}
@@ -113,7 +114,9 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 		role   string
 		hasTCs bool
 	}
-	rows, err := m.st.R.QueryContext(ctx, `SELECT id,role,CASE WHEN role='assistant' AND instr(content,'"toolCalls"')>0 THEN 1 ELSE 0 END
+	// An assistant message's content is read to see whether it makes
+	// tool calls; the others' is not.
+	rows, err := m.st.QueryContext(ctx, `SELECT id,role,CASE WHEN role='assistant' THEN content ELSE '' END
 		FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id`, p.Pid, cid, c.Generation)
 	if err != nil {
 		return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
@@ -121,10 +124,12 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 	var ms []idRole
 	for rows.Next() {
 		var x idRole
-		if err := rows.Scan(&x.id, &x.role, &x.hasTCs); err != nil {
+		var content sql.RawBytes
+		if err := rows.Scan(&x.id, &x.role, &content); err != nil {
 			rows.Close()
 			return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
 		}
+		x.hasTCs = x.role == "assistant" && bytes.Contains(content, []byte(`"toolCalls"`))
 		ms = append(ms, x)
 	}
 	rows.Close()
@@ -192,7 +197,7 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 	}
 	text := fmt.Sprintf("[Process Event]: Compacted %d messages (ids %d-%d) into segment %s, archived at %s. Summary:\n%s", n, from, to, segID, archive, summary)
 	t := now()
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		// The process is not locked while the archive and summary are
 		// made: a reset may have moved the conversation on meanwhile.
 		var gen int64
@@ -246,7 +251,7 @@ func (m *Manager) compact(ctx context.Context, p *abi.Process, cid string, a abi
 
 // removeArchive deletes an archive no segment records (the compaction
 // that wrote it did not happen).
-func (m *Manager) removeArchive(ctx context.Context, path string) {
+func (m *engine) removeArchive(ctx context.Context, path string) {
 	res, err := kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.FsDelete, &abi.FSDeleteArgs{Path: path})
 	if err == nil && !res.OK {
 		err = errors.New(res.Error)
@@ -258,12 +263,12 @@ func (m *Manager) removeArchive(ctx context.Context, path string) {
 
 // summarize asks the owner's model to summarize messages from..to (the
 // last 200 of them, at most 48 KiB of text).
-func (m *Manager) summarize(ctx context.Context, p *abi.Process, cid string, gen, from, to int64) (string, error) {
+func (m *engine) summarize(ctx context.Context, p *abi.Process, cid string, gen, from, to int64) (string, error) {
 	prov, modelName, err := m.provider(ctx, p.Uid)
 	if err != nil {
 		return "", err
 	}
-	rows, err := m.st.R.QueryContext(ctx, `SELECT role,content FROM (SELECT id,role,content FROM proc_messages
+	rows, err := m.st.QueryContext(ctx, `SELECT role,content FROM (SELECT id,role,content FROM proc_messages
 		WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id DESC LIMIT 200) ORDER BY id`, p.Pid, cid, gen, from, to)
 	if err != nil {
 		return "", err
@@ -299,7 +304,7 @@ func (m *Manager) summarize(ctx context.Context, p *abi.Process, cid string, gen
 // writeArchive writes the messages from..to of a conversation generation
 // (all of them when to is 0) as gzipped JSON lines to the namespace path,
 // streaming rows from the store. It returns how many it wrote.
-func (m *Manager) writeArchive(ctx context.Context, path, pid, cid string, gen, from, to int64) (int64, error) {
+func (m *engine) writeArchive(ctx context.Context, path, pid, cid string, gen, from, to int64) (int64, error) {
 	if to == 0 {
 		to = 1<<62 - 1
 	}
@@ -309,7 +314,7 @@ func (m *Manager) writeArchive(ctx context.Context, path, pid, cid string, gen, 
 	}
 	bw := bufio.NewWriterSize(f, 64<<10)
 	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
-	rows, err := m.st.R.QueryContext(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id`, pid, cid, gen, from, to)
+	rows, err := m.st.QueryContext(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id`, pid, cid, gen, from, to)
 	if err != nil {
 		f.Close()
 		return 0, err
@@ -341,7 +346,7 @@ func (m *Manager) writeArchive(ctx context.Context, path, pid, cid string, gen, 
 }
 
 // readArchive streams the messages of an archive to fn, as the caller.
-func (m *Manager) readArchive(ctx context.Context, c *kernel.Caller, path string, fn func(abi.Message) bool) error {
+func (m *engine) readArchive(ctx context.Context, c *kernel.Caller, path string, fn func(abi.Message) bool) error {
 	f, err := kernel.Do(ctx, m.k, c, abi.FsOpenread, &abi.FileArgs{Path: path})
 	if err != nil {
 		return err
@@ -368,7 +373,7 @@ func (m *Manager) readArchive(ctx context.Context, c *kernel.Caller, path string
 // fork branches cid through a live message, or restores a segment (with
 // the live suffix that followed it, unless told not to), into a new
 // conversation.
-func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, cid string, a abi.ForkArgs) (*abi.ForkResult, error) {
+func (m *engine) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, cid string, a abi.ForkArgs) (*abi.ForkResult, error) {
 	if (a.SegmentID == "") == (a.ThroughMessageID == nil) {
 		return nil, abi.E(abi.Invalid, "give exactly one of through=<msgId> or segment=<segId>")
 	}
@@ -391,7 +396,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 	suffix := false
 	var seg *abi.Segment
 	if a.ThroughMessageID != nil {
-		copied, err = m.readMessages(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id<=? ORDER BY id`, p.Pid, cid, src.Generation, *a.ThroughMessageID)
+		copied, err = readMessages(ctx, m.st, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id<=? ORDER BY id`, p.Pid, cid, src.Generation, *a.ThroughMessageID)
 		if err != nil {
 			return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
 		}
@@ -410,10 +415,10 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 			// suffixTo is the last message that followed the segment
 			// when it was made: the live suffix it restores.
 			var suffixTo int64
-			if err := m.st.R.QueryRowContext(ctx, `SELECT suffix_to FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&suffixTo); err != nil {
+			if err := m.st.QueryRowContext(ctx, `SELECT suffix_to FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&suffixTo); err != nil {
 				return nil, abi.E(abi.Path(seg.ID), err)
 			}
-			live, err := m.readMessages(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? AND id<=? ORDER BY id`,
+			live, err := readMessages(ctx, m.st, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? AND id<=? ORDER BY id`,
 				p.Pid, cid, seg.Generation, seg.ToMessageID, suffixTo)
 			if err != nil {
 				return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
@@ -426,7 +431,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 	narrow := src.Cap
 	if seg != nil {
 		var segCap sql.NullString
-		if err := m.st.R.QueryRowContext(ctx, `SELECT process_cap FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&segCap); err != nil {
+		if err := m.st.QueryRowContext(ctx, `SELECT process_cap FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&segCap); err != nil {
 			return nil, abi.E(abi.Path(seg.ID), err)
 		}
 		if narrow = capOf(segCap); suffix && seg.Generation == src.Generation {
@@ -434,7 +439,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 		}
 	}
 	t := now()
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if _, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at,process_cap) VALUES(?,?,?,?,?,?)`, p.Pid, target, title, t, t, capColumn(narrow)); err != nil {
 			return abi.E(abi.Path(p.Pid+"/"+target), abi.Busy, "conversation already exists")
 		}
@@ -470,7 +475,7 @@ func (m *Manager) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, ci
 // resetConvs archives (unless archive is false) and clears conversations
 // cids of p, bumps their generations and drops their queued messages; an
 // active run in one of them is aborted first.
-func (m *Manager) resetConvs(ctx context.Context, p *abi.Process, cids []string, archive bool) ([]abi.ArchiveEntry, string, error) {
+func (m *engine) resetConvs(ctx context.Context, p *abi.Process, cids []string, archive bool) ([]abi.ArchiveEntry, string, error) {
 	pr := m.proc(p.Pid, p.Uid)
 	pr.mu.Lock()
 	// The conversations' queued messages are dropped before their run is
@@ -531,7 +536,7 @@ func (m *Manager) resetConvs(ctx context.Context, p *abi.Process, cids []string,
 			}
 			entries = append(entries, abi.ArchiveEntry{ConversationID: cid, Generation: c.Generation, Messages: n, Path: path})
 		}
-		err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+		err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 			if _, err := tx.Exec(`DELETE FROM proc_messages WHERE pid=? AND cid=? AND generation=?`, p.Pid, cid, c.Generation); err != nil {
 				return err
 			}
@@ -572,7 +577,7 @@ func validCid(cid string) error {
 }
 
 // segment returns segment segID of conversation cid of pid.
-func (m *Manager) segment(ctx context.Context, pid, cid, segID string) (*abi.Segment, error) {
+func (m *engine) segment(ctx context.Context, pid, cid, segID string) (*abi.Segment, error) {
 	segs, err := m.segments(ctx, pid, cid, segID)
 	if err != nil {
 		return nil, abi.E(abi.Path(segID), err)

@@ -126,7 +126,7 @@ func toolByName(name string) *tool {
 // has no tool to poll. The output is what each poll returned, joined, its
 // tail kept as shell.exec keeps it; an abort ends the polling (the command
 // runs on to its own timeout).
-func (m *Manager) awaitShell(ctx context.Context, caller *kernel.Caller, sh *abi.ShellExecResult) (*abi.ShellExecResult, error) {
+func (m *engine) awaitShell(ctx context.Context, caller *kernel.Caller, sh *abi.ShellExecResult) (*abi.ShellExecResult, error) {
 	var out strings.Builder
 	out.WriteString(sh.Output)
 	truncated := sh.Truncated
@@ -206,7 +206,7 @@ func approval(syscall string, args json.RawMessage, home, cwd string) string {
 // with the process's cwd, workspace and pid, narrowed by the process's
 // narrowing (a run narrows it further by its conversation's:
 // actingCaller).
-func (m *Manager) processCaller(ctx context.Context, p *abi.Process) (*kernel.Caller, error) {
+func (m *engine) processCaller(ctx context.Context, p *abi.Process) (*kernel.Caller, error) {
 	id, err := m.k.IdentityOf(ctx, p.Uid)
 	if err != nil {
 		return nil, err
@@ -220,7 +220,7 @@ func (m *Manager) processCaller(ctx context.Context, p *abi.Process) (*kernel.Ca
 
 // execute runs r until it finishes, fails, or waits on a human. It
 // returns the run's status: done, error, aborted or waiting_hil.
-func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (string, error) {
+func (m *engine) execute(ctx context.Context, pr *process, r *activeRun) (string, error) {
 	p, err := m.get(ctx, pr.pid)
 	if err != nil {
 		return "error", err
@@ -353,7 +353,7 @@ func (m *Manager) execute(ctx context.Context, pr *process, r *activeRun) (strin
 
 // callIDUsed says whether run runID of pid already asked a human about a
 // tool call with id callID.
-func (m *Manager) callIDUsed(ctx context.Context, pid, runID, callID string) (bool, error) {
+func (m *engine) callIDUsed(ctx context.Context, pid, runID, callID string) (bool, error) {
 	var n int
 	err := m.st.QueryRowContext(ctx, `SELECT count(*) FROM proc_hil WHERE pid=? AND run_id=? AND call_id=?`, pid, runID, callID).Scan(&n)
 	return n > 0, err
@@ -361,9 +361,9 @@ func (m *Manager) callIDUsed(ctx context.Context, pid, runID, callID string) (bo
 
 // appendGuarded appends a message to r's conversation if r is still the
 // conversation's live run: same generation, run still running.
-func (m *Manager) appendGuarded(ctx context.Context, pid string, r *activeRun, role string, content json.RawMessage) (int64, error) {
+func (m *engine) appendGuarded(ctx context.Context, pid string, r *activeRun, role string, content json.RawMessage) (int64, error) {
 	var id int64
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		var gen int64
 		var status string
 		if err := m.st.TxQueryRow(tx, `SELECT c.generation, r.status FROM proc_conversations c, proc_runs r WHERE c.pid=? AND c.cid=? AND r.run_id=?`, pid, r.cid, r.id).Scan(&gen, &status); errors.Is(err, sql.ErrNoRows) {
@@ -375,11 +375,8 @@ func (m *Manager) appendGuarded(ctx context.Context, pid string, r *activeRun, r
 			return errStale
 		}
 		t := now()
-		res, err := m.st.TxExec(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,?,?)`, pid, r.cid, r.gen, role, string(content), t)
+		err := m.st.TxQueryRow(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,?,?,?,?) RETURNING id`, pid, r.cid, r.gen, role, string(content), t).Scan(&id)
 		if err != nil {
-			return err
-		}
-		if id, err = res.LastInsertId(); err != nil {
 			return err
 		}
 		_, err = m.st.TxExec(tx, `UPDATE proc_conversations SET updated_at=? WHERE pid=? AND cid=?`, t, pid, r.cid)
@@ -390,7 +387,7 @@ func (m *Manager) appendGuarded(ctx context.Context, pid string, r *activeRun, r
 
 // processEvent appends a visible "[Process Event]:" system message; a run
 // that is no longer live appends nothing.
-func (m *Manager) processEvent(ctx context.Context, pr *process, r *activeRun, text string) {
+func (m *engine) processEvent(ctx context.Context, pr *process, r *activeRun, text string) {
 	_, err := m.appendGuarded(context.WithoutCancel(ctx), pr.pid, r, "system", jsonString(EventPrefix+text))
 	if err != nil && !errors.Is(err, errStale) {
 		m.log.Error("proc: append a process event", "pid", pr.pid, "run", r.id, "err", err)
@@ -403,7 +400,7 @@ func (m *Manager) processEvent(ctx context.Context, pr *process, r *activeRun, t
 // result. An answered request decides the call: approved runs it (with
 // the edited args, if the human edited them), denied and expired give
 // the model a refusal, substituted gives it the human's text.
-func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi.Process, caller *kernel.Caller, c model.ToolCall) (waiting bool, err error) {
+func (m *engine) runTool(ctx context.Context, pr *process, r *activeRun, p *abi.Process, caller *kernel.Caller, c model.ToolCall) (waiting bool, err error) {
 	t := toolByName(c.Name)
 	var mark hilResultContent // what a human's answer changed, stored with the result
 	result := func(out string, isErr bool) error {
@@ -506,7 +503,7 @@ func (m *Manager) runTool(ctx context.Context, pr *process, r *activeRun, p *abi
 
 // systemPrompt is the profile's prompt, the process's assignment (its
 // context files) and the owner's ~/context.d/*.md.
-func (m *Manager) systemPrompt(ctx context.Context, p *abi.Process, caller *kernel.Caller) string {
+func (m *engine) systemPrompt(ctx context.Context, p *abi.Process, caller *kernel.Caller) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "You are a GSV agent process (pid %s, profile %s) acting for user %s. Your working directory is %s.\n",
 		p.Pid, p.Profile, caller.Username, p.Cwd)
@@ -536,7 +533,7 @@ func (m *Manager) systemPrompt(ctx context.Context, p *abi.Process, caller *kern
 // devicesPrompt lists the online devices the caller may use and what each
 // serves, for the tools' target: a prompt is free, so a failed list
 // leaves the section out.
-func (m *Manager) devicesPrompt(ctx context.Context, b *strings.Builder, caller *kernel.Caller) {
+func (m *engine) devicesPrompt(ctx context.Context, b *strings.Builder, caller *kernel.Caller) {
 	res, err := kernel.Do(ctx, m.k, caller, abi.SysDeviceList, &abi.DeviceListArgs{})
 	if err != nil || len(res.Devices) == 0 {
 		return
@@ -549,7 +546,7 @@ func (m *Manager) devicesPrompt(ctx context.Context, b *strings.Builder, caller 
 
 // modelMessages loads the active messages of a conversation as model
 // messages, and their stored size.
-func (m *Manager) modelMessages(ctx context.Context, pid, cid string, gen int64) ([]model.Message, int, error) {
+func (m *engine) modelMessages(ctx context.Context, pid, cid string, gen int64) ([]model.Message, int, error) {
 	rows, err := m.st.QueryContext(ctx, `SELECT id,role,content FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id`, pid, cid, gen)
 	if err != nil {
 		return nil, 0, err
@@ -598,7 +595,7 @@ var toolDefs = func() []model.ToolDef {
 // callModel makes one model call for r as caller (the process),
 // streaming deltas to the events. msgs are the conversation's model
 // messages if the preflight read them, else nil.
-func (m *Manager) callModel(ctx context.Context, pr *process, r *activeRun, p *abi.Process, caller *kernel.Caller, msgs []model.Message) (model.Response, error) {
+func (m *engine) callModel(ctx context.Context, pr *process, r *activeRun, p *abi.Process, caller *kernel.Caller, msgs []model.Message) (model.Response, error) {
 	prov, modelName, err := m.provider(ctx, p.Uid)
 	if err != nil {
 		return model.Response{}, err
@@ -628,7 +625,7 @@ func (m *Manager) callModel(ctx context.Context, pr *process, r *activeRun, p *a
 // fail refuses the run. It returns the conversation's model messages when
 // it read them and left them as they are (nil otherwise), so that the
 // model call need not read them again.
-func (m *Manager) preflight(ctx context.Context, pr *process, r *activeRun, p *abi.Process) ([]model.Message, error) {
+func (m *engine) preflight(ctx context.Context, pr *process, r *activeRun, p *abi.Process) ([]model.Message, error) {
 	pol, err := m.policy(ctx, pr.pid, r.cid)
 	if err != nil {
 		return nil, err

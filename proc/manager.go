@@ -6,11 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
-	"sync"
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
-	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc/model"
@@ -43,8 +41,11 @@ type Options struct {
 	noCheckpoints bool
 }
 
-// Manager runs the processes of one kernel. It is the proc room of the
-// namespace (ns.Room, ns.Starter).
+// Manager is the proc room of the namespace (ns.Room, ns.Starter): the
+// process table (processes and their conversations, stored), the proc.*
+// syscalls and the /proc tree. It delegates the runs of its processes to
+// the run engine (engine.go), which asks it for records through a small
+// interface (processStore).
 type Manager struct {
 	k     *kernel.Kernel
 	space *ns.Space
@@ -52,27 +53,12 @@ type Manager struct {
 	log   *slog.Logger
 	opts  Options
 
-	mu    sync.Mutex
-	procs map[string]*process
-	// closed is set by Close: no run goroutine starts after it (guarded
-	// by mu, like wg.Add, so that Close's wg.Wait sees every goroutine).
-	closed bool
-	wg     sync.WaitGroup // the run goroutines
+	// run is the run engine: the processes' runs, their loop, approvals,
+	// checkpoints, CodeMode blocks and history lifecycle.
+	run *engine
 
-	provMu    sync.Mutex
-	provCache map[string]model.Provider // see provider
-
-	cache  *renderCache     // history and transcript files (cache.go)
-	ipc    ipcState         // the deadlines of pending IPC calls (ipc.go)
-	watch  watchState       // the signal watches' live part (watch.go)
-	routes runRoutes        // the connections runs' chat notifications go to (routes.go)
-	owners ownerCache       // the owners of processes' files, looked up (tree.go)
-	blocks *codemode.Runner // CodeMode's workers, kept warm (nil: no worker command)
-	// hilWaiters are the blocks' nested calls waiting for a human's
-	// answer: request id → a channel decideLocked closes.
-	hilWaiters sync.Map
-	blockMu    sync.Mutex
-	blockRuns  map[uint32]int // the CodeMode blocks running, per user
+	cache  *renderCache // history and transcript files (cache.go)
+	owners ownerCache   // the owners of processes' files, looked up (tree.go)
 
 	// changes are when the parts of /proc last changed (changes.go).
 	changes *ns.Changes
@@ -98,11 +84,8 @@ func Open(space *ns.Space, opts Options) (*Manager, error) {
 	if err := migrateHil(k.Store); err != nil {
 		return nil, err
 	}
-	m := &Manager{k: k, space: space, st: k.Store, log: opts.Logger, opts: opts, procs: map[string]*process{}, blockRuns: map[uint32]int{},
-		changes: ns.NewChanges()}
-	if len(opts.CodeModeWorker) > 0 {
-		m.blocks = codemode.NewRunnerWith(opts.CodeModeWorker, codemode.RunnerOptions{Log: opts.Logger, CPUGroup: opts.CodeModeGroup})
-	}
+	m := &Manager{k: k, space: space, st: k.Store, log: opts.Logger, opts: opts, changes: ns.NewChanges()}
+	m.run = newEngine(m, k, opts)
 	if err := m.openRenderCache(); err != nil {
 		return nil, err
 	}
@@ -120,24 +103,16 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 		kernel.Handle(abi.ProcEvents, m.sysEvents),
 		kernel.Handle(abi.ProcProfileList, m.sysProfiles),
 		kernel.Handle(abi.ProcSpawn, m.sysSpawn),
-		kernel.Handle(abi.ProcSend, m.sysSend),
-		kernel.Handle(abi.ProcRunGet, m.sysRunGet),
-		kernel.Handle(abi.ProcRunList, m.sysRunList),
-		kernel.Handle(abi.ProcRunControl, m.sysRunControl),
-		kernel.Handle(abi.ProcDirective, m.sysDirective),
-		kernel.Fn("proc.ipc.send", 0, m.sysIpcSend),
-		kernel.Fn("proc.ipc.call", 0, m.sysIpcCall),
-		kernel.Fn("proc.ipc.delegate", 0, m.sysIpcDelegate),
-		kernel.Fn("proc.ipc.list", 0, m.sysIpcList),
-		kernel.Fn("proc.ipc.deliver", kernel.KernelOnly, m.sysIpcDeliver),
-		kernel.Fn("signal.watch", 0, m.sysWatch),
-		kernel.Fn("signal.unwatch", 0, m.sysUnwatch),
-		kernel.Fn("signal.list", 0, m.sysWatchList),
-		kernel.Handle(abi.ProcAbort, m.sysAbort),
-		kernel.Handle(abi.ProcHil, m.sysHil),
+		kernel.Handle(abi.ProcSend, m.run.sysSend),
+		kernel.Handle(abi.ProcRunGet, m.run.sysRunGet),
+		kernel.Handle(abi.ProcRunList, m.run.sysRunList),
+		kernel.Handle(abi.ProcRunControl, m.run.sysRunControl),
+		kernel.Handle(abi.ProcDirective, m.run.sysDirective),
+		kernel.Handle(abi.ProcAbort, m.run.sysAbort),
+		kernel.Handle(abi.ProcHil, m.run.sysHil),
 		kernel.Handle(abi.ProcKill, m.sysKill),
 		kernel.Handle(abi.ProcReset, m.sysReset),
-		kernel.Handle(abi.ProcCheckpoint, m.sysCheckpoint),
+		kernel.Handle(abi.ProcCheckpoint, m.run.sysCheckpoint),
 		kernel.Handle(abi.ProcSetidentity, m.sysSetIdentity),
 		kernel.Handle(abi.ProcHistory, m.sysHistory),
 		kernel.Handle(abi.ProcHistoryOpen, m.sysHistoryOpen),
@@ -146,15 +121,18 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 		kernel.Handle(abi.ProcConversationGet, m.sysConvGet),
 		kernel.Handle(abi.ProcConversationLookup, m.sysConvLookup),
 		kernel.Handle(abi.ProcConversationClose, m.sysConvClose),
-		kernel.Handle(abi.ProcConversationReset, m.sysConvReset),
-		kernel.Handle(abi.ProcConversationPolicyGet, m.sysPolicyGet),
-		kernel.Handle(abi.ProcConversationPolicySet, m.sysPolicySet),
-		kernel.Handle(abi.ProcConversationCompact, m.sysCompact),
-		kernel.Handle(abi.ProcConversationFork, m.sysFork),
-		kernel.Handle(abi.ProcConversationSegments, m.sysSegments),
-		kernel.Handle(abi.ProcConversationSegmentRead, m.sysSegmentRead),
-		kernel.Handle(abi.CodemodeRun, m.sysCodeModeRun),
-		kernel.Handle(abi.CodemodeExec, m.sysCodeModeExec),
+		kernel.Handle(abi.ProcConversationReset, m.run.sysConvReset),
+		kernel.Handle(abi.ProcConversationPolicyGet, m.run.sysPolicyGet),
+		kernel.Handle(abi.ProcConversationPolicySet, m.run.sysPolicySet),
+		kernel.Handle(abi.ProcConversationCompact, m.run.sysCompact),
+		kernel.Handle(abi.ProcConversationFork, m.run.sysFork),
+		kernel.Handle(abi.ProcConversationSegments, m.run.sysSegments),
+		kernel.Handle(abi.ProcConversationSegmentRead, m.run.sysSegmentRead),
+		kernel.Handle(abi.CodemodeRun, m.run.sysCodeModeRun),
+		kernel.Handle(abi.CodemodeExec, m.run.sysCodeModeExec),
+		kernel.Handle(abi.ProcDeliver, m.run.sysDeliver),
+		kernel.Handle(abi.ProcConversationState, m.run.sysConvState),
+		kernel.Handle(abi.ProcRunState, m.run.sysRunState),
 	}
 }
 
@@ -173,16 +151,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := m.backfillInits(ctx); err != nil {
 		return err
 	}
-	if err := m.resume(ctx); err != nil {
+	if err := m.run.resume(ctx); err != nil {
 		return err
 	}
-	if err := m.startWatches(ctx); err != nil {
-		return err
-	}
-	if err := m.armHilExpiries(ctx); err != nil {
-		return err
-	}
-	return m.resumeCalls(ctx)
+	return m.run.armHilExpiries(ctx)
 }
 
 // Close stops the manager for a shutdown (ns.Room): it cancels every
@@ -190,53 +162,27 @@ func (m *Manager) Start(ctx context.Context) error {
 // stored state (run "running", queue, pending HIL) as it is, so that Start
 // on the same store resumes them. Close it before closing the kernel. No
 // run starts after Close.
-func (m *Manager) Close() error {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil
-	}
-	m.closed = true
-	procs := make([]*process, 0, len(m.procs))
-	for _, pr := range m.procs {
-		procs = append(procs, pr)
-	}
-	m.mu.Unlock()
-	m.stopCalls()
-	m.stopWatches()
-	for _, pr := range procs {
-		pr.mu.Lock()
-		if r := pr.run; r != nil && pr.state == running {
-			r.stop = stopShutdown
-			r.cancel()
-		}
-		pr.mu.Unlock()
-	}
-	m.wg.Wait()
-	if m.blocks != nil {
-		m.blocks.Close()
-	}
-	return nil
-}
+func (m *Manager) Close() error { return m.run.close() }
 
-// proc returns the runtime of pid (the process must exist).
-func (m *Manager) proc(pid string, uid uint32) *process {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	p := m.procs[pid]
-	if p == nil {
-		p = &process{pid: pid, uid: uid}
-		m.procs[pid] = p
-	}
-	return p
+// signaller is a part of proc that publishes its processes' signals: the
+// Manager, and its run engine (through the table's noteChange).
+type signaller interface {
+	// noteChange notes which files of /proc the signal name (payload
+	// pl) of a process of uid changes (changes.go).
+	noteChange(uid uint32, name string, pl abi.Scoped)
+	// kern is the kernel whose bus carries the signals.
+	kern() *kernel.Kernel
 }
 
 // signal publishes a process signal of m to the owner uid (and root).
 // It notes which files of /proc the signal changes (noteChange).
-func signal[P abi.Scoped](m *Manager, uid uint32, sig abi.Signal[P], p P) {
+func signal[P abi.Scoped](m signaller, uid uint32, sig abi.Signal[P], p P) {
 	m.noteChange(uid, sig.Name, p)
-	kernel.Publish(m.k, sig, p, kernel.Audience{Uids: []uint32{uid}})
+	kernel.Publish(m.kern(), sig, p, kernel.Audience{Uids: []uint32{uid}})
 }
+
+// kern is the kernel of m (signaller).
+func (m *Manager) kern() *kernel.Kernel { return m.k }
 
 // changed announces a durable state change of a process (proc.changed).
 func (m *Manager) changed(uid uint32, c abi.ProcChanged) {

@@ -27,7 +27,7 @@ const MaxScript = 1 << 20
 // aiConfig returns the owner's AI configuration, resolved level by level
 // (resolveAI): config/ai/* and users/<uid>/ai/*. systemEndpoint says that
 // the endpoint is the system's.
-func (m *Manager) aiConfig(ctx context.Context, uid uint32) (cfg map[string]string, systemEndpoint bool) {
+func (m *engine) aiConfig(ctx context.Context, uid uint32) (cfg map[string]string, systemEndpoint bool) {
 	level := func(prefix string) map[string]string {
 		out := map[string]string{}
 		r, err := kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.SysConfigGet, &abi.ConfigGetArgs{Key: prefix})
@@ -74,7 +74,7 @@ func resolveAI(sys, user map[string]string) (cfg map[string]string, systemEndpoi
 // as uid through the dispatcher (fs.readraw: a regular file the user may
 // read, MaxScript bytes at most) at each call: a changed script starts a
 // new replay. No lock is held across the read or the model's making.
-func (m *Manager) provider(ctx context.Context, uid uint32) (model.Provider, string, error) {
+func (m *engine) provider(ctx context.Context, uid uint32) (model.Provider, string, error) {
 	if m.opts.Provider != nil {
 		return m.opts.Provider(ctx, uid)
 	}
@@ -124,7 +124,7 @@ func (m *Manager) provider(ctx context.Context, uid uint32) (model.Provider, str
 
 // readScript reads the scripted provider's script at path (a namespace
 // path; ~ is uid's home) as uid.
-func (m *Manager) readScript(ctx context.Context, uid uint32, path string) ([]byte, error) {
+func (m *engine) readScript(ctx context.Context, uid uint32, path string) ([]byte, error) {
 	id, err := m.k.IdentityOf(ctx, uid)
 	if err != nil {
 		return nil, err

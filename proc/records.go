@@ -52,18 +52,6 @@ func noProcess(pid string) error {
 	return abi.E(abi.Path(pid), abi.NotExist, "no such process")
 }
 
-// otherProcess is the error for c naming pid, another owner's process,
-// where a rule (why) wants the caller's own: for root, who sees every
-// process, the rule's 403; for anyone else the 404 of a pid that does not
-// exist, so that a refusal never tells that another user's process is
-// there.
-func (m *Manager) otherProcess(c *kernel.Caller, pid, why string) error {
-	if c.IsRoot() {
-		return abi.E(abi.Path(pid), abi.Permission, why)
-	}
-	return noProcess(pid)
-}
-
 // get returns the record of pid. It only reads: a process that is not
 // stored, an init process included, does not exist.
 func (m *Manager) get(ctx context.Context, pid string) (*abi.Process, error) {
@@ -100,13 +88,22 @@ func (m *Manager) listWhere(ctx context.Context, where string, args ...any) ([]a
 	return out, nil
 }
 
+// running lists the processes that are not idle, of uid (nil: every
+// user's), oldest first (processStore).
+func (m *Manager) running(ctx context.Context, uid *uint32) ([]abi.Process, error) {
+	if uid == nil {
+		return m.listWhere(ctx, `WHERE state<>'idle'`)
+	}
+	return m.listWhere(ctx, `WHERE state<>'idle' AND uid=?`, *uid)
+}
+
 // initPid is the pid of uid's init process.
 func initPid(uid uint32) string { return fmt.Sprintf("init:%d", uid) }
 
 // makeInitTx makes u's init process in tx, the transaction that creates u
 // (a hook of kernel.OnUserCreated): every user has an init process from the
 // moment they exist.
-func (m *Manager) makeInitTx(tx *sql.Tx, u *kernel.User) error {
+func (m *Manager) makeInitTx(tx *kernel.Tx, u *kernel.User) error {
 	m.changes.Touch("/proc", "/proc@"+strconv.FormatUint(uint64(u.Uid), 10))
 	return m.createTx(tx, initPid(u.Uid), u.Uid, "init", nil, nil, u.Home, now(), nil)
 }
@@ -146,7 +143,7 @@ func (m *Manager) backfillInits(ctx context.Context) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	return m.st.Tx(ctx, func(tx *sql.Tx) error {
+	return m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		for i := range missing {
 			if err := m.makeInitTx(tx, &missing[i]); err != nil {
 				return err
@@ -161,7 +158,7 @@ func (m *Manager) backfillInits(ctx context.Context) error {
 // at most limit processes besides its init: one more is a 409.
 func (m *Manager) create(ctx context.Context, pid string, uid uint32, profile string, label, parent *string, cwd string, limit int, pc *abi.ProcessCap) error {
 	t := now()
-	return m.st.Tx(ctx, func(tx *sql.Tx) error {
+	return m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if limit >= 0 {
 			var n int
 			if err := m.st.TxQueryRow(tx, `SELECT count(*) FROM proc_processes WHERE uid=? AND profile<>'init'`, uid).Scan(&n); err != nil {
@@ -178,8 +175,8 @@ func (m *Manager) create(ctx context.Context, pid string, uid uint32, profile st
 // createTx is create in tx, a transaction of the store, at time t. pc
 // narrows the new process's capability for its life (nil: none); a
 // process that exists already (an init) is left as it is.
-func (m *Manager) createTx(tx *sql.Tx, pid string, uid uint32, profile string, label, parent *string, cwd string, t int64, pc *abi.ProcessCap) error {
-	res, err := m.st.TxExec(tx, `INSERT OR IGNORE INTO proc_processes(pid,uid,profile,label,parent_pid,cwd,created_at,process_cap) VALUES(?,?,?,?,?,?,?,?)`,
+func (m *Manager) createTx(tx *kernel.Tx, pid string, uid uint32, profile string, label, parent *string, cwd string, t int64, pc *abi.ProcessCap) error {
+	res, err := m.st.TxExec(tx, `INSERT INTO proc_processes(pid,uid,profile,label,parent_pid,cwd,created_at,process_cap) VALUES(?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING`,
 		pid, uid, profile, label, parent, cwd, t, capColumn(pc))
 	if err != nil {
 		return err
@@ -187,7 +184,7 @@ func (m *Manager) createTx(tx *sql.Tx, pid string, uid uint32, profile string, l
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return err
 	}
-	_, err = m.st.TxExec(tx, `INSERT OR IGNORE INTO proc_conversations(pid,cid,created_at,updated_at) VALUES(?,?,?,?)`, pid, "default", t, t)
+	_, err = m.st.TxExec(tx, `INSERT INTO proc_conversations(pid,cid,created_at,updated_at) VALUES(?,?,?,?) ON CONFLICT DO NOTHING`, pid, "default", t, t)
 	return err
 }
 
@@ -257,7 +254,7 @@ func (m *Manager) allConvs(ctx context.Context, pid string) ([]string, error) {
 
 // strings returns the one text column a query selects.
 func (m *Manager) strings(ctx context.Context, query string, args ...any) ([]string, error) {
-	rows, err := m.st.R.QueryContext(ctx, query, args...)
+	rows, err := m.st.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -294,9 +291,9 @@ func scanMessage(rows *sql.Rows, msg *abi.Message, content *sql.RawBytes) error 
 	return nil
 }
 
-// readMessages returns the messages a query of msgColumns selects.
-func (m *Manager) readMessages(ctx context.Context, query string, args ...any) ([]abi.Message, error) {
-	rows, err := m.st.QueryContext(ctx, query, args...)
+// readMessages returns the messages a query of msgColumns selects from q.
+func readMessages(ctx context.Context, q querier, query string, args ...any) ([]abi.Message, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +312,7 @@ func (m *Manager) readMessages(ctx context.Context, query string, args ...any) (
 }
 
 // querier reads: the store (its read pool, with cached statements), or a
-// *sql.Tx.
+// *kernel.Tx.
 type querier interface {
 	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
 	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)

@@ -26,7 +26,7 @@ const historyPage = 1000
 // renderHistory renders generation gen of conversation cid of pid, message
 // by message, by paging proc.history by message id as c. (The checkpoint
 // renders with it; /proc's history files are cache.go's.)
-func (m *Manager) renderHistory(ctx context.Context, c *kernel.Caller, pid, cid string, gen int64, render func(*bytes.Buffer, *abi.Message)) ([]byte, error) {
+func (m *engine) renderHistory(ctx context.Context, c *kernel.Caller, pid, cid string, gen int64, render func(*bytes.Buffer, *abi.Message)) ([]byte, error) {
 	var b bytes.Buffer
 	var after int64
 	for {

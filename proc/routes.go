@@ -19,7 +19,7 @@ const runRouteTTL = 30 * time.Minute
 
 // runRoutes maps run ids to the identity (connection) that started them.
 type runRoutes struct {
-	mu     sync.Mutex
+	mu     sync.Mutex // guards m and pruned
 	m      map[string]runRoute
 	pruned time.Time // when the expired routes last went
 }
@@ -71,6 +71,6 @@ func (r *runRoutes) conn(run string, done bool) *kernel.Identity {
 // chatSignal publishes a chat notification of run, a signal of m, to its
 // route, falling back to its owner uid (and root); complete ends the
 // route.
-func chatSignal[P abi.Scoped](m *Manager, uid uint32, run string, sig abi.Signal[P], p P, complete bool) {
+func chatSignal[P abi.Scoped](m *engine, uid uint32, run string, sig abi.Signal[P], p P, complete bool) {
 	kernel.Publish(m.k, sig, p, kernel.Audience{Uids: []uint32{uid}, Conn: m.routes.conn(run, complete)})
 }

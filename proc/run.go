@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/proc/model"
 )
 
@@ -70,6 +71,8 @@ type process struct {
 	pid string
 	uid uint32
 
+	// mu guards state, run and what the run records (activeRun's fields
+	// but its id, cid and gen), compacting, ctl, parkWait and steer.
 	mu    sync.Mutex
 	state runState
 	run   *activeRun // nil when idle
@@ -82,7 +85,7 @@ type process struct {
 	ctl      *runCtl
 	parkWait chan struct{}
 	steer    int
-	saveMu   sync.Mutex // serializes the stores of ctl (storeControl)
+	saveMu   sync.Mutex // guards the stored ctl: its stores (storeControl) land one at a time, in order
 }
 
 // activeRun is the run a process is executing or waiting on (for HIL).
@@ -132,14 +135,14 @@ type Event struct {
 	// carries (its sender's; nil: none). It narrows the conversation the
 	// message enters, and so every run of it (cap.go).
 	Cap *abi.ProcessCap
-	// callID, for a call's request, is the call that the delivery makes
-	// pending, in the same transaction (ipc.go).
-	callID string
+	// within, if set, runs in the transaction that enters the message
+	// (proc.deliver's Within: the ipc room makes a call pending there).
+	within func(tx abi.StoreTx) error
 }
 
 // Send delivers text to conversation cid of p as its owner's
 // user.message, or, with event, as a process.event (see SendEvent).
-func (m *Manager) Send(ctx context.Context, p *abi.Process, cid, text string, event bool) (runID string, queued bool, err error) {
+func (m *engine) Send(ctx context.Context, p *abi.Process, cid, text string, event bool) (runID string, queued bool, err error) {
 	ev := Event{Kind: abi.EventUserMessage, Source: abi.EventSource{Kind: "user", Uid: p.Uid}, Text: text, Runtime: event}
 	if event {
 		ev.Kind = abi.EventProcessEvent
@@ -162,7 +165,7 @@ var errTickCoalesced = errors.New("a tick of this schedule still waits in the qu
 // pr.mu is not held while the store commits: SendEvent reserves the
 // process (starting) under the lock, commits, and publishes under the
 // lock again.
-func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev Event) (runID string, queued bool, err error) {
+func (m *engine) SendEvent(ctx context.Context, p *abi.Process, cid string, ev Event) (runID string, queued bool, err error) {
 	if cid == "" {
 		cid = "default"
 	}
@@ -189,7 +192,7 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 	pr.mu.Unlock()
 
 	started, coalesced := false, ""
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		started, coalesced = false, ""
 		// Only generation and status: counting the conversation's
 		// messages here would make every send scan it.
@@ -206,9 +209,8 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 			return abi.E(abi.Path(p.Pid+"/"+cid), abi.Busy, "conversation is closed: open it again to send")
 		}
 		t := now()
-		if ev.callID != "" {
-			// The call is delivered exactly when its request is.
-			if _, err := m.st.TxExec(tx, `UPDATE proc_ipc_calls SET state='pending' WHERE call_id=? AND state='sending'`, ev.callID); err != nil {
+		if ev.within != nil {
+			if err := ev.within(tx); err != nil {
 				return err
 			}
 		}
@@ -286,7 +288,7 @@ func (m *Manager) SendEvent(ctx context.Context, p *abi.Process, cid string, ev 
 
 // queuedTx says whether pid has messages queued (in tx, a transaction of
 // the store's Tx).
-func (m *Manager) queuedTx(tx *sql.Tx, pid string) (bool, error) {
+func (m *engine) queuedTx(tx *kernel.Tx, pid string) (bool, error) {
 	var n int
 	err := m.st.TxQueryRow(tx, `SELECT EXISTS(SELECT 1 FROM proc_queue WHERE pid=?)`, pid).Scan(&n)
 	return n > 0, err
@@ -313,16 +315,13 @@ func eventMeta(ev Event) eventRow {
 // startRunTx appends the message that starts a run, with its event's
 // columns, and records the run and its first message. The narrowing the
 // message carries narrows its conversation first.
-func (m *Manager) startRunTx(tx *sql.Tx, pid, cid string, gen int64, runID, role string, content json.RawMessage, meta eventRow, t int64) error {
+func (m *engine) startRunTx(tx *kernel.Tx, pid, cid string, gen int64, runID, role string, content json.RawMessage, meta eventRow, t int64) error {
 	if err := m.narrowConvTx(tx, pid, cid, gen, capOf(meta.cap)); err != nil {
 		return err
 	}
-	res, err := m.st.TxExec(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at,kind,source,trace_id) VALUES(?,?,?,?,?,?,?,?,?)`,
-		pid, cid, gen, role, string(content), t, meta.kind, meta.source, meta.trace)
-	if err != nil {
-		return err
-	}
-	first, err := res.LastInsertId()
+	var first int64
+	err := m.st.TxQueryRow(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at,kind,source,trace_id) VALUES(?,?,?,?,?,?,?,?,?) RETURNING id`,
+		pid, cid, gen, role, string(content), t, meta.kind, meta.source, meta.trace).Scan(&first)
 	if err != nil {
 		return err
 	}
@@ -341,7 +340,7 @@ func (m *Manager) startRunTx(tx *sql.Tx, pid, cid string, gen int64, runID, role
 // goroutine: r stays recorded as running, and the next Start resumes it.
 // A run stopped by an abort (stopAbort) never starts again: its aborter
 // records its end.
-func (m *Manager) startLocked(pr *process, r *activeRun) {
+func (m *engine) startLocked(pr *process, r *activeRun) {
 	if r.stop == stopAbort {
 		return
 	}
@@ -402,7 +401,7 @@ func (m *Manager) startLocked(pr *process, r *activeRun) {
 
 // resumeLocked starts r again after its wait on a human: it records r as
 // running and starts it.
-func (m *Manager) resumeLocked(pr *process, r *activeRun) error {
+func (m *engine) resumeLocked(pr *process, r *activeRun) error {
 	if _, err := m.st.Exec(context.Background(), `UPDATE proc_runs SET status='running' WHERE run_id=? AND status='waiting_hil'`, r.id); err != nil {
 		return err
 	}
@@ -412,7 +411,7 @@ func (m *Manager) resumeLocked(pr *process, r *activeRun) error {
 
 // hilPending says whether run runID has a HIL request waiting for an
 // answer.
-func (m *Manager) hilPending(runID string) (bool, error) {
+func (m *engine) hilPending(runID string) (bool, error) {
 	var n int
 	err := m.st.QueryRowContext(context.Background(), `SELECT count(*) FROM proc_hil WHERE run_id=? AND status='pending'`, runID).Scan(&n)
 	return n > 0, err
@@ -420,14 +419,14 @@ func (m *Manager) hilPending(runID string) (bool, error) {
 
 // finishLocked records the end of r and starts the next queued message:
 // one transaction does both.
-func (m *Manager) finishLocked(pr *process, r *activeRun, status string, rerr error) {
+func (m *engine) finishLocked(pr *process, r *activeRun, status string, rerr error) {
 	errText := ""
 	if rerr != nil {
 		errText = rerr.Error()
 	}
 	pr.run, pr.state = nil, idle
 	m.runEndedControl(pr, r)
-	m.nextLocked(context.Background(), pr, func(tx *sql.Tx) error {
+	m.nextLocked(context.Background(), pr, func(tx *kernel.Tx) error {
 		_, err := m.st.TxExec(tx, `UPDATE proc_runs SET status=?, finished_at=?, error=? WHERE run_id=?`, status, now(), nullIf(errText), r.id)
 		return err
 	})
@@ -448,9 +447,9 @@ func (m *Manager) finishLocked(pr *process, r *activeRun, status string, rerr er
 // behind a compaction of its conversation waits for it (FIFO); the
 // compaction starts it when it ends. A failure is logged: the queue stays
 // as it was, for the next message or restart.
-func (m *Manager) nextLocked(ctx context.Context, pr *process, before func(*sql.Tx) error) {
+func (m *engine) nextLocked(ctx context.Context, pr *process, before func(*kernel.Tx) error) {
 	var next *activeRun
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		next = nil
 		if before != nil {
 			if err := before(tx); err != nil {
@@ -501,10 +500,10 @@ func (m *Manager) nextLocked(ctx context.Context, pr *process, before func(*sql.
 // resume restarts, after a daemon restart, the runs that were under way:
 // a running run continues from its stored history; a run waiting on a
 // human keeps waiting; a process with only queued messages starts one.
-func (m *Manager) resume(ctx context.Context) error {
+func (m *engine) resume(ctx context.Context) error {
 	// A block's nested call that waited for a human ended with the
 	// daemon: its request is stale, and its run runs again.
-	if err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	if err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if _, err := m.st.TxExec(tx, `UPDATE proc_runs SET status='running' WHERE status='waiting_hil' AND run_id IN
 			(SELECT run_id FROM proc_hil WHERE status='pending' AND call_id LIKE '%/codemode/%')`); err != nil {
 			return err
@@ -599,7 +598,7 @@ func (m *Manager) resume(ctx context.Context) error {
 // a pending HIL request goes stale, and the next queued message starts. A
 // run still being recorded (starting) is aborted once Send has recorded
 // it.
-func (m *Manager) Abort(ctx context.Context, p *abi.Process) (*abi.AbortResult, error) {
+func (m *engine) Abort(ctx context.Context, p *abi.Process) (*abi.AbortResult, error) {
 	pr := m.proc(p.Pid, p.Uid)
 	pr.mu.Lock()
 	r := pr.run
@@ -621,7 +620,7 @@ var abortWait = 10 * time.Second
 // aborts itself: its own tool call is the caller) or abortWait passes;
 // the end is then recorded by whichever of the goroutine and abortRun
 // comes first. The bookkeeping does not depend on ctx.
-func (m *Manager) abortRun(ctx context.Context, pr *process, r *activeRun) (*abi.AbortResult, error) {
+func (m *engine) abortRun(ctx context.Context, pr *process, r *activeRun) (*abi.AbortResult, error) {
 	notAborted := &abi.AbortResult{OK: true, Pid: pr.pid}
 	if r.recorded != nil {
 		select {
@@ -677,7 +676,7 @@ func aborted(pid string, r *activeRun, notAborted *abi.AbortResult) *abi.AbortRe
 // tool calls interrupted, its HIL requests stale, the finish signals
 // sent) and starts the next queued message. On a failure r stays pr's
 // run, so that another abort can end it.
-func (m *Manager) endAbortedLocked(pr *process, r *activeRun) error {
+func (m *engine) endAbortedLocked(pr *process, r *activeRun) error {
 	n, err := m.interruptPending(context.Background(), pr.pid, r)
 	if err != nil {
 		return err
@@ -692,9 +691,9 @@ func (m *Manager) endAbortedLocked(pr *process, r *activeRun) error {
 
 // interruptPending writes interrupted results (resultInterrupted) for the tool calls of r
 // that have none, and makes r's HIL requests stale.
-func (m *Manager) interruptPending(ctx context.Context, pid string, r *activeRun) (int, error) {
+func (m *engine) interruptPending(ctx context.Context, pid string, r *activeRun) (int, error) {
 	n := 0
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		n = 0
 		calls, err := pendingCalls(ctx, tx, pid, r.cid, r.gen)
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"time"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
@@ -24,16 +23,22 @@ import (
 // The effect verbs are a continue of the checkpoint the run is parked at
 // (else its next) with that one effect.
 
-// durationMs parses v as milliseconds or a Go duration.
-func durationMs(key, v string) (int64, error) {
-	if d, err := time.ParseDuration(v); err == nil {
-		return d.Milliseconds(), nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, abi.E(abi.Invalid, fmt.Sprintf("%s=%q: want milliseconds or a duration (such as 5s)", key, v))
-	}
-	return n, nil
+// durationMs parses v as milliseconds or a Go duration (ns.DurationMs).
+func durationMs(key, v string) (int64, error) { return ns.DurationMs(key, v) }
+
+// leadLine is a ctl line's leading words, its leading options (of keys)
+// and the text after them (ns.SplitLead).
+type leadLine struct {
+	words []string
+	opts  map[string]string
+	text  string
+}
+
+// splitLead splits rest into n words, then the options of keys that
+// follow them, then the text (ns.SplitLead).
+func splitLead(rest string, n int, keys ...string) (leadLine, error) {
+	l, err := ns.SplitLead(rest, n, keys...)
+	return leadLine{l.Words, l.Opts, l.Text}, err
 }
 
 // budgetOpts reads the budget options of l into b (those given).

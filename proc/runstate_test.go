@@ -5,7 +5,6 @@ package proc
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"io/fs"
 	"os"
@@ -26,7 +25,7 @@ func (h *ptHarness) holdStore() (release func()) {
 	entered, free := make(chan struct{}), make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
-		errc <- h.k.Store.Tx(context.Background(), func(tx *sql.Tx) error {
+		errc <- h.k.Store.Tx(context.Background(), func(tx *kernel.Tx) error {
 			close(entered)
 			<-free
 			return nil
@@ -87,7 +86,7 @@ func TestAbortEndedCtx(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	res, err := h.m.Abort(ctx, p)
+	res, err := h.m.run.Abort(ctx, p)
 	if err != nil {
 		t.Fatalf("abort with an ended ctx: %v", err)
 	}
@@ -159,7 +158,7 @@ func TestRunStopsItself(t *testing.T) {
 // it is in. (A function of its own, so that waitTxQueued tells it from
 // the test's other goroutines.)
 func rollBackTheBatch(ctx context.Context, h *ptHarness) error {
-	return h.k.Store.Tx(ctx, func(tx *sql.Tx) error {
+	return h.k.Store.Tx(ctx, func(tx *kernel.Tx) error {
 		_, err := tx.Exec(`ROLLBACK`)
 		return err
 	})
@@ -178,10 +177,10 @@ func TestSendCommitFails(t *testing.T) {
 	release := h.holdStore()
 	sendc := make(chan error, 1)
 	go func() {
-		_, _, err := h.m.Send(ctx, p, "", "hello", false)
+		_, _, err := h.m.run.Send(ctx, p, "", "hello", false)
 		sendc <- err
 	}()
-	waitTxQueued(t, "(*Manager).Send(")
+	waitTxQueued(t, "(*engine).Send(")
 	// The next transaction, in the same batch, rolls the whole batch
 	// back: Send's function ran, its changes are gone.
 	rollc := make(chan error, 1)
@@ -192,7 +191,7 @@ func TestSendCommitFails(t *testing.T) {
 		t.Fatal("send: no error from a rolled back transaction")
 	}
 	<-rollc
-	pr := h.m.proc(pid, 0)
+	pr := h.m.run.proc(pid, 0)
 	pr.mu.Lock()
 	run, state := pr.run, pr.state
 	pr.mu.Unlock()
@@ -220,7 +219,7 @@ func TestHilAfterAbortStarted(t *testing.T) {
 	req := h.history(h.root, pid, "").PendingHil
 	// An abort has marked the run (as it does before it records the
 	// end).
-	pr := h.m.proc(pid, 0)
+	pr := h.m.run.proc(pid, 0)
 	pr.mu.Lock()
 	pr.run.stop = stopAbort
 	pr.mu.Unlock()
@@ -270,15 +269,15 @@ func TestResetDuringSendCommit(t *testing.T) {
 	}
 	sendc := make(chan sent, 1)
 	go func() {
-		run, _, err := h.m.Send(ctx, p, "", "hello", false)
+		run, _, err := h.m.run.Send(ctx, p, "", "hello", false)
 		sendc <- sent{run, err}
 	}()
-	waitTxQueued(t, "(*Manager).Send(")
+	waitTxQueued(t, "(*engine).Send(")
 	resetc := make(chan error, 1)
 	go func() {
 		resetc <- h.call(h.root, "proc.conversation.reset", map[string]any{"pid": pid, "conversationId": "default"}, nil)
 	}()
-	waitTxQueued(t, "(*Manager).resetConvs(")
+	waitTxQueued(t, "(*engine).resetConvs(")
 	release()
 	s := <-sendc
 	if s.err != nil {
@@ -309,7 +308,7 @@ func TestAbortRunOnlyItsRun(t *testing.T) {
 	h.openConv(h.root, pid, "other")
 	b := h.send(h.root, pid, "other", "slow")
 	stale := &activeRun{id: "run_0000000000000000", cid: "default"}
-	res, err := h.m.abortRun(context.Background(), h.m.proc(pid, 0), stale)
+	res, err := h.m.run.abortRun(context.Background(), h.m.run.proc(pid, 0), stale)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,9 @@ package proc
 
 // Tests of the limits against storms (issue 20): a schedule's ticks
 // coalesce in a process's queue (item 7), a user's processes are bounded
-// (item 13), watches end with their process and their deliveries are
-// rate-limited (item 8), and calls never delivered are reconciled at a
-// start (item 14).
+// (item 13), watches end with their process (item 8; their rate is the
+// ipc room's, ipc/watch_test.go), and calls never delivered are
+// reconciled at a start (item 14).
 
 import (
 	"database/sql"
@@ -16,7 +16,6 @@ import (
 	"testing"
 
 	"gsvfs.dev/gsvfs/abi"
-	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -159,49 +158,6 @@ func TestKillEndsWatches(t *testing.T) {
 	}
 }
 
-// TestWatchRate: the deliveries of an owner's watches are rate-limited:
-// past the bucket, a delivery waits, and the signals for the same watch
-// that come meanwhile join it; when tokens come back, it goes as one
-// event ("and n earlier signals").
-func TestWatchRate(t *testing.T) {
-	h := newPTHarness(t)
-	r := &h.m.watch.rate
-	r.Lock()
-	r.burst, r.perSec = 3, 0 // three deliveries, and no refill until the test says
-	r.Unlock()
-	a, b := h.spawn(h.alice, "watcher"), h.spawn(h.alice, "watched")
-	h.must(h.alice, "signal.watch", map[string]any{"signal": "test.tick", "processId": b, "watcherPid": a, "once": false}, nil)
-	for i := range 10 {
-		h.k.Signal("test.tick", map[string]any{"pid": b, "n": i}, kernel.Audience{Uids: []uint32{1000}})
-	}
-	waiting := func() (n, more int) {
-		r.Lock()
-		defer r.Unlock()
-		if bk := r.owners[1000]; bk != nil {
-			for _, d := range bk.byWatch {
-				more += d.more
-			}
-			return len(bk.waiting), more
-		}
-		return 0, 0
-	}
-	eventually(t, func() bool { n, more := waiting(); return n == 1 && more == 6 },
-		func() string {
-			n, more := waiting()
-			return fmt.Sprintf("%d deliveries wait, %d joined; want 1 and 6", n, more)
-		})
-	eventually(t, func() bool { return len(h.signalEvents(a)) == 3 },
-		func() string { return fmt.Sprintf("%d signal events, want 3", len(h.signalEvents(a))) })
-	r.Lock()
-	r.perSec = 1000
-	r.Unlock()
-	h.m.flushWatches(1000)
-	ev := h.signalEvents(a)
-	if len(ev) != 4 || !strings.Contains(ev[3], `"n":9`) || !strings.Contains(ev[3], "and 6 earlier signals") {
-		t.Fatalf("after the wait: %d events, the last %q", len(ev), ev[len(ev)-1])
-	}
-}
-
 // TestUndeliveredCallAbandoned: the state a kill -9 leaves between the
 // record of a call and the delivery of its request (the call recorded,
 // the request not in the target's conversation, the caller without the
@@ -223,7 +179,7 @@ func TestUndeliveredCallAbandoned(t *testing.T) {
 	h.waitRun(kept.RunID, "running")
 	// The target's process held: the next call is recorded, and its
 	// delivery waits.
-	pr := h.m.proc(b, 1000)
+	pr := h.m.run.proc(b, 1000)
 	pr.mu.Lock()
 	done := make(chan error, 1)
 	go func() {

@@ -2,7 +2,6 @@ package proc
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -48,14 +47,14 @@ func (m *Manager) sysHistory(ctx context.Context, c *kernel.Caller, a *abi.Histo
 	if a.AfterID != nil {
 		after, offset = *a.AfterID, 0
 	}
-	msgs, err := m.readMessages(ctx, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? ORDER BY id LIMIT ? OFFSET ?`,
+	msgs, err := readMessages(ctx, m.st, `SELECT `+msgColumns+` FROM proc_messages WHERE pid=? AND cid=? AND generation=? AND id>? ORDER BY id LIMIT ? OFFSET ?`,
 		p.Pid, cid, gen, after, limit, max(offset, 0))
 	if err != nil {
 		return nil, abi.E(abi.Path(p.Pid+"/"+cid), err)
 	}
 	res := &abi.HistoryResult{OK: true, Pid: p.Pid, ConversationID: cid, Messages: msgs}
 	if a.AfterID == nil {
-		hil, err := m.pendingHil(ctx, p.Pid)
+		hil, err := m.run.pendingHil(ctx, p.Pid)
 		if err != nil {
 			return nil, abi.E(abi.Path(p.Pid), err)
 		}
@@ -86,8 +85,8 @@ func (m *Manager) sysConvOpen(ctx context.Context, c *kernel.Caller, a *abi.Conv
 	}
 	created := false
 	t := now()
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.Exec(`INSERT OR IGNORE INTO proc_conversations(pid,cid,title,created_at,updated_at) VALUES(?,?,?,?,?)`, p.Pid, cid, title, t, t)
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
+		res, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at) VALUES(?,?,?,?,?) ON CONFLICT DO NOTHING`, p.Pid, cid, title, t, t)
 		if err != nil {
 			return err
 		}
@@ -179,7 +178,7 @@ func (m *Manager) sysConvClose(ctx context.Context, c *kernel.Caller, a *abi.Con
 
 // sysConvReset serves proc.conversation.reset: the conversation archived
 // (unless Archive is false) and cleared into a new generation.
-func (m *Manager) sysConvReset(ctx context.Context, c *kernel.Caller, a *abi.ConvArgs) (*abi.ConvResetResult, error) {
+func (m *engine) sysConvReset(ctx context.Context, c *kernel.Caller, a *abi.ConvArgs) (*abi.ConvResetResult, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
@@ -202,7 +201,7 @@ func (m *Manager) sysConvReset(ctx context.Context, c *kernel.Caller, a *abi.Con
 }
 
 // sysPolicyGet serves proc.conversation.policy.get.
-func (m *Manager) sysPolicyGet(ctx context.Context, c *kernel.Caller, a *abi.PolicyArgs) (*abi.PolicyResult, error) {
+func (m *engine) sysPolicyGet(ctx context.Context, c *kernel.Caller, a *abi.PolicyArgs) (*abi.PolicyResult, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
@@ -216,7 +215,7 @@ func (m *Manager) sysPolicyGet(ctx context.Context, c *kernel.Caller, a *abi.Pol
 
 // sysPolicySet serves proc.conversation.policy.set: it changes the fields
 // given.
-func (m *Manager) sysPolicySet(ctx context.Context, c *kernel.Caller, a *abi.PolicyArgs) (*abi.PolicyResult, error) {
+func (m *engine) sysPolicySet(ctx context.Context, c *kernel.Caller, a *abi.PolicyArgs) (*abi.PolicyResult, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
@@ -255,7 +254,7 @@ func (m *Manager) sysPolicySet(ctx context.Context, c *kernel.Caller, a *abi.Pol
 }
 
 // sysCompact serves proc.conversation.compact (compact).
-func (m *Manager) sysCompact(ctx context.Context, c *kernel.Caller, a *abi.CompactArgs) (*abi.CompactResult, error) {
+func (m *engine) sysCompact(ctx context.Context, c *kernel.Caller, a *abi.CompactArgs) (*abi.CompactResult, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
@@ -270,7 +269,7 @@ func (m *Manager) sysCompact(ctx context.Context, c *kernel.Caller, a *abi.Compa
 }
 
 // sysFork serves proc.conversation.fork (fork).
-func (m *Manager) sysFork(ctx context.Context, c *kernel.Caller, a *abi.ForkArgs) (*abi.ForkResult, error) {
+func (m *engine) sysFork(ctx context.Context, c *kernel.Caller, a *abi.ForkArgs) (*abi.ForkResult, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
@@ -280,7 +279,7 @@ func (m *Manager) sysFork(ctx context.Context, c *kernel.Caller, a *abi.ForkArgs
 
 // sysSegments serves proc.conversation.segments: the conversation's
 // segment records, oldest first.
-func (m *Manager) sysSegments(ctx context.Context, c *kernel.Caller, a *abi.ConvArgs) (*abi.SegmentsResult, error) {
+func (m *engine) sysSegments(ctx context.Context, c *kernel.Caller, a *abi.ConvArgs) (*abi.SegmentsResult, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
@@ -298,7 +297,7 @@ func (m *Manager) sysSegments(ctx context.Context, c *kernel.Caller, a *abi.Conv
 
 // sysSegmentRead serves proc.conversation.segment.read: a page of a
 // segment's archived messages, read from its archive as the caller.
-func (m *Manager) sysSegmentRead(ctx context.Context, c *kernel.Caller, a *abi.SegmentReadArgs) (*abi.SegmentReadResult, error) {
+func (m *engine) sysSegmentRead(ctx context.Context, c *kernel.Caller, a *abi.SegmentReadArgs) (*abi.SegmentReadResult, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err

@@ -76,7 +76,7 @@ func (m *Manager) status(ctx context.Context, p *abi.Process) (*abi.ProcStatusRe
 		}
 		return *s
 	}
-	pr := m.proc(p.Pid, p.Uid)
+	pr := m.run.proc(p.Pid, p.Uid)
 	pr.mu.Lock()
 	run, state := "-", pr.state.String()
 	if pr.run != nil {
@@ -84,7 +84,7 @@ func (m *Manager) status(ctx context.Context, p *abi.Process) (*abi.ProcStatusRe
 	}
 	pr.mu.Unlock()
 	var queued int
-	if err := m.st.R.QueryRowContext(ctx, `SELECT count(*) FROM proc_queue WHERE pid=?`, p.Pid).Scan(&queued); err != nil {
+	if err := m.st.QueryRowContext(ctx, `SELECT count(*) FROM proc_queue WHERE pid=?`, p.Pid).Scan(&queued); err != nil {
 		return nil, abi.E(abi.Path(p.Pid), err)
 	}
 	return &abi.ProcStatusRecord{Pid: p.Pid, Uid: p.Uid, User: user, Profile: p.Profile, Label: str(p.Label),
@@ -189,7 +189,7 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 		if a.Budget != nil {
 			ctl.Budget = *a.Budget
 		}
-		if err := m.saveControl(ctx, pid, ctl); err != nil {
+		if err := m.run.saveControl(ctx, pid, ctl); err != nil {
 			return nil, abi.E(abi.Path(pid), err)
 		}
 	}
@@ -200,11 +200,11 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 	m.changed(c.Uid, abi.ProcChanged{Pid: pid, Change: "spawn", Profile: prof.ID})
 	switch {
 	case a.Prompt != "":
-		if _, _, err := m.SendEvent(ctx, p, "default", Event{Kind: abi.EventUserMessage, Source: sourceOf(c), Text: a.Prompt, Cap: c.Identity.Process}); err != nil {
+		if _, _, err := m.run.SendEvent(ctx, p, "default", Event{Kind: abi.EventUserMessage, Source: sourceOf(c), Text: a.Prompt, Cap: c.Identity.Process}); err != nil {
 			return nil, err
 		}
 	case a.Assignment != nil && a.Assignment.AutoStart:
-		if _, _, err := m.SendEvent(ctx, p, "default", Event{Kind: abi.EventProcessEvent, Source: sourceOf(c), Text: assignmentStart, Runtime: true, Cap: c.Identity.Process}); err != nil {
+		if _, _, err := m.run.SendEvent(ctx, p, "default", Event{Kind: abi.EventProcessEvent, Source: sourceOf(c), Text: assignmentStart, Runtime: true, Cap: c.Identity.Process}); err != nil {
 			return nil, err
 		}
 	}
@@ -226,7 +226,7 @@ func (m *Manager) maxProcesses(ctx context.Context, uid uint32) int {
 }
 
 // sysSend serves proc.send (Send): the run started, or the message queued.
-func (m *Manager) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs) (*abi.SendResult, error) {
+func (m *engine) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs) (*abi.SendResult, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
@@ -294,7 +294,7 @@ func checkTrace(t string) error {
 }
 
 // sysAbort serves proc.abort (Abort).
-func (m *Manager) sysAbort(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (*abi.AbortResult, error) {
+func (m *engine) sysAbort(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (*abi.AbortResult, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
@@ -303,7 +303,7 @@ func (m *Manager) sysAbort(ctx context.Context, c *kernel.Caller, a *abi.PidArgs
 }
 
 // sysHil serves proc.hil (Hil).
-func (m *Manager) sysHil(ctx context.Context, c *kernel.Caller, a *abi.HilArgs) (*abi.HilResult, error) {
+func (m *engine) sysHil(ctx context.Context, c *kernel.Caller, a *abi.HilArgs) (*abi.HilResult, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
@@ -323,7 +323,7 @@ func (m *Manager) sysKill(ctx context.Context, c *kernel.Caller, a *abi.KillArgs
 	}
 	// A killed process watches nothing: its watches go first, so that
 	// none fires to start it again once its runs are aborted.
-	if _, err := m.removeWatches(ctx, `watcher_pid=?`, p.Pid); err != nil {
+	if err := m.forgetWatches(ctx, p.Pid); err != nil {
 		return nil, abi.E(abi.Path(p.Pid), err)
 	}
 	return m.resetProcess(ctx, p, a.Archive == nil || *a.Archive, "killed")
@@ -345,7 +345,7 @@ func (m *Manager) resetProcess(ctx context.Context, p *abi.Process, archive bool
 	if err != nil {
 		return nil, abi.E(abi.Path(p.Pid), err)
 	}
-	entries, dir, err := m.resetConvs(ctx, p, cids, archive)
+	entries, dir, err := m.run.resetConvs(ctx, p, cids, archive)
 	if err != nil {
 		return nil, err
 	}

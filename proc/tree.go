@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -187,7 +188,7 @@ type ownerEntry struct {
 
 // ownerCache holds owner's lookups, by uid.
 type ownerCache struct {
-	mu sync.Mutex
+	mu sync.Mutex // guards m
 	m  map[uint32]ownerEntry
 }
 
@@ -289,11 +290,16 @@ func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 		},
 		"hil": func(l ns.CtlLine) (kernel.Bound, error) { return hilVerb(pid, l) },
 	}
-	for v, f := range ipcVerbs(pid) {
-		verbs[v] = f
-	}
 	for v, f := range runVerbs(pid) {
 		verbs[v] = f
+	}
+	// What other rooms add to the directory (the ipc room: its ipc file
+	// and verbs); the names of proc's own stay proc's.
+	grafted, more := m.space.Grafted(ns.GraftDir{Path: base, Owner: ns.Meta(own), Changed: m.changedAt(pid, p.CreatedAt)})
+	for v, f := range more {
+		if _, ok := verbs[v]; !ok {
+			verbs[v] = f
+		}
 	}
 	ctl := m.space.Ctl(base, own.at(base+"/ctl", 0o600), verbs)
 	events := &vfs.Stream{Meta: own.at(base+"/events", 0o400), Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
@@ -302,17 +308,22 @@ func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 	// hil is the pending request; no request: the view is empty.
 	hil := jsonView(m, at(base+"/hil", 0o400, "hil"), abi.ProcHistory, &abi.HistoryArgs{Pid: pid, Limit: 1},
 		func(r *abi.HistoryResult) *abi.HilRequest { return r.PendingHil })
-	return vfs.NewDir(at(base, dirMode),
-		vfs.DirEntry{Name: "status", Node: status},
-		vfs.DirEntry{Name: "ctl", Node: ctl},
-		vfs.DirEntry{Name: "err", Node: m.space.ErrView(base)},
-		vfs.DirEntry{Name: "events", Node: events},
-		vfs.DirEntry{Name: "hil", Node: hil},
-		vfs.DirEntry{Name: "ipc", Node: m.ipcView(at(base+"/ipc", 0o400, "ipc"), pid)},
-		vfs.DirEntry{Name: "run", Node: jsonView(m, at(base+"/run", 0o400, "run"), abi.ProcRunGet, &abi.PidArgs{Pid: pid},
+	entries := []vfs.DirEntry{
+		{Name: "status", Node: status},
+		{Name: "ctl", Node: ctl},
+		{Name: "err", Node: m.space.ErrView(base)},
+		{Name: "events", Node: events},
+		{Name: "hil", Node: hil},
+		{Name: "run", Node: jsonView(m, at(base+"/run", 0o400, "run"), abi.ProcRunGet, &abi.PidArgs{Pid: pid},
 			func(r *abi.RunInfo) *abi.RunInfo { return r })},
-		vfs.DirEntry{Name: "conversations", Node: m.convsDir(p, own)},
-	)
+		{Name: "conversations", Node: m.convsDir(p, own)},
+	}
+	for _, g := range grafted {
+		if !slices.ContainsFunc(entries, func(e vfs.DirEntry) bool { return e.Name == g.Name }) {
+			entries = append(entries, g)
+		}
+	}
+	return vfs.NewDir(at(base, dirMode), entries...)
 }
 
 // statusLine is one line of /proc/<pid>/status.

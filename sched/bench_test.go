@@ -9,7 +9,6 @@ package sched
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -48,11 +47,11 @@ func benchKernel(b *testing.B, dir string, addAlice bool) *kernel.Kernel {
 // schedule i has expression expr(i) and the stored next time next(i).
 func insertSchedules(b *testing.B, st *kernel.Store, n int, expr func(i int) Expression, next func(i int) int64, created int64) {
 	b.Helper()
-	if err := st.Migrate("sched", migrations); err != nil {
+	if err := st.Migrate("sched", migrations(st.Dialect())); err != nil {
 		b.Fatal(err)
 	}
 	target, _ := json.Marshal(Target{Kind: "process.event", Pid: "init:1000", Message: "tick"})
-	err := st.Tx(context.Background(), func(tx *sql.Tx) error {
+	err := st.Tx(context.Background(), func(tx *kernel.Tx) error {
 		ins, err := tx.Prepare(`INSERT INTO sched_schedules(id,owner_uid,creator_uid,run_as_uid,name,enabled,expression,target,misfire,created_at,updated_at,next_run_at)
 			VALUES(?,1000,1000,1000,?,1,?,?,'skip',?,?,?)`)
 		if err != nil {

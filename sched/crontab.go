@@ -452,12 +452,12 @@ func parseScheduleLine(s, zone string, checkCron func(string) error) (CronLine, 
 		if prompt == "" {
 			return cl, fmt.Errorf("spawn needs a prompt: spawn <profile> <prompt...>")
 		}
-		cl.Target = abi.Target{Kind: "process.spawn", Profile: unescape(toks[w+1].text), Prompt: prompt}
+		cl.Target = abi.Target{Kind: abi.TargetSpawn, Profile: unescape(toks[w+1].text), Prompt: prompt}
 	case "event":
 		if w+1 >= len(toks) {
 			return cl, fmt.Errorf("event needs a pid and a message: event <pid> [conv=<cid>] <message...>")
 		}
-		t := abi.Target{Kind: "process.event", Pid: unescape(toks[w+1].text)}
+		t := abi.Target{Kind: abi.TargetEvent, Pid: unescape(toks[w+1].text)}
 		i := w + 2
 		if i+1 < len(toks) && strings.HasPrefix(toks[i].text, "conv=") && len(toks[i].text) > len("conv=") {
 			t.ConversationID = unescape(toks[i].text[len("conv="):])
@@ -472,7 +472,7 @@ func parseScheduleLine(s, zone string, checkCron func(string) error) (CronLine, 
 		if w+2 >= len(toks) {
 			return cl, fmt.Errorf("lifecycle needs a pid and an action: lifecycle <pid> compact|reset|checkpoint")
 		}
-		t := abi.Target{Kind: "process.lifecycle", Pid: unescape(toks[w+1].text), Action: toks[w+2].text}
+		t := abi.Target{Kind: abi.TargetLifecycle, Pid: unescape(toks[w+1].text), Action: toks[w+2].text}
 		switch t.Action {
 		case "compact", "reset", "checkpoint":
 		default:
@@ -651,13 +651,13 @@ func renderTarget(t abi.Target) string {
 	word := func(s string) string { return escape(s, true) }
 	text := func(s string) string { return escape(s, false) }
 	switch t.Kind {
-	case "process.spawn":
+	case abi.TargetSpawn:
 		profile := t.Profile
 		if profile == "" {
 			profile = "task"
 		}
 		return "spawn " + word(profile) + " " + text(t.Prompt)
-	case "process.event":
+	case abi.TargetEvent:
 		s := "event " + word(t.Pid)
 		if t.ConversationID != "" {
 			s += " conv=" + word(t.ConversationID)
@@ -667,7 +667,7 @@ func renderTarget(t abi.Target) string {
 			msg = `conv\=` + msg[len("conv="):] // not an option
 		}
 		return s + " " + msg
-	case "process.lifecycle":
+	case abi.TargetLifecycle:
 		s := "lifecycle " + word(t.Pid) + " " + word(t.Action)
 		if t.ConversationID != "" {
 			s += " conv=" + word(t.ConversationID)
@@ -716,11 +716,11 @@ func mergeTarget(old, new abi.Target) abi.Target {
 	}
 	t := old
 	switch new.Kind {
-	case "process.spawn":
+	case abi.TargetSpawn:
 		t.Profile, t.Prompt = new.Profile, new.Prompt
-	case "process.event":
+	case abi.TargetEvent:
 		t.Pid, t.ConversationID, t.Message = new.Pid, new.ConversationID, new.Message
-	case "process.lifecycle":
+	case abi.TargetLifecycle:
 		t.Pid, t.ConversationID, t.Action = new.Pid, new.ConversationID, new.Action
 		opts := map[string]any{}
 		for k, v := range old.Options {

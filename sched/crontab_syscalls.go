@@ -2,7 +2,6 @@ package sched
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
@@ -13,16 +12,6 @@ import (
 // The handlers of sched.crontab.get, sched.crontab.set and sched.log, and
 // the Internal sched.owners and sched.crontab.check that the files of
 // /var/spool/cron make.
-
-// crontabCheckArgs are sched.crontab.check's args: complete lines of a
-// crontab, the first of them line number Line, written to OwnerUid's
-// crontab after Before schedule lines.
-type crontabCheckArgs struct {
-	Text     string
-	Line     int
-	OwnerUid uint32
-	Before   int
-}
 
 // owners serves sched.owners (Internal): the uids that own schedules, all
 // of them for root, the caller's own otherwise.
@@ -88,7 +77,7 @@ func (m *Manager) crontabSet(ctx context.Context, c *kernel.Caller, a *abi.Cront
 // these) is a 409, so that the write(2) of the line past the limit fails
 // and the shell sees it (the whole text would be refused at close, whose
 // error shells ignore).
-func (m *Manager) crontabCheck(ctx context.Context, c *kernel.Caller, a *crontabCheckArgs) (int, error) {
+func (m *Manager) crontabCheck(ctx context.Context, c *kernel.Caller, a *abi.CrontabCheckArgs) (int, error) {
 	n, err := countCrontabLines(a.Text, a.Line)
 	if err != nil {
 		return 0, abi.E(abi.Invalid, err)
@@ -140,7 +129,7 @@ func (m *Manager) logCall(ctx context.Context, c *kernel.Caller, a *abi.SchedLog
 
 // crontab renders uid's schedules in the order they were made.
 func (m *Manager) crontab(ctx context.Context, uid uint32) (string, error) {
-	ss, err := m.query(ctx, `WHERE owner_uid=? ORDER BY rowid`, uid)
+	ss, err := m.query(ctx, `WHERE owner_uid=? ORDER BY seq`, uid)
 	if err != nil {
 		return "", err
 	}
@@ -159,7 +148,7 @@ func (m *Manager) fillZone(ctx context.Context, e *abi.Expression) {
 // defaultZone is the zone of cron lines before any CRON_TZ= line: the
 // system's time zone (config/system/timezone), else UTC.
 func (m *Manager) defaultZone(ctx context.Context) string {
-	res, err := kernel.Invoke[*abi.ConfigGetResult](ctx, m.k, m.k.KernelCaller(), "sys.config.get", &abi.ConfigGetArgs{Key: "config/system/timezone"})
+	res, err := kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.SysConfigGet, &abi.ConfigGetArgs{Key: "config/system/timezone"})
 	if err != nil {
 		return "UTC"
 	}
@@ -190,7 +179,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 	if err != nil {
 		return nil, abi.E(abi.Invalid, err)
 	}
-	all, err := m.query(ctx, `WHERE owner_uid=? ORDER BY rowid`, uid)
+	all, err := m.query(ctx, `WHERE owner_uid=? ORDER BY seq`, uid)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +269,7 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 	}
 	limit := m.maxSchedules(ctx, uid)
 	var added, updated []*abi.Schedule
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		for _, s := range removed {
 			if _, err := tx.Exec(`DELETE FROM sched_schedules WHERE id=?`, s.ID); err != nil {
 				return abi.E(err)

@@ -73,7 +73,7 @@ func (m *Manager) ctlVerbs() map[string]ns.CtlVerb {
 			if err != nil {
 				return kernel.Bound{}, err
 			}
-			return kernel.BindName("sched.update", &abi.SchedUpdateArgs{ID: id, OwnerUid: uid, Patch: abi.SchedPatch{Enabled: &on}}), nil
+			return kernel.Bind(abi.SchedUpdate, &abi.SchedUpdateArgs{ID: id, OwnerUid: uid, Patch: abi.SchedPatch{Enabled: &on}}), nil
 		}
 	}
 	return map[string]ns.CtlVerb{
@@ -83,13 +83,13 @@ func (m *Manager) ctlVerbs() map[string]ns.CtlVerb {
 				return kernel.Bound{}, err
 			}
 			if id == "due" {
-				return kernel.BindName("sched.ctl.run", &abi.SchedRunArgs{Mode: "due", OwnerUid: uid}), nil
+				return kernel.Bind(abi.SchedCtlRun, &abi.SchedRunArgs{Mode: "due", OwnerUid: uid}), nil
 			}
 			mode := "force"
 			if l.JSON != nil {
 				mode = ""
 			}
-			return kernel.BindName("sched.ctl.run", &abi.SchedRunArgs{ID: id, Mode: mode, OwnerUid: uid}), nil
+			return kernel.Bind(abi.SchedCtlRun, &abi.SchedRunArgs{ID: id, Mode: mode, OwnerUid: uid}), nil
 		},
 		"enable":  enable(true),
 		"disable": enable(false),
@@ -98,7 +98,7 @@ func (m *Manager) ctlVerbs() map[string]ns.CtlVerb {
 			if err != nil {
 				return kernel.Bound{}, err
 			}
-			return kernel.BindName("sched.remove", &abi.SchedIDArgs{ID: id, OwnerUid: uid}), nil
+			return kernel.Bind(abi.SchedRemove, &abi.SchedIDArgs{ID: id, OwnerUid: uid}), nil
 		},
 	}
 }
@@ -124,7 +124,7 @@ func (m *Manager) uidOf(s string) (uint32, error) {
 // caller of a ctl line or a scratch file's name need not be able to list
 // them.
 func (m *Manager) users(ctx context.Context) ([]kernel.User, error) {
-	res, err := kernel.Invoke[*abi.UserListResult](ctx, m.k, m.k.KernelCaller(), "sys.user.list", nil)
+	res, err := kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.SysUserList, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ const logRotate = 1000
 func (m *Manager) logView() *vfs.View {
 	return &vfs.View{Meta: ns.RootMeta(logPath, 0o444), Grows: true,
 		RenderAt: func(ctx context.Context, cred vfs.Cred) ([]byte, time.Time, error) {
-			res, err := kernel.Invoke[*abi.SchedLogResult](ctx, m.k, ns.CallerOf(cred, ""), "sched.log", &abi.SchedLogArgs{Rotate: logRotate})
+			res, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.SchedLog, &abi.SchedLogArgs{Rotate: logRotate})
 			if err != nil {
 				return nil, time.Time{}, err
 			}
@@ -218,18 +218,18 @@ func (d *cronDir) caller(cred vfs.Cred) *kernel.Caller { return ns.CallerOf(cred
 // tabs lists the crontabs c may see.
 func (d *cronDir) tabs(ctx context.Context, c *kernel.Caller) ([]tab, error) {
 	if !c.IsRoot() {
-		if c.Role == "nobody" || !c.Can("sched.crontab.get") {
+		if c.Role == "nobody" || !c.Can(abi.SchedCrontabGet.Name) {
 			return nil, nil
 		}
 		return []tab{{c.Username, c.Uid, c.Gid, c.HostUID}}, nil
 	}
 	// Root sees every user's crontab and those of owners with no user:
 	// both lists are syscalls, as every read of the namespace is.
-	res, err := kernel.Invoke[*abi.UserListResult](ctx, d.m.k, c, "sys.user.list", nil)
+	res, err := kernel.Do(ctx, d.m.k, c, abi.SysUserList, nil)
 	if err != nil {
 		return nil, err
 	}
-	owners, err := kernel.Invoke[[]uint32](ctx, d.m.k, c, "sched.owners", nil)
+	owners, err := kernel.Do(ctx, d.m.k, c, abi.SchedOwners, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -418,8 +418,8 @@ func (h *crontabHandle) checkLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n, err := kernel.Invoke[int](ctx, h.m.k, h.c, "sched.crontab.check",
-		&crontabCheckArgs{Text: string(text), Line: h.line + 1, OwnerUid: h.owner, Before: h.schedules})
+	n, err := kernel.Do(ctx, h.m.k, h.c, abi.SchedCrontabCheck,
+		&abi.CrontabCheckArgs{Text: string(text), Line: h.line + 1, OwnerUid: h.owner, Before: h.schedules})
 	if err != nil {
 		return err
 	}
@@ -502,7 +502,7 @@ func (h *crontabHandle) Close(ctx context.Context) error {
 }
 
 func (d *cronDir) render(ctx context.Context, c *kernel.Caller, uid uint32) ([]byte, error) {
-	res, err := kernel.Invoke[*abi.CrontabGetResult](ctx, d.m.k, c, "sched.crontab.get", &abi.CrontabGetArgs{OwnerUid: &uid})
+	res, err := kernel.Do(ctx, d.m.k, c, abi.SchedCrontabGet, &abi.CrontabGetArgs{OwnerUid: &uid})
 	if err != nil {
 		return nil, err
 	}
@@ -510,7 +510,7 @@ func (d *cronDir) render(ctx context.Context, c *kernel.Caller, uid uint32) ([]b
 }
 
 func (d *cronDir) apply(ctx context.Context, c *kernel.Caller, uid uint32, data []byte) error {
-	_, err := d.m.k.Call(ctx, c, "sched.crontab.set", &abi.CrontabSetArgs{OwnerUid: &uid, Text: string(data)})
+	_, err := kernel.Do(ctx, d.m.k, c, abi.SchedCrontabSet, &abi.CrontabSetArgs{OwnerUid: &uid, Text: string(data)})
 	return err
 }
 
@@ -604,7 +604,7 @@ func (d *cronDir) Create(ctx context.Context, cred vfs.Cred, name string, flags 
 	if n := d.temp(c, name); n != nil {
 		return open(n)
 	}
-	if c.Role == "nobody" || !c.Can("sched.crontab.set") {
+	if c.Role == "nobody" || !c.Can(abi.SchedCrontabSet.Name) {
 		return nil, nil, vfs.ErrPermission
 	}
 	if d.isUser(ctx, name) {

@@ -64,7 +64,7 @@ func newFTHarness(t *testing.T) *ftHarness {
 // schedules lists uid's schedules in crontab order.
 func (h *ftHarness) schedules(uid uint32) []Schedule {
 	h.t.Helper()
-	ss, err := h.m.query(context.Background(), `WHERE owner_uid=? ORDER BY rowid`, uid)
+	ss, err := h.m.query(context.Background(), `WHERE owner_uid=? ORDER BY seq`, uid)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -399,10 +399,10 @@ func TestCrontabReconcile(t *testing.T) {
 	ctx := context.Background()
 	alice := ns.CallerOf(h.alice, "")
 	set := func(text string) (*abi.CrontabSetResult, error) {
-		return kernel.Invoke[*abi.CrontabSetResult](ctx, h.k, alice, "sched.crontab.set", &abi.CrontabSetArgs{Text: text})
+		return kernel.Do(ctx, h.k, alice, abi.SchedCrontabSet, &abi.CrontabSetArgs{Text: text})
 	}
 	get := func() string {
-		res, err := kernel.Invoke[*abi.CrontabGetResult](ctx, h.k, alice, "sched.crontab.get", &abi.CrontabGetArgs{})
+		res, err := kernel.Do(ctx, h.k, alice, abi.SchedCrontabGet, &abi.CrontabGetArgs{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -439,7 +439,7 @@ func TestCrontabReconcile(t *testing.T) {
 	}
 	// Only root may set another uid's crontab.
 	bob := uint32(1001)
-	if _, err := kernel.Invoke[*abi.CrontabSetResult](ctx, h.k, alice, "sched.crontab.set", &abi.CrontabSetArgs{OwnerUid: &bob, Text: ""}); abi.Code(err) != 403 {
+	if _, err := kernel.Do(ctx, h.k, alice, abi.SchedCrontabSet, &abi.CrontabSetArgs{OwnerUid: &bob, Text: ""}); abi.Code(err) != 403 {
 		t.Fatalf("alice sets bob's: %v", err)
 	}
 	// A parse error is a 400 naming the line.

@@ -24,7 +24,7 @@ func TestLogRotates(t *testing.T) {
 	}
 	log := func(id *kernel.Identity, rotate int) []abi.Run {
 		t.Helper()
-		res, err := kernel.Invoke[*abi.SchedLogResult](ctx, h.k, &kernel.Caller{Identity: id}, "sched.log", &abi.SchedLogArgs{Rotate: rotate})
+		res, err := kernel.Do(ctx, h.k, &kernel.Caller{Identity: id}, abi.SchedLog, &abi.SchedLogArgs{Rotate: rotate})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func TestLogRotates(t *testing.T) {
 		t.Fatalf("root's log: %d lines of 21 runs, want %d", len(got), (7+14-1)%3+1)
 	}
 	for _, bad := range []int{-1, 10001} {
-		if _, err := kernel.Invoke[*abi.SchedLogResult](ctx, h.k, &kernel.Caller{Identity: h.alice}, "sched.log", &abi.SchedLogArgs{Rotate: bad}); abi.Code(err) != 400 {
+		if _, err := kernel.Do(ctx, h.k, &kernel.Caller{Identity: h.alice}, abi.SchedLog, &abi.SchedLogArgs{Rotate: bad}); abi.Code(err) != 400 {
 			t.Errorf("rotate %d: %v, want 400", bad, err)
 		}
 	}

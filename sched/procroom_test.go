@@ -66,13 +66,13 @@ func newProcRoom() *procRoom {
 // Syscalls implements ns.Room.
 func (p *procRoom) Syscalls() []kernel.Syscall {
 	return []kernel.Syscall{
-		kernel.Fn("proc.spawn", 0, p.spawn),
-		kernel.Fn("proc.send", 0, p.send),
-		kernel.Fn("proc.status", 0, p.status),
-		kernel.Fn("proc.conversation.get", 0, p.conversationGet),
-		kernel.Fn("proc.conversation.compact", 0, p.compact),
-		kernel.Fn("proc.conversation.reset", 0, p.reset),
-		kernel.Fn("proc.checkpoint", 0, p.checkpoint),
+		kernel.Handle(abi.ProcSpawn, p.spawn),
+		kernel.Handle(abi.ProcSend, p.send),
+		kernel.Handle(abi.ProcStatus, p.status),
+		kernel.Handle(abi.ProcConversationGet, p.conversationGet),
+		kernel.Handle(abi.ProcConversationCompact, p.compact),
+		kernel.Handle(abi.ProcConversationReset, p.reset),
+		kernel.Handle(abi.ProcCheckpoint, p.checkpoint),
 	}
 }
 
@@ -151,11 +151,11 @@ func (p *procRoom) send(ctx context.Context, c *kernel.Caller, a *abi.SendArgs) 
 	return &abi.SendResult{OK: true, Status: "started", RunID: "r_1"}, nil
 }
 
-func (p *procRoom) status(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (*abi.PidArgs, error) {
+func (p *procRoom) status(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (*abi.StatusResult, error) {
 	if err := p.record(c, "proc.status", a.Pid, a); err != nil {
 		return nil, err
 	}
-	return a, nil
+	return &abi.StatusResult{OK: true, Pid: a.Pid}, nil
 }
 
 func (p *procRoom) conversationGet(ctx context.Context, c *kernel.Caller, a *abi.ConvArgs) (*abi.ConversationGetResult, error) {
@@ -171,18 +171,18 @@ func (p *procRoom) conversationGet(ctx context.Context, c *kernel.Caller, a *abi
 	return res, nil
 }
 
-func (p *procRoom) compact(ctx context.Context, c *kernel.Caller, a *abi.CompactArgs) (*abi.ConvArgs, error) {
+func (p *procRoom) compact(ctx context.Context, c *kernel.Caller, a *abi.CompactArgs) (*abi.CompactResult, error) {
 	if err := p.record(c, "proc.conversation.compact", a.Pid, a); err != nil {
 		return nil, err
 	}
-	return &abi.ConvArgs{Pid: a.Pid, ConversationID: a.ConversationID}, nil
+	return &abi.CompactResult{OK: true, Pid: a.Pid, ConversationID: a.ConversationID}, nil
 }
 
-func (p *procRoom) reset(ctx context.Context, c *kernel.Caller, a *abi.ConvArgs) (*abi.ConvArgs, error) {
+func (p *procRoom) reset(ctx context.Context, c *kernel.Caller, a *abi.ConvArgs) (*abi.ConvResetResult, error) {
 	if err := p.record(c, "proc.conversation.reset", a.Pid, a); err != nil {
 		return nil, err
 	}
-	return a, nil
+	return &abi.ConvResetResult{OK: true, Pid: a.Pid, ConversationID: a.ConversationID}, nil
 }
 
 func (p *procRoom) checkpoint(ctx context.Context, c *kernel.Caller, a *abi.CheckpointArgs) (*abi.CheckpointResult, error) {

@@ -195,7 +195,7 @@ func (m *Manager) finish(ctx context.Context, s *abi.Schedule, dueAt, start, end
 	next, attempt := following(s, dueAt, m.clock.Now().UnixMilli(), status == "error", pre)
 	done := oneShot(s.Expression) && next == 0
 	var enabled, stale bool
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if err := m.recordTx(tx, s, dueAt, start, end, status, errText, summary); err != nil {
 			return err
 		}
@@ -243,7 +243,7 @@ func nullInt(v int64) any {
 }
 
 // recordTx writes a run to the history and the schedule's state, in tx.
-func (m *Manager) recordTx(tx *sql.Tx, s *abi.Schedule, dueAt, start, end int64, status, errText, summary string) error {
+func (m *Manager) recordTx(tx *kernel.Tx, s *abi.Schedule, dueAt, start, end int64, status, errText, summary string) error {
 	if _, err := m.st.TxExec(tx, `INSERT INTO sched_runs(schedule_id,name,owner_uid,scheduled_at,started_at,finished_at,status,error,summary,duration_ms) VALUES(?,?,?,?,?,?,?,?,?,?)`,
 		s.ID, s.Name, s.OwnerUid, dueAt, start, end, status, nullStr(errText), nullStr(summary), end-start); err != nil {
 		return err
@@ -260,7 +260,7 @@ func (m *Manager) recordTx(tx *sql.Tx, s *abi.Schedule, dueAt, start, end int64,
 // signalRun tells s's owner that a run of s ended (sched.run.finished).
 func (m *Manager) signalRun(s *abi.Schedule, status, errText string) {
 	m.touchTab(s.OwnerUid)
-	m.k.Signal("sched.run.finished", map[string]any{"scheduleId": s.ID, "name": s.Name, "status": status, "error": errText}, kernel.Audience{Uids: []uint32{s.OwnerUid}})
+	kernel.Publish(m.k, abi.SigSchedRunFinished, abi.SchedRunFinished{ScheduleID: s.ID, Name: s.Name, Status: status, Error: errText}, kernel.Audience{Uids: []uint32{s.OwnerUid}})
 }
 
 // nullStr is s as a column: NULL for "".

@@ -263,14 +263,14 @@ func (m *Manager) reload(ctx context.Context) error {
 	now := m.clock.Now().UnixMilli()
 	rows, err := m.st.QueryContext(ctx, `SELECT id,next_run_at FROM sched_schedules WHERE enabled=1 AND next_run_at>?`, now)
 	if err != nil {
-		return damaged(err)
+		return m.damaged(err)
 	}
 	var armed []entry
 	for rows.Next() {
 		var id, at any
 		if err := rows.Scan(&id, &at); err != nil {
 			rows.Close()
-			return damaged(err)
+			return m.damaged(err)
 		}
 		c := cells{v: []any{id, at}}
 		e := entry{id: c.text(0, "id"), at: c.int(1, "next_run_at")}
@@ -282,7 +282,7 @@ func (m *Manager) reload(ctx context.Context) error {
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return damaged(err)
+		return m.damaged(err)
 	}
 	// The missed schedules are read by one query and their misfire
 	// policy applied in one transaction, batch by batch while the query
@@ -295,7 +295,7 @@ func (m *Manager) reload(ctx context.Context) error {
 	work := make(chan missWork, 4)
 	txDone := make(chan error, 1)
 	go func() {
-		txDone <- m.st.Tx(ctx, func(tx *sql.Tx) error {
+		txDone <- m.st.Tx(ctx, func(tx *kernel.Tx) error {
 			defer func() {
 				for range work { // the reader never blocks on a failed transaction
 				}
@@ -336,7 +336,7 @@ func (m *Manager) reload(ctx context.Context) error {
 		}
 	}
 	var nexts []rowNext
-	rerr := m.eachMissed(ctx, now, func(rowid int64, s *abi.Schedule) error {
+	rerr := m.eachMissed(ctx, now, func(s *abi.Schedule) error {
 		switch {
 		case s.MisfirePolicy == "run-once":
 			arms = append(arms, entry{now, s.ID}) // the catch-up run
@@ -347,7 +347,7 @@ func (m *Manager) reload(ctx context.Context) error {
 			}
 		default:
 			next := nextAfter(s, now)
-			nexts = append(nexts, rowNext{rowid, next})
+			nexts = append(nexts, rowNext{s.ID, next})
 			if next != 0 {
 				arms = append(arms, entry{next, s.ID})
 			}
@@ -403,18 +403,18 @@ type missWork struct {
 var errTxEnded = errors.New("the reload's transaction ended")
 
 // eachMissed calls fn for each enabled schedule whose next time is not
-// after now (with its rowid), with only what reload needs (id, owner,
+// after now, with only what reload needs (id, owner,
 // name, expression, misfire policy, creation and next time): a full query
 // decodes every column and the target, twice the cost for a large
 // catch-up. fn's error stops it and is returned.
-func (m *Manager) eachMissed(ctx context.Context, now int64, fn func(rowid int64, s *abi.Schedule) error) error {
-	rows, err := m.st.QueryContext(ctx, `SELECT rowid,id,owner_uid,name,expression,misfire,created_at,next_run_at FROM sched_schedules
+func (m *Manager) eachMissed(ctx context.Context, now int64, fn func(s *abi.Schedule) error) error {
+	rows, err := m.st.QueryContext(ctx, `SELECT id,owner_uid,name,expression,misfire,created_at,next_run_at FROM sched_schedules
 		WHERE enabled=1 AND next_run_at IS NOT NULL AND next_run_at<=?`, now)
 	if err != nil {
-		return damaged(err)
+		return m.damaged(err)
 	}
 	defer rows.Close()
-	raw := make([]any, 8)
+	raw := make([]any, 7)
 	ptrs := make([]any, len(raw))
 	for i := range raw {
 		ptrs[i] = &raw[i]
@@ -425,14 +425,13 @@ func (m *Manager) eachMissed(ctx context.Context, now int64, fn func(rowid int64
 		}
 		c := cells{v: raw}
 		s := &abi.Schedule{Enabled: true}
-		rowid := c.int(0, "rowid")
-		s.ID = c.text(1, "id")
-		s.OwnerUid = c.uid(2, "owner_uid")
-		s.Name = c.text(3, "name")
-		expr := c.text(4, "expression")
-		s.MisfirePolicy = c.text(5, "misfire")
-		s.CreatedAtMs = c.int(6, "created_at")
-		s.State.NextRunAtMs = c.intp(7, "next_run_at")
+		s.ID = c.text(0, "id")
+		s.OwnerUid = c.uid(1, "owner_uid")
+		s.Name = c.text(2, "name")
+		expr := c.text(3, "expression")
+		s.MisfirePolicy = c.text(4, "misfire")
+		s.CreatedAtMs = c.int(5, "created_at")
+		s.State.NextRunAtMs = c.intp(6, "next_run_at")
 		if err := decodeExpression(expr, &s.Expression); err != nil {
 			c.bad("expression", err.Error())
 		}
@@ -440,7 +439,7 @@ func (m *Manager) eachMissed(ctx context.Context, now int64, fn func(rowid int64
 			m.skipBroken(s.ID, strings.Join(c.problems, "; "))
 			continue
 		}
-		if err := fn(rowid, s); err != nil {
+		if err := fn(s); err != nil {
 			return err
 		}
 	}
@@ -468,13 +467,14 @@ func (m *Manager) skipBroken(id, why string) {
 
 // damaged is err, from reading the scheduler's table, with where it
 // comes from and how to repair it.
-func damaged(err error) error {
-	return fmt.Errorf("sched: reading the table sched_schedules of STATE/gsv.db: %w (check it with sqlite3 STATE/gsv.db 'PRAGMA integrity_check'; remove the rows at fault)", err)
+func (m *Manager) damaged(err error) error {
+	return fmt.Errorf("sched: reading the table sched_schedules of STATE/gsv.db: %w (check it with %s; remove the rows at fault)", err, m.st.Dialect().Check())
 }
 
-// rowNext is a schedule's row and its new next run time (0: none).
+// rowNext is a schedule (by id) and its new next run time (0: none).
 type rowNext struct {
-	rowid, next int64
+	id   string
+	next int64
 }
 
 // setNextsBatch is how many rows one statement of setNexts updates.
@@ -494,9 +494,9 @@ func setNexts(tx querier, nexts []rowNext) error {
 				q.WriteByte(',')
 			}
 			q.WriteString("(?,?)")
-			args = append(args, rn.rowid, nullInt(rn.next))
+			args = append(args, rn.id, nullInt(rn.next))
 		}
-		q.WriteString(`) AS v WHERE sched_schedules.rowid=v.column1`)
+		q.WriteString(`) AS v WHERE sched_schedules.id=v.column1`)
 		if _, err := tx.Exec(q.String(), args...); err != nil {
 			return err
 		}
@@ -505,7 +505,7 @@ func setNexts(tx querier, nexts []rowNext) error {
 	return nil
 }
 
-// querier is a write transaction (*sql.Tx). Its statements take no
+// querier is a write transaction (*kernel.Tx). Its statements take no
 // context: a statement cancelled inside a transaction can roll back the
 // whole (group-committed) transaction.
 type querier interface {

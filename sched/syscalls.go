@@ -2,7 +2,6 @@ package sched
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -73,7 +72,7 @@ func (m *Manager) add(ctx context.Context, c *kernel.Caller, a *abi.SchedAddArgs
 	m.fillZone(ctx, &a.Expression)
 	limit := m.maxSchedules(ctx, uid)
 	var s *abi.Schedule
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		if err := checkScheduleLimit(tx, uid, limit, 1); err != nil {
 			return err
 		}
@@ -107,7 +106,7 @@ func (m *Manager) update(ctx context.Context, c *kernel.Caller, a *abi.SchedUpda
 		}
 	}
 	m.fillZone(ctx, a.Patch.Expression)
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		var err error
 		s, err = m.patch(tx, s, &a.Patch, c.Identity.Process)
 		return err
@@ -176,7 +175,7 @@ func (m *Manager) ctlRun(ctx context.Context, c *kernel.Caller, a *abi.SchedRunA
 		if len(results) > 1 {
 			what = fmt.Sprintf("%d of %d runs failed; the first", len(failed), len(results))
 		}
-		return nil, abi.E(abi.Op("sched.run"), abi.Path(r.ScheduleID), kind, fmt.Sprintf("%s: %s", what, r.Error))
+		return nil, abi.E(abi.Op(abi.SchedRun.Name), abi.Path(r.ScheduleID), kind, fmt.Sprintf("%s: %s", what, r.Error))
 	}
 	return runResult(results), nil
 }
@@ -246,7 +245,7 @@ func (m *Manager) maxSchedules(ctx context.Context, uid uint32) int {
 // checkScheduleLimit refuses (409), in tx, a change that leaves uid with
 // more than limit (-1: no limit) schedules once n more are added (the
 // change's own additions already made in tx count in the store).
-func checkScheduleLimit(tx *sql.Tx, uid uint32, limit, n int) error {
+func checkScheduleLimit(tx *kernel.Tx, uid uint32, limit, n int) error {
 	if limit < 0 {
 		return nil
 	}
@@ -331,8 +330,8 @@ func (m *Manager) insert(q querier, c *kernel.Caller, owner uint32, a *abi.Sched
 	if err != nil {
 		return nil, err
 	}
-	_, err = q.Exec(`INSERT INTO sched_schedules(id,owner_uid,creator_uid,run_as_uid,name,description,enabled,expression,target,misfire,retry,created_at,updated_at,next_run_at,process_cap)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, s.ID, s.OwnerUid, s.CreatorUid, s.RunAsUid, s.Name, s.Description, s.Enabled, expr, target,
+	_, err = q.Exec(`INSERT INTO sched_schedules(id,owner_uid,creator_uid,run_as_uid,name,description,enabled,expression,target,misfire,retry,created_at,updated_at,next_run_at,process_cap,seq)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,(SELECT coalesce(max(seq), 0)+1 FROM sched_schedules))`, s.ID, s.OwnerUid, s.CreatorUid, s.RunAsUid, s.Name, s.Description, s.Enabled, expr, target,
 		s.MisfirePolicy, retry, s.CreatedAtMs, s.UpdatedAtMs, nullInt(next), capColumn(s.Cap))
 	if err != nil {
 		return nil, nameErr(a.Name, err)
@@ -463,5 +462,5 @@ func (m *Manager) touchTab(uid uint32) { m.changes.Touch(strconv.FormatUint(uint
 // (sched.changed).
 func (m *Manager) changed(uid uint32, id, what string) {
 	m.touchTab(uid)
-	m.k.Signal("sched.changed", map[string]any{"scheduleId": id, "change": what}, kernel.Audience{Uids: []uint32{uid}})
+	kernel.Publish(m.k, abi.SigSchedChanged, abi.SchedChanged{ScheduleID: id, Change: what}, kernel.Audience{Uids: []uint32{uid}})
 }

@@ -35,15 +35,15 @@ func (m *Manager) execute(ctx context.Context, s *abi.Schedule) (string, error) 
 	c := &kernel.Caller{Identity: id}
 	t := s.Target
 	switch t.Kind {
-	case "process.spawn":
-		r, err := kernel.Invoke[*abi.SpawnResult](ctx, m.k, c, "proc.spawn", &abi.SpawnArgs{Profile: t.Profile, Label: t.Label, Prompt: t.Prompt,
+	case abi.TargetSpawn:
+		r, err := kernel.Do(ctx, m.k, c, abi.ProcSpawn, &abi.SpawnArgs{Profile: t.Profile, Label: t.Label, Prompt: t.Prompt,
 			ParentPid: t.ParentPid, Workspace: t.Workspace, Assignment: t.Assignment, Mounts: t.Mounts})
 		if err != nil {
 			return "", err
 		}
 		return "spawned " + r.Pid, nil
-	case "process.event":
-		r, err := kernel.Invoke[*abi.SendResult](ctx, m.k, c, "proc.send",
+	case abi.TargetEvent:
+		r, err := kernel.Do(ctx, m.k, c, abi.ProcSend,
 			&abi.SendArgs{Pid: t.Pid, ConversationID: t.ConversationID, Message: t.Message, Event: true,
 				Kind: abi.EventScheduleTick, TraceID: "sched:" + s.ID})
 		if err != nil {
@@ -54,16 +54,16 @@ func (m *Manager) execute(ctx context.Context, s *abi.Schedule) (string, error) 
 			// a skip, as one whose previous run is still going.
 			return "", &coalescedError{run: r.RunID}
 		}
-		return "proc.send ok", nil
-	case "process.lifecycle":
-		call, args := lifecycleCall(&t)
-		if call == "" {
+		return abi.ProcSend.Name + " ok", nil
+	case abi.TargetLifecycle:
+		call := lifecycleCall(&t)
+		if call.Name() == "" {
 			return "", fmt.Errorf("unknown lifecycle action %q", t.Action)
 		}
-		if _, err := m.k.Call(ctx, c, call, args); err != nil {
+		if _, err := m.k.Make(ctx, c, call); err != nil {
 			return "", err
 		}
-		return call + " ok", nil
+		return call.Name() + " ok", nil
 	}
 	return "", fmt.Errorf("unknown target %q", t.Kind)
 }
@@ -77,11 +77,12 @@ func (e *coalescedError) Error() string {
 	return fmt.Sprintf("its previous tick still waits in the target's queue (run %s)", e.run)
 }
 
-// lifecycleCall is the syscall and args of a process.lifecycle target:
-// proc.conversation.compact (keeping Options.keep messages, default
-// defaultKeep, with Options.summary or a generated one),
-// proc.conversation.reset or proc.checkpoint; "" for another action.
-func lifecycleCall(t *abi.Target) (string, any) {
+// lifecycleCall is the syscall of a process.lifecycle target, bound to
+// its args: proc.conversation.compact (keeping Options.keep messages,
+// default defaultKeep, with Options.summary or a generated one),
+// proc.conversation.reset or proc.checkpoint; the zero Bound for another
+// action.
+func lifecycleCall(t *abi.Target) kernel.Bound {
 	switch t.Action {
 	case "compact":
 		a := &abi.CompactArgs{Pid: t.Pid, ConversationID: t.ConversationID}
@@ -95,13 +96,13 @@ func lifecycleCall(t *abi.Target) (string, any) {
 		} else {
 			a.GenerateSummary = true
 		}
-		return "proc.conversation.compact", a
+		return kernel.Bind(abi.ProcConversationCompact, a)
 	case "reset":
-		return "proc.conversation.reset", &abi.ConvArgs{Pid: t.Pid, ConversationID: t.ConversationID}
+		return kernel.Bind(abi.ProcConversationReset, &abi.ConvArgs{Pid: t.Pid, ConversationID: t.ConversationID})
 	case "checkpoint":
-		return "proc.checkpoint", &abi.CheckpointArgs{Pid: t.Pid, ConversationID: t.ConversationID}
+		return kernel.Bind(abi.ProcCheckpoint, &abi.CheckpointArgs{Pid: t.Pid, ConversationID: t.ConversationID})
 	}
-	return "", nil
+	return kernel.Bound{}
 }
 
 // checkReach checks t (400, or 501 for a seed's field not built yet) and
@@ -116,7 +117,7 @@ func (m *Manager) checkReach(ctx context.Context, owner uint32, name string, t *
 		return targetErr(name, err)
 	}
 	pid := t.Pid
-	if t.Kind == "process.spawn" {
+	if t.Kind == abi.TargetSpawn {
 		pid = t.ParentPid // a spawn's parent must be the owner's
 	}
 	if pid == "" {
@@ -135,12 +136,12 @@ func (m *Manager) checkReach(ctx context.Context, owner uint32, name string, t *
 		return abi.E(abi.Path(name), err)
 	}
 	if t.ConversationID == "" {
-		if _, err := kernel.Invoke[any](ctx, m.k, c, "proc.status", &abi.PidArgs{Pid: pid}); err != nil {
+		if _, err := kernel.Do(ctx, m.k, c, abi.ProcStatus, &abi.PidArgs{Pid: pid}); err != nil {
 			return unreachable(err)
 		}
 		return nil
 	}
-	r, err := kernel.Invoke[*abi.ConversationGetResult](ctx, m.k, c, "proc.conversation.get", &abi.ConvArgs{Pid: t.Pid, ConversationID: t.ConversationID})
+	r, err := kernel.Do(ctx, m.k, c, abi.ProcConversationGet, &abi.ConvArgs{Pid: t.Pid, ConversationID: t.ConversationID})
 	if err != nil {
 		return unreachable(err)
 	}

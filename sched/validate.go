@@ -144,7 +144,7 @@ func textErr(err error) error {
 // whether its process can be reached, by sched.add and sched.update).
 func validateTarget(t *abi.Target) error {
 	switch t.Kind {
-	case "process.spawn":
+	case abi.TargetSpawn:
 		if t.Profile == "" {
 			t.Profile = "task"
 		}
@@ -158,11 +158,11 @@ func validateTarget(t *abi.Target) error {
 				return err
 			}
 		}
-	case "process.event":
+	case abi.TargetEvent:
 		if t.Pid == "" || strings.TrimSpace(t.Message) == "" {
 			return fmt.Errorf("process.event needs a pid and a message")
 		}
-	case "process.lifecycle":
+	case abi.TargetLifecycle:
 		if t.Pid == "" {
 			return fmt.Errorf("process.lifecycle needs a pid")
 		}
@@ -174,7 +174,7 @@ func validateTarget(t *abi.Target) error {
 	default:
 		return fmt.Errorf("target kind %q: want process.spawn, process.event or process.lifecycle", t.Kind)
 	}
-	if t.Kind != "process.spawn" && (t.ParentPid != "" || t.Workspace != nil || t.Assignment != nil || len(t.Mounts) > 0) {
+	if t.Kind != abi.TargetSpawn && (t.ParentPid != "" || t.Workspace != nil || t.Assignment != nil || len(t.Mounts) > 0) {
 		return fmt.Errorf("parentPid, workspace, assignment and mounts are a process.spawn's")
 	}
 	for _, w := range []struct{ field, s string }{{"profile", t.Profile}, {"label", t.Label}, {"parentPid", t.ParentPid}, {"pid", t.Pid}, {"conversationId", t.ConversationID}} {

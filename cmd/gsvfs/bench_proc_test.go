@@ -175,14 +175,14 @@ func openHistoryState(stateDir string) (*historyState, error) {
 		return fail(err)
 	}
 	root := ns.CallerOf(cred, "")
-	res, err := kernel.Invoke[*abi.SpawnResult](ctx, k, root, "proc.spawn", json.RawMessage(`{"profile":"task","label":"history bench"}`))
+	res, err := kernel.Do(ctx, k, root, abi.ProcSpawn, &abi.SpawnArgs{Profile: "task", Label: "history bench"})
 	if err != nil {
 		return fail(err)
 	}
 	s := &historyState{k: k, space: space, root: root, pid: res.Pid}
 	rng := rand.New(rand.NewSource(1))
 	t0 := time.Now().UnixMilli() - historyMessages*1000
-	err = k.Store.Tx(ctx, func(tx *sql.Tx) error {
+	err = k.Store.Tx(ctx, func(tx *kernel.Tx) error {
 		st, err := tx.Prepare(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at) VALUES(?,?,1,?,?,?)`)
 		if err != nil {
 			return err

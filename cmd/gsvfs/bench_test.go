@@ -488,7 +488,7 @@ func BenchmarkNinePSmallRead(b *testing.B) {
 	}
 	data[len(data)-1] = '\n'
 	ctx := context.Background()
-	res, err := kernel.Invoke[*abi.FSWriteResult](ctx, k, k.KernelCaller(), "fs.write", &abi.FSWriteArgs{Path: "/home/root/small.txt", Content: string(data)})
+	res, err := kernel.Do(ctx, k, k.KernelCaller(), abi.FsWrite, &abi.FSWriteArgs{Path: "/home/root/small.txt", Content: string(data)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func TestE2EVFSFSProcDispatcher(t *testing.T) {
 	P := "/proc/" + sp.Pid
 	read := func(c *kernel.Caller, p string) *abi.FSReadResult {
 		t.Helper()
-		r, err := kernel.Invoke[*abi.FSReadResult](ctx, e.K, c, "fs.read", &abi.FSReadArgs{Path: p})
+		r, err := kernel.Do(ctx, e.K, c, abi.FsRead, &abi.FSReadArgs{Path: p})
 		if err != nil {
 			t.Fatalf("fs.read %s: %v", p, err)
 		}
@@ -75,11 +75,11 @@ func TestE2EVFSFSProcDispatcher(t *testing.T) {
 	if r := read(alice, "/etc/passwd"); !r.OK || !strings.Contains(r.Content, "alice:x:") {
 		t.Fatalf("/etc/passwd: %+v", r)
 	}
-	w, err := kernel.Invoke[*abi.FSWriteResult](ctx, e.K, alice, "fs.write", &abi.FSWriteArgs{Path: P + "/ctl", Content: "send hi from fs.write\n"})
+	w, err := kernel.Do(ctx, e.K, alice, abi.FsWrite, &abi.FSWriteArgs{Path: P + "/ctl", Content: "send hi from fs.write\n"})
 	if err != nil || !w.OK {
 		t.Fatalf("ctl write: %+v %v", w, err)
 	}
-	if w, err := kernel.Invoke[*abi.FSWriteResult](ctx, e.K, bob, "fs.write", &abi.FSWriteArgs{Path: P + "/ctl", Content: "kill\n"}); err != nil || w.OK {
+	if w, err := kernel.Do(ctx, e.K, bob, abi.FsWrite, &abi.FSWriteArgs{Path: P + "/ctl", Content: "kill\n"}); err != nil || w.OK {
 		t.Fatalf("bob wrote alice's ctl: %+v %v", w, err)
 	}
 	deadline := time.Now().Add(liveness)

@@ -26,6 +26,7 @@ import (
 	"gsvfs.dev/gsvfs/devices"
 	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/devices/local/sandbox"
+	"gsvfs.dev/gsvfs/ipc"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/ninep"
 	"gsvfs.dev/gsvfs/notify"
@@ -214,7 +215,8 @@ func run(ctx context.Context, o options, mountDir string) error {
 	dev.SetRoot(space.Root())
 	// The rooms, in the order they are added (Plan 9's devtab): the
 	// devices (the data tree) first, as the others' runs use it and it
-	// closes last; a room's Start may make syscalls of the rooms before it.
+	// closes last; a room's Start may make syscalls of the rooms before it
+	// (the ipc room's asks the processes how its calls' runs stand).
 	rooms := []struct {
 		name string
 		open func() (ns.Room, error)
@@ -223,6 +225,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 		{"processes", func() (ns.Room, error) {
 			return proc.Open(space, proc.Options{Logger: log, CodeModeWorker: codeModeWorker(), CodeModeGroup: codeModeGroup(log)})
 		}},
+		{"ipc", func() (ns.Room, error) { return ipc.Open(space, ipc.Options{Logger: log}) }},
 		{"scheduler", func() (ns.Room, error) { return sched.Open(space, sched.Options{Logger: log}) }},
 		{"notifications", func() (ns.Room, error) { return notify.Open(space, notify.Options{Logger: log}) }},
 	}

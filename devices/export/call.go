@@ -10,10 +10,12 @@ import (
 	"gsvfs.dev/gsvfs/vfs"
 )
 
-// The call file: each request line is an abi request frame of a routed
-// syscall; each answer an abi response frame, as the kernel's /sys/call
-// answers (kernel.Serve). The kernel has stripped the target and decided
-// who may make the call; the device checks only the args.
+// The call and rpc files: each request line is an abi request frame of a
+// routed syscall; each answer an abi response frame, as the kernel's
+// /sys/call answers (kernel.Serve). The kernel has stripped the target
+// and decided who may make the call; the device checks only the args. An
+// answer is at most abi.MaxAnswer bytes: a larger one is an error frame
+// (the kernel reads no more of an answer than that).
 
 // handler serves one syscall: it decodes its raw JSON args strictly and
 // runs it.
@@ -33,14 +35,14 @@ func fn[A, R any](f func(context.Context, *A) (R, error)) handler {
 // syscalls is the device's table of syscalls.
 func (e *Export) syscalls() map[string]handler {
 	m := map[string]handler{
-		"fs.read":   fn(e.read),
-		"fs.write":  fn(e.write),
-		"fs.edit":   fn(e.edit),
-		"fs.delete": fn(e.delete),
-		"fs.search": fn(e.search),
+		abi.FsRead.Name:   fn(e.read),
+		abi.FsWrite.Name:  fn(e.write),
+		abi.FsEdit.Name:   fn(e.edit),
+		abi.FsDelete.Name: fn(e.delete),
+		abi.FsSearch.Name: fn(e.search),
 	}
 	if e.shell != nil {
-		m["shell.exec"] = fn(e.exec)
+		m[abi.ShellExec.Name] = fn(e.exec)
 	}
 	if e.sessions != nil {
 		e.addSessionSyscalls(m)
@@ -57,17 +59,23 @@ func (e *Export) serve(ctx context.Context, cred vfs.Cred, frame []byte) []byte 
 	if err == nil {
 		res, err = e.call(ctx, req.Call, req.Args)
 	}
-	resp := abi.Response{Type: "res", ID: req.ID, OK: err == nil, Data: res}
+	out := abi.EncodeResponse(req.ID, req.Call, res, err)
+	if len(out) > abi.MaxAnswer {
+		out = abi.EncodeResponse(req.ID, req.Call, nil, abi.E(abi.Op(req.Call), abi.Other, fmt.Sprintf(
+			"the answer is more than %d bytes: refused (read such a file through /dev/<id>/fs)", abi.MaxAnswer)))
+	}
+	return out
+}
+
+// frameTag is the rpc file's Tag: a request frame's id, or the id a
+// cancel frame names. A line that is not a frame is a request with no
+// tag (its answer says what is wrong with it).
+func frameTag(line []byte) (string, bool) {
+	typ, id, err := abi.FrameTag(line)
 	if err != nil {
-		resp.Data = nil
-		resp.Error = &abi.FrameError{Code: abi.Code(err), Message: err.Error()}
+		return "", false
 	}
-	b, merr := json.Marshal(resp)
-	if merr != nil {
-		b, _ = json.Marshal(abi.Response{Type: "res", ID: req.ID, Error: &abi.FrameError{
-			Code: 500, Message: fmt.Sprintf("%s: encoding result: %v", req.Call, merr)}})
-	}
-	return append(b, '\n')
+	return id, typ == abi.CancelType
 }
 
 // call makes the syscall name with its raw JSON args: an unknown syscall

@@ -8,7 +8,12 @@
 //	       out of Root (every operation goes through an os.Root)
 //	call   a vfs.Call file: abi request frames for fs.read, fs.write,
 //	       fs.edit, fs.delete, fs.search, shell.exec and the process.*
-//	       syscalls of exec sessions, answered with abi response frames
+//	       syscalls of exec sessions, answered with abi response frames,
+//	       one request at a time per open handle
+//	rpc    a vfs.Mux file: the same requests, many at once on one open
+//	       handle, each answer carrying its request's id; a cancel frame
+//	       (abi.EncodeCancel) cancels the request it names. The kernel
+//	       keeps one handle of it open for the connection's life
 //
 // Every caller on the device is the device's own user: the kernel has
 // decided who may use the device before its request reaches the tree, so
@@ -149,18 +154,19 @@ func New(opts Options) (*Export, error) {
 	e.tree = vfs.NewDir(allow{path: "/", dir: true},
 		vfs.DirEntry{Name: "fs", Node: &dirNode{node{e: e, rel: "."}}},
 		vfs.DirEntry{Name: "call", Node: &vfs.Call{Meta: allow{path: "/call", mode: 0o666}, Do: e.serve}},
+		vfs.DirEntry{Name: "rpc", Node: &vfs.Mux{Meta: allow{path: "/rpc", mode: 0o666}, Tag: frameTag, Do: e.serve}},
 	)
 	return e, nil
 }
 
-// Tree is the root of the device's tree: "fs" and "call".
+// Tree is the root of the device's tree: "fs", "call" and "rpc".
 func (e *Export) Tree() vfs.Dir { return e.tree }
 
 // Implements lists the syscalls the call file answers.
 func (e *Export) Implements() []string {
-	out := []string{"fs.read", "fs.write", "fs.edit", "fs.delete", "fs.search"}
+	out := []string{abi.FsRead.Name, abi.FsWrite.Name, abi.FsEdit.Name, abi.FsDelete.Name, abi.FsSearch.Name}
 	if e.shell != nil {
-		out = append(out, "shell.exec")
+		out = append(out, abi.ShellExec.Name)
 	}
 	if e.sessions != nil {
 		out = append(out, abi.SessionCalls...)

@@ -98,9 +98,9 @@ func (e *Export) sessionMount(ctx context.Context, who local.Who, pc abi.Process
 	return os.NewFile(uintptr(fd), abs), mode, abs, nil
 }
 
-// sessionCall is a process.* syscall of the current session table, made
-// as the device's user.
-func sessionCall[A, R any](e *Export, f func(*local.Sessions, context.Context, local.Who, *A) (R, error)) handler {
+// sessionCall is the process.* syscall c of the current session table,
+// made as the device's user.
+func sessionCall[A, R any](e *Export, _ abi.Call[A, R], f func(*local.Sessions, context.Context, local.Who, *A) (R, error)) handler {
 	return fn(func(ctx context.Context, a *A) (R, error) {
 		var zero R
 		s, err := e.sessions.get()
@@ -113,13 +113,13 @@ func sessionCall[A, R any](e *Export, f func(*local.Sessions, context.Context, l
 
 // addSessionSyscalls adds the process.* syscalls to m.
 func (e *Export) addSessionSyscalls(m map[string]handler) {
-	m["process.session.open"] = sessionCall(e, (*local.Sessions).SessionOpen)
-	m["process.exec"] = sessionCall(e, (*local.Sessions).ProcessExec)
-	m["process.exec.start"] = sessionCall(e, (*local.Sessions).ExecStart)
-	m["process.session.signal"] = sessionCall(e, (*local.Sessions).SessionSignal)
-	m["process.session.list"] = sessionCall(e, (*local.Sessions).SessionList)
-	m["process.session.get"] = sessionCall(e, (*local.Sessions).SessionGet)
-	m["process.session.wait"] = sessionCall(e, (*local.Sessions).SessionWait)
-	m["process.session.output"] = sessionCall(e, (*local.Sessions).SessionOutput)
-	m["process.blob.read"] = sessionCall(e, (*local.Sessions).BlobRead)
+	m[abi.ProcessSessionOpen.Name] = sessionCall(e, abi.ProcessSessionOpen, (*local.Sessions).SessionOpen)
+	m[abi.ProcessExec.Name] = sessionCall(e, abi.ProcessExec, (*local.Sessions).ProcessExec)
+	m[abi.ProcessExecStart.Name] = sessionCall(e, abi.ProcessExecStart, (*local.Sessions).ExecStart)
+	m[abi.ProcessSessionSignal.Name] = sessionCall(e, abi.ProcessSessionSignal, (*local.Sessions).SessionSignal)
+	m[abi.ProcessSessionList.Name] = sessionCall(e, abi.ProcessSessionList, (*local.Sessions).SessionList)
+	m[abi.ProcessSessionGet.Name] = sessionCall(e, abi.ProcessSessionGet, (*local.Sessions).SessionGet)
+	m[abi.ProcessSessionWait.Name] = sessionCall(e, abi.ProcessSessionWait, (*local.Sessions).SessionWait)
+	m[abi.ProcessSessionOutput.Name] = sessionCall(e, abi.ProcessSessionOutput, (*local.Sessions).SessionOutput)
+	m[abi.ProcessBlobRead.Name] = sessionCall(e, abi.ProcessBlobRead, (*local.Sessions).BlobRead)
 }

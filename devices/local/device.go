@@ -135,16 +135,17 @@ type Owner struct {
 	Group    string
 }
 
-// invoke is d.Call with a typed result.
-func invoke[R any](ctx context.Context, d Dispatcher, name string, args any) (R, error) {
+// do makes the syscall c through d with args and returns its typed
+// result, as kernel.Do does (the package imports no kernel).
+func do[A, R any](ctx context.Context, d Dispatcher, c abi.Call[A, R], args *A) (R, error) {
 	var zero R
-	res, err := d.Call(ctx, name, args)
-	if err != nil {
+	res, err := d.Call(ctx, c.Name, args)
+	if err != nil || res == nil {
 		return zero, err
 	}
 	r, ok := res.(R)
 	if !ok {
-		return zero, abi.E(abi.Op(name), abi.Other, fmt.Sprintf("result of type %T", res))
+		return zero, abi.E(abi.Op(c.Name), abi.Other, fmt.Sprintf("result of type %T", res))
 	}
 	return r, nil
 }

@@ -37,7 +37,7 @@ func TestFSPermissions(t *testing.T) {
 	}
 	// chmod 600 through the POSIX side, then bob is refused and root is not.
 	mode := fs.FileMode(0o600)
-	if _, err := k.Call(ctx, &kernel.Caller{Identity: alice}, "fs.setattr", &local.SetattrArgs{Path: "home/alice/notes/a.txt", Set: vfs.SetAttr{Mode: &mode}}); err != nil {
+	if _, err := k.Call(ctx, &kernel.Caller{Identity: alice}, "fs.setattr", &local.SetattrArgs{Path: "home/alice/notes/a.txt", Set: abi.SetAttr{Mode: &mode}}); err != nil {
 		t.Fatal(err)
 	}
 	if r := call(bob, "fs.read", &abi.FSReadArgs{Path: "/home/alice/notes/a.txt"}); r["ok"] != false || !strings.Contains(r["error"].(string), "permission denied") {
@@ -49,7 +49,7 @@ func TestFSPermissions(t *testing.T) {
 	if r := call(root, "fs.read", &abi.FSReadArgs{Path: "/home/alice/notes/a.txt"}); r["ok"] != true {
 		t.Fatalf("root reading: %v", r)
 	}
-	if _, err := k.Call(ctx, &kernel.Caller{Identity: bob}, "fs.setattr", &local.SetattrArgs{Path: "home/alice/notes/a.txt", Set: vfs.SetAttr{Mode: &mode}}); abi.Code(err) != 403 {
+	if _, err := k.Call(ctx, &kernel.Caller{Identity: bob}, "fs.setattr", &local.SetattrArgs{Path: "home/alice/notes/a.txt", Set: abi.SetAttr{Mode: &mode}}); abi.Code(err) != 403 {
 		t.Fatalf("bob chmod: %v", err)
 	}
 	// edit, search, delete.
@@ -102,7 +102,7 @@ func TestSymlinkNotFollowed(t *testing.T) {
 			t.Errorf("fs.read %s followed a symlink", p)
 		}
 	}
-	ents, err := kernel.Invoke[[]local.DirEnt](ctx, k.Kernel, c, "fs.readdir", &local.PathArgs{"home/root"})
+	ents, err := kernel.Do(ctx, k.Kernel, c, abi.FsReaddir, &local.PathArgs{Path: "home/root"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +115,10 @@ func TestSymlinkNotFollowed(t *testing.T) {
 	if !listed {
 		t.Errorf("symlink not listed as a link: %+v", ents)
 	}
-	if tgt, err := kernel.Invoke[string](ctx, k.Kernel, c, "fs.readlink", &local.PathArgs{"home/root/link"}); err != nil || tgt != "../../../outside" {
+	if tgt, err := kernel.Do(ctx, k.Kernel, c, abi.FsReadlink, &local.PathArgs{Path: "home/root/link"}); err != nil || tgt != "../../../outside" {
 		t.Errorf("fs.readlink = %q, %v", tgt, err)
 	}
-	if _, err := kernel.Invoke[string](ctx, k.Kernel, c, "fs.readlink", &local.PathArgs{"home/root/d"}); abi.Code(err) != 400 {
+	if _, err := kernel.Do(ctx, k.Kernel, c, abi.FsReadlink, &local.PathArgs{Path: "home/root/d"}); abi.Code(err) != 400 {
 		t.Errorf("fs.readlink of a directory: %v", err)
 	}
 	// A link in a path is never walked: not by stat, mkdir, symlink,
@@ -132,13 +132,13 @@ func TestSymlinkNotFollowed(t *testing.T) {
 		name string
 		args any
 	}{
-		{"fs.stat", &local.PathArgs{"home/alice/r/d"}},
-		{"fs.stat", &local.PathArgs{"home/alice/r/d/file"}}, // a node walked before r became a link
-		{"fs.mkdir", &local.MkdirArgs{"home/alice/r/new", 0o755}},
-		{"fs.symlink", &local.SymlinkArgs{"x", "home/alice/r/new"}},
-		{"fs.link", &local.RenameArgs{"home/root/link", "home/alice/r/new"}},
-		{"fs.rename", &local.RenameArgs{"home/alice/r", "home/alice/r/new"}},
-		{"fs.setattr", &local.SetattrArgs{"home/alice/r", vfs.SetAttr{Mode: ptr(fs.FileMode(0o700))}}},
+		{"fs.stat", &local.PathArgs{Path: "home/alice/r/d"}},
+		{"fs.stat", &local.PathArgs{Path: "home/alice/r/d/file"}}, // a node walked before r became a link
+		{"fs.mkdir", &local.MkdirArgs{Path: "home/alice/r/new", Perm: 0o755}},
+		{"fs.symlink", &local.SymlinkArgs{Target: "x", Path: "home/alice/r/new"}},
+		{"fs.link", &local.RenameArgs{Old: "home/root/link", New: "home/alice/r/new"}},
+		{"fs.rename", &local.RenameArgs{Old: "home/alice/r", New: "home/alice/r/new"}},
+		{"fs.setattr", &local.SetattrArgs{Path: "home/alice/r", Set: abi.SetAttr{Mode: ptr(fs.FileMode(0o700))}}},
 	} {
 		if _, err := k.Call(ctx, ac, call.name, call.args); err == nil {
 			t.Errorf("%s %+v through a link succeeded", call.name, call.args)
@@ -163,15 +163,15 @@ func TestLinks(t *testing.T) {
 		}
 	}
 	must(os.WriteFile(filepath.Join(k.dataPath, "home/alice/f"), []byte("hi"), 0o644))
-	a, err := kernel.Invoke[vfs.Attr](ctx, k.Kernel, ac, "fs.symlink", &local.SymlinkArgs{"/usr/bin/python3", "home/alice/py"})
+	a, err := kernel.Do(ctx, k.Kernel, ac, abi.FsSymlink, &local.SymlinkArgs{Target: "/usr/bin/python3", Path: "home/alice/py"})
 	must(err)
 	if a.Mode&fs.ModeSymlink == 0 || a.Size != int64(len("/usr/bin/python3")) || a.User != "alice" {
 		t.Fatalf("fs.symlink attr %+v", a)
 	}
-	if tgt, err := kernel.Invoke[string](ctx, k.Kernel, ac, "fs.readlink", &local.PathArgs{"home/alice/py"}); err != nil || tgt != "/usr/bin/python3" {
+	if tgt, err := kernel.Do(ctx, k.Kernel, ac, abi.FsReadlink, &local.PathArgs{Path: "home/alice/py"}); err != nil || tgt != "/usr/bin/python3" {
 		t.Fatalf("readlink = %q, %v", tgt, err)
 	}
-	a, err = kernel.Invoke[vfs.Attr](ctx, k.Kernel, ac, "fs.link", &local.RenameArgs{"home/alice/f", "home/alice/g"})
+	a, err = kernel.Do(ctx, k.Kernel, ac, abi.FsLink, &local.RenameArgs{Old: "home/alice/f", New: "home/alice/g"})
 	must(err)
 	if a.Nlink != 2 || !a.Mode.IsRegular() {
 		t.Fatalf("fs.link attr %+v", a)
@@ -183,15 +183,15 @@ func TestLinks(t *testing.T) {
 		args  any
 		errno syscall.Errno
 	}{
-		{"bob links into alice's home", bc, "fs.symlink", &local.SymlinkArgs{"x", "home/alice/x"}, syscall.EACCES},
-		{"bob hard-links alice's file", bc, "fs.link", &local.RenameArgs{"home/alice/f", "home/bob/f"}, syscall.EXDEV},
-		{"alice hard-links into bob's home", ac, "fs.link", &local.RenameArgs{"home/alice/f", "home/bob/f"}, syscall.EACCES},
-		{"link to a directory", ac, "fs.link", &local.RenameArgs{"home/alice", "home/alice/h"}, syscall.EPERM},
-		{"empty target", ac, "fs.symlink", &local.SymlinkArgs{"", "home/alice/e"}, syscall.EINVAL},
-		{"NUL in target", ac, "fs.symlink", &local.SymlinkArgs{"a\x00b", "home/alice/e"}, syscall.EINVAL},
-		{"name taken", ac, "fs.symlink", &local.SymlinkArgs{"x", "home/alice/f"}, syscall.EEXIST},
-		{"readlink of a file", ac, "fs.readlink", &local.PathArgs{"home/alice/f"}, syscall.EINVAL},
-		{"chmod of a link", ac, "fs.setattr", &local.SetattrArgs{"home/alice/py", vfs.SetAttr{Mode: ptr(fs.FileMode(0o600))}}, syscall.EOPNOTSUPP},
+		{"bob links into alice's home", bc, "fs.symlink", &local.SymlinkArgs{Target: "x", Path: "home/alice/x"}, syscall.EACCES},
+		{"bob hard-links alice's file", bc, "fs.link", &local.RenameArgs{Old: "home/alice/f", New: "home/bob/f"}, syscall.EXDEV},
+		{"alice hard-links into bob's home", ac, "fs.link", &local.RenameArgs{Old: "home/alice/f", New: "home/bob/f"}, syscall.EACCES},
+		{"link to a directory", ac, "fs.link", &local.RenameArgs{Old: "home/alice", New: "home/alice/h"}, syscall.EPERM},
+		{"empty target", ac, "fs.symlink", &local.SymlinkArgs{Target: "", Path: "home/alice/e"}, syscall.EINVAL},
+		{"NUL in target", ac, "fs.symlink", &local.SymlinkArgs{Target: "a\x00b", Path: "home/alice/e"}, syscall.EINVAL},
+		{"name taken", ac, "fs.symlink", &local.SymlinkArgs{Target: "x", Path: "home/alice/f"}, syscall.EEXIST},
+		{"readlink of a file", ac, "fs.readlink", &local.PathArgs{Path: "home/alice/f"}, syscall.EINVAL},
+		{"chmod of a link", ac, "fs.setattr", &local.SetattrArgs{Path: "home/alice/py", Set: abi.SetAttr{Mode: ptr(fs.FileMode(0o600))}}, syscall.EOPNOTSUPP},
 	} {
 		if _, err := k.Call(ctx, tc.c, tc.call, tc.args); vfs.Errno(err) != tc.errno {
 			t.Errorf("%s: %v (errno %v), want %v", tc.name, err, vfs.Errno(err), tc.errno)

@@ -45,11 +45,13 @@ var (
 )
 
 func (n *dataNode) Attr(ctx context.Context, cred vfs.Cred) (vfs.Attr, error) {
-	return invoke[vfs.Attr](ctx, n.dev.k.As(cred), "fs.stat", &PathArgs{n.rel})
+	a, err := do(ctx, n.dev.k.As(cred), abi.FsStat, &PathArgs{Path: n.rel})
+	return vfs.Attr(a), err
 }
 
 func (n *dataNode) SetAttr(ctx context.Context, cred vfs.Cred, s vfs.SetAttr) (vfs.Attr, error) {
-	return invoke[vfs.Attr](ctx, n.dev.k.As(cred), "fs.setattr", &SetattrArgs{n.rel, s})
+	a, err := do(ctx, n.dev.k.As(cred), abi.FsSetattr, &SetattrArgs{Path: n.rel, Set: abi.SetAttr(s)})
+	return vfs.Attr(a), err
 }
 
 func (n *dataNode) node(rel string, a vfs.Attr) vfs.Node {
@@ -68,11 +70,11 @@ func (d *dataDir) Symlink(ctx context.Context, cred vfs.Cred, target, name strin
 		return nil, err
 	}
 	rel := d.rel + "/" + name
-	a, err := invoke[vfs.Attr](ctx, d.dev.k.As(cred), "fs.symlink", &SymlinkArgs{Target: target, Path: rel})
+	a, err := do(ctx, d.dev.k.As(cred), abi.FsSymlink, &SymlinkArgs{Target: target, Path: rel})
 	if err != nil {
 		return nil, err
 	}
-	return d.node(rel, a), nil
+	return d.node(rel, vfs.Attr(a)), nil
 }
 
 // Link implements vfs.Linker with fs.link: target must be a file or link
@@ -93,16 +95,16 @@ func (d *dataDir) Link(ctx context.Context, cred vfs.Cred, target vfs.Node, name
 		return nil, abi.E(abi.Op("link"), abi.Permission, syscall.EXDEV)
 	}
 	rel := d.rel + "/" + name
-	a, err := invoke[vfs.Attr](ctx, d.dev.k.As(cred), "fs.link", &RenameArgs{Old: old, New: rel})
+	a, err := do(ctx, d.dev.k.As(cred), abi.FsLink, &RenameArgs{Old: old, New: rel})
 	if err != nil {
 		return nil, err
 	}
-	return d.node(rel, a), nil
+	return d.node(rel, vfs.Attr(a)), nil
 }
 
 // Readlink implements vfs.Readlinker with fs.readlink.
 func (l *dataLink) Readlink(ctx context.Context, cred vfs.Cred) (string, error) {
-	return invoke[string](ctx, l.dev.k.As(cred), "fs.readlink", &PathArgs{l.rel})
+	return do(ctx, l.dev.k.As(cred), abi.FsReadlink, &PathArgs{Path: l.rel})
 }
 
 // Open serves the link to transports without symbolic links (9P2000): a
@@ -154,21 +156,22 @@ func (d *dataDir) LookupAttr(ctx context.Context, cred vfs.Cred, name string) (v
 		return nil, vfs.Attr{}, err
 	}
 	rel := d.rel + "/" + name
-	a, err := invoke[vfs.Attr](ctx, d.dev.k.As(cred), "fs.stat", &PathArgs{rel})
+	at, err := do(ctx, d.dev.k.As(cred), abi.FsStat, &PathArgs{Path: rel})
 	if err != nil {
 		return nil, vfs.Attr{}, err
 	}
+	a := vfs.Attr(at)
 	return d.node(rel, a), a, nil
 }
 
 func (d *dataDir) ReadDir(ctx context.Context, cred vfs.Cred) ([]vfs.DirEntry, error) {
-	ents, err := invoke[[]DirEnt](ctx, d.dev.k.As(cred), "fs.readdir", &PathArgs{d.rel})
+	ents, err := do(ctx, d.dev.k.As(cred), abi.FsReaddir, &PathArgs{Path: d.rel})
 	if err != nil {
 		return nil, err
 	}
 	out := make([]vfs.DirEntry, len(ents))
 	for i, e := range ents {
-		out[i] = vfs.DirEntry{Name: e.Name, Node: d.node(d.rel+"/"+e.Name, e.Attr)}
+		out[i] = vfs.DirEntry{Name: e.Name, Node: d.node(d.rel+"/"+e.Name, vfs.Attr(e.Attr))}
 	}
 	return out, nil
 }
@@ -179,7 +182,7 @@ func (d *dataDir) Create(ctx context.Context, cred vfs.Cred, name string, flags 
 	}
 	rel := d.rel + "/" + name
 	as := d.dev.k.As(cred)
-	f, err := invoke[*os.File](ctx, as, "fs.open", &OpenArgs{rel, flags | os.O_CREATE, perm})
+	f, err := do(ctx, as, abi.FsOpen, &OpenArgs{Path: rel, Flags: flags | os.O_CREATE, Perm: perm})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -191,7 +194,7 @@ func (d *dataDir) Mkdir(ctx context.Context, cred vfs.Cred, name string, perm fs
 		return nil, err
 	}
 	rel := d.rel + "/" + name
-	if _, err := invoke[vfs.Attr](ctx, d.dev.k.As(cred), "fs.mkdir", &MkdirArgs{rel, perm}); err != nil {
+	if _, err := do(ctx, d.dev.k.As(cred), abi.FsMkdir, &MkdirArgs{Path: rel, Perm: perm}); err != nil {
 		return nil, err
 	}
 	return &dataDir{dataNode{d.dev, rel}}, nil
@@ -201,7 +204,7 @@ func (d *dataDir) Remove(ctx context.Context, cred vfs.Cred, name string, dir bo
 	if err := validName(name); err != nil {
 		return err
 	}
-	_, err := d.dev.k.As(cred).Call(ctx, "fs.remove", &RemoveArgs{d.rel + "/" + name, dir})
+	_, err := do(ctx, d.dev.k.As(cred), abi.FsRemove, &RemoveArgs{Path: d.rel + "/" + name, Dir: dir})
 	return err
 }
 
@@ -216,13 +219,13 @@ func (d *dataDir) Rename(ctx context.Context, cred vfs.Cred, name string, newDir
 	if err := validName(newName); err != nil {
 		return err
 	}
-	_, err := d.dev.k.As(cred).Call(ctx, "fs.rename", &RenameArgs{d.rel + "/" + name, nd.rel + "/" + newName})
+	_, err := do(ctx, d.dev.k.As(cred), abi.FsRename, &RenameArgs{Old: d.rel + "/" + name, New: nd.rel + "/" + newName})
 	return err
 }
 
 func (f *dataFile) Open(ctx context.Context, cred vfs.Cred, flags int) (vfs.Handle, error) {
 	as := f.dev.k.As(cred)
-	fd, err := invoke[*os.File](ctx, as, "fs.open", &OpenArgs{Path: f.rel, Flags: flags &^ (os.O_CREATE | os.O_EXCL)})
+	fd, err := do(ctx, as, abi.FsOpen, &OpenArgs{Path: f.rel, Flags: flags &^ (os.O_CREATE | os.O_EXCL)})
 	if err != nil {
 		return nil, err
 	}
@@ -243,20 +246,20 @@ var (
 )
 
 func (h *dataHandle) Read(ctx context.Context, p []byte, off int64) (int, error) {
-	return invoke[int](ctx, h.as, "fs.pread", &IOArgs{F: h.f, Buf: p, Off: off})
+	return do(ctx, h.as, abi.FsPread, &IOArgs{F: h.f, Buf: p, Off: off})
 }
 
 func (h *dataHandle) Write(ctx context.Context, p []byte, off int64) (int, error) {
-	return invoke[int](ctx, h.as, "fs.pwrite", &IOArgs{F: h.f, Buf: p, Off: off, Rel: h.rel})
+	return do(ctx, h.as, abi.FsPwrite, &IOArgs{F: h.f, Buf: p, Off: off, Rel: h.rel})
 }
 
 func (h *dataHandle) Truncate(ctx context.Context, size int64) error {
-	_, err := h.as.Call(ctx, "fs.ftruncate", &TruncArgs{F: h.f, Size: size, Rel: h.rel})
+	_, err := do(ctx, h.as, abi.FsFtruncate, &TruncArgs{F: h.f, Size: size, Rel: h.rel})
 	return err
 }
 
 func (h *dataHandle) Sync(ctx context.Context) error {
-	_, err := h.as.Call(ctx, "fs.fsync", &TruncArgs{F: h.f})
+	_, err := do(ctx, h.as, abi.FsFsync, &TruncArgs{F: h.f})
 	return err
 }
 

@@ -17,62 +17,18 @@ import (
 )
 
 // The args of the internal syscalls of the data tree (fs.stat, fs.open,
-// ...), which its nodes make through the dispatcher. Paths are relative
-// to the data root ("home/alice/notes.txt") and already resolved (the
-// nodes hold them); each call checks permissions.
+// ...), which its nodes make through the dispatcher: abi's (posix.go).
 type (
-	// PathArgs name one path: fs.stat, fs.readdir, fs.readlink.
-	PathArgs struct{ Path string }
-	// OpenArgs are fs.open's: open(2)'s flags, and the mode of a file
-	// O_CREATE makes.
-	OpenArgs struct {
-		Path  string
-		Flags int
-		Perm  fs.FileMode
-	}
-	// IOArgs are fs.pread's and fs.pwrite's: an open file, the buffer
-	// and the offset.
-	IOArgs struct {
-		F   *os.File
-		Buf []byte
-		Off int64
-		// Rel is the file's path as opened: a write that grows a home
-		// counts against its quota.
-		Rel string
-	}
-	// MkdirArgs are fs.mkdir's.
-	MkdirArgs struct {
-		Path string
-		Perm fs.FileMode
-	}
-	// RemoveArgs are fs.remove's: Dir removes an empty directory, else a
-	// file or link.
-	RemoveArgs struct {
-		Path string
-		Dir  bool
-	}
-	// RenameArgs are fs.rename's and fs.link's: Old becomes (or is
-	// linked as) New.
-	RenameArgs struct{ Old, New string }
-	// SymlinkArgs are fs.symlink's: a link at Path whose content is
-	// Target.
-	SymlinkArgs struct{ Target, Path string }
-	// SetattrArgs are fs.setattr's.
-	SetattrArgs struct {
-		Path string
-		Set  vfs.SetAttr
-	}
-	// TruncArgs are fs.ftruncate's and fs.fsync's (which uses F only).
-	TruncArgs struct {
-		F    *os.File
-		Size int64
-		Rel  string // the file's path as opened (see IOArgs.Rel)
-	}
-	// DirEnt is one entry of fs.readdir.
-	DirEnt struct {
-		Name string
-		Attr vfs.Attr
-	}
+	PathArgs    = abi.PathArgs
+	OpenArgs    = abi.OpenArgs
+	IOArgs      = abi.IOArgs
+	MkdirArgs   = abi.MkdirArgs
+	RemoveArgs  = abi.RemoveArgs
+	RenameArgs  = abi.RenameArgs
+	SymlinkArgs = abi.SymlinkArgs
+	SetattrArgs = abi.SetattrArgs
+	TruncArgs   = abi.TruncArgs
+	DirEnt      = abi.DirEnt
 )
 
 // checkLinkTarget checks a symbolic link's target: text of 1 to 4095
@@ -184,7 +140,7 @@ func (d *Device) ReadDir(ctx context.Context, who Who, a *PathArgs) ([]DirEnt, e
 	out := make([]DirEnt, 0, len(ents))
 	for _, fi := range ents {
 		rel := a.Path + "/" + fi.Name()
-		out = append(out, DirEnt{fi.Name(), d.attrOf(ctx, rel, fi)})
+		out = append(out, DirEnt{Name: fi.Name(), Attr: abi.Attr(d.attrOf(ctx, rel, fi))})
 	}
 	return out, nil
 }

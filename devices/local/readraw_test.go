@@ -42,7 +42,7 @@ func TestReadRawRegularBounded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		start := time.Now()
-		b, err := kernel.Invoke[[]byte](ctx, k.Kernel, &kernel.Caller{Identity: alice}, "fs.readraw", &abi.FileArgs{Path: tt.path, Max: tt.max})
+		b, err := kernel.Do(ctx, k.Kernel, &kernel.Caller{Identity: alice}, abi.FsReadraw, &abi.FileArgs{Path: tt.path, Max: tt.max})
 		switch {
 		case tt.want == "" && (err != nil || string(b) != "hello\n"):
 			t.Errorf("%s (max %d): %q, %v", tt.path, tt.max, b, err)

@@ -13,7 +13,6 @@ import (
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/kernel"
-	"gsvfs.dev/gsvfs/vfs"
 )
 
 // The permission matrix, run from inside sandboxes: what a user reads
@@ -44,7 +43,7 @@ func matrixFiles(t *testing.T, k *env, root, alice, bob *kernel.Identity) {
 		if err != nil || !res.(*abi.FSWriteResult).OK {
 			t.Fatalf("fs.write %s: %v %+v", p, err, res)
 		}
-		if _, err := k.Call(ctx, &kernel.Caller{Identity: id}, "fs.setattr", &local.SetattrArgs{Path: strings.TrimPrefix(p, "/"), Set: vfs.SetAttr{Mode: &mode}}); err != nil {
+		if _, err := k.Call(ctx, &kernel.Caller{Identity: id}, "fs.setattr", &local.SetattrArgs{Path: strings.TrimPrefix(p, "/"), Set: abi.SetAttr{Mode: &mode}}); err != nil {
 			t.Fatalf("chmod %s: %v", p, err)
 		}
 	}
@@ -64,7 +63,7 @@ func matrixFiles(t *testing.T, k *env, root, alice, bob *kernel.Identity) {
 		put(u.id, h+"/public.txt", 0o644)
 		mkdir(u.id, h+"/private", 0o700)
 		put(u.id, h+"/private/in.txt", 0o644)
-		f, err := kernel.Invoke[*os.File](ctx, k.Kernel, k.KernelCaller(), "fs.create",
+		f, err := kernel.Do(ctx, k.Kernel, k.KernelCaller(), abi.FsCreate,
 			&abi.FileArgs{Path: "/var/sessions/" + u.name + "/p_1/c/seg.jsonl.gz", Perm: 0o600})
 		if err != nil {
 			t.Fatal(err)

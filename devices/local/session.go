@@ -381,7 +381,7 @@ func (x *Sessions) SessionOpen(ctx context.Context, who Who, a *abi.SessionOpenA
 		box.Close()
 		return nil, abi.E(abi.Offline, "the daemon is shutting down")
 	}
-	x.log.Debug("process.session.open", "uid", who.Uid, "session", id, "network", loc.NetworkMode, "mounts", len(applied))
+	x.log.Debug(abi.ProcessSessionOpen.Name, "uid", who.Uid, "session", id, "network", loc.NetworkMode, "mounts", len(applied))
 	exp := s.info.ExpiresAtNs
 	return &abi.SessionOpenResult{SessionID: id, Status: "ready", StartedAtNs: s.info.StartedAtNs, ExpiresAtNs: &exp, Isolation: iso}, nil
 }

@@ -11,16 +11,13 @@ import (
 	"testing"
 )
 
-// TestProcSpeaksDescriptors: the proc room and CodeMode register, make and
-// bind syscalls and publish signals only through abi's descriptors
-// (kernel.Handle, kernel.Do, kernel.Bind, kernel.Publish): no kernel.Fn,
-// kernel.Invoke or kernel.BindName, and no Signal or Call given a name as
-// a string literal. IPC and watches (ipc.go, ipc_ctl.go, watch.go and
-// their proc.ipc.* and signal.* entries in proc's table) are left to
-// their own room, which they move to.
+// TestProcSpeaksDescriptors: the proc and ipc rooms and CodeMode
+// register, make and bind syscalls and publish signals only through abi's
+// descriptors (kernel.Handle, kernel.Do, kernel.Bind, kernel.Publish): no
+// kernel.Fn, kernel.Invoke or kernel.BindName, and no Signal or Call
+// given a name as a string literal.
 func TestProcSpeaksDescriptors(t *testing.T) {
-	pending := map[string]bool{"proc/ipc.go": true, "proc/ipc_ctl.go": true, "proc/watch.go": true}
-	for _, dir := range []string{"proc", "codemode"} {
+	for _, dir := range []string{"proc", "ipc", "codemode"} {
 		files, err := filepath.Glob(filepath.Join("..", "..", dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)
@@ -30,7 +27,7 @@ func TestProcSpeaksDescriptors(t *testing.T) {
 		}
 		for _, f := range files {
 			name := dir + "/" + filepath.Base(f)
-			if strings.HasSuffix(f, "_test.go") || pending[name] {
+			if strings.HasSuffix(f, "_test.go") {
 				continue
 			}
 			for _, v := range stringCalls(t, f) {
@@ -75,9 +72,6 @@ func stringCalls(t *testing.T, f string) []string {
 		if id, ok := sel.X.(*ast.Ident); ok && id.Name == "kernel" {
 			switch sel.Sel.Name {
 			case "Fn", "Invoke", "BindName":
-				if sel.Sel.Name == "Fn" && len(call.Args) > 0 && movingToIPC(call.Args[0]) {
-					return true
-				}
 				out = append(out, fmt.Sprintf("%d: kernel.%s", pos.Line, sel.Sel.Name))
 				return true
 			}
@@ -92,15 +86,4 @@ func stringCalls(t *testing.T, f string) []string {
 		return true
 	})
 	return out
-}
-
-// movingToIPC reports whether the syscall name e is an IPC or watch
-// syscall's (proc.ipc.*, signal.*), which the IPC room registers.
-func movingToIPC(e ast.Expr) bool {
-	lit, ok := e.(*ast.BasicLit)
-	if !ok || lit.Kind != token.STRING {
-		return false
-	}
-	name := strings.Trim(lit.Value, `"`)
-	return strings.HasPrefix(name, "proc.ipc.") || strings.HasPrefix(name, "signal.")
 }

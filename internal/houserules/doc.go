@@ -1,16 +1,26 @@
-// Package houserules holds no code: its test checks the import rules of
-// the tree with go list.
+// Package houserules holds no code: its tests check the import rules of
+// the tree with go list, and rules of the source with go/parser (see
+// source_test.go and docs/hardening.md, The house):
+//
+//   - no string literal outside abi and the frame decoder is a syscall's
+//     or a signal's name (the files still being converted are listed);
+//   - no SQL outside kernel/ writes the kernel's tables;
+//   - map[string]any outside tests is counted and bounded.
+//
+// The import rules:
 //
 //   - kernel and kernel/kerneltest import no vfs, transport, namespace or
-//     room (vfs, vfs/..., ninep, ns, proc, sched, devices, devices/...,
-//     notify);
+//     room (vfs, vfs/..., ninep, ns, proc, ipc, sched, devices,
+//     devices/..., notify);
 //   - vfs, vfs/... and ninep import nothing of GSV but each other;
-//   - proc, sched, devices (with devices/...) and notify never import
-//     each other;
-//     the one exception is that the tests of proc and sched stand a system
-//     up with the devices room, the real data tree their files live in
-//     (wiring, as gsvfs does; they reach it only through the dispatcher);
-//     sched's tests never import proc;
+//   - the rooms, proc, ipc, sched, devices (with devices/...) and notify,
+//     never import each other;
+//     the one exception is wiring in tests, which stand a system up as
+//     gsvfs does and reach the rooms only through the dispatcher: the
+//     tests of proc, ipc and sched, the devices room (the real data tree
+//     their files live in); proc's, the ipc room (processes that talk);
+//     ipc's, the process room (the processes that talk); sched's tests
+//     never import proc;
 //   - devices/local links no kernel and no SQLite (outside its tests): it
 //     is what a device daemon links, and reaches the kernel only through
 //     the Host the router gives it;
@@ -29,4 +39,16 @@
 // Besides the imports: no non-test Go file is over 800 lines
 // (TestFileSize), but the few being split now, a list that only
 // shrinks.
+//
+// And the storage rules (sql_test.go; docs/architecture.md, *Portable
+// SQL*): no file but the SQLite dialect (kernel/sqlite.go) says what only
+// SQLite says, asks for LastInsertId, runs SQL on Store.R or imports the
+// SQLite driver (TestPortableSQL); SQL is only in the packages that own
+// tables, naming only their own (TestSQLInTableOwners: the ipc room owns
+// proc_ipc_calls and proc_watches, which proc's migration history made);
+// no write's error is dropped (TestStoreWritesChecked).
+//
+// And the rooms' shape (rooms_test.go): proc.Manager declares at most 60
+// methods (the run engine and the ipc room hold the rest), and every
+// mutex of proc and ipc says in its comment what it guards.
 package houserules

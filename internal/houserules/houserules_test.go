@@ -56,12 +56,33 @@ type rule struct {
 	external func(dep string, test bool) bool
 }
 
+// rooms are the rooms: each one part of the system, registered with the
+// namespace (ns.Room), meeting the others only in the dispatcher.
+var rooms = []string{"proc", "ipc", "sched", "devices", "notify"}
+
+// wiring reports whether the tests of self may stand the room dep up, as
+// gsvfs does, to reach it through the dispatcher: the devices room (the
+// real data tree) for the tests of proc, ipc and sched; the ipc room for
+// proc's (processes that talk); the process room for ipc's (the
+// processes that talk, their model scripted).
+func wiring(self, dep string) bool {
+	switch {
+	case under(dep, "devices"):
+		return under(self, "proc", "ipc", "sched")
+	case under(dep, "ipc"):
+		return under(self, "proc")
+	case under(dep, "proc"):
+		return under(self, "ipc")
+	}
+	return false
+}
+
 var rules = []rule{
 	{
 		name:  "the kernel imports no vfs, transport, namespace or room",
 		binds: func(p string) bool { return p == "kernel" || p == "kernel/kerneltest" },
 		forbid: func(_, dep string, _ bool) bool {
-			return under(dep, "vfs", "ninep", "ns", "proc", "sched", "devices", "notify")
+			return under(dep, append([]string{"vfs", "ninep", "ns"}, rooms...)...)
 		},
 	},
 	{
@@ -70,16 +91,13 @@ var rules = []rule{
 		forbid: func(_, dep string, _ bool) bool { return !under(dep, "vfs", "ninep") },
 	},
 	{
-		name:  "proc, sched, devices and notify never import each other",
-		binds: func(p string) bool { return under(p, "proc", "sched", "devices", "notify") },
+		name:  "the rooms (proc, ipc, sched, devices, notify) never import each other",
+		binds: func(p string) bool { return under(p, rooms...) },
 		forbid: func(self, dep string, test bool) bool {
-			if test && under(dep, "devices") && under(self, "proc", "sched") {
-				// A room's tests stand a system up with the real data
-				// tree, as gsvfs does: the devices room is wiring there,
-				// reached only through the dispatcher.
+			if test && wiring(self, dep) {
 				return false
 			}
-			for _, room := range []string{"proc", "sched", "devices", "notify"} {
+			for _, room := range rooms {
 				if under(dep, room) && !under(self, room) {
 					return true
 				}

@@ -49,7 +49,7 @@ func OpenAt(t testing.TB, dir string) *Env {
 			continue
 		}
 		host := u.host
-		if _, err := kernel.Invoke[*abi.User](ctx, k, &kernel.Caller{Identity: e.Root}, "sys.user.add", &abi.UserAddArgs{Username: u.name, HostUID: &host}); err != nil {
+		if _, err := kernel.Do(ctx, k, &kernel.Caller{Identity: e.Root}, abi.SysUserAdd, &abi.UserAddArgs{Username: u.name, HostUID: &host}); err != nil {
 			t.Fatal(err)
 		}
 	}

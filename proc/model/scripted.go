@@ -67,7 +67,7 @@ type Scripted struct {
 	// Config.Timeout).
 	Timeout time.Duration
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards turns, next, calls and requests
 	turns    []ScriptTurn
 	next     int
 	calls    int // tool calls issued so far, for ids

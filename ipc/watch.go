@@ -1,4 +1,4 @@
-package proc
+package ipc
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // asks to be told when a signal of another process of its owner is
 // published. A watch is durable (proc_watches); its TTL is 24 h by
 // default, clamped to 1 s..30 d; once (the default) deletes it after its
-// first delivery. The kernel's bus shows every signal to the manager
+// first delivery. The kernel's bus shows every signal to the room
 // (kernel.Observe); a signal whose name some watch has goes to the
 // watcher goroutine, which delivers it to each matching watcher as a
 // "signal" event ("[Process Event]: signal ..."), if the watcher's owner
@@ -49,18 +49,20 @@ const (
 	maxDeferredPerOwner = 256
 )
 
-// watchSignal is a published signal a watch may want.
+// watchSignal is a published signal a watch may want: its name, payload
+// and audience, and the process (and conversation) its envelope names.
 type watchSignal struct {
-	name     string
-	payload  any
-	audience kernel.Audience
+	name      string
+	payload   any
+	audience  kernel.Audience
+	pid, conv string
 }
 
-// watchState is the manager's live part of the watches: the names
-// watched (so that the bus observer drops the rest at once) and the
-// queue of the watcher goroutine.
+// watchState is the room's live part of the watches: the names watched
+// (so that the bus observer drops the rest at once) and the queue of the
+// watcher goroutine.
 type watchState struct {
-	mu    sync.Mutex
+	mu    sync.Mutex     // guards names
 	names map[string]int // signal name -> active watches
 	q     chan watchSignal
 	stop  chan struct{}
@@ -68,8 +70,8 @@ type watchState struct {
 	// rate is the owners' buckets of deliveries (watchRate, watchBurst),
 	// with the deliveries that wait for them.
 	rate struct {
-		sync.Mutex
-		owners map[uint32]*watchBucket
+		sync.Mutex // guards owners and its buckets, perSec, burst and now
+		owners     map[uint32]*watchBucket
 		// per second and burst: watchRate and watchBurst (tests change
 		// them); now is the clock.
 		perSec, burst float64
@@ -107,7 +109,7 @@ type watchDelivery struct {
 
 // startWatches loads the watched names, observes the bus and starts the
 // watcher goroutine (Close stops it).
-func (m *Manager) startWatches(ctx context.Context) error {
+func (m *Room) startWatches(ctx context.Context) error {
 	m.watch.q = make(chan watchSignal, watchQueue)
 	m.watch.stop = make(chan struct{})
 	m.watch.rate.Lock()
@@ -126,9 +128,9 @@ func (m *Manager) startWatches(ctx context.Context) error {
 			return
 		}
 		select {
-		case m.watch.q <- watchSignal{name, payload, a}:
+		case m.watch.q <- watchSignal{name, payload, a, ev.Pid, ev.Conv}:
 		default:
-			m.log.Warn("proc: a watched signal dropped: the watcher is behind", "signal", name)
+			m.log.Warn("ipc: a watched signal dropped: the watcher is behind", "signal", name)
 		}
 	})
 	m.mu.Lock()
@@ -149,7 +151,7 @@ func (m *Manager) startWatches(ctx context.Context) error {
 }
 
 // loadWatchNames counts the active watches by signal name.
-func (m *Manager) loadWatchNames(ctx context.Context) error {
+func (m *Room) loadWatchNames(ctx context.Context) error {
 	rows, err := m.st.QueryContext(ctx, `SELECT signal,count(*) FROM proc_watches WHERE status='active' GROUP BY signal`)
 	if err != nil {
 		return err
@@ -171,7 +173,7 @@ func (m *Manager) loadWatchNames(ctx context.Context) error {
 }
 
 // stopWatches stops the watcher goroutine (Close).
-func (m *Manager) stopWatches() {
+func (m *Room) stopWatches() {
 	if m.watch.stop != nil {
 		close(m.watch.stop)
 	}
@@ -179,7 +181,7 @@ func (m *Manager) stopWatches() {
 
 // sysWatch serves signal.watch: it creates the watch, or with a key the
 // process has used, replaces that watch (created false).
-func (m *Manager) sysWatch(ctx context.Context, c *kernel.Caller, a *abi.WatchArgs) (*abi.WatchResult, error) {
+func (m *Room) sysWatch(ctx context.Context, c *kernel.Caller, a *abi.WatchArgs) (*abi.WatchResult, error) {
 	w, err := m.actingProcess(ctx, c, a.WatcherPid, "watcherPid")
 	if err != nil {
 		return nil, err
@@ -217,7 +219,7 @@ func (m *Manager) sysWatch(ctx context.Context, c *kernel.Caller, a *abi.WatchAr
 	state := sql.NullString{String: string(a.State), Valid: len(a.State) > 0}
 	res := &abi.WatchResult{CreatedAt: t, ExpiresAt: &expires}
 	var oldSignal string
-	err = m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		oldSignal = ""
 		if key.Valid {
 			var id, sig, status string
@@ -260,7 +262,7 @@ func (m *Manager) sysWatch(ctx context.Context, c *kernel.Caller, a *abi.WatchAr
 }
 
 // sysUnwatch serves signal.unwatch: the process's watch by id, or by key.
-func (m *Manager) sysUnwatch(ctx context.Context, c *kernel.Caller, a *abi.UnwatchArgs) (*abi.UnwatchResult, error) {
+func (m *Room) sysUnwatch(ctx context.Context, c *kernel.Caller, a *abi.UnwatchArgs) (*abi.UnwatchResult, error) {
 	w, err := m.actingProcess(ctx, c, a.WatcherPid, "watcherPid")
 	if err != nil {
 		return nil, err
@@ -276,11 +278,11 @@ func (m *Manager) sysUnwatch(ctx context.Context, c *kernel.Caller, a *abi.Unwat
 }
 
 // removeWatches deletes the watches where says, and forgets their names.
-func (m *Manager) removeWatches(ctx context.Context, where string, args ...any) (int, error) {
+func (m *Room) removeWatches(ctx context.Context, where string, args ...any) (int, error) {
 	var names []string
-	err := m.st.Tx(ctx, func(tx *sql.Tx) error {
+	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		names = names[:0]
-		rows, err := tx.QueryContext(ctx, `DELETE FROM proc_watches WHERE `+where+` RETURNING signal,status`, args...)
+		rows, err := tx.Query(`DELETE FROM proc_watches WHERE `+where+` RETURNING signal,status`, args...)
 		if err != nil {
 			return err
 		}
@@ -308,7 +310,7 @@ func (m *Manager) removeWatches(ctx context.Context, where string, args ...any) 
 }
 
 // sysWatchList serves signal.list (ours): a process's watches.
-func (m *Manager) sysWatchList(ctx context.Context, c *kernel.Caller, a *abi.WatchListArgs) (*abi.WatchListResult, error) {
+func (m *Room) sysWatchList(ctx context.Context, c *kernel.Caller, a *abi.WatchListArgs) (*abi.WatchListResult, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
@@ -334,32 +336,12 @@ func (m *Manager) sysWatchList(ctx context.Context, c *kernel.Caller, a *abi.Wat
 	return out, rows.Err()
 }
 
-// signalPid is the process a signal's payload names ("pid"), if any.
-func signalPid(payload any) string { return payloadString(payload, "pid") }
-
-// payloadString is the string field key of a signal's payload, if any.
-func payloadString(payload any, key string) string {
-	switch p := payload.(type) {
-	case map[string]any:
-		s, _ := p[key].(string)
-		return s
-	}
-	b, err := json.Marshal(payload)
-	if err != nil {
-		return ""
-	}
-	var v map[string]any
-	json.Unmarshal(b, &v)
-	s, _ := v[key].(string)
-	return s
-}
-
 // fireWatches delivers s to the watches that match it: its name, the
 // process its payload names, not expired, whose owner the audience
 // includes.
-func (m *Manager) fireWatches(s watchSignal) {
+func (m *Room) fireWatches(s watchSignal) {
 	ctx := context.Background()
-	pid := signalPid(s.payload)
+	pid := s.pid
 	if pid == "" {
 		return
 	}
@@ -367,14 +349,14 @@ func (m *Manager) fireWatches(s watchSignal) {
 	rows, err := m.st.QueryContext(ctx, `SELECT watch_id,uid,watcher_pid,coalesce(key,''),coalesce(state,''),once,process_cap FROM proc_watches
 		WHERE signal=? AND process_id=? AND status='active' AND expires_at>?`, s.name, pid, t)
 	if err != nil {
-		m.log.Error("proc: signal watches", "signal", s.name, "err", err)
+		m.log.Error("ipc: signal watches", "signal", s.name, "err", err)
 		return
 	}
 	var hits []watchHit
 	for rows.Next() {
 		var h watchHit
 		if err := rows.Scan(&h.id, &h.uid, &h.watcher, &h.key, &h.state, &h.once, &h.cap); err != nil {
-			m.log.Error("proc: signal watches", "signal", s.name, "err", err)
+			m.log.Error("ipc: signal watches", "signal", s.name, "err", err)
 			break
 		}
 		if s.audience.All || h.uid == 0 || slices.Contains(s.audience.Uids, h.uid) {
@@ -393,7 +375,7 @@ func (m *Manager) fireWatches(s watchSignal) {
 }
 
 // takeWatchToken takes one of uid's delivery tokens, if it has one.
-func (m *Manager) takeWatchToken(uid uint32) bool {
+func (m *Room) takeWatchToken(uid uint32) bool {
 	r := &m.watch.rate
 	r.Lock()
 	defer r.Unlock()
@@ -406,7 +388,7 @@ func (m *Manager) takeWatchToken(uid uint32) bool {
 }
 
 // bucketLocked is uid's bucket, refilled up to now (watch.rate held).
-func (m *Manager) bucketLocked(uid uint32) *watchBucket {
+func (m *Room) bucketLocked(uid uint32) *watchBucket {
 	r := &m.watch.rate
 	now := r.now()
 	b := r.owners[uid]
@@ -423,7 +405,7 @@ func (m *Manager) bucketLocked(uid uint32) *watchBucket {
 // of its watch that waits already, if any (more), else waits after the
 // others (at most maxDeferredPerOwner; past it, d is dropped). A flush is
 // scheduled for when a token is there.
-func (m *Manager) deferWatch(d *watchDelivery) {
+func (m *Room) deferWatch(d *watchDelivery) {
 	r := &m.watch.rate
 	r.Lock()
 	defer r.Unlock()
@@ -433,7 +415,7 @@ func (m *Manager) deferWatch(d *watchDelivery) {
 		w.sig, w.pid, w.more = d.sig, d.pid, w.more+1+d.more
 	case len(b.waiting) >= maxDeferredPerOwner:
 		if b.dropped++; b.dropped == 1 || b.dropped%1000 == 0 {
-			m.log.Warn("proc: watch deliveries over the rate are dropped", "uid", d.hit.uid, "dropped", b.dropped)
+			m.log.Warn("ipc: watch deliveries over the rate are dropped", "uid", d.hit.uid, "dropped", b.dropped)
 		}
 		return
 	default:
@@ -445,7 +427,7 @@ func (m *Manager) deferWatch(d *watchDelivery) {
 
 // scheduleFlushLocked arranges for uid's waiting deliveries to go once a
 // token is there (watch.rate held).
-func (m *Manager) scheduleFlushLocked(uid uint32, b *watchBucket) {
+func (m *Room) scheduleFlushLocked(uid uint32, b *watchBucket) {
 	r := &m.watch.rate
 	if b.flushing || len(b.waiting) == 0 || r.perSec <= 0 {
 		return
@@ -457,7 +439,7 @@ func (m *Manager) scheduleFlushLocked(uid uint32, b *watchBucket) {
 
 // flushWatches delivers uid's waiting deliveries, as many as its bucket
 // allows, and schedules the next flush for the rest.
-func (m *Manager) flushWatches(uid uint32) {
+func (m *Room) flushWatches(uid uint32) {
 	ctx := context.Background()
 	r := &m.watch.rate
 	for {
@@ -481,7 +463,7 @@ func (m *Manager) flushWatches(uid uint32) {
 // deliverWatch delivers d to its watcher, and ends a once-watch, or marks
 // a watch failed whose delivery fails. A delivery that waited for the
 // rate goes only if its watch is still active and not expired.
-func (m *Manager) deliverWatch(ctx context.Context, d *watchDelivery, waited bool) {
+func (m *Room) deliverWatch(ctx context.Context, d *watchDelivery, waited bool) {
 	h, s := d.hit, d.sig
 	if waited {
 		var n int
@@ -502,32 +484,38 @@ func (m *Manager) deliverWatch(ctx context.Context, d *watchDelivery, waited boo
 	}
 	// The delivery carries the narrowing of whoever armed the watch (its
 	// key and state are theirs) and of the work the signal tells of.
-	narrow, err := m.workCap(ctx, d.pid, payloadString(s.payload, "conversationId"))
+	narrow, err := m.workCap(ctx, d.pid, s.conv)
 	if err != nil && abi.KindOf(err) != abi.NotExist {
-		m.log.Error("proc: deliver a watch", "watch", h.id, "err", err)
+		m.log.Error("ipc: deliver a watch", "watch", h.id, "err", err)
 		return
 	}
-	err = m.deliverSignal(ctx, h.watcher, Event{Kind: abi.EventSignal, Text: text, Runtime: true, TraceID: h.id,
+	err = m.deliverSignal(ctx, h.watcher, event{Kind: abi.EventSignal, Text: text, Runtime: true, TraceID: h.id,
 		Source: abi.EventSource{Kind: "process", Uid: h.uid, Pid: d.pid}, Cap: abi.NarrowCap(capOf(h.cap), narrow)})
 	switch {
 	case err != nil:
-		m.st.Exec(ctx, `UPDATE proc_watches SET status='failed', error=? WHERE watch_id=?`, err.Error(), h.id)
+		if _, serr := m.st.Exec(ctx, `UPDATE proc_watches SET status='failed', error=? WHERE watch_id=?`, err.Error(), h.id); serr != nil {
+			m.log.Error("ipc: recording a failed watch", "watch", h.id, "delivery", err, "err", serr)
+		}
 		m.watch.mu.Lock()
 		m.watch.names[s.name]--
 		m.watch.mu.Unlock()
 	case h.once:
-		m.removeWatches(ctx, `watch_id=?`, h.id)
+		if _, err := m.removeWatches(ctx, `watch_id=?`, h.id); err != nil {
+			m.log.Error("ipc: ending a once-watch", "watch", h.id, "err", err)
+		}
 	default:
-		m.st.Exec(ctx, `UPDATE proc_watches SET fired=fired+1 WHERE watch_id=?`, h.id)
+		if _, err := m.st.Exec(ctx, `UPDATE proc_watches SET fired=fired+1 WHERE watch_id=?`, h.id); err != nil {
+			m.log.Error("ipc: counting a watch's delivery", "watch", h.id, "err", err)
+		}
 	}
 }
 
 // deliverSignal sends ev to the watcher's default conversation.
-func (m *Manager) deliverSignal(ctx context.Context, watcher string, ev Event) error {
+func (m *Room) deliverSignal(ctx context.Context, watcher string, ev event) error {
 	p, err := m.get(ctx, watcher)
 	if err != nil {
 		return err
 	}
-	_, _, err = m.SendEvent(ctx, p, "default", ev)
+	_, _, err = m.deliver(ctx, p, "default", ev)
 	return err
 }

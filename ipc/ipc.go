@@ -1,4 +1,4 @@
-package proc
+package ipc
 
 import (
 	"context"
@@ -51,10 +51,10 @@ const (
 	ipcListLimit = 100
 )
 
-// ipcState is the manager's live part of the calls: the deadline timer of
+// ipcState is the room's live part of the calls: the deadline timer of
 // each pending call and the target run each waits for.
 type ipcState struct {
-	mu     sync.Mutex
+	mu     sync.Mutex             // guards timers and runs
 	timers map[string]*time.Timer // by call id
 	runs   map[string]string      // target run id -> call id
 }
@@ -75,7 +75,7 @@ type pendingCall struct {
 // (root: any). A caller that is no process and names none is a 403, as
 // the seed has it (these calls are a process's), with how to make one;
 // a process naming another is a 403.
-func (m *Manager) actingProcess(ctx context.Context, c *kernel.Caller, named, field string) (*abi.Process, error) {
+func (m *Room) actingProcess(ctx context.Context, c *kernel.Caller, named, field string) (*abi.Process, error) {
 	pid := c.Pid
 	if pid == "" {
 		pid = named
@@ -100,7 +100,7 @@ func (m *Manager) actingProcess(ctx context.Context, c *kernel.Caller, named, fi
 // caller who is not root, the same 404 as a pid that does not exist
 // (otherProcess): its existence is not the caller's to learn; root, who
 // may see every process, gets the 403 of the rule.
-func (m *Manager) ipcPair(ctx context.Context, c *kernel.Caller, sourcePid, targetPid string) (src, tgt *abi.Process, err error) {
+func (m *Room) ipcPair(ctx context.Context, c *kernel.Caller, sourcePid, targetPid string) (src, tgt *abi.Process, err error) {
 	if c.Pid == "" && sourcePid == "" {
 		_, err := m.actingProcess(ctx, c, "", "sourcePid") // the 403 of a caller that is no process
 		return nil, nil, err
@@ -147,7 +147,7 @@ func checkIpcMessage(msg string, meta json.RawMessage) error {
 // sysIpcSend serves proc.ipc.send: mail from the source process to a
 // process of the same owner, delivered through proc.ipc.deliver; it
 // starts a run of the target or queues behind its running one.
-func (m *Manager) sysIpcSend(ctx context.Context, c *kernel.Caller, a *abi.IpcSendArgs) (*abi.IpcSendResult, error) {
+func (m *Room) sysIpcSend(ctx context.Context, c *kernel.Caller, a *abi.IpcSendArgs) (*abi.IpcSendResult, error) {
 	src, tgt, err := m.ipcPair(ctx, c, a.SourcePid, a.Pid)
 	if err != nil {
 		return nil, err
@@ -155,7 +155,7 @@ func (m *Manager) sysIpcSend(ctx context.Context, c *kernel.Caller, a *abi.IpcSe
 	if err := checkIpcMessage(a.Message, a.Metadata); err != nil {
 		return nil, err
 	}
-	return kernel.Invoke[*abi.IpcSendResult](ctx, m.k, m.k.KernelCaller(), "proc.ipc.deliver", &abi.IpcDeliverArgs{
+	return kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.ProcIpcDeliver, &abi.IpcDeliverArgs{
 		Pid: tgt.Pid, SourcePid: src.Pid, Source: m.identityOf(ctx, c, src), SourceLabel: labelOf(src), ConversationID: a.ConversationID,
 		Message: a.Message, Metadata: a.Metadata, SentAt: now(), Process: c.Identity.Process,
 	})
@@ -163,7 +163,7 @@ func (m *Manager) sysIpcSend(ctx context.Context, c *kernel.Caller, a *abi.IpcSe
 
 // identityOf is the ProcessIdentity of process p, called by c: c's own
 // when c is p's owner, else its owner's record.
-func (m *Manager) identityOf(ctx context.Context, c *kernel.Caller, p *abi.Process) abi.ProcessIdentity {
+func (m *Room) identityOf(ctx context.Context, c *kernel.Caller, p *abi.Process) abi.ProcessIdentity {
 	id := abi.ProcessIdentity{Uid: p.Uid, Cwd: p.Cwd}
 	if c.Uid == p.Uid && c.Role == "user" {
 		id.Username, id.Home, id.Gid, id.Gids = c.Username, c.Home, c.Gid, c.Gids
@@ -186,7 +186,7 @@ func labelOf(p *abi.Process) string {
 // sysIpcCall serves proc.ipc.call: it records the call and arms its
 // deadline, then delivers the request; it returns at acceptance. The
 // answer comes later to the source (ipc.reply or ipc.timeout).
-func (m *Manager) sysIpcCall(ctx context.Context, c *kernel.Caller, a *abi.IpcCallArgs) (*abi.IpcCallResult, error) {
+func (m *Room) sysIpcCall(ctx context.Context, c *kernel.Caller, a *abi.IpcCallArgs) (*abi.IpcCallResult, error) {
 	src, tgt, err := m.ipcPair(ctx, c, a.SourcePid, a.Pid)
 	if err != nil {
 		return nil, err
@@ -215,27 +215,19 @@ func callTimeout(ms int64, def time.Duration) (time.Duration, error) {
 }
 
 // call makes a call from src to tgt: recorded, armed, then delivered.
-func (m *Manager) call(ctx context.Context, c *kernel.Caller, src, tgt *abi.Process, cid, msg string, meta json.RawMessage, timeout time.Duration) (*abi.IpcCallResult, error) {
+func (m *Room) call(ctx context.Context, c *kernel.Caller, src, tgt *abi.Process, cid, msg string, meta json.RawMessage, timeout time.Duration) (*abi.IpcCallResult, error) {
 	callID, runID := newID("call_"), newID("run_")
 	t := now()
 	deadline := t + timeout.Milliseconds()
 	// The source's waiting conversation: the one its current run is in
 	// when the process itself calls; else its default.
-	srcCid, srcRun := "default", sql.NullString{}
-	if c.Pid == src.Pid {
-		pr := m.proc(src.Pid, src.Uid)
-		pr.mu.Lock()
-		if pr.run != nil {
-			srcCid, srcRun = pr.run.cid, sql.NullString{String: pr.run.id, Valid: true}
-		}
-		pr.mu.Unlock()
-	}
-	var srcGen int64
-	if err := m.st.QueryRowContext(ctx, `SELECT generation FROM proc_conversations WHERE pid=? AND cid=?`, src.Pid, srcCid).Scan(&srcGen); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, abi.E(abi.Path(src.Pid+"/"+srcCid), abi.NotExist, "no such conversation")
-		}
+	at, err := m.convState(ctx, src.Pid, "", c.Pid == src.Pid)
+	if err != nil {
 		return nil, abi.E(abi.Path(src.Pid), err)
+	}
+	srcCid, srcRun, srcGen := at.ConversationID, sql.NullString{String: at.RunID, Valid: at.RunID != ""}, at.Generation
+	if at.Status == "" {
+		return nil, abi.E(abi.Path(src.Pid+"/"+srcCid), abi.NotExist, "no such conversation")
 	}
 	// Recorded "sending": the delivery makes it "pending" in the
 	// transaction that puts the request in the target's conversation, so
@@ -249,27 +241,37 @@ func (m *Manager) call(ctx context.Context, c *kernel.Caller, src, tgt *abi.Proc
 	pc := pendingCall{id: callID, uid: src.Uid, sourcePid: src.Pid, sourceCid: srcCid, sourceGen: srcGen, sourceRun: srcRun,
 		targetPid: tgt.Pid, targetRun: runID, deadline: deadline}
 	if !m.arm(pc) {
-		m.st.Exec(context.WithoutCancel(ctx), `DELETE FROM proc_ipc_calls WHERE call_id=?`, callID)
+		m.forgetCall(ctx, callID)
 		return nil, abi.E(abi.Path(callID), abi.Offline, "the daemon is shutting down")
 	}
-	res, err := kernel.Invoke[*abi.IpcSendResult](ctx, m.k, m.k.KernelCaller(), "proc.ipc.deliver", &abi.IpcDeliverArgs{
+	res, err := kernel.Do(ctx, m.k, m.k.KernelCaller(), abi.ProcIpcDeliver, &abi.IpcDeliverArgs{
 		Pid: tgt.Pid, SourcePid: src.Pid, Source: m.identityOf(ctx, c, src), SourceLabel: labelOf(src), ConversationID: cid, Message: msg, Metadata: meta,
 		SentAt: t, Call: &abi.IpcCallRef{CallID: callID, ReplyToPid: src.Pid, DeadlineAt: deadline}, TraceID: callID, RunID: runID,
 		Process: c.Identity.Process,
 	})
 	if err != nil {
 		m.disarm(callID, runID)
-		m.st.Exec(context.WithoutCancel(ctx), `DELETE FROM proc_ipc_calls WHERE call_id=?`, callID)
+		m.forgetCall(ctx, callID)
 		return nil, err
 	}
 	return &abi.IpcCallResult{OK: true, Status: "started", CallID: callID, Pid: tgt.Pid, SourcePid: src.Pid,
 		ConversationID: res.ConversationID, RunID: res.RunID, DeadlineAt: deadline, Queued: res.Queued}, nil
 }
 
+// forgetCall deletes the record of a call that was never delivered. Its
+// caller's error is what the caller hears; a record left behind (the
+// store failing too) is logged, and the next start ends it "abandoned",
+// as every call still "sending" (resumeCalls).
+func (m *Room) forgetCall(ctx context.Context, callID string) {
+	if _, err := m.st.Exec(context.WithoutCancel(ctx), `DELETE FROM proc_ipc_calls WHERE call_id=?`, callID); err != nil {
+		m.log.Warn("ipc: forgetting an undelivered call", "call", callID, "err", err)
+	}
+}
+
 // sysIpcDeliver serves proc.ipc.deliver (kernel-only): the envelope,
 // validated by the public call, enters the target's conversation as a
 // visible user message of kind process.message (mail) or process.call.
-func (m *Manager) sysIpcDeliver(ctx context.Context, c *kernel.Caller, a *abi.IpcDeliverArgs) (*abi.IpcSendResult, error) {
+func (m *Room) sysIpcDeliver(ctx context.Context, c *kernel.Caller, a *abi.IpcDeliverArgs) (*abi.IpcSendResult, error) {
 	// The public call checked both processes (the same owner): the
 	// target is that owner's; a target gone since has no conversation.
 	tgt := &abi.Process{Pid: a.Pid, Uid: a.Source.Uid}
@@ -277,17 +279,17 @@ func (m *Manager) sysIpcDeliver(ctx context.Context, c *kernel.Caller, a *abi.Ip
 	if a.SourceLabel != "" {
 		label = " (" + a.SourceLabel + ")"
 	}
-	ev := Event{Kind: abi.EventProcessMessage, TraceID: a.TraceID, RunID: a.RunID, Cap: a.Process,
+	ev := event{Kind: abi.EventProcessMessage, TraceID: a.TraceID, RunID: a.RunID, Cap: a.Process,
 		Source: abi.EventSource{Kind: "process", Uid: a.Source.Uid, Username: a.Source.Username, Pid: a.SourcePid}}
 	if a.Call != nil {
-		ev.Kind, ev.callID = abi.EventProcessCall, a.Call.CallID
+		ev.Kind, ev.within = abi.EventProcessCall, m.callDelivered(a.Call.CallID)
 		ev.Text = fmt.Sprintf("Call %s from process %s%s, answer by %s. Your final answer in this run goes back to the caller.\n\n%s",
 			a.Call.CallID, a.SourcePid, label, time.UnixMilli(a.Call.DeadlineAt).UTC().Format(time.RFC3339), a.Message)
 	} else {
 		ev.Text = fmt.Sprintf("Message from process %s%s:\n\n%s", a.SourcePid, label, a.Message)
 	}
 	cid := orDefault(a.ConversationID)
-	runID, queued, err := m.SendEvent(ctx, tgt, cid, ev)
+	runID, queued, err := m.deliver(ctx, tgt, cid, ev)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +299,7 @@ func (m *Manager) sysIpcDeliver(ctx context.Context, c *kernel.Caller, a *abi.Ip
 // sysIpcDelegate serves proc.ipc.delegate: it spawns a worker (a child of
 // the source, labelled) or takes the worker named, then calls it with the
 // task; the answer comes back as a call's does.
-func (m *Manager) sysIpcDelegate(ctx context.Context, c *kernel.Caller, a *abi.IpcDelegateArgs) (*abi.IpcDelegateResult, error) {
+func (m *Room) sysIpcDelegate(ctx context.Context, c *kernel.Caller, a *abi.IpcDelegateArgs) (*abi.IpcDelegateResult, error) {
 	src, err := m.actingProcess(ctx, c, a.SourcePid, "sourcePid")
 	if err != nil {
 		return nil, err
@@ -325,7 +327,7 @@ func (m *Manager) sysIpcDelegate(ctx context.Context, c *kernel.Caller, a *abi.I
 			return nil, err
 		}
 		owner.Process = c.Identity.Process // a narrowed delegator's worker is narrowed for its life
-		sp, err := kernel.Invoke[*abi.SpawnResult](ctx, m.k, &kernel.Caller{Identity: owner}, "proc.spawn",
+		sp, err := kernel.Do(ctx, m.k, &kernel.Caller{Identity: owner}, abi.ProcSpawn,
 			&abi.SpawnArgs{Profile: profile, Label: label, ParentPid: src.Pid})
 		if err != nil {
 			return nil, err
@@ -347,7 +349,7 @@ func (m *Manager) sysIpcDelegate(ctx context.Context, c *kernel.Caller, a *abi.I
 
 // sysIpcList serves proc.ipc.list (ours): the calls a process made or
 // was made, newest first; /proc/<pid>/ipc renders it.
-func (m *Manager) sysIpcList(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (*abi.IpcListResult, error) {
+func (m *Room) sysIpcList(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (*abi.IpcListResult, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
 		return nil, err
@@ -390,7 +392,7 @@ var callReasons = map[string]string{
 
 // arm starts pc's deadline timer and records the run it waits for; false
 // after Close.
-func (m *Manager) arm(pc pendingCall) bool {
+func (m *Room) arm(pc pendingCall) bool {
 	m.mu.Lock()
 	closed := m.closed
 	m.mu.Unlock()
@@ -409,7 +411,7 @@ func (m *Manager) arm(pc pendingCall) bool {
 }
 
 // disarm forgets call id and the run it waits for.
-func (m *Manager) disarm(id, run string) {
+func (m *Room) disarm(id, run string) {
 	m.ipc.mu.Lock()
 	defer m.ipc.mu.Unlock()
 	if t := m.ipc.timers[id]; t != nil {
@@ -419,9 +421,9 @@ func (m *Manager) disarm(id, run string) {
 	delete(m.ipc.runs, run)
 }
 
-// background runs f in a goroutine the manager owns (Close waits for it);
+// background runs f in a goroutine the room owns (Close waits for it);
 // after Close it does not run.
-func (m *Manager) background(f func()) {
+func (m *Room) background(f func()) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -437,7 +439,7 @@ func (m *Manager) background(f func()) {
 
 // stopCalls stops every deadline timer (Close): the calls stay pending in
 // the store, and Start arms them again.
-func (m *Manager) stopCalls() {
+func (m *Room) stopCalls() {
 	m.ipc.mu.Lock()
 	defer m.ipc.mu.Unlock()
 	for _, t := range m.ipc.timers {
@@ -446,19 +448,20 @@ func (m *Manager) stopCalls() {
 	m.ipc.timers, m.ipc.runs = nil, nil
 }
 
-// runEnded answers the call that waited for run, if one did: its final
-// answer goes back to the source.
-func (m *Manager) runEnded(run, status, errText string) {
+// runEnded answers the call that waited for run, if one did (ok): its
+// final answer goes back to the source.
+func (m *Room) runEnded(run, status, errText string) (ok bool) {
 	m.ipc.mu.Lock()
 	id, ok := m.ipc.runs[run]
 	m.ipc.mu.Unlock()
 	if ok {
 		m.background(func() { m.callAnswered(id, status, errText) })
 	}
+	return ok
 }
 
 // loadCall reads pending call id.
-func (m *Manager) loadCall(ctx context.Context, id string) (*pendingCall, error) {
+func (m *Room) loadCall(ctx context.Context, id string) (*pendingCall, error) {
 	pc := &pendingCall{id: id}
 	err := m.st.QueryRowContext(ctx, `SELECT uid,source_pid,source_cid,source_gen,source_run,target_pid,coalesce(target_run,''),deadline_at
 		FROM proc_ipc_calls WHERE call_id=? AND state IN ('sending','pending')`, id).
@@ -470,20 +473,21 @@ func (m *Manager) loadCall(ctx context.Context, id string) (*pendingCall, error)
 }
 
 // callAnswered ends call id with the final answer of its target run.
-func (m *Manager) callAnswered(id, status, errText string) {
+func (m *Room) callAnswered(id, status, errText string) {
 	ctx := context.Background()
 	pc, err := m.loadCall(ctx, id)
 	if err != nil || pc == nil {
 		if err != nil {
-			m.log.Error("proc: ipc reply", "call", id, "err", err)
+			m.log.Error("ipc: reply", "call", id, "err", err)
 		}
 		return
 	}
-	answer, err := m.finalAnswer(ctx, pc.targetPid, pc.targetRun)
+	run, err := m.runState(ctx, pc.targetRun, true)
 	if err != nil {
-		m.log.Error("proc: ipc reply", "call", id, "err", err)
+		m.log.Error("ipc: reply", "call", id, "err", err)
 		return
 	}
+	answer := finalAnswer(run.Answer)
 	text := fmt.Sprintf("ipc.reply from process %s (call %s): ", pc.targetPid, id)
 	switch {
 	case status == "done" && answer != "":
@@ -496,28 +500,23 @@ func (m *Manager) callAnswered(id, status, errText string) {
 		text += "the run ended " + status
 	}
 	// The answer carries the narrowing its run acted within.
-	narrow, err := m.runCap(ctx, pc.targetRun)
-	if err != nil {
-		m.log.Error("proc: ipc reply", "call", id, "err", err)
-		return
-	}
-	m.endCall(ctx, pc, "replied", Event{Kind: abi.EventIpcReply, Text: text, Runtime: true, TraceID: id,
-		Source: abi.EventSource{Kind: "process", Uid: pc.uid, Pid: pc.targetPid}, Cap: narrow})
+	m.endCall(ctx, pc, "replied", event{Kind: abi.EventIpcReply, Text: text, Runtime: true, TraceID: id,
+		Source: abi.EventSource{Kind: "process", Uid: pc.uid, Pid: pc.targetPid}, Cap: run.Cap})
 }
 
 // callTimedOut ends call id at its deadline: the source gets ipc.timeout.
-func (m *Manager) callTimedOut(id string) {
+func (m *Room) callTimedOut(id string) {
 	ctx := context.Background()
 	pc, err := m.loadCall(ctx, id)
 	if err != nil || pc == nil {
 		if err != nil {
-			m.log.Error("proc: ipc timeout", "call", id, "err", err)
+			m.log.Error("ipc: timeout", "call", id, "err", err)
 		}
 		return
 	}
 	text := fmt.Sprintf("ipc.timeout: call %s to process %s got no answer by %s", id, pc.targetPid,
 		time.UnixMilli(pc.deadline).UTC().Format(time.RFC3339))
-	m.endCall(ctx, pc, "timed_out", Event{Kind: abi.EventIpcTimeout, Text: text, Runtime: true, TraceID: id,
+	m.endCall(ctx, pc, "timed_out", event{Kind: abi.EventIpcTimeout, Text: text, Runtime: true, TraceID: id,
 		Source: abi.EventSource{Kind: "kernel"}})
 }
 
@@ -525,15 +524,12 @@ func (m *Manager) callTimedOut(id string) {
 // "dropped" when the source's conversation changed generation or closed,
 // or the run that made the call was aborted. A call already ended (the
 // other of reply and timeout came first) is left as it is.
-func (m *Manager) endCall(ctx context.Context, pc *pendingCall, state string, ev Event) {
+func (m *Room) endCall(ctx context.Context, pc *pendingCall, state string, ev event) {
 	m.disarm(pc.id, pc.targetRun)
-	var gen int64
-	var status string
-	err := m.st.QueryRowContext(ctx, `SELECT generation,status FROM proc_conversations WHERE pid=? AND cid=?`, pc.sourcePid, pc.sourceCid).Scan(&gen, &status)
-	deliver := err == nil && gen == pc.sourceGen && status == "open"
+	conv, err := m.convState(ctx, pc.sourcePid, pc.sourceCid, false)
+	deliver := err == nil && conv.Generation == pc.sourceGen && conv.Status == "open"
 	if deliver && pc.sourceRun.Valid {
-		var runStatus string
-		if err := m.st.QueryRowContext(ctx, `SELECT status FROM proc_runs WHERE run_id=?`, pc.sourceRun.String).Scan(&runStatus); err == nil && runStatus == "aborted" {
+		if run, err := m.runState(ctx, pc.sourceRun.String, false); err == nil && run.Status == "aborted" {
 			deliver = false
 		}
 	}
@@ -543,7 +539,7 @@ func (m *Manager) endCall(ctx context.Context, pc *pendingCall, state string, ev
 	}
 	res, err := m.st.Exec(ctx, `UPDATE proc_ipc_calls SET state=?, finished_at=? WHERE call_id=? AND state IN ('sending','pending')`, final, now(), pc.id)
 	if err != nil {
-		m.log.Error("proc: end an ipc call", "call", pc.id, "err", err)
+		m.log.Error("ipc: end a call", "call", pc.id, "err", err)
 		return
 	}
 	n, _ := res.RowsAffected()
@@ -557,33 +553,20 @@ func (m *Manager) endCall(ctx context.Context, pc *pendingCall, state string, ev
 	if err != nil {
 		return // the source is gone
 	}
-	if _, _, err := m.SendEvent(ctx, src, pc.sourceCid, ev); err != nil {
-		m.log.Warn("proc: deliver an ipc answer", "call", pc.id, "source", pc.sourcePid, "err", err)
+	if _, _, err := m.deliver(ctx, src, pc.sourceCid, ev); err != nil {
+		m.log.Warn("ipc: deliver an answer", "call", pc.id, "source", pc.sourcePid, "err", err)
 	}
 }
 
-// finalAnswer is the text of the last answer of the model in run (after
-// the run's first message), "" if it gave none; at most maxReply bytes.
-func (m *Manager) finalAnswer(ctx context.Context, pid, run string) (string, error) {
-	var content string
-	err := m.st.QueryRowContext(ctx, `SELECT m.content FROM proc_messages m JOIN proc_runs r ON r.run_id=?
-		WHERE m.pid=? AND m.cid=r.cid AND m.generation=r.generation AND m.id>r.first_message AND m.role='assistant'
-		ORDER BY m.id DESC LIMIT 1`, run, pid).Scan(&content)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	var ac assistantContent
-	if json.Unmarshal([]byte(content), &ac) != nil {
-		return "", nil
-	}
-	text := strings.TrimSpace(ac.Text)
+// finalAnswer is a run's final answer (raw: the text of the last answer
+// of the model in it, proc.run.state) as a reply carries it: trimmed, at
+// most maxReply bytes.
+func finalAnswer(raw string) string {
+	text := strings.TrimSpace(raw)
 	if len(text) > maxReply {
-		text = text[:maxReply] + fmt.Sprintf("… [%d bytes]", len(ac.Text))
+		text = text[:maxReply] + fmt.Sprintf("… [%d bytes]", len(raw))
 	}
-	return text, nil
+	return text
 }
 
 // resumeCalls reconciles the calls at Start. A call still "sending" was
@@ -592,42 +575,60 @@ func (m *Manager) finalAnswer(ctx context.Context, pid, run string) (string, err
 // and nobody is told (no ipc.timeout for an id nobody has). The pending
 // calls are armed again: one whose deadline passed times out now; one
 // whose target run already ended is answered.
-func (m *Manager) resumeCalls(ctx context.Context) error {
+func (m *Room) resumeCalls(ctx context.Context) error {
 	res, err := m.st.Exec(ctx, `UPDATE proc_ipc_calls SET state='abandoned', finished_at=? WHERE state='sending'`, now())
 	if err != nil {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n > 0 {
-		m.log.Info("proc: IPC calls whose request was never delivered are abandoned", "calls", n)
+		m.log.Info("ipc: calls whose request was never delivered are abandoned", "calls", n)
 	}
-	rows, err := m.st.QueryContext(ctx, `SELECT c.call_id,c.uid,c.source_pid,c.source_cid,c.source_gen,c.source_run,c.target_pid,coalesce(c.target_run,''),c.deadline_at,
-		coalesce(r.status,''),coalesce(r.error,'') FROM proc_ipc_calls c LEFT JOIN proc_runs r ON r.run_id=c.target_run WHERE c.state='pending'`)
+	rows, err := m.st.QueryContext(ctx, `SELECT call_id,uid,source_pid,source_cid,source_gen,source_run,target_pid,coalesce(target_run,''),deadline_at
+		FROM proc_ipc_calls WHERE state='pending'`)
 	if err != nil {
 		return err
 	}
-	type ended struct{ id, status, errText string }
-	var done []ended
+	var pending []pendingCall
 	for rows.Next() {
 		var pc pendingCall
-		var status, errText string
-		if err := rows.Scan(&pc.id, &pc.uid, &pc.sourcePid, &pc.sourceCid, &pc.sourceGen, &pc.sourceRun, &pc.targetPid, &pc.targetRun, &pc.deadline, &status, &errText); err != nil {
+		if err := rows.Scan(&pc.id, &pc.uid, &pc.sourcePid, &pc.sourceCid, &pc.sourceGen, &pc.sourceRun, &pc.targetPid, &pc.targetRun, &pc.deadline); err != nil {
 			rows.Close()
 			return err
 		}
-		m.arm(pc)
-		switch status {
-		case "", "running", "waiting_hil":
-		default:
-			done = append(done, ended{pc.id, status, errText})
-		}
+		pending = append(pending, pc)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	type ended struct{ id, status, errText string }
+	var done []ended
+	for _, pc := range pending {
+		// How its target run stands: the process room's to say.
+		run, err := m.runState(ctx, pc.targetRun, false)
+		if err != nil {
+			return err
+		}
+		m.arm(pc)
+		switch run.Status {
+		case "", "running", "waiting_hil":
+		default:
+			done = append(done, ended{pc.id, run.Status, run.Error})
+		}
 	}
 	for _, e := range done {
 		e := e
 		m.background(func() { m.callAnswered(e.id, e.status, e.errText) })
 	}
 	return nil
+}
+
+// callDelivered is what the delivery of call id's request runs in the
+// transaction that puts it in the target's conversation (proc.deliver's
+// Within): the call is delivered, "pending", exactly when its request is.
+func (m *Room) callDelivered(id string) func(tx abi.StoreTx) error {
+	return func(tx abi.StoreTx) error {
+		_, err := tx.Exec(`UPDATE proc_ipc_calls SET state='pending' WHERE call_id=? AND state='sending'`, id)
+		return err
+	}
 }

@@ -1,4 +1,4 @@
-package proc
+package ipc
 
 import (
 	"context"
@@ -13,7 +13,8 @@ import (
 )
 
 // The IPC verbs of /proc/<pid>/ctl, each made with pid as the source (its
-// owner writes for their own process), and /proc/<pid>/ipc:
+// owner writes for their own process), and /proc/<pid>/ipc, grafted onto
+// the process room's directory (Room.Grafts):
 //
 //	mail <pid> <text...>
 //	call <pid> [timeout=<ms>] <text...>
@@ -24,114 +25,58 @@ import (
 // A verb's leading words and options come first; the rest of the line is
 // the text, as written (its own key=value words are text).
 
-// leadLine is a ctl line's leading words, its leading options (of keys)
-// and the text after them.
-type leadLine struct {
-	words []string
-	opts  map[string]string
-	text  string
-}
-
-// splitLead splits rest into n words, then the options of keys that
-// follow them, then the text. A leading option given twice is a 400
-// (which one would count?).
-func splitLead(rest string, n int, keys ...string) (leadLine, error) {
-	var out leadLine
-	out.opts = map[string]string{}
-	s := strings.TrimLeft(rest, " \t")
-	next := func() (string, string) {
-		i := strings.IndexAny(s, " \t")
-		if i < 0 {
-			return s, ""
-		}
-		return s[:i], strings.TrimLeft(s[i:], " \t")
-	}
-	for len(out.words) < n && s != "" {
-		var w string
-		w, s = next()
-		out.words = append(out.words, w)
-	}
-	for s != "" {
-		w, after := next()
-		k, v, ok := strings.Cut(w, "=")
-		known := false
-		for _, key := range keys {
-			known = known || key == k
-		}
-		if !ok || !known {
-			break
-		}
-		if _, again := out.opts[k]; again {
-			return out, abi.E(abi.Invalid, fmt.Sprintf("option %q is given more than once", k))
-		}
-		out.opts[k], s = v, after
-	}
-	out.text = s
-	return out, nil
-}
-
-// msOpt parses option key of l as milliseconds or a duration (0 if
-// absent).
-func msOpt(l leadLine, key string) (int64, error) {
-	v, ok := l.opts[key]
-	if !ok {
-		return 0, nil
-	}
-	return durationMs(key, v)
-}
-
 // ipcVerbs are the IPC verbs of pid's ctl file.
 func ipcVerbs(pid string) map[string]ns.CtlVerb {
 	return map[string]ns.CtlVerb{
 		"mail": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.IpcSendArgs{SourcePid: pid}
 			if l.JSON == nil {
-				ll, err := splitLead(l.Text(), 1)
+				ll, err := ns.SplitLead(l.Text(), 1)
 				if err != nil {
 					return kernel.Bound{}, err
 				}
-				if len(ll.words) < 1 || ll.text == "" {
+				if len(ll.Words) < 1 || ll.Text == "" {
 					return kernel.Bound{}, abi.E(abi.Invalid, "usage: mail <pid> <text...>")
 				}
-				a.Pid, a.Message = ll.words[0], ll.text
+				a.Pid, a.Message = ll.Words[0], ll.Text
 			}
-			return kernel.BindName("proc.ipc.send", a), nil
+			return kernel.Bind(abi.ProcIpcSend, a), nil
 		},
 		"call": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.IpcCallArgs{IpcSendArgs: abi.IpcSendArgs{SourcePid: pid}}
 			if l.JSON == nil {
-				ll, err := splitLead(l.Text(), 1, "timeout")
+				ll, err := ns.SplitLead(l.Text(), 1, "timeout")
 				if err != nil {
 					return kernel.Bound{}, err
 				}
-				if len(ll.words) < 1 || ll.text == "" {
+				if len(ll.Words) < 1 || ll.Text == "" {
 					return kernel.Bound{}, abi.E(abi.Invalid, "usage: call <pid> [timeout=<ms>] <text...>")
 				}
-				ms, err := msOpt(ll, "timeout")
+				ms, err := ll.Ms("timeout")
 				if err != nil {
 					return kernel.Bound{}, err
 				}
-				a.Pid, a.Message, a.TimeoutMs = ll.words[0], ll.text, ms
+				a.Pid, a.Message, a.TimeoutMs = ll.Words[0], ll.Text, ms
 			}
-			return kernel.BindName("proc.ipc.call", a), nil
+			return kernel.Bind(abi.ProcIpcCall, a), nil
 		},
 		"delegate": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.IpcDelegateArgs{SourcePid: pid}
 			if l.JSON == nil {
-				ll, err := splitLead(l.Text(), 1, "timeout", "label", "pid")
+				ll, err := ns.SplitLead(l.Text(), 1, "timeout", "label", "pid")
 				if err != nil {
 					return kernel.Bound{}, err
 				}
-				if len(ll.words) < 1 || ll.text == "" {
+				if len(ll.Words) < 1 || ll.Text == "" {
 					return kernel.Bound{}, abi.E(abi.Invalid, "usage: delegate <profile> [timeout=<ms>] [label=<label>] [pid=<worker>] <task...>")
 				}
-				ms, err := msOpt(ll, "timeout")
+				ms, err := ll.Ms("timeout")
 				if err != nil {
 					return kernel.Bound{}, err
 				}
-				a.Profile, a.Task, a.TimeoutMs, a.Label, a.Pid = ll.words[0], ll.text, ms, ll.opts["label"], ll.opts["pid"]
+				a.Profile, a.Task, a.TimeoutMs, a.Label, a.Pid = ll.Words[0], ll.Text, ms, ll.Opts["label"], ll.Opts["pid"]
 			}
-			return kernel.BindName("proc.ipc.delegate", a), nil
+			return kernel.Bind(abi.ProcIpcDelegate, a), nil
 		},
 		"watch": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.WatchArgs{WatcherPid: pid}
@@ -150,14 +95,14 @@ func ipcVerbs(pid string) map[string]ns.CtlVerb {
 					}
 				}
 				if v := l.Opt("ttl"); v != "" {
-					ms, err := durationMs("ttl", v)
+					ms, err := ns.DurationMs("ttl", v)
 					if err != nil {
 						return kernel.Bound{}, err
 					}
 					a.TTLMs = &ms
 				}
 			}
-			return kernel.BindName("signal.watch", a), nil
+			return kernel.Bind(abi.SignalWatch, a), nil
 		},
 		"unwatch": func(l ns.CtlLine) (kernel.Bound, error) {
 			a := &abi.UnwatchArgs{WatcherPid: pid}
@@ -170,16 +115,16 @@ func ipcVerbs(pid string) map[string]ns.CtlVerb {
 					return kernel.Bound{}, abi.E(abi.Invalid, "usage: unwatch <watchId> | unwatch key=<key>")
 				}
 			}
-			return kernel.BindName("signal.unwatch", a), nil
+			return kernel.Bind(abi.SignalUnwatch, a), nil
 		},
 	}
 }
 
 // ipcView is /proc/<pid>/ipc: the process's calls, newest first, one a
 // line: id, direction, the other process, deadline, state.
-func (m *Manager) ipcView(meta *ns.Meta, pid string) *vfs.View {
+func (m *Room) ipcView(meta *ns.Meta, pid string) *vfs.View {
 	return &vfs.View{Meta: meta, Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-		res, err := kernel.Invoke[*abi.IpcListResult](ctx, m.k, ns.CallerOf(cred, ""), "proc.ipc.list", &abi.PidArgs{Pid: pid})
+		res, err := kernel.Do(ctx, m.k, ns.CallerOf(cred, ""), abi.ProcIpcList, &abi.PidArgs{Pid: pid})
 		if err != nil {
 			return nil, err
 		}

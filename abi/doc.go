@@ -8,4 +8,9 @@
 // gsv CLI and a device daemon share one definition of every message
 // (tailscale's tailcfg is the model). A change of shape is a compile
 // error in every party, never a runtime surprise.
+//
+// The types are also the syscalls' JSON Schemas (package abi/schema
+// infers them; /sys/syscalls/<name>/schema shows them): an args field a
+// caller may leave out is tagged omitempty, which makes it optional
+// there; every other field is required.
 package abi

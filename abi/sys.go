@@ -61,18 +61,18 @@ type SyscallListResult struct {
 // means root is the first user. Timezone and AI, if given, are written to
 // config/system/timezone and config/ai/*.
 type SetupArgs struct {
-	Username string   `json:"username"`
-	HostUID  *int     `json:"hostUid"`
-	Timezone string   `json:"timezone"`
-	AI       *SetupAI `json:"ai"`
+	Username string   `json:"username,omitempty"`
+	HostUID  *int     `json:"hostUid,omitempty"`
+	Timezone string   `json:"timezone,omitempty"`
+	AI       *SetupAI `json:"ai,omitempty"`
 }
 
 // SetupAI is the AI configuration sys.setup may write; empty fields are
 // left as they are.
 type SetupAI struct {
-	Provider string `json:"provider"`
-	Model    string `json:"model"`
-	APIKey   string `json:"apiKey"`
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	APIKey   string `json:"apiKey,omitempty"`
 }
 
 // SetupResult is sys.setup's result: the first user's identity; the root
@@ -107,9 +107,9 @@ type Group struct {
 // the new *User.
 type UserAddArgs struct {
 	Username string `json:"username"`
-	HostUID  *int   `json:"hostUid"`
-	Gecos    string `json:"gecos"`
-	Uid      *int   `json:"uid"`
+	HostUID  *int   `json:"hostUid,omitempty"`
+	Gecos    string `json:"gecos,omitempty"`
+	Uid      *int   `json:"uid,omitempty"`
 }
 
 // UserListArgs are sys.user.list's args: none.
@@ -208,7 +208,7 @@ type ConfigEntry struct {
 // config/ai/provider, or the caller's own users/<uid>/ai/ override if
 // there is one.
 type ConfigGetArgs struct {
-	Key string `json:"key"`
+	Key string `json:"key,omitempty"`
 }
 
 // ConfigGetResult is sys.config.get's result: the visible entries, by

@@ -240,6 +240,9 @@ func (s *Space) buildNamespace() *vfs.StaticDir {
 				return kernel.Do(ctx, s.k, CallerOf(cred, ""), abi.SysEvents, nil)
 			}}},
 		vfs.DirEntry{Name: "config", Node: s.configDir("")},
+		// syscalls describes the syscalls the reader may make: each
+		// one's doc and the JSON Schemas of its args and result.
+		vfs.DirEntry{Name: "syscalls", Node: s.syscallsDir()},
 		// statfs is what df shows of the namespace (fs.statfs), as JSON:
 		// a remote mount reads it to answer df, which 9P2000 cannot ask.
 		vfs.DirEntry{Name: "statfs", Node: &vfs.View{Meta: RootMeta("/sys/statfs", 0o444),

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/abi/schema"
 	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/proc/model"
@@ -29,8 +30,6 @@ type tool struct {
 	args func(raw json.RawMessage) (json.RawMessage, error)
 }
 
-func schema(s string) json.RawMessage { return json.RawMessage(s) }
-
 // passArgs passes the model's arguments as the syscall's, target
 // included: the devices router decides where a routable call runs ("" or
 // "gsv" is the local device; another target is its error).
@@ -46,24 +45,26 @@ func passArgs(raw json.RawMessage) (json.RawMessage, error) {
 }
 
 // tools are the agent's tools: each is a syscall made as the process.
+// Each tool's schema is inferred from its argument type in abi
+// (abi/tools.go).
 var tools = []tool{
 	{model.ToolDef{Name: "Read", Description: "Read a file (numbered lines) or list a directory.",
-		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"path":{"type":"string"},"offset":{"type":"integer"},"limit":{"type":"integer"}},"required":["path"]}`)},
+		Schema: schema.MustTool[abi.ReadTool]()},
 		"fs.read", passArgs},
 	{model.ToolDef{Name: "Write", Description: "Create or replace a whole file.",
-		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`)},
+		Schema: schema.MustTool[abi.WriteTool]()},
 		"fs.write", passArgs},
 	{model.ToolDef{Name: "Edit", Description: "Replace an exact string in a file.",
-		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"path":{"type":"string"},"oldString":{"type":"string"},"newString":{"type":"string"},"replaceAll":{"type":"boolean"}},"required":["path","oldString","newString"]}`)},
+		Schema: schema.MustTool[abi.EditTool]()},
 		"fs.edit", passArgs},
 	{model.ToolDef{Name: "Delete", Description: "Delete a file or directory tree.",
-		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"path":{"type":"string"}},"required":["path"]}`)},
+		Schema: schema.MustTool[abi.DeleteTool]()},
 		"fs.delete", passArgs},
 	{model.ToolDef{Name: "Search", Description: "Search files for a literal string.",
-		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"query":{"type":"string"},"path":{"type":"string"},"include":{"type":"string"}},"required":["query"]}`)},
+		Schema: schema.MustTool[abi.SearchTool]()},
 		"fs.search", passArgs},
 	{model.ToolDef{Name: "Shell", Description: "Run a shell command (/bin/sh -c) in the process's working directory.",
-		Schema: schema(`{"type":"object","properties":{"target":{"type":"string","description":"the device to run on (see the devices in your instructions); omit for this machine"},"command":{"type":"string"},"cwd":{"type":"string"},"timeoutMs":{"type":"integer"}},"required":["command"]}`)},
+		Schema: schema.MustTool[abi.ShellTool]()},
 		"shell.exec", func(raw json.RawMessage) (json.RawMessage, error) {
 			var a map[string]any
 			if err := json.Unmarshal(raw, &a); err != nil {
@@ -78,30 +79,30 @@ var tools = []tool{
 	// IPC with the owner's other processes: the source is the calling
 	// process (its identity's Pid), never claimed.
 	{model.ToolDef{Name: "Processes", Description: "List your owner's processes: pid, label, profile, state.",
-		Schema: schema(`{"type":"object","properties":{}}`)},
+		Schema: schema.MustTool[abi.NoToolArgs]()},
 		"proc.list", func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }},
 	{model.ToolDef{Name: "Mail", Description: "Send a message to another process of your owner; it does not answer you.",
-		Schema: schema(`{"type":"object","properties":{"pid":{"type":"string"},"message":{"type":"string"}},"required":["pid","message"]}`)},
+		Schema: schema.MustTool[abi.MailTool]()},
 		"proc.ipc.send", passArgs},
 	{model.ToolDef{Name: "Call", Description: "Ask another process of your owner; its final answer arrives later in this conversation as a [Process Event]: ipc.reply (or ipc.timeout after timeoutMs, default 60000).",
-		Schema: schema(`{"type":"object","properties":{"pid":{"type":"string"},"message":{"type":"string"},"timeoutMs":{"type":"integer"}},"required":["pid","message"]}`)},
+		Schema: schema.MustTool[abi.CallTool]()},
 		"proc.ipc.call", passArgs},
 	{model.ToolDef{Name: "Delegate", Description: "Hand a task to a new worker process (profile default task); its answer arrives later in this conversation as a [Process Event]: ipc.reply.",
-		Schema: schema(`{"type":"object","properties":{"task":{"type":"string"},"label":{"type":"string"},"profile":{"type":"string"},"timeoutMs":{"type":"integer"}},"required":["task"]}`)},
+		Schema: schema.MustTool[abi.DelegateTool]()},
 		"proc.ipc.delegate", passArgs},
 	{model.ToolDef{Name: "Runs", Description: "List the runs under way or parked of your owner's processes: state, step, budget, the checkpoint they wait at.",
-		Schema: schema(`{"type":"object","properties":{}}`)},
+		Schema: schema.MustTool[abi.NoToolArgs]()},
 		"proc.run.list", func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }},
 	{model.ToolDef{Name: "Direct", Description: "Decide a checkpoint of another process's run: {type:continue, effects:[{op:extend-budget,usd|tokens|turns|timeMs}, {op:inject-message,role,content}, {op:swap-model,model}, {op:set-temperature,temp}, {op:set-tool-cap,n}]} or {type:abort,reason}, or the sugar {type:refocus,hint}.",
-		Schema: schema(`{"type":"object","properties":{"pid":{"type":"string"},"checkpoint":{"type":"integer"},"directive":{"type":"object"}},"required":["pid","directive"]}`)},
+		Schema: schema.MustTool[abi.DirectTool]()},
 		"proc.directive", passArgs},
 	{model.ToolDef{Name: "Watch", Description: "Be told (a [Process Event]: signal) when another process of your owner publishes a signal, such as proc.run.finished; once by default.",
-		Schema: schema(`{"type":"object","properties":{"signal":{"type":"string"},"processId":{"type":"string"},"once":{"type":"boolean"},"ttlMs":{"type":"integer"}},"required":["signal","processId"]}`)},
+		Schema: schema.MustTool[abi.WatchTool]()},
 		"signal.watch", passArgs},
 	// CodeMode runs a block whose shell and fs calls are this process's
 	// tool calls (proc/codemode.go).
 	{model.ToolDef{Name: "CodeMode", Description: codeModeTool,
-		Schema: schema(`{"type":"object","properties":{"code":{"type":"string","description":"the body of an async JavaScript function"},"timeoutMs":{"type":"integer"}},"required":["code"]}`)},
+		Schema: schema.MustTool[abi.CodeModeTool]()},
 		"codemode.exec", func(raw json.RawMessage) (json.RawMessage, error) {
 			var a abi.CodeModeExecArgs
 			if err := json.Unmarshal(raw, &a); err != nil {

@@ -92,7 +92,7 @@ func (c *cli) codemodeCmd() *cobra.Command {
 				}
 				a.Args = b
 			}
-			data, err := c.call("codemode.run", a)
+			data, err := callRaw(c, abi.CodemodeRun, a)
 			if err != nil {
 				return err
 			}

@@ -79,7 +79,7 @@ func (c *cli) completePidAt(at int) compFunc {
 // completePid lists the caller's pids that start with toComplete, each
 // described by its profile, state and label.
 func (c *cli) completePid(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	r, err := get[abi.ProcListResult](c, "proc.list", &abi.ListArgs{})
+	r, err := call(c, abi.ProcList, &abi.ListArgs{})
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
 	}
@@ -102,7 +102,7 @@ func (c *cli) completeSyscall(_ *cobra.Command, args []string, toComplete string
 	if len(args) != 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	r, err := get[abi.SyscallListResult](c, "sys.syscall.list", &abi.SyscallListArgs{})
+	r, err := call(c, abi.SysSyscallList, &abi.SyscallListArgs{})
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
 	}

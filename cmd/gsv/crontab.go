@@ -93,7 +93,7 @@ func (c *cli) crontabCmd() *cobra.Command {
 
 // lookupUid maps a user name (or a uid) to its uid through sys.user.list.
 func (c *cli) lookupUid(name string) (uint32, error) {
-	r, err := get[abi.UserListResult](c, "sys.user.list", &abi.UserListArgs{})
+	r, err := call(c, abi.SysUserList, &abi.UserListArgs{})
 	if err != nil {
 		return 0, err
 	}
@@ -110,7 +110,7 @@ func (c *cli) lookupUid(name string) (uint32, error) {
 
 // crontabGet returns the text of owner's crontab (nil: the caller's).
 func (c *cli) crontabGet(owner *uint32) (string, error) {
-	r, err := get[abi.CrontabGetResult](c, "sched.crontab.get", &abi.CrontabGetArgs{OwnerUid: owner})
+	r, err := call(c, abi.SchedCrontabGet, &abi.CrontabGetArgs{OwnerUid: owner})
 	if err != nil {
 		return "", err
 	}
@@ -120,7 +120,7 @@ func (c *cli) crontabGet(owner *uint32) (string, error) {
 // crontabSet installs text as owner's crontab (nil: the caller's); --json
 // prints what it added, updated and removed.
 func (c *cli) crontabSet(owner *uint32, text string) error {
-	return do(c, "sched.crontab.set", &abi.CrontabSetArgs{OwnerUid: owner, Text: text},
+	return show(c, abi.SchedCrontabSet, &abi.CrontabSetArgs{OwnerUid: owner, Text: text},
 		func(*abi.CrontabSetResult) error { return nil })
 }
 

@@ -26,7 +26,7 @@ func (c *cli) completeDevice(rest func(*cobra.Command, []string, string) ([]stri
 			}
 			return rest(cmd, args, toComplete)
 		}
-		r, err := get[abi.DeviceListResult](c, "sys.device.list", &abi.DeviceListArgs{IncludeOffline: true})
+		r, err := call(c, abi.SysDeviceList, &abi.DeviceListArgs{IncludeOffline: true})
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
 		}
@@ -45,7 +45,7 @@ func (c *cli) completeGroup(_ *cobra.Command, args []string, toComplete string) 
 	if len(args) != 1 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	r, err := get[abi.GroupListResult](c, "sys.group.list", &abi.GroupListArgs{})
+	r, err := call(c, abi.SysGroupList, &abi.GroupListArgs{})
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
 	}
@@ -91,10 +91,10 @@ func (c *cli) deviceListCmd() *cobra.Command {
 		Short: "List the online devices you may use, --all offline ones too (sys.device.list; root: every device)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "sys.device.list", &abi.DeviceListArgs{IncludeOffline: all}, func(r *abi.DeviceListResult) error {
+			return show(c, abi.SysDeviceList, &abi.DeviceListArgs{IncludeOffline: all}, func(r *abi.DeviceListResult) error {
 				names := map[uint32]string{}
 				if len(r.Devices) > 0 {
-					if u, err := get[abi.UserListResult](c, "sys.user.list", &abi.UserListArgs{}); err == nil {
+					if u, err := call(c, abi.SysUserList, &abi.UserListArgs{}); err == nil {
 						for _, u := range u.Users {
 							names[u.Uid] = u.Username
 						}
@@ -131,7 +131,7 @@ func (c *cli) deviceGetCmd() *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: c.completeDevice(nil),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "sys.device.get", &abi.DeviceGetArgs{DeviceID: args[0]}, func(r *abi.DeviceGetResult) error {
+			return show(c, abi.SysDeviceGet, &abi.DeviceGetArgs{DeviceID: args[0]}, func(r *abi.DeviceGetResult) error {
 				if r.Device == nil {
 					return noDevice(args[0], "use")
 				}
@@ -156,7 +156,7 @@ func (c *cli) deviceUpdateCmd() *cobra.Command {
 			if !cmd.Flags().Changed("description") {
 				return fmt.Errorf("give --description")
 			}
-			return do(c, "sys.device.update", &abi.DeviceUpdateArgs{DeviceID: args[0], Description: desc}, func(r *abi.DeviceGetResult) error {
+			return show(c, abi.SysDeviceUpdate, &abi.DeviceUpdateArgs{DeviceID: args[0], Description: desc}, func(r *abi.DeviceGetResult) error {
 				if r.Device == nil {
 					return noDevice(args[0], "change")
 				}
@@ -180,7 +180,7 @@ func (c *cli) deviceGrantCmd() *cobra.Command {
 		ValidArgsFunction: c.completeDevice(c.completeGroup),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a := &abi.DeviceGrantArgs{DeviceID: args[0], Group: args[1], Revoke: revoke}
-			return do(c, "sys.device.grant", a, func(r *abi.DeviceGetResult) error {
+			return show(c, abi.SysDeviceGrant, a, func(r *abi.DeviceGetResult) error {
 				if r.Device == nil {
 					return noDevice(args[0], "change")
 				}
@@ -204,7 +204,7 @@ func (c *cli) deviceRemoveCmd() *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: c.completeDevice(nil),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "sys.device.remove", &abi.DeviceRemoveArgs{DeviceID: args[0]}, func(r *abi.DeviceGetResult) error {
+			return show(c, abi.SysDeviceRemove, &abi.DeviceRemoveArgs{DeviceID: args[0]}, func(r *abi.DeviceGetResult) error {
 				_, err := fmt.Fprintf(c.out, "%s: removed\n", cell(args[0]))
 				return err
 			})

@@ -3,27 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
+
+	"gsvfs.dev/gsvfs/abi"
 )
 
-// do makes the syscall name with args and, unless --json asked for the
-// raw result, decodes the result into an R and prints it with show. Every
-// command of gsv is a call of do: its flags become args (an abi type), its
-// output is show's rendering of the result (an abi type).
-func do[R any](c *cli, name string, args any, show func(r *R) error) error {
-	data, err := c.call(name, args)
-	if err != nil || c.json {
-		return c.orJSON(data, err)
-	}
-	r := new(R)
-	if err := decodeResult(data, r); err != nil {
-		return err
-	}
-	return show(r)
-}
-
-// get makes the syscall name with args and returns its result decoded
-// into an R: the calls a command makes for what it needs (a pid, a uid)
-// rather than to print.
+// get is call by a syscall's name: it makes the syscall name with args
+// and returns its result decoded into an R. Prefer call, whose descriptor
+// gives the args and result types.
 func get[R any](c *cli, name string, args any) (*R, error) {
 	data, err := c.call(name, args)
 	if err != nil {
@@ -43,4 +30,55 @@ func decodeResult(data json.RawMessage, v any) error {
 		return fmt.Errorf("bad result %s: %w", data, err)
 	}
 	return nil
+}
+
+// call makes the syscall d with args (nil: none) and returns its result,
+// decoded into R, the type its handler returns: the calls a command makes
+// for what it needs (a pid, a uid) rather than to print. A result that
+// does not decode into R, or a null where R is a record, is an error.
+func call[A, R any](c *cli, d abi.Call[A, R], args *A) (R, error) {
+	data, err := callRaw(c, d, args)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return decodeAs[R](data)
+}
+
+// show makes the syscall d with args (nil: none) and, unless --json asked
+// for the raw result, prints its result with render: a command of gsv is
+// its flags made into d's args, its output what render makes of d's result.
+func show[A, R any](c *cli, d abi.Call[A, R], args *A, render func(r R) error) error {
+	data, err := callRaw(c, d, args)
+	if err != nil || c.json {
+		return c.orJSON(data, err)
+	}
+	r, err := decodeAs[R](data)
+	if err != nil {
+		return err
+	}
+	return render(r)
+}
+
+// callRaw makes the syscall d with args (nil: none) and returns its
+// result's JSON as the daemon sent it: for a command that prints it as it
+// is, or reads it more than one way.
+func callRaw[A, R any](c *cli, d abi.Call[A, R], args *A) (json.RawMessage, error) {
+	var in any = args
+	if args == nil {
+		in = new(A)
+	}
+	return c.call(d.Name, in)
+}
+
+// decodeAs decodes a syscall's result into an R.
+func decodeAs[R any](data json.RawMessage) (R, error) {
+	var r R
+	if err := decodeResult(data, &r); err != nil {
+		return r, err
+	}
+	if v := reflect.ValueOf(&r).Elem(); v.Kind() == reflect.Pointer && v.IsNil() {
+		return r, fmt.Errorf("bad result %s: want a record", data)
+	}
+	return r, nil
 }

@@ -43,7 +43,7 @@ func (c *cli) ipcSendCmd() *cobra.Command {
 				return err
 			}
 			a := &abi.IpcSendArgs{Pid: args[0], SourcePid: src, ConversationID: conv, Message: strings.Join(args[1:], " ")}
-			return do(c, "proc.ipc.send", a, func(r *abi.IpcSendResult) error {
+			return show(c, abi.ProcIpcSend, a, func(r *abi.IpcSendResult) error {
 				fmt.Fprintf(c.out, "%s %s\n", r.RunID, startedOrQueued(r.Queued))
 				return nil
 			})
@@ -79,7 +79,7 @@ func (c *cli) ipcCallCmd() *cobra.Command {
 			}
 			a := &abi.IpcCallArgs{IpcSendArgs: abi.IpcSendArgs{Pid: args[0], SourcePid: src, ConversationID: conv, Message: strings.Join(args[1:], " ")},
 				TimeoutMs: timeout.Milliseconds()}
-			return do(c, "proc.ipc.call", a, func(r *abi.IpcCallResult) error {
+			return show(c, abi.ProcIpcCall, a, func(r *abi.IpcCallResult) error {
 				fmt.Fprintf(c.out, "%s deadline %s %s\n", r.CallID, stamp(r.DeadlineAt), startedOrQueued(r.Queued))
 				return nil
 			})
@@ -104,7 +104,7 @@ func (c *cli) ipcDelegateCmd() *cobra.Command {
 				return err
 			}
 			a := &abi.IpcDelegateArgs{SourcePid: src, Task: strings.Join(args, " "), Profile: profile, Label: label, Pid: worker, TimeoutMs: timeout.Milliseconds()}
-			return do(c, "proc.ipc.delegate", a, func(r *abi.IpcDelegateResult) error {
+			return show(c, abi.ProcIpcDelegate, a, func(r *abi.IpcDelegateResult) error {
 				fmt.Fprintf(c.out, "%s worker %s deadline %s\n", r.CallID, r.WorkerPid, stamp(r.DeadlineAt))
 				return nil
 			})
@@ -125,7 +125,7 @@ func (c *cli) ipcListCmd() *cobra.Command {
 		Short: "List a process's calls, newest first (proc.ipc.list)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "proc.ipc.list", &abi.PidArgs{Pid: pid}, func(r *abi.IpcListResult) error {
+			return show(c, abi.ProcIpcList, &abi.PidArgs{Pid: pid}, func(r *abi.IpcListResult) error {
 				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "CALL\tDIR\tFROM\tTO\tDEADLINE\tSTATE")
 				for _, k := range r.Calls {
@@ -157,7 +157,7 @@ func (c *cli) watchCmd() *cobra.Command {
 			}
 			switch {
 			case list:
-				return do(c, "signal.list", &abi.WatchListArgs{Pid: src}, func(r *abi.WatchListResult) error {
+				return show(c, abi.SignalList, &abi.WatchListArgs{Pid: src}, func(r *abi.WatchListResult) error {
 					tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "WATCH\tSIGNAL\tPROCESS\tONCE\tSTATUS\tFIRED\tEXPIRES")
 					for _, w := range r.Watches {
@@ -170,7 +170,7 @@ func (c *cli) watchCmd() *cobra.Command {
 				if len(args) == 1 {
 					a.WatchID = args[0]
 				}
-				return do(c, "signal.unwatch", a, func(r *abi.UnwatchResult) error {
+				return show(c, abi.SignalUnwatch, a, func(r *abi.UnwatchResult) error {
 					fmt.Fprintf(c.out, "removed %d\n", r.Removed)
 					return nil
 				})
@@ -184,7 +184,7 @@ func (c *cli) watchCmd() *cobra.Command {
 				ms := ttl.Milliseconds()
 				a.TTLMs = &ms
 			}
-			return do(c, "signal.watch", a, func(r *abi.WatchResult) error {
+			return show(c, abi.SignalWatch, a, func(r *abi.WatchResult) error {
 				fmt.Fprintln(c.out, r.WatchID)
 				return nil
 			})

@@ -65,32 +65,14 @@ func rootCmd(out io.Writer) *cobra.Command {
 	}
 	root.PersistentFlags().BoolVar(&c.json, "json", false, "print the raw JSON result")
 
-	root.AddCommand(&cobra.Command{
-		Use:   "call NAME [ARGS-JSON]",
-		Short: "Make any syscall and print its result as JSON",
-		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			a := "{}"
-			if len(args) == 2 {
-				a = args[1]
-			}
-			if !json.Valid([]byte(a)) {
-				return fmt.Errorf("args are not valid JSON: %s", a)
-			}
-			data, err := c.call(args[0], json.RawMessage(a))
-			if err != nil {
-				return err
-			}
-			return c.printJSON(data)
-		},
-	})
+	root.AddCommand(c.callCmd())
 
 	root.AddCommand(&cobra.Command{
 		Use:   "whoami",
 		Short: "Print who the daemon says you are",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "sys.whoami", &abi.WhoamiArgs{}, func(w *abi.WhoamiResult) error {
+			return show(c, abi.SysWhoami, &abi.WhoamiArgs{}, func(w *abi.WhoamiResult) error {
 				_, err := fmt.Fprintf(c.out, "%s uid=%d gid=%d home=%s role=%s capabilities=%s\n", w.Process.Username, w.Process.Uid,
 					w.Process.Gid, w.Process.Home, w.Role, strings.Join(w.Capabilities, ","))
 				return err

@@ -31,7 +31,7 @@ func (c *cli) notifyCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			limit := 500
-			return do(c, "notification.list", &abi.NotificationListArgs{IncludeDismissed: &all, Limit: &limit}, func(r *abi.NotificationListResult) error {
+			return show(c, abi.NotificationList, &abi.NotificationListArgs{IncludeDismissed: &all, Limit: &limit}, func(r *abi.NotificationListResult) error {
 				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tLEVEL\tSTATE\tCREATED\tSOURCE\tTITLE")
 				for _, n := range r.Notifications {
@@ -58,7 +58,7 @@ func (c *cli) notifyCmd() *cobra.Command {
 				ms := ttl.Milliseconds()
 				a.TtlMs = &ms
 			}
-			return do(c, "notification.create", a, func(r *abi.NotificationCreateResult) error {
+			return show(c, abi.NotificationCreate, a, func(r *abi.NotificationCreateResult) error {
 				_, err := fmt.Fprintln(c.out, r.Notification.NotificationID)
 				return err
 			})
@@ -68,15 +68,15 @@ func (c *cli) notifyCmd() *cobra.Command {
 	create.Flags().StringVar(&level, "level", "", "info (default), success, warning or error")
 	create.Flags().DurationVar(&ttl, "ttl", 0, "expire an unread notification after DUR (1s to 90 days; default 30 days)")
 
-	byID := func(use, short, call string) *cobra.Command {
+	byID := func(use, short string, d abi.Call[abi.NotificationIDArgs, *abi.NotificationResult]) *cobra.Command {
 		return &cobra.Command{
 			Use:   use + " ID",
-			Short: short,
+			Short: fmt.Sprintf(short, d.Name),
 			Args:  cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return do(c, call, &abi.NotificationIDArgs{NotificationID: args[0]}, func(r *abi.NotificationResult) error {
+				return show(c, d, &abi.NotificationIDArgs{NotificationID: args[0]}, func(r *abi.NotificationResult) error {
 					if r.Notification == nil {
-						return fmt.Errorf("%s: %s: no such notification (or it expired)", call, args[0])
+						return fmt.Errorf("%s: %s: no such notification (or it expired)", d.Name, args[0])
 					}
 					_, err := fmt.Fprintf(c.out, "%s %s\n", r.Notification.NotificationID, state(r.Notification))
 					return err
@@ -85,8 +85,8 @@ func (c *cli) notifyCmd() *cobra.Command {
 		}
 	}
 	notify.AddCommand(list, create,
-		byID("read", "Mark a notification read; it expires 7 days later (notification.mark_read)", "notification.mark_read"),
-		byID("dismiss", "Dismiss a notification; it expires 3 days later (notification.dismiss)", "notification.dismiss"))
+		byID("read", "Mark a notification read; it expires 7 days later (%s)", abi.NotificationMarkRead),
+		byID("dismiss", "Dismiss a notification; it expires 3 days later (%s)", abi.NotificationDismiss))
 	return notify
 }
 

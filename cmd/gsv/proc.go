@@ -72,7 +72,7 @@ func (c *cli) psCmd() *cobra.Command {
 				u := uint32(uid)
 				a.Uid = &u
 			}
-			return do(c, "proc.list", a, func(r *abi.ProcListResult) error {
+			return show(c, abi.ProcList, a, func(r *abi.ProcListResult) error {
 				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "PID\tUID\tPROFILE\tSTATE\tLABEL\tCREATED")
 				for _, p := range r.Processes {
@@ -112,7 +112,7 @@ func (c *cli) spawnCmd() *cobra.Command {
 				}
 				a.GraceMs = grace.Milliseconds()
 			}
-			return do(c, "proc.spawn", a, func(r *abi.SpawnResult) error {
+			return show(c, abi.ProcSpawn, a, func(r *abi.SpawnResult) error {
 				fmt.Fprintln(c.out, r.Pid)
 				return nil
 			})
@@ -161,7 +161,7 @@ func (c *cli) sendCmd() *cobra.Command {
 			}
 			a := &abi.SendArgs{Pid: pid, ConversationID: conv, Message: strings.Join(words, " "), Mode: mode}
 			if !wait {
-				return do(c, "proc.send", a, func(r *abi.SendResult) error {
+				return show(c, abi.ProcSend, a, func(r *abi.SendResult) error {
 					state := "started"
 					switch {
 					case r.Status == "steered":
@@ -184,7 +184,7 @@ func (c *cli) sendCmd() *cobra.Command {
 			}
 			defer evs.close()
 			a.Pid = p
-			r, err := get[abi.SendResult](c, "proc.send", a)
+			r, err := call(c, abi.ProcSend, a)
 			if err != nil {
 				return err
 			}
@@ -218,7 +218,7 @@ func isPid(word string) bool { return pidShape.MatchString(word) }
 // resolvePid returns pid, or the caller's init pid when pid is empty,
 // checking that the process exists and is the caller's.
 func (c *cli) resolvePid(pid string) (string, error) {
-	r, err := get[abi.ConversationGetResult](c, "proc.conversation.get", &abi.ConvArgs{Pid: pid})
+	r, err := call(c, abi.ProcConversationGet, &abi.ConvArgs{Pid: pid})
 	if err != nil {
 		return "", err
 	}
@@ -239,7 +239,7 @@ func (c *cli) historyCmd() *cobra.Command {
 			a := &abi.HistoryArgs{Pid: pid, ConversationID: conv}
 			if limit > 0 {
 				// The last N: find how many there are first.
-				g, err := get[abi.ConversationGetResult](c, "proc.conversation.get", &abi.ConvArgs{Pid: pid, ConversationID: conv})
+				g, err := call(c, abi.ProcConversationGet, &abi.ConvArgs{Pid: pid, ConversationID: conv})
 				if err != nil {
 					return err
 				}
@@ -249,7 +249,7 @@ func (c *cli) historyCmd() *cobra.Command {
 				a.Limit = limit
 				a.Offset = int(max(g.Conversation.MessageCount-int64(limit), 0))
 			}
-			return do(c, "proc.history", a, func(r *abi.HistoryResult) error {
+			return show(c, abi.ProcHistory, a, func(r *abi.HistoryResult) error {
 				for i := range r.Messages {
 					renderMessage(c.out, &r.Messages[i])
 				}
@@ -311,14 +311,7 @@ func renderMessage(w io.Writer, m *abi.Message) {
 		}
 		fmt.Fprintf(w, "%s  %s\n%s\n\n", head, t, indent(s))
 	case "assistant":
-		var ac struct {
-			Text      string `json:"text"`
-			ToolCalls []struct {
-				ID   string          `json:"id"`
-				Name string          `json:"name"`
-				Args json.RawMessage `json:"args"`
-			} `json:"toolCalls"`
-		}
+		var ac abi.AssistantContent
 		if json.Unmarshal(m.Content, &ac) != nil {
 			ac.Text = string(m.Content)
 		}
@@ -331,11 +324,7 @@ func renderMessage(w io.Writer, m *abi.Message) {
 		}
 		fmt.Fprintln(w)
 	case "toolResult":
-		var tr struct {
-			ToolName string `json:"toolName"`
-			Output   string `json:"output"`
-			IsError  bool   `json:"isError"`
-		}
+		var tr abi.ToolResultContent
 		if json.Unmarshal(m.Content, &tr) != nil {
 			raw()
 			return
@@ -382,7 +371,7 @@ func (c *cli) convCmd() *cobra.Command {
 			if cmd.Flags().Changed("title") {
 				a.Title = &title
 			}
-			return do(c, "proc.conversation.open", a, func(r *abi.ConvOpenResult) error {
+			return show(c, abi.ProcConversationOpen, a, func(r *abi.ConvOpenResult) error {
 				if r.Conversation == nil {
 					return fmt.Errorf("bad result: no conversation")
 				}
@@ -401,7 +390,7 @@ func (c *cli) convCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, as []string) error {
 			a := convArgs("")
 			a.IncludeClosed = all
-			return do(c, "proc.conversation.list", a, func(r *abi.ConvListResult) error {
+			return show(c, abi.ProcConversationList, a, func(r *abi.ConvListResult) error {
 				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tGEN\tSTATUS\tMESSAGES\tTITLE\tUPDATED")
 				for _, cv := range r.Conversations {
@@ -418,7 +407,7 @@ func (c *cli) convCmd() *cobra.Command {
 		Short: "Close a conversation (its history is kept; open reopens it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, as []string) error {
-			return do(c, "proc.conversation.close", convArgs(as[0]), func(*abi.ConvCloseResult) error { return nil })
+			return show(c, abi.ProcConversationClose, convArgs(as[0]), func(*abi.ConvCloseResult) error { return nil })
 		},
 	}
 
@@ -441,7 +430,7 @@ func (c *cli) convCmd() *cobra.Command {
 			if cmd.Flags().Changed("summary") {
 				a.Summary = &summary
 			}
-			return do(c, "proc.conversation.compact", a, func(r *abi.CompactResult) error {
+			return show(c, abi.ProcConversationCompact, a, func(r *abi.CompactResult) error {
 				fmt.Fprintf(c.out, "%s: compacted %d messages into segment %s (summary #%d, archive %s)\n",
 					r.ConversationID, r.ArchivedMessages, r.Segment.ID, r.SummaryMessageID, r.ArchivedTo)
 				return nil
@@ -476,7 +465,7 @@ func (c *cli) convCmd() *cobra.Command {
 				f := false
 				a.IncludeLiveSuffix = &f
 			}
-			return do(c, "proc.conversation.fork", a, func(r *abi.ForkResult) error {
+			return show(c, abi.ProcConversationFork, a, func(r *abi.ForkResult) error {
 				if r.TargetConversation == nil {
 					return fmt.Errorf("bad result: no target conversation")
 				}
@@ -505,7 +494,7 @@ func (c *cli) convCmd() *cobra.Command {
 				f := false
 				a.Archive = &f
 			}
-			return do(c, "proc.conversation.reset", a, func(r *abi.ConvResetResult) error {
+			return show(c, abi.ProcConversationReset, a, func(r *abi.ConvResetResult) error {
 				fmt.Fprintf(c.out, "%s: generation %d", r.ConversationID, r.Generation)
 				if r.ArchivedTo != "" {
 					fmt.Fprintf(c.out, ", %d messages archived to %s", r.ArchivedMessages, r.ArchivedTo)
@@ -522,7 +511,7 @@ func (c *cli) convCmd() *cobra.Command {
 		Short: "List a conversation's lifecycle segments",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, as []string) error {
-			return do(c, "proc.conversation.segments", convArgs(arg0(as)), func(r *abi.SegmentsResult) error {
+			return show(c, abi.ProcConversationSegments, convArgs(arg0(as)), func(r *abi.SegmentsResult) error {
 				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tKIND\tGEN\tMESSAGES\tRANGE\tSUMMARY\tARCHIVE")
 				for _, s := range r.Segments {
@@ -566,7 +555,7 @@ func (c *cli) abortCmd() *cobra.Command {
 			if cmd.Flags().Changed("reason") {
 				return errors.New("--reason goes with --checkpoint (proc.abort takes no reason)")
 			}
-			return do(c, "proc.abort", &abi.PidArgs{Pid: pid}, func(r *abi.AbortResult) error {
+			return show(c, abi.ProcAbort, &abi.PidArgs{Pid: pid}, func(r *abi.AbortResult) error {
 				if !r.Aborted {
 					fmt.Fprintf(c.out, "%s: no active run\n", r.Pid)
 					return nil
@@ -614,7 +603,7 @@ func (c *cli) killCmd() *cobra.Command {
 				f := false
 				a.Archive = &f
 			}
-			return do(c, "proc.kill", a, c.printArchive("killed"))
+			return show(c, abi.ProcKill, a, c.printArchive("killed"))
 		},
 	}
 	cmd.Flags().BoolVar(&noarchive, "noarchive", false, "drop the messages instead of archiving them")
@@ -628,7 +617,7 @@ func (c *cli) resetCmd() *cobra.Command {
 		Short: "Archive and clear every conversation of a process (proc.reset)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "proc.reset", &abi.PidArgs{Pid: pid}, c.printArchive("reset"))
+			return show(c, abi.ProcReset, &abi.PidArgs{Pid: pid}, c.printArchive("reset"))
 		},
 	}
 	cmd.Flags().StringVar(&pid, "pid", "", "the process (default: your init)")
@@ -661,7 +650,7 @@ func (c *cli) hilCmd() *cobra.Command {
 				return errors.New("--remember and --args go with approve")
 			}
 			if len(args) == 0 {
-				r, err := get[abi.HistoryResult](c, "proc.history", &abi.HistoryArgs{Pid: pid, Limit: 1})
+				r, err := call(c, abi.ProcHistory, &abi.HistoryArgs{Pid: pid, Limit: 1})
 				if err != nil {
 					return err
 				}
@@ -695,7 +684,7 @@ func (c *cli) hilCmd() *cobra.Command {
 			if a.Decision == "substitute" {
 				a.Result = strings.Join(args[2:], " ")
 			}
-			return do(c, "proc.hil", a, func(r *abi.HilResult) error {
+			return show(c, abi.ProcHil, a, func(r *abi.HilResult) error {
 				msg := map[string]string{"approve": "approved", "deny": "denied", "substitute": "answered with your text"}[r.Decision]
 				if r.Edited {
 					msg += " with edited args"

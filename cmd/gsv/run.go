@@ -324,7 +324,7 @@ func directiveLine(r *abi.DirectiveResult) string {
 // sendDirective makes proc.directive and prints its result; a directive
 // that came too late makes gsv exit with exitAlreadyDecided.
 func (c *cli) sendDirective(a *abi.DirectiveArgs) error {
-	data, err := c.call("proc.directive", a)
+	data, err := callRaw(c, abi.ProcDirective, a)
 	if err != nil {
 		return err
 	}
@@ -531,7 +531,7 @@ func (c *cli) runCmd() *cobra.Command {
 					u := uint32(uid)
 					a.Uid = &u
 				}
-				return do(c, "proc.run.list", a, func(r *abi.RunListResult) error {
+				return show(c, abi.ProcRunList, a, func(r *abi.RunListResult) error {
 					return listRuns(c.out, r.Runs)
 				})
 			}
@@ -542,7 +542,7 @@ func (c *cli) runCmd() *cobra.Command {
 			if len(args) == 1 {
 				a.Pid = args[0]
 			}
-			return do(c, "proc.run.get", a, func(r *abi.RunInfo) error {
+			return show(c, abi.ProcRunGet, a, func(r *abi.RunInfo) error {
 				showRun(c.out, r, time.Now())
 				return nil
 			})
@@ -610,8 +610,8 @@ func addEffectFlags(fs *pflag.FlagSet, effects *[]effect) {
 }
 
 // runControl makes proc.run.control and returns the run.
-func (c *cli) runControl(a *abi.RunControlArgs, show func(r *abi.RunInfo) error) error {
-	return do(c, "proc.run.control", a, show)
+func (c *cli) runControl(a *abi.RunControlArgs, render func(r *abi.RunInfo) error) error {
+	return show(c, abi.ProcRunControl, a, render)
 }
 
 func (c *cli) stopCmd() *cobra.Command {

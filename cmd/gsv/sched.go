@@ -172,13 +172,13 @@ func (f *schedFlags) target(fs *pflag.FlagSet, cur *abi.Target, args []string) (
 	}
 	switch {
 	case set("spawn"):
-		setKind("process.spawn")
+		setKind(abi.TargetSpawn)
 		t.Profile = f.spawn
 	case set("event"):
-		setKind("process.event")
+		setKind(abi.TargetEvent)
 		t.Pid = f.event
 	case set("lifecycle"):
-		setKind("process.lifecycle")
+		setKind(abi.TargetLifecycle)
 		t.Pid = f.lifecycle
 	case t.Kind == "":
 		return nil, errNoTarget
@@ -186,11 +186,11 @@ func (f *schedFlags) target(fs *pflag.FlagSet, cur *abi.Target, args []string) (
 	kind := t.Kind
 	if len(args) > 0 {
 		switch kind {
-		case "process.spawn":
+		case abi.TargetSpawn:
 			t.Prompt = strings.Join(args, " ")
-		case "process.event":
+		case abi.TargetEvent:
 			t.Message = strings.Join(args, " ")
-		case "process.lifecycle":
+		case abi.TargetLifecycle:
 			if len(args) != 1 {
 				return nil, fmt.Errorf("--lifecycle takes one action, compact, reset or checkpoint, not %q", strings.Join(args, " "))
 			}
@@ -201,33 +201,33 @@ func (f *schedFlags) target(fs *pflag.FlagSet, cur *abi.Target, args []string) (
 	}
 	blank := func(s string) bool { return strings.TrimSpace(s) == "" }
 	switch {
-	case kind == "process.spawn" && set("spawn") && f.spawn == "":
+	case kind == abi.TargetSpawn && set("spawn") && f.spawn == "":
 		return nil, errors.New("--spawn needs a profile, such as task")
-	case kind == "process.spawn" && blank(t.Prompt):
+	case kind == abi.TargetSpawn && blank(t.Prompt):
 		return nil, errors.New("--spawn needs a prompt: --spawn PROFILE PROMPT...")
-	case kind == "process.event" && blank(t.Pid):
+	case kind == abi.TargetEvent && blank(t.Pid):
 		return nil, errors.New("--event needs a pid: --event PID MESSAGE...")
-	case kind == "process.event" && blank(t.Message):
+	case kind == abi.TargetEvent && blank(t.Message):
 		return nil, errors.New("--event needs a message: --event PID MESSAGE...")
-	case kind == "process.lifecycle" && blank(t.Pid):
+	case kind == abi.TargetLifecycle && blank(t.Pid):
 		return nil, errors.New("--lifecycle needs a pid: --lifecycle PID compact|reset|checkpoint")
-	case kind == "process.lifecycle" && blank(t.Action):
+	case kind == abi.TargetLifecycle && blank(t.Action):
 		return nil, errors.New("--lifecycle needs an action: --lifecycle PID compact|reset|checkpoint")
 	}
 	if set("conv") {
-		if kind == "process.spawn" {
+		if kind == abi.TargetSpawn {
 			return nil, errors.New("--conv goes with --event and --lifecycle")
 		}
 		t.ConversationID = f.conv
 	}
 	if set("label") {
-		if kind != "process.spawn" {
+		if kind != abi.TargetSpawn {
 			return nil, errors.New("--label goes with --spawn")
 		}
 		t.Label = f.label
 	}
 	if set("keep") {
-		if kind != "process.lifecycle" || t.Action != "compact" {
+		if kind != abi.TargetLifecycle || t.Action != "compact" {
 			return nil, errors.New("--keep goes with --lifecycle PID compact")
 		}
 		if f.keep < 1 {
@@ -340,19 +340,19 @@ func short(s string, n int) string {
 // targetSummary renders a target for the TARGET column.
 func targetSummary(t abi.Target) string {
 	switch t.Kind {
-	case "process.spawn":
+	case abi.TargetSpawn:
 		p := t.Profile
 		if p == "" {
 			p = "task"
 		}
 		return "spawn " + p + ": " + short(t.Prompt, 32)
-	case "process.event":
+	case abi.TargetEvent:
 		s := "event " + t.Pid
 		if t.ConversationID != "" {
 			s += "/" + t.ConversationID
 		}
 		return s + ": " + short(t.Message, 32)
-	case "process.lifecycle":
+	case abi.TargetLifecycle:
 		s := "lifecycle " + t.Pid
 		if t.ConversationID != "" {
 			s += "/" + t.ConversationID
@@ -393,7 +393,7 @@ func (c *cli) schedCmd() *cobra.Command {
 			"enabled ones unless --all. NEXT is the next fire time in local time, LAST the last run's status.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "sched.list", &abi.SchedListArgs{OwnerUid: ownerUid(), IncludeDisabled: &all}, func(r *abi.SchedListResult) error {
+			return show(c, abi.SchedList, &abi.SchedListArgs{OwnerUid: ownerUid(), IncludeDisabled: &all}, func(r *abi.SchedListResult) error {
 				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tNAME\tENABLED\tWHEN\tTARGET\tNEXT\tLAST\tRUNS")
 				for _, s := range r.Schedules {
@@ -467,7 +467,7 @@ func (c *cli) schedCmd() *cobra.Command {
 				off := false
 				a.Enabled = &off
 			}
-			return do(c, "sched.add", a, func(r *abi.ScheduleResult) error {
+			return show(c, abi.SchedAdd, a, func(r *abi.ScheduleResult) error {
 				if r.Schedule == nil {
 					return errors.New("sched.add: no schedule in its result")
 				}
@@ -532,7 +532,7 @@ func (c *cli) schedCmd() *cobra.Command {
 			if patch == (abi.SchedPatch{}) {
 				return errors.New("nothing to change: give the flags of what changes")
 			}
-			return do(c, "sched.update", &abi.SchedUpdateArgs{ID: cur.ID, OwnerUid: ownerUid(), Patch: patch},
+			return show(c, abi.SchedUpdate, &abi.SchedUpdateArgs{ID: cur.ID, OwnerUid: ownerUid(), Patch: patch},
 				func(*abi.ScheduleResult) error { return nil })
 		},
 	}
@@ -546,7 +546,7 @@ func (c *cli) schedCmd() *cobra.Command {
 			RunE: func(cmd *cobra.Command, args []string) error {
 				for _, id := range args {
 					a := &abi.SchedUpdateArgs{ID: id, OwnerUid: ownerUid(), Patch: abi.SchedPatch{Enabled: &on}}
-					if err := do(c, "sched.update", a, func(*abi.ScheduleResult) error { return nil }); err != nil {
+					if err := show(c, abi.SchedUpdate, a, func(*abi.ScheduleResult) error { return nil }); err != nil {
 						return err
 					}
 				}
@@ -563,7 +563,7 @@ func (c *cli) schedCmd() *cobra.Command {
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, id := range args {
-				err := do(c, "sched.remove", &abi.SchedIDArgs{ID: id, OwnerUid: ownerUid()}, func(r *abi.SchedRemoveResult) error {
+				err := show(c, abi.SchedRemove, &abi.SchedIDArgs{ID: id, OwnerUid: ownerUid()}, func(r *abi.SchedRemoveResult) error {
 					if !r.Removed {
 						return fmt.Errorf("%s: no such schedule", id)
 					}
@@ -595,7 +595,7 @@ func (c *cli) schedCmd() *cobra.Command {
 			if !due {
 				a.Mode, a.ID = "force", args[0]
 			}
-			return do(c, "sched.run", a, func(r *abi.SchedRunResult) error {
+			return show(c, abi.SchedRun, a, func(r *abi.SchedRunResult) error {
 				var failed []string
 				for _, x := range r.Results {
 					what := x.Summary
@@ -635,7 +635,7 @@ func orDash(s string) string {
 // shows the caller (those of owner, if not nil).
 func (c *cli) findSchedule(ref string, owner *uint32) (*abi.Schedule, error) {
 	all := true
-	r, err := get[abi.SchedListResult](c, "sched.list", &abi.SchedListArgs{OwnerUid: owner, IncludeDisabled: &all})
+	r, err := call(c, abi.SchedList, &abi.SchedListArgs{OwnerUid: owner, IncludeDisabled: &all})
 	if err != nil {
 		return nil, err
 	}
@@ -656,7 +656,7 @@ func (c *cli) findSchedule(ref string, owner *uint32) (*abi.Schedule, error) {
 		return named[0], nil
 	}
 	// Root sees everyone's: a name is the caller's own.
-	w, err := get[abi.WhoamiResult](c, "sys.whoami", &abi.WhoamiArgs{})
+	w, err := call(c, abi.SysWhoami, &abi.WhoamiArgs{})
 	if err != nil {
 		return nil, err
 	}

@@ -84,7 +84,7 @@ func (c *cli) completeSID(ended bool, rest func(*cobra.Command, []string, string
 			}
 			return rest(cmd, args, toComplete)
 		}
-		r, err := get[abi.SessionListResult](c, "process.session.list", &abi.SessionListArgs{})
+		r, err := call(c, abi.ProcessSessionList, &abi.SessionListArgs{})
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
 		}
@@ -147,7 +147,7 @@ func (c *cli) sessionOpenCmd() *cobra.Command {
 			if cmd.Flags().Changed("ttl") {
 				a.SessionTTLNs = durationNs(ttl)
 			}
-			return do(c, "process.session.open", a, func(r *abi.SessionOpenResult) error {
+			return show(c, abi.ProcessSessionOpen, a, func(r *abi.SessionOpenResult) error {
 				if r.Status != "ready" {
 					return fmt.Errorf("process.session.open: %s: %s", r.ErrorCode, r.Error)
 				}
@@ -191,7 +191,7 @@ func (c *cli) sessionListCmd() *cobra.Command {
 		Short: "List your exec sessions (process.session.list; root: everyone's)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "process.session.list", &abi.SessionListArgs{Target: device}, func(r *abi.SessionListResult) error {
+			return show(c, abi.ProcessSessionList, &abi.SessionListArgs{Target: device}, func(r *abi.SessionListResult) error {
 				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tSTATE\tNETWORK\tWORKDIR\tSTARTED\tEXPIRES\tLAST EXIT")
 				for _, s := range r.Sessions {
@@ -213,7 +213,7 @@ func (c *cli) sessionStatusCmd() *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: c.completeSID(true, nil),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := c.call("process.session.get", &abi.SessionGetArgs{SessionID: args[0]})
+			data, err := callRaw(c, abi.ProcessSessionGet, &abi.SessionGetArgs{SessionID: args[0]})
 			if err != nil {
 				return err
 			}
@@ -225,7 +225,7 @@ func (c *cli) sessionStatusCmd() *cobra.Command {
 // signal sends sig to session sid and prints the receipt.
 func (c *cli) signal(sid, sig string, grace *int64) error {
 	a := &abi.SessionSignalArgs{SessionID: sid, Signal: sig, GraceTimeoutNs: grace}
-	return do(c, "process.session.signal", a, func(r *abi.SessionSignalResult) error {
+	return show(c, abi.ProcessSessionSignal, a, func(r *abi.SessionSignalResult) error {
 		if r.Status == abi.SignalNotFound {
 			return fmt.Errorf("process.session.signal: %s: no such session (not_found)", sid)
 		}
@@ -307,7 +307,7 @@ func (c *cli) execCmd() *cobra.Command {
 			if cmd.Flags().Changed("timeout") {
 				a.TimeoutNs = durationNs(timeout)
 			}
-			data, err := c.call("process.exec", a)
+			data, err := callRaw(c, abi.ProcessExec, a)
 			if err != nil {
 				return err
 			}
@@ -393,7 +393,7 @@ func (c *cli) writeOutput(w, stderr io.Writer, stream string, o *abi.ExecOutput)
 		b := o.Blob
 		var off int64
 		for off < b.SizeBytes {
-			r, err := get[abi.BlobReadResult](c, "process.blob.read", &abi.BlobReadArgs{BlobRef: b.BlobRef, Target: b.Device, Offset: off, Limit: min(blobWindow, b.SizeBytes-off)})
+			r, err := call(c, abi.ProcessBlobRead, &abi.BlobReadArgs{BlobRef: b.BlobRef, Target: b.Device, Offset: off, Limit: min(blobWindow, b.SizeBytes-off)})
 			if err != nil {
 				return fmt.Errorf("%s: %w", stream, err)
 			}

@@ -24,7 +24,7 @@ func (c *cli) configCmd() *cobra.Command {
 			if len(args) == 1 {
 				a.Key = args[0]
 			}
-			return do(c, "sys.config.get", a, func(r *abi.ConfigGetResult) error {
+			return show(c, abi.SysConfigGet, a, func(r *abi.ConfigGetResult) error {
 				if len(args) == 1 && len(r.Entries) == 0 {
 					return fmt.Errorf("config key %s: not found", args[0])
 				}
@@ -44,7 +44,7 @@ func (c *cli) configCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return do(c, "sys.config.set", &abi.ConfigSetArgs{Key: args[0], Value: v},
+			return show(c, abi.SysConfigSet, &abi.ConfigSetArgs{Key: args[0], Value: v},
 				func(*abi.ConfigSetResult) error { return nil })
 		},
 	})
@@ -53,7 +53,7 @@ func (c *cli) configCmd() *cobra.Command {
 		Short: "Remove a config key (its readers fall back to the default)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "sys.config.unset", &abi.ConfigUnsetArgs{Key: args[0]},
+			return show(c, abi.SysConfigUnset, &abi.ConfigUnsetArgs{Key: args[0]},
 				func(*abi.ConfigSetResult) error { return nil })
 		},
 	})
@@ -89,7 +89,7 @@ func (c *cli) tokenCmd() *cobra.Command {
 					return fmt.Errorf("--process: %v", err)
 				}
 			}
-			return do(c, "sys.token.create", a, func(r *abi.TokenCreateResult) error {
+			return show(c, abi.SysTokenCreate, a, func(r *abi.TokenCreateResult) error {
 				if r.Token == nil {
 					return fmt.Errorf("sys.token.create: no token in the result")
 				}
@@ -109,7 +109,7 @@ func (c *cli) tokenCmd() *cobra.Command {
 		Short: "List your tokens (root: everyone's)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "sys.token.list", &abi.TokenListArgs{}, func(r *abi.TokenListResult) error {
+			return show(c, abi.SysTokenList, &abi.TokenListArgs{}, func(r *abi.TokenListResult) error {
 				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tPREFIX\tUID\tKIND\tLABEL\tSTATE")
 				for _, t := range r.Tokens {
@@ -135,7 +135,7 @@ func (c *cli) tokenCmd() *cobra.Command {
 			if reason != "" {
 				a.Reason = &reason
 			}
-			return do(c, "sys.token.revoke", a, func(r *abi.TokenRevokeResult) error {
+			return show(c, abi.SysTokenRevoke, a, func(r *abi.TokenRevokeResult) error {
 				if !r.Revoked {
 					return fmt.Errorf("token %s: not found or already revoked", args[0])
 				}
@@ -165,7 +165,7 @@ func (c *cli) userCmd() *cobra.Command {
 			if uid >= 0 {
 				a.Uid = &uid
 			}
-			return do(c, "sys.user.add", a, func(u *abi.User) error {
+			return show(c, abi.SysUserAdd, a, func(u *abi.User) error {
 				_, err := fmt.Fprintf(c.out, "%s uid=%d home=%s\n", args[0], u.Uid, u.Home)
 				return err
 			})
@@ -179,7 +179,7 @@ func (c *cli) userCmd() *cobra.Command {
 		Short: "List users",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return do(c, "sys.user.list", &abi.UserListArgs{}, func(r *abi.UserListResult) error {
+			return show(c, abi.SysUserList, &abi.UserListArgs{}, func(r *abi.UserListResult) error {
 				tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "USER\tUID\tGID\tHOME\tHOST-UID")
 				for _, u := range r.Users {

@@ -25,6 +25,7 @@ import (
 
 	"9fans.net/go/plan9"
 	"9fans.net/go/plan9/client"
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // nsOps is one way of using the namespace. Paths are namespace paths
@@ -774,6 +775,70 @@ var scenarios = []scenario{
 		if f.ID != "s3" || len(r.Entries) != 1 || r.Entries[0].Value != "gsv" {
 			t.Fatalf("sys.config.get after a bad frame: %s", lines[2])
 		}
+	}},
+	{name: "SyscallsDescribed", run: func(t *testing.T, x *cenv) {
+		// /sys/syscalls: a read-only directory per syscall root may
+		// make, whichever room registered it; each has
+		// a one-line doc and the JSON Schemas of its args and result,
+		// which admit real args and the result the daemon answers.
+		ls, err := x.ns.List("/sys/syscalls")
+		must(t, err)
+		var list struct{ Syscalls []string }
+		mustOK(t, x.frame(t, `{"call":"sys.syscall.list","args":{}}`), &list)
+		for _, name := range list.Syscalls {
+			if ls[name] == "" {
+				t.Errorf("sys.syscall.list has %s, ls /sys/syscalls does not", name)
+			}
+		}
+		if ls["sys.whoami"] == "" {
+			t.Fatalf("ls /sys/syscalls = %v: no sys.whoami", ls)
+		}
+		schemas := map[string]*jsonschema.Resolved{}
+		for name, mode := range ls {
+			if mode != "dr-xr-xr-x" || !slices.Contains(list.Syscalls, name) {
+				t.Errorf("/sys/syscalls/%s: mode %s; sys.syscall.list has it: %v", name, mode, slices.Contains(list.Syscalls, name))
+			}
+			if doc := x.read(t, "/sys/syscalls/"+name+"/doc"); strings.Count(doc, "\n") != 1 || len(doc) < 10 {
+				t.Errorf("/sys/syscalls/%s/doc = %q, want one line", name, doc)
+			}
+			var f struct{ Args, Result *jsonschema.Schema }
+			if err := json.Unmarshal([]byte(x.read(t, "/sys/syscalls/"+name+"/schema")), &f); err != nil || f.Args == nil || f.Result == nil {
+				t.Fatalf("/sys/syscalls/%s/schema: %v", name, err)
+			}
+			for i, s := range []*jsonschema.Schema{f.Args, f.Result} {
+				rs, err := s.Resolve(nil)
+				if err != nil {
+					t.Errorf("/sys/syscalls/%s/schema [%d]: %v", name, i, err)
+				}
+				schemas[fmt.Sprint(name, i)] = rs
+			}
+		}
+		for _, c := range []struct{ call, args string }{
+			{"sys.whoami", `{}`},
+			{"sys.config.get", `{"key":"config/server/name"}`},
+			{"sys.user.list", `{}`},
+		} {
+			args, result := schemas[c.call+"0"], schemas[c.call+"1"]
+			if args == nil || result == nil {
+				t.Errorf("%s: no schema in /sys/syscalls", c.call)
+				continue
+			}
+			var a, r any
+			json.Unmarshal([]byte(c.args), &a)
+			if err := args.Validate(a); err != nil {
+				t.Errorf("%s: args %s refused: %v", c.call, c.args, err)
+			}
+			f := x.frame(t, `{"call":"`+c.call+`","args":`+c.args+`}`)
+			mustOK(t, f, &r)
+			if err := result.Validate(r); err != nil {
+				t.Errorf("%s: its result %s refused: %v", c.call, f.Data, err)
+			}
+		}
+		wantLs(t, x, "/sys/syscalls/sys.whoami", map[string]string{"doc": "-r--r--r--", "schema": "-r--r--r--"}, true)
+		err = x.ns.WriteFile("/sys/syscalls/sys.whoami/doc", "x")
+		wantErr(t, x.ns, err, syscall.EACCES, "read-only")
+		_, err = x.ns.ReadFile("/sys/syscalls/nope.nope/doc")
+		wantErr(t, x.ns, err, syscall.ENOENT, notFound)
 	}},
 }
 

@@ -26,11 +26,12 @@
 //     the Host the router gives it;
 //   - devices/export links no kernel and no SQLite, its tests included:
 //     the device daemon links it on a machine that has no kernel;
-//   - ns imports of GSV only kernel, abi and vfs; its tests may also
+//   - ns imports of GSV only kernel, abi (and abi/schema) and vfs; its tests may also
 //     import kernel/kerneltest and the transports (vfs/..., ninep) whose
 //     view of the namespace they check;
 //   - cmd/gsv imports of GSV only abi, and ninep's 9P client (with the
 //     vfs that ninep imports) for mounts;
+//   - abi/schema imports of GSV only abi;
 //   - abi imports nothing of GSV.
 //
 // A rule holds for a package's tests too, and for what it imports
@@ -38,7 +39,8 @@
 //
 // Besides the imports: no non-test Go file is over 800 lines
 // (TestFileSize), but the few being split now, a list that only
-// shrinks.
+// shrinks; no non-test Go file writes a JSON Schema in a string
+// (TestSchemasFromTypes): schemas are inferred from types by abi/schema.
 //
 // And the storage rules (sql_test.go; docs/architecture.md, *Portable
 // SQL*): no file but the SQLite dialect (kernel/sqlite.go) says what only

@@ -135,13 +135,13 @@ var rules = []rule{
 		// The namespace is built on the kernel's dispatcher and the vfs
 		// node types only. Its tests stand the kernel up (kerneltest)
 		// and check what the transports (vfs/..., ninep) serve of it.
-		name:  "ns imports of GSV only kernel, abi and vfs",
+		name:  "ns imports of GSV only kernel, abi (and its schemas) and vfs",
 		binds: func(p string) bool { return p == "ns" },
 		forbid: func(_, dep string, test bool) bool {
 			if test && (dep == "kernel/kerneltest" || under(dep, "vfs", "ninep")) {
 				return false
 			}
-			return dep != "kernel" && dep != "abi" && dep != "vfs"
+			return dep != "kernel" && dep != "abi" && dep != "abi/schema" && dep != "vfs"
 		},
 	},
 	{
@@ -166,6 +166,14 @@ var rules = []rule{
 		external: func(dep string, _ bool) bool {
 			return dep == "modernc.org/sqlite" || strings.HasPrefix(dep, "modernc.org/sqlite/")
 		},
+	},
+	{
+		// The schemas of the abi types: the abi and the schema
+		// library, nothing else of GSV (the namespace, the agent's
+		// tools and the MCP server import it).
+		name:   "abi/schema imports of GSV only abi",
+		binds:  func(p string) bool { return p == "abi/schema" },
+		forbid: func(_, dep string, _ bool) bool { return dep != "abi" },
 	},
 	{
 		name:   "abi imports nothing of GSV",

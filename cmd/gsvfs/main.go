@@ -25,6 +25,7 @@ import (
 	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/devices"
 	"gsvfs.dev/gsvfs/devices/local"
+	"gsvfs.dev/gsvfs/devices/local/sandbox"
 	"gsvfs.dev/gsvfs/ipc"
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/mcp"
@@ -140,6 +141,18 @@ func codeModeWorker() []string {
 	return []string{exe, "codemode-worker"}
 }
 
+// codeModeGroup is the cpu cgroup the CodeMode workers are born in
+// (sandbox.WorkerGroup), or "" where there is none: the workers then run
+// at their nice alone.
+func codeModeGroup(log *slog.Logger) string {
+	dir, err := sandbox.Group(sandbox.WorkerGroup)
+	if err != nil {
+		log.Info("codemode: no cpu cgroup for the workers; they run at nice alone", "err", err)
+		return ""
+	}
+	return dir
+}
+
 // DefaultStateDir is $GSV_STATE, else ~/.local/share/gsv.
 func DefaultStateDir() string {
 	if s := os.Getenv("GSV_STATE"); s != "" {
@@ -211,7 +224,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 	}{
 		{"devices", func() (ns.Room, error) { return dev, nil }},
 		{"processes", func() (ns.Room, error) {
-			return proc.Open(space, proc.Options{Logger: log, CodeModeWorker: codeModeWorker()})
+			return proc.Open(space, proc.Options{Logger: log, CodeModeWorker: codeModeWorker(), CodeModeGroup: codeModeGroup(log)})
 		}},
 		{"ipc", func() (ns.Room, error) { return ipc.Open(space, ipc.Options{Logger: log}) }},
 		{"scheduler", func() (ns.Room, error) { return sched.Open(space, sched.Options{Logger: log}) }},

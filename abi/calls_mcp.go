@@ -25,3 +25,16 @@ var (
 	SysMcpResultOpen = Call[McpResultArgs, *os.File]{Name: "sys.mcp.result.open", Grant: Users, Flags: Internal,
 		Doc: "Opens a large result kept for a user's MCP server, for its owner or root (/mcp/.../results)."}
 )
+
+// The OAuth syscalls (sys.oauth.*), which the mcp room keeps: sign-ins
+// of a user's and the accounts they leave. No call answers a token.
+var (
+	SysOauthStart = Call[OAuthStartArgs, *OAuthStartResult]{Name: "sys.oauth.start", Grant: Users,
+		Doc: "Starts an OAuth authorization-code + PKCE sign-in for the caller and answers the URL to open (its redirect URI is the daemon's /oauth/callback)."}
+	SysOauthList = Call[OAuthListArgs, *OAuthListResult]{Name: "sys.oauth.list", Grant: Users,
+		Doc: "The caller's OAuth accounts (never their tokens), and with includePending the sign-ins not finished yet."}
+	SysOauthForget = Call[OAuthForgetArgs, *OAuthForgetResult]{Name: "sys.oauth.forget", Grant: Users,
+		Doc: "Deletes one of the caller's OAuth accounts and its tokens; forgotten:false if the caller has no such account."}
+	SysOauthCallback = Call[OAuthCallbackArgs, *OAuthCallbackResult]{Name: "sys.oauth.callback", Flags: Internal | KernelOnly,
+		Doc: "Finishes the sign-in whose state the authorization server redirected to /oauth/callback: exchanges the code and keeps the account."}
+)

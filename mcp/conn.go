@@ -65,6 +65,7 @@ type link struct {
 	mu       sync.Mutex
 	state    string
 	err      string
+	authURL  string        // the sign-in the server waits for (authenticating), "" for none
 	live     *conn         // the connection, nil if none
 	dialing  chan struct{} // closed when the dial under way ends; nil if none
 	dialErr  error         // why the last dial failed
@@ -158,11 +159,20 @@ func lastLines(s string, n, max int) string {
 	return out
 }
 
-// snapshot is the link's state and error.
-func (l *link) snapshot() (state, err string) {
+// snapshot is the link's state, error and sign-in URL.
+func (l *link) snapshot() (state, err, authURL string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.state, l.err
+	return l.state, l.err, l.authURL
+}
+
+// signedIn notes that the server's sign-in finished: its URL is no
+// longer shown.
+func (l *link) signedIn() {
+	l.mu.Lock()
+	l.authURL = ""
+	l.mu.Unlock()
+	l.m.touch(l)
 }
 
 // get returns the live connection, connecting (or waiting for the dial
@@ -263,10 +273,15 @@ func (l *link) dial(ch chan struct{}) {
 		c.close()
 		err = errLinkClosed
 	}
-	if err != nil {
+	var wait *needSignIn
+	switch {
+	case errors.As(err, &wait):
+		// Not a failure: the server waits for its owner's sign-in.
+		l.state, l.err, l.dialErr, l.authURL = abi.McpAuthenticating, wait.Error(), err, wait.url
+	case err != nil:
 		l.state, l.err, l.dialErr = abi.McpFailed, err.Error(), err
-	} else {
-		l.live, l.state, l.err, l.dialErr = c, abi.McpReady, d.warning, nil
+	default:
+		l.live, l.state, l.err, l.dialErr, l.authURL = c, abi.McpReady, d.warning, nil, ""
 		if !l.m.spawn(func() { l.watch(c) }) {
 			c.close()
 		}
@@ -465,6 +480,9 @@ func (m *Room) connectURL(ctx, life context.Context, rec *record) (*conn, error)
 	}
 	hc := newHTTPClient(rec.headers)
 	ht := hc.Transport.(*headerTransport)
+	// A 401 starts a sign-in; the owner's token, once they signed in,
+	// goes with every request (refreshed before it expires).
+	si := &signIn{m: m, rec: rec, hc: hc}
 	// The handshake is bounded by ctx: past it, the connection's context
 	// ends, which ends every request.
 	cctx, cancel := context.WithCancel(life)
@@ -477,7 +495,7 @@ func (m *Room) connectURL(ctx, life context.Context, rec *record) (*conn, error)
 		} else {
 			// No retries of a broken stream: a server that went away
 			// fails its calls at once, and the room reconnects.
-			t = &sdk.StreamableClientTransport{Endpoint: rec.url, HTTPClient: hc, MaxRetries: -1}
+			t = &sdk.StreamableClientTransport{Endpoint: rec.url, HTTPClient: hc, MaxRetries: -1, OAuthHandler: si}
 		}
 		return m.client.Connect(cctx, t, nil)
 	}
@@ -490,7 +508,7 @@ func (m *Room) connectURL(ctx, life context.Context, rec *record) (*conn, error)
 		cs, err = dial(abi.McpStreamableHTTP)
 	default:
 		cs, err = dial(abi.McpStreamableHTTP)
-		if err != nil && cctx.Err() == nil {
+		if err != nil && cctx.Err() == nil && si.outcome() == nil {
 			var err2 error
 			if cs, err2 = dial(abi.McpSSE); err2 != nil {
 				err = fmt.Errorf("streamable HTTP: %v; SSE: %v", err, err2)
@@ -502,6 +520,9 @@ func (m *Room) connectURL(ctx, life context.Context, rec *record) (*conn, error)
 	if err != nil {
 		cancel()
 		ht.close()
+		if why := si.outcome(); why != nil {
+			return nil, why
+		}
 		return nil, abi.E(abi.Offline, fmt.Sprintf("connecting to %s: %v", rec.url, err))
 	}
 	return &conn{name: rec.name, cs: cs, done: make(chan struct{}), stop: func() {

@@ -45,6 +45,13 @@ type sys struct {
 // newSys stands a system up; it closes when the test ends.
 func newSys(t *testing.T) *sys {
 	t.Helper()
+	return newSysWith(t, mcp.Options{})
+}
+
+// newSysWith is newSys with the mcp room's options opts (its logger is
+// the tests' quiet one).
+func newSysWith(t *testing.T, opts mcp.Options) *sys {
+	t.Helper()
 	e := kerneltest.Open(t)
 	space := ns.New(e.K)
 	t.Cleanup(func() { space.Close() })
@@ -57,7 +64,8 @@ func newSys(t *testing.T) *sys {
 		t.Fatal(err)
 	}
 	dev.SetRoot(space.Root())
-	room, err := mcp.Open(space, mcp.Options{Logger: kerneltest.Quiet()})
+	opts.Logger = kerneltest.Quiet()
+	room, err := mcp.Open(space, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

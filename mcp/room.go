@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,10 @@ type Options struct {
 	Now func() time.Time
 	// Version is the client version the room tells servers.
 	Version string
+	// CallbackOrigin is the origin (scheme://host[:port]) of the daemon's
+	// HTTP listener, whose /oauth/callback ends a sign-in; "" for none
+	// (then only a server added with callbackHost can sign in).
+	CallbackOrigin string
 }
 
 // Room is the MCP room (ns.Room): each user's MCP servers (sys.mcp.*),
@@ -37,6 +42,8 @@ type Room struct {
 	// (STATE/mcp/results/<server id>), readable by the daemon alone.
 	results string
 	client  *sdk.Client
+	// callback is Options.CallbackOrigin.
+	callback string
 
 	// ctx ends when the room closes: every connection and dial ends.
 	ctx    context.Context
@@ -76,7 +83,7 @@ func Open(space *ns.Space, opts Options) (*Room, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	client := sdk.NewClient(&sdk.Implementation{Name: "gsvfs", Version: opts.Version}, &sdk.ClientOptions{Logger: opts.Logger})
-	return &Room{k: k, space: space, st: k.Store, log: opts.Logger, now: opts.Now, results: results, client: client,
+	return &Room{k: k, space: space, st: k.Store, log: opts.Logger, now: opts.Now, results: results, client: client, callback: strings.TrimSuffix(opts.CallbackOrigin, "/"),
 		ctx: ctx, cancel: cancel, links: map[string]*link{}, changes: ns.NewChanges()}, nil
 }
 
@@ -170,6 +177,10 @@ func (m *Room) Syscalls() []kernel.Syscall {
 		kernel.Handle(abi.SysMcpGet, m.get),
 		kernel.Handle(abi.SysMcpResultList, m.resultList),
 		kernel.Handle(abi.SysMcpResultOpen, m.resultOpen),
+		kernel.Handle(abi.SysOauthStart, m.oauthStart),
+		kernel.Handle(abi.SysOauthList, m.oauthList),
+		kernel.Handle(abi.SysOauthForget, m.oauthForget),
+		kernel.Handle(abi.SysOauthCallback, m.oauthCallback),
 	}
 }
 

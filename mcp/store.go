@@ -30,6 +30,51 @@ var migrations = []string{
 		created_at INTEGER NOT NULL,
 		updated_at INTEGER NOT NULL,
 		UNIQUE (uid, name));`,
+	// OAuth (sys.oauth.*, and an MCP server's sign-in): the flows under
+	// way and the accounts with their tokens, their owner's secrets
+	// (never answered by any call, never in a file of the namespace).
+	`ALTER TABLE mcp_servers ADD COLUMN callback TEXT NOT NULL DEFAULT '';
+	CREATE TABLE mcp_oauth_flows (
+		flow_id TEXT PRIMARY KEY,
+		state TEXT NOT NULL UNIQUE,
+		uid INTEGER NOT NULL,
+		kind TEXT NOT NULL,
+		provider TEXT NOT NULL,
+		account_key TEXT NOT NULL,
+		label TEXT,
+		auth_endpoint TEXT NOT NULL,
+		token_endpoint TEXT NOT NULL,
+		client_id TEXT NOT NULL,
+		client_secret TEXT NOT NULL DEFAULT '',
+		redirect_uri TEXT NOT NULL,
+		scope TEXT,
+		resource TEXT,
+		verifier TEXT NOT NULL,
+		auth_url TEXT NOT NULL,
+		server_id TEXT NOT NULL DEFAULT '',
+		created_at INTEGER NOT NULL,
+		expires_at INTEGER NOT NULL);
+	CREATE TABLE mcp_oauth_accounts (
+		account_id TEXT PRIMARY KEY,
+		uid INTEGER NOT NULL,
+		kind TEXT NOT NULL,
+		provider TEXT NOT NULL,
+		account_key TEXT NOT NULL,
+		label TEXT,
+		scope TEXT,
+		resource TEXT,
+		client_id TEXT NOT NULL,
+		client_secret TEXT NOT NULL DEFAULT '',
+		token_endpoint TEXT NOT NULL,
+		token_type TEXT NOT NULL,
+		access_token TEXT NOT NULL,
+		refresh_token TEXT NOT NULL DEFAULT '',
+		expires_at INTEGER,
+		server_id TEXT NOT NULL DEFAULT '',
+		created_at INTEGER NOT NULL,
+		updated_at INTEGER NOT NULL,
+		last_used_at INTEGER,
+		UNIQUE (uid, kind, provider, account_key));`,
 }
 
 // record is one server as the store keeps it.
@@ -41,6 +86,9 @@ type record struct {
 	url       string
 	stdio     *abi.McpStdio
 	headers   map[string]string
+	// callback is the origin (scheme://host[:port]) of the OAuth
+	// redirect of a sign-in this server needs, "" for the room's.
+	callback string
 	// narrow is the narrowing of the process capability of whoever added
 	// it (a token's, a process's): the server's sessions are opened
 	// within it, as a schedule's runs are.
@@ -57,7 +105,7 @@ type record struct {
 }
 
 // columns are what scan reads, in its order.
-const columns = `server_id, uid, name, transport, url, stdio, headers, narrow, instructions, capabilities, tools, resources, prompts, created_at, updated_at`
+const columns = `server_id, uid, name, transport, url, stdio, headers, narrow, instructions, capabilities, tools, resources, prompts, created_at, updated_at, callback`
 
 // rowScanner is a *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
@@ -69,7 +117,7 @@ func scan(row rowScanner) (*record, error) {
 	var stdio, headers, narrow, caps, tools, resources, prompts string
 	var instr sql.NullString
 	if err := row.Scan(&r.id, &r.uid, &r.name, &r.transport, &r.url, &stdio, &headers, &narrow, &instr, &caps,
-		&tools, &resources, &prompts, &r.created, &r.updated); err != nil {
+		&tools, &resources, &prompts, &r.created, &r.updated, &r.callback); err != nil {
 		return nil, err
 	}
 	if stdio != "" {
@@ -175,8 +223,8 @@ func (m *Room) insert(ctx context.Context, r *record) error {
 		if n > 0 {
 			return abi.E(abi.Path(r.name), abi.Busy, "you have an MCP server of that name: remove it first, or pick another name")
 		}
-		_, err := m.st.TxExec(tx, `INSERT INTO mcp_servers (server_id, uid, name, transport, url, stdio, headers, narrow, created_at, updated_at)
-			VALUES (?,?,?,?,?,?,?,?,?,?)`, r.id, r.uid, r.name, r.transport, r.url, stdio, jsonText(headers), narrow, r.created, r.updated)
+		_, err := m.st.TxExec(tx, `INSERT INTO mcp_servers (server_id, uid, name, transport, url, stdio, headers, narrow, created_at, updated_at, callback)
+			VALUES (?,?,?,?,?,?,?,?,?,?,?)`, r.id, r.uid, r.name, r.transport, r.url, stdio, jsonText(headers), narrow, r.created, r.updated, r.callback)
 		return wrap(err)
 	})
 }

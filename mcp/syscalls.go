@@ -47,11 +47,18 @@ func (m *Room) add(ctx context.Context, c *kernel.Caller, a *abi.McpAddArgs) (*a
 	if err := checkName("server", a.Name); err != nil {
 		return nil, err
 	}
-	if a.CallbackHost != "" {
-		return nil, abi.NotYet("callbackHost", "OAuth sign-in, issue 23 part 3")
-	}
 	now := m.now().UnixMilli()
 	rec := &record{id: newID(), uid: uid, name: a.Name, narrow: c.Identity.Process, created: now, updated: now}
+	if a.CallbackHost != "" {
+		if a.Stdio != nil {
+			return nil, abi.E(abi.Invalid, "callbackHost: a stdio server signs in to nothing")
+		}
+		origin, err := callbackOrigin(a.CallbackHost)
+		if err != nil {
+			return nil, err
+		}
+		rec.callback = origin
+	}
 	switch {
 	case (a.URL == "") == (a.Stdio == nil):
 		return nil, abi.E(abi.Invalid, "want exactly one of url (an HTTP server) and stdio (a command)")
@@ -201,10 +208,13 @@ func (m *Room) summary(rec *record) abi.McpServerSummary {
 		}
 	}
 	if l := m.existing(rec.id); l != nil {
-		state, err := l.snapshot()
+		state, err, authURL := l.snapshot()
 		s.State = state
 		if err != "" {
 			s.Error = &err
+		}
+		if authURL != "" {
+			s.AuthURL = &authURL
 		}
 	}
 	return s
@@ -254,6 +264,9 @@ func (m *Room) removeCall(ctx context.Context, c *kernel.Caller, a *abi.McpServe
 		return &abi.McpRemoveResult{}, nil
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := m.forgetServer(ctx, rec.id); err != nil {
 		return nil, err
 	}
 	removed, err := m.remove(ctx, rec.id)

@@ -229,7 +229,9 @@ func run(ctx context.Context, o options, mountDir string) error {
 		{"ipc", func() (ns.Room, error) { return ipc.Open(space, ipc.Options{Logger: log}) }},
 		{"scheduler", func() (ns.Room, error) { return sched.Open(space, sched.Options{Logger: log}) }},
 		{"notifications", func() (ns.Room, error) { return notify.Open(space, notify.Options{Logger: log}) }},
-		{"mcp", func() (ns.Room, error) { return mcp.Open(space, mcp.Options{Logger: log, Version: Version}) }},
+		{"mcp", func() (ns.Room, error) {
+			return mcp.Open(space, mcp.Options{Logger: log, Version: Version, CallbackOrigin: callbackOrigin(o.listen)})
+		}},
 	}
 	for _, r := range rooms {
 		room, err := r.open()
@@ -268,7 +270,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 	// still unauthenticated at the auth deadline (ninep.Gate).
 	gate := &ninep.Gate{Max: preAuthCap(o.preAuthMax, log), MaxPerPeer: noLimit(o.preAuthPerHost), Timeout: noLimit(o.authTimeout), Logger: log}
 	for _, addr := range o.listen {
-		l, err := listenDial(addr, o, gate)
+		l, err := listenDial(addr, o, gate, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)})
 		if err != nil {
 			return err
 		}
@@ -368,8 +370,9 @@ func preAuthCap(n int, log *slog.Logger) int {
 // tls!host!port (with --tls-cert and --tls-key), ws!host!port or
 // wss!host!port (9P over a WebSocket at ninep.WSPath, wss with TLS), or
 // unix!path. The sockets' connections are admitted to gate (beneath TLS
-// and WebSocket, whose handshakes it bounds too).
-func listenDial(addr string, o options, gate *ninep.Gate) (net.Listener, error) {
+// and WebSocket, whose handshakes it bounds too). A WebSocket listener
+// serves routes too (plain HTTP: the OAuth callback).
+func listenDial(addr string, o options, gate *ninep.Gate, routes ...ninep.Route) (net.Listener, error) {
 	f := strings.Split(addr, "!")
 	switch {
 	case len(f) == 3 && (f[0] == "tcp" || f[0] == "net" || f[0] == "tls" || f[0] == "ws" || f[0] == "wss"):
@@ -397,7 +400,7 @@ func listenDial(addr string, o options, gate *ninep.Gate) (net.Listener, error) 
 			l = tls.NewListener(l, conf)
 		}
 		if f[0] == "ws" || f[0] == "wss" {
-			l = ninep.ListenWS(l)
+			l = ninep.ListenWS(l, routes...)
 		}
 		return l, nil
 	case len(f) == 2 && f[0] == "unix":
@@ -408,6 +411,25 @@ func listenDial(addr string, o options, gate *ninep.Gate) (net.Listener, error) 
 		return gate.Listen(l), nil
 	}
 	return nil, errors.New("--listen " + addr + ": want tcp!host!port, tls!host!port, ws!host!port or wss!host!port")
+}
+
+// callbackOrigin is the origin of the OAuth callback (/oauth/callback):
+// that of the first ws!host!port or wss!host!port listener whose host is
+// named (http for ws, which the MCP room allows only on loopback), ""
+// for none (then a server signs in only with its own callbackHost).
+func callbackOrigin(listen []string) string {
+	for _, addr := range listen {
+		f := strings.Split(addr, "!")
+		if len(f) != 3 || f[1] == "*" || f[1] == "" || f[0] != "ws" && f[0] != "wss" {
+			continue
+		}
+		scheme := "http"
+		if f[0] == "wss" {
+			scheme = "https"
+		}
+		return scheme + "://" + net.JoinHostPort(f[1], f[2])
+	}
+	return ""
 }
 
 // unixPeer identifies a unix-socket peer by SO_PEERCRED.

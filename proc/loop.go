@@ -686,7 +686,7 @@ func (m *engine) callModel(ctx context.Context, pr *process, r *activeRun, p *ab
 			return model.Response{}, err
 		}
 	}
-	req := model.Request{Model: modelName, System: m.systemPrompt(ctx, p, caller), Messages: msgs, Tools: toolDefs}
+	req := model.Request{Model: modelName, System: m.systemPrompt(ctx, p, caller), Messages: msgs, Tools: m.toolDefsFor(ctx, caller)}
 	pr.mu.Lock()
 	if ctl := m.controlLocked(ctx, pr); ctl.Model != "" || ctl.Temp != nil {
 		if ctl.Model != "" {

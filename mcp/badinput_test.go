@@ -38,7 +38,7 @@ func TestAddRefusesBadInput(t *testing.T) {
 		{"an empty command", abi.McpAddArgs{Name: "x", Stdio: &abi.McpStdio{}}, "command is empty"},
 		{"a bad network", abi.McpAddArgs{Name: "x", Stdio: &abi.McpStdio{Command: []string{"true"}, NetworkMode: "some"}}, "want none or full"},
 		{"headers on stdio", abi.McpAddArgs{Name: "x", Stdio: &abi.McpStdio{Command: []string{"true"}}, Transport: &abi.McpTransport{Headers: map[string]string{"A": "b"}}}, "no HTTP transport"},
-		{"OAuth", abi.McpAddArgs{Name: "x", URL: https, CallbackHost: "gsv.example.com"}, "not supported yet"},
+		{"a plain http callback elsewhere", abi.McpAddArgs{Name: "x", URL: https, CallbackHost: "http://gsv.example.com"}, "callbackHost"},
 	} {
 		_, err := do(s, s.alice, abi.SysMcpAdd, &c.a)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

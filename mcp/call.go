@@ -51,6 +51,9 @@ func (m *Room) call(ctx context.Context, c *kernel.Caller, a *abi.McpCallArgs) (
 	if err != nil {
 		return nil, err
 	}
+	if err := m.seen(ctx, c, rec.name); err != nil {
+		return nil, err
+	}
 	fail := func(kind abi.Kind, msg string) error {
 		return abi.E(abi.Path(rec.name), kind, fmt.Sprintf("MCP server %s: %s", rec.name, msg))
 	}

@@ -47,6 +47,9 @@ func (m *Room) add(ctx context.Context, c *kernel.Caller, a *abi.McpAddArgs) (*a
 	if err := checkName("server", a.Name); err != nil {
 		return nil, err
 	}
+	if err := m.seen(ctx, c, a.Name); err != nil {
+		return nil, err
+	}
 	now := m.now().UnixMilli()
 	rec := &record{id: newID(), uid: uid, name: a.Name, narrow: c.Identity.Process, created: now, updated: now}
 	if a.CallbackHost != "" {
@@ -241,6 +244,9 @@ func (m *Room) list(ctx context.Context, c *kernel.Caller, a *abi.McpListArgs) (
 		return nil, abi.E(abi.Permission, "permission denied: only root may list another uid's servers")
 	}
 	recs, err := m.byUser(ctx, uid)
+	if err == nil {
+		recs, err = m.seenOnly(ctx, c, recs)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +268,9 @@ func (m *Room) removeCall(ctx context.Context, c *kernel.Caller, a *abi.McpServe
 	rec, err := m.find(ctx, uid, a.ServerID)
 	if errors.Is(err, errNoServer) {
 		return &abi.McpRemoveResult{}, nil
+	}
+	if err == nil {
+		err = m.seen(ctx, c, rec.name)
 	}
 	if err != nil {
 		return nil, err
@@ -291,6 +300,9 @@ func (m *Room) refresh(ctx context.Context, c *kernel.Caller, a *abi.McpServerAr
 	if errors.Is(err, errNoServer) {
 		return &abi.McpServerResult{}, nil
 	}
+	if err == nil {
+		err = m.seen(ctx, c, rec.name)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -313,6 +325,9 @@ func (m *Room) get(ctx context.Context, c *kernel.Caller, a *abi.McpGetArgs) (*a
 	rec, err := m.find(ctx, a.Uid, a.ServerID)
 	if errors.Is(err, errNoServer) {
 		return nil, abi.E(abi.Path(a.ServerID), abi.NotExist, "no such MCP server")
+	}
+	if err == nil {
+		err = m.seen(ctx, c, rec.name)
 	}
 	if err != nil {
 		return nil, err
@@ -346,6 +361,56 @@ func (m *Room) tools(ctx context.Context, c *kernel.Caller, a *abi.McpToolsArgs)
 		if len(recs) == 0 {
 			return nil, abi.E(abi.Path(a.ServerID), abi.NotExist, "no such MCP server")
 		}
+		if err := m.seen(ctx, c, recs[0].name); err != nil {
+			return nil, err
+		}
+	}
+	if recs, err = m.seenOnly(ctx, c, recs); err != nil {
+		return nil, err
 	}
 	return &abi.McpToolsResult{Tools: search(recs, a.Query, limit)}, nil
+}
+
+// sees is the names of the caller's servers it may use: nil (all) for a
+// user; for the calls a process makes as its owner (c.Identity.Pid),
+// the process's list (gsv spawn --mcp), read from its record at each
+// call.
+func (m *Room) sees(ctx context.Context, c *kernel.Caller) (*[]string, error) {
+	if c.Identity.Pid == "" {
+		return nil, nil
+	}
+	p, err := kernel.Do(ctx, m.k, c, abi.ProcGet, &abi.PidArgs{Pid: c.Identity.Pid})
+	if abi.KindOf(err) == abi.NotExist {
+		return nil, nil // an init process (not stored until it runs) sees all
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p.McpServers, nil
+}
+
+// seen checks that c may use the server called name: a process narrowed
+// to other servers is refused (403), with the name and its list.
+func (m *Room) seen(ctx context.Context, c *kernel.Caller, name string) error {
+	list, err := m.sees(ctx, c)
+	if err != nil {
+		return err
+	}
+	if abi.McpAllowed(list, name) {
+		return nil
+	}
+	which := "none"
+	if len(*list) > 0 {
+		which = "only " + strings.Join(*list, ", ")
+	}
+	return abi.E(abi.Path(name), abi.Permission, fmt.Sprintf("MCP server %s: process %s may use %s of its owner's MCP servers (gsv spawn --mcp)", name, c.Identity.Pid, which))
+}
+
+// seenOnly keeps of recs the servers c may use.
+func (m *Room) seenOnly(ctx context.Context, c *kernel.Caller, recs []*record) ([]*record, error) {
+	list, err := m.sees(ctx, c)
+	if err != nil || list == nil {
+		return recs, err
+	}
+	return slices.DeleteFunc(recs, func(r *record) bool { return !abi.McpAllowed(list, r.name) }), nil
 }

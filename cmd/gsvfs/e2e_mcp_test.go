@@ -94,3 +94,61 @@ func TestE2EMcpAgent(t *testing.T) {
 		t.Fatalf("a tool's error in a block: %v", r)
 	}
 }
+
+// A process spawned with mcp=t (the ctl line's form of gsv spawn --mcp)
+// sees server t only: its status says so, its Mcp tool's search finds
+// t's tools and none of u's, and a call of u's is refused with the
+// server's name and the process's list.
+func TestE2EMcpSpawnNarrows(t *testing.T) {
+	requireBwrap(t)
+	requireRoot(t)
+	d := startDaemon(t, newBase(t), daemonOpts{mount: true})
+	env := []string{"GSV_ADDR=unix!" + d.sock}
+	gsv := func(args ...string) string {
+		t.Helper()
+		r := gsvAs(0, env, args...)
+		if r.code != 0 {
+			t.Fatalf("gsv %v: %v", args, r)
+		}
+		return r.stdout
+	}
+	bin, err := mcpTestServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(d.base, "mcpbin")
+	if err := copyMCPServer(bin, dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"t", "u"} {
+		gsv("mcp", "add", name, "--network", "none", "--mount", dir+":/opt/mcp:ro", "--", "/opt/mcp/gsv-mcp-testserver")
+	}
+	pid := strings.TrimSpace(d.mustSh(t, `exec 3<>"$1/proc/clone"; echo 'spawn task label=narrow mcp=t' >&3; head -n1 <&3`, d.mnt))
+	P := d.mnt + "/proc/" + pid
+	if st := d.mustSh(t, `cat "$1/status"`, P); !strings.Contains(st, "\nmcp: t\n") {
+		t.Fatalf("status:\n%s", st)
+	}
+	d.mustSh(t, `printf '%s\n' 'search:' 'use Mcp {"search":"echo"}' 'use Mcp {"search":"echo","server":"u"}' > "$1/conversations/default/in"`, P)
+	var last string
+	for deadline := time.Now().Add(liveness); ; time.Sleep(50 * time.Millisecond) {
+		if last = d.mustSh(t, `cat "$1/run"`, P); strings.Contains(last, `"state": "completed"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run never completed:\n%s", last)
+		}
+	}
+	tr := d.mustSh(t, `cat "$1/conversations/default/transcript"`, P)
+	for _, want := range []string{`"server":"t","name":"echo"`, `MCP server u: process ` + pid + ` may use only t of its owner's MCP servers`} {
+		if !strings.Contains(tr, want) {
+			t.Fatalf("the transcript lacks %q:\n%s", want, tr)
+		}
+	}
+	if strings.Contains(tr, `"server":"u","name"`) {
+		t.Fatalf("the search found u's tools:\n%s", tr)
+	}
+	r := gsvAs(0, env, "codemode", "--pid", pid, "-e", `return await mcp.u.echo({message: "x"})`)
+	if r.code == 0 || !strings.Contains(r.stderr, "MCP server u: process "+pid+" may use only t") {
+		t.Fatalf("mcp.u.echo as the process: %v", r)
+	}
+}

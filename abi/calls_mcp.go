@@ -18,6 +18,10 @@ var (
 		Doc: "Calls a tool of one of the caller's MCP servers with JSON arguments (timeout 60 s by default)."}
 	SysMcpTools = Call[McpToolsArgs, *McpToolsResult]{Name: "sys.mcp.tools", Grant: Users,
 		Doc: "Searches the tools of the caller's MCP servers by name and description (never asks a server)."}
+	SysMcpResourceRead = Call[McpResourceReadArgs, *McpResourceReadResult]{Name: "sys.mcp.resource.read", Grant: Users,
+		Doc: "Reads a resource of one of the caller's MCP servers by its URI (resources/read; timeout 60 s by default)."}
+	SysMcpPromptGet = Call[McpPromptGetArgs, *McpPromptGetResult]{Name: "sys.mcp.prompt.get", Grant: Users,
+		Doc: "Gets a prompt of one of the caller's MCP servers with its arguments (prompts/get; timeout 60 s by default)."}
 	SysMcpGet = Call[McpGetArgs, *McpServerDetail]{Name: "sys.mcp.get", Grant: Users, Flags: Internal,
 		Doc: "One MCP server of a user, with its resources and prompts, for its owner or root (/mcp)."}
 	SysMcpResultList = Call[McpResultArgs, []string]{Name: "sys.mcp.result.list", Grant: Users, Flags: Internal,

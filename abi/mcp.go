@@ -238,3 +238,41 @@ type McpResultArgs struct {
 	ServerID string
 	Digest   string
 }
+
+// McpResourceReadArgs are sys.mcp.resource.read's args: the resource URI
+// of server ServerID (its id or name; root: of Uid's), read
+// (resources/read) within TimeoutMs (as McpCallArgs's).
+type McpResourceReadArgs struct {
+	Uid       *uint32 `json:"uid,omitempty"`
+	ServerID  string  `json:"serverId"`
+	URI       string  `json:"uri"`
+	TimeoutMs *int64  `json:"timeoutMs,omitempty"`
+}
+
+// McpResourceReadResult is sys.mcp.resource.read's result: the server's
+// ReadResourceResult's Contents (each {uri, mimeType?, text?, blob?}) as
+// it gave them, or, over 1 MiB, Blob (kept as a large call result is).
+type McpResourceReadResult struct {
+	Contents json.RawMessage `json:"contents,omitempty"`
+	Blob     *McpResultBlob  `json:"blob,omitempty"`
+}
+
+// McpPromptGetArgs are sys.mcp.prompt.get's args: the prompt Name of
+// server ServerID (its id or name; root: of Uid's) with Arguments
+// (prompts/get), within TimeoutMs (as McpCallArgs's).
+type McpPromptGetArgs struct {
+	Uid       *uint32           `json:"uid,omitempty"`
+	ServerID  string            `json:"serverId"`
+	Name      string            `json:"name"`
+	Arguments map[string]string `json:"arguments,omitempty"`
+	TimeoutMs *int64            `json:"timeoutMs,omitempty"`
+}
+
+// McpPromptGetResult is sys.mcp.prompt.get's result: the server's
+// GetPromptResult, its Description and Messages (each {role, content})
+// as it gave them, or, over 1 MiB, Blob.
+type McpPromptGetResult struct {
+	Description string          `json:"description,omitempty"`
+	Messages    json.RawMessage `json:"messages,omitempty"`
+	Blob        *McpResultBlob  `json:"blob,omitempty"`
+}

@@ -174,6 +174,8 @@ func (m *Room) Syscalls() []kernel.Syscall {
 		kernel.Handle(abi.SysMcpRefresh, m.refresh),
 		kernel.Handle(abi.SysMcpCall, m.call),
 		kernel.Handle(abi.SysMcpTools, m.tools),
+		kernel.Handle(abi.SysMcpResourceRead, m.resourceRead),
+		kernel.Handle(abi.SysMcpPromptGet, m.promptGet),
 		kernel.Handle(abi.SysMcpGet, m.get),
 		kernel.Handle(abi.SysMcpResultList, m.resultList),
 		kernel.Handle(abi.SysMcpResultOpen, m.resultOpen),

@@ -100,8 +100,20 @@ func main() {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://readme", Text: "hello"}}}, nil
 		})
 	s.AddPrompt(&mcp.Prompt{Name: "greet", Description: "a prompt", Arguments: []*mcp.PromptArgument{{Name: "who", Required: true}}},
-		func(ctx context.Context, _ *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-			return &mcp.GetPromptResult{}, nil
+		func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Description: "a greeting", Messages: []*mcp.PromptMessage{
+				{Role: "user", Content: &mcp.TextContent{Text: "Say hello to " + req.Params.Arguments["who"] + "."}}}}, nil
+		})
+	// test://big/<bytes> (a template: not among the resources listed)
+	// reads as that many bytes of text.
+	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "test://big/{bytes}", Name: "big", MIMEType: "text/plain"},
+		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			var n int
+			if _, err := fmt.Sscanf(req.Params.URI, "test://big/%d", &n); err != nil || n < 0 || n > 64<<20 {
+				return nil, mcp.ResourceNotFoundError(req.Params.URI)
+			}
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain",
+				Text: strings.Repeat("0123456789abcdef", n/16+1)[:n]}}}, nil
 		})
 	if *httpAddr != "" {
 		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -157,5 +158,30 @@ func checkEverything(t *testing.T, s *sys, sv *abi.McpServerSummary) {
 	found := must(s, s.alice, abi.SysMcpTools, &abi.McpToolsArgs{ServerID: sv.Name, Query: "echo"})
 	if len(found.Tools) == 0 || found.Tools[0].Name != "echo" {
 		t.Fatalf("%s: a search for echo: %+v", sv.Name, found.Tools)
+	}
+	// Its first resource reads (resources/read), and a prompt with no
+	// required argument gets its messages (prompts/get).
+	d := must(s, s.alice, abi.SysMcpGet, &abi.McpGetArgs{Uid: 1000, ServerID: sv.Name})
+	res := d.Resources[0]
+	rr := must(s, s.alice, abi.SysMcpResourceRead, &abi.McpResourceReadArgs{ServerID: sv.Name, URI: res.URI})
+	var contents []struct{ URI, Text, Blob string }
+	if err := json.Unmarshal(rr.Contents, &contents); err != nil || len(contents) == 0 || contents[0].URI != res.URI || contents[0].Text+contents[0].Blob == "" {
+		t.Fatalf("%s: read %s: %s %v", sv.Name, res.URI, rr.Contents, err)
+	}
+	got := false
+	for _, p := range d.Prompts {
+		if slices.ContainsFunc(p.Arguments, func(a abi.McpPromptArgument) bool { return a.Required }) {
+			continue
+		}
+		pg := must(s, s.alice, abi.SysMcpPromptGet, &abi.McpPromptGetArgs{ServerID: sv.Name, Name: p.Name})
+		var msgs []struct{ Role string }
+		if err := json.Unmarshal(pg.Messages, &msgs); err != nil || len(msgs) == 0 || msgs[0].Role == "" {
+			t.Fatalf("%s: prompt %s: %s %v", sv.Name, p.Name, pg.Messages, err)
+		}
+		got = true
+		break
+	}
+	if !got {
+		t.Fatalf("%s: no prompt without a required argument: %+v", sv.Name, d.Prompts)
 	}
 }

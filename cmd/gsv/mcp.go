@@ -210,7 +210,98 @@ func (c *cli) mcpCmd() *cobra.Command {
 	tools.Flags().StringVar(&server, "server", "", "only this server's tools")
 	tools.Flags().IntVar(&limit, "limit", 0, "at most N tools (default 20, at most 200)")
 
-	mcp.AddCommand(add, list, remove, refresh, call, tools)
+	var readTimeout int64
+	read := withUID(&cobra.Command{
+		Use:   "read SERVER URI [--timeout-ms N] [--json]",
+		Short: "Read a resource of an MCP server by its URI (sys.mcp.resource.read)",
+		Long: "Read a resource (resources/read) and print its text contents, or, for contents that are not\n" +
+			"all text, its contents as JSON (--json: the whole result). Contents over 1 MiB are kept as a\n" +
+			"file: its preview is printed, and its path on stderr. Its URIs are in\n" +
+			"/mcp/$USER/SERVER/resources/ (what discovery found; reading them asks the server nothing).\n" +
+			"  gsv mcp read everything demo://resource/static/document/architecture.md",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a := &abi.McpResourceReadArgs{Uid: uidArg(cmd), ServerID: args[0], URI: args[1]}
+			if cmd.Flags().Changed("timeout-ms") {
+				a.TimeoutMs = &readTimeout
+			}
+			return show(c, abi.SysMcpResourceRead, a, func(r *abi.McpResourceReadResult) error {
+				if r.Blob != nil {
+					return c.showBlob(cmd.ErrOrStderr(), r.Blob)
+				}
+				var contents []struct {
+					Text *string `json:"text"`
+				}
+				var texts []string
+				if json.Unmarshal(r.Contents, &contents) == nil {
+					for _, x := range contents {
+						if x.Text != nil {
+							texts = append(texts, strings.TrimSuffix(*x.Text, "\n"))
+						}
+					}
+				}
+				if len(texts) == 0 || len(texts) != len(contents) {
+					return c.showJSON(r.Contents)
+				}
+				_, err := fmt.Fprintln(c.out, strings.Join(texts, "\n"))
+				return err
+			})
+		},
+	})
+	read.Flags().Int64Var(&readTimeout, "timeout-ms", 0, "cancel the read after N milliseconds (default 60000, at most 600000)")
+
+	var promptTimeout int64
+	prompt := withUID(&cobra.Command{
+		Use:   "prompt SERVER NAME [KEY=VALUE...] [--timeout-ms N] [--json]",
+		Short: "Get a prompt of an MCP server with its arguments (sys.mcp.prompt.get)",
+		Long: "Get a prompt (prompts/get) with its arguments, KEY=VALUE words, and print its messages, one\n" +
+			"\"ROLE: TEXT\" line each (a message that is not text as its JSON; --json: the whole result).\n" +
+			"Its arguments are in /mcp/$USER/SERVER/prompts/NAME.\n" +
+			"  gsv mcp prompt everything args-prompt city=Paris",
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a := &abi.McpPromptGetArgs{Uid: uidArg(cmd), ServerID: args[0], Name: args[1]}
+			for _, kv := range args[2:] {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("argument %q: want KEY=VALUE", kv)
+				}
+				if a.Arguments == nil {
+					a.Arguments = map[string]string{}
+				}
+				a.Arguments[k] = v
+			}
+			if cmd.Flags().Changed("timeout-ms") {
+				a.TimeoutMs = &promptTimeout
+			}
+			return show(c, abi.SysMcpPromptGet, a, func(r *abi.McpPromptGetResult) error {
+				if r.Blob != nil {
+					return c.showBlob(cmd.ErrOrStderr(), r.Blob)
+				}
+				var msgs []struct {
+					Role    string          `json:"role"`
+					Content json.RawMessage `json:"content"`
+				}
+				if err := json.Unmarshal(r.Messages, &msgs); err != nil {
+					return c.showJSON(r.Messages)
+				}
+				for _, m := range msgs {
+					var t struct{ Type, Text string }
+					line := string(m.Content)
+					if json.Unmarshal(m.Content, &t) == nil && t.Type == "text" {
+						line = t.Text
+					}
+					if _, err := fmt.Fprintf(c.out, "%s: %s\n", m.Role, line); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+	})
+	prompt.Flags().Int64Var(&promptTimeout, "timeout-ms", 0, "cancel the request after N milliseconds (default 60000, at most 600000)")
+
+	mcp.AddCommand(add, list, remove, refresh, call, tools, read, prompt)
 	return mcp
 }
 
@@ -251,9 +342,7 @@ func (c *cli) showServer(errw io.Writer, s *abi.McpServerSummary, name string) e
 // preview, with its path on stderr.
 func (c *cli) showResult(errw io.Writer, r *abi.McpCallResult) error {
 	if r.Blob != nil {
-		fmt.Fprintln(c.out, r.Blob.Preview)
-		fmt.Fprintf(errw, "the whole result (%d bytes) is %s\n", r.Blob.SizeBytes, r.Blob.Path)
-		return nil
+		return c.showBlob(errw, r.Blob)
 	}
 	var blocks []struct {
 		Type string `json:"type"`
@@ -275,6 +364,18 @@ func (c *cli) showResult(errw io.Writer, r *abi.McpCallResult) error {
 	if len(out) == 0 {
 		out = r.Content
 	}
+	return c.showJSON(out)
+}
+
+// showBlob prints a kept answer's preview, and its path on stderr.
+func (c *cli) showBlob(errw io.Writer, b *abi.McpResultBlob) error {
+	fmt.Fprintln(c.out, b.Preview)
+	fmt.Fprintf(errw, "the whole result (%d bytes) is %s\n", b.SizeBytes, b.Path)
+	return nil
+}
+
+// showJSON prints out as indented JSON (as it is, if it is not JSON).
+func (c *cli) showJSON(out json.RawMessage) error {
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, out, "", "  ") != nil {
 		pretty.Write(out)

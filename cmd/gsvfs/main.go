@@ -58,7 +58,9 @@ type options struct {
 
 	preAuthMax, preAuthPerHost int // ninep.Gate.Max and MaxPerPeer of the --listen listeners
 
-	tlsCert, tlsKey string // the certificate and key of tls!host!port listeners
+	tlsCert, tlsKey string // the certificate and key of tls!host!port listeners (and of --http)
+
+	http string // --http host:port: the HTTP listener (/mcp)
 }
 
 func rootCmd() *cobra.Command {
@@ -97,6 +99,7 @@ func rootCmd() *cobra.Command {
 		},
 	}
 	mount.Flags().BoolVar(&o.debug, "fuse-debug", false, "log every FUSE request")
+	httpFlag(mount, &o)
 	mount.Flags().StringVar(&ro.kernel, "kernel", "", "mount the namespace of the kernel at this 9P dial string (tcp!host!port, tls!host!port, unix!path) instead of running one")
 	mount.Flags().StringVar(&ro.tlsCA, "tls-ca", "", "with --kernel tls!...: trust the PEM certificates in this file ($GSV_TLS_CA; default: the system's roots)")
 	mount.Flags().StringVar(&ro.token, "token", "", "with --kernel: the token to attach with; $GSV_TOKEN (none: a unix socket's peer credentials)")
@@ -109,6 +112,7 @@ func rootCmd() *cobra.Command {
 			return run(cmd.Context(), o, "")
 		},
 	}
+	httpFlag(serve, &o)
 	worker := &cobra.Command{
 		Use:    "codemode-worker",
 		Short:  "Run one CodeMode block (the daemon starts it; JSON lines on stdin and stdout)",
@@ -118,7 +122,7 @@ func rootCmd() *cobra.Command {
 			os.Exit(codemode.WorkerMain())
 		},
 	}
-	root.AddCommand(mount, serve, deviceCmd(), worker)
+	root.AddCommand(mount, serve, deviceCmd(), mcpCmd(&o), worker)
 	return root
 }
 
@@ -262,6 +266,15 @@ func run(ctx context.Context, o options, mountDir string) error {
 		serving.Go(func() {
 			srv.Serve(serveCtx, l, func(net.Conn) vfs.Peer { return vfs.Peer{Transport: "9p-tcp", HostUID: -1, HostGID: -1} })
 		})
+	}
+
+	if o.http != "" {
+		hl, err := listenHTTP(o.http, o)
+		if err != nil {
+			return err
+		}
+		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp")
+		serving.Go(serveHTTP(serveCtx, hl, k, log, o.logLevel))
 	}
 
 	var fsrv *fusefs.Server

@@ -82,11 +82,12 @@ func New(c Caller, o Options) (*mcp.Server, error) {
 	for _, def := range defs {
 		s.AddTool(def, toolHandler(c, def.Name))
 	}
+	read := resourceHandler(c)
 	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "history", URITemplate: historyTemplate, MIMEType: "application/json",
-		Description: abi.ProcHistory.Doc}, resourceHandler(c))
+		Description: abi.ProcHistory.Doc}, read)
 	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "status", URITemplate: statusTemplate, MIMEType: "application/json",
-		Description: abi.ProcStatus.Doc}, resourceHandler(c))
-	s.AddReceivingMiddleware(lists(c))
+		Description: abi.ProcStatus.Doc}, read)
+	s.AddReceivingMiddleware(lists(c, read))
 	return s, nil
 }
 
@@ -156,7 +157,8 @@ func resourceHandler(c Caller) mcp.ResourceHandler {
 		if err != nil {
 			return nil, protocolError(err)
 		}
-		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(data)}}}, nil
+		return &mcp.ReadResourceResult{Cacheable: mcp.Cacheable{CacheScope: "private"},
+			Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(data)}}}, nil
 	}
 }
 
@@ -213,11 +215,21 @@ func procResources(p abi.Process) []*mcp.Resource {
 
 // lists is the middleware that answers tools/list with the tools the
 // caller may make, and resources/list with its processes' resources,
-// asking the kernel as the caller each time.
-func lists(c Caller) mcp.Middleware {
+// asking the kernel as the caller each time; and resources/read of a
+// process's resource with read.
+func lists(c Caller, read mcp.ResourceHandler) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch method {
+			case "resources/read":
+				// A pid with a character a URI template's simple
+				// expansion does not take (init:1000) matches no
+				// template: the handler reads every gsv://proc/ URI.
+				if r, ok := req.(*mcp.ReadResourceRequest); ok && r.Params != nil {
+					if _, _, ok := procURI(r.Params.URI); ok {
+						return read(ctx, r)
+					}
+				}
 			case "resources/list":
 				procs, err := do(ctx, c, abi.ProcList, nil)
 				if err != nil {

@@ -1,8 +1,12 @@
 package mcpserve
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -81,6 +85,9 @@ var toolDefs = sync.OnceValues(func() ([]*mcp.Tool, error) {
 		}
 		in := s.Args
 		in.Description = "" // the tool's own description says it
+		if err := noBooleanSchemas(in); err != nil {
+			return nil, fmt.Errorf("%s: %w", t.desc.CallName(), err)
+		}
 		def := &mcp.Tool{Name: t.desc.CallName(), Description: t.desc.CallDoc(), InputSchema: in}
 		if t.read {
 			def.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: true}
@@ -89,3 +96,50 @@ var toolDefs = sync.OnceValues(func() ([]*mcp.Tool, error) {
 	}
 	return defs, nil
 })
+
+// anyValue is the schema of any JSON value, written as an object: the
+// schema library writes an empty schema as the boolean schema true,
+// which JSON Schema allows but clients refuse in a tool's input schema
+// (the TypeScript SDK's, and so the inspector's: "Invalid input" at
+// .properties.args of codemode.run).
+func anyValue() *jsonschema.Schema { return &jsonschema.Schema{Description: "any JSON value"} }
+
+// noBooleanSchemas replaces each schema under s that would be written as
+// true with anyValue. It replaces pointers rather than changing the
+// schemas they point to, which the schema library may share.
+func noBooleanSchemas(s *jsonschema.Schema) error {
+	var err error
+	fix := func(c **jsonschema.Schema) {
+		if *c == nil || err != nil {
+			return
+		}
+		b, merr := json.Marshal(*c)
+		if merr != nil {
+			err = merr
+			return
+		}
+		if bytes.Equal(b, []byte("true")) {
+			*c = anyValue()
+			return
+		}
+		if e := noBooleanSchemas(*c); e != nil {
+			err = e
+		}
+	}
+	for k, c := range s.Properties {
+		fix(&c)
+		s.Properties[k] = c
+	}
+	for k, c := range s.Defs {
+		fix(&c)
+		s.Defs[k] = c
+	}
+	fix(&s.Items)
+	fix(&s.AdditionalProperties)
+	for _, list := range [][]*jsonschema.Schema{s.AnyOf, s.OneOf, s.AllOf, s.PrefixItems} {
+		for i := range list {
+			fix(&list[i])
+		}
+	}
+	return err
+}

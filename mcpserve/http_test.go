@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -23,12 +24,15 @@ func httptestRequest(authorization string) *http.Request {
 func testHandler(t *testing.T) (*httptest.Server, *fakeCaller) {
 	t.Helper()
 	f := &fakeCaller{may: []string{"fs.read"}}
-	h := Handler(HTTPOptions{Options: Options{Version: "test"}, Authenticate: func(ctx context.Context, token string) (Caller, error) {
+	h, err := Handler(HTTPOptions{Options: Options{Version: "test"}, Authenticate: func(ctx context.Context, token string) (Caller, error) {
 		if token != "good" {
 			return nil, errors.New("authentication failed")
 		}
 		return f, nil
 	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv, f
@@ -129,4 +133,64 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.rt.RoundTrip(r)
+}
+
+// leasedFake is a Caller whose lease a test ends.
+type leasedFake struct {
+	*fakeCaller
+	done chan struct{}
+}
+
+func (l leasedFake) Done() <-chan struct{} { return l.done }
+
+// TestHandlerAuthCache checks that a token's Caller serves its later
+// requests without a new check, until its lease ends: then the token is
+// checked again (and, revoked, refused).
+func TestHandlerAuthCache(t *testing.T) {
+	f := &fakeCaller{may: []string{"fs.read"}}
+	lease := leasedFake{f, make(chan struct{})}
+	var mu sync.Mutex
+	checks, revoked := 0, false
+	h, err := Handler(HTTPOptions{Authenticate: func(ctx context.Context, token string) (Caller, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		checks++
+		if token != "good" || revoked {
+			return nil, errors.New("authentication failed")
+		}
+		return lease, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	post := func() int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+Path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fs.read","arguments":{"path":"/a"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer good")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for range 3 {
+		if code := post(); code != 200 {
+			t.Fatalf("status %d", code)
+		}
+	}
+	mu.Lock()
+	if checks != 1 {
+		t.Errorf("%d checks for 3 requests of one token, want 1", checks)
+	}
+	revoked = true
+	mu.Unlock()
+	close(lease.done)
+	if code := post(); code != 401 {
+		t.Fatalf("a request after the lease ended: %d, want 401", code)
+	}
 }

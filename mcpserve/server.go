@@ -17,6 +17,7 @@
 package mcpserve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,7 +122,7 @@ func toolError(msg string) *mcp.CallToolResult {
 // (an operation that ran and failed, such as fs.read of a file the
 // caller may not read), and its error.
 func opFailed(data json.RawMessage) (string, bool) {
-	if len(data) == 0 || data[0] != '{' {
+	if len(data) == 0 || data[0] != '{' || !bytes.Contains(data, []byte(`"ok":false`)) {
 		return "", false
 	}
 	var op struct {

@@ -274,7 +274,12 @@ func run(ctx context.Context, o options, mountDir string) error {
 			return err
 		}
 		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp")
-		serving.Go(serveHTTP(serveCtx, hl, k, log, o.logLevel))
+		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel)
+		if err != nil {
+			hl.Close()
+			return err
+		}
+		serving.Go(wait)
 	}
 
 	var fsrv *fusefs.Server

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -286,4 +287,57 @@ func FuzzBearer(f *testing.F) {
 			t.Fatalf("bearer(%q) = %q", h, tok)
 		}
 	})
+}
+
+// TestToolSchemasHaveNoBooleans checks that no tool's input schema holds
+// a boolean schema where a client wants an object (the TypeScript SDK
+// refused codemode.run's {"args":true}), and that every tool of the table
+// has one.
+func TestToolSchemasHaveNoBooleans(t *testing.T) {
+	defs, err := toolDefs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(defs) != len(Tools()) {
+		t.Fatalf("%d tools made of %d", len(defs), len(Tools()))
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			t.Errorf("%s is %v, not a schema object", path, v)
+			return
+		}
+		if props, ok := m["properties"].(map[string]any); ok {
+			for k, p := range props {
+				walk(path+".properties."+k, p)
+			}
+		}
+		for _, key := range []string{"items", "additionalProperties"} {
+			if c, ok := m[key]; ok && c != false {
+				walk(path+"."+key, c)
+			}
+		}
+		for _, key := range []string{"anyOf", "oneOf", "allOf"} {
+			if l, ok := m[key].([]any); ok {
+				for i, c := range l {
+					walk(fmt.Sprintf("%s.%s[%d]", path, key, i), c)
+				}
+			}
+		}
+	}
+	for _, d := range defs {
+		b, err := json.Marshal(d.InputSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(err)
+		}
+		walk(d.Name, v)
+		if d.Name == "codemode.run" && !strings.Contains(string(b), `"args":{"description":"any JSON value"}`) {
+			t.Errorf("codemode.run's args: %s", b)
+		}
+	}
 }

@@ -93,13 +93,21 @@ func startMCPEnv(t *testing.T) *mcpEnv {
 // own) and returns the SDK client's session of it.
 func (e *mcpEnv) stdio(t *testing.T, uid int) *mcp.ClientSession {
 	t.Helper()
+	cs, _ := e.stdioCmd(t, uid)
+	return cs
+}
+
+// stdioCmd is stdio, with the command.
+func (e *mcpEnv) stdioCmd(t *testing.T, uid int) (*mcp.ClientSession, *exec.Cmd) {
+	t.Helper()
+	cmd := e.serveCmd(t, uid)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).
-		Connect(context.Background(), &mcp.CommandTransport{Command: e.serveCmd(t, uid)}, nil)
+		Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		t.Fatalf("connect to gsvfs mcp serve as host uid %d: %v", uid, err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	return cs
+	return cs, cmd
 }
 
 // serveCmd is `gsvfs mcp serve` on the daemon's socket as host uid uid.
@@ -539,5 +547,29 @@ func TestE2EMCPServeInspector(t *testing.T) {
 				t.Fatalf("bob's fs.read of alice's secret: %s, want the tool error %q", out, e.bobSecretErr)
 			}
 		})
+	}
+}
+
+// TestE2EMCPServeDaemonGone checks that gsvfs mcp serve fails its calls
+// and ends, saying so, when the daemon goes away.
+func TestE2EMCPServeDaemonGone(t *testing.T) {
+	e := startMCPEnv(t)
+	cs, cmd := e.stdioCmd(t, aliceHost)
+	if _, isErr := callText(t, cs, "fs.read", map[string]any{"path": e.secret}); isErr {
+		t.Fatal("alice's fs.read failed")
+	}
+	e.d.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), liveness)
+	defer cancel()
+	if r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs.read", Arguments: map[string]any{"path": e.secret}}); err == nil {
+		t.Fatalf("a call after the daemon went passed: %+v", r)
+	}
+	stderr := cmd.Stderr.(*syncBuffer)
+	deadline := time.Now().Add(liveness)
+	for !strings.Contains(stderr.String(), "gsvfs: lost the daemon at unix!"+e.d.sock) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gsvfs mcp serve did not end saying it lost the daemon; stderr: %q", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -116,16 +116,16 @@ func editedArgs(toolName string, raw json.RawMessage) (json.RawMessage, error) {
 	}
 	var need, field string
 	switch t.syscall {
-	case "fs.write":
+	case abi.FsWrite.Name:
 		var a abi.FSWriteArgs
 		err, need, field = abi.DecodeArgs(args, &a), a.Path, "path"
-	case "fs.edit":
+	case abi.FsEdit.Name:
 		var a abi.FSEditArgs
 		err, need, field = abi.DecodeArgs(args, &a), a.Path, "path"
-	case "fs.delete":
+	case abi.FsDelete.Name:
 		var a abi.FSDeleteArgs
 		err, need, field = abi.DecodeArgs(args, &a), a.Path, "path"
-	case "shell.exec":
+	case abi.ShellExec.Name:
 		var a abi.ShellExecArgs
 		err, need, field = abi.DecodeArgs(args, &a), a.Input, "command"
 	default:

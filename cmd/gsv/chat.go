@@ -216,10 +216,8 @@ func (w *runWatch) follow() (finish, error) {
 // whose payload is not its signal's is skipped.
 func (w *runWatch) event(ev event) (f finish, done bool) {
 	switch ev.Signal {
-	case "events.lost": // the kernel's: its reader fell behind
-		var p struct {
-			Dropped uint64 `json:"dropped"`
-		}
+	case abi.SigEventsLost.Name: // the kernel's: its reader fell behind
+		var p abi.EventsLost
 		if json.Unmarshal(ev.Payload, &p) == nil {
 			w.endLine()
 			fmt.Fprintf(w.errOut, "gsv: %d events lost\n", p.Dropped)

@@ -288,6 +288,19 @@ func TestE2EMCPServe(t *testing.T) {
 		})
 	}
 
+	t.Run("oauth-callback", func(t *testing.T) {
+		// The HTTP listener also serves the MCP room's OAuth callback.
+		resp, err := http.Get(strings.TrimSuffix(e.url, "/mcp") + "/oauth/callback?state=nobody&code=x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "no sign-in is waiting") {
+			t.Fatalf("GET /oauth/callback on --http: %s %s", resp.Status, body)
+		}
+	})
+
 	t.Run("bearer", func(t *testing.T) {
 		post := func(auth, body string) (int, http.Header, string) {
 			req, _ := http.NewRequest(http.MethodPost, e.url, strings.NewReader(body))

@@ -25,8 +25,10 @@ import (
 	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/devices"
 	"gsvfs.dev/gsvfs/devices/local"
+	"gsvfs.dev/gsvfs/devices/local/sandbox"
 	"gsvfs.dev/gsvfs/ipc"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/mcp"
 	"gsvfs.dev/gsvfs/ninep"
 	"gsvfs.dev/gsvfs/notify"
 	"gsvfs.dev/gsvfs/ns"
@@ -143,6 +145,18 @@ func codeModeWorker() []string {
 	return []string{exe, "codemode-worker"}
 }
 
+// codeModeGroup is the cpu cgroup the CodeMode workers are born in
+// (sandbox.WorkerGroup), or "" where there is none: the workers then run
+// at their nice alone.
+func codeModeGroup(log *slog.Logger) string {
+	dir, err := sandbox.Group(sandbox.WorkerGroup)
+	if err != nil {
+		log.Info("codemode: no cpu cgroup for the workers; they run at nice alone", "err", err)
+		return ""
+	}
+	return dir
+}
+
 // DefaultStateDir is $GSV_STATE, else ~/.local/share/gsv.
 func DefaultStateDir() string {
 	if s := os.Getenv("GSV_STATE"); s != "" {
@@ -214,11 +228,14 @@ func run(ctx context.Context, o options, mountDir string) error {
 	}{
 		{"devices", func() (ns.Room, error) { return dev, nil }},
 		{"processes", func() (ns.Room, error) {
-			return proc.Open(space, proc.Options{Logger: log, CodeModeWorker: codeModeWorker()})
+			return proc.Open(space, proc.Options{Logger: log, CodeModeWorker: codeModeWorker(), CodeModeGroup: codeModeGroup(log)})
 		}},
 		{"ipc", func() (ns.Room, error) { return ipc.Open(space, ipc.Options{Logger: log}) }},
 		{"scheduler", func() (ns.Room, error) { return sched.Open(space, sched.Options{Logger: log}) }},
 		{"notifications", func() (ns.Room, error) { return notify.Open(space, notify.Options{Logger: log}) }},
+		{"mcp", func() (ns.Room, error) {
+			return mcp.Open(space, mcp.Options{Logger: log, Version: Version, CallbackOrigin: callbackOrigin(o)})
+		}},
 	}
 	for _, r := range rooms {
 		room, err := r.open()
@@ -257,7 +274,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 	// still unauthenticated at the auth deadline (ninep.Gate).
 	gate := &ninep.Gate{Max: preAuthCap(o.preAuthMax, log), MaxPerPeer: noLimit(o.preAuthPerHost), Timeout: noLimit(o.authTimeout), Logger: log}
 	for _, addr := range o.listen {
-		l, err := listenDial(addr, o, gate)
+		l, err := listenDial(addr, o, gate, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)})
 		if err != nil {
 			return err
 		}
@@ -273,8 +290,8 @@ func run(ctx context.Context, o options, mountDir string) error {
 		if err != nil {
 			return err
 		}
-		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp")
-		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel)
+		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath)
+		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)})
 		if err != nil {
 			hl.Close()
 			return err
@@ -371,8 +388,9 @@ func preAuthCap(n int, log *slog.Logger) int {
 // tls!host!port (with --tls-cert and --tls-key), ws!host!port or
 // wss!host!port (9P over a WebSocket at ninep.WSPath, wss with TLS), or
 // unix!path. The sockets' connections are admitted to gate (beneath TLS
-// and WebSocket, whose handshakes it bounds too).
-func listenDial(addr string, o options, gate *ninep.Gate) (net.Listener, error) {
+// and WebSocket, whose handshakes it bounds too). A WebSocket listener
+// serves routes too (plain HTTP: the OAuth callback).
+func listenDial(addr string, o options, gate *ninep.Gate, routes ...ninep.Route) (net.Listener, error) {
 	f := strings.Split(addr, "!")
 	switch {
 	case len(f) == 3 && (f[0] == "tcp" || f[0] == "net" || f[0] == "tls" || f[0] == "ws" || f[0] == "wss"):
@@ -400,7 +418,7 @@ func listenDial(addr string, o options, gate *ninep.Gate) (net.Listener, error) 
 			l = tls.NewListener(l, conf)
 		}
 		if f[0] == "ws" || f[0] == "wss" {
-			l = ninep.ListenWS(l)
+			l = ninep.ListenWS(l, routes...)
 		}
 		return l, nil
 	case len(f) == 2 && f[0] == "unix":
@@ -411,6 +429,35 @@ func listenDial(addr string, o options, gate *ninep.Gate) (net.Listener, error) 
 		return gate.Listen(l), nil
 	}
 	return nil, errors.New("--listen " + addr + ": want tcp!host!port, tls!host!port, ws!host!port or wss!host!port")
+}
+
+// callbackOrigin is the origin of the OAuth callback (/oauth/callback):
+// that of the first ws!host!port or wss!host!port listener whose host is
+// named (http for ws, which the MCP room allows only on loopback), else
+// that of --http when its host is named (https with --tls-cert), ""
+// for none (then a server signs in only with its own callbackHost).
+func callbackOrigin(o options) string {
+	for _, addr := range o.listen {
+		f := strings.Split(addr, "!")
+		if len(f) != 3 || f[1] == "*" || f[1] == "" || f[0] != "ws" && f[0] != "wss" {
+			continue
+		}
+		scheme := "http"
+		if f[0] == "wss" {
+			scheme = "https"
+		}
+		return scheme + "://" + net.JoinHostPort(f[1], f[2])
+	}
+	if host, port, err := net.SplitHostPort(o.http); err == nil && host != "" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+			scheme := "http"
+			if o.tlsCert != "" {
+				scheme = "https"
+			}
+			return scheme + "://" + net.JoinHostPort(host, port)
+		}
+	}
+	return ""
 }
 
 // unixPeer identifies a unix-socket peer by SO_PEERCRED.

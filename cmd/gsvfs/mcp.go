@@ -21,6 +21,7 @@ import (
 
 	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/mcpserve"
+	"gsvfs.dev/gsvfs/ninep"
 )
 
 // mcpCmd is gsvfs mcp: gsvfs as an MCP server.
@@ -216,10 +217,11 @@ func loopback(host string) bool {
 }
 
 // serveHTTP serves the daemon's HTTP listener on l until ctx ends: /mcp
-// (mcpserve.Handler, as each request's bearer token). Every request's
+// (mcpserve.Handler, as each request's bearer token) and routes (the
+// OAuth callback of the MCP room's servers). Every request's
 // context ends with ctx; the returned wait waits for the server and its
 // handlers to end.
-func serveHTTP(ctx context.Context, l net.Listener, k *kernel.Kernel, log *slog.Logger, level string) (wait func(), err error) {
+func serveHTTP(ctx context.Context, l net.Listener, k *kernel.Kernel, log *slog.Logger, level string, routes ...ninep.Route) (wait func(), err error) {
 	h, err := mcpserve.Handler(mcpserve.HTTPOptions{
 		Options:      mcpserve.Options{Version: Version, Logger: sdkLogger(level)},
 		Authenticate: mcpAuthenticate(k),
@@ -229,6 +231,9 @@ func serveHTTP(ctx context.Context, l net.Listener, k *kernel.Kernel, log *slog.
 	}
 	mux := http.NewServeMux()
 	mux.Handle(mcpserve.Path, h)
+	for _, r := range routes {
+		mux.Handle(r.Path, r.Handler)
+	}
 	var handlers inflight
 	hs := &http.Server{
 		Handler:           handlers.wrap(mux),

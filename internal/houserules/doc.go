@@ -3,7 +3,7 @@
 // source_test.go and docs/hardening.md, The house):
 //
 //   - no string literal outside abi and the frame decoder is a syscall's
-//     or a signal's name (the files still being converted are listed);
+//     or a signal's name (Migrate's component names aside);
 //   - no SQL outside kernel/ writes the kernel's tables;
 //   - map[string]any outside tests is counted and bounded.
 //
@@ -11,14 +11,14 @@
 //
 //   - kernel and kernel/kerneltest import no vfs, transport, namespace or
 //     room (vfs, vfs/..., ninep, ns, proc, ipc, sched, devices,
-//     devices/..., notify);
+//     devices/..., notify, mcp);
 //   - vfs, vfs/... and ninep import nothing of GSV but each other;
-//   - the rooms, proc, ipc, sched, devices (with devices/...) and notify,
-//     never import each other;
+//   - the rooms, proc, ipc, sched, devices (with devices/...), notify
+//     and mcp, never import each other;
 //     the one exception is wiring in tests, which stand a system up as
 //     gsvfs does and reach the rooms only through the dispatcher: the
-//     tests of proc, ipc and sched, the devices room (the real data tree
-//     their files live in); proc's, the ipc room (processes that talk);
+//     tests of proc, ipc, sched and mcp, the devices room (the real data
+//     tree their files live in, exec sessions); proc's, the ipc room (processes that talk);
 //     ipc's, the process room (the processes that talk); sched's tests
 //     never import proc;
 //   - devices/local links no kernel and no SQLite (outside its tests): it

@@ -58,17 +58,18 @@ type rule struct {
 
 // rooms are the rooms: each one part of the system, registered with the
 // namespace (ns.Room), meeting the others only in the dispatcher.
-var rooms = []string{"proc", "ipc", "sched", "devices", "notify"}
+var rooms = []string{"proc", "ipc", "sched", "devices", "notify", "mcp"}
 
 // wiring reports whether the tests of self may stand the room dep up, as
 // gsvfs does, to reach it through the dispatcher: the devices room (the
-// real data tree) for the tests of proc, ipc and sched; the ipc room for
+// real data tree, exec sessions) for the tests of proc, ipc, sched and
+// mcp; the ipc room for
 // proc's (processes that talk); the process room for ipc's (the
 // processes that talk, their model scripted).
 func wiring(self, dep string) bool {
 	switch {
 	case under(dep, "devices"):
-		return under(self, "proc", "ipc", "sched")
+		return under(self, "proc", "ipc", "sched", "mcp")
 	case under(dep, "ipc"):
 		return under(self, "proc")
 	case under(dep, "proc"):
@@ -91,7 +92,7 @@ var rules = []rule{
 		forbid: func(_, dep string, _ bool) bool { return !under(dep, "vfs", "ninep") },
 	},
 	{
-		name:  "the rooms (proc, ipc, sched, devices, notify) never import each other",
+		name:  "the rooms (proc, ipc, sched, devices, notify, mcp) never import each other",
 		binds: func(p string) bool { return under(p, rooms...) },
 		forbid: func(self, dep string, test bool) bool {
 			if test && wiring(self, dep) {

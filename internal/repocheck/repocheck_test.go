@@ -175,7 +175,7 @@ func TestMakeRunPassesArgs(t *testing.T) {
 }
 
 // No tracked text file keeps a merge's conflict markers: a line that
-// begins "<<<<<<< ", "=======" alone or ">>>>>>> " between them.
+// begins "<<<<<<< " or ">>>>>>> ".
 func TestNoConflictMarkers(t *testing.T) {
 	out, err := exec.Command("git", "-C", root, "ls-files").Output()
 	if err != nil {

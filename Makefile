@@ -106,6 +106,8 @@ fuzz:
 	$(call fuzz1,FuzzParseQuota,./devices/local)
 	$(call fuzz1,FuzzSpawnArgs,./abi)
 	$(call fuzz1,FuzzFrames,./abi)
+	$(call fuzz1,FuzzProcURI,./mcpserve)
+	$(call fuzz1,FuzzBearer,./mcpserve)
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server, ssh and sshfs, and for

@@ -60,7 +60,9 @@ type options struct {
 
 	preAuthMax, preAuthPerHost int // ninep.Gate.Max and MaxPerPeer of the --listen listeners
 
-	tlsCert, tlsKey string // the certificate and key of tls!host!port listeners
+	tlsCert, tlsKey string // the certificate and key of tls!host!port listeners (and of --http)
+
+	http string // --http host:port: the HTTP listener (/mcp)
 }
 
 func rootCmd() *cobra.Command {
@@ -99,6 +101,7 @@ func rootCmd() *cobra.Command {
 		},
 	}
 	mount.Flags().BoolVar(&o.debug, "fuse-debug", false, "log every FUSE request")
+	httpFlag(mount, &o)
 	mount.Flags().StringVar(&ro.kernel, "kernel", "", "mount the namespace of the kernel at this 9P dial string (tcp!host!port, tls!host!port, unix!path) instead of running one")
 	mount.Flags().StringVar(&ro.tlsCA, "tls-ca", "", "with --kernel tls!...: trust the PEM certificates in this file ($GSV_TLS_CA; default: the system's roots)")
 	mount.Flags().StringVar(&ro.token, "token", "", "with --kernel: the token to attach with; $GSV_TOKEN (none: a unix socket's peer credentials)")
@@ -111,6 +114,7 @@ func rootCmd() *cobra.Command {
 			return run(cmd.Context(), o, "")
 		},
 	}
+	httpFlag(serve, &o)
 	worker := &cobra.Command{
 		Use:    "codemode-worker",
 		Short:  "Run one CodeMode block (the daemon starts it; JSON lines on stdin and stdout)",
@@ -120,7 +124,7 @@ func rootCmd() *cobra.Command {
 			os.Exit(codemode.WorkerMain())
 		},
 	}
-	root.AddCommand(mount, serve, deviceCmd(), worker)
+	root.AddCommand(mount, serve, deviceCmd(), mcpCmd(&o), worker)
 	return root
 }
 
@@ -230,7 +234,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 		{"scheduler", func() (ns.Room, error) { return sched.Open(space, sched.Options{Logger: log}) }},
 		{"notifications", func() (ns.Room, error) { return notify.Open(space, notify.Options{Logger: log}) }},
 		{"mcp", func() (ns.Room, error) {
-			return mcp.Open(space, mcp.Options{Logger: log, Version: Version, CallbackOrigin: callbackOrigin(o.listen)})
+			return mcp.Open(space, mcp.Options{Logger: log, Version: Version, CallbackOrigin: callbackOrigin(o)})
 		}},
 	}
 	for _, r := range rooms {
@@ -279,6 +283,20 @@ func run(ctx context.Context, o options, mountDir string) error {
 		serving.Go(func() {
 			srv.Serve(serveCtx, l, func(net.Conn) vfs.Peer { return vfs.Peer{Transport: "9p-tcp", HostUID: -1, HostGID: -1} })
 		})
+	}
+
+	if o.http != "" {
+		hl, err := listenHTTP(o.http, o)
+		if err != nil {
+			return err
+		}
+		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath)
+		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)})
+		if err != nil {
+			hl.Close()
+			return err
+		}
+		serving.Go(wait)
 	}
 
 	var fsrv *fusefs.Server
@@ -415,10 +433,11 @@ func listenDial(addr string, o options, gate *ninep.Gate, routes ...ninep.Route)
 
 // callbackOrigin is the origin of the OAuth callback (/oauth/callback):
 // that of the first ws!host!port or wss!host!port listener whose host is
-// named (http for ws, which the MCP room allows only on loopback), ""
+// named (http for ws, which the MCP room allows only on loopback), else
+// that of --http when its host is named (https with --tls-cert), ""
 // for none (then a server signs in only with its own callbackHost).
-func callbackOrigin(listen []string) string {
-	for _, addr := range listen {
+func callbackOrigin(o options) string {
+	for _, addr := range o.listen {
 		f := strings.Split(addr, "!")
 		if len(f) != 3 || f[1] == "*" || f[1] == "" || f[0] != "ws" && f[0] != "wss" {
 			continue
@@ -428,6 +447,15 @@ func callbackOrigin(listen []string) string {
 			scheme = "https"
 		}
 		return scheme + "://" + net.JoinHostPort(f[1], f[2])
+	}
+	if host, port, err := net.SplitHostPort(o.http); err == nil && host != "" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+			scheme := "http"
+			if o.tlsCert != "" {
+				scheme = "https"
+			}
+			return scheme + "://" + net.JoinHostPort(host, port)
+		}
 	}
 	return ""
 }

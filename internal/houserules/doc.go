@@ -31,6 +31,9 @@
 //     view of the namespace they check;
 //   - cmd/gsv imports of GSV only abi, and ninep's 9P client (with the
 //     vfs that ninep imports) for mounts;
+//   - mcpserve (gsvfs as an MCP server) imports of GSV only abi,
+//     abi/schema and ninep's 9P client (with its vfs); its tests also
+//     vfs/vfstest: it is a transport onto the dispatcher, no room;
 //   - abi/schema imports of GSV only abi;
 //   - abi imports nothing of GSV.
 //

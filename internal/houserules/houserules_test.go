@@ -156,6 +156,21 @@ var rules = []rule{
 		},
 	},
 	{
+		// The MCP server is a transport onto the dispatcher: it makes
+		// syscalls through a Caller (a 9P connection's /sys/rpc, or the
+		// kernel's Serve that gsvfs gives it), by abi descriptors with
+		// abi/schema's schemas; it knows no kernel, namespace or room.
+		// Its tests serve a vfs tree over ninep.
+		name:  "mcpserve imports of GSV only abi (and its schemas) and ninep's client",
+		binds: func(p string) bool { return p == "mcpserve" },
+		forbid: func(_, dep string, test bool) bool {
+			if test && dep == "vfs/vfstest" {
+				return false
+			}
+			return dep != "abi" && dep != "abi/schema" && dep != "ninep" && dep != "vfs"
+		},
+	},
+	{
 		// CodeMode is a library: it runs a JavaScript block in a worker
 		// process and serves its nested calls through a function it is
 		// given. It knows no kernel, namespace, vfs or room, and links

@@ -98,7 +98,7 @@ func newFairState(rate bool) fairState {
 // at one minute start as the running bound lets them; 256 (the default
 // schedule limit) due at once all start within 13 s.
 const (
-	fireRate  = 10
+	fireRate  = 4
 	fireBurst = 128
 )
 

@@ -28,8 +28,11 @@ run: deps build
 # mount needs nothing (direct mount); otherwise fusermount3 (Debian fuse3).
 # setpriv (util-linux) runs the permission tests as other host uids; rsync
 # and python3-venv are tools the tree-walker and links tests drive;
-# bubblewrap is the sandbox of exec sessions.
+# bubblewrap is the sandbox of exec sessions; nodejs and npm run the
+# reference MCP servers, which the mcp tests install from npm.
 DEBS := $(if $(shell command -v fusermount3),,fuse3) \
+	$(if $(shell command -v node),,nodejs) \
+	$(if $(shell command -v npm),,npm) \
 	$(if $(shell command -v setpriv),,util-linux) \
 	$(if $(shell command -v rsync),,rsync) \
 	$(if $(shell command -v bwrap),,bubblewrap) \
@@ -96,12 +99,16 @@ fuzz:
 	$(call fuzz1,FuzzCtlExec,./ns)
 	$(call fuzz1,FuzzParseFinite,./abi)
 	$(call fuzz1,FuzzRunVerbs,./proc)
+	$(call fuzz1,FuzzServerName,./mcp)
+	$(call fuzz1,FuzzCheckURL,./mcp)
 	$(call fuzz1,FuzzAnswer,./devices)
 	$(call fuzz1,FuzzDecodeSchedule,./sched)
 	$(call fuzz1,FuzzParseQuota,./devices/local)
 	$(call fuzz1,FuzzSpawnArgs,./abi)
 	$(call fuzz1,FuzzFrames,./abi)
 	$(call fuzz1,FuzzFSReadResult,./abi)
+	$(call fuzz1,FuzzProcURI,./mcpserve)
+	$(call fuzz1,FuzzBearer,./mcpserve)
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server, ssh and sshfs, and for

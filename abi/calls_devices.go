@@ -29,6 +29,10 @@ var (
 		Doc: "Runs a command in an exec session and answers its exit and output when it ends."}
 	ProcessExecStart = Call[ExecArgs, *SessionInfo]{Name: "process.exec.start", Grant: Users, Flags: Internal,
 		Doc: "Starts a command in an exec session and answers at once (a session's ctl file)."}
+	ProcessExecPipe = Call[ExecArgs, ExecPipe]{Name: "process.exec.pipe", Grant: Users, Flags: Internal,
+		Doc: "Starts a command in an exec session with its stdin and stdout held open to the caller (a stdio MCP server)."}
+	ProcessCapGet = Call[struct{}, *ProcessCap]{Name: "process.cap.get", Grant: Users, Flags: Internal,
+		Doc: "The caller's process capability: the default narrowed by config and by the caller's token or process."}
 	ProcessSessionSignal = Call[SessionSignalArgs, *SessionSignalResult]{Name: "process.session.signal", Grant: Users,
 		Doc: "Signals an exec session's command (term, kill, int), or ends the session."}
 	ProcessSessionList = Call[SessionListArgs, *SessionListResult]{Name: "process.session.list", Grant: Users,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -40,6 +41,11 @@ type SpawnArgs struct {
 	Budget    *RunBudget `json:"budget,omitempty"`
 	Supervise bool       `json:"supervise,omitempty"`
 	GraceMs   int64      `json:"graceMs,omitempty"`
+	// McpServers (ours) narrows which of its owner's MCP servers the
+	// process sees, by name, for its life: absent (nil) all of them, an
+	// empty list none. A process spawned by a process sees at most its
+	// spawner's (McpAllowed).
+	McpServers *[]string `json:"mcpServers,omitempty"`
 }
 
 // Where the seed's fields that are not built yet are planned: the text
@@ -264,6 +270,50 @@ type Process struct {
 	// process does, for its life: the narrowing of whoever spawned it
 	// (a token's --process, a narrowed run's). Absent: none.
 	Cap *ProcessCap `json:"processCap,omitempty"`
+	// McpServers (ours) are the names of the owner's MCP servers the
+	// process sees: absent all, an empty list none (SpawnArgs).
+	McpServers *[]string `json:"mcpServers,omitempty"`
+}
+
+// McpAllowed reports whether a process narrowed to servers (nil: none
+// narrows) sees the MCP server called name.
+func McpAllowed(servers *[]string, name string) bool {
+	return servers == nil || slices.Contains(*servers, name)
+}
+
+// McpServerList is servers as a status shows it: "*" for all (nil),
+// "-" for none, else the names joined by commas.
+func McpServerList(servers *[]string) string {
+	switch {
+	case servers == nil:
+		return "*"
+	case len(*servers) == 0:
+		return "-"
+	}
+	return strings.Join(*servers, ",")
+}
+
+// NarrowMcp is what both a and b allow of the MCP servers (nil: all):
+// the names in both, in a's order. The result shares no memory with
+// either.
+func NarrowMcp(a, b *[]string) *[]string {
+	switch {
+	case a == nil && b == nil:
+		return nil
+	case a == nil:
+		out := slices.Clone(*b)
+		return &out
+	case b == nil:
+		out := slices.Clone(*a)
+		return &out
+	}
+	out := []string{}
+	for _, n := range *a {
+		if slices.Contains(*b, n) && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return &out
 }
 
 // ProcStatusRecord is what /proc/<pid>/status shows: the record of a process
@@ -271,9 +321,11 @@ type Process struct {
 // and the count of its queued messages. Unset names are "-".
 type ProcStatusRecord struct {
 	// Created is RFC 3339, UTC.
-	Created   string `json:"created"`
-	Cwd       string `json:"cwd"`
-	Label     string `json:"label"`
+	Created string `json:"created"`
+	Cwd     string `json:"cwd"`
+	Label   string `json:"label"`
+	// Mcp is the MCP servers the process sees (McpServerList).
+	Mcp       string `json:"mcp"`
 	Parent    string `json:"parent"`
 	Pid       string `json:"pid"`
 	Profile   string `json:"profile"`
@@ -421,4 +473,38 @@ type CheckpointResult struct {
 // SetIdentityResult is proc.setidentity's result.
 type SetIdentityResult struct {
 	OK bool `json:"ok"`
+}
+
+// CheckMcpServers checks the names of a SpawnArgs.McpServers list: at
+// most 100, each a server's name (not empty, at most 128 bytes of UTF-8,
+// no "/", ",", control or space character).
+func CheckMcpServers(servers *[]string) error {
+	if servers == nil {
+		return nil
+	}
+	if len(*servers) > 100 {
+		return E(Invalid, "mcpServers: at most 100 servers")
+	}
+	for _, n := range *servers {
+		if len(n) > 128 {
+			return E(Invalid, "mcpServers: a name is longer than 128 bytes")
+		}
+		if n == "" || !utf8.ValidString(n) || n == "." || n == ".." ||
+			strings.IndexFunc(n, func(r rune) bool { return r == '/' || r == ',' || unicode.IsControl(r) || unicode.IsSpace(r) }) >= 0 {
+			return E(Invalid, "mcpServers: "+quote(n)+" is not an MCP server's name")
+		}
+	}
+	return nil
+}
+
+// ParseMcpServers is the list a gsv spawn --mcp or a ctl line's mcp=
+// gives: names separated by commas ("" is none).
+func ParseMcpServers(s string) *[]string {
+	out := []string{}
+	for _, n := range strings.Split(s, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return &out
 }

@@ -69,6 +69,11 @@ type ScheduleState struct {
 	LastDurationMs *int64  `json:"lastDurationMs"`
 	RunCount       int64   `json:"runCount"`
 	Attempt        int     `json:"attempt"`
+	// WaitingSinceMs (ours) is when the schedule, due, entered its
+	// owner's queue, while it waits there to start: held back by its
+	// owner's runs under way or fire rate (docs/scheduler.md, "The
+	// engine"). Absent when it does not wait.
+	WaitingSinceMs *int64 `json:"waitingSinceMs,omitempty"`
 }
 
 // Schedule is the seed's ScheduleRecord with the principals and policies

@@ -103,6 +103,17 @@ type WatchTool struct {
 	TTLMs     int64  `json:"ttlMs,omitempty"`
 }
 
+// McpTool is the Mcp tool's arguments: without Tool, a search of the
+// owner's MCP tools (sys.mcp.tools, of Server alone if given); with
+// Server and Tool, a call (sys.mcp.call).
+type McpTool struct {
+	Search    string          `json:"search,omitempty" jsonschema:"words to find in the tools' names and descriptions ('' lists them)"`
+	Server    string          `json:"server,omitempty" jsonschema:"the MCP server: to call one of its tools, or to search only its tools"`
+	Tool      string          `json:"tool,omitempty" jsonschema:"the tool to call"`
+	Arguments json.RawMessage `json:"arguments,omitempty" jsonschema:"the tool's arguments, a JSON object as its input schema says"`
+	TimeoutMs int64           `json:"timeoutMs,omitempty"`
+}
+
 // CodeModeTool is the CodeMode tool's arguments (codemode.exec).
 type CodeModeTool struct {
 	Code      string `json:"code" jsonschema:"the body of an async JavaScript function"`

@@ -10,7 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"runtime"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -31,18 +31,18 @@ func Run(ctx context.Context, worker []string, req Request, call CallFunc) (*Res
 	if len(worker) == 0 {
 		return nil, errors.New("codemode: no worker command")
 	}
-	res, p, err := runFresh(ctx, worker, req, call)
+	res, p, err := runFresh(ctx, worker, nil, req, call)
 	if p != nil {
 		p.kill()
 	}
 	return res, err
 }
 
-// runFresh starts a worker as argv, waits until it is ready and runs req
-// on it (see Run). The caller ends the worker it returns (nil when none
-// started).
-func runFresh(ctx context.Context, argv []string, req Request, call CallFunc) (*Result, *process, error) {
-	p, err := startWorker(argv)
+// runFresh starts a worker as argv (from l, if not nil: startWorker),
+// waits until it is ready and runs req on it (see Run). The caller ends
+// the worker it returns (nil when none started).
+func runFresh(ctx context.Context, argv []string, l *launcher, req Request, call CallFunc) (*Result, *process, error) {
+	p, err := startWorker(argv, l)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -59,11 +59,18 @@ func runFresh(ctx context.Context, argv []string, req Request, call CallFunc) (*
 // start. Each worker runs one block: nothing of one run is left for the
 // next. The worker that replaces a warm one starts when the run that took
 // it ends, so that its start does not compete with the run.
+//
+// A Runner starts its workers from a launcher: one OS thread of its own,
+// made workerNice steps nicer and moved once into the Runner's cpu cgroup
+// (RunnerOptions.CPUGroup), so that every worker is born there and at
+// that priority (see launcher).
 type Runner struct {
-	argv []string
-	log  *slog.Logger
+	argv  []string
+	log   *slog.Logger
+	group string // the workers' cpu cgroup (v1) directory; "": none
 
-	once     sync.Once      // starts fill at the first Run
+	once     sync.Once      // starts fill and the launcher at the first Run
+	launch   *launcher      // starts the workers, made by once
 	ready    chan *process  // warm workers, handed from fill to a Run
 	want     chan time.Time // one per warm worker fill is to start, not before its time
 	stop     chan struct{}  // closed by Close
@@ -73,13 +80,35 @@ type Runner struct {
 	starting *process // the worker fill waits for, killed by Close
 }
 
-// NewRunner returns a Runner of workers started as argv. It starts no
-// process until its first Run.
+// RunnerOptions configure a Runner.
+type RunnerOptions struct {
+	// Log gets the Runner's warnings; nil is slog.Default().
+	Log *slog.Logger
+	// CPUGroup, if not "", is the directory of a cpu cgroup (v1) that
+	// every worker of the Runner is born in: its launcher thread moves
+	// itself into it once, before its first start. The daemon gives the
+	// group a small weight (the sandboxes' group), so that all the
+	// blocks that run at once, whoever runs them, weigh about one
+	// background task against the daemon's service of every user. A
+	// group the launcher cannot join is logged, and the workers run at
+	// their nice alone.
+	CPUGroup string
+}
+
+// NewRunner returns a Runner of workers started as argv, with log, in no
+// cpu cgroup of its own. It starts no process until its first Run.
 func NewRunner(argv []string, log *slog.Logger) *Runner {
+	return NewRunnerWith(argv, RunnerOptions{Log: log})
+}
+
+// NewRunnerWith returns a Runner of workers started as argv, configured
+// by o. It starts no process (and no thread) until its first Run.
+func NewRunnerWith(argv []string, o RunnerOptions) *Runner {
+	log := o.Log
 	if log == nil {
 		log = slog.Default()
 	}
-	r := &Runner{argv: argv, log: log, ready: make(chan *process, warmWorkers), want: make(chan time.Time, warmWorkers), stop: make(chan struct{})}
+	r := &Runner{argv: argv, log: log, group: o.CPUGroup, ready: make(chan *process, warmWorkers), want: make(chan time.Time, warmWorkers), stop: make(chan struct{})}
 	for range warmWorkers {
 		r.want <- time.Time{}
 	}
@@ -108,6 +137,15 @@ func (r *Runner) Run(ctx context.Context, req Request, call CallFunc) (*Result, 
 		return nil, errors.New("codemode: the runner is closed")
 	}
 	r.once.Do(func() {
+		tasks := ""
+		if r.group != "" {
+			tasks = filepath.Join(r.group, "tasks")
+		}
+		var moveErr error
+		r.launch, moveErr = newLauncher(tasks)
+		if moveErr != nil {
+			r.log.Warn("codemode: the workers run outside their cpu cgroup, at nice alone", "group", r.group, "error", moveErr)
+		}
 		r.wg.Add(1)
 		go r.fill()
 	})
@@ -126,7 +164,7 @@ func (r *Runner) Run(ctx context.Context, req Request, call CallFunc) (*Result, 
 		r.log.Warn("codemode: a warm worker died before it ran its block; starting another", "error", res.Error)
 	default:
 	}
-	res, p, err := runFresh(ctx, r.argv, req, call)
+	res, p, err := runFresh(ctx, r.argv, r.launch, req, call)
 	if p != nil {
 		r.reap(p)
 	}
@@ -188,7 +226,7 @@ func (r *Runner) fill() {
 
 // startWarm starts a worker and waits until it is ready for a request.
 func (r *Runner) startWarm() (*process, error) {
-	p, err := startWorker(r.argv)
+	p, err := startWorker(r.argv, r.launch)
 	if err != nil {
 		return nil, err
 	}
@@ -229,6 +267,11 @@ func (r *Runner) Close() error {
 		case p := <-r.ready:
 			p.kill()
 		default:
+			// The launcher's thread ends once the workers of the runs
+			// under way have ended.
+			if r.launch != nil {
+				r.launch.close()
+			}
 			return nil
 		}
 	}
@@ -246,10 +289,11 @@ type process struct {
 	closed sync.Once
 }
 
-// startWorker starts a worker as argv. Its stdin and stdout are blocking
-// pipes: a nested call's round trip wakes the reader's thread directly,
-// not through the poller.
-func startWorker(argv []string) (*process, error) {
+// startWorker starts a worker as argv: from launcher l, or, when l is
+// nil, from an OS thread of its own made for it (hold). Its stdin and
+// stdout are blocking pipes: a nested call's round trip wakes the
+// reader's thread directly, not through the poller.
+func startWorker(argv []string, l *launcher) (*process, error) {
 	inR, inW, err := blockingPipe()
 	if err != nil {
 		return nil, fmt.Errorf("codemode: %w", err)
@@ -265,15 +309,19 @@ func startWorker(argv []string) (*process, error) {
 	cmd.Dir = "/"
 	cmd.WaitDelay = time.Second
 	cmd.Stdin, cmd.Stdout = inR, outW
-	// A worker dies with the daemon, even one killed outright: see hold,
-	// and WorkerMain, which arms the signal again once it has dropped its
-	// privileges (a change of credentials clears it).
+	// A worker dies with the daemon, even one killed outright: see hold
+	// and launcher, and WorkerMain, which arms the signal again once it
+	// has dropped its privileges (a change of credentials clears it).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p := &process{cmd: cmd, in: inW, outF: outR, out: bufio.NewReaderSize(outR, 64<<10), stderr: &tail{max: stderrKeep}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
-	started := make(chan error, 1)
-	goOwnThread(func() { p.hold(started) })
-	err = <-started
+	if l != nil {
+		err = l.start(p)
+	} else {
+		started := make(chan error, 1)
+		goOwnThread(func() { p.hold(started) })
+		err = <-started
+	}
 	inR.Close()
 	outW.Close()
 	if err != nil {
@@ -310,75 +358,6 @@ func (p *process) awaitReady() error {
 		return fmt.Errorf("worker's first line does not say it is ready: %.80q", b)
 	}
 	return nil
-}
-
-// hold starts the worker, reports the start on started and waits for
-// the worker's end, on an OS thread of its own (goOwnThread) for the
-// worker's whole life, which ends with it: the worker's parent-death
-// signal (Pdeathsig) fires when the thread that started it ends. The
-// thread is made workerNice steps nicer before the fork, so that the
-// worker is born at that priority; no other goroutine ever runs on it.
-// The goroutine is the worker's: it ends when the worker does, which
-// kill brings about.
-func (p *process) hold(started chan<- error) {
-	defer close(p.exited)
-	if err := lowerThread(workerNice); err != nil {
-		p.werr = fmt.Errorf("worker priority: %w", err)
-		started <- p.werr
-		return
-	}
-	if err := p.cmd.Start(); err != nil {
-		p.werr = err
-		started <- err
-		return
-	}
-	started <- nil
-	p.werr = p.cmd.Wait()
-}
-
-// workerNice is how many steps nicer than the daemon a worker runs (at
-// most nice 19): its block's CPU comes after the daemon's service of
-// every other caller (nice is weighted: 10 steps give about a tenth of
-// the weight of the daemon's threads). It is set on the starting thread
-// before the fork (nice is per thread on Linux, and a child inherits its
-// thread's), so no instruction of a worker runs at the daemon's
-// priority, and a worker (or its block) cannot take it back: that needs
-// CAP_SYS_NICE.
-const workerNice = 10
-
-// goOwnThread runs f in a new goroutine locked to an OS thread that is
-// not the process's main thread, and that ends when f returns: f may
-// change the thread's priority, and what the thread started dies with it
-// (Pdeathsig). The runtime does not end the main thread (it parks it for
-// good), so a goroutine that finds itself on it holds it while another
-// takes over, and leaves it as it found it.
-func goOwnThread(f func()) {
-	go func() {
-		runtime.LockOSThread() // never unlocked but on the main thread
-		if unix.Gettid() != unix.Getpid() {
-			f()
-			return
-		}
-		// Locked here, the main thread cannot run the next goroutine.
-		moved := make(chan struct{})
-		goOwnThread(func() {
-			close(moved)
-			f()
-		})
-		<-moved
-		runtime.UnlockOSThread()
-	}()
-}
-
-// lowerThread makes the calling thread by steps nicer than it is (at
-// most nice 19). The caller runs on a thread of its own (goOwnThread).
-func lowerThread(by int) error {
-	tid := unix.Gettid()
-	prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid) // 20 - nice
-	if err != nil {
-		return err
-	}
-	return unix.Setpriority(unix.PRIO_PROCESS, tid, min(20-prio+by, 19))
 }
 
 // kill ends the worker and waits for it.

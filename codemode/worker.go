@@ -66,6 +66,26 @@ const prelude = `(function () {
     read: fsCall("fs.read"), write: fsCall("fs.write"), edit: fsCall("fs.edit"),
     delete: fsCall("fs.delete"), search: fsCall("fs.search"),
   });
+  // mcp.<server>.<tool>(args): a tool of the owner's MCP servers, its
+  // result unwrapped (structured content, else text, parsed as JSON when
+  // it is; a large result's blob), its error thrown.
+  const mcpResult = (server, tool, r) => {
+    const blocks = (r && Array.isArray(r.content)) ? r.content : [];
+    const texts = blocks.filter((b) => b && b.type === "text").map((b) => b.text);
+    if (r && r.isError) throw new Error("mcp." + server + "." + tool + ": " + (texts.join("\n") || "the tool failed"));
+    if (r && r.blob) return r.blob;
+    if (r && r.structuredContent !== undefined && r.structuredContent !== null) return r.structuredContent;
+    if (blocks.length > 0 && texts.length === blocks.length) {
+      const t = texts.join("\n");
+      try { return JSON.parse(t); } catch (_) { return t; }
+    }
+    return blocks;
+  };
+  const named = (f) => new Proxy(Object.freeze({}), {
+    get: (_, k) => (typeof k !== "string" || k === "then") ? undefined : f(k),
+  });
+  globalThis.mcp = named((server) => named((tool) => async (args) =>
+    mcpResult(server, tool, invoke("sys.mcp.call", { serverId: server, name: tool, arguments: args === undefined ? {} : args }))));
   const AsyncFunction = (async function () {}).constructor;
   const stringify = JSON.stringify, resolve = Promise.resolve.bind(Promise), reject = Promise.reject.bind(Promise);
   globalThis.__gsv_start = function () {

@@ -139,6 +139,10 @@ func (r *Router) sessionSyscalls() []kernel.Syscall {
 		onSession(r, abi.ProcessSessionWait, sid, waitDeadline, d.SessionWait, nil),
 		kernel.Handle(abi.ProcessBlobRead, r.blobReadOn),
 		onSession(r, abi.ProcessExecStart, execSID, routeDeadline, d.ExecStart, nil),
+		kernel.Handle(abi.ProcessExecPipe, r.execPipe),
+		kernel.Handle(abi.ProcessCapGet, func(ctx context.Context, c *kernel.Caller, _ *struct{}) (*abi.ProcessCap, error) {
+			return r.processCap(ctx, c)
+		}),
 		onSession(r, abi.ProcessSessionOutput,
 			func(a *abi.BlobReadArgs) string { id, _, _ := strings.Cut(a.BlobRef, "/"); return id }, routeDeadline, d.SessionOutput, nil),
 		kernel.Handle(abi.ProcessBlobOpen, asCaller(func(ctx context.Context, who local.Who, a *abi.BlobReadArgs) (*os.File, error) {
@@ -165,4 +169,24 @@ func (r *Router) sessionOpen(ctx context.Context, c *kernel.Caller, a *abi.Sessi
 	who := whoOf(c)
 	who.Process = pc
 	return r.local.SessionOpen(ctx, who, a)
+}
+
+// execPipe is process.exec.pipe on the local device, with the caller's
+// process capability (which must allow all the session was opened
+// with, as for any exec). A session on a remote device has no pipe yet.
+func (r *Router) execPipe(ctx context.Context, c *kernel.Caller, a *abi.ExecArgs) (abi.ExecPipe, error) {
+	_, remote, err := r.deviceSession(ctx, c, a.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if remote {
+		return nil, abi.E(abi.Path(a.SessionID), abi.NotYet("a piped exec in a session on a remote device", "its stdin and stdout would cross the device's connection"))
+	}
+	pc, err := r.processCap(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	who := whoOf(c)
+	who.Process = pc
+	return r.local.ExecPipe(ctx, who, a)
 }

@@ -46,7 +46,8 @@ func FuzzIPCVerbs(f *testing.F) {
 		// A leading option given twice is refused, never read as one of
 		// its values.
 		if l.JSON == nil && (l.Verb == "call" || l.Verb == "delegate") {
-			ws := strings.Fields(l.Rest)
+			// The words are split as SplitLead splits them: at blanks and tabs.
+			ws := strings.FieldsFunc(l.Rest, func(r rune) bool { return r == ' ' || r == '\t' })
 			seen := map[string]bool{}
 			for _, w := range ws[min(1, len(ws)):] {
 				k, _, ok := strings.Cut(w, "=")

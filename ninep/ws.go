@@ -27,12 +27,16 @@ const wsHandshakeTimeout = 10 * time.Second
 // WSPath on l's HTTP connections (l may be a TLS listener, for wss). Each
 // accepted connection is a net.Conn carrying its stream; closing the
 // listener stops serving HTTP and closes l, and the connections it
-// accepted stay open until closed. Any other request is a 404; an upgrade
-// is not checked for its Origin (9P attaches with a token, not a cookie).
-func ListenWS(l net.Listener) net.Listener {
+// accepted stay open until closed. routes are served beside it (the
+// daemon's /oauth/callback); any other request is a 404. An upgrade is
+// not checked for its Origin (9P attaches with a token, not a cookie).
+func ListenWS(l net.Listener, routes ...Route) net.Listener {
 	w := &wsListener{l: l, conns: make(chan net.Conn), done: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc(WSPath, w.upgrade)
+	for _, r := range routes {
+		mux.Handle(r.Path, r.Handler)
+	}
 	w.srv = &http.Server{Handler: mux, ReadHeaderTimeout: wsHandshakeTimeout,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, wsRawConn{}, c)
@@ -45,6 +49,12 @@ func ListenWS(l net.Listener) net.Listener {
 		})
 	}()
 	return w
+}
+
+// Route is a plain HTTP route a WebSocket listener serves beside WSPath.
+type Route struct {
+	Path    string
+	Handler http.Handler
 }
 
 // wsListener is ListenWS's listener.

@@ -235,6 +235,15 @@ func (s *Space) buildNamespace() *vfs.StaticDir {
 			Do: func(ctx context.Context, cred vfs.Cred, req []byte) []byte {
 				return s.k.Serve(ctx, CallerOf(cred, ""), req)
 			}}},
+		// rpc is /sys/call multiplexed (vfs.Mux): one open carries many
+		// requests at once, each answered with its id as soon as it is
+		// done, and a cancel frame cancels the one it names. A client
+		// that makes many calls over one connection holds one open of it
+		// (gsvfs mcp serve).
+		vfs.DirEntry{Name: "rpc", Node: &vfs.Mux{Meta: RootMeta("/sys/rpc", 0o666), Tag: frameTag,
+			Do: func(ctx context.Context, cred vfs.Cred, req []byte) []byte {
+				return s.k.Serve(ctx, CallerOf(cred, ""), req)
+			}}},
 		vfs.DirEntry{Name: "events", Node: &vfs.Stream{Meta: RootMeta("/sys/events", 0o444),
 			Subscribe: func(ctx context.Context, cred vfs.Cred) (vfs.Subscription, error) {
 				return kernel.Do(ctx, s.k, CallerOf(cred, ""), abi.SysEvents, nil)
@@ -261,6 +270,17 @@ func (s *Space) buildNamespace() *vfs.StaticDir {
 		vfs.DirEntry{Name: "sys", Node: sys},
 		vfs.DirEntry{Name: "var", Node: vfs.NewDir(dir("/var"))},
 	)
+}
+
+// frameTag is the tag of a request line of /sys/rpc: its id, and
+// whether it is a cancel frame (abi.FrameTag). A line that is not a
+// frame has no tag; the dispatcher answers it with its error.
+func frameTag(line []byte) (string, bool) {
+	typ, id, err := abi.FrameTag(line)
+	if err != nil {
+		return "", false
+	}
+	return id, typ == abi.CancelType
 }
 
 // devDir is /dev as the kernel's part of the tree has it: DevFiles. The

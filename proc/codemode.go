@@ -15,11 +15,12 @@ import (
 	"gsvfs.dev/gsvfs/kernel"
 )
 
-// codeModeCalls are the syscalls a block's wrappers make: shell(...) and
-// fs.*(...). A block makes no other.
+// codeModeCalls are the syscalls a block's wrappers make: shell(...),
+// fs.*(...) and mcp.<server>.<tool>(...). A block makes no other.
 var codeModeCalls = map[string]bool{
 	abi.ShellExec.Name: true, abi.FsRead.Name: true, abi.FsWrite.Name: true,
 	abi.FsEdit.Name: true, abi.FsDelete.Name: true, abi.FsSearch.Name: true,
+	abi.SysMcpCall.Name: true,
 }
 
 // codeModeMaxWall bounds a run's timeoutMs.
@@ -274,6 +275,9 @@ func codeModeArgs(name string, raw json.RawMessage, target, cwd string) (json.Ra
 	if len(t) == 0 || t[0] != '{' {
 		return nil, fmt.Errorf("%s: arguments must be an object", name)
 	}
+	if name == abi.SysMcpCall.Name {
+		return raw, nil // a server's tool runs where its server does
+	}
 	if cwd == "" || name != abi.ShellExec.Name {
 		cwd = ""
 		if target == "" && name != abi.FsRead.Name {
@@ -315,6 +319,7 @@ var codeModeTool = strings.Join([]string{
 	"Run a JavaScript block (the body of an async function: top-level await, explicit return) for multi-step work that is easier as code than as many tool calls.",
 	"In the block: await shell(command, {target, cwd, sessionId, timeoutMs, background}) returns the shell.exec result ({status: completed|running|failed, output, exitCode, sessionId}; poll a running one with shell(\"\", {sessionId})),",
 	"await fs.read/write/edit/delete/search(args) take the Read/Write/Edit/Delete/Search tools' args and return their results; console.log lines come back as logs.",
+	"await mcp.<server>.<tool>(args) calls a tool of your owner's MCP servers (find them with the Mcp tool): it returns the tool's structured content, else its text (parsed as JSON when it is JSON), and throws the tool's error.",
 	"Each call is one of your tool calls, as you: one that needs approval waits for the user's answer, as a direct call does.",
 	"No network, no timers; limits: 64 MiB, 30 s (timeoutMs), call depth.",
 	"Returns {status: completed, result, logs} or {status: failed, error, logs}.",

@@ -87,7 +87,7 @@ func newEngine(table processStore, k *kernel.Kernel, opts Options) *engine {
 	e := &engine{processStore: table, k: k, st: k.Store, log: opts.Logger, opts: opts,
 		procs: map[string]*process{}, blockRuns: map[uint32]int{}}
 	if len(opts.CodeModeWorker) > 0 {
-		e.blocks = codemode.NewRunner(opts.CodeModeWorker, opts.Logger)
+		e.blocks = codemode.NewRunnerWith(opts.CodeModeWorker, codemode.RunnerOptions{Log: opts.Logger, CPUGroup: opts.CodeModeGroup})
 	}
 	return e
 }

@@ -30,6 +30,13 @@ type tool struct {
 	args func(raw json.RawMessage) (json.RawMessage, error)
 }
 
+// toolRoutes are the tools whose syscall depends on the model's
+// arguments (one tool that searches or calls): each makes the syscall
+// and its args. The tool's own syscall is the one that can need approval.
+var toolRoutes = map[string]func(raw json.RawMessage) (syscall string, args json.RawMessage, err error){
+	"Mcp": mcpRoute,
+}
+
 // passArgs passes the model's arguments as the syscall's, target
 // included: the devices router decides where a routable call runs ("" or
 // "gsv" is the local device; another target is its error).
@@ -99,6 +106,13 @@ var tools = []tool{
 	{model.ToolDef{Name: "Watch", Description: "Be told (a [Process Event]: signal) when another process of your owner publishes a signal, such as proc.run.finished; once by default.",
 		Schema: schema.MustTool[abi.WatchTool]()},
 		abi.SignalWatch.Name, passArgs},
+	// Mcp is every MCP server of the owner's as one tool: the model
+	// searches their tools (sys.mcp.tools: names, descriptions, schemas),
+	// then calls one (sys.mcp.call, which asks approval per server and
+	// tool). No server's schemas fill the tool list.
+	{model.ToolDef{Name: "Mcp", Description: mcpToolDoc,
+		Schema: schema.MustTool[abi.McpTool]()},
+		abi.SysMcpCall.Name, mcpCallArgs},
 	// CodeMode runs a block whose shell and fs calls are this process's
 	// tool calls (proc/codemode.go).
 	{model.ToolDef{Name: "CodeMode", Description: codeModeTool,
@@ -110,6 +124,43 @@ var tools = []tool{
 			}
 			return json.Marshal(a)
 		}},
+}
+
+// mcpToolDoc is the Mcp tool's description.
+const mcpToolDoc = "Use the tools of your owner's MCP servers (listed in your instructions). " +
+	"{search: \"words\"} finds tools by name and description and gives their input schemas (add server to search one server); " +
+	"{server, tool, arguments} calls one and returns its result ({content, structuredContent, isError}; a result over 1 MiB is a blob with a preview and the path of the whole). " +
+	"A call needs your owner's approval for that server and tool unless remembered."
+
+// mcpRoute makes the Mcp tool's syscall: a search (sys.mcp.tools, at
+// most 10 tools) without a tool, else a call (sys.mcp.call).
+func mcpRoute(raw json.RawMessage) (string, json.RawMessage, error) {
+	var a abi.McpTool
+	if err := abi.DecodeArgs(raw, &a); err != nil {
+		return "", nil, fmt.Errorf("Mcp: %v", err)
+	}
+	if a.Tool == "" {
+		b, err := json.Marshal(abi.McpToolsArgs{ServerID: a.Server, Query: a.Search, Limit: 10})
+		return abi.SysMcpTools.Name, b, err
+	}
+	b, err := mcpCallArgs(raw)
+	return abi.SysMcpCall.Name, b, err
+}
+
+// mcpCallArgs are the args of the Mcp tool's call: sys.mcp.call's.
+func mcpCallArgs(raw json.RawMessage) (json.RawMessage, error) {
+	var a abi.McpTool
+	if err := abi.DecodeArgs(raw, &a); err != nil {
+		return nil, fmt.Errorf("Mcp: %v", err)
+	}
+	if a.Server == "" || a.Tool == "" {
+		return nil, fmt.Errorf("Mcp: a call names its server and tool")
+	}
+	var timeout *int64
+	if a.TimeoutMs > 0 {
+		timeout = &a.TimeoutMs
+	}
+	return json.Marshal(abi.McpCallArgs{ServerID: a.Server, Name: a.Tool, Arguments: a.Arguments, TimeoutMs: timeout})
 }
 
 func toolByName(name string) *tool {
@@ -170,6 +221,11 @@ func approval(syscall string, args json.RawMessage, home, cwd string) string {
 	switch syscall {
 	case abi.ShellExec.Name:
 		return syscall
+	case abi.SysMcpCall.Name:
+		// Remembered per server and tool: "sys.mcp.call everything echo".
+		var a abi.McpCallArgs
+		json.Unmarshal(args, &a)
+		return syscall + " " + a.ServerID + " " + a.Name
 	case abi.FsWrite.Name, abi.FsEdit.Name, abi.FsDelete.Name:
 	default:
 		return ""
@@ -417,16 +473,23 @@ func (m *engine) runTool(ctx context.Context, pr *process, r *activeRun, p *abi.
 	if t == nil {
 		return false, result(fmt.Sprintf("unknown tool %q", c.Name), true)
 	}
-	args, aerr := t.args(c.Args)
+	syscall := t.syscall
+	var args json.RawMessage
+	var aerr error
+	if route := toolRoutes[t.def.Name]; route != nil {
+		syscall, args, aerr = route(c.Args)
+	} else {
+		args, aerr = t.args(c.Args)
+	}
 	if aerr != nil {
 		return false, result(aerr.Error(), true)
 	}
 	// A call the owner may not make is refused before anyone is asked.
-	if err := m.k.Permit(caller, t.syscall); err != nil {
+	if err := m.k.Permit(caller, syscall); err != nil {
 		return false, result(err.Error(), true)
 	}
 	ask := false
-	need := approval(t.syscall, args, caller.Home, caller.Cwd)
+	need := approval(syscall, args, caller.Home, caller.Cwd)
 	if need != "" {
 		ok, err := m.allowed(ctx, pr.pid, need)
 		if err != nil {
@@ -468,10 +531,10 @@ func (m *engine) runTool(ctx context.Context, pr *process, r *activeRun, p *abi.
 		}
 		// approved: run it.
 	}
-	signal(m, pr.uid, abi.SigProcRunToolStarted, abi.ToolStarted{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: t.syscall})
+	signal(m, pr.uid, abi.SigProcRunToolStarted, abi.ToolStarted{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, Syscall: syscall})
 	var callArgs any = args
 	callCtx := ctx
-	if t.syscall == abi.CodemodeExec.Name {
+	if syscall == abi.CodemodeExec.Name {
 		// An Internal syscall takes its Go args, not a frame's JSON. The
 		// block's nested calls that need a human ask as part of this call.
 		var a abi.CodeModeExecArgs
@@ -481,7 +544,7 @@ func (m *engine) runTool(ctx context.Context, pr *process, r *activeRun, p *abi.
 		callArgs = &a
 		callCtx = context.WithValue(ctx, blockKey{}, &blockCall{pr: pr, r: r, callID: c.ID})
 	}
-	res, err := m.k.Call(callCtx, caller, t.syscall, callArgs)
+	res, err := m.k.Call(callCtx, caller, syscall, callArgs)
 	if sh, ok := res.(*abi.ShellExecResult); ok && err == nil && sh.Status == "running" {
 		res, err = m.awaitShell(ctx, caller, sh)
 	}
@@ -510,6 +573,7 @@ func (m *engine) systemPrompt(ctx context.Context, p *abi.Process, caller *kerne
 		p.Pid, p.Profile, caller.Username, p.Cwd)
 	b.WriteString("Your tools are syscalls made with your owner's permissions. Messages that start with \"[Process Event]:\" are GSV runtime events (compaction summaries, errors, scheduled events, IPC replies and timeouts, watched signals), not the user speaking. Other processes of your owner may write to you (Message from process ..., Call ... from process ...): for a call, your final answer of that run goes back to the caller. You may write to them too: Processes, Mail, Call, Delegate, Watch.\n")
 	m.devicesPrompt(ctx, &b, caller)
+	m.mcpPrompt(ctx, &b, caller)
 	m.budgetPrompt(ctx, &b, p)
 	m.assignmentPrompt(ctx, &b, p.Pid)
 	dir, err := kernel.Do(ctx, m.k, caller, abi.FsRead, &abi.FSReadArgs{Path: "~/context.d"})
@@ -543,6 +607,22 @@ func (m *engine) devicesPrompt(ctx context.Context, b *strings.Builder, caller *
 	for _, d := range res.Devices {
 		fmt.Fprintf(b, "- %s (%s): %s\n", d.DeviceID, d.Platform, strings.Join(d.Implements, " "))
 	}
+}
+
+// mcpPrompt names the owner's MCP servers, with how many tools each
+// has, for the Mcp tool: names only, never their tools' schemas (the
+// model searches for what it needs). It reads what the servers' last
+// discovery kept and asks no server.
+func (m *engine) mcpPrompt(ctx context.Context, b *strings.Builder, caller *kernel.Caller) {
+	res, err := kernel.Do(ctx, m.k, caller, abi.SysMcpList, &abi.McpListArgs{})
+	if err != nil || len(res.Servers) == 0 {
+		return
+	}
+	b.WriteString("Your owner's MCP servers (search and call their tools with the Mcp tool):")
+	for _, s := range res.Servers {
+		fmt.Fprintf(b, " %s (%d tools)", s.Name, len(s.Tools))
+	}
+	b.WriteString(".\n")
 }
 
 // modelMessages loads the active messages of a conversation as model
@@ -606,7 +686,7 @@ func (m *engine) callModel(ctx context.Context, pr *process, r *activeRun, p *ab
 			return model.Response{}, err
 		}
 	}
-	req := model.Request{Model: modelName, System: m.systemPrompt(ctx, p, caller), Messages: msgs, Tools: toolDefs}
+	req := model.Request{Model: modelName, System: m.systemPrompt(ctx, p, caller), Messages: msgs, Tools: m.toolDefsFor(ctx, caller)}
 	pr.mu.Lock()
 	if ctl := m.controlLocked(ctx, pr); ctl.Model != "" || ctl.Temp != nil {
 		if ctl.Model != "" {

@@ -31,6 +31,11 @@ type Options struct {
 	// CodeModeBlocks bounds the CodeMode blocks one user runs at once
 	// (each is a worker process); 0 is DefaultCodeModeBlocks.
 	CodeModeBlocks int
+	// CodeModeGroup, if not "", is the cpu cgroup (v1) directory every
+	// CodeMode worker is born in (codemode.RunnerOptions.CPUGroup): the
+	// daemon gives it the sandboxes' small weight, so that the blocks
+	// running at once come after its service of every user.
+	CodeModeGroup string
 	// noCheckpoints runs without checkpoints: the baseline of the
 	// checkpoints' cost in BenchmarkRuns.
 	noCheckpoints bool

@@ -16,16 +16,44 @@ import (
 
 // processColumns are the columns a process record is scanned from
 // (scanProcess).
-const processColumns = `pid,uid,profile,parent_pid,state,label,created_at,workspace_id,cwd,process_cap`
+const processColumns = `pid,uid,profile,parent_pid,state,label,created_at,workspace_id,cwd,process_cap,mcp_servers`
 
 // scanProcess scans a row of processColumns into p.
 func scanProcess(row interface{ Scan(...any) error }, p *abi.Process) error {
-	var pc sql.NullString
-	if err := row.Scan(&p.Pid, &p.Uid, &p.Profile, &p.ParentPid, &p.State, &p.Label, &p.CreatedAt, &p.WorkspaceID, &p.Cwd, &pc); err != nil {
+	var pc, mcp sql.NullString
+	if err := row.Scan(&p.Pid, &p.Uid, &p.Profile, &p.ParentPid, &p.State, &p.Label, &p.CreatedAt, &p.WorkspaceID, &p.Cwd, &pc, &mcp); err != nil {
 		return err
 	}
 	p.Cap = capOf(pc)
+	p.McpServers = mcpOf(mcp)
 	return nil
+}
+
+// mcpOf decodes an mcp_servers column: NULL is every server (nil); a
+// value that does not decode (a damaged store) is none, never more.
+func mcpOf(v sql.NullString) *[]string {
+	if !v.Valid {
+		return nil
+	}
+	var names []string
+	if err := json.Unmarshal([]byte(v.String), &names); err != nil || names == nil {
+		names = []string{}
+	}
+	return &names
+}
+
+// saveMcp narrows the MCP servers pid sees to servers (nil: leaves it
+// seeing all).
+func (m *Manager) saveMcp(ctx context.Context, pid string, servers *[]string) error {
+	if servers == nil {
+		return nil
+	}
+	b, err := json.Marshal(*servers)
+	if err != nil {
+		return err
+	}
+	_, err = m.st.Exec(ctx, `UPDATE proc_processes SET mcp_servers=? WHERE pid=?`, string(b), pid)
+	return err
 }
 
 // lookup returns pid's record if c may touch it: its owner or root.

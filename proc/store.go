@@ -172,4 +172,8 @@ var migrations = []string{
 	ALTER TABLE proc_conversations ADD COLUMN process_cap TEXT;
 	ALTER TABLE proc_segments ADD COLUMN process_cap TEXT;
 	ALTER TABLE proc_watches ADD COLUMN process_cap TEXT;`,
+	// 9: the MCP servers a process sees (gsv spawn --mcp): a JSON list
+	// of names; NULL (every process spawned before) sees all its
+	// owner's.
+	`ALTER TABLE proc_processes ADD COLUMN mcp_servers TEXT`,
 }

@@ -87,7 +87,7 @@ func (m *Manager) status(ctx context.Context, p *abi.Process) (*abi.ProcStatusRe
 	if err := m.st.QueryRowContext(ctx, `SELECT count(*) FROM proc_queue WHERE pid=?`, p.Pid).Scan(&queued); err != nil {
 		return nil, abi.E(abi.Path(p.Pid), err)
 	}
-	return &abi.ProcStatusRecord{Pid: p.Pid, Uid: p.Uid, User: user, Profile: p.Profile, Label: str(p.Label),
+	return &abi.ProcStatusRecord{Pid: p.Pid, Uid: p.Uid, User: user, Profile: p.Profile, Label: str(p.Label), Mcp: abi.McpServerList(p.McpServers),
 		Parent: str(p.ParentPid), State: state, Run: run, Queued: queued, Cwd: p.Cwd,
 		Workspace: str(p.WorkspaceID), Created: time.UnixMilli(p.CreatedAt).UTC().Format(time.RFC3339)}, nil
 }
@@ -176,7 +176,29 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 	if prof.SpawnMode != "singleton" {
 		narrow = c.Identity.Process
 	}
+	// The MCP servers it sees: those asked for, within its spawner's if
+	// a process spawns it (a process never widens what it sees).
+	if err := abi.CheckMcpServers(a.McpServers); err != nil {
+		return nil, err
+	}
+	mcp := a.McpServers
+	if c.Identity.Pid != "" && c.Identity.Pid != pid {
+		if sp, err := m.get(ctx, c.Identity.Pid); err == nil {
+			mcp = abi.NarrowMcp(sp.McpServers, mcp)
+		} else if abi.KindOf(err) != abi.NotExist {
+			return nil, err
+		}
+	}
+	if prof.SpawnMode == "singleton" {
+		if a.McpServers != nil {
+			return nil, abi.E(abi.Invalid, "mcpServers: an init process sees all its owner's MCP servers")
+		}
+		mcp = nil
+	}
 	if err := m.create(ctx, pid, c.Uid, prof.ID, label, parent, c.Home, limit, narrow); err != nil {
+		return nil, abi.E(abi.Path(pid), err)
+	}
+	if err := m.saveMcp(ctx, pid, mcp); err != nil {
 		return nil, abi.E(abi.Path(pid), err)
 	}
 	if a.Assignment != nil {

@@ -80,12 +80,15 @@ func hilVerb(pid string, l ns.CtlLine) (kernel.Bound, error) {
 
 // spawnVerb parses "spawn <profile> [label=..] [prompt=..] [workspace=<mode>]".
 func spawnVerb(l ns.CtlLine) (kernel.Bound, error) {
-	if err := l.Args(1, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none|inherit]"); err != nil {
+	if err := l.Args(1, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none|inherit] [mcp=a,b]"); err != nil {
 		return kernel.Bound{}, err
 	}
 	a := &abi.SpawnArgs{Profile: word(l, 0), Label: l.Opt("label"), Prompt: l.Opt("prompt")}
 	if w, ok := l.LookupOpt("workspace"); ok {
 		a.Workspace = &abi.WorkspaceSpec{Mode: w}
+	}
+	if v, ok := l.LookupOpt("mcp"); ok {
+		a.McpServers = abi.ParseMcpServers(v)
 	}
 	return kernel.Bind(abi.ProcSpawn, a), nil
 }
@@ -335,7 +338,7 @@ type statusLine struct {
 // statusLines are the lines of /proc/<pid>/status, in order.
 func statusLines(st *abi.ProcStatusRecord) []statusLine {
 	return []statusLine{{"pid", st.Pid}, {"uid", st.Uid}, {"user", st.User}, {"profile", st.Profile}, {"label", st.Label},
-		{"parent", st.Parent}, {"state", st.State}, {"run", st.Run}, {"queued", st.Queued}, {"cwd", st.Cwd},
+		{"mcp", st.Mcp}, {"parent", st.Parent}, {"state", st.State}, {"run", st.Run}, {"queued", st.Queued}, {"cwd", st.Cwd},
 		{"workspace", st.Workspace}, {"created", st.Created}}
 }
 

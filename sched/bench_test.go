@@ -226,7 +226,7 @@ func benchLateness(b *testing.B, n int, spread time.Duration, cron bool) {
 	}
 	b.StartTimer()
 	c0 := cpuTime()
-	m, err := openStarted(k, Options{Logger: quietLog, testExec: hook})
+	m, err := openStarted(k, Options{Logger: quietLog, testExec: hook, testNoFireRate: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"gsvfs.dev/gsvfs/abi"
 )
@@ -25,13 +26,28 @@ import (
 // holds at most maxQueuedPerOwner schedules; a due schedule past it is
 // recorded skipped the same way. A queue is therefore never longer than
 // the number of its owner's schedules (config/sched/max_schedules).
+//
+// An owner's runs also start at most at a rate (fireRate a second, after
+// a burst of fireBurst; root's are not counted): each owner has a token
+// bucket, kept as a generic cell rate (tat: the time at which the
+// owner's bucket is full again), and a fire whose owner has no token
+// left waits in its queue, deferred, until the bucket allows it; the
+// engine then wakes by itself (wakeLocked). A deferred fire is never
+// dropped: it runs, late, as a run merely late runs (its next time is
+// the first after its start: no catch-up). One owner's rate does not
+// touch another's: each owner's bucket is its own, and owners are still
+// served in turn. The rate bounds the daemon's own work a schedule storm
+// makes (the target calls, the work they start in proc), which the
+// bounds on runs under way do not: a target call that returns at once
+// frees its slot at once.
 
 // fire is a due occurrence of a schedule waiting in its owner's queue.
 type fire struct {
-	id    string
-	owner uint32
-	dueAt int64
-	s     *abi.Schedule // loaded at dispatch; nil: changed since, load it at the start
+	id       string
+	owner    uint32
+	dueAt    int64
+	queuedAt int64         // when it entered its owner's queue (ms)
+	s        *abi.Schedule // loaded at dispatch; nil: changed since, load it at the start
 }
 
 // ownerQueue is one owner's schedules waiting, and the number of its
@@ -52,13 +68,62 @@ type fairState struct {
 	// The limits: maxRunning, maxRunningPerOwner, maxQueuedPerOwner
 	// (tests lower them).
 	maxRuns, maxPerOwner, maxQueued int
+	// The owners' fire rate: one fire every interval ms, bursts of burst
+	// (fireRate, fireBurst); interval 0: none (tests change them).
+	interval, burst int64
+	// tat is each owner's bucket: the time (ms) at which it is full
+	// again; an owner whose bucket is full has no entry.
+	tat map[uint32]int64
+	// wakeAt is when a wake-up (wakeLocked) is armed to start deferred
+	// fires (ms; 0: none).
+	wakeAt int64
 	// stopping is set by Close: no run starts and nothing is queued.
 	stopping bool
 }
 
-func newFairState() fairState {
-	return fairState{queues: map[uint32]*ownerQueue{}, queued: map[string]*fire{},
+func newFairState(rate bool) fairState {
+	fs := fairState{queues: map[uint32]*ownerQueue{}, queued: map[string]*fire{}, tat: map[uint32]int64{},
 		maxRuns: maxRunning, maxPerOwner: maxRunningPerOwner, maxQueued: maxQueuedPerOwner}
+	if rate {
+		fs.interval, fs.burst = 1000/fireRate, fireBurst
+	}
+	return fs
+}
+
+// The owners' fire rate (docs/scheduler.md, "The engine"): an owner's
+// schedules start at most fireRate runs a second, after a burst of
+// fireBurst (the bucket's size); root's schedules are not held to it.
+// Above the rate, due schedules wait in their owner's queue, deferred.
+// fireBurst is above maxRunningPerOwner: a crontab's many schedules due
+// at one minute start as the running bound lets them; 256 (the default
+// schedule limit) due at once all start within 13 s.
+const (
+	fireRate  = 4
+	fireBurst = 128
+)
+
+// tokenLocked takes one of owner's fire tokens at now (ms) and reports
+// true, or reports false and when the next one comes (ms). m.mu is held.
+func (fs *fairState) tokenLocked(owner uint32, now int64) (ok bool, at int64) {
+	if fs.interval <= 0 || owner == 0 {
+		return true, 0
+	}
+	tat := max(fs.tat[owner], now)
+	if early := tat - (fs.burst-1)*fs.interval; early > now {
+		return false, early
+	}
+	fs.tat[owner] = tat + fs.interval
+	return true, 0
+}
+
+// forgetFullLocked drops the buckets that are full at now: an owner with
+// nothing waiting or running whose rate has recovered. m.mu is held.
+func (fs *fairState) forgetFullLocked(now int64) {
+	for o, tat := range fs.tat {
+		if tat <= now {
+			delete(fs.tat, o)
+		}
+	}
 }
 
 // enqueue puts the due occurrence dueAt of s in its owner's queue and
@@ -93,7 +158,7 @@ func (m *Manager) enqueue(ctx context.Context, s *abi.Schedule, dueAt, now int64
 			q = &ownerQueue{}
 			m.fair.queues[s.OwnerUid] = q
 		}
-		f := &fire{id: s.ID, owner: s.OwnerUid, dueAt: dueAt, s: s}
+		f := &fire{id: s.ID, owner: s.OwnerUid, dueAt: dueAt, queuedAt: m.clock.Now().UnixMilli(), s: s}
 		if len(q.fires) == 0 {
 			m.fair.ring = append(m.fair.ring, s.OwnerUid)
 		}
@@ -117,20 +182,40 @@ func (m *Manager) enqueue(ctx context.Context, s *abi.Schedule, dueAt, now int64
 }
 
 // serveLocked starts runs from the owners' queues, owners in turn, while
-// the limits allow. m.mu is held.
+// the limits allow: the engine's and each owner's runs under way, and
+// each owner's fire rate. When the rate alone holds fires back, a
+// wake-up is armed for the first token to come. m.mu is held.
 func (m *Manager) serveLocked() {
 	fs := &m.fair
+	if fs.stopping || len(fs.ring) == 0 {
+		return
+	}
+	now := m.clock.Now().UnixMilli()
 	for !fs.stopping && fs.runs < fs.maxRuns && len(fs.ring) > 0 {
 		i, ok := 0, false
+		var wake int64 // the first token of an owner held back by the rate
 		for n := range len(fs.ring) {
 			i = (fs.cursor + n) % len(fs.ring)
-			if fs.queues[fs.ring[i]].running < fs.maxPerOwner {
-				ok = true
-				break
+			owner := fs.ring[i]
+			if fs.queues[owner].running >= fs.maxPerOwner {
+				continue
 			}
+			if got, at := fs.tokenLocked(owner, now); !got {
+				if wake == 0 || at < wake {
+					wake = at
+				}
+				continue
+			}
+			ok = true
+			break
 		}
 		if !ok {
-			return // every owner waiting is at its own limit
+			// Every owner waiting is at its own limit: a run's end
+			// serves again, or the wake-up once a token comes.
+			if wake != 0 {
+				m.wakeLocked(wake, now)
+			}
+			return
 		}
 		owner := fs.ring[i]
 		q := fs.queues[owner]
@@ -157,6 +242,43 @@ func (m *Manager) serveLocked() {
 	}
 }
 
+// wakeLocked arms a wake-up at at (ms; now is the time) that serves the
+// queues again, unless one is armed for that time or earlier. The
+// wake-up is a goroutine of the engine's (Close waits for it; it ends at
+// the engine's stop). m.mu is held.
+func (m *Manager) wakeLocked(at, now int64) {
+	fs := &m.fair
+	if fs.wakeAt != 0 && fs.wakeAt <= at {
+		return
+	}
+	fs.wakeAt = at
+	after := m.clock.After(time.Duration(at-now) * time.Millisecond)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		select {
+		case <-after:
+		case <-m.stop:
+			return
+		}
+		m.mu.Lock()
+		if fs.wakeAt == at {
+			fs.wakeAt = 0
+		}
+		m.serveLocked()
+		m.mu.Unlock()
+	}()
+}
+
+// waitingSinceLocked is when schedule id entered its owner's queue, if
+// it waits there (0: it does not). m.mu is held.
+func (m *Manager) waitingSinceLocked(id string) int64 {
+	if f := m.fair.queued[id]; f != nil {
+		return f.queuedAt
+	}
+	return 0
+}
+
 // runFire runs f. Its owner's slot is free once its target call returns
 // (the next of the owner's schedules may start while this one is
 // recorded), the engine's once it is recorded; then what may start
@@ -179,6 +301,7 @@ func (m *Manager) runFire(f *fire) {
 		q := m.fair.queues[f.owner]
 		if q.alive--; q.alive == 0 && len(q.fires) == 0 {
 			delete(m.fair.queues, f.owner)
+			m.fair.forgetFullLocked(m.clock.Now().UnixMilli())
 		}
 		m.serveLocked()
 		m.mu.Unlock()

@@ -182,6 +182,98 @@ func TestFairStorm(t *testing.T) {
 	}
 }
 
+// TestFireRate: an owner's schedules start at most fireRate runs a
+// second after a burst of fireBurst (lowered here to 4): the schedules
+// due past it wait in her queue, deferred (sched.list shows
+// waitingSinceMs), and start one per token as the clock brings them,
+// every one, none skipped, their wait in their records; meanwhile another
+// owner's schedule due at the same instant starts at once, and root's are
+// not held to the rate.
+func TestFireRate(t *testing.T) {
+	h := newHarness(t, harnessStart)
+	st := newStorm()
+	h.setHook(st.hook)
+	h.m.mu.Lock()
+	h.m.fair.burst = 4
+	interval := h.m.fair.interval
+	h.m.mu.Unlock()
+	if interval != 1000/fireRate {
+		t.Fatalf("the fire interval is %d ms, want %d", interval, 1000/fireRate)
+	}
+	const n = 10
+	var alice []string
+	for i := range n {
+		alice = append(alice, h.add(h.alice, everyArgs(fmt.Sprintf("a%d", i), 60_000, nil)).ID)
+	}
+	bob := h.add(h.bob, bobArgs("b"))
+	for i := range 6 {
+		h.add(h.root, map[string]any{"name": fmt.Sprintf("r%d", i), "expression": map[string]any{"kind": "every", "everyMs": 60_000},
+			"target": eventTarget("init:0")})
+	}
+	h.settle()
+	t1 := h.clock.ms() + 60_000
+	ran := func(uid uint32) int { return st.get(func() int { return st.ran[uid] }) }
+	// waiting lists alice's schedules that show they wait, and since when.
+	waiting := func() map[string]int64 {
+		var list struct{ Schedules []Schedule }
+		h.must(h.alice, "sched.list", map[string]any{}, &list)
+		out := map[string]int64{}
+		for _, s := range list.Schedules {
+			if s.State.WaitingSinceMs != nil {
+				out[s.ID] = *s.State.WaitingSinceMs
+			}
+		}
+		return out
+	}
+	h.clock.Advance(time.Minute)
+	h.waitFor("the burst's runs, and the engine asleep until alice's next token", func() bool {
+		return ran(1000) == 4 && ran(1001) == 1 && ran(0) == 6 && h.clock.sleepsUntil(t1+interval)
+	})
+	if q := h.queueLen(1000); q != n-4 {
+		t.Fatalf("alice's queue holds %d, want %d", q, n-4)
+	}
+	w := waiting()
+	if len(w) != n-4 {
+		t.Fatalf("%d of alice's schedules show waitingSinceMs, want %d: %v", len(w), n-4, w)
+	}
+	for id, at := range w {
+		if at != t1 {
+			t.Errorf("%s waits since t1%+d ms, want t1", id, at-t1)
+		}
+	}
+	// Each token the time brings, one run: the rest, one by one.
+	for k := 5; k <= n; k++ {
+		h.clock.Advance(time.Duration(interval) * time.Millisecond)
+		at := t1 + int64(k-3)*interval // the token after this one
+		h.waitFor(fmt.Sprintf("alice's run %d of %d", k, n), func() bool {
+			return ran(1000) == k && (k == n || h.clock.sleepsUntil(at))
+		})
+		if q := h.queueLen(1000); q != n-k {
+			t.Fatalf("alice's queue holds %d after %d runs, want %d", q, k, n-k)
+		}
+	}
+	h.settle()
+	if w := waiting(); len(w) != 0 {
+		t.Errorf("schedules still show waitingSinceMs: %v", w)
+	}
+	late := 0
+	for _, id := range alice {
+		rs := h.runs(id)
+		if len(rs) != 1 || rs[0].Status != "ok" || rs[0].ScheduledAtMs != t1 {
+			t.Fatalf("%s: runs %+v, want one ok run of the occurrence t1", id, rs)
+		}
+		if rs[0].StartedAtMs > rs[0].ScheduledAtMs {
+			late++
+		}
+	}
+	if late != n-4 {
+		t.Errorf("%d of alice's runs recorded late, want the %d deferred", late, n-4)
+	}
+	if rs := h.runs(bob.ID); len(rs) != 1 || rs[0].StartedAtMs != t1 {
+		t.Errorf("bob's run: %+v, want one started at t1", rs)
+	}
+}
+
 // TestFairRoundRobin: with one slot for the whole engine, the owners with
 // schedules waiting are served in turn: no owner starts two runs in a
 // row while another waits.

@@ -45,7 +45,8 @@ func (m *Manager) query(ctx context.Context, where string, args ...any) ([]abi.S
 // scan reads the schedules of rows (of scheduleCols) and closes it. A
 // schedule with a run under way shows it: runningAtMs is the run's start
 // and nextRunAtMs the time armed when it started (both are in memory
-// until the run is recorded).
+// until the run is recorded); one waiting in its owner's queue shows
+// since when (waitingSinceMs).
 //
 // A row that cannot be read whole (a damaged store: JSON that does not
 // decode, an expression of no known kind, text in a number's column, a
@@ -67,6 +68,9 @@ func (m *Manager) scan(rows *sql.Rows) ([]abi.Schedule, error) {
 		}
 		s := decodeSchedule(raw)
 		m.mu.Lock()
+		if at := m.waitingSinceLocked(s.ID); at != 0 {
+			s.State.WaitingSinceMs = &at
+		}
 		if r := m.running[s.ID]; r != nil {
 			start := r.start
 			s.State.RunningAtMs = &start

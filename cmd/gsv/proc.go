@@ -87,12 +87,12 @@ func (c *cli) psCmd() *cobra.Command {
 }
 
 func (c *cli) spawnCmd() *cobra.Command {
-	var label, prompt, parent string
+	var label, prompt, parent, mcp string
 	var budget budgetFlag
 	var supervise bool
 	var grace time.Duration
 	cmd := &cobra.Command{
-		Use:   "spawn PROFILE [--budget SPEC] [--supervise [--grace D]]",
+		Use:   "spawn PROFILE [--budget SPEC] [--supervise [--grace D]] [--mcp a,b]",
 		Short: "Start a process and print its pid (proc.spawn)",
 		Long: "Start a process of PROFILE (init, task, review, cron) and print its pid only:\n" +
 			"  pid=$(gsv spawn task --label researcher)\n" +
@@ -101,7 +101,9 @@ func (c *cli) spawnCmd() *cobra.Command {
 			"(0 or absent: no limit). A spent budget parks the run until gsv continue --extend-budget\n" +
 			"(on-exhaust=pause, the default) or aborts it. --supervise makes every checkpoint wait for a\n" +
 			"directive, or continue by itself after --grace (default 5s):\n" +
-			"  gsv spawn task --budget turns=20,usd=0.50,time=10m --supervise --grace 10s",
+			"  gsv spawn task --budget turns=20,usd=0.50,time=10m --supervise --grace 10s\n" +
+			"--mcp a,b narrows which of your MCP servers it sees (its Mcp tool, its CodeMode mcp.*): only\n" +
+			"those named; --mcp '' none; absent: all of them.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a := &abi.SpawnArgs{Profile: args[0], Label: label, Prompt: prompt, ParentPid: parent,
@@ -111,6 +113,9 @@ func (c *cli) spawnCmd() *cobra.Command {
 					return fmt.Errorf("--grace %s: want more than 0, at most 24h", grace)
 				}
 				a.GraceMs = grace.Milliseconds()
+			}
+			if cmd.Flags().Changed("mcp") {
+				a.McpServers = abi.ParseMcpServers(mcp)
 			}
 			return show(c, abi.ProcSpawn, a, func(r *abi.SpawnResult) error {
 				fmt.Fprintln(c.out, r.Pid)
@@ -123,6 +128,7 @@ func (c *cli) spawnCmd() *cobra.Command {
 	cmd.Flags().StringVar(&parent, "parent", "", "the parent process's pid")
 	cmd.Flags().Var(&budget, "budget", "its budget: usd=0.50,tokens=100k,turns=20,time=10m,on-exhaust=pause|abort")
 	cmd.Flags().BoolVar(&supervise, "supervise", false, "every checkpoint waits for a directive (or the grace)")
+	cmd.Flags().StringVar(&mcp, "mcp", "", "the MCP servers it sees, by name, comma-separated ('' none; absent: all)")
 	cmd.Flags().DurationVar(&grace, "grace", 0, "how long a supervised checkpoint waits before it continues by itself (default 5s)")
 	return cmd
 }

@@ -267,6 +267,33 @@ func rssKB(pid int) (int64, error) {
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
 
+// cpuTime is the CPU time a process has used itself (utime+stime of
+// /proc/<pid>/stat, in clock ticks of 10 ms), not its children's.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64) // field 14 of stat(5)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
+}
+
+// fairLoad is the 1-minute load average: the machine's other work moves
+// the ratios.
+func fairLoad() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
 func (r *rssPeak) reset() float64 { return float64(r.peak.Swap(0)) / 1024 }
 func (r *rssPeak) close()         { close(r.stop); <-r.done }
 
@@ -405,13 +432,16 @@ func BenchmarkFairness(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		rss.reset()
+		pid := d.cmd.Process.Pid
+		c0 := cpuTime(pid)
 		base := pr.measure(b, fairWindow)
+		baseCPU := cpuTime(pid) - c0
 		baseRSS := rss.reset()
 		if base.errs > 0 || base.n == 0 {
 			b.Fatalf("baseline: %d of %d reads failed", base.errs, base.n)
 		}
-		b.Logf("SUMMARY Fairness baseline: bob's cat /gsv/etc/passwd p50 %v p99 %v over %d reads; daemon RSS %.0f MB",
-			base.p50, base.p99, base.n, baseRSS)
+		b.Logf("SUMMARY Fairness baseline: bob's cat /gsv/etc/passwd p50 %v p99 %v over %d reads; daemon RSS %.0f MB, CPU %.0f%% of a core; load average %s",
+			base.p50, base.p99, base.n, baseRSS, 100*baseCPU.Seconds()/fairWindow.Seconds(), fairLoad())
 		allOK := true
 		for _, a := range abuses {
 			if !fairWanted(a.name) {
@@ -422,7 +452,9 @@ func BenchmarkFairness(b *testing.B) {
 			}
 			stop, note := a.start(e)
 			time.Sleep(fairRamp)
+			c0 := cpuTime(pid)
 			s := pr.measure(b, fairWindow)
+			cpu := cpuTime(pid) - c0
 			stop()
 			e.stopBackground()
 			peak := rss.reset()
@@ -431,8 +463,9 @@ func BenchmarkFairness(b *testing.B) {
 			allOK = allOK && ok
 			b.ReportMetric(ratio, a.name+"-p99-ratio")
 			b.ReportMetric(peak, a.name+"-rss-MB")
-			b.Logf("SUMMARY Fairness %s (%s): bob p50 %v p99 %v = %.2fx baseline (target <= %.0fx), %d/%d reads failed; daemon RSS peak %.0f MB (target < %.0f) %s",
-				a.name, note, s.p50, s.p99, ratio, fairMaxRatio, s.errs, s.n, peak, fairMaxRSSMB, devVerdict(ok))
+			b.ReportMetric(100*cpu.Seconds()/fairWindow.Seconds(), a.name+"-daemon-cpu-%")
+			b.Logf("SUMMARY Fairness %s (%s): bob p50 %v p99 %v = %.2fx baseline (target <= %.0fx), %d/%d reads failed; daemon RSS peak %.0f MB (target < %.0f), CPU %.0f%% of a core; load average %s %s",
+				a.name, note, s.p50, s.p99, ratio, fairMaxRatio, s.errs, s.n, peak, fairMaxRSSMB, 100*cpu.Seconds()/fairWindow.Seconds(), fairLoad(), devVerdict(ok))
 			// Let the daemon settle before the next abuse.
 			time.Sleep(500 * time.Millisecond)
 		}

@@ -5,10 +5,13 @@ package main_test
 // $WORK/state and drives it with gsv.
 
 import (
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +30,8 @@ func TestE2ECLI(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"waitsock": cmdWaitSock,
+			"waitsock":  cmdWaitSock,
+			"mcpserver": cmdMCPServer,
 		},
 	})
 }
@@ -58,4 +62,48 @@ func cmdWaitSock(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+var (
+	mcpServerOnce sync.Once
+	mcpServerErr  error
+)
+
+// cmdMCPServer puts the mcp room's test server (an MCP server written
+// with the SDK, static: it runs in sandboxes) in DIR, building it once:
+//
+//	mcpserver DIR
+func cmdMCPServer(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: mcpserver DIR")
+	}
+	bin, err := mcpTestServer()
+	ts.Check(err)
+	ts.Check(copyMCPServer(bin, ts.MkAbs(args[0])))
+}
+
+// mcpTestServer builds the mcp room's test server into binDir once and
+// returns its path.
+func mcpTestServer() (string, error) {
+	bin := filepath.Join(binDir, "gsv-mcp-testserver")
+	mcpServerOnce.Do(func() {
+		cmd := exec.Command("go", "build", "-o", bin, "gsvfs.dev/gsvfs/mcp/testdata/testserver")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			mcpServerErr = fmt.Errorf("go build the MCP test server: %v\n%s", err, out)
+		}
+	})
+	return bin, mcpServerErr
+}
+
+// copyMCPServer copies the test server bin into dir.
+func copyMCPServer(bin, dir string) error {
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "gsv-mcp-testserver"), b, 0o755)
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -136,5 +137,27 @@ func TestE2EWebSocket(t *testing.T) {
 	}
 	if r := gsvAs(0, env, "whoami"); r.code != 0 || !d.running() {
 		t.Fatalf("after a stray request: %v", r)
+	}
+}
+
+// The OAuth callback is served on the ws!host!port listener beside /9p:
+// an answer whose state no sign-in waits for is a 404 page saying so,
+// and the kernel goes on.
+func TestE2EOAuthCallbackRoute(t *testing.T) {
+	requireRoot(t)
+	port := freePort(t)
+	listen := fmt.Sprintf("ws!127.0.0.1!%d", port)
+	d := startDaemon(t, newBase(t), daemonOpts{listen: listen})
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/oauth/callback?state=nobody&code=x", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "no sign-in is waiting") {
+		t.Fatalf("GET /oauth/callback: %s %s", resp.Status, body)
+	}
+	if !d.running() {
+		t.Fatal("the daemon stopped")
 	}
 }

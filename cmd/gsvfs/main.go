@@ -25,8 +25,10 @@ import (
 	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/devices"
 	"gsvfs.dev/gsvfs/devices/local"
+	"gsvfs.dev/gsvfs/devices/local/sandbox"
 	"gsvfs.dev/gsvfs/ipc"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/mcp"
 	"gsvfs.dev/gsvfs/ninep"
 	"gsvfs.dev/gsvfs/notify"
 	"gsvfs.dev/gsvfs/ns"
@@ -58,7 +60,9 @@ type options struct {
 
 	preAuthMax, preAuthPerHost int // ninep.Gate.Max and MaxPerPeer of the --listen listeners
 
-	tlsCert, tlsKey string // the certificate and key of tls!host!port listeners
+	tlsCert, tlsKey string // the certificate and key of tls!host!port listeners (and of --http)
+
+	http string // --http host:port: the HTTP listener (/mcp)
 }
 
 func rootCmd() *cobra.Command {
@@ -97,6 +101,7 @@ func rootCmd() *cobra.Command {
 		},
 	}
 	mount.Flags().BoolVar(&o.debug, "fuse-debug", false, "log every FUSE request")
+	httpFlag(mount, &o)
 	mount.Flags().StringVar(&ro.kernel, "kernel", "", "mount the namespace of the kernel at this 9P dial string (tcp!host!port, tls!host!port, unix!path) instead of running one")
 	mount.Flags().StringVar(&ro.tlsCA, "tls-ca", "", "with --kernel tls!...: trust the PEM certificates in this file ($GSV_TLS_CA; default: the system's roots)")
 	mount.Flags().StringVar(&ro.token, "token", "", "with --kernel: the token to attach with; $GSV_TOKEN (none: a unix socket's peer credentials)")
@@ -109,6 +114,7 @@ func rootCmd() *cobra.Command {
 			return run(cmd.Context(), o, "")
 		},
 	}
+	httpFlag(serve, &o)
 	worker := &cobra.Command{
 		Use:    "codemode-worker",
 		Short:  "Run one CodeMode block (the daemon starts it; JSON lines on stdin and stdout)",
@@ -118,7 +124,7 @@ func rootCmd() *cobra.Command {
 			os.Exit(codemode.WorkerMain())
 		},
 	}
-	root.AddCommand(mount, serve, deviceCmd(), worker)
+	root.AddCommand(mount, serve, deviceCmd(), mcpCmd(&o), worker)
 	return root
 }
 
@@ -137,6 +143,18 @@ func codeModeWorker() []string {
 		return []string{small}
 	}
 	return []string{exe, "codemode-worker"}
+}
+
+// codeModeGroup is the cpu cgroup the CodeMode workers are born in
+// (sandbox.WorkerGroup), or "" where there is none: the workers then run
+// at their nice alone.
+func codeModeGroup(log *slog.Logger) string {
+	dir, err := sandbox.Group(sandbox.WorkerGroup)
+	if err != nil {
+		log.Info("codemode: no cpu cgroup for the workers; they run at nice alone", "err", err)
+		return ""
+	}
+	return dir
 }
 
 // DefaultStateDir is $GSV_STATE, else ~/.local/share/gsv.
@@ -210,11 +228,14 @@ func run(ctx context.Context, o options, mountDir string) error {
 	}{
 		{"devices", func() (ns.Room, error) { return dev, nil }},
 		{"processes", func() (ns.Room, error) {
-			return proc.Open(space, proc.Options{Logger: log, CodeModeWorker: codeModeWorker()})
+			return proc.Open(space, proc.Options{Logger: log, CodeModeWorker: codeModeWorker(), CodeModeGroup: codeModeGroup(log)})
 		}},
 		{"ipc", func() (ns.Room, error) { return ipc.Open(space, ipc.Options{Logger: log}) }},
 		{"scheduler", func() (ns.Room, error) { return sched.Open(space, sched.Options{Logger: log}) }},
 		{"notifications", func() (ns.Room, error) { return notify.Open(space, notify.Options{Logger: log}) }},
+		{"mcp", func() (ns.Room, error) {
+			return mcp.Open(space, mcp.Options{Logger: log, Version: Version, CallbackOrigin: callbackOrigin(o)})
+		}},
 	}
 	for _, r := range rooms {
 		room, err := r.open()
@@ -253,7 +274,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 	// still unauthenticated at the auth deadline (ninep.Gate).
 	gate := &ninep.Gate{Max: preAuthCap(o.preAuthMax, log), MaxPerPeer: noLimit(o.preAuthPerHost), Timeout: noLimit(o.authTimeout), Logger: log}
 	for _, addr := range o.listen {
-		l, err := listenDial(addr, o, gate)
+		l, err := listenDial(addr, o, gate, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)})
 		if err != nil {
 			return err
 		}
@@ -262,6 +283,20 @@ func run(ctx context.Context, o options, mountDir string) error {
 		serving.Go(func() {
 			srv.Serve(serveCtx, l, func(net.Conn) vfs.Peer { return vfs.Peer{Transport: "9p-tcp", HostUID: -1, HostGID: -1} })
 		})
+	}
+
+	if o.http != "" {
+		hl, err := listenHTTP(o.http, o)
+		if err != nil {
+			return err
+		}
+		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath)
+		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)})
+		if err != nil {
+			hl.Close()
+			return err
+		}
+		serving.Go(wait)
 	}
 
 	var fsrv *fusefs.Server
@@ -353,8 +388,9 @@ func preAuthCap(n int, log *slog.Logger) int {
 // tls!host!port (with --tls-cert and --tls-key), ws!host!port or
 // wss!host!port (9P over a WebSocket at ninep.WSPath, wss with TLS), or
 // unix!path. The sockets' connections are admitted to gate (beneath TLS
-// and WebSocket, whose handshakes it bounds too).
-func listenDial(addr string, o options, gate *ninep.Gate) (net.Listener, error) {
+// and WebSocket, whose handshakes it bounds too). A WebSocket listener
+// serves routes too (plain HTTP: the OAuth callback).
+func listenDial(addr string, o options, gate *ninep.Gate, routes ...ninep.Route) (net.Listener, error) {
 	f := strings.Split(addr, "!")
 	switch {
 	case len(f) == 3 && (f[0] == "tcp" || f[0] == "net" || f[0] == "tls" || f[0] == "ws" || f[0] == "wss"):
@@ -382,7 +418,7 @@ func listenDial(addr string, o options, gate *ninep.Gate) (net.Listener, error) 
 			l = tls.NewListener(l, conf)
 		}
 		if f[0] == "ws" || f[0] == "wss" {
-			l = ninep.ListenWS(l)
+			l = ninep.ListenWS(l, routes...)
 		}
 		return l, nil
 	case len(f) == 2 && f[0] == "unix":
@@ -393,6 +429,35 @@ func listenDial(addr string, o options, gate *ninep.Gate) (net.Listener, error) 
 		return gate.Listen(l), nil
 	}
 	return nil, errors.New("--listen " + addr + ": want tcp!host!port, tls!host!port, ws!host!port or wss!host!port")
+}
+
+// callbackOrigin is the origin of the OAuth callback (/oauth/callback):
+// that of the first ws!host!port or wss!host!port listener whose host is
+// named (http for ws, which the MCP room allows only on loopback), else
+// that of --http when its host is named (https with --tls-cert), ""
+// for none (then a server signs in only with its own callbackHost).
+func callbackOrigin(o options) string {
+	for _, addr := range o.listen {
+		f := strings.Split(addr, "!")
+		if len(f) != 3 || f[1] == "*" || f[1] == "" || f[0] != "ws" && f[0] != "wss" {
+			continue
+		}
+		scheme := "http"
+		if f[0] == "wss" {
+			scheme = "https"
+		}
+		return scheme + "://" + net.JoinHostPort(f[1], f[2])
+	}
+	if host, port, err := net.SplitHostPort(o.http); err == nil && host != "" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+			scheme := "http"
+			if o.tlsCert != "" {
+				scheme = "https"
+			}
+			return scheme + "://" + net.JoinHostPort(host, port)
+		}
+	}
+	return ""
 }
 
 // unixPeer identifies a unix-socket peer by SO_PEERCRED.

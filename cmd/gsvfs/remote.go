@@ -34,6 +34,9 @@ const remoteCheckEvery = 10 * time.Second
 // mount may use DIR (as root the mount is allow_other, so other host users
 // are refused here).
 func mountRemote(ctx context.Context, o options, ro remoteOptions, dir string) error {
+	if o.http != "" {
+		return fmt.Errorf("--http serves this machine's kernel: it has no use with --kernel %s", ro.kernel)
+	}
 	log, err := newLogger(o.logLevel)
 	if err != nil {
 		return err

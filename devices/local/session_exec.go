@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"sort"
 	"strconv"
@@ -44,7 +45,7 @@ func (s *session) sessionEnv(patch map[string]string) []string {
 // receipt when it has ended. A caller gone before then (ctx) kills it.
 // One exec runs at a time in a session: another is a 409.
 func (x *Sessions) ProcessExec(ctx context.Context, who Who, a *abi.ExecArgs) (*abi.ExecResult, error) {
-	s, run, err := x.startExec(ctx, who, a)
+	s, run, err := x.startExec(ctx, who, a, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -62,15 +63,23 @@ func (x *Sessions) ProcessExec(ctx context.Context, who Who, a *abi.ExecArgs) (*
 // ExecStart is process.exec.start: process.exec that returns once the
 // command runs; process.session.wait returns its receipt.
 func (x *Sessions) ExecStart(ctx context.Context, who Who, a *abi.ExecArgs) (*abi.SessionInfo, error) {
-	s, _, err := x.startExec(ctx, who, a)
+	s, _, err := x.startExec(ctx, who, a, nil)
 	if err != nil {
 		return nil, err
 	}
 	return s.snapshot(), nil
 }
 
-// startExec checks a and starts its command in its session.
-func (x *Sessions) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*session, *execRun, error) {
+// execStdio is the stdin and stdout of a piped exec (process.exec.pipe):
+// the command's ends of two pipes, which the exec's process holds.
+type execStdio struct {
+	stdin, stdout *os.File
+}
+
+// startExec checks a and starts its command in its session: with stdio,
+// its stdin and stdout are those files (its stdout is then not kept)
+// and, unless a gives a timeout, it may run until the session's ceiling.
+func (x *Sessions) startExec(ctx context.Context, who Who, a *abi.ExecArgs, stdio *execStdio) (*session, *execRun, error) {
 	s, err := x.sessions.get(who, a.SessionID)
 	if err != nil {
 		return nil, nil, err
@@ -106,6 +115,9 @@ func (x *Sessions) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*se
 		}
 		timeout = time.Duration(*a.TimeoutNs)
 	}
+	if stdio != nil && a.TimeoutNs == nil {
+		timeout = time.Duration(s.limits.MaxTimeoutNs)
+	}
 	if timeout > time.Duration(s.limits.MaxTimeoutNs) {
 		return nil, nil, abi.E(abi.Invalid, fmt.Sprintf("timeout_ns over the ceiling of %s", time.Duration(s.limits.MaxTimeoutNs)))
 	}
@@ -121,6 +133,9 @@ func (x *Sessions) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*se
 		return nil, nil, err
 	}
 	var stdin []byte
+	if a.StdinRef != "" && stdio != nil {
+		return nil, nil, abi.E(abi.Invalid, "stdin_ref: a piped exec reads its stdin from its caller")
+	}
 	if a.StdinRef != "" {
 		stdin, err = x.blobs.read(who, a.StdinRef, 0, inlineRequired*64)
 		if err != nil {
@@ -154,6 +169,9 @@ func (x *Sessions) startExec(ctx context.Context, who Who, a *abi.ExecArgs) (*se
 	if stdin != nil {
 		in = strings.NewReader(string(stdin))
 		cmd.Stdin = in
+	}
+	if stdio != nil {
+		cmd.Stdin, cmd.Stdout = stdio.stdin, stdio.stdout
 	}
 	p, err := s.box.Start(cmd)
 	if err != nil {

@@ -11,14 +11,14 @@
 //
 //   - kernel and kernel/kerneltest import no vfs, transport, namespace or
 //     room (vfs, vfs/..., ninep, ns, proc, ipc, sched, devices,
-//     devices/..., notify);
+//     devices/..., notify, mcp);
 //   - vfs, vfs/... and ninep import nothing of GSV but each other;
-//   - the rooms, proc, ipc, sched, devices (with devices/...) and notify,
-//     never import each other;
+//   - the rooms, proc, ipc, sched, devices (with devices/...), notify
+//     and mcp, never import each other;
 //     the one exception is wiring in tests, which stand a system up as
 //     gsvfs does and reach the rooms only through the dispatcher: the
-//     tests of proc, ipc and sched, the devices room (the real data tree
-//     their files live in); proc's, the ipc room (processes that talk);
+//     tests of proc, ipc, sched and mcp, the devices room (the real data
+//     tree their files live in, exec sessions); proc's, the ipc room (processes that talk);
 //     ipc's, the process room (the processes that talk); sched's tests
 //     never import proc;
 //   - devices/local links no kernel and no SQLite (outside its tests): it
@@ -31,6 +31,9 @@
 //     view of the namespace they check;
 //   - cmd/gsv imports of GSV only abi, and ninep's 9P client (with the
 //     vfs that ninep imports) for mounts;
+//   - mcpserve (gsvfs as an MCP server) imports of GSV only abi,
+//     abi/schema and ninep's 9P client (with its vfs); its tests also
+//     vfs/vfstest: it is a transport onto the dispatcher, no room;
 //   - abi/schema imports of GSV only abi;
 //   - abi imports nothing of GSV.
 //

@@ -58,17 +58,18 @@ type rule struct {
 
 // rooms are the rooms: each one part of the system, registered with the
 // namespace (ns.Room), meeting the others only in the dispatcher.
-var rooms = []string{"proc", "ipc", "sched", "devices", "notify"}
+var rooms = []string{"proc", "ipc", "sched", "devices", "notify", "mcp"}
 
 // wiring reports whether the tests of self may stand the room dep up, as
 // gsvfs does, to reach it through the dispatcher: the devices room (the
-// real data tree) for the tests of proc, ipc and sched; the ipc room for
+// real data tree, exec sessions) for the tests of proc, ipc, sched and
+// mcp; the ipc room for
 // proc's (processes that talk); the process room for ipc's (the
 // processes that talk, their model scripted).
 func wiring(self, dep string) bool {
 	switch {
 	case under(dep, "devices"):
-		return under(self, "proc", "ipc", "sched")
+		return under(self, "proc", "ipc", "sched", "mcp")
 	case under(dep, "ipc"):
 		return under(self, "proc")
 	case under(dep, "proc"):
@@ -91,7 +92,7 @@ var rules = []rule{
 		forbid: func(_, dep string, _ bool) bool { return !under(dep, "vfs", "ninep") },
 	},
 	{
-		name:  "the rooms (proc, ipc, sched, devices, notify) never import each other",
+		name:  "the rooms (proc, ipc, sched, devices, notify, mcp) never import each other",
 		binds: func(p string) bool { return under(p, rooms...) },
 		forbid: func(self, dep string, test bool) bool {
 			if test && wiring(self, dep) {
@@ -152,6 +153,21 @@ var rules = []rule{
 		binds: func(p string) bool { return p == "cmd/gsv" },
 		forbid: func(_, dep string, _ bool) bool {
 			return dep != "abi" && dep != "ninep" && dep != "vfs"
+		},
+	},
+	{
+		// The MCP server is a transport onto the dispatcher: it makes
+		// syscalls through a Caller (a 9P connection's /sys/rpc, or the
+		// kernel's Serve that gsvfs gives it), by abi descriptors with
+		// abi/schema's schemas; it knows no kernel, namespace or room.
+		// Its tests serve a vfs tree over ninep.
+		name:  "mcpserve imports of GSV only abi (and its schemas) and ninep's client",
+		binds: func(p string) bool { return p == "mcpserve" },
+		forbid: func(_, dep string, test bool) bool {
+			if test && dep == "vfs/vfstest" {
+				return false
+			}
+			return dep != "abi" && dep != "abi/schema" && dep != "ninep" && dep != "vfs"
 		},
 	},
 	{

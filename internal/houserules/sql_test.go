@@ -104,6 +104,7 @@ var tableOwners = map[string]func(table string) bool{
 	"sched":   func(t string) bool { return strings.HasPrefix(t, "sched_") },
 	"notify":  func(t string) bool { return strings.HasPrefix(t, "notify_") },
 	"devices": func(t string) bool { return t == "devices" || strings.HasPrefix(t, "device_") },
+	"mcp":     func(t string) bool { return strings.HasPrefix(t, "mcp_") },
 }
 
 // ipcTable says whether t is a table of the ipc room: the calls between

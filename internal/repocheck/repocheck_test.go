@@ -173,3 +173,23 @@ func TestMakeRunPassesArgs(t *testing.T) {
 	}
 	t.Fatalf("make -n run runs no gsvfs mount:\n%s", out)
 }
+
+// No tracked text file keeps a merge's conflict markers: a line that
+// begins "<<<<<<< " or ">>>>>>> ".
+func TestNoConflictMarkers(t *testing.T) {
+	out, err := exec.Command("git", "-C", root, "ls-files").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v (not a git checkout)", err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil || slices.Contains(b, 0) {
+			continue // gone from the work tree, or binary
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "<<<<<<< ") || strings.HasPrefix(line, ">>>>>>> ") {
+				t.Errorf("%s:%d: a merge conflict marker: %q", f, i+1, line)
+			}
+		}
+	}
+}

@@ -113,6 +113,32 @@ func makeGroup() (string, error) {
 	return base, nil
 }
 
+// WorkerGroup is the cpu cgroup (v1) of the daemon's CodeMode workers,
+// beside the users' groups in GroupName: all the blocks that run at once,
+// whoever runs them, share the weight of one user's sandboxes.
+const WorkerGroup = "codemode"
+
+// Group makes the cpu cgroup (v1) name in GroupName (made, with
+// CPUShares, under the daemon's own cpu cgroup if need be), at the
+// default weight beside the users' groups, and returns its directory:
+// what is born in it comes after the daemon's service of every user, as
+// the sandboxes do. It fails where the runtime's sandboxes run at nice
+// alone (no cgroup v1 cpu controller, no right to make a group in it).
+func Group(name string) (string, error) {
+	if name == "" || strings.ContainsAny(name, "/") || name == "." || name == ".." {
+		return "", fmt.Errorf("sandbox: bad cpu cgroup name %q", name)
+	}
+	base, err := makeGroup()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(base, name)
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
+	}
+	return dir, nil
+}
+
 // get returns host uid's launcher, starting it (and making the uid's
 // group) on first use.
 func (ls *launchers) get(uid uint32) (*launcher, error) {

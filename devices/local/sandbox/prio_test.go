@@ -183,3 +183,32 @@ func TestBoxOutlivesStartingThread(t *testing.T) {
 		t.Fatalf("the sandbox after the end of the thread that started it: %+v %q", ex, out.String())
 	}
 }
+
+// Group makes a cpu cgroup beside the users' groups in GroupName, under
+// the daemon's own (CodeMode's workers have WorkerGroup), and refuses a
+// name that is not one directory's.
+func TestGroup(t *testing.T) {
+	for _, bad := range []string{"", ".", "..", "a/b", "../x"} {
+		if dir, err := Group(bad); err == nil {
+			t.Errorf("Group(%q) = %s, want an error", bad, dir)
+		}
+	}
+	own, err := ownCPUGroup()
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and a cgroup v1 cpu controller:", err)
+	}
+	dir, err := Group(WorkerGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(own, GroupName, WorkerGroup); dir != want {
+		t.Fatalf("Group(%q) = %s, want %s", WorkerGroup, dir, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tasks")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(own, GroupName, "cpu.shares"))
+	if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(CPUShares) {
+		t.Fatalf("the sandboxes' group's cpu.shares: %q %v, want %d", b, err, CPUShares)
+	}
+}

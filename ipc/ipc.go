@@ -533,30 +533,51 @@ func (m *Room) endCall(ctx context.Context, pc *pendingCall, state string, ev ev
 			deliver = false
 		}
 	}
-	final := state
+	var src *abi.Process
+	if deliver {
+		if src, err = m.get(ctx, pc.sourcePid); err != nil {
+			deliver = false // the source is gone
+		}
+	}
+	const end = `UPDATE proc_ipc_calls SET state=?, finished_at=? WHERE call_id=? AND state IN ('sending','pending')`
 	if !deliver {
-		final = "dropped"
-	}
-	res, err := m.st.Exec(ctx, `UPDATE proc_ipc_calls SET state=?, finished_at=? WHERE call_id=? AND state IN ('sending','pending')`, final, now(), pc.id)
-	if err != nil {
-		m.log.Error("ipc: end a call", "call", pc.id, "err", err)
+		res, err := m.st.Exec(ctx, end, "dropped", now(), pc.id)
+		if err != nil {
+			m.log.Error("ipc: end a call", "call", pc.id, "err", err)
+			return
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			m.changes.Touch(pc.sourcePid+"/ipc", pc.targetPid+"/ipc")
+		}
 		return
 	}
-	n, _ := res.RowsAffected()
-	if n > 0 {
-		m.changes.Touch(pc.sourcePid+"/ipc", pc.targetPid+"/ipc")
+	// The call ends in the transaction that puts its answer in the
+	// source's conversation: it is "replied" (or "timed_out") exactly when
+	// the answer is there. A call the other of reply and timeout ended
+	// first stops the delivery.
+	ended := false
+	ev.within = func(tx abi.StoreTx) error {
+		res, err := tx.Exec(end, state, now(), pc.id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return errCallEnded
+		}
+		ended = true
+		return nil
 	}
-	if n == 0 || !deliver {
+	if _, _, err := m.deliver(ctx, src, pc.sourceCid, ev); err != nil && !ended {
+		if !errors.Is(err, errCallEnded) && !strings.Contains(err.Error(), errCallEnded.Error()) {
+			m.log.Warn("ipc: deliver an answer", "call", pc.id, "source", pc.sourcePid, "err", err)
+		}
 		return
 	}
-	src, err := m.get(ctx, pc.sourcePid)
-	if err != nil {
-		return // the source is gone
-	}
-	if _, _, err := m.deliver(ctx, src, pc.sourceCid, ev); err != nil {
-		m.log.Warn("ipc: deliver an answer", "call", pc.id, "source", pc.sourcePid, "err", err)
-	}
+	m.changes.Touch(pc.sourcePid+"/ipc", pc.targetPid+"/ipc")
 }
+
+// errCallEnded stops the delivery of an answer to a call already ended.
+var errCallEnded = errors.New("the call has ended")
 
 // finalAnswer is a run's final answer (raw: the text of the last answer
 // of the model in it, proc.run.state) as a reply carries it: trimmed, at

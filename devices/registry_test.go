@@ -41,7 +41,6 @@ func hello(id string) abi.DeviceHello {
 	return abi.DeviceHello{ID: id, Platform: "linux/amd64", Version: "0.1", Implements: []string{"fs.read", "shell.exec"}}
 }
 
-
 // ids are the ids of the devices of a list.
 func ids(r *abi.DeviceListResult) string {
 	var out []string

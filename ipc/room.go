@@ -3,9 +3,7 @@ package ipc
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync"
@@ -259,31 +257,6 @@ func ownError(err error) error {
 		return &c
 	}
 	return err
-}
-
-// capColumn is pc as a process_cap column: its JSON, NULL for nil.
-func capColumn(pc *abi.ProcessCap) sql.NullString {
-	if pc == nil {
-		return sql.NullString{}
-	}
-	b, err := json.Marshal(pc)
-	if err != nil { // a ProcessCap always encodes
-		return sql.NullString{String: "{}", Valid: true}
-	}
-	return sql.NullString{String: string(b), Valid: true}
-}
-
-// capOf decodes a process_cap column: NULL narrows nothing (nil); a value
-// that does not decode (a damaged store) allows nothing, never more.
-func capOf(v sql.NullString) *abi.ProcessCap {
-	if !v.Valid {
-		return nil
-	}
-	var pc abi.ProcessCap
-	if err := json.Unmarshal([]byte(v.String), &pc); err != nil {
-		return &abi.ProcessCap{Networks: []string{}, Mounts: []abi.CapMount{}}
-	}
-	return &pc
 }
 
 func now() int64 { return time.Now().UnixMilli() }

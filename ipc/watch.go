@@ -231,7 +231,7 @@ func (m *Room) sysWatch(ctx context.Context, c *kernel.Caller, a *abi.WatchArgs)
 				}
 				res.WatchID, res.Created = id, false
 				_, err = m.st.TxExec(tx, `UPDATE proc_watches SET signal=?,process_id=?,state=?,once=?,status='active',created_at=?,expires_at=?,fired=0,error=NULL,process_cap=? WHERE watch_id=?`,
-					a.Signal, a.ProcessID, state, once, t, expires, capColumn(c.Identity.Process), id)
+					a.Signal, a.ProcessID, state, once, t, expires, abi.CapValue(c.Identity.Process), id)
 				return err
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
@@ -246,7 +246,7 @@ func (m *Room) sysWatch(ctx context.Context, c *kernel.Caller, a *abi.WatchArgs)
 		}
 		res.WatchID, res.Created = newID("watch_"), true
 		_, err := m.st.TxExec(tx, `INSERT INTO proc_watches(watch_id,uid,watcher_pid,signal,process_id,key,state,once,created_at,expires_at,process_cap) VALUES(?,?,?,?,?,?,?,?,?,?,?)`,
-			res.WatchID, w.Uid, w.Pid, a.Signal, a.ProcessID, key, state, once, t, expires, capColumn(c.Identity.Process))
+			res.WatchID, w.Uid, w.Pid, a.Signal, a.ProcessID, key, state, once, t, expires, abi.CapValue(c.Identity.Process))
 		return err
 	})
 	if err != nil {
@@ -490,7 +490,7 @@ func (m *Room) deliverWatch(ctx context.Context, d *watchDelivery, waited bool) 
 		return
 	}
 	err = m.deliverSignal(ctx, h.watcher, event{Kind: abi.EventSignal, Text: text, Runtime: true, TraceID: h.id,
-		Source: abi.EventSource{Kind: "process", Uid: h.uid, Pid: d.pid}, Cap: abi.NarrowCap(capOf(h.cap), narrow)})
+		Source: abi.EventSource{Kind: "process", Uid: h.uid, Pid: d.pid}, Cap: abi.NarrowCap(abi.CapFromValue(h.cap), narrow)})
 	switch {
 	case err != nil:
 		if _, serr := m.st.Exec(ctx, `UPDATE proc_watches SET status='failed', error=? WHERE watch_id=?`, err.Error(), h.id); serr != nil {

@@ -3,7 +3,6 @@ package proc
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -39,31 +38,6 @@ import (
 // (abi.NarrowCap) of the process's narrowing and its conversation's, read
 // when the call is made. Narrowing only ever narrows; nothing here widens.
 
-// capColumn is pc as a process_cap column: its JSON, NULL for nil.
-func capColumn(pc *abi.ProcessCap) sql.NullString {
-	if pc == nil {
-		return sql.NullString{}
-	}
-	b, err := json.Marshal(pc)
-	if err != nil { // a ProcessCap always encodes
-		return sql.NullString{String: "{}", Valid: true}
-	}
-	return sql.NullString{String: string(b), Valid: true}
-}
-
-// capOf decodes a process_cap column: NULL narrows nothing (nil); a value
-// that does not decode (a damaged store) allows nothing, never more.
-func capOf(v sql.NullString) *abi.ProcessCap {
-	if !v.Valid {
-		return nil
-	}
-	var pc abi.ProcessCap
-	if err := json.Unmarshal([]byte(v.String), &pc); err != nil {
-		return &abi.ProcessCap{Networks: []string{}, Mounts: []abi.CapMount{}}
-	}
-	return &pc
-}
-
 // narrowConvTx narrows generation gen (0: the live one, whichever it
 // is) of conversation cid of pid by pc, in tx (a transaction of the
 // store's Tx). nil changes nothing; a generation that is gone has
@@ -82,7 +56,7 @@ func (m *engine) narrowConvTx(tx *kernel.Tx, pid, cid string, gen int64, pc *abi
 		return err
 	}
 	_, err = m.st.TxExec(tx, `UPDATE proc_conversations SET process_cap=? WHERE pid=? AND cid=? AND generation=?`,
-		capColumn(abi.NarrowCap(capOf(cur), pc)), pid, cid, gen)
+		abi.CapValue(abi.NarrowCap(abi.CapFromValue(cur), pc)), pid, cid, gen)
 	return err
 }
 
@@ -108,7 +82,7 @@ func (m *engine) actingCaller(ctx context.Context, base *kernel.Caller, pid, cid
 	if err != nil {
 		return nil, err
 	}
-	pc := capOf(ccap)
+	pc := abi.CapFromValue(ccap)
 	if pc == nil {
 		return base, nil
 	}
@@ -130,5 +104,5 @@ func (m *engine) runCap(ctx context.Context, runID string) (*abi.ProcessCap, err
 	if err != nil {
 		return nil, err
 	}
-	return abi.NarrowCap(capOf(pcap), capOf(ccap)), nil
+	return abi.NarrowCap(abi.CapFromValue(pcap), abi.CapFromValue(ccap)), nil
 }

@@ -434,13 +434,13 @@ func (m *engine) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, cid
 		if err := m.st.QueryRowContext(ctx, `SELECT process_cap FROM proc_segments WHERE pid=? AND id=?`, p.Pid, seg.ID).Scan(&segCap); err != nil {
 			return nil, abi.E(abi.Path(seg.ID), err)
 		}
-		if narrow = capOf(segCap); suffix && seg.Generation == src.Generation {
+		if narrow = abi.CapFromValue(segCap); suffix && seg.Generation == src.Generation {
 			narrow = abi.NarrowCap(narrow, src.Cap)
 		}
 	}
 	t := now()
 	err = m.st.Tx(ctx, func(tx *kernel.Tx) error {
-		if _, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at,process_cap) VALUES(?,?,?,?,?,?)`, p.Pid, target, title, t, t, capColumn(narrow)); err != nil {
+		if _, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at,process_cap) VALUES(?,?,?,?,?,?)`, p.Pid, target, title, t, t, abi.CapValue(narrow)); err != nil {
 			return abi.E(abi.Path(p.Pid+"/"+target), abi.Busy, "conversation already exists")
 		}
 		st, err := tx.Prepare(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at,kind,source,trace_id) VALUES(?,?,1,?,?,?,?,?,?)`)

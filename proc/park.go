@@ -211,7 +211,7 @@ func (m *engine) injectSteer(ctx context.Context, pr *process, r *activeRun) err
 			if _, err := m.st.TxExec(tx, `DELETE FROM proc_queue WHERE id=?`, s.id); err != nil {
 				return err
 			}
-			return m.narrowConvTx(tx, pr.pid, r.cid, r.gen, capOf(s.cap))
+			return m.narrowConvTx(tx, pr.pid, r.cid, r.gen, abi.CapFromValue(s.cap))
 		}); err != nil {
 			return err
 		}

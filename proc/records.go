@@ -24,7 +24,7 @@ func scanProcess(row interface{ Scan(...any) error }, p *abi.Process) error {
 	if err := row.Scan(&p.Pid, &p.Uid, &p.Profile, &p.ParentPid, &p.State, &p.Label, &p.CreatedAt, &p.WorkspaceID, &p.Cwd, &pc, &mcp); err != nil {
 		return err
 	}
-	p.Cap = capOf(pc)
+	p.Cap = abi.CapFromValue(pc)
 	p.McpServers = mcpOf(mcp)
 	return nil
 }
@@ -205,7 +205,7 @@ func (m *Manager) create(ctx context.Context, pid string, uid uint32, profile st
 // process that exists already (an init) is left as it is.
 func (m *Manager) createTx(tx *kernel.Tx, pid string, uid uint32, profile string, label, parent *string, cwd string, t int64, pc *abi.ProcessCap) error {
 	res, err := m.st.TxExec(tx, `INSERT INTO proc_processes(pid,uid,profile,label,parent_pid,cwd,created_at,process_cap) VALUES(?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING`,
-		pid, uid, profile, label, parent, cwd, t, capColumn(pc))
+		pid, uid, profile, label, parent, cwd, t, abi.CapValue(pc))
 	if err != nil {
 		return err
 	}
@@ -224,7 +224,7 @@ func (m *Manager) conv(ctx context.Context, pid, cid string) (*abi.Conversation,
 		(SELECT count(*) FROM proc_messages m WHERE m.pid=c.pid AND m.cid=c.cid AND m.generation=c.generation), process_cap
 		FROM proc_conversations c WHERE pid=? AND cid=?`, pid, cid).
 		Scan(&c.ID, &c.Generation, &c.Status, &c.Title, &c.CreatedAt, &c.UpdatedAt, &c.MessageCount, &pc)
-	c.Cap = capOf(pc)
+	c.Cap = abi.CapFromValue(pc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, abi.E(abi.Path(pid+"/"+cid), abi.NotExist, "no such conversation")
 	}

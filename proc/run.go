@@ -235,7 +235,7 @@ func (m *engine) SendEvent(ctx context.Context, p *abi.Process, cid string, ev E
 					}
 					// The waiting tick stands for this one: it carries
 					// this one's narrowing too.
-					_, err := m.st.TxExec(tx, `UPDATE proc_queue SET process_cap=? WHERE id=?`, capColumn(abi.NarrowCap(capOf(qcap), ev.Cap)), qid)
+					_, err := m.st.TxExec(tx, `UPDATE proc_queue SET process_cap=? WHERE id=?`, abi.CapValue(abi.NarrowCap(abi.CapFromValue(qcap), ev.Cap)), qid)
 					return err
 				}
 				if !errors.Is(err, sql.ErrNoRows) {
@@ -308,7 +308,7 @@ func eventMeta(ev Event) eventRow {
 		kind:   sql.NullString{String: ev.Kind, Valid: ev.Kind != ""},
 		source: sql.NullString{String: string(src), Valid: ev.Source.Kind != ""},
 		trace:  sql.NullString{String: ev.TraceID, Valid: ev.TraceID != ""},
-		cap:    capColumn(ev.Cap),
+		cap:    abi.CapValue(ev.Cap),
 	}
 }
 
@@ -316,7 +316,7 @@ func eventMeta(ev Event) eventRow {
 // columns, and records the run and its first message. The narrowing the
 // message carries narrows its conversation first.
 func (m *engine) startRunTx(tx *kernel.Tx, pid, cid string, gen int64, runID, role string, content json.RawMessage, meta eventRow, t int64) error {
-	if err := m.narrowConvTx(tx, pid, cid, gen, capOf(meta.cap)); err != nil {
+	if err := m.narrowConvTx(tx, pid, cid, gen, abi.CapFromValue(meta.cap)); err != nil {
 		return err
 	}
 	var first int64

@@ -57,7 +57,7 @@ func (m *engine) sysConvState(ctx context.Context, c *kernel.Caller, a *abi.Conv
 	if err != nil {
 		return nil, abi.E(abi.Path(a.Pid), err)
 	}
-	out.Generation, out.Status, out.Cap = gen.Int64, status.String, abi.NarrowCap(capOf(pcap), capOf(ccap))
+	out.Generation, out.Status, out.Cap = gen.Int64, status.String, abi.NarrowCap(abi.CapFromValue(pcap), abi.CapFromValue(ccap))
 	return out, nil
 }
 

@@ -583,16 +583,3 @@ func (m *Manager) runs(ctx context.Context, where string, args ...any) ([]abi.Ru
 	}
 	return out, rows.Err()
 }
-
-// capColumn is a schedule's narrowing as its process_cap column: JSON,
-// NULL for none.
-func capColumn(pc *abi.ProcessCap) any {
-	if pc == nil {
-		return nil
-	}
-	b, err := json.Marshal(pc)
-	if err != nil { // a ProcessCap always encodes
-		return "{}"
-	}
-	return string(b)
-}

@@ -332,7 +332,7 @@ func (m *Manager) insert(q querier, c *kernel.Caller, owner uint32, a *abi.Sched
 	}
 	_, err = q.Exec(`INSERT INTO sched_schedules(id,owner_uid,creator_uid,run_as_uid,name,description,enabled,expression,target,misfire,retry,created_at,updated_at,next_run_at,process_cap,seq)
 		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,(SELECT coalesce(max(seq), 0)+1 FROM sched_schedules))`, s.ID, s.OwnerUid, s.CreatorUid, s.RunAsUid, s.Name, s.Description, s.Enabled, expr, target,
-		s.MisfirePolicy, retry, s.CreatedAtMs, s.UpdatedAtMs, nullInt(next), capColumn(s.Cap))
+		s.MisfirePolicy, retry, s.CreatedAtMs, s.UpdatedAtMs, nullInt(next), abi.CapValue(s.Cap))
 	if err != nil {
 		return nil, nameErr(a.Name, err)
 	}
@@ -416,7 +416,7 @@ func (m *Manager) patch(q querier, s *abi.Schedule, p *abi.SchedPatch, narrow *a
 		next = *s.State.NextRunAtMs
 	}
 	_, err = q.Exec(`UPDATE sched_schedules SET name=?, description=?, enabled=?, expression=?, target=?, misfire=?, retry=?, updated_at=?, created_at=?, next_run_at=?, attempt=?, process_cap=? WHERE id=?`,
-		s.Name, s.Description, s.Enabled, expr, target, s.MisfirePolicy, retry, s.UpdatedAtMs, s.CreatedAtMs, next, s.State.Attempt, capColumn(s.Cap), s.ID)
+		s.Name, s.Description, s.Enabled, expr, target, s.MisfirePolicy, retry, s.UpdatedAtMs, s.CreatedAtMs, next, s.State.Attempt, abi.CapValue(s.Cap), s.ID)
 	if err != nil {
 		return nil, nameErr(s.Name, err)
 	}

@@ -13,7 +13,9 @@ import (
 //
 // The engine does not start a run per due schedule at once: it puts the
 // schedule in its owner's queue (enqueue), and serveLocked starts runs
-// from the queues, taking owners in turn (round robin), while fewer than
+// from the queues, taking owners in turn (the owner waiting whose last
+// start is the oldest goes first: no owner starts two runs in a row
+// while another waits, whenever either entered its queue), while fewer than
 // maxRunning runs of the engine are under way and fewer than
 // maxRunningPerOwner of that owner's. So one owner with a thousand
 // schedules due at once runs maxRunningPerOwner of them at a time, and
@@ -61,8 +63,9 @@ type ownerQueue struct {
 // fairState is the engine's queues, under Manager.mu.
 type fairState struct {
 	queues map[uint32]*ownerQueue // owners with fires waiting or runs under way
-	ring   []uint32               // owners with fires waiting, in the order they are served
-	cursor int                    // the index in ring of the owner served next
+	ring   []uint32               // owners with fires waiting, in the order they came
+	served map[uint32]uint64      // each owner's last start (a sequence number; none: never)
+	seq    uint64                 // the sequence of starts
 	queued map[string]*fire       // the fires waiting, by schedule id
 	runs   int                    // the engine's runs under way
 	// The limits: maxRunning, maxRunningPerOwner, maxQueuedPerOwner
@@ -82,7 +85,7 @@ type fairState struct {
 }
 
 func newFairState(rate bool) fairState {
-	fs := fairState{queues: map[uint32]*ownerQueue{}, queued: map[string]*fire{}, tat: map[uint32]int64{},
+	fs := fairState{queues: map[uint32]*ownerQueue{}, queued: map[string]*fire{}, tat: map[uint32]int64{}, served: map[uint32]uint64{},
 		maxRuns: maxRunning, maxPerOwner: maxRunningPerOwner, maxQueued: maxQueuedPerOwner}
 	if rate {
 		fs.interval, fs.burst = 1000/fireRate, fireBurst
@@ -102,9 +105,10 @@ const (
 	fireBurst = 128
 )
 
-// tokenLocked takes one of owner's fire tokens at now (ms) and reports
-// true, or reports false and when the next one comes (ms). m.mu is held.
-func (fs *fairState) tokenLocked(owner uint32, now int64) (ok bool, at int64) {
+// tokenLocked reports whether owner has a fire token at now (ms), and
+// takes it if take is set, or reports false and when the next one comes
+// (ms). m.mu is held.
+func (fs *fairState) tokenLocked(owner uint32, now int64, take bool) (ok bool, at int64) {
 	if fs.interval <= 0 || owner == 0 {
 		return true, 0
 	}
@@ -112,7 +116,9 @@ func (fs *fairState) tokenLocked(owner uint32, now int64) (ok bool, at int64) {
 	if early := tat - (fs.burst-1)*fs.interval; early > now {
 		return false, early
 	}
-	fs.tat[owner] = tat + fs.interval
+	if take {
+		fs.tat[owner] = tat + fs.interval
+	}
 	return true, 0
 }
 
@@ -192,24 +198,24 @@ func (m *Manager) serveLocked() {
 	}
 	now := m.clock.Now().UnixMilli()
 	for !fs.stopping && fs.runs < fs.maxRuns && len(fs.ring) > 0 {
-		i, ok := 0, false
+		i := -1
 		var wake int64 // the first token of an owner held back by the rate
-		for n := range len(fs.ring) {
-			i = (fs.cursor + n) % len(fs.ring)
-			owner := fs.ring[i]
+		for j, owner := range fs.ring {
 			if fs.queues[owner].running >= fs.maxPerOwner {
 				continue
 			}
-			if got, at := fs.tokenLocked(owner, now); !got {
+			if i >= 0 && fs.served[owner] >= fs.served[fs.ring[i]] {
+				continue
+			}
+			if got, at := fs.tokenLocked(owner, now, false); !got {
 				if wake == 0 || at < wake {
 					wake = at
 				}
 				continue
 			}
-			ok = true
-			break
+			i = j
 		}
-		if !ok {
+		if i < 0 {
 			// Every owner waiting is at its own limit: a run's end
 			// serves again, or the wake-up once a token comes.
 			if wake != 0 {
@@ -218,6 +224,9 @@ func (m *Manager) serveLocked() {
 			return
 		}
 		owner := fs.ring[i]
+		fs.tokenLocked(owner, now, true)
+		fs.seq++
+		fs.served[owner] = fs.seq
 		q := fs.queues[owner]
 		f := q.fires[0]
 		q.fires[0] = nil
@@ -228,14 +237,6 @@ func (m *Manager) serveLocked() {
 		fs.runs++
 		if len(q.fires) == 0 {
 			fs.ring = append(fs.ring[:i], fs.ring[i+1:]...)
-			fs.cursor = i // the next owner has moved to i
-		} else {
-			fs.cursor = i + 1
-		}
-		if len(fs.ring) > 0 {
-			fs.cursor %= len(fs.ring)
-		} else {
-			fs.cursor = 0
 		}
 		m.wg.Add(1)
 		go m.runFire(f)
@@ -301,6 +302,7 @@ func (m *Manager) runFire(f *fire) {
 		q := m.fair.queues[f.owner]
 		if q.alive--; q.alive == 0 && len(q.fires) == 0 {
 			delete(m.fair.queues, f.owner)
+			delete(m.fair.served, f.owner)
 			m.fair.forgetFullLocked(m.clock.Now().UnixMilli())
 		}
 		m.serveLocked()
@@ -344,18 +346,11 @@ func (m *Manager) unqueueLocked(id string) {
 	for i, o := range m.fair.ring {
 		if o == f.owner {
 			m.fair.ring = append(m.fair.ring[:i], m.fair.ring[i+1:]...)
-			if m.fair.cursor > i {
-				m.fair.cursor--
-			}
 			break
 		}
 	}
-	if len(m.fair.ring) > 0 {
-		m.fair.cursor %= len(m.fair.ring)
-	} else {
-		m.fair.cursor = 0
-	}
 	if q.alive == 0 {
 		delete(m.fair.queues, f.owner)
+		delete(m.fair.served, f.owner)
 	}
 }

@@ -279,7 +279,7 @@ func TestFireRate(t *testing.T) {
 // row while another waits.
 func TestFairRoundRobin(t *testing.T) {
 	h := newHarness(t, harnessStart)
-	st := newStorm()
+	st := newStorm(1000, 1001) // the first run holds until all are queued
 	h.setHook(st.hook)
 	h.m.mu.Lock()
 	h.m.fair.maxRuns = 1
@@ -290,7 +290,13 @@ func TestFairRoundRobin(t *testing.T) {
 	for i := range 3 {
 		h.add(h.bob, bobArgs(fmt.Sprintf("b%d", i)))
 	}
-	h.step(time.Minute)
+	h.settle()
+	h.clock.Advance(time.Minute)
+	h.waitFor("one run under way, eight waiting", func() bool {
+		return h.queueLen(1000)+h.queueLen(1001) == 8 && st.get(func() int { return len(st.order) }) == 1
+	})
+	close(st.release)
+	h.settle()
 	st.mu.Lock()
 	got := append([]uint32(nil), st.order...)
 	st.mu.Unlock()

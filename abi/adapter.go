@@ -55,13 +55,14 @@ type AdapterMessage struct {
 }
 
 // AdapterAccountStatus is the seed's AdapterAccountStatus: an account's
-// last known state. LastActivity is Unix ms.
+// last known state. LastActivity is Unix ms; Extra is the kind's own
+// facts (a bot's name, a server's address), as text.
 type AdapterAccountStatus struct {
-	AccountID     string         `json:"accountId"`
-	Connected     bool           `json:"connected"`
-	Authenticated bool           `json:"authenticated"`
-	Mode          string         `json:"mode,omitempty"`
-	LastActivity  int64          `json:"lastActivity,omitempty"`
-	Error         string         `json:"error,omitempty"`
-	Extra         map[string]any `json:"extra,omitempty"`
+	AccountID     string            `json:"accountId"`
+	Connected     bool              `json:"connected"`
+	Authenticated bool              `json:"authenticated"`
+	Mode          string            `json:"mode,omitempty"`
+	LastActivity  int64             `json:"lastActivity,omitempty"`
+	Error         string            `json:"error,omitempty"`
+	Extra         map[string]string `json:"extra,omitempty"`
 }

@@ -78,6 +78,11 @@ func renderJSONLine(b *bytes.Buffer, msg *abi.Message) {
 		tb, _ := json.Marshal(msg.TraceID)
 		b.Write(tb)
 	}
+	if len(msg.Media) > 0 {
+		b.WriteString(`,"media":`)
+		mb, _ := json.Marshal(msg.Media)
+		b.Write(mb)
+	}
 	b.WriteString("}\n")
 }
 

@@ -108,7 +108,7 @@ func (r *FSReadResult) UnmarshalJSON(b []byte) error {
 		if json.Unmarshal(b, &img) != nil || len(img.Content) != 1 || img.Content[0].Type != "image" {
 			return err
 		}
-		*r = FSReadResult{OK: img.OK, Error: img.Error, Path: img.Path, Size: img.Size, Image: &img.Content[0]}
+		*r = FSReadResult{OK: img.OK, Error: img.Error, Path: img.Path, Size: img.Size, Image: &img.Content[0], Dir: hasTopKey(b, "files")}
 		return nil
 	}
 	p.Dir = hasTopKey(b, "files")

@@ -92,6 +92,13 @@ func TestSendMedia(t *testing.T) {
 	if n := h.sqlCount(`SELECT count(*) FROM proc_messages WHERE content LIKE ?`, "%"+b64[:16]+"%"); n != 0 {
 		t.Fatalf("%d messages hold the image's bytes", n)
 	}
+	// The history and transcript files name the media.
+	if got, err := h.readFile(h.alice, "/proc/init:1000/conversations/default/history"); err != nil || !strings.Contains(got, `"media":[{"type":"image","mimeType":"image/png","sha256":"`+ref.Sha256) {
+		t.Fatalf("history file: %v\n%s", err, got)
+	}
+	if got, err := h.readFile(h.alice, "/proc/init:1000/conversations/default/transcript"); err != nil || !strings.Contains(got, "look\n[image: cat.png (image/png, ") {
+		t.Fatalf("transcript: %v\n%s", err, got)
+	}
 	// The store, through the namespace.
 	if got, err := h.readFile(h.alice, ref.Path); err != nil || got != string(pic) {
 		t.Fatalf("alice reads %s: %v", ref.Path, err)
@@ -139,6 +146,7 @@ func TestSendMediaBad(t *testing.T) {
 		{"steer", map[string]any{"mode": "steer", "media": []abi.MediaInput{{Type: "image", MimeType: "image/png", Data: png64}}}, "do not steer", true},
 		{"bad kind first", map[string]any{"kind": "nope", "media": []abi.MediaInput{{Type: "image", MimeType: "image/png", Data: png64}}}, "kind", true},
 		{"unknown field", map[string]any{"media": []map[string]any{{"type": "image", "mimeType": "image/png", "data": png64, "bytes": 1}}}, "bytes", true},
+		{"no such conversation", map[string]any{"conversationId": "nope", "media": []abi.MediaInput{{Type: "image", MimeType: "image/png", Data: png64}}}, "no such conversation", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,9 +154,13 @@ func TestSendMediaBad(t *testing.T) {
 			for k, v := range tt.args {
 				args[k] = v
 			}
+			code := 400
+			if !tt.isErr {
+				code = 404
+			}
 			err := h.call(h.alice, "proc.send", args, nil)
-			if abi.Code(err) != 400 || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %v, want a 400 with %q", err, tt.want)
+			if abi.Code(err) != code || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want a %d with %q", err, code, tt.want)
 			}
 		})
 	}
@@ -195,5 +207,38 @@ func TestReadImageTool(t *testing.T) {
 	}
 	if got, err := h.readFile(h.alice, tr.Media[0].Path); err != nil || got != string(pic) {
 		t.Fatalf("alice reads %s: %v", tr.Media[0].Path, err)
+	}
+}
+
+// TestSendMediaQueued: media sent while a run is under way wait with
+// their message in the queue (queue mode) or run next (interrupt), and
+// reach the model when it runs.
+func TestSendMediaQueued(t *testing.T) {
+	h := newPTHarness(t)
+	h.mu.Lock()
+	h.provs[1000] = model.Offline{}
+	h.mu.Unlock()
+	png64 := base64.StdEncoding.EncodeToString(testPNG(t))
+	for _, mode := range []string{"queue", "interrupt"} {
+		t.Run(mode, func(t *testing.T) {
+			first := h.send(h.alice, init0(1000), "", `use Shell {"command":"true"}`) // waits for approval
+			h.waitRun(first.RunID, "waiting_hil")
+			var r ptSend
+			h.must(h.alice, "proc.send", map[string]any{"pid": init0(1000), "message": "see " + mode, "mode": mode,
+				"media": []abi.MediaInput{{Type: "image", MimeType: "image/png", Data: png64}}}, &r)
+			if mode == "queue" {
+				if !r.Queued {
+					t.Fatalf("send: %+v", r)
+				}
+				req := h.history(h.alice, init0(1000), "default").PendingHil
+				h.must(h.alice, "proc.hil", map[string]any{"pid": init0(1000), "requestId": req.RequestID, "decision": "deny"}, nil)
+			}
+			if st := h.waitRun(r.RunID); st != "done" {
+				t.Fatalf("run %s", st)
+			}
+			if got := h.lastAssistant(init0(1000)); !strings.Contains(got, "You said: see "+mode) || !strings.Contains(got, "I saw 1 image(s): image/png") {
+				t.Fatalf("the model's answer: %q", got)
+			}
+		})
 	}
 }

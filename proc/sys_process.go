@@ -275,6 +275,12 @@ func (m *engine) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs)
 		default:
 			return nil, abi.E(abi.Invalid, fmt.Sprintf("mode %q: want queue, steer or interrupt", a.Mode))
 		}
+		// A send that cannot enter fails before anything is kept.
+		if cv, err := m.convRecord(ctx, p.Pid, orDefault(a.ConversationID)); err != nil {
+			return nil, err
+		} else if cv.Status != "open" {
+			return nil, abi.E(abi.Path(p.Pid+"/"+cv.ID), abi.Busy, "conversation is closed: open it again to send")
+		}
 		if ev.Media, err = m.storeMedia(ctx, p.Uid, a.Media); err != nil {
 			return nil, err
 		}

@@ -56,6 +56,9 @@ func mediaFiles(files []string, text string) ([]abi.MediaInput, error) {
 // mediaType is the mime type of the file name whose content is b.
 func mediaType(b []byte, name string) string {
 	sniffed, _, _ := mime.ParseMediaType(http.DetectContentType(b))
+	if sniffed == "application/ogg" {
+		sniffed = "audio/ogg" // a voice note, most likely; Ogg video is rare
+	}
 	for _, k := range []string{"image/", "audio/", "video/"} {
 		if strings.HasPrefix(sniffed, k) {
 			return sniffed

@@ -55,7 +55,7 @@ func passArgs(raw json.RawMessage) (json.RawMessage, error) {
 // Each tool's schema is inferred from its argument type in abi
 // (abi/tools.go).
 var tools = []tool{
-	{model.ToolDef{Name: "Read", Description: "Read a file (numbered lines) or list a directory.",
+	{model.ToolDef{Name: "Read", Description: "Read a file (numbered lines; a PNG, JPEG, GIF or WebP image is shown to you as the image) or list a directory.",
 		Schema: schema.MustTool[abi.ReadTool]()},
 		abi.FsRead.Name, passArgs},
 	{model.ToolDef{Name: "Write", Description: "Create or replace a whole file.",

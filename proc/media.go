@@ -130,6 +130,21 @@ func (s *mediaStore) read(uid uint32, name string, max int64) ([]byte, error) {
 	return b, err
 }
 
+// used is the bytes of uid's files.
+func (s *mediaStore) used(uid uint32) (int64, error) {
+	files, err := s.list(uid)
+	var n int64
+	for _, f := range files {
+		n += f.Size
+	}
+	return n, err
+}
+
+// DefaultMaxMediaMiB is how many MiB a user's media store may hold when
+// config/proc/max_media_mib (or root's users/<uid>/proc/max_media_mib)
+// does not say. Root's store has no limit.
+const DefaultMaxMediaMiB = 1024
+
 // list is uid's files, by name.
 func (s *mediaStore) list(uid uint32) ([]abi.MediaFile, error) {
 	ents, err := os.ReadDir(s.userDir(uid))
@@ -165,6 +180,9 @@ func (m *engine) storeMedia(ctx context.Context, owner uint32, media []abi.Media
 	if err != nil {
 		return nil, err
 	}
+	if err := m.mediaRoom(ctx, owner, data); err != nil {
+		return nil, err
+	}
 	user := strconv.FormatUint(uint64(owner), 10)
 	if u, err := m.k.UserOf(ctx, owner); err == nil {
 		user = u.Username
@@ -183,6 +201,31 @@ func (m *engine) storeMedia(ctx context.Context, owner uint32, media []abi.Media
 		refs[i].Sha256, refs[i].Path = sum, mediaDir+"/"+user+"/"+name
 	}
 	return refs, nil
+}
+
+// mediaRoom checks that owner's store has room for data: a store at its
+// limit (DefaultMaxMediaMiB, proc/max_media_mib) is a 409 naming the key.
+// Sends at once may each pass and overshoot it by a message's media.
+func (m *engine) mediaRoom(ctx context.Context, owner uint32, data [][]byte) error {
+	if owner == 0 {
+		return nil
+	}
+	var add int64
+	for _, b := range data {
+		add += int64(len(b))
+	}
+	if add == 0 {
+		return nil
+	}
+	limit := int64(ns.Limit(ctx, m.k, m.log, owner, "proc/max_media_mib", DefaultMaxMediaMiB)) << 20
+	used, err := m.media.used(owner)
+	if err != nil {
+		return abi.E(abi.Path(mediaDir), err)
+	}
+	if used+add > limit {
+		return abi.E(abi.Busy, fmt.Sprintf("media: your media store holds %d bytes; %d more would pass its limit of %d MiB (proc/max_media_mib)", used, add, limit>>20))
+	}
+	return nil
 }
 
 // storeImage keeps an image a tool gave (fs.read of an image file) in

@@ -242,3 +242,21 @@ func TestSendMediaQueued(t *testing.T) {
 		})
 	}
 }
+
+// TestSendMediaQuota: a user's media store holds at most
+// proc/max_media_mib MiB: a send past it is a 409 naming the key and
+// keeps nothing; root's store has no limit.
+func TestSendMediaQuota(t *testing.T) {
+	h := newPTHarness(t)
+	h.must(h.root, "sys.config.set", map[string]any{"key": "users/1000/proc/max_media_mib", "value": "0"}, nil)
+	png64 := base64.StdEncoding.EncodeToString(testPNG(t))
+	err := h.call(h.alice, "proc.send", map[string]any{"pid": init0(1000), "message": "look", "media": []abi.MediaInput{{Type: "image", MimeType: "image/png", Data: png64}}}, nil)
+	if abi.Code(err) != 409 || !strings.Contains(err.Error(), "proc/max_media_mib") {
+		t.Fatalf("send past the limit: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, "media", "1000")); !os.IsNotExist(err) {
+		t.Fatalf("alice's store: %v", err)
+	}
+	h.must(h.root, "sys.config.set", map[string]any{"key": "config/proc/max_media_mib", "value": "0"}, nil)
+	h.must(h.root, "proc.send", map[string]any{"pid": init0(0), "message": "look", "media": []abi.MediaInput{{Type: "image", MimeType: "image/png", Data: png64}}}, nil)
+}

@@ -55,6 +55,9 @@ func (r *Room) importCall(ctx context.Context, c *kernel.Caller, a *abi.RepoImpo
 	if owner != c.Username && !c.IsRoot() {
 		return nil, abi.E(abi.Permission, abi.Path(owner+"/"+name), "only "+owner+" may import into repositories of theirs")
 	}
+	if name == homeRepo {
+		return nil, abi.E(abi.Busy, abi.Path(owner+"/"+name), "home is each user's home's history")
+	}
 	ctx, cancel := context.WithTimeout(ctx, importTimeout)
 	defer cancel()
 	remoteRef, err := remoteBranch(ctx, a.RemoteURL, a.RemoteRef)

@@ -24,6 +24,9 @@ type Options struct {
 	Dir string
 	// Now is the room's clock; nil means time.Now.
 	Now func() time.Time
+	// HomeEvery is how often each user's home is committed to
+	// <user>/home (default 3 seconds; negative: never).
+	HomeEvery time.Duration
 }
 
 // Room is the repository room (ns.Room): the repo.* syscalls and
@@ -38,9 +41,19 @@ type Room struct {
 
 	mu    sync.Mutex             // guards locks
 	locks map[string]*sync.Mutex // each repository's write lock, by owner/name
+
+	homeEvery time.Duration
+	homeMu    sync.Mutex                     // guards homeSeen
+	homeSeen  map[uint32]map[string]homeSeen // each home's files at the last walk, by uid
+	stop      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup // the home keeper
 }
 
-var _ ns.Room = (*Room)(nil)
+var (
+	_ ns.Room    = (*Room)(nil)
+	_ ns.Starter = (*Room)(nil)
+)
 
 // Open migrates the room's table, makes its directory (0700, the
 // daemon's alone) and prepares a Room over space.
@@ -51,6 +64,9 @@ func Open(space *ns.Space, opts Options) (*Room, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.HomeEvery == 0 {
+		opts.HomeEvery = 3 * time.Second
 	}
 	if opts.Dir == "" {
 		opts.Dir = filepath.Join(k.StateDir(), "repos")
@@ -65,11 +81,19 @@ func Open(space *ns.Space, opts Options) (*Room, error) {
 		return nil, err
 	}
 	return &Room{k: k, space: space, st: k.Store, log: opts.Logger, dir: opts.Dir, now: opts.Now,
-		locks: map[string]*sync.Mutex{}}, nil
+		locks: map[string]*sync.Mutex{}, homeEvery: opts.HomeEvery, homeSeen: map[uint32]map[string]homeSeen{},
+		stop: make(chan struct{})}, nil
 }
 
-// Close has nothing to stop: the room starts no goroutine.
-func (r *Room) Close() error { return nil }
+// Close stops the home keeper and waits for it. It is safe to call more
+// than once.
+func (r *Room) Close() error {
+	r.closeOnce.Do(func() {
+		close(r.stop)
+		r.wg.Wait()
+	})
+	return nil
+}
 
 // Syscalls is the room's syscall table.
 func (r *Room) Syscalls() []kernel.Syscall {

@@ -57,6 +57,9 @@ func (r *Room) create(ctx context.Context, c *kernel.Caller, a *abi.RepoCreateAr
 	if owner != c.Username && !c.IsRoot() {
 		return nil, abi.E(abi.Permission, abi.Path(owner+"/"+name), "only "+owner+" may make repositories of theirs")
 	}
+	if name == homeRepo {
+		return nil, abi.E(abi.Busy, abi.Path(owner+"/"+name), "home is each user's home's history")
+	}
 	u, err := r.k.UserByName(ctx, owner)
 	if err != nil || u == nil {
 		return nil, abi.E(abi.NotExist, abi.Path(owner), "no such user")

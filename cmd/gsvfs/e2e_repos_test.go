@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestE2ERepos drives repositories through a real daemon: the gsv CLI
@@ -112,4 +113,63 @@ func TestE2ERepos(t *testing.T) {
 	if r := git(aliceHost, wt, "push "+url("bob", bobTok, "alice/notes")+" HEAD:refs/heads/bob"); r.code == 0 || !strings.Contains(r.stderr, "403") {
 		t.Errorf("bob pushes: %v", r)
 	}
+}
+
+// TestE2EHome: every change to a home is committed to USER/home within
+// seconds, whoever made it (alice's shell on the mount, then a syscall as
+// her agent would make it); gsv home log shows both, gsv home diff shows
+// what the second changed, and gsv home restore undoes it on the mount.
+func TestE2EHome(t *testing.T) {
+	requireRoot(t)
+	d := startDaemon(t, newBase(t), daemonOpts{mount: true, logLevel: "warn"})
+	M := d.mnt
+	root := d.dial(t)
+	addUser(t, root, "alice", aliceHost)
+	env := []string{"GSV_ADDR=unix!" + d.sock}
+	gsv := func(args ...string) string {
+		t.Helper()
+		r := gsvAs(aliceHost, env, args...)
+		if r.code != 0 {
+			t.Fatalf("gsv %s: %v", strings.Join(args, " "), r)
+		}
+		return r.stdout
+	}
+	sh := func(script string) shResult {
+		u := strconv.Itoa(aliceHost)
+		return runCmd("/", nil, nil, "setpriv", "--reuid", u, "--regid", u, "--clear-groups", "bash", "-c", script, "bash", M)
+	}
+	// committed waits (a liveness guard only) until main's notes.txt is want.
+	committed := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			r := gsvAs(aliceHost, env, "call", "repo.read", `{"repo":"alice/home","path":"notes.txt"}`)
+			var f struct{ Content *string }
+			if r.code == 0 && json.Unmarshal([]byte(r.stdout), &f) == nil && f.Content != nil && *f.Content == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("notes.txt %q never committed: %v", want, r)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if r := sh("echo v1 > " + M + "/home/alice/notes.txt"); r.code != 0 {
+		t.Fatalf("write: %v", r)
+	}
+	committed("v1\n")
+	gsv("call", "fs.write", `{"path":"/home/alice/notes.txt","content":"the agent wrote this\n"}`)
+	committed("the agent wrote this\n")
+	if log := gsv("home", "log"); strings.Count(log, "notes.txt") < 2 {
+		t.Fatalf("home log:\n%s", log)
+	}
+	diff := gsv("home", "diff", "HEAD~1", "--", "notes.txt")
+	if !strings.Contains(diff, "-v1\n") || !strings.Contains(diff, "+the agent wrote this\n") {
+		t.Fatalf("home diff:\n%s", diff)
+	}
+	gsv("home", "restore", "HEAD~1", "--", "notes.txt")
+	if r := sh("cat " + M + "/home/alice/notes.txt"); r.stdout != "v1\n" {
+		t.Fatalf("after restore: %v", r)
+	}
+	committed("v1\n") // the restore is a change too
 }

@@ -154,3 +154,29 @@ func TestRepoReceiveStale(t *testing.T) {
 		t.Fatalf("refs moved: %+v", refs)
 	}
 }
+
+// TestRepoImport: repo.import fetches an upstream over http (here this
+// room's own /git/, as alice) into a new repository of bob's, and a
+// second import of an unchanged upstream changes nothing.
+func TestRepoImport(t *testing.T) {
+	h := newHarness(t)
+	srv := httptest.NewServer(HTTPHandler(h.k))
+	defer srv.Close()
+	do(h, h.alice, abi.RepoCreate, &abi.RepoCreateArgs{Repo: "src", Public: true})
+	ap := do(h, h.alice, abi.RepoApply, &abi.RepoApplyArgs{Repo: "src", Message: "x", Ops: []abi.RepoOp{{Type: "put", Path: "f", Content: str("upstream\n")}}})
+	u, _ := url.Parse(srv.URL)
+	remote := fmt.Sprintf("http://bob:%s@%s/git/alice/src", url.QueryEscape(h.token(h.bob)), u.Host)
+	res := do(h, h.bob, abi.RepoImport, &abi.RepoImportArgs{Repo: "copy", RemoteURL: remote})
+	if !res.Changed || res.Head == nil || *res.Head != *ap.Head || res.RemoteRef != "refs/heads/main" {
+		t.Fatalf("import: %+v", res)
+	}
+	if f := do(h, h.bob, abi.RepoRead, &abi.RepoReadArgs{Repo: "copy", Path: "f"}); *f.Content != "upstream\n" {
+		t.Fatalf("imported f: %+v", f)
+	}
+	if again := do(h, h.bob, abi.RepoImport, &abi.RepoImportArgs{Repo: "copy", RemoteURL: remote, RemoteRef: "main"}); again.Changed {
+		t.Fatalf("a second import changed: %+v", again)
+	}
+	if _, err := kernel.Do(context.Background(), h.k, h.alice, abi.RepoImport, &abi.RepoImportArgs{Repo: "bob/copy", RemoteURL: remote}); kindOf(err) != abi.Permission {
+		t.Fatalf("alice imported into bob's: %v", err)
+	}
+}

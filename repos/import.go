@@ -30,12 +30,20 @@ func checkRemote(raw string) error {
 	switch u.Scheme {
 	case "http", "https", "git":
 	default:
-		return abi.E(abi.Invalid, abi.Path(clip(raw)), "remoteUrl: only http, https and git URLs may be imported")
+		return abi.E(abi.Invalid, abi.Path(redact(raw)), "remoteUrl: only http, https and git URLs may be imported")
 	}
 	if u.Host == "" {
-		return abi.E(abi.Invalid, abi.Path(clip(raw)), "remoteUrl: no host")
+		return abi.E(abi.Invalid, abi.Path(redact(raw)), "remoteUrl: no host")
 	}
 	return nil
+}
+
+// redact is a URL as an error may show it: no password, clipped.
+func redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return clip(u.Redacted())
+	}
+	return "the URL"
 }
 
 // importCall serves repo.import: the upstream's ref, fetched into the
@@ -82,10 +90,11 @@ func (r *Room) importCall(ctx context.Context, c *kernel.Caller, a *abi.RepoImpo
 		return nil, err
 	}
 	tmp := plumbing.ReferenceName("refs/gsv-import/head")
-	err = g.FetchContext(ctx, &git.FetchOptions{RemoteURL: a.RemoteURL, Force: true, Tags: git.NoTags,
+	rem := git.NewRemote(g.Storer, &config.RemoteConfig{Name: "gsv-import", URLs: []string{a.RemoteURL}})
+	err = rem.FetchContext(ctx, &git.FetchOptions{RemoteName: "gsv-import", Force: true, Tags: git.NoTags,
 		RefSpecs: []config.RefSpec{config.RefSpec("+" + remoteRef + ":" + tmp.String())}})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return nil, abi.E(abi.Invalid, abi.Path(clip(a.RemoteURL)), "fetching: "+err.Error())
+		return nil, abi.E(abi.Invalid, abi.Path(redact(a.RemoteURL)), "fetching: "+err.Error())
 	}
 	got, err := g.Reference(tmp, false)
 	if err != nil {
@@ -126,7 +135,7 @@ func remoteBranch(ctx context.Context, url, want string) (string, error) {
 	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "upstream", URLs: []string{url}})
 	refs, err := rem.ListContext(ctx, &git.ListOptions{})
 	if err != nil {
-		return "", abi.E(abi.Invalid, abi.Path(clip(url)), "listing the upstream: "+err.Error())
+		return "", abi.E(abi.Invalid, abi.Path(redact(url)), "listing the upstream: "+err.Error())
 	}
 	var head *plumbing.Reference
 	for _, ref := range refs {

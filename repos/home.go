@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -87,7 +88,11 @@ func (r *Room) homeKeeper() {
 					continue
 				}
 				if _, err := r.CommitHome(ctx, u.Uid); err != nil && ctx.Err() == nil {
-					r.log.Warn("repos: committing a home", "user", u.Username, "err", err)
+					level := slog.LevelWarn
+					if abi.KindOf(err) == abi.NotExist || errors.Is(err, vfs.ErrNotExist) {
+						level = slog.LevelDebug // a home not there (yet) is nothing to keep
+					}
+					r.log.Log(ctx, level, "repos: committing a home", "user", u.Username, "err", err)
 				}
 			}
 		}

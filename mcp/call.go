@@ -44,7 +44,7 @@ const (
 // the server.
 func (m *Room) call(ctx context.Context, c *kernel.Caller, a *abi.McpCallArgs) (*abi.McpCallResult, error) {
 	uid, ok := scope(c, a.Uid)
-	rec, err := m.find(ctx, uid, a.ServerID)
+	rec, err := m.findForCall(ctx, uid, a.ServerID)
 	if !ok || errors.Is(err, errNoServer) {
 		return nil, abi.E(abi.Path(a.ServerID), abi.NotExist, "no such MCP server")
 	}

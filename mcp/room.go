@@ -54,6 +54,12 @@ type Room struct {
 	closed bool
 	wg     sync.WaitGroup // the dials and the watchers
 
+	// cacheMu guards cache and cacheGen: findForCall's records, and how
+	// many times they were forgotten (store.go).
+	cacheMu  sync.Mutex
+	cache    map[recKey]*record
+	cacheGen uint64
+
 	// changes are when each user's servers last changed (added,
 	// removed, discovered, connected or failed), by uid.
 	changes *ns.Changes
@@ -84,7 +90,7 @@ func Open(space *ns.Space, opts Options) (*Room, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	client := sdk.NewClient(&sdk.Implementation{Name: "gsvfs", Version: opts.Version}, &sdk.ClientOptions{Logger: opts.Logger})
 	return &Room{k: k, space: space, st: k.Store, log: opts.Logger, now: opts.Now, results: results, client: client, callback: strings.TrimSuffix(opts.CallbackOrigin, "/"),
-		ctx: ctx, cancel: cancel, links: map[string]*link{}, changes: ns.NewChanges()}, nil
+		ctx: ctx, cancel: cancel, links: map[string]*link{}, cache: map[recKey]*record{}, changes: ns.NewChanges()}, nil
 }
 
 // Close ends every connection (each stdio server's command and session

@@ -50,6 +50,9 @@ func (m *Room) ask(ctx context.Context, c *kernel.Caller, uidp *uint32, serverID
 	if err := m.allowed(ctx, rec, c); err != nil {
 		return err
 	}
+	if timeout, _, err = m.budgeted(ctx, c, rec.name, timeout); err != nil {
+		return err
+	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cn, err := m.link(rec).get(cctx)

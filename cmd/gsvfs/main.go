@@ -125,7 +125,7 @@ func rootCmd() *cobra.Command {
 			os.Exit(codemode.WorkerMain())
 		},
 	}
-	root.AddCommand(mount, serve, deviceCmd(), mcpCmd(&o), worker)
+	root.AddCommand(mount, serve, deviceCmd(), mcpCmd(&o), worker, adapterCmd())
 	return root
 }
 

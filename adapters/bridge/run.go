@@ -149,10 +149,14 @@ func (b *Bridge) kernelLoop(ctx context.Context) {
 		start := time.Now()
 		c, err := b.o.Dial(ctx)
 		if err == nil {
-			b.setConn(c)
-			b.log.Info("bridge: connected to the kernel", "adapter", b.kind, "account", b.o.Account)
-			err = b.serveState(ctx, c)
-			b.setConn(nil)
+			// The first report makes the account known: the connection
+			// is handed out once it is made.
+			if err = b.report(ctx, c); err == nil {
+				b.setConn(c)
+				b.log.Info("bridge: connected to the kernel", "adapter", b.kind, "account", b.o.Account)
+				err = b.serveState(ctx, c)
+				b.setConn(nil)
+			}
 			c.Close()
 		}
 		if ctx.Err() != nil {
@@ -189,22 +193,10 @@ func (b *Bridge) live() (Conn, <-chan struct{}) {
 	return b.conn, b.up
 }
 
-// serveState reports the account's state on c now and at each change,
-// until c ends (its error) or ctx does.
+// serveState reports the account's state on c at each change, until c
+// ends (its error) or ctx does.
 func (b *Bridge) serveState(ctx context.Context, c Conn) error {
 	for {
-		b.mu.Lock()
-		st := b.state
-		b.mu.Unlock()
-		if _, err := call(ctx, c, abi.AdapterStateUpdate, &abi.AdapterStateArgs{Adapter: b.kind, AccountID: b.o.Account, Status: st}); err != nil {
-			var ke *KernelError
-			if errors.As(err, &ke) {
-				// A refusal ends nothing but is the operator's to see.
-				b.log.Error("bridge: the kernel refused the account's state", "err", err)
-			} else {
-				return err
-			}
-		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -212,7 +204,26 @@ func (b *Bridge) serveState(ctx context.Context, c Conn) error {
 			return errors.New("the connection ended")
 		case <-b.dirty:
 		}
+		if err := b.report(ctx, c); err != nil {
+			return err
+		}
 	}
+}
+
+// report reports the account's state on c. A refusal is logged (it is
+// the operator's to see) and ends nothing; a failure of the connection
+// is returned.
+func (b *Bridge) report(ctx context.Context, c Conn) error {
+	b.mu.Lock()
+	st := b.state
+	b.mu.Unlock()
+	_, err := call(ctx, c, abi.AdapterStateUpdate, &abi.AdapterStateArgs{Adapter: b.kind, AccountID: b.o.Account, Status: st})
+	var ke *KernelError
+	if errors.As(err, &ke) {
+		b.log.Error("bridge: the kernel refused the account's state", "err", err)
+		return nil
+	}
+	return err
 }
 
 // call makes the syscall d on c with args and decodes its result.

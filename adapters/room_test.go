@@ -301,3 +301,28 @@ func TestApprovalInChat(t *testing.T) {
 		t.Fatalf("the reply: %+v", out)
 	}
 }
+
+// TestCheckpointInChat: a run that spends its budget parks and asks its
+// chat; "continue" from the linked user goes on.
+func TestCheckpointInChat(t *testing.T) {
+	h := newHarness(t)
+	h.link(h.Alice, "al")
+	pid := fmt.Sprintf("init:%d", h.Alice.Uid)
+	h.mustDo(abi.ProcRunControl.Name, kerneltest.Caller(h.Alice), &abi.RunControlArgs{Pid: pid, Budget: &abi.RunBudget{Turns: 1}})
+	d, err := h.in("dm", "1", "al", "two reads:\nuse Read {\"path\":\"~\"}\nuse Read {\"path\":\"~\"}", false)
+	if err != nil || d.Status != "delivered" {
+		t.Fatalf("%+v %v", d, err)
+	}
+	out := h.next()
+	if len(out) != 1 || !strings.Contains(out[0].Text, "continue / stop") {
+		t.Fatalf("the checkpoint: %+v", out)
+	}
+	a, err := h.in("dm", "2", "al", "Continue", false)
+	if err != nil || a.Status != "approval" || a.Reply.Text != "Continuing." {
+		t.Fatalf("continue: %+v %v", a, err)
+	}
+	out = h.next()
+	if len(out) != 1 || out[0].DeliveryID != "reply:"+d.Delivered.RunID {
+		t.Fatalf("the reply: %+v", out)
+	}
+}

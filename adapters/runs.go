@@ -26,6 +26,10 @@ const (
 	routeDone = "done"
 )
 
+// chatTurns is how many more model calls "continue" in a chat gives a
+// run that spent its budget.
+const chatTurns = 10
+
 // maxRecent is how many signals of unrouted runs the room remembers.
 const maxRecent = 1024
 
@@ -47,6 +51,8 @@ type runRoute struct {
 	// Checkpoint the checkpoint it is parked at (0: none).
 	Hil        string
 	Checkpoint int64
+	// Reason is why the run parked at Checkpoint ("budget", ...).
+	Reason string
 }
 
 // recentSignal is a signal of a run no route named when it came.
@@ -420,7 +426,7 @@ func (r *Room) askCheckpoint(ctx context.Context, rt *runRoute, p abi.RunCheckpo
 		return nil
 	}
 	r.mu.Lock()
-	rt.Checkpoint = p.Seq
+	rt.Checkpoint, rt.Reason = p.Seq, p.Reason
 	r.mu.Unlock()
 	_, err := r.enqueue(ctx, delivery{ID: fmt.Sprintf("checkpoint:%s:%d", rt.RunID, p.Seq), Adapter: rt.Adapter, Account: rt.Account,
 		Surface: rt.Surface, Text: fmt.Sprintf("The run paused (%s). continue / stop", p.Reason), ReplyToID: rt.ReplyToID})
@@ -472,9 +478,18 @@ func (r *Room) answer(ctx context.Context, as *kernel.Caller, kind, account stri
 	case seq != 0 && (ans == answerContinue || ans == answerStop):
 		r.mu.Lock()
 		rt.Checkpoint = 0
+		reason := rt.Reason
 		r.mu.Unlock()
-		if _, err := kernel.Do(ctx, r.k, as, abi.ProcDirective, &abi.DirectiveArgs{Pid: rt.Pid, Checkpoint: &seq,
-			Directive: abi.Directive{Type: ans}}); err != nil {
+		// stop aborts the run; continue goes on, past a spent budget with
+		// chatTurns more model calls.
+		d := abi.Directive{Type: "continue"}
+		switch {
+		case ans == answerStop:
+			d = abi.Directive{Type: "abort", Reason: "stopped from the chat"}
+		case reason == "budget":
+			d = abi.Directive{Type: "extend-budget", Turns: chatTurns}
+		}
+		if _, err := kernel.Do(ctx, r.k, as, abi.ProcDirective, &abi.DirectiveArgs{Pid: rt.Pid, Checkpoint: &seq, Directive: d}); err != nil {
 			return "error: " + err.Error(), true
 		}
 		if ans == answerStop {

@@ -194,3 +194,115 @@ func TestBridgeOutbox(t *testing.T) {
 		t.Fatalf("amb: %+v", r)
 	}
 }
+
+// flakyAdapter's Run fails (a platform answering garbage) until its
+// fails run out, then serves until ctx ends.
+type flakyAdapter struct {
+	fakeAdapter
+	mu2   sync.Mutex
+	runs  int
+	fails int
+}
+
+func (a *flakyAdapter) Run(ctx context.Context, sink Sink) error {
+	a.mu2.Lock()
+	a.runs++
+	fail := a.runs <= a.fails
+	a.mu2.Unlock()
+	if fail {
+		return errors.New("garbage from the platform")
+	}
+	sink.State(abi.AdapterAccountStatus{Connected: true})
+	<-ctx.Done()
+	return nil
+}
+
+// countingKernel counts state reports; each connection ends when its
+// outbox is first asked (the kernel going away) until ends run out.
+type countingKernel struct {
+	mu      sync.Mutex
+	reports int
+	ends    int
+	done    chan struct{}
+}
+
+func (k *countingKernel) Done() <-chan struct{} { return k.done }
+func (k *countingKernel) Close() error          { return nil }
+func (k *countingKernel) Call(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	select {
+	case <-k.done:
+		return nil, errors.New("the connection ended") // as a real one fails at once
+	default:
+	}
+	switch name {
+	case abi.AdapterStateUpdate.Name:
+		k.reports++
+	case abi.AdapterOutboxNext.Name:
+		if k.ends > 0 {
+			k.ends--
+			close(k.done)
+			return nil, errors.New("connection reset")
+		}
+		k.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-k.done:
+		}
+		k.mu.Lock()
+		return nil, errors.New("ended")
+	}
+	return json.RawMessage(`{"ok":true}`), nil
+}
+
+// TestBridgeReconnects: a platform that fails and a kernel that goes
+// away (or cannot be dialed) are each tried again with backoff; each new
+// connection reports the account's state first.
+func TestBridgeReconnects(t *testing.T) {
+	a := &flakyAdapter{fails: 3}
+	var dmu sync.Mutex
+	dials, ends := 0, 2
+	dial := func(context.Context) (Conn, error) {
+		dmu.Lock()
+		defer dmu.Unlock()
+		dials++
+		if dials == 1 {
+			return nil, errors.New("connection refused")
+		}
+		k := &countingKernel{done: make(chan struct{})}
+		if ends > 0 {
+			ends--
+			k.ends = 1
+		}
+		return k, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		Run(ctx, Options{Adapter: a, Account: "acct", Dial: dial, FirstBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})
+		close(done)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		dmu.Lock()
+		d := dials
+		dmu.Unlock()
+		a.mu2.Lock()
+		r := a.runs
+		a.mu2.Unlock()
+		if d >= 4 && r >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dials %d, runs %d", d, r)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not end with its ctx")
+	}
+}

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"9fans.net/go/plan9"
+
 	"gsvfs.dev/gsvfs/adapters/bridge"
 	"gsvfs.dev/gsvfs/mcpserve"
 	"gsvfs.dev/gsvfs/ninep"
@@ -244,10 +246,23 @@ func TestE2EAdapterWebhook(t *testing.T) {
 	if c := postHook(t, url, secret, hookMsg("5", "u1", strings.Repeat("x", 100<<10))); c != 400 {
 		t.Fatalf("a 100 KB text: %d", c)
 	}
-	// The account's files.
-	if r := s.d.shAs(aliceHost, `true`); r.code != 0 {
-		t.Fatal(r)
+	// The account's files (root's view over 9P), and a send through its ctl.
+	root := s.d.dial(t)
+	if st, err := readAll9p(root, "/sys/adapters/webhook/hooks/status"); err != nil || !strings.Contains(st, `"connected": true`) || !strings.Contains(st, `"sent"`) {
+		t.Fatalf("/sys/adapters/webhook/hooks/status: %q %v", st, err)
 	}
+	if ls, err := readAll9p(root, "/sys/links"); err != nil || !strings.Contains(ls, "webhook\thooks\tu1\t") {
+		t.Fatalf("/sys/links: %q %v", ls, err)
+	}
+	fid, err := root.Open("/sys/adapters/webhook/hooks/ctl", plan9.OWRITE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fid.Write([]byte("send dm u1 written to ctl\n")); err != nil {
+		t.Fatalf("ctl send: %v", err)
+	}
+	fid.Close()
+	sink.wait(t, "written to ctl")
 	if r := gsvAs(aliceHost, s.env, "adapter", "status", "webhook"); r.code != 0 || !strings.Contains(r.stdout, "hooks") {
 		t.Fatalf("gsv adapter status: %v", r)
 	}

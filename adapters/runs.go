@@ -175,8 +175,8 @@ func (r *Room) observe(ev *kernel.Event, _ kernel.Audience) {
 	if rt := r.routes[run]; rt != nil {
 		r.jobs = append(r.jobs, job{rt: rt, ev: ev.Payload})
 	} else {
-		if len(r.recent) >= maxRecent {
-			r.recent = append(r.recent[:0], r.recent[1:]...)
+		if len(r.recent) >= maxRecent { // the older half goes, at once
+			r.recent = append(r.recent[:0], r.recent[maxRecent/2:]...)
 		}
 		r.recent = append(r.recent, recentSignal{run: run, ev: ev.Payload})
 	}

@@ -3,7 +3,6 @@ package adapters
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -148,7 +147,7 @@ func (r *Room) inbound(ctx context.Context, c *kernel.Caller, a *abi.AdapterInbo
 	}
 	trace := "adapter:" + kind + "/" + a.AccountID + "/" + m.MessageID
 	send, err := kernel.Do(ctx, r.k, as, abi.ProcSend, &abi.SendArgs{Pid: pid, Message: m.Text, Kind: "adapter.message",
-		TraceID: trace, Media: mediaArgs(m.Media)})
+		TraceID: trace, Media: m.Media})
 	if err != nil {
 		return nil, err
 	}
@@ -168,18 +167,6 @@ func (r *Room) inbound(ctx context.Context, c *kernel.Caller, a *abi.AdapterInbo
 // dropped is the result of a message dropped for reason.
 func dropped(reason string) *abi.AdapterInboundResult {
 	return &abi.AdapterInboundResult{OK: true, Status: "dropped", DroppedReason: reason}
-}
-
-// mediaArgs are media as proc.send takes them.
-func mediaArgs(media []abi.MediaInput) []json.RawMessage {
-	var out []json.RawMessage
-	for _, m := range media {
-		b, err := json.Marshal(m)
-		if err == nil {
-			out = append(out, b)
-		}
-	}
-	return out
 }
 
 // claimReceipt claims the receipt of a message: false, with what the

@@ -326,3 +326,20 @@ func TestCheckpointInChat(t *testing.T) {
 		t.Fatalf("the reply: %+v", out)
 	}
 }
+
+// TestMediaInChat: a linked message's media go to proc.send as they came:
+// the model sees the image.
+func TestMediaInChat(t *testing.T) {
+	h := newHarness(t)
+	h.link(h.Alice, "al")
+	res, err := kernel.Do(context.Background(), h.K, h.bridge, abi.AdapterInbound, &abi.AdapterInboundArgs{Adapter: "irc", AccountID: "net",
+		Message: abi.AdapterMessage{MessageID: "p1", Surface: abi.AdapterSurface{Kind: "dm", ID: "al"}, Actor: &abi.AdapterActor{ID: "al"}, Text: "look",
+			Media: []abi.MediaInput{{Type: "image", MimeType: "image/png", Data: "iVBORw0KGgo="}}}})
+	if err != nil || res.Status != "delivered" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	out := h.next()
+	if len(out) != 1 || !strings.Contains(out[0].Text, "image/png") {
+		t.Fatalf("the reply: %+v", out)
+	}
+}

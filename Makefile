@@ -30,7 +30,8 @@ run: deps build
 # and python3-venv are tools the tree-walker and links tests drive;
 # bubblewrap is the sandbox of exec sessions; nodejs and npm run the
 # reference MCP servers, which the mcp tests install from npm; git is the
-# real client of the repositories' tests.
+# real client of the repositories' tests; ngircd is the real IRC server
+# the adapter tests start.
 DEBS := $(if $(shell command -v fusermount3),,fuse3) \
 	$(if $(shell command -v git),,git) \
 	$(if $(shell command -v node),,nodejs) \
@@ -38,6 +39,7 @@ DEBS := $(if $(shell command -v fusermount3),,fuse3) \
 	$(if $(shell command -v setpriv),,util-linux) \
 	$(if $(shell command -v rsync),,rsync) \
 	$(if $(shell command -v bwrap),,bubblewrap) \
+	$(if $(wildcard /usr/sbin/ngircd),,ngircd) \
 	$(if $(shell /usr/bin/python3 -m venv --help >/dev/null 2>&1 && echo y),,python3-venv)
 
 deps:

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	9fans.net/go v0.0.8-0.20250307142834-96bdba94b63f
+	github.com/ergochat/irc-go v0.5.0
 	github.com/google/jsonschema-go v0.4.3
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/knusbaum/go9p v1.18.0

@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/adapters"
 	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/devices"
 	"gsvfs.dev/gsvfs/devices/local"
@@ -125,7 +126,7 @@ func rootCmd() *cobra.Command {
 			os.Exit(codemode.WorkerMain())
 		},
 	}
-	root.AddCommand(mount, serve, deviceCmd(), mcpCmd(&o), worker)
+	root.AddCommand(mount, serve, deviceCmd(), mcpCmd(&o), worker, adapterCmd())
 	return root
 }
 
@@ -237,6 +238,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 		{"mcp", func() (ns.Room, error) {
 			return mcp.Open(space, mcp.Options{Logger: log, Version: Version, CallbackOrigin: callbackOrigin(o)})
 		}},
+		{"adapters", func() (ns.Room, error) { return adapters.Open(space, adapters.Options{Logger: log}) }},
 		{"repositories", func() (ns.Room, error) { return repos.Open(space, repos.Options{Logger: log}) }},
 	}
 	for _, r := range rooms {

@@ -117,6 +117,9 @@ fuzz:
 	$(call fuzz1,FuzzRepoOps,./repos)
 	$(call fuzz1,FuzzRepoRefName,./repos)
 	$(call fuzz1,FuzzCheckMedia,./abi)
+	$(call fuzz1,FuzzChatCommand,./adapters)
+	$(call fuzz1,FuzzWebhookBody,./adapters/bridge)
+	$(call fuzz1,FuzzSplit,./adapters/bridge)
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server, ssh and sshfs, and for

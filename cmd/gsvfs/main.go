@@ -290,8 +290,9 @@ func run(ctx context.Context, o options, mountDir string) error {
 		if err != nil {
 			return err
 		}
-		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath)
-		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)})
+		webR, webURL := webRoutes(ctx, k, hl, o, log)
+		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath, "web", webURL)
+		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, append(webR, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)})...)
 		if err != nil {
 			hl.Close()
 			return err

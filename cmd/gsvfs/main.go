@@ -62,7 +62,8 @@ type options struct {
 
 	tlsCert, tlsKey string // the certificate and key of tls!host!port listeners (and of --http)
 
-	http string // --http host:port: the HTTP listener (/mcp)
+	http      string // --http host:port: the HTTP listener (/mcp, the web console)
+	loginLink bool   // --login-link: print a one-time sign-in link of the web console
 }
 
 func rootCmd() *cobra.Command {
@@ -298,6 +299,9 @@ func run(ctx context.Context, o options, mountDir string) error {
 			return err
 		}
 		serving.Go(wait)
+		if o.loginLink {
+			printLoginLink(ctx, k, webURL, log)
+		}
 	}
 
 	var fsrv *fusefs.Server

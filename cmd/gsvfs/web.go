@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"time"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
@@ -38,4 +41,23 @@ func webRoutes(ctx context.Context, k *kernel.Kernel, l net.Listener, o options,
 		log.Warn("web: recording the console's URL", "err", err)
 	}
 	return routes, url
+}
+
+// printLoginLink prints the console's URL and a one-time sign-in link
+// (gsv login-link's) as the host user who started the daemon, on stderr:
+// what make run shows.
+func printLoginLink(ctx context.Context, k *kernel.Kernel, url string, log *slog.Logger) {
+	id, err := k.Authenticate(ctx, kernel.Peer{Transport: "9p-unix", HostUID: os.Getuid()})
+	if err != nil {
+		log.Warn("web: no sign-in link", "err", err)
+		return
+	}
+	label := "login-link"
+	exp := time.Now().Add(10 * time.Minute).UnixMilli()
+	r, err := kernel.Do(ctx, k, &kernel.Caller{Identity: id}, abi.SysTokenCreate, &abi.TokenCreateArgs{Kind: "user", Label: &label, ExpiresAt: &exp})
+	if err != nil {
+		log.Warn("web: no sign-in link", "err", err)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "web console: %s\nsign in (once, within 10 minutes): %slogin#%s\n", url, url, r.Token.Token)
 }

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	9fans.net/go v0.0.8-0.20250307142834-96bdba94b63f
+	github.com/chromedp/chromedp v0.23.0
 	github.com/google/jsonschema-go v0.4.3
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/knusbaum/go9p v1.18.0
@@ -12,6 +13,11 @@ require (
 	golang.org/x/oauth2 v0.35.0
 	modernc.org/quickjs v0.27.0
 	modernc.org/sqlite v1.61.1
+)
+
+require (
+	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 )
 
 require (

@@ -1,0 +1,139 @@
+package main_test
+
+// The web console in a real browser: headless Chromium from Debian,
+// driven by chromedp, against the daemon's --http listener. It signs in
+// with a gsv login-link, spawns a process, sends a message, sees the
+// scripted model's reply stream in, approves the tool call the model
+// asks for and sees the run finish.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+const webScript = `{"text":"streamed reply before the tool ","tools":[{"name":"Shell","args":{"command":"echo from-the-web > web-approved.txt"}}],"expectUser":"hello from the browser"}
+{"text":"all done after approval"}
+`
+
+// browser starts headless Chromium (as root it needs --no-sandbox) and
+// returns a chromedp context whose browser runs; steps run on it are
+// bounded by step.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("needs chromium (make deps installs Debian's)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1000, 800),
+	)
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(acancel)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	// The first run starts the browser, for the context's life: no
+	// timeout on it (chromedp.Run's rule).
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// step runs actions on the browser of ctx, bounded by liveness.
+func step(t *testing.T, ctx context.Context, d *daemon, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 2*liveness)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		var body string
+		if b, err := chromedp.Run(ctx, chromedp.Evaluate[string]("document.body.innerText")); err == nil {
+			body = b
+		}
+		t.Fatalf("browser: %v\npage:\n%s\ndaemon:\n%s", err, body, d.stderr.String())
+	}
+}
+
+// text returns the text of the element sel.
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 2*liveness)
+	defer cancel()
+	s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("text of %s: %v", sel, err)
+	}
+	return s
+}
+
+// screenshot saves the page as name.png in $GSV_WEB_SHOTS (docs/web's
+// screenshots), else in the test's temp dir.
+func screenshot(t *testing.T, name string) chromedp.Action[chromedp.Void] {
+	dir := os.Getenv("GSV_WEB_SHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		buf, err := chromedp.CaptureScreenshot()(ctx, tg)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, name+".png"), buf, 0o644)
+	})
+}
+
+func TestE2EWebConsole(t *testing.T) {
+	port := freePort(t)
+	d := startDaemon(t, newBase(t), daemonOpts{logLevel: "warn", args: []string{"--http", fmt.Sprintf("127.0.0.1:%d", port)}})
+	if err := os.WriteFile(filepath.Join(d.state, "fs/home/root/web.jsonl"), []byte(webScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.mustGsv(t, "config", "set", "config/ai/provider", "scripted")
+	d.mustGsv(t, "config", "set", "config/ai/script", "/home/root/web.jsonl")
+	link := strings.TrimSpace(d.mustGsv(t, "login-link"))
+	if want := fmt.Sprintf("http://127.0.0.1:%d/login#gsv_user_", port); !strings.HasPrefix(link, want) {
+		t.Fatalf("gsv login-link: %q, want %s...", link, want)
+	}
+	ctx := browser(t)
+
+	step(t, ctx, d,
+		chromedp.Navigate(link),
+		chromedp.WaitVisible(chromedp.CSS("#procs a.proc")), // the init process
+		screenshot(t, "processes"),
+		chromedp.SetValue(chromedp.ID("spawn-label"), "web"),
+		chromedp.Click(chromedp.CSS("#page-procs form button[type=submit]")),
+		chromedp.WaitVisible(chromedp.ID("chat-input")),
+		chromedp.SendKeys(chromedp.ID("chat-input"), "hello from the browser"),
+		chromedp.Click(chromedp.ID("chat-send")),
+		chromedp.WaitVisible(chromedp.CSS("#run-controls .approval button.approve")),
+	)
+	if s := text(t, ctx, "#streaming"); !strings.Contains(s, "streamed reply before the tool") {
+		t.Fatalf("streamed bubble %q", s)
+	}
+	step(t, ctx, d,
+		screenshot(t, "approval"),
+		chromedp.Click(chromedp.CSS("#run-controls .approval button.approve")),
+		chromedp.WaitVisible(chromedp.Search(`//div[contains(@class,"msg") and contains(., "all done after approval")]`)),
+		screenshot(t, "chat"),
+	)
+	if got, err := os.ReadFile(filepath.Join(d.state, "fs/home/root/web-approved.txt")); err != nil || string(got) != "from-the-web\n" {
+		t.Fatalf("the approved command's file: %q %v", got, err)
+	}
+
+	// The link signed in once: a second browser is asked to sign in.
+	ctx2 := browser(t)
+	step(t, ctx2, d, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("form.login")))
+	if s := text(t, ctx2, "form.login"); !strings.Contains(s, "Sign-in failed") {
+		t.Fatalf("second use of the link: %q", s)
+	}
+}

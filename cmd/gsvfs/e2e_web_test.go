@@ -130,6 +130,56 @@ func TestE2EWebConsole(t *testing.T) {
 		t.Fatalf("the approved command's file: %q %v", got, err)
 	}
 
+	// A crontab line that does not parse: its error is shown under the
+	// editor, and nothing is saved.
+	step(t, ctx, d,
+		chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/#/schedules", port)),
+		chromedp.WaitVisible(chromedp.ID("crontab")),
+		chromedp.SetValue(chromedp.ID("crontab"), "61 * * * * not a minute\n"),
+		chromedp.Click(chromedp.ID("crontab-save")),
+		chromedp.WaitVisible(chromedp.CSS("#crontab-status .error")),
+		screenshot(t, "schedules"),
+	)
+	if s := text(t, ctx, "#crontab-status"); !strings.Contains(s, "line 1") {
+		t.Fatalf("crontab error %q", s)
+	}
+
+	// The file browser: the approved command's file, opened in the editor.
+	step(t, ctx, d,
+		chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/#/files/home/root", port)),
+		chromedp.Click(chromedp.Search(`//ul[contains(@class,"listing")]//a[text()="web-approved.txt"]`)),
+		chromedp.WaitVisible(chromedp.CSS("textarea.editor")),
+		screenshot(t, "files"),
+	)
+	if v, err := chromedp.Run(ctx, chromedp.Value(chromedp.CSS("textarea.editor"))); err != nil || v != "from-the-web\n" {
+		t.Fatalf("editor %q %v", v, err)
+	}
+
+	// bob's session sees none of root's processes, and root's chat is
+	// not his to read.
+	d.mustGsv(t, "user", "add", "bob")
+	var bobUID struct {
+		Uid uint32 `json:"uid"`
+	}
+	for _, u := range strings.Split(d.mustGsv(t, "user", "list"), "\n") {
+		if f := strings.Fields(u); len(f) > 1 && f[0] == "bob" {
+			fmt.Sscan(f[1], &bobUID.Uid)
+		}
+	}
+	bobTok := strings.TrimSpace(d.mustGsv(t, "token", "create", "--uid", fmt.Sprint(bobUID.Uid)))
+	ctxBob := browser(t)
+	step(t, ctxBob, d,
+		chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/login#%s", port, bobTok)),
+		chromedp.WaitVisible(chromedp.CSS("#procs a.proc")),
+	)
+	if s := text(t, ctxBob, "#procs"); strings.Contains(s, "web") || strings.Contains(s, "init:0") || !strings.Contains(s, "init:") {
+		t.Fatalf("bob's process list shows root's: %q", s)
+	}
+	step(t, ctxBob, d,
+		chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/#/proc/init:0", port)),
+		chromedp.WaitVisible(chromedp.CSS("#page-proc .error")),
+	)
+
 	// The link signed in once: a second browser is asked to sign in.
 	ctx2 := browser(t)
 	step(t, ctx2, d, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("form.login")))

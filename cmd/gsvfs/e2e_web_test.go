@@ -22,6 +22,10 @@ const webScript = `{"text":"streamed reply before the tool ","tools":[{"name":"S
 {"text":"all done after approval"}
 `
 
+const webCheckpointScript = `{"text":"reading ","tools":[{"name":"Read","args":{"path":"/etc/passwd"}}],"expectUser":"check the passwd file"}
+{"text":"refocused on groups","expectUser":"focus on the groups"}
+`
+
 // browser starts headless Chromium (as root it needs --no-sandbox) and
 // returns a chromedp context whose browser runs; steps run on it are
 // bounded by step.
@@ -154,6 +158,35 @@ func TestE2EWebConsole(t *testing.T) {
 	if v, err := chromedp.Run(ctx, chromedp.Value(chromedp.CSS("textarea.editor"))); err != nil || v != "from-the-web\n" {
 		t.Fatalf("editor %q %v", v, err)
 	}
+
+	// A supervised run parks at its checkpoint; a refocus from the page
+	// reaches the model, which answers.
+	if err := os.WriteFile(filepath.Join(d.state, "fs/home/root/web2.jsonl"), []byte(webCheckpointScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.mustGsv(t, "config", "set", "config/ai/script", "/home/root/web2.jsonl")
+	step(t, ctx, d,
+		chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/#/procs", port)),
+		chromedp.WaitVisible(chromedp.CSS("#procs a.proc")),
+		chromedp.SetValue(chromedp.ID("spawn-label"), "supervised"),
+		chromedp.Click(chromedp.CSS("#page-procs form button[type=submit]")),
+		chromedp.WaitVisible(chromedp.ID("chat-input")),
+	)
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pid, _ := strings.Cut(loc, "#/proc/")
+	d.mustGsv(t, "call", "proc.run.control", fmt.Sprintf(`{"pid":%q,"supervise":true,"graceMs":3600000}`, pid))
+	step(t, ctx, d,
+		chromedp.SendKeys(chromedp.ID("chat-input"), "check the passwd file"),
+		chromedp.Click(chromedp.ID("chat-send")),
+		chromedp.WaitVisible(chromedp.CSS("#run-controls .checkpoint input.hint")),
+		chromedp.SendKeys(chromedp.CSS("#run-controls .checkpoint input.hint"), "focus on the groups"),
+		screenshot(t, "checkpoint"),
+		chromedp.Click(chromedp.CSS("#run-controls .checkpoint button.refocus")),
+		chromedp.WaitVisible(chromedp.Search(`//div[contains(@class,"msg") and contains(., "refocused on groups")]`)),
+	)
 
 	// bob's session sees none of root's processes, and root's chat is
 	// not his to read.

@@ -233,15 +233,16 @@ func (c *conn) write(b []byte) {
 }
 
 // dispatch runs request f as the connection's caller in a goroutine of
-// its own, cancellable by its id; it waits for a slot first (at most
-// MaxInflight at once), so a client that sends faster than its requests
-// end is read no faster.
+// its own, cancellable by its id. At most MaxInflight run at once: past
+// that a request is answered 409 at once, so that the connection is
+// still read (its cancel frames among others).
 func (c *conn) dispatch(f frame) error {
 	caller := c.connected()
 	select {
 	case c.sem <- struct{}{}:
-	case <-c.ctx.Done():
-		return c.ctx.Err()
+	default:
+		c.fail(f.ID, int(abi.Busy), fmt.Sprintf("%s: too many requests in flight on this connection (%d)", f.Call, cap(c.sem)), "")
+		return nil
 	}
 	rctx, cancel := context.WithCancel(c.ctx)
 	c.mu.Lock()

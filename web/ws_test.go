@@ -59,11 +59,12 @@ func (e *env) token(t *testing.T, id *kernel.Identity, kind string) string {
 
 // client is one WebSocket connection of a test.
 type client struct {
-	t   *testing.T
-	c   *websocket.Conn
-	n   int
-	in  chan []byte // the text frames read, in order
-	end chan error
+	t    *testing.T
+	c    *websocket.Conn
+	n    int
+	in   chan []byte // the text frames read, in order
+	end  chan error
+	kept []res // frames read but not matched yet
 }
 
 func (e *env) dial(t *testing.T, hdr http.Header) *client {
@@ -131,9 +132,16 @@ func (cl *client) req(call string, args any) string {
 	return id
 }
 
-// next returns the next frame that matches.
+// next returns the first frame not returned yet that matches; the
+// frames it passes over are kept for later calls.
 func (cl *client) next(match func(r res) bool) res {
 	cl.t.Helper()
+	for i, r := range cl.kept {
+		if match(r) {
+			cl.kept = append(cl.kept[:i], cl.kept[i+1:]...)
+			return r
+		}
+	}
 	timer := time.NewTimer(liveness)
 	defer timer.Stop()
 	for {
@@ -149,6 +157,7 @@ func (cl *client) next(match func(r res) bool) res {
 			if match(r) {
 				return r
 			}
+			cl.kept = append(cl.kept, r)
 		case <-timer.C:
 			cl.t.Fatal("no frame in time")
 		}
@@ -308,6 +317,28 @@ func TestWSCalls(t *testing.T) {
 			}
 		})
 	}
+	t.Run("inflight bound", func(t *testing.T) {
+		// A connection with 32 calls in flight gets 409 for the next,
+		// and is still read: cancelling them answers each.
+		var ids []string
+		for range 32 {
+			ids = append(ids, cl.req(waitCall.Name, nil))
+		}
+		for {
+			r := cl.call(waitCall.Name, nil)
+			if !r.OK && r.Error.Code == int(abi.Busy) {
+				break
+			}
+		}
+		for _, id := range ids {
+			cl.send(map[string]any{"type": "cancel", "id": id})
+		}
+		for _, id := range ids {
+			if r := cl.answer(id); r.OK {
+				t.Fatalf("cancelled %s answered ok", id)
+			}
+		}
+	})
 	t.Run("body frame", func(t *testing.T) {
 		key := fmt.Sprintf("users/%d/ai/model", e.Alice.Uid)
 		cl.send(map[string]any{"type": "req", "id": "b1", "call": abi.SysConfigSet.Name, "args": map[string]any{"key": key}, "body": "value"})

@@ -159,6 +159,25 @@ func TestE2EWebConsole(t *testing.T) {
 		t.Fatalf("editor %q %v", v, err)
 	}
 
+	// An exec session: a command run in it from the page.
+	sid := strings.TrimSpace(d.mustGsv(t, "session", "open"))
+	step(t, ctx, d,
+		chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/#/sessions/%s", port, sid)),
+		chromedp.WaitVisible(chromedp.CSS("#page-sessions input.command")),
+		chromedp.SendKeys(chromedp.CSS("#page-sessions input.command"), "echo from-a-web-session"),
+		chromedp.Click(chromedp.CSS("#page-sessions form button[type=submit]")),
+		chromedp.WaitVisible(chromedp.Search(`//pre[contains(., "from-a-web-session")]`)),
+	)
+
+	// On a phone's screen.
+	step(t, ctx, d,
+		chromedp.EmulateViewport(390, 844),
+		chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/#/procs", port)),
+		chromedp.WaitVisible(chromedp.CSS("#procs a.proc")),
+		screenshot(t, "phone"),
+		chromedp.EmulateViewport(1000, 800),
+	)
+
 	// A supervised run parks at its checkpoint; a refocus from the page
 	// reaches the model, which answers.
 	if err := os.WriteFile(filepath.Join(d.state, "fs/home/root/web2.jsonl"), []byte(webCheckpointScript), 0o644); err != nil {

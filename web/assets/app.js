@@ -5,6 +5,7 @@ import { Connection, ProtocolError, signIn, signOut } from "./gsv.js";
 import { h, clear, when, fmtTime, fmtJSON, errorBox } from "./dom.js";
 import { approvalCard, checkpointCard, runSummary } from "./runs.js";
 import { filesPage, devicesPage } from "./files.js";
+import { sessionsPage } from "./sessions.js";
 
 const app = document.getElementById("app");
 let conn = null;
@@ -22,6 +23,7 @@ const pages = {
   schedules: { title: "Schedules", render: schedulesPage },
   devices: { title: "Devices", render: (main, arg) => devicesPage(conn, main, arg) },
   files: { title: "Files", render: (main, arg) => filesPage(conn, main, arg) },
+  sessions: { title: "Sessions", render: (main, arg) => sessionsPage(conn, main, arg) },
 };
 
 async function start() {

@@ -474,3 +474,32 @@ func TestLogin(t *testing.T) {
 		t.Fatalf("connect with the cookie: %+v", r.Error)
 	}
 }
+
+// TestWSFlood: a connection sending frames as fast as it can is read at
+// its rate; another user's connection is answered meanwhile.
+func TestWSFlood(t *testing.T) {
+	e := kerneltest.Open(t)
+	srv := httptest.NewServer(web.New(web.Options{Kernel: e.K, FrameRate: 200}))
+	t.Cleanup(srv.Close)
+	en := &env{Env: e, srv: srv}
+	flooder := en.connected(t, en.token(t, e.Alice, "user"))
+	bystander := en.connected(t, en.token(t, e.Bob, "user"))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), liveness)
+		defer cancel()
+		for i := range 2000 {
+			if flooder.c.Write(ctx, websocket.MessageText, []byte(fmt.Sprintf(`{"type":"cancel","id":"f%d"}`, i))) != nil {
+				return
+			}
+		}
+	}()
+	for range 5 {
+		if r := bystander.call(abi.SysWhoami.Name, nil); !r.OK {
+			t.Fatalf("bystander: %+v", r.Error)
+		}
+	}
+	flooder.c.CloseNow()
+	<-done
+}

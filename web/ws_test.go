@@ -233,6 +233,23 @@ func TestWSHandshake(t *testing.T) {
 		{"good", connectArgs("user", alice, 2), 0},
 		{"service", connectArgs("service", svc, 2), 0},
 	}
+	dev := "dev1"
+	node, err := kernel.Do(context.Background(), e.K, kerneltest.Caller(e.Alice), abi.SysTokenCreate, &abi.TokenCreateArgs{Kind: "node", AllowedDeviceID: &dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	driver := connectArgs("driver", node.Token.Token, 2)
+	driver["client"].(map[string]any)["id"] = dev
+	otherDev := connectArgs("driver", node.Token.Token, 2)
+	cases = append(cases, []struct {
+		name string
+		args map[string]any
+		code int
+	}{
+		{"driver", driver, 0},
+		{"node token for another device", otherDev, abi.CodeAuth},
+		{"node token as user", connectArgs("user", node.Token.Token, 2), abi.CodeAuth},
+	}...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cl := e.dial(t, nil)
@@ -502,4 +519,45 @@ func TestWSFlood(t *testing.T) {
 	}
 	flooder.c.CloseNow()
 	<-done
+}
+
+// BenchmarkWSRoundTrip is one sys.whoami request and its answer over
+// /ws on loopback.
+func BenchmarkWSRoundTrip(b *testing.B) {
+	e := kerneltest.Open(b)
+	srv := httptest.NewServer(web.New(web.Options{Kernel: e.K, FrameRate: 1 << 30}))
+	b.Cleanup(srv.Close)
+	res, err := kernel.Do(context.Background(), e.K, kerneltest.Caller(e.Alice), abi.SysTokenCreate, &abi.TokenCreateArgs{Kind: "user"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+web.WSPath, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.CloseNow()
+	rt := func(frame string) []byte {
+		if err := c.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			_, msg, err := c.Read(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if bytes.HasPrefix(msg, []byte(`{"type":"res"`)) {
+				return msg
+			}
+		}
+	}
+	args, _ := json.Marshal(connectArgs("user", res.Token.Token, 2))
+	if msg := rt(`{"type":"req","id":"c","call":"` + abi.SysConnect.Name + `","args":` + string(args) + `}`); !bytes.Contains(msg, []byte(`"ok":true`)) {
+		b.Fatalf("connect: %s", msg)
+	}
+	frame := `{"type":"req","id":"w","call":"` + abi.SysWhoami.Name + `"}`
+	b.ResetTimer()
+	for b.Loop() {
+		rt(frame)
+	}
 }

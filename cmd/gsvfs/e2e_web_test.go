@@ -98,7 +98,8 @@ func screenshot(t *testing.T, name string) chromedp.Action[chromedp.Void] {
 
 func TestE2EWebConsole(t *testing.T) {
 	port := freePort(t)
-	d := startDaemon(t, newBase(t), daemonOpts{logLevel: "warn", args: []string{"--http", fmt.Sprintf("127.0.0.1:%d", port)}})
+	listen := fmt.Sprintf("tcp!127.0.0.1!%d", freePort(t))
+	d := startDaemon(t, newBase(t), daemonOpts{logLevel: "warn", listen: listen, args: []string{"--http", fmt.Sprintf("127.0.0.1:%d", port)}})
 	if err := os.WriteFile(filepath.Join(d.state, "fs/home/root/web.jsonl"), []byte(webScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +159,27 @@ func TestE2EWebConsole(t *testing.T) {
 	if v, err := chromedp.Run(ctx, chromedp.Value(chromedp.CSS("textarea.editor"))); err != nil || v != "from-the-web\n" {
 		t.Fatalf("editor %q %v", v, err)
 	}
+
+	// A device: its files browsed and a command run on it from the page.
+	node := strings.TrimSpace(d.mustGsv(t, "token", "create", "--kind", "node", "--device", "laptop"))
+	export := t.TempDir()
+	os.MkdirAll(filepath.Join(export, "project"), 0o755)
+	os.WriteFile(filepath.Join(export, "project", "README.md"), []byte("hello from the laptop\n"), 0o644)
+	startDevice(t, "--kernel", listen, "--id", "laptop", "--token", node, "--root", export)
+	waitFor(t, liveness, "the device online", func() bool {
+		r := gsvAs(0, []string{"GSV_ADDR=unix!" + d.sock}, "call", "sys.device.get", `{"deviceId":"laptop"}`)
+		return r.code == 0 && strings.Contains(r.stdout, `"online": true`)
+	})
+	step(t, ctx, d,
+		chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/#/devices/laptop", port)),
+		chromedp.Click(chromedp.Search(`//ul[contains(@class,"listing")]//a[text()="project/"]`)),
+		chromedp.Click(chromedp.Search(`//ul[contains(@class,"listing")]//a[text()="README.md"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#page-devices textarea.editor")),
+		chromedp.SendKeys(chromedp.CSS("#page-devices input.command"), "cat project/README.md"),
+		chromedp.Click(chromedp.CSS("#page-devices .shell button[type=submit]")),
+		chromedp.WaitVisible(chromedp.Search(`//pre[contains(@class,"output") and contains(., "hello from the laptop")]`)),
+		screenshot(t, "device"),
+	)
 
 	// An exec session: a command run in it from the page.
 	sid := strings.TrimSpace(d.mustGsv(t, "session", "open"))

@@ -26,9 +26,9 @@ function browser(conn, target, start, onPath) {
       return;
     }
     if (r.directories || r.files) {
-      const up = path.replace(/\/[^/]*\/?$/, "") || "/";
+      const up = path.replace(/\/[^/]*\/?$/, "") || (path.startsWith(".") ? "." : "/");
       const ul = h("ul", { class: "listing" });
-      if (path !== "/") ul.append(h("li", {}, h("a", { href: "#", onclick: (ev) => { ev.preventDefault(); open(up); } }, "..")));
+      if (path !== "/" && path !== ".") ul.append(h("li", {}, h("a", { href: "#", onclick: (ev) => { ev.preventDefault(); open(up); } }, "..")));
       for (const d of r.directories || []) ul.append(h("li", { class: "dir" }, h("a", { href: "#", onclick: (ev) => { ev.preventDefault(); open(join(path, d)); } }, d.replace(/\/$/, "") + "/")));
       for (const f of r.files || []) ul.append(h("li", { class: "file" }, h("a", { href: "#", onclick: (ev) => { ev.preventDefault(); open(join(path, f)); } }, f)));
       view.append(ul);
@@ -97,6 +97,7 @@ export async function devicesPage(conn, main, arg) {
   }
   main.append(list);
   if (arg) {
-    main.append(h("h3", {}, `${arg}: files`), browser(conn, arg, "/", null), h("h3", {}, `${arg}: command`), shellBox(conn, arg));
+    // A device's paths are relative to its export ("." is its root).
+    main.append(h("h3", {}, `${arg}: files`), browser(conn, arg, ".", null), h("h3", {}, `${arg}: command`), shellBox(conn, arg));
   }
 }

@@ -26,6 +26,10 @@ const webCheckpointScript = `{"text":"reading ","tools":[{"name":"Read","args":{
 {"text":"refocused on groups","expectUser":"focus on the groups"}
 `
 
+const webDenyScript = `{"tools":[{"name":"Shell","args":{"command":"echo no > web-denied.txt"}}],"expectUser":"try something risky"}
+{"text":"denied, as you wish"}
+`
+
 // browser starts headless Chromium (as root it needs --no-sandbox) and
 // returns a chromedp context whose browser runs; steps run on it are
 // bounded by step.
@@ -228,6 +232,28 @@ func TestE2EWebConsole(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#run-controls .checkpoint button.refocus")),
 		chromedp.WaitVisible(chromedp.Search(`//div[contains(@class,"msg") and contains(., "refocused on groups")]`)),
 	)
+
+	// The approvals page: a pending call denied there; the run goes on.
+	if err := os.WriteFile(filepath.Join(d.state, "fs/home/root/web3.jsonl"), []byte(webDenyScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.mustGsv(t, "config", "set", "config/ai/script", "/home/root/web3.jsonl")
+	d.mustGsv(t, "call", "proc.run.control", fmt.Sprintf(`{"pid":%q,"supervise":false}`, pid))
+	step(t, ctx, d,
+		chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/#/proc/%s", port, pid)),
+		chromedp.WaitVisible(chromedp.ID("chat-input")),
+		chromedp.SendKeys(chromedp.ID("chat-input"), "try something risky"),
+		chromedp.Click(chromedp.ID("chat-send")),
+		chromedp.WaitVisible(chromedp.CSS("#run-controls .approval")),
+		chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/#/approvals", port)),
+		chromedp.Click(chromedp.CSS("#approvals .approval button.deny")),
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="approvals"]/p[contains(., "Nothing waits for you")]`)),
+		chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/#/proc/%s", port, pid)),
+		chromedp.WaitVisible(chromedp.Search(`//div[contains(@class,"msg") and contains(., "denied, as you wish")]`)),
+	)
+	if _, err := os.Stat(filepath.Join(d.state, "fs/home/root/web-denied.txt")); err == nil {
+		t.Fatal("the denied command ran")
+	}
 
 	// bob's session sees none of root's processes, and root's chat is
 	// not his to read.

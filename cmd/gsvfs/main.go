@@ -33,6 +33,7 @@ import (
 	"gsvfs.dev/gsvfs/notify"
 	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc"
+	"gsvfs.dev/gsvfs/repos"
 	"gsvfs.dev/gsvfs/sched"
 	"gsvfs.dev/gsvfs/vfs"
 	"gsvfs.dev/gsvfs/vfs/fusefs"
@@ -237,6 +238,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 		{"mcp", func() (ns.Room, error) {
 			return mcp.Open(space, mcp.Options{Logger: log, Version: Version, CallbackOrigin: callbackOrigin(o)})
 		}},
+		{"repositories", func() (ns.Room, error) { return repos.Open(space, repos.Options{Logger: log}) }},
 	}
 	for _, r := range rooms {
 		room, err := r.open()
@@ -292,8 +294,9 @@ func run(ctx context.Context, o options, mountDir string) error {
 			return err
 		}
 		webR, webURL := webRoutes(ctx, k, hl, o, log)
-		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath, "web", webURL)
-		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, append(webR, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)})...)
+		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath, "git", repos.HTTPPath, "web", webURL)
+		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, append(webR, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)},
+			ninep.Route{Path: repos.HTTPPath, Handler: repos.HTTPHandler(k)})...)
 		if err != nil {
 			hl.Close()
 			return err

@@ -118,6 +118,7 @@ fuzz:
 	$(call fuzz1,FuzzRepoPath,./repos)
 	$(call fuzz1,FuzzRepoOps,./repos)
 	$(call fuzz1,FuzzRepoRefName,./repos)
+	$(call fuzz1,FuzzCheckMedia,./abi)
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server, ssh and sshfs, and for

@@ -277,7 +277,8 @@ func run(ctx context.Context, o options, mountDir string) error {
 	// still unauthenticated at the auth deadline (ninep.Gate).
 	gate := &ninep.Gate{Max: preAuthCap(o.preAuthMax, log), MaxPerPeer: noLimit(o.preAuthPerHost), Timeout: noLimit(o.authTimeout), Logger: log}
 	for _, addr := range o.listen {
-		l, err := listenDial(addr, o, gate, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)})
+		l, err := listenDial(addr, o, gate, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)},
+			ninep.Route{Path: abi.OAuthClientMetadataPath, Handler: mcp.ClientMetadataHandler()})
 		if err != nil {
 			return err
 		}
@@ -296,6 +297,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 		webR, webURL := webRoutes(ctx, k, hl, o, log)
 		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath, "git", repos.HTTPPath, "web", webURL)
 		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, append(webR, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)},
+			ninep.Route{Path: abi.OAuthClientMetadataPath, Handler: mcp.ClientMetadataHandler()},
 			ninep.Route{Path: repos.HTTPPath, Handler: repos.HTTPHandler(k)})...)
 		if err != nil {
 			hl.Close()

@@ -155,6 +155,10 @@ func (k *Kernel) Users(ctx context.Context) ([]User, error) { return k.users(ctx
 
 func (k *Kernel) isSetUp() bool { return k.setUp.Load() }
 
+// IsSetUp reports whether the system is set up (sys.setup has run): a
+// transport's handshake refuses connections with 425 until it is.
+func (k *Kernel) IsSetUp() bool { return k.isSetUp() }
+
 func now() int64 { return time.Now().UnixMilli() }
 
 // Identity is who a caller is: its record (abi.Identity: the seed's

@@ -64,7 +64,8 @@ type options struct {
 
 	tlsCert, tlsKey string // the certificate and key of tls!host!port listeners (and of --http)
 
-	http string // --http host:port: the HTTP listener (/mcp)
+	http      string // --http host:port: the HTTP listener (/mcp, the web console)
+	loginLink bool   // --login-link: print a one-time sign-in link of the web console
 }
 
 func rootCmd() *cobra.Command {
@@ -295,15 +296,19 @@ func run(ctx context.Context, o options, mountDir string) error {
 		if err != nil {
 			return err
 		}
-		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath, "git", repos.HTTPPath)
-		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)},
+		webR, webURL := webRoutes(ctx, k, hl, o, log)
+		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath, "git", repos.HTTPPath, "web", webURL)
+		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, append(webR, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)},
 			ninep.Route{Path: abi.OAuthClientMetadataPath, Handler: mcp.ClientMetadataHandler()},
-			ninep.Route{Path: repos.HTTPPath, Handler: repos.HTTPHandler(k)})
+			ninep.Route{Path: repos.HTTPPath, Handler: repos.HTTPHandler(k)})...)
 		if err != nil {
 			hl.Close()
 			return err
 		}
 		serving.Go(wait)
+		if o.loginLink {
+			printLoginLink(ctx, k, webURL, log)
+		}
 	}
 
 	var fsrv *fusefs.Server

@@ -80,6 +80,16 @@ func wiring(self, dep string) bool {
 
 var rules = []rule{
 	{
+		// The web console is a transport: it meets the system only in
+		// abi and the kernel's connection API (Authenticate, Call,
+		// Subscribe), as the 9P transport meets it in vfs.
+		name:  "web imports of GSV only abi and the kernel",
+		binds: func(p string) bool { return under(p, "web") },
+		forbid: func(_, dep string, test bool) bool {
+			return !under(dep, "web", "abi", "kernel") || (!test && under(dep, "kernel/kerneltest"))
+		},
+	},
+	{
 		name:  "the kernel imports no vfs, transport, namespace or room",
 		binds: func(p string) bool { return p == "kernel" || p == "kernel/kerneltest" },
 		forbid: func(_, dep string, _ bool) bool {

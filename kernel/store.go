@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Store is the kernel's database, over a Dialect: one writer connection
@@ -48,6 +49,36 @@ type Store struct {
 	// queries counts the queries and transactions run through the
 	// store's methods (Queries).
 	queries atomic.Uint64
+
+	// hook, if set, appends to every batch's transaction before it
+	// commits (the audit log's pending call records; setCommitHook).
+	hook atomic.Pointer[commitHook]
+	// onCommit, if set, is told how long each commit took (metrics).
+	onCommit atomic.Pointer[func(time.Duration, error)]
+}
+
+// commitHook appends to tx, a batch's transaction about to commit, and
+// returns what to run once the commit's outcome is known.
+// Ready reports, cheaply, whether it has anything to append.
+type commitHook struct {
+	ready func() bool
+	run   func(tx *Tx) (after func(committed bool), err error)
+}
+
+// setCommitHook makes h run in every batch's transaction before it
+// commits, inside a savepoint of its own: its error rolls back its own
+// statements only.
+func (s *Store) setCommitHook(h commitHook) { s.hook.Store(&h) }
+
+// OnCommit makes fn learn the duration and outcome of every commit of
+// the store from now on (metrics; nil: none). fn runs on the committer:
+// it must return at once.
+func (s *Store) OnCommit(fn func(time.Duration, error)) {
+	if fn == nil {
+		s.onCommit.Store(nil)
+		return
+	}
+	s.onCommit.Store(&fn)
 }
 
 // maxBatch bounds how many transactions one commit carries.
@@ -224,6 +255,10 @@ func (s *Store) Version(ctx context.Context, component string) (int, error) {
 // syscall.ENOSPC (Dialect.Err).
 func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 	s.queries.Add(1)
+	if sc := auditFrom(ctx); sc != nil {
+		// The audited call's change record commits with its change.
+		fn = sc.wrap(fn)
+	}
 	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	s.mu.RLock()
 	if s.closed {
@@ -337,7 +372,15 @@ func (s *Store) commit(batch []*writeReq) (rest []*writeReq) {
 		batch[0].done <- errs[0]
 		return nil
 	}
+	after := s.runHook(stx, tx)
+	t0 := time.Now()
 	cerr := stx.Commit()
+	if fn := s.onCommit.Load(); fn != nil {
+		(*fn)(time.Since(t0), cerr)
+	}
+	if after != nil {
+		after(cerr == nil)
+	}
 	for i, r := range batch {
 		if errs[i] == nil {
 			errs[i] = cerr
@@ -345,6 +388,30 @@ func (s *Store) commit(batch []*writeReq) (rest []*writeReq) {
 		r.done <- errs[i]
 	}
 	return nil
+}
+
+// runHook runs the commit hook in its own savepoint of stx and returns
+// what to run after the commit (nil: nothing).
+func (s *Store) runHook(stx *sql.Tx, tx *Tx) func(bool) {
+	h := s.hook.Load()
+	if h == nil || !h.ready() {
+		return nil
+	}
+	if _, err := stx.Exec(`SAVEPOINT h`); err != nil {
+		return nil
+	}
+	after, err := h.run(tx)
+	if err != nil {
+		if _, rerr := stx.Exec(`ROLLBACK TO h`); rerr != nil {
+			slog.Warn("store: rolling back the commit hook's savepoint", "err", rerr)
+		}
+	}
+	if _, err := stx.Exec(`RELEASE h`); err != nil {
+		// The hook's records went back to wait; the transaction is the
+		// batch's, whose commit tells the rest.
+		slog.Warn("store: releasing the commit hook's savepoint", "err", err)
+	}
+	return after
 }
 
 // abandon ends a transaction that the database no longer holds (or that
@@ -427,6 +494,38 @@ var kernelMigrations = []string{
 	`SELECT 1`,
 	`SELECT 1`,
 	`SELECT 1`,
+	// The audit log (audit.go): hash-chained records, seq explicit (the
+	// hash covers it); audit_anchor keeps the last pruned record's seq
+	// and hash, which the first kept record's prev names.
+	`CREATE TABLE audit_log (
+		seq INTEGER PRIMARY KEY,
+		at INTEGER NOT NULL,
+		kind TEXT NOT NULL,
+		call_id TEXT NOT NULL,
+		uid INTEGER NOT NULL,
+		username TEXT NOT NULL,
+		role TEXT NOT NULL,
+		token_id TEXT NOT NULL,
+		pid TEXT NOT NULL,
+		conv TEXT NOT NULL,
+		syscall TEXT NOT NULL,
+		target TEXT NOT NULL,
+		code INTEGER NOT NULL,
+		dur_us INTEGER NOT NULL,
+		trace TEXT NOT NULL,
+		args TEXT NOT NULL,
+		prev TEXT NOT NULL,
+		hash TEXT NOT NULL
+	);
+	CREATE INDEX audit_log_at ON audit_log(at);
+	CREATE INDEX audit_log_uid ON audit_log(uid, seq);
+	CREATE INDEX audit_log_pid ON audit_log(pid, seq);
+	CREATE INDEX audit_log_trace ON audit_log(trace);
+	CREATE TABLE audit_anchor (
+		id INTEGER PRIMARY KEY,
+		seq INTEGER NOT NULL,
+		hash TEXT NOT NULL
+	);`,
 }
 
 // maxCachedStmts bounds each statement cache; queries beyond it run

@@ -30,6 +30,9 @@ type AuditQueryArgs struct {
 	After int64 `json:"after,omitempty"`
 	// Limit bounds the records answered (default and maximum 1000).
 	Limit int `json:"limit,omitempty"`
+	// Last answers the newest Limit records that match (still oldest
+	// first) instead of the oldest.
+	Last bool `json:"last,omitempty"`
 }
 
 // AuditQueryResult is sys.audit.query's answer.
@@ -66,11 +69,11 @@ type AuditRecord struct {
 // AuditVerifyArgs are sys.audit.verify's args: none.
 type AuditVerifyArgs struct{}
 
-// AuditVerifyResult is sys.audit.verify's answer: OK when every kept
+// AuditVerifyResult is sys.audit.verify's answer: Intact when every kept
 // record's hash is its contents' and each holds its predecessor's hash;
 // else the first record that breaks the chain and why.
 type AuditVerifyResult struct {
-	OK      bool   `json:"ok"`
+	Intact  bool   `json:"intact"`
 	Records int64  `json:"records"`
 	First   int64  `json:"first,omitempty"`
 	Last    int64  `json:"last,omitempty"`

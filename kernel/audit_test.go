@@ -84,7 +84,7 @@ func TestAuditVerifyFindsEdit(t *testing.T) {
 	}
 	recs := auditRecords(t, k, abi.AuditQueryArgs{})
 	v, err := Do(ctx, k, rc, abi.SysAuditVerify, nil)
-	if err != nil || !v.OK || v.Records != int64(len(recs)) {
+	if err != nil || !v.Intact || v.Records != int64(len(recs)) {
 		t.Fatalf("verify: %+v %v", v, err)
 	}
 	mid := recs[len(recs)/2].Seq
@@ -92,14 +92,14 @@ func TestAuditVerifyFindsEdit(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, _ = Do(ctx, k, rc, abi.SysAuditVerify, nil)
-	if v.OK || v.BadSeq != mid {
+	if v.Intact || v.BadSeq != mid {
 		t.Fatalf("edited record %d: verify says %+v", mid, v)
 	}
 	if _, err := k.Store.Exec(ctx, `DELETE FROM audit_log WHERE seq=?`, mid); err != nil {
 		t.Fatal(err)
 	}
 	v, _ = Do(ctx, k, rc, abi.SysAuditVerify, nil)
-	if v.OK || v.BadSeq != mid+1 {
+	if v.Intact || v.BadSeq != mid+1 {
 		t.Fatalf("deleted record %d: verify says %+v", mid, v)
 	}
 }
@@ -122,7 +122,7 @@ func TestAuditPruneKeepsChain(t *testing.T) {
 	if len(after) == 0 || after[0].Seq <= before[len(before)-1].Seq {
 		t.Fatalf("pruned: before %d records, after %+v", len(before), after)
 	}
-	if v, _ := Do(ctx, k, rc, abi.SysAuditVerify, nil); !v.OK {
+	if v, _ := Do(ctx, k, rc, abi.SysAuditVerify, nil); !v.Intact {
 		t.Fatalf("after prune: %+v", v)
 	}
 }

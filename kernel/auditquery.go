@@ -120,14 +120,21 @@ func (k *Kernel) auditQuery(ctx context.Context, c *Caller, a *abi.AuditQueryArg
 		limit = auditQueryMax
 	}
 	args = append(args, limit)
+	order := "seq"
+	if a.Last {
+		order = "seq DESC"
+	}
 	out := &abi.AuditQueryResult{Records: []abi.AuditRecord{}}
 	err := k.Store.eachRow(ctx, func(rows *sql.Rows) error {
 		r, err := scanAudit(rows)
 		out.Records = append(out.Records, r)
 		return err
-	}, `SELECT `+auditCols+` FROM audit_log WHERE `+strings.Join(where, " AND ")+` ORDER BY seq LIMIT ?`, args...)
+	}, `SELECT `+auditCols+` FROM audit_log WHERE `+strings.Join(where, " AND ")+` ORDER BY `+order+` LIMIT ?`, args...)
 	if err != nil {
 		return nil, err
+	}
+	if a.Last {
+		slices.Reverse(out.Records)
 	}
 	return out, nil
 }
@@ -151,7 +158,7 @@ func (k *Kernel) auditVerify(ctx context.Context, c *Caller, _ *abi.AuditVerifyA
 		return nil, err
 	}
 	defer rows.Close()
-	res := &abi.AuditVerifyResult{OK: true}
+	res := &abi.AuditVerifyResult{Intact: true}
 	prevSeq, prev := aseq, ahash
 	for rows.Next() {
 		r, err := scanAudit(rows)
@@ -163,16 +170,16 @@ func (k *Kernel) auditVerify(ctx context.Context, c *Caller, _ *abi.AuditVerifyA
 		}
 		res.Records++
 		res.Last = r.Seq
-		if !res.OK {
+		if !res.Intact {
 			continue
 		}
 		switch {
 		case r.Seq != prevSeq+1:
-			res.OK, res.BadSeq, res.Reason = false, r.Seq, fmt.Sprintf("record %d follows record %d: records are missing", r.Seq, prevSeq)
+			res.Intact, res.BadSeq, res.Reason = false, r.Seq, fmt.Sprintf("record %d follows record %d: records are missing", r.Seq, prevSeq)
 		case r.Prev != prev:
-			res.OK, res.BadSeq, res.Reason = false, r.Seq, fmt.Sprintf("record %d does not hold the hash of record %d", r.Seq, prevSeq)
+			res.Intact, res.BadSeq, res.Reason = false, r.Seq, fmt.Sprintf("record %d does not hold the hash of record %d", r.Seq, prevSeq)
 		case auditHash(&r) != r.Hash:
-			res.OK, res.BadSeq, res.Reason = false, r.Seq, fmt.Sprintf("record %d was changed: its hash is not its contents'", r.Seq)
+			res.Intact, res.BadSeq, res.Reason = false, r.Seq, fmt.Sprintf("record %d was changed: its hash is not its contents'", r.Seq)
 		}
 		prevSeq, prev = r.Seq, r.Hash
 	}

@@ -29,13 +29,15 @@ run: deps build
 # setpriv (util-linux) runs the permission tests as other host uids; rsync
 # and python3-venv are tools the tree-walker and links tests drive;
 # bubblewrap is the sandbox of exec sessions; nodejs and npm run the
-# reference MCP servers, which the mcp tests install from npm.
+# reference MCP servers, which the mcp tests install from npm; prometheus's
+# promtool checks the daemon's /metrics.
 DEBS := $(if $(shell command -v fusermount3),,fuse3) \
 	$(if $(shell command -v node),,nodejs) \
 	$(if $(shell command -v npm),,npm) \
 	$(if $(shell command -v setpriv),,util-linux) \
 	$(if $(shell command -v rsync),,rsync) \
 	$(if $(shell command -v bwrap),,bubblewrap) \
+	$(if $(shell command -v promtool),,prometheus) \
 	$(if $(shell /usr/bin/python3 -m venv --help >/dev/null 2>&1 && echo y),,python3-venv)
 
 deps:

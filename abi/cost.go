@@ -28,6 +28,8 @@ type RunUsageSignal struct {
 	TokensOut      int64    `json:"tokensOut"`
 	Cost           *float64 `json:"cost"`
 	DurationMs     int64    `json:"durationMs"`
+	// TraceID is the run's trace (kernel.TraceOf of its calls).
+	TraceID string `json:"traceId,omitempty"`
 }
 
 // SignalScope returns the run's process and conversation.

@@ -267,7 +267,7 @@ func (k *Kernel) call(ctx context.Context, c *Caller, def *syscallDef, name stri
 	res, err = def.call(ctx, c, args)
 	if err != nil {
 		err = abi.WithOp(abi.Op(name), err)
-		k.log.Debug("syscall failed", "call", name, "uid", c.Uid, "err", err)
+		k.log.DebugContext(ctx, "syscall failed", "call", name, "uid", c.Uid, "err", err)
 	}
 	return res, err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"log/slog"
+	"time"
 )
 
 // traceKey is the context key of the trace id.
@@ -60,4 +62,29 @@ func (k *Kernel) SetInstrument(in Instrument) {
 		return
 	}
 	k.instr.Store(&in)
+}
+
+// Uptime is how long the kernel has been open.
+func (k *Kernel) Uptime() time.Duration { return time.Since(k.started) }
+
+// TraceHandler wraps h so that every record logged with a context that
+// carries a trace (slog's *Context methods) has a trace_id attribute:
+// the lines of one request share it.
+func TraceHandler(h slog.Handler) slog.Handler { return traceHandler{h} }
+
+type traceHandler struct{ slog.Handler }
+
+func (t traceHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id := TraceOf(ctx); id != "" {
+		r.AddAttrs(slog.String("trace_id", id))
+	}
+	return t.Handler.Handle(ctx, r)
+}
+
+func (t traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return traceHandler{t.Handler.WithAttrs(as)}
+}
+
+func (t traceHandler) WithGroup(name string) slog.Handler {
+	return traceHandler{t.Handler.WithGroup(name)}
 }

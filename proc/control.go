@@ -248,7 +248,7 @@ func (m *engine) account(ctx context.Context, pr *process, r *activeRun, mc mode
 	// else the provider's report.
 	usd, known := m.priceCall(ctx, mc)
 	u := abi.RunUsageSignal{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, Provider: mc.provider, Model: mc.model,
-		TokensIn: in, TokensOut: out, DurationMs: mc.took.Milliseconds()}
+		TokensIn: in, TokensOut: out, DurationMs: mc.took.Milliseconds(), TraceID: r.trace}
 	if known {
 		u.Cost = &usd
 	}

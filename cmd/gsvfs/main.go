@@ -34,6 +34,7 @@ import (
 	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc"
 	"gsvfs.dev/gsvfs/sched"
+	"gsvfs.dev/gsvfs/telemetry"
 	"gsvfs.dev/gsvfs/vfs"
 	"gsvfs.dev/gsvfs/vfs/fusefs"
 )
@@ -49,6 +50,8 @@ type options struct {
 	state    string
 	listen   []string
 	logLevel string
+	logFile  string // --log-file: the log's file (else stderr)
+	logFormat string // --log-format: text or json
 	debug    bool
 
 	authTimeout time.Duration // ninep.Server.AuthTimeout
@@ -77,6 +80,8 @@ func rootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&o.state, "state", DefaultStateDir(), "state directory (SQLite database, homes, 9P socket); $GSV_STATE")
 	root.PersistentFlags().StringArrayVar(&o.listen, "listen", nil, "also serve 9P on this dial string, e.g. tcp!127.0.0.1!5640 (attach needs a token)")
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	root.PersistentFlags().StringVar(&o.logFile, "log-file", "", "append the log to this file instead of stderr")
+	root.PersistentFlags().StringVar(&o.logFormat, "log-format", "text", "text or json")
 	root.PersistentFlags().DurationVar(&o.authTimeout, "9p-auth-timeout", ninep.DefaultAuthTimeout, "close a 9P connection that has not attached within this time (0: never)")
 	root.PersistentFlags().IntVar(&o.maxConns, "9p-max-conns", ninep.DefaultMaxConns, "9P connections one host uid or token may hold at once (0: no limit); those not yet attached over --listen are bounded by --preauth-max")
 	root.PersistentFlags().IntVar(&o.maxFids, "9p-max-fids", ninep.DefaultMaxFids, "9P fids one host uid or token may hold at once across its connections (0: no limit)")
@@ -188,10 +193,11 @@ func ignoreSIGPIPE() { signal.Ignore(syscall.SIGPIPE) }
 func run(ctx context.Context, o options, mountDir string) error {
 	ignoreSIGPIPE()
 	start := time.Now()
-	log, err := newLogger(o.logLevel)
+	log, closeLog, err := newFileLogger(o.logLevel, o.logFile, o.logFormat)
 	if err != nil {
 		return err
 	}
+	defer closeLog()
 	slog.SetDefault(log)
 	if mountDir != "" {
 		abs, err := filepath.Abs(mountDir)
@@ -211,6 +217,13 @@ func run(ctx context.Context, o options, mountDir string) error {
 		return err
 	}
 	defer k.Close()
+	// Metrics (/metrics on --http) and, with OTEL_EXPORTER_OTLP_ENDPOINT,
+	// traces: docs/operations.md.
+	tel, err := telemetry.New(k, telemetry.Options{Version: Version, Logger: log})
+	if err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	defer tel.Close(context.Background())
 	space := ns.New(k)
 	defer space.Close() // the rooms close, last first, before the kernel does
 	dev, err := devices.New(k, devices.Options{Space: space, Local: local.Options{Logger: log}, RouteTimeout: o.routeTimeout})
@@ -291,7 +304,8 @@ func run(ctx context.Context, o options, mountDir string) error {
 			return err
 		}
 		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath)
-		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)})
+		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)},
+			ninep.Route{Path: "/metrics", Handler: tel.Handler()})
 		if err != nil {
 			hl.Close()
 			return err
@@ -306,7 +320,8 @@ func run(ctx context.Context, o options, mountDir string) error {
 			return fmt.Errorf("mount %s: %w", mountDir, err)
 		}
 	}
-	log.Info("ready", "version", Version, "mount", mountDir, "socket", sock, "state", o.state, "startup", time.Since(start).Round(time.Millisecond))
+	log.Info("ready", "version", Version, "mount", mountDir, "socket", sock, "state", o.state, "startup", time.Since(start).Round(time.Millisecond),
+		"listen", strings.Join(o.listen, ","), "http", o.http, "otlp", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"), "log_file", o.logFile)
 
 	if fsrv != nil {
 		done := make(chan struct{})

@@ -47,12 +47,12 @@ func main() {
 }
 
 type options struct {
-	state    string
-	listen   []string
-	logLevel string
-	logFile  string // --log-file: the log's file (else stderr)
+	state     string
+	listen    []string
+	logLevel  string
+	logFile   string // --log-file: the log's file (else stderr)
 	logFormat string // --log-format: text or json
-	debug    bool
+	debug     bool
 
 	authTimeout time.Duration // ninep.Server.AuthTimeout
 	maxConns    int           // ninep.Server.MaxConns

@@ -47,12 +47,13 @@ func main() {
 }
 
 type options struct {
-	state     string
-	listen    []string
-	logLevel  string
+	state    string
+	listen   []string
+	logLevel string
+	debug    bool
+
 	logFile   string // --log-file: the log's file (else stderr)
 	logFormat string // --log-format: text or json
-	debug     bool
 
 	authTimeout time.Duration // ninep.Server.AuthTimeout
 	maxConns    int           // ninep.Server.MaxConns

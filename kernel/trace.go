@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"time"
+
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // traceKey is the context key of the trace id.
@@ -87,4 +89,14 @@ func (t traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (t traceHandler) WithGroup(name string) slog.Handler {
 	return traceHandler{t.Handler.WithGroup(name)}
+}
+
+// Desc returns the descriptor of the registered syscall name, or nil.
+func (k *Kernel) Desc(name string) abi.Desc {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if d := k.calls[name]; d != nil {
+		return d.desc
+	}
+	return nil
 }

@@ -71,6 +71,29 @@ type Telemetry struct {
 
 	mu   sync.Mutex             // guards runs
 	runs map[string]runInFlight // by run id, for run spans
+
+	calls sync.Map // syscall name -> *callHandles
+}
+
+// callHandles are a syscall's metric children, looked up once, and
+// whether its calls get spans (every syscall but the reads and data
+// transfers, abi.Audited: a span per stat would drown the traces).
+type callHandles struct {
+	ok      prometheus.Counter
+	latency prometheus.Observer
+	spans   bool
+}
+
+func (t *Telemetry) handles(name string) *callHandles {
+	if h, ok := t.calls.Load(name); ok {
+		return h.(*callHandles)
+	}
+	h := &callHandles{ok: t.syscalls.WithLabelValues(name, "200"), latency: t.latency.WithLabelValues(name)}
+	if d := t.k.Desc(name); d != nil {
+		h.spans = abi.Audited(d, false)
+	}
+	v, _ := t.calls.LoadOrStore(name, h)
+	return v.(*callHandles)
 }
 
 // runInFlight is a run whose span is not ended yet.
@@ -190,8 +213,9 @@ func (t *Telemetry) Flush(ctx context.Context) error {
 // span (in the kernel trace the call carries).
 func (t *Telemetry) instrument(ctx context.Context, c *kernel.Caller, name string) (context.Context, func(error)) {
 	start := time.Now()
+	h := t.handles(name)
 	var span trace.Span
-	if t.tracer != nil {
+	if t.tracer != nil && h.spans {
 		ctx = inKernelTrace(ctx)
 		attrs := []attribute.KeyValue{attribute.String("gsv.syscall", name)}
 		if c != nil && c.Identity != nil {
@@ -207,8 +231,12 @@ func (t *Telemetry) instrument(ctx context.Context, c *kernel.Caller, name strin
 		if err != nil {
 			code = abi.Code(err)
 		}
-		t.syscalls.WithLabelValues(name, strconv.Itoa(code)).Inc()
-		t.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		if code == 200 {
+			h.ok.Inc()
+		} else {
+			t.syscalls.WithLabelValues(name, strconv.Itoa(code)).Inc()
+		}
+		h.latency.Observe(time.Since(start).Seconds())
 		if span != nil {
 			span.SetAttributes(attribute.Int("gsv.code", code))
 			if err != nil {

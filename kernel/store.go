@@ -496,7 +496,9 @@ var kernelMigrations = []string{
 	`SELECT 1`,
 	// The audit log (audit.go): hash-chained records, seq explicit (the
 	// hash covers it); audit_anchor keeps the last pruned record's seq
-	// and hash, which the first kept record's prev names.
+	// and hash, which the first kept record's prev names. No secondary
+	// index: each would add a page to every audited commit (queries scan
+	// by seq, newest or oldest first).
 	`CREATE TABLE audit_log (
 		seq INTEGER PRIMARY KEY,
 		at INTEGER NOT NULL,
@@ -517,10 +519,6 @@ var kernelMigrations = []string{
 		prev TEXT NOT NULL,
 		hash TEXT NOT NULL
 	);
-	CREATE INDEX audit_log_at ON audit_log(at);
-	CREATE INDEX audit_log_uid ON audit_log(uid, seq);
-	CREATE INDEX audit_log_pid ON audit_log(pid, seq);
-	CREATE INDEX audit_log_trace ON audit_log(trace);
 	CREATE TABLE audit_anchor (
 		id INTEGER PRIMARY KEY,
 		seq INTEGER NOT NULL,

@@ -19,6 +19,7 @@ func (k *Kernel) auditSyscalls() []Syscall {
 	return []Syscall{
 		Handle(abi.SysAuditQuery, k.auditQuery),
 		Handle(abi.SysAuditVerify, k.auditVerify),
+		Handle(abi.SysStatus, k.status),
 	}
 }
 

@@ -267,6 +267,9 @@ func (k *Kernel) call(ctx context.Context, c *Caller, def *syscallDef, name stri
 	res, err = def.call(ctx, c, args)
 	if err != nil {
 		err = abi.WithOp(abi.Op(name), err)
+		if code := abi.Code(err); code >= 500 && code != int(abi.NotImplemented) {
+			k.ierrs.note(name, code, err)
+		}
 		k.log.DebugContext(ctx, "syscall failed", "call", name, "uid", c.Uid, "err", err)
 	}
 	return res, err

@@ -73,6 +73,7 @@ type Kernel struct {
 	audit   *auditLog                  // the audit log (audit.go)
 	instr   atomic.Pointer[Instrument] // SetInstrument's, or nil
 	started time.Time                  // when Open returned (Status)
+	ierrs   internalErrors             // the last internal errors (sys.status)
 }
 
 // Open opens the kernel on cfg.StateDir, creating it if needed, migrating

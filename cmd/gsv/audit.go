@@ -111,3 +111,28 @@ func auditLine(r *abi.AuditRecord) []byte {
 	}
 	return append(b, '\n')
 }
+
+// statusCmd is gsv status: the daemon's health (sys.status).
+func (c *cli) statusCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status [--json]",
+		Short: "Show the daemon's health: version, uptime, store size, devices, runs, last errors (sys.status)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return show(c, abi.SysStatus, nil, func(r *abi.DaemonStatus) error {
+				fmt.Fprintf(c.out, "version   %s\nuptime    %s\nstore     %d bytes\ndevices   %d online of %d\nruns      %d under way or parked\naudit     %d call records pending\n",
+					r.Version, (time.Duration(r.UptimeMs) * time.Millisecond).Round(time.Second), r.StoreBytes,
+					r.DevicesOnline, r.DevicesTotal, r.RunsActive, r.AuditPending)
+				if len(r.LastErrors) == 0 {
+					_, err := fmt.Fprintln(c.out, "errors    none")
+					return err
+				}
+				fmt.Fprintln(c.out, "errors    (last, oldest first)")
+				for _, e := range r.LastErrors {
+					fmt.Fprintf(c.out, "  %s %s %d %s\n", time.UnixMilli(e.Time).Local().Format("2006-01-02 15:04:05"), e.Syscall, e.Code, e.Error)
+				}
+				return nil
+			})
+		},
+	}
+}

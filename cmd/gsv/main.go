@@ -90,7 +90,7 @@ func rootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(c.deviceCmd())
 	root.AddCommand(c.ipcCmd(), c.watchCmd())
 	root.AddCommand(c.notifyCmd())
-	root.AddCommand(c.auditCmd())
+	root.AddCommand(c.auditCmd(), c.statusCmd())
 	root.AddCommand(c.mcpCmd())
 	root.AddCommand(c.codemodeCmd())
 	c.addCompletions(root)

@@ -115,6 +115,9 @@ func TestE2EAuditCrash(t *testing.T) {
 	check()
 
 	d2 := startDaemon(t, base, daemonOpts{mount: true})
+	if st := d2.mustGsv(t, "status"); !strings.Contains(st, "version ") || !strings.Contains(st, "store ") {
+		t.Fatalf("gsv status: %q", st)
+	}
 	out := d2.mustGsv(t, "audit", "verify")
 	if !strings.HasPrefix(out, "ok: ") {
 		t.Fatalf("gsv audit verify after the crash: %q", out)

@@ -33,6 +33,7 @@ import (
 	"gsvfs.dev/gsvfs/notify"
 	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc"
+	"gsvfs.dev/gsvfs/repos"
 	"gsvfs.dev/gsvfs/sched"
 	"gsvfs.dev/gsvfs/telemetry"
 	"gsvfs.dev/gsvfs/vfs"
@@ -250,6 +251,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 		{"mcp", func() (ns.Room, error) {
 			return mcp.Open(space, mcp.Options{Logger: log, Version: Version, CallbackOrigin: callbackOrigin(o)})
 		}},
+		{"repositories", func() (ns.Room, error) { return repos.Open(space, repos.Options{Logger: log}) }},
 	}
 	for _, r := range rooms {
 		room, err := r.open()
@@ -304,9 +306,9 @@ func run(ctx context.Context, o options, mountDir string) error {
 		if err != nil {
 			return err
 		}
-		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath)
+		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath, "git", repos.HTTPPath, "metrics", "/metrics")
 		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)},
-			ninep.Route{Path: "/metrics", Handler: tel.Handler()})
+			ninep.Route{Path: repos.HTTPPath, Handler: repos.HTTPHandler(k)}, ninep.Route{Path: "/metrics", Handler: tel.Handler()})
 		if err != nil {
 			hl.Close()
 			return err

@@ -10,6 +10,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
@@ -154,4 +158,46 @@ func TestE2EAuditCrash(t *testing.T) {
 		t.Fatalf("gsv audit verify after an edit of record %d: %v", seq, r)
 	}
 	d3.stop()
+}
+
+// TestE2EMetricsScrape: the daemon serves /metrics on --http; the text
+// passes promtool check metrics (Debian's prometheus) and counts the
+// syscalls just made.
+func TestE2EMetricsScrape(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("no promtool (make deps installs Debian's prometheus)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	d := startDaemon(t, newBase(t), daemonOpts{args: []string{"--http", addr}})
+	d.mustGsv(t, "config", "set", "users/0/ai/model", "m1")
+	var body []byte
+	deadline := time.Now().Add(liveness)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /metrics: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(string(body), `gsv_syscalls_total{code="200",syscall="sys.config.set"}`) {
+		t.Fatalf("/metrics does not count sys.config.set:\n%.2000s", body)
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(string(body))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
 }

@@ -305,6 +305,11 @@ func isFalse(v string) bool { return v == "false" || v == "off" || v == "no" || 
 // its own.
 func appendAudit(tx *Tx, r *abi.AuditRecord) error {
 	s := tx.s
+	// The head of the chain is cached while no batch has been lost since
+	// it was read (Store.lost); appends run on the committer alone.
+	if h := s.auditHead; h.valid && h.lost == s.lost.Load() {
+		return insertAudit(tx, r, h.seq, h.hash)
+	}
 	var seq int64
 	var prev string
 	err := s.TxQueryRow(tx, `SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1`).Scan(&seq, &prev)
@@ -317,13 +322,35 @@ func appendAudit(tx *Tx, r *abi.AuditRecord) error {
 	if err != nil {
 		return err
 	}
+	return insertAudit(tx, r, seq, prev)
+}
+
+// insertAudit appends r after the record seq whose hash is prev, and
+// caches r as the chain's head.
+func insertAudit(tx *Tx, r *abi.AuditRecord, seq int64, prev string) error {
+	s := tx.s
+	lost := s.lost.Load()
 	r.Seq, r.Prev, r.Hash = seq+1, prev, ""
 	r.Hash = auditHash(r)
-	_, err = s.TxExec(tx, `INSERT INTO audit_log(seq,at,kind,call_id,uid,username,role,token_id,pid,conv,syscall,target,code,dur_us,trace,args,prev,hash)
+	_, err := s.TxExec(tx, `INSERT INTO audit_log(seq,at,kind,call_id,uid,username,role,token_id,pid,conv,syscall,target,code,dur_us,trace,args,prev,hash)
 		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		r.Seq, r.Time, r.Kind, r.CallID, r.Uid, r.Username, r.Role, r.TokenID, r.Pid, r.Conv, r.Syscall, r.Target,
 		r.Code, r.DurUs, r.Trace, r.Args, r.Prev, r.Hash)
-	return err
+	if err != nil {
+		s.auditHead.valid = false
+		return err
+	}
+	s.auditHead = chainHead{valid: true, seq: r.Seq, hash: r.Hash, lost: lost}
+	return nil
+}
+
+// chainHead is the audit chain's last record as the committer last
+// appended it, valid while Store.lost is still lost.
+type chainHead struct {
+	valid bool
+	seq   int64
+	hash  string
+	lost  uint64
 }
 
 // auditHash is the hash of r: SHA-256 of its JSON with Hash empty.

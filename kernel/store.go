@@ -55,6 +55,13 @@ type Store struct {
 	hook atomic.Pointer[commitHook]
 	// onCommit, if set, is told how long each commit took (metrics).
 	onCommit atomic.Pointer[func(time.Duration, error)]
+	// lost counts the batches whose transaction did not commit (a
+	// failed commit, an abandoned or rolled-back batch): the audit log's
+	// cached chain head is stale after one.
+	lost atomic.Uint64
+	// auditHead caches the audit chain's head (audit.go); only the
+	// committer touches it.
+	auditHead chainHead
 }
 
 // commitHook appends to tx, a batch's transaction about to commit, and
@@ -369,12 +376,16 @@ func (s *Store) commit(batch []*writeReq) (rest []*writeReq) {
 	}
 	if single && errs[0] != nil {
 		stx.Rollback()
+		s.lost.Add(1)
 		batch[0].done <- errs[0]
 		return nil
 	}
 	after := s.runHook(stx, tx)
 	t0 := time.Now()
 	cerr := stx.Commit()
+	if cerr != nil {
+		s.lost.Add(1)
+	}
 	if fn := s.onCommit.Load(); fn != nil {
 		(*fn)(time.Since(t0), cerr)
 	}
@@ -397,16 +408,17 @@ func (s *Store) runHook(stx *sql.Tx, tx *Tx) func(bool) {
 	if h == nil || !h.ready() {
 		return nil
 	}
-	if _, err := stx.Exec(`SAVEPOINT h`); err != nil {
+	if _, err := s.TxExec(tx, `SAVEPOINT h`); err != nil {
 		return nil
 	}
 	after, err := h.run(tx)
 	if err != nil {
-		if _, rerr := stx.Exec(`ROLLBACK TO h`); rerr != nil {
+		s.lost.Add(1) // the hook's appends are rolled back: the head moves back
+		if _, rerr := s.TxExec(tx, `ROLLBACK TO h`); rerr != nil {
 			slog.Warn("store: rolling back the commit hook's savepoint", "err", rerr)
 		}
 	}
-	if _, err := stx.Exec(`RELEASE h`); err != nil {
+	if _, err := s.TxExec(tx, `RELEASE h`); err != nil {
 		// The hook's records went back to wait; the transaction is the
 		// batch's, whose commit tells the rest.
 		slog.Warn("store: releasing the commit hook's savepoint", "err", err)
@@ -420,6 +432,7 @@ func (s *Store) runHook(stx *sql.Tx, tx *Tx) func(bool) {
 // again.
 func (s *Store) abandon(tx *sql.Tx, batch []*writeReq, errs []error, n int, cause error) []*writeReq {
 	tx.Rollback()
+	s.lost.Add(1)
 	slog.Warn("store: transaction lost, retrying the rest of the batch", "err", cause, "answered", n, "retried", len(batch)-n)
 	for i := 0; i < n; i++ {
 		if errs[i] == nil { // its changes went with the transaction

@@ -30,8 +30,8 @@ run: deps build
 # and python3-venv are tools the tree-walker and links tests drive;
 # bubblewrap is the sandbox of exec sessions; nodejs and npm run the
 # reference MCP servers, which the mcp tests install from npm; git is the
-# real client of the repositories' tests; prometheus's promtool checks the
-# daemon's /metrics.
+# real client of the repositories' tests; ngircd is the real IRC server
+# the adapter tests start; prometheus's promtool checks the daemon's /metrics.
 DEBS := $(if $(shell command -v fusermount3),,fuse3) \
 	$(if $(shell command -v git),,git) \
 	$(if $(shell command -v node),,nodejs) \
@@ -40,6 +40,7 @@ DEBS := $(if $(shell command -v fusermount3),,fuse3) \
 	$(if $(shell command -v rsync),,rsync) \
 	$(if $(shell command -v bwrap),,bubblewrap) \
 	$(if $(shell command -v promtool),,prometheus) \
+	$(if $(wildcard /usr/sbin/ngircd),,ngircd) \
 	$(if $(shell /usr/bin/python3 -m venv --help >/dev/null 2>&1 && echo y),,python3-venv)
 
 deps:
@@ -116,6 +117,10 @@ fuzz:
 	$(call fuzz1,FuzzRepoPath,./repos)
 	$(call fuzz1,FuzzRepoOps,./repos)
 	$(call fuzz1,FuzzRepoRefName,./repos)
+	$(call fuzz1,FuzzCheckMedia,./abi)
+	$(call fuzz1,FuzzChatCommand,./adapters)
+	$(call fuzz1,FuzzWebhookBody,./adapters/bridge)
+	$(call fuzz1,FuzzSplit,./adapters/bridge)
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server, ssh and sshfs, and for

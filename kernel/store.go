@@ -507,6 +507,9 @@ var kernelMigrations = []string{
 	`SELECT 1`,
 	`SELECT 1`,
 	`SELECT 1`,
+	// A service token may be bound to a chat adapter kind
+	// (abi.Token.AllowedAdapter; NULL: none).
+	`ALTER TABLE tokens ADD COLUMN allowed_adapter TEXT`,
 	// The audit log (audit.go): hash-chained records, seq explicit (the
 	// hash covers it); audit_anchor keeps the last pruned record's seq
 	// and hash, which the first kept record's prev names. No secondary

@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/adapters"
 	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/devices"
 	"gsvfs.dev/gsvfs/devices/local"
@@ -131,7 +132,7 @@ func rootCmd() *cobra.Command {
 			os.Exit(codemode.WorkerMain())
 		},
 	}
-	root.AddCommand(mount, serve, deviceCmd(), mcpCmd(&o), worker)
+	root.AddCommand(mount, serve, deviceCmd(), mcpCmd(&o), worker, adapterCmd())
 	return root
 }
 
@@ -251,6 +252,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 		{"mcp", func() (ns.Room, error) {
 			return mcp.Open(space, mcp.Options{Logger: log, Version: Version, CallbackOrigin: callbackOrigin(o)})
 		}},
+		{"adapters", func() (ns.Room, error) { return adapters.Open(space, adapters.Options{Logger: log}) }},
 		{"repositories", func() (ns.Room, error) { return repos.Open(space, repos.Options{Logger: log}) }},
 	}
 	for _, r := range rooms {
@@ -290,7 +292,8 @@ func run(ctx context.Context, o options, mountDir string) error {
 	// still unauthenticated at the auth deadline (ninep.Gate).
 	gate := &ninep.Gate{Max: preAuthCap(o.preAuthMax, log), MaxPerPeer: noLimit(o.preAuthPerHost), Timeout: noLimit(o.authTimeout), Logger: log}
 	for _, addr := range o.listen {
-		l, err := listenDial(addr, o, gate, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)})
+		l, err := listenDial(addr, o, gate, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)},
+			ninep.Route{Path: abi.OAuthClientMetadataPath, Handler: mcp.ClientMetadataHandler()})
 		if err != nil {
 			return err
 		}
@@ -308,6 +311,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 		}
 		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath, "git", repos.HTTPPath, "metrics", "/metrics")
 		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)},
+			ninep.Route{Path: abi.OAuthClientMetadataPath, Handler: mcp.ClientMetadataHandler()},
 			ninep.Route{Path: repos.HTTPPath, Handler: repos.HTTPHandler(k)}, ninep.Route{Path: "/metrics", Handler: tel.Handler()})
 		if err != nil {
 			hl.Close()

@@ -45,6 +45,9 @@ func (m *Manager) noteChange(uid uint32, name string, pl abi.Scoped) {
 	switch name {
 	case abi.SigProcRunStream.Name, abi.SigChatDelta.Name, abi.SigChatComplete.Name:
 		// Text on its way: nothing stored has changed.
+	case abi.SigProcRunUsage.Name:
+		// A model call's usage counted (run and cost show it).
+		parts = []string{part("run")}
 	case abi.SigProcRunOutput.Name:
 		// A model call's answer landed, and its usage counted.
 		parts = []string{part("run"), conv(cid)}

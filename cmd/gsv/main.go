@@ -90,7 +90,7 @@ func rootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(c.deviceCmd())
 	root.AddCommand(c.ipcCmd(), c.watchCmd())
 	root.AddCommand(c.notifyCmd())
-	root.AddCommand(c.repoCmd(), c.homeCmd())
+	root.AddCommand(c.repoCmd(), c.homeCmd(), c.workspaceCmd(), c.forkCmd())
 	root.AddCommand(c.mcpCmd())
 	root.AddCommand(c.codemodeCmd())
 	c.addCompletions(root)

@@ -106,6 +106,7 @@ var rootOwner = Owner{Uid: 0, Gid: 0, HostUID: 0, User: "root", Group: "root"}
 type ownerCache struct {
 	mu sync.Mutex
 	m  map[string]Owner
+	ws map[string]string // workspace ids to their owners' names (never changed)
 }
 
 // ownerOf returns the owner of the data path rel: <user> for

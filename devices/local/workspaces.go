@@ -42,11 +42,24 @@ func (d *Device) workspaceUser(id string) string {
 	if !validWorkspaceID(id) {
 		return ""
 	}
+	d.owners.mu.Lock()
+	name, ok := d.owners.ws[id]
+	d.owners.mu.Unlock()
+	if ok {
+		return name
+	}
 	b, err := d.data.ReadFile(path.Join(wsOwners, id))
 	if err != nil {
-		return ""
+		return "" // none yet: not cached, fs.workspace.make may record one
 	}
-	return strings.TrimSpace(string(b))
+	name = strings.TrimSpace(string(b))
+	d.owners.mu.Lock()
+	if d.owners.ws == nil {
+		d.owners.ws = map[string]string{}
+	}
+	d.owners.ws[id] = name
+	d.owners.mu.Unlock()
+	return name
 }
 
 // MakeWorkspace is fs.workspace.make (internal): it makes the directory

@@ -171,6 +171,19 @@ func TestE2EWorkspace(t *testing.T) {
 		}
 	}
 
+	// Bad input: a branch name git refuses, an unknown branch, a mode
+	// that is none of the seed's; each a 4xx that makes nothing.
+	before := len(list())
+	for _, args := range [][]string{{"fork", pid, "--branch", "a..b"}, {"workspace", "merge", main.WorkspaceID, "no-such"},
+		{"call", "proc.spawn", `{"profile":"task","workspace":{"mode":"shared"}}`}} {
+		if r := gsvAs(aliceHost, env, args...); r.code == 0 || !strings.Contains(r.stderr, "(4") {
+			t.Errorf("gsv %v: %v", args, r)
+		}
+	}
+	if n := len(list()); n != before {
+		t.Errorf("bad input made workspaces: %d, was %d", n, before)
+	}
+
 	// gsv kill checkpoints the workspace first.
 	if r := alice(`echo late > "$1/late.txt"`, W); r.code != 0 {
 		t.Fatalf("write late.txt: %v", r)

@@ -196,7 +196,7 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 		}
 		mcp = nil
 	}
-	ws, err := m.openWorkspace(ctx, c, a.Workspace, pp)
+	ws, err := m.run.openWorkspace(ctx, c, a.Workspace, pp)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +204,7 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 		return nil, abi.E(abi.Path(pid), err)
 	}
 	if ws != nil {
-		if err := m.setWorkspace(ctx, pid, ws); err != nil {
+		if err := m.run.setWorkspace(ctx, pid, ws); err != nil {
 			return nil, abi.E(abi.Path(pid), err)
 		}
 	}
@@ -375,7 +375,7 @@ func (m *Manager) sysKill(ctx context.Context, c *kernel.Caller, a *abi.KillArgs
 	if err := m.forgetWatches(ctx, p.Pid); err != nil {
 		return nil, abi.E(abi.Path(p.Pid), err)
 	}
-	if err := m.checkpointWorkspace(ctx, c, p, "kill"); err != nil {
+	if err := m.run.checkpointWorkspace(ctx, c, p, "kill"); err != nil {
 		return nil, err
 	}
 	return m.resetProcess(ctx, p, a.Archive == nil || *a.Archive, "killed")
@@ -387,7 +387,7 @@ func (m *Manager) sysReset(ctx context.Context, c *kernel.Caller, a *abi.PidArgs
 	if err != nil {
 		return nil, err
 	}
-	if err := m.checkpointWorkspace(ctx, c, p, "reset"); err != nil {
+	if err := m.run.checkpointWorkspace(ctx, c, p, "reset"); err != nil {
 		return nil, err
 	}
 	return m.resetProcess(ctx, p, true, "reset")

@@ -16,7 +16,7 @@ import (
 // working tree of its own on it, a fork) or inherit of a parent with a
 // workspace. It returns nil for none, and for inherit of a parent
 // without one.
-func (m *Manager) openWorkspace(ctx context.Context, c *kernel.Caller, spec *abi.WorkspaceSpec, parent *abi.Process) (*abi.WorkspaceOpenResult, error) {
+func (m *engine) openWorkspace(ctx context.Context, c *kernel.Caller, spec *abi.WorkspaceSpec, parent *abi.Process) (*abi.WorkspaceOpenResult, error) {
 	if spec == nil {
 		return nil, nil
 	}
@@ -35,7 +35,7 @@ func (m *Manager) openWorkspace(ctx context.Context, c *kernel.Caller, spec *abi
 }
 
 // setWorkspace records that pid works in ws, its cwd.
-func (m *Manager) setWorkspace(ctx context.Context, pid string, ws *abi.WorkspaceOpenResult) error {
+func (m *engine) setWorkspace(ctx context.Context, pid string, ws *abi.WorkspaceOpenResult) error {
 	_, err := m.st.Exec(ctx, `UPDATE proc_processes SET cwd=?, workspace_id=? WHERE pid=?`, ws.Dir, ws.WorkspaceID, pid)
 	return err
 }
@@ -44,11 +44,11 @@ func (m *Manager) setWorkspace(ctx context.Context, pid string, ws *abi.Workspac
 // process with a workspace: the continuity files (proc.checkpoint) and
 // then a commit of the workspace's files (repo.workspace.checkpoint),
 // both as c. A workspace that is gone is nothing to checkpoint.
-func (m *Manager) checkpointWorkspace(ctx context.Context, c *kernel.Caller, p *abi.Process, event string) error {
+func (m *engine) checkpointWorkspace(ctx context.Context, c *kernel.Caller, p *abi.Process, event string) error {
 	if p.WorkspaceID == nil || *p.WorkspaceID == "" {
 		return nil
 	}
-	if _, err := m.run.sysCheckpoint(ctx, c, &abi.CheckpointArgs{Pid: p.Pid}); err != nil {
+	if _, err := m.sysCheckpoint(ctx, c, &abi.CheckpointArgs{Pid: p.Pid}); err != nil {
 		if abi.KindOf(err) == abi.NotExist {
 			return nil
 		}

@@ -118,6 +118,25 @@ func (c *cli) workspaceCmd() *cobra.Command {
 				})
 		},
 	}
-	ws.AddCommand(list, checkpoint, merge)
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "A workspace's directory, repository, branch and history (sys.workspace.list, repo.log)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := call(c, abi.SysWorkspaceList, &abi.WorkspaceListArgs{})
+			if err != nil {
+				return err
+			}
+			for _, w := range l.Workspaces {
+				if w.WorkspaceID != args[0] {
+					continue
+				}
+				fmt.Fprintf(c.out, "workspace: %s\ndir: %s\nrepo: %s\nbranch: %s\nroot: %s\n\n", w.WorkspaceID, w.Dir, w.Repo, w.DefaultBranch, w.Root)
+				return show(c, abi.RepoLog, &abi.RepoLogArgs{Repo: w.Repo, Ref: w.DefaultBranch}, c.printLog)
+			}
+			return fmt.Errorf("gsv workspace show: no workspace %s of yours", args[0])
+		},
+	}
+	ws.AddCommand(list, show, checkpoint, merge)
 	return ws
 }

@@ -143,10 +143,16 @@ func (r *Room) workspaceMerge(ctx context.Context, c *kernel.Caller, a *abi.Work
 	return out, nil
 }
 
+// summaryPath is the continuity summary proc.checkpoint writes at the
+// top of a working tree: a kill or reset on each side changes it, so a
+// merge keeps the target's rather than calling it a conflict (each
+// process's own files are under .gsv/processes/<pid>/ and merge cleanly).
+const summaryPath = ".gsv/summary.md"
+
 // merge3 merges theirs into ours from base: the paths theirs changed are
-// taken (sorted) unless ours changed them differently (conflicts,
-// sorted); a file that would stand where the other side has a directory
-// is a conflict too.
+// taken (sorted) unless ours changed them differently (conflicts, sorted;
+// summaryPath stays ours then); a file that would stand where the other
+// side has a directory is a conflict too.
 func merge3(base, ours, theirs flatTree) (merged flatTree, taken, conflicts []string) {
 	merged = flatTree{}
 	for p, e := range ours {
@@ -170,8 +176,10 @@ func merge3(base, ours, theirs flatTree) (merged flatTree, taken, conflicts []st
 			continue // the same change on both
 		}
 		if inO != inB || o != b {
-			conflicts = append(conflicts, p)
-			continue
+			if p != summaryPath {
+				conflicts = append(conflicts, p)
+			}
+			continue // the target's summary stays: each side writes its own
 		}
 		if inT {
 			merged[p] = t

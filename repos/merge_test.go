@@ -26,6 +26,7 @@ func TestMerge3(t *testing.T) {
 		{"both alike", flatTree{"a": e(1)}, flatTree{"a": e(2)}, flatTree{"a": e(2)}, nil, nil, flatTree{"a": e(2)}},
 		{"both differ", flatTree{"a": e(1)}, flatTree{"a": e(2)}, flatTree{"a": e(3)}, nil, []string{"a"}, nil},
 		{"ours deletes, theirs changes", flatTree{"a": e(1)}, flatTree{}, flatTree{"a": e(3)}, nil, []string{"a"}, nil},
+		{"both change the summary", flatTree{".gsv/summary.md": e(1)}, flatTree{".gsv/summary.md": e(2)}, flatTree{".gsv/summary.md": e(3)}, nil, nil, flatTree{".gsv/summary.md": e(2)}},
 		{"file over a directory", flatTree{}, flatTree{"d/x": e(1)}, flatTree{"d": e(2)}, nil, []string{"d"}, nil},
 	} {
 		merged, taken, conflicts := merge3(tc.base, tc.ours, tc.theirs)

@@ -209,4 +209,17 @@ func TestE2EWorkspace(t *testing.T) {
 	if s, err := read(refs + "/try/tree/.gsv/processes/" + try + "/conversations/default/chat.jsonl"); err != nil || !strings.Contains(s, "write it") {
 		t.Fatalf("the reset's checkpoint lacks the chat: %q %v", s, err)
 	}
+	// Both sides' checkpoints wrote .gsv/summary.md: merging try again
+	// keeps the workspace's summary and takes try's new file and chat.
+	if out := gsv("workspace", "merge", main.WorkspaceID, "try"); !strings.Contains(out, "reset.txt") || strings.Contains(out, "summary.md") {
+		t.Fatalf("merge try after kill and reset: %q", out)
+	}
+	for p, want := range map[string]string{W + "/reset.txt": "reset\n", W + "/late.txt": "late\n"} {
+		if s, err := read(p); err != nil || s != want {
+			t.Errorf("after the second merge, %s: %q %v", p, s, err)
+		}
+	}
+	if s, err := read(W + "/.gsv/summary.md"); err != nil || !strings.Contains(s, "# Process "+pid) {
+		t.Errorf("the workspace's summary after the merge: %q %v", s, err)
+	}
 }

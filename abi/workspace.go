@@ -91,9 +91,21 @@ type WorkspaceInfo struct {
 	UpdatedAt     int64   `json:"updatedAt"`
 	DefaultBranch string  `json:"defaultBranch"`
 	HeadCommit    *string `json:"headCommit"`
-	Repo          string  `json:"repo"`
-	Root          string  `json:"root"`
-	Dir           string  `json:"dir"`
+	// ActiveProcess is the newest of the processes working in it
+	// (proc.list's, as the caller sees them), ProcessCount how many.
+	ActiveProcess *WorkspaceProcess `json:"activeProcess"`
+	ProcessCount  int               `json:"processCount"`
+	Repo          string            `json:"repo"`
+	Root          string            `json:"root"`
+	Dir           string            `json:"dir"`
+}
+
+// WorkspaceProcess is the seed's summary of a workspace's process.
+type WorkspaceProcess struct {
+	Pid       string  `json:"pid"`
+	Label     *string `json:"label"`
+	Cwd       string  `json:"cwd"`
+	CreatedAt int64   `json:"createdAt"`
 }
 
 // WorkspaceListResult is sys.workspace.list's result, oldest first.

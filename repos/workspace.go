@@ -333,6 +333,16 @@ func (r *Room) workspaceList(ctx context.Context, c *kernel.Caller, a *abi.Works
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	// The processes working in each, as the caller may list them (a
+	// kernel without proc lists none).
+	procs := map[string][]abi.Process{}
+	if ps, err := kernel.Do(ctx, r.k, c, abi.ProcList, &abi.ListArgs{Uid: a.Uid}); err == nil {
+		for _, p := range ps.Processes {
+			if p.WorkspaceID != nil {
+				procs[*p.WorkspaceID] = append(procs[*p.WorkspaceID], p)
+			}
+		}
+	}
 	out := &abi.WorkspaceListResult{Workspaces: []abi.WorkspaceInfo{}}
 	for _, w := range ws {
 		info := abi.WorkspaceInfo{WorkspaceID: w.ID, OwnerUid: w.OwnerUid, Label: w.Label, Kind: w.Kind, State: "active",
@@ -341,6 +351,12 @@ func (r *Room) workspaceList(ctx context.Context, c *kernel.Caller, a *abi.Works
 			if ref, err := g.Reference(plumbing.NewBranchReferenceName(w.Branch), false); err == nil {
 				h := ref.Hash().String()
 				info.HeadCommit = &h
+			}
+		}
+		for _, p := range procs[w.ID] {
+			info.ProcessCount++
+			if info.ActiveProcess == nil || p.CreatedAt > info.ActiveProcess.CreatedAt {
+				info.ActiveProcess = &abi.WorkspaceProcess{Pid: p.Pid, Label: p.Label, Cwd: p.Cwd, CreatedAt: p.CreatedAt}
 			}
 		}
 		out.Workspaces = append(out.Workspaces, info)

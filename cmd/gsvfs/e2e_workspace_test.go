@@ -79,6 +79,8 @@ func TestE2EWorkspace(t *testing.T) {
 	type ws struct {
 		WorkspaceID, Root, DefaultBranch, Dir, Repo string
 		OwnerUid                                    uint32
+		ProcessCount                                int
+		ActiveProcess                               *struct{ Pid, Cwd string }
 	}
 	list := func() []ws {
 		t.Helper()
@@ -102,7 +104,8 @@ func TestE2EWorkspace(t *testing.T) {
 	pid := strings.TrimSpace(gsv("spawn", "task", "--workspace", "new"))
 	main := onBranch("main")
 	W := M + main.Dir
-	if main.Dir != "/workspaces/"+main.WorkspaceID || main.Repo != "alice/ws-"+main.WorkspaceID {
+	if main.Dir != "/workspaces/"+main.WorkspaceID || main.Repo != "alice/ws-"+main.WorkspaceID ||
+		main.ProcessCount != 1 || main.ActiveProcess == nil || main.ActiveProcess.Pid != pid || main.ActiveProcess.Cwd != main.Dir {
 		t.Fatalf("the workspace: %+v", main)
 	}
 	if out := gsv("ps"); !strings.Contains(out, pid) {

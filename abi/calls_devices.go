@@ -113,6 +113,8 @@ var (
 		Doc: "The content of a regular data tree file the caller may read, up to a limit."}
 	FsCreate = Call[FileArgs, *os.File]{Name: "fs.create", Grant: Users, Flags: Internal,
 		Doc: "Makes a new data tree file and its missing parents, open for writing."}
+	FsWorkspaceMake = Call[WorkspaceMakeArgs, string]{Name: "fs.workspace.make", Grant: Users, Flags: Internal,
+		Doc: "Makes /workspaces/<id>, 0700, owned by the caller; returns its path."}
 	FsStatfs = Call[struct{}, StatFS]{Name: "fs.statfs", Grant: Users | Strangers, Flags: Internal,
 		Doc: "statfs(2) of the storage behind the namespace (df)."}
 )

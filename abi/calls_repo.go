@@ -30,4 +30,12 @@ var (
 		Doc: "git's upload-pack (fetch, clone) of a repository the caller may read, over a transport."}
 	RepoReceive = Call[RepoWireArgs, struct{}]{Name: "repo.receive", Grant: Users, Flags: Internal,
 		Doc: "git's receive-pack (push) to a repository the caller may write, over a transport; each ref's old value is its expected head."}
+	RepoWorkspaceOpen = Call[WorkspaceOpenArgs, *WorkspaceOpenResult]{Name: "repo.workspace.open", Grant: Users, Flags: Internal,
+		Doc: "Makes (new) or opens (attach; with a branch, a working tree of its own on that branch) a workspace of the caller's."}
+	RepoWorkspaceCheckpoint = Call[WorkspaceCheckpointArgs, *WorkspaceCheckpointResult]{Name: "repo.workspace.checkpoint", Grant: Users,
+		Doc: "Commits a workspace's files on its branch when they changed."}
+	RepoWorkspaceMerge = Call[WorkspaceMergeArgs, *WorkspaceMergeResult]{Name: "repo.workspace.merge", Grant: Users,
+		Doc: "Merges a fork's branch into a workspace: first merge wins; a conflict is a 409 naming its paths, both branches kept."}
+	SysWorkspaceList = Call[WorkspaceListArgs, *WorkspaceListResult]{Name: "sys.workspace.list", Grant: Users,
+		Doc: "The caller's workspaces (root: every user's, or one uid's)."}
 )

@@ -29,7 +29,7 @@ type SpawnArgs struct {
 	Prompt    string `json:"prompt,omitempty"`
 	ParentPid string `json:"parentPid,omitempty"`
 	// Workspace is the seed's ProcWorkspaceSpec (WorkspaceSpec.Check):
-	// none and inherit are built, new and attach are a 501.
+	// none, inherit, new and attach (repo.workspace.open).
 	Workspace *WorkspaceSpec `json:"workspace,omitempty"`
 	// Assignment is the seed's ProcSpawnAssignment (Assignment.Check).
 	Assignment *Assignment `json:"assignment,omitempty"`
@@ -64,6 +64,7 @@ type WorkspaceSpec struct {
 	Label       string `json:"label,omitempty"`
 	Kind        string `json:"kind,omitempty"`
 	WorkspaceID string `json:"workspaceId,omitempty"`
+	Branch      string `json:"branch,omitempty"`
 }
 
 // UnmarshalJSON implements json.Unmarshaler: a string is the mode; an
@@ -85,18 +86,21 @@ func (w *WorkspaceSpec) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Check checks a workspace spec: none (or empty) and inherit are built;
-// new and attach are the seed's but not built yet, a 501 saying where
-// they are planned; any other mode is a 400.
+// Check checks a workspace spec: none (or empty), inherit, new and
+// attach (with a WorkspaceID; Branch, ours, puts the process on a branch
+// of its own) are the seed's modes; any other mode is a 400.
 func (w *WorkspaceSpec) Check() error {
 	if w == nil {
 		return nil
 	}
 	switch w.Mode {
-	case "", "none", "inherit":
+	case "", "none", "inherit", "new":
 		return nil
-	case "new", "attach":
-		return NotYet("workspace mode "+w.Mode, PlannedWorkspaces)
+	case "attach":
+		if w.WorkspaceID == "" {
+			return E(Invalid, "workspace mode attach: workspaceId is required")
+		}
+		return nil
 	}
 	return E(Invalid, fmt.Sprintf("workspace mode %q: want none, inherit, new or attach", w.Mode))
 }

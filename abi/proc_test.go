@@ -14,6 +14,8 @@ func FuzzSpawnArgs(f *testing.F) {
 		`{"profile":"task","workspace":"none"}`,
 		`{"profile":"task","workspace":{"mode":"new","label":"w","kind":"thread"}}`,
 		`{"profile":"task","workspace":{"mode":"attach","workspaceId":"w"}}`,
+		`{"profile":"task","workspace":{"mode":"attach","workspaceId":"w","branch":"try"}}`,
+		`{"profile":"task","workspace":{"mode":"attach"}}`,
 		`{"profile":"task","workspace":{"mode":"inherit","x":1}}`,
 		`{"profile":"task","workspace":7}`,
 		`{"profile":"task","assignment":{"contextFiles":[{"name":"a","text":"b"}],"autoStart":true}}`,

@@ -125,6 +125,7 @@ func localSyscalls(d *local.Device) []kernel.Syscall {
 		kernel.Handle(abi.FsOpenread, asCaller(d.OpenRead)),
 		kernel.Handle(abi.FsReadraw, asCaller(d.ReadRaw)),
 		kernel.Handle(abi.FsCreate, asCaller(d.Create)),
+		kernel.Handle(abi.FsWorkspaceMake, asCaller(d.MakeWorkspace)),
 		kernel.Handle(abi.FsStatfs, func(ctx context.Context, c *kernel.Caller, a *struct{}) (abi.StatFS, error) {
 			st, err := d.StatFS(ctx, whoOf(c), a)
 			return abi.StatFS(st), err

@@ -17,9 +17,10 @@ import (
 )
 
 // TestSpawnSeedFields: proc.spawn and proc.send take the seed's fields.
-// A workspace of mode new or attach is refused with a 501 saying where
-// workspaces are planned (it was accepted and ignored); mounts and
-// media are 501s too, never "unknown field"; none and inherit spawn; an
+// A workspace's mode is checked (attach needs a workspaceId; the init
+// process has none; new and attach are the repos room's, tested in
+// repos and cmd/gsvfs); mounts and media are 501s, never "unknown
+// field"; none and inherit spawn; an
 // assignment's context files are in the process's instructions and
 // autoStart starts its run; a parent the caller cannot reach is a 404.
 func TestSpawnSeedFields(t *testing.T) {
@@ -30,15 +31,17 @@ func TestSpawnSeedFields(t *testing.T) {
 		code int
 		text string
 	}{
-		{"new", map[string]any{"workspace": map[string]any{"mode": "new", "label": "w", "kind": "thread"}}, 501, "not supported yet: workspace mode new (workspaces come with repositories; see docs/processes.md"},
-		{"attach", map[string]any{"workspace": map[string]any{"mode": "attach", "workspaceId": "ws_1"}}, 501, "not supported yet: workspace mode attach"},
+		{"attach with no id", map[string]any{"workspace": map[string]any{"mode": "attach"}}, 400, "workspaceId is required"},
+		{"init with a workspace", map[string]any{"profile": "init", "workspace": map[string]any{"mode": "new"}}, 400, "the init process works in its owner's home"},
 		{"mounts", map[string]any{"mounts": []map[string]any{{"kind": "package-source", "packageId": "pkg_1"}}}, 501, "not supported yet: mounts (package mounts come with packages"},
 		{"bad mode", map[string]any{"workspace": map[string]any{"mode": "shared"}}, 400, `workspace mode "shared"`},
 		{"bad field", map[string]any{"workspace": map[string]any{"mode": "none", "bogus": 1}}, 400, "bogus"},
 		{"two names", map[string]any{"assignment": map[string]any{"contextFiles": []map[string]any{{"name": "a", "text": "1"}, {"name": "a", "text": "2"}}}}, 400, "given twice"},
 		{"bob's parent", map[string]any{"parentPid": "init:1001"}, 404, "no such process"},
 	} {
-		tc.args["profile"] = "task"
+		if tc.args["profile"] == nil {
+			tc.args["profile"] = "task"
+		}
 		err := h.call(h.alice, "proc.spawn", tc.args, nil)
 		if abi.Code(err) != tc.code || err == nil || !strings.Contains(err.Error(), tc.text) || (tc.code == 501 && strings.Contains(err.Error(), "unknown field")) {
 			t.Errorf("%s: %v (code %d), want %d with %q", tc.name, err, abi.Code(err), tc.code, tc.text)

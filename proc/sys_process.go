@@ -143,15 +143,16 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 		return nil, abi.E(abi.Invalid, "assignment: the init process is its owner's own; give an assignment to a process you spawn")
 	}
 	var parent *string
+	var pp *abi.Process
 	if a.ParentPid != "" {
-		pp, err := m.lookup(ctx, c, a.ParentPid)
-		if err != nil {
+		var err error
+		if pp, err = m.lookup(ctx, c, a.ParentPid); err != nil {
 			return nil, err
 		}
 		parent = &pp.Pid
-		if a.Workspace != nil && a.Workspace.Mode == "inherit" && pp.WorkspaceID != nil && *pp.WorkspaceID != "" {
-			return nil, abi.NotYet("workspace mode inherit of a parent with a workspace", abi.PlannedWorkspaces)
-		}
+	}
+	if a.Workspace != nil && prof.SpawnMode == "singleton" && a.Workspace.Mode != "" && a.Workspace.Mode != "none" {
+		return nil, abi.E(abi.Invalid, "workspace: the init process works in its owner's home")
 	}
 	pid := newID("")[:8] + "-" + newID("")[:4]
 	if prof.SpawnMode == "singleton" {
@@ -196,8 +197,17 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 		}
 		mcp = nil
 	}
+	ws, err := m.run.openWorkspace(ctx, c, a.Workspace, pp)
+	if err != nil {
+		return nil, err
+	}
 	if err := m.create(ctx, pid, c.Uid, prof.ID, label, parent, c.Home, limit, narrow); err != nil {
 		return nil, abi.E(abi.Path(pid), err)
+	}
+	if ws != nil {
+		if err := m.run.setWorkspace(ctx, pid, ws); err != nil {
+			return nil, abi.E(abi.Path(pid), err)
+		}
 	}
 	if err := m.saveMcp(ctx, pid, mcp); err != nil {
 		return nil, abi.E(abi.Path(pid), err)
@@ -231,7 +241,7 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 			return nil, err
 		}
 	}
-	return &abi.SpawnResult{OK: true, Pid: pid, Profile: prof.ID, Cwd: p.Cwd, Label: label}, nil
+	return &abi.SpawnResult{OK: true, Pid: pid, Profile: prof.ID, Cwd: p.Cwd, Label: label, WorkspaceID: p.WorkspaceID}, nil
 }
 
 // DefaultMaxProcesses is how many processes a user may have, their init
@@ -380,6 +390,9 @@ func (m *Manager) sysKill(ctx context.Context, c *kernel.Caller, a *abi.KillArgs
 	if err := m.forgetWatches(ctx, p.Pid); err != nil {
 		return nil, abi.E(abi.Path(p.Pid), err)
 	}
+	if err := m.run.checkpointWorkspace(ctx, c, p, "kill"); err != nil {
+		return nil, err
+	}
 	return m.resetProcess(ctx, p, a.Archive == nil || *a.Archive, "killed")
 }
 
@@ -387,6 +400,9 @@ func (m *Manager) sysKill(ctx context.Context, c *kernel.Caller, a *abi.KillArgs
 func (m *Manager) sysReset(ctx context.Context, c *kernel.Caller, a *abi.PidArgs) (*abi.ResetResult, error) {
 	p, err := m.lookup(ctx, c, a.Pid)
 	if err != nil {
+		return nil, err
+	}
+	if err := m.run.checkpointWorkspace(ctx, c, p, "reset"); err != nil {
 		return nil, err
 	}
 	return m.resetProcess(ctx, p, true, "reset")

@@ -80,7 +80,7 @@ func hilVerb(pid string, l ns.CtlLine) (kernel.Bound, error) {
 
 // spawnVerb parses "spawn <profile> [label=..] [prompt=..] [workspace=<mode>]".
 func spawnVerb(l ns.CtlLine) (kernel.Bound, error) {
-	if err := l.Args(1, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none|inherit] [mcp=a,b]"); err != nil {
+	if err := l.Args(1, 1, "spawn <profile> [label=..] [prompt=..] [workspace=none|inherit|new] [mcp=a,b]"); err != nil {
 		return kernel.Bound{}, err
 	}
 	a := &abi.SpawnArgs{Profile: word(l, 0), Label: l.Opt("label"), Prompt: l.Opt("prompt")}

@@ -111,6 +111,10 @@ func (r *Room) Syscalls() []kernel.Syscall {
 		kernel.Handle(abi.RepoBlob, r.blob),
 		kernel.Handle(abi.RepoUpload, r.upload),
 		kernel.Handle(abi.RepoReceive, r.receive),
+		kernel.Handle(abi.RepoWorkspaceOpen, r.workspaceOpen),
+		kernel.Handle(abi.RepoWorkspaceCheckpoint, r.workspaceCheckpoint),
+		kernel.Handle(abi.RepoWorkspaceMerge, r.workspaceMerge),
+		kernel.Handle(abi.SysWorkspaceList, r.workspaceList),
 	}
 }
 
@@ -132,6 +136,18 @@ func migrations() []string {
 		created_at INTEGER NOT NULL,
 		updated_at INTEGER NOT NULL,
 		PRIMARY KEY (owner, name)
+	);`,
+		`CREATE TABLE repos_workspaces (
+		id TEXT NOT NULL PRIMARY KEY,
+		root TEXT NOT NULL,
+		branch TEXT NOT NULL,
+		owner TEXT NOT NULL,
+		owner_uid INTEGER NOT NULL,
+		label TEXT,
+		kind TEXT NOT NULL DEFAULT 'thread',
+		created_at INTEGER NOT NULL,
+		updated_at INTEGER NOT NULL,
+		UNIQUE (root, branch)
 	);`,
 	}
 }

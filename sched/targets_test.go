@@ -119,9 +119,10 @@ func TestSpawnTarget(t *testing.T) {
 
 // TestSpawnTargetSeedFields: the seed's process.spawn fields are the
 // target's own: parentPid (one the owner can reach, else 404) and an
-// assignment's context files reach proc.spawn; workspace new or attach
-// and mounts are a 501 "not supported yet" naming where they are
-// planned, never an "unknown field" (400); a bad assignment is a 400.
+// assignment's context files reach proc.spawn; an attach with no
+// workspaceId is a 400; mounts are a 501 "not supported yet" naming where
+// they are planned, never an "unknown field" (400); a bad assignment is
+// a 400.
 func TestSpawnTargetSeedFields(t *testing.T) {
 	h := newHarness(t, harnessStart)
 	every := map[string]any{"kind": "every", "everyMs": 3_600_000}
@@ -151,8 +152,7 @@ func TestSpawnTargetSeedFields(t *testing.T) {
 		code  int
 		text  string
 	}{
-		{"ws-new", map[string]any{"workspace": map[string]any{"mode": "new", "label": "w"}}, 501, "not supported yet: workspace mode new (workspaces come with repositories"},
-		{"ws-attach", map[string]any{"workspace": map[string]any{"mode": "attach", "workspaceId": "w1"}}, 501, "not supported yet: workspace mode attach"},
+		{"ws-attach", map[string]any{"workspace": map[string]any{"mode": "attach"}}, 400, "workspaceId is required"},
 		{"mounts", map[string]any{"mounts": []map[string]any{{"kind": "package-source", "packageId": "p"}}}, 501, "not supported yet: mounts (package mounts come with packages"},
 		{"ws-bad", map[string]any{"workspace": map[string]any{"mode": "bogus"}}, 400, `workspace mode "bogus"`},
 		{"assign-bad", map[string]any{"assignment": map[string]any{"contextFiles": []map[string]any{{"name": "", "text": "x"}}}}, 400, "a name is 1 to 256 bytes"},

@@ -87,7 +87,7 @@ func (c *cli) psCmd() *cobra.Command {
 }
 
 func (c *cli) spawnCmd() *cobra.Command {
-	var label, prompt, parent, mcp string
+	var label, prompt, parent, mcp, workspace string
 	var budget budgetFlag
 	var supervise bool
 	var grace time.Duration
@@ -103,7 +103,9 @@ func (c *cli) spawnCmd() *cobra.Command {
 			"directive, or continue by itself after --grace (default 5s):\n" +
 			"  gsv spawn task --budget turns=20,usd=0.50,time=10m --supervise --grace 10s\n" +
 			"--mcp a,b narrows which of your MCP servers it sees (its Mcp tool, its CodeMode mcp.*): only\n" +
-			"those named; --mcp '' none; absent: all of them.",
+			"those named; --mcp '' none; absent: all of them.\n" +
+			"--workspace new makes it a workspace of its own, /workspaces/<id> (a repository), its cwd;\n" +
+			"--workspace inherit shares its --parent's; --workspace ID attaches an existing one of yours.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a := &abi.SpawnArgs{Profile: args[0], Label: label, Prompt: prompt, ParentPid: parent,
@@ -117,6 +119,13 @@ func (c *cli) spawnCmd() *cobra.Command {
 			if cmd.Flags().Changed("mcp") {
 				a.McpServers = abi.ParseMcpServers(mcp)
 			}
+			switch workspace {
+			case "":
+			case "none", "new", "inherit":
+				a.Workspace = &abi.WorkspaceSpec{Mode: workspace}
+			default:
+				a.Workspace = &abi.WorkspaceSpec{Mode: "attach", WorkspaceID: workspace}
+			}
 			return show(c, abi.ProcSpawn, a, func(r *abi.SpawnResult) error {
 				fmt.Fprintln(c.out, r.Pid)
 				return nil
@@ -129,6 +138,7 @@ func (c *cli) spawnCmd() *cobra.Command {
 	cmd.Flags().Var(&budget, "budget", "its budget: usd=0.50,tokens=100k,turns=20,time=10m,on-exhaust=pause|abort")
 	cmd.Flags().BoolVar(&supervise, "supervise", false, "every checkpoint waits for a directive (or the grace)")
 	cmd.Flags().StringVar(&mcp, "mcp", "", "the MCP servers it sees, by name, comma-separated ('' none; absent: all)")
+	cmd.Flags().StringVar(&workspace, "workspace", "", "its workspace: new, inherit, none or a workspace id to attach")
 	cmd.Flags().DurationVar(&grace, "grace", 0, "how long a supervised checkpoint waits before it continues by itself (default 5s)")
 	return cmd
 }

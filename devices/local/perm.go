@@ -106,17 +106,23 @@ var rootOwner = Owner{Uid: 0, Gid: 0, HostUID: 0, User: "root", Group: "root"}
 type ownerCache struct {
 	mu sync.Mutex
 	m  map[string]Owner
+	ws map[string]string // workspace ids to their owners' names (never changed)
 }
 
 // ownerOf returns the owner of the data path rel: <user> for
-// /home/<user>/... and /var/sessions/<user>/..., root for the rest (and
-// for a name that is no user).
+// /home/<user>/... and /var/sessions/<user>/..., the maker of
+// /workspaces/<id>/... (workspaces.go), root for the rest (and for a
+// name that is no user).
 func (d *Device) ownerOf(ctx context.Context, rel string) Owner {
 	var name string
 	if parts := strings.SplitN(rel, "/", 3); len(parts) >= 2 && parts[0] == "home" {
 		name = parts[1]
 	} else if parts := strings.SplitN(rel, "/", 4); len(parts) >= 3 && parts[0] == "var" && parts[1] == "sessions" {
 		name = parts[2] // /var/sessions/<user>/... belongs to <user>
+	} else if parts := strings.SplitN(rel, "/", 3); len(parts) >= 2 && parts[0] == "workspaces" {
+		if name = d.workspaceUser(parts[1]); name == "" { // fs.workspace.make's
+			return rootOwner
+		}
 	} else {
 		return rootOwner
 	}

@@ -145,14 +145,15 @@ func mediaFilename(m abi.MediaInput) string {
 // newMedia is a MediaInput carrying data; mimeType "" is guessed from
 // the file name, then application/octet-stream.
 func newMedia(data []byte, mimeType, filename string) abi.MediaInput {
+	if i := strings.IndexByte(mimeType, ';'); i >= 0 {
+		mimeType = mimeType[:i]
+	}
+	mimeType = strings.TrimSpace(mimeType)
 	if mimeType == "" {
-		mimeType = mime.TypeByExtension(path.Ext(filename))
+		mimeType, _, _ = strings.Cut(mime.TypeByExtension(path.Ext(filename)), ";")
 	}
 	if mimeType == "" {
 		mimeType = "application/octet-stream"
-	}
-	if i := strings.IndexByte(mimeType, ';'); i >= 0 {
-		mimeType = strings.TrimSpace(mimeType[:i])
 	}
 	return abi.MediaInput{
 		Type:     mediaType(mimeType),

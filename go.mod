@@ -10,9 +10,11 @@ require (
 	github.com/emersion/go-smtp v0.25.1
 	github.com/go-telegram/bot v1.19.0
 	github.com/google/jsonschema-go v0.4.3
+	github.com/gorilla/websocket v1.5.3
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/knusbaum/go9p v1.18.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
+	github.com/slack-go/slack v0.35.0
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/oauth2 v0.35.0
 	modernc.org/quickjs v0.27.0
@@ -22,7 +24,6 @@ require (
 require (
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
-	github.com/stretchr/testify v1.12.1 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	modernc.org/libquickjs v0.14.0 // indirect

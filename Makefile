@@ -29,8 +29,10 @@ run: deps build
 # setpriv (util-linux) runs the permission tests as other host uids; rsync
 # and python3-venv are tools the tree-walker and links tests drive;
 # bubblewrap is the sandbox of exec sessions; nodejs and npm run the
-# reference MCP servers, which the mcp tests install from npm.
+# reference MCP servers, which the mcp tests install from npm; git is the
+# real client of the repositories' tests.
 DEBS := $(if $(shell command -v fusermount3),,fuse3) \
+	$(if $(shell command -v git),,git) \
 	$(if $(shell command -v node),,nodejs) \
 	$(if $(shell command -v npm),,npm) \
 	$(if $(shell command -v setpriv),,util-linux) \
@@ -109,6 +111,10 @@ fuzz:
 	$(call fuzz1,FuzzFSReadResult,./abi)
 	$(call fuzz1,FuzzProcURI,./mcpserve)
 	$(call fuzz1,FuzzBearer,./mcpserve)
+	$(call fuzz1,FuzzRepoPath,./repos)
+	$(call fuzz1,FuzzRepoOps,./repos)
+	$(call fuzz1,FuzzRepoRefName,./repos)
+	$(call fuzz1,FuzzCheckMedia,./abi)
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server, ssh and sshfs, and for

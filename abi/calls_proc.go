@@ -44,6 +44,10 @@ var (
 		Doc: "A page of a conversation's active messages, and the request waiting for a human, if any."}
 	ProcHistoryOpen = Call[HistoryOpenArgs, *os.File]{Name: "proc.history.open", Grant: Users, Flags: Internal,
 		Doc: "A conversation's history or transcript, up to date, opened for reading (/proc's history files)."}
+	ProcMediaList = Call[MediaFilesArgs, *MediaFilesResult]{Name: "proc.media.list", Grant: Users, Flags: Internal,
+		Doc: "The files of a user's media store (/var/media/<user>): the user's own, or root's to read."}
+	ProcMediaOpen = Call[MediaFilesArgs, *os.File]{Name: "proc.media.open", Grant: Users, Flags: Internal,
+		Doc: "A file of a user's media store, opened for reading (/var/media/<user>/<name>): the user's own, or root's."}
 	ProcConversationOpen = Call[ConvArgs, *ConvOpenResult]{Name: "proc.conversation.open", Grant: Users,
 		Doc: "Opens a new conversation of a process (an id is made when none is given), or a closed one again."}
 	ProcConversationList = Call[ConvArgs, *ConvListResult]{Name: "proc.conversation.list", Grant: Users,

@@ -77,6 +77,9 @@ type Message struct {
 	Kind    string       `json:"kind,omitempty"`
 	Source  *EventSource `json:"source,omitempty"`
 	TraceID string       `json:"traceId,omitempty"`
+	// Media are the media the message carries, kept in the owner's
+	// media store (ours: the seed's MediaInput once stored).
+	Media []MediaRef `json:"media,omitempty"`
 }
 
 // HistoryResult is proc.history's result. A page by offset (MessageCount

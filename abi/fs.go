@@ -29,7 +29,9 @@ type FSReadArgs struct {
 // the file, the last one's newline or its lack included), Lines the
 // file's line count and Size its bytes. For a directory (Dir true): the names of its
 // Files (regular files, or other non-directories the namespace shows) and
-// Directories.
+// Directories. For an image file (a PNG, JPEG, GIF or WebP by its
+// content, not its name; ImageTypes): Image, and content is the seed's
+// block list, [{"type":"image","data":<base64>,"mimeType":...}].
 type FSReadResult struct {
 	OK          bool     `json:"ok"`
 	Error       string   `json:"error,omitempty"`
@@ -40,6 +42,16 @@ type FSReadResult struct {
 	Content     string   `json:"content,omitempty"`
 	Lines       int      `json:"lines,omitempty"`
 	Size        int64    `json:"size,omitempty"`
+	// Image is an image file's content (Content is then empty).
+	Image *ImageBlock `json:"-"`
+}
+
+// ImageBlock is an image as a content block of the seed's: its bytes in
+// base64 (standard, padded) and its mime type (one of ImageTypes).
+type ImageBlock struct {
+	Type     string `json:"type"` // "image"
+	Data     string `json:"data"`
+	MimeType string `json:"mimeType"`
 }
 
 // MarshalJSON writes the failure, the listing or the file, each with
@@ -62,6 +74,13 @@ func (r FSReadResult) MarshalJSON() ([]byte, error) {
 			OK          bool     `json:"ok"`
 			Path        string   `json:"path"`
 		}{dirs, files, true, r.Path})
+	case r.Image != nil:
+		return json.Marshal(struct {
+			Content []ImageBlock `json:"content"`
+			OK      bool         `json:"ok"`
+			Path    string       `json:"path"`
+			Size    int64        `json:"size"`
+		}{[]ImageBlock{*r.Image}, true, r.Path, r.Size})
 	}
 	return json.Marshal(struct {
 		Content string `json:"content"`
@@ -78,7 +97,19 @@ func (r *FSReadResult) UnmarshalJSON(b []byte) error {
 	type plain FSReadResult
 	var p plain
 	if err := json.Unmarshal(b, &p); err != nil {
-		return err
+		// An image's content is a block list, not a string.
+		var img struct {
+			OK      bool         `json:"ok"`
+			Error   string       `json:"error"`
+			Path    string       `json:"path"`
+			Size    int64        `json:"size"`
+			Content []ImageBlock `json:"content"`
+		}
+		if json.Unmarshal(b, &img) != nil || len(img.Content) != 1 || img.Content[0].Type != "image" {
+			return err
+		}
+		*r = FSReadResult{OK: img.OK, Error: img.Error, Path: img.Path, Size: img.Size, Image: &img.Content[0], Dir: hasTopKey(b, "files")}
+		return nil
 	}
 	p.Dir = hasTopKey(b, "files")
 	*r = FSReadResult(p)

@@ -32,6 +32,11 @@ var fsReadSeeds = []string{
 	`{"a\\":"\\","files":[]}`,
 	`{"a":-1.5e3,"b":true,"c":null,"files":["x"]}`,
 	`{}`, `null`, `[]`, `"files"`, `{"files":1}`,
+	`{"content":[{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}],"ok":true,"path":"/c.png","size":8}`,
+	`{"content":[{"type":"image"},{"type":"image"}],"ok":true}`,
+	`{"content":[{"type":"text","text":"x"}],"ok":true}`,
+	`{"content":[{"type":"image"}],"files":[],"ok":true}`,
+	`{"content":[],"ok":true}`,
 }
 
 // TestFSReadResultDir: a listing is an object with the key "files" at its

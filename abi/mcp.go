@@ -67,9 +67,13 @@ type McpToolSummary struct {
 	OutputSchema json.RawMessage `json:"outputSchema"`
 }
 
-// McpResourceSummary is one resource a server offers, as discovered.
+// McpResourceSummary is one resource a server offers, as discovered; a
+// resource template (resources/templates/list) has URITemplate (an RFC
+// 6570 template, read with sys.mcp.resource.read's arguments) and no
+// URI.
 type McpResourceSummary struct {
 	URI         string  `json:"uri"`
+	URITemplate string  `json:"uriTemplate,omitempty"`
 	Name        string  `json:"name"`
 	Title       string  `json:"title,omitempty"`
 	Description *string `json:"description"`
@@ -110,9 +114,11 @@ type McpServerSummary struct {
 	Capabilities  json.RawMessage  `json:"capabilities"`
 	Tools         []McpToolSummary `json:"tools"`
 	ResourceCount int              `json:"resourceCount"`
-	PromptCount   int              `json:"promptCount"`
-	CreatedAt     int64            `json:"createdAt"`
-	UpdatedAt     int64            `json:"updatedAt"`
+	// ResourceTemplateCount is how many resource templates it has.
+	ResourceTemplateCount int   `json:"resourceTemplateCount"`
+	PromptCount           int   `json:"promptCount"`
+	CreatedAt             int64 `json:"createdAt"`
+	UpdatedAt             int64 `json:"updatedAt"`
 }
 
 // McpServerDetail is a server's summary with its discovered resources
@@ -243,10 +249,14 @@ type McpResultArgs struct {
 // of server ServerID (its id or name; root: of Uid's), read
 // (resources/read) within TimeoutMs (as McpCallArgs's).
 type McpResourceReadArgs struct {
-	Uid       *uint32 `json:"uid,omitempty"`
-	ServerID  string  `json:"serverId"`
-	URI       string  `json:"uri"`
-	TimeoutMs *int64  `json:"timeoutMs,omitempty"`
+	Uid      *uint32 `json:"uid,omitempty"`
+	ServerID string  `json:"serverId"`
+	URI      string  `json:"uri"`
+	// Arguments, if given, make URI a resource template (RFC 6570,
+	// "test://big/{bytes}") expanded with them: the resource read is
+	// the expansion's.
+	Arguments map[string]string `json:"arguments,omitempty"`
+	TimeoutMs *int64            `json:"timeoutMs,omitempty"`
 }
 
 // McpResourceReadResult is sys.mcp.resource.read's result: the server's

@@ -17,6 +17,12 @@ const (
 // sign-in's redirect URI is <origin>/oauth/callback.
 const OAuthCallbackPath = "/oauth/callback"
 
+// OAuthClientMetadataPath is the HTTP path of the daemon's OAuth client
+// metadata document (a Client ID Metadata Document, the MCP
+// authorization spec of 2025-11-25): gsvfs's client_id at an
+// authorization server that supports them is <origin> + this path.
+const OAuthClientMetadataPath = "/.well-known/oauth-client/gsv.json"
+
 // OAuthFlowSummary is the seed's OAuthFlowSummary: a sign-in started and
 // not finished yet (it ends at ExpiresAt). Times are Unix milliseconds.
 type OAuthFlowSummary struct {

@@ -53,7 +53,6 @@ type SpawnArgs struct {
 const (
 	PlannedWorkspaces = "workspaces come with repositories; see docs/processes.md, Not built yet"
 	PlannedMounts     = "package mounts come with packages; see docs/processes.md, Not built yet"
-	PlannedMedia      = "media come with multimodal models; see docs/processes.md, Not built yet"
 )
 
 // WorkspaceSpec is the seed's ProcWorkspaceSpec: Mode "none" (no
@@ -194,9 +193,10 @@ type SendArgs struct {
 	Kind string `json:"kind,omitempty"`
 	// TraceID (ours) ties the message to the work that caused it.
 	TraceID string `json:"traceId,omitempty"`
-	// Media is the seed's MediaInput list: none is built yet, so any is
-	// a 501 (PlannedMedia).
-	Media []json.RawMessage `json:"media,omitempty"`
+	// Media is the seed's MediaInput list (CheckMedia): each item's
+	// bytes are kept in the process owner's media store and the message
+	// refers to them (Message.Media). Not with Mode "steer".
+	Media []MediaInput `json:"media,omitempty"`
 	// Mode (ours) says what a message does when a run is under way:
 	// "queue" (the default) waits for it; "steer" enters the running run
 	// at its next checkpoint; "interrupt" aborts it and runs this message

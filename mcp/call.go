@@ -44,7 +44,7 @@ const (
 // the server.
 func (m *Room) call(ctx context.Context, c *kernel.Caller, a *abi.McpCallArgs) (*abi.McpCallResult, error) {
 	uid, ok := scope(c, a.Uid)
-	rec, err := m.find(ctx, uid, a.ServerID)
+	rec, err := m.findForCall(ctx, uid, a.ServerID)
 	if !ok || errors.Is(err, errNoServer) {
 		return nil, abi.E(abi.Path(a.ServerID), abi.NotExist, "no such MCP server")
 	}
@@ -78,6 +78,10 @@ func (m *Room) call(ctx context.Context, c *kernel.Caller, a *abi.McpCallArgs) (
 	if err := m.allowed(ctx, rec, c); err != nil {
 		return nil, err
 	}
+	var byBudget bool
+	if timeout, byBudget, err = m.budgeted(ctx, c, rec.name, timeout); err != nil {
+		return nil, err
+	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cn, err := m.link(rec).get(cctx)
@@ -97,7 +101,11 @@ func (m *Room) call(ctx context.Context, c *kernel.Caller, a *abi.McpCallArgs) (
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case cctx.Err() != nil:
-			return nil, fail(abi.Timeout, fmt.Sprintf("tool %s: no answer within %s (the call was cancelled on the server)", a.Name, timeout))
+			within := timeout.Round(time.Millisecond).String()
+			if byBudget {
+				within = "the " + within + " its process's budget had left"
+			}
+			return nil, fail(abi.Timeout, fmt.Sprintf("tool %s: no answer within %s (the call was cancelled on the server)", a.Name, within))
 		case errors.As(err, &werr):
 			return nil, fail(abi.Invalid, fmt.Sprintf("tool %s: %s", a.Name, werr.Message))
 		case cn.wentAway(err):
@@ -285,4 +293,39 @@ func (m *Room) resultOpen(ctx context.Context, c *kernel.Caller, a *abi.McpResul
 		return nil, abi.E(err)
 	}
 	return f, nil
+}
+
+// budgeted bounds a call of an agent process's (c.Identity.Pid) by its
+// run's budget (docs/runs.md): a call made when a limit of the budget is
+// spent is refused (403, naming the limit: extend the budget to go on),
+// and its timeout is at most the time the budget has left (then it
+// reports true). A caller that
+// is no process, or whose run cannot be read, is bound by nothing more.
+func (m *Room) budgeted(ctx context.Context, c *kernel.Caller, server string, timeout time.Duration) (time.Duration, bool, error) {
+	if c.Identity == nil || c.Identity.Pid == "" {
+		return timeout, false, nil
+	}
+	info, err := kernel.Do(ctx, m.k, c, abi.ProcRunGet, &abi.PidArgs{Pid: c.Identity.Pid})
+	if err != nil || info == nil {
+		return timeout, false, nil
+	}
+	b, u := info.Budget, info.Used
+	spent := ""
+	switch {
+	case b.USD > 0 && u.USD >= b.USD:
+		spent = "usd"
+	case b.Tokens > 0 && u.TokensIn+u.TokensOut >= b.Tokens:
+		spent = "tokens"
+	case b.Turns > 0 && u.Turns >= b.Turns:
+		spent = "turns"
+	case b.TimeMs > 0 && u.TimeMs >= b.TimeMs:
+		spent = "time"
+	}
+	if spent != "" {
+		return 0, false, abi.E(abi.Path(server), abi.Permission, fmt.Sprintf("MCP server %s: process %s's budget is spent (%s): extend it to continue", server, c.Identity.Pid, spent))
+	}
+	if left := time.Duration(b.TimeMs-u.TimeMs) * time.Millisecond; b.TimeMs > 0 && left < timeout {
+		return left, true, nil
+	}
+	return timeout, false, nil
 }

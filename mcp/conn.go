@@ -72,6 +72,9 @@ type link struct {
 	failures int           // reconnects since the last stable connection
 	retry    *time.Timer
 	closed   bool
+	// rediscovering is whether a discovery after a list_changed runs;
+	// again, whether another list_changed came meanwhile.
+	rediscovering, again bool
 }
 
 // conn is one connection to a server.
@@ -83,6 +86,9 @@ type conn struct {
 	up   time.Time
 	done chan struct{} // closed when the connection has ended
 	once sync.Once
+	// forget drops the connection from the room's sessions; nil before
+	// it is there.
+	forget func()
 }
 
 // ended reports whether the connection has ended (its watcher saw it).
@@ -99,6 +105,9 @@ func (c *conn) ended() bool {
 // more than once.
 func (c *conn) close() {
 	c.once.Do(func() {
+		if c.forget != nil {
+			c.forget()
+		}
 		c.cs.Close()
 		c.stop()
 	})
@@ -376,6 +385,15 @@ func (m *Room) connect(l *link) (*conn, *discovery, error) {
 		}
 		return nil, nil, err
 	}
+	// From now on a list_changed of the server is followed.
+	m.mu.Lock()
+	m.sessions[c.cs] = sessionOf{l: l, c: c}
+	m.mu.Unlock()
+	c.forget = func() {
+		m.mu.Lock()
+		delete(m.sessions, c.cs)
+		m.mu.Unlock()
+	}
 	l.mu.Lock()
 	l.state = abi.McpDiscovering
 	l.mu.Unlock()
@@ -578,6 +596,23 @@ func discover(ctx context.Context, cs *sdk.ClientSession) (*discovery, error) {
 				Description: optional(r.Description), MimeType: r.MIMEType})
 		}
 	}
+	if caps != nil && caps.Resources != nil {
+		// Templates too, kept beside the resources; a server that has
+		// resources but answers no templates/list (an error) has none.
+		n := 0
+		for r, err := range cs.ResourceTemplates(ctx, nil) {
+			if err != nil {
+				break
+			}
+			if n >= maxListed {
+				refused = append(refused, fmt.Sprintf("resource templates past the first %d", maxListed))
+				break
+			}
+			n++
+			d.resources = append(d.resources, abi.McpResourceSummary{URITemplate: r.URITemplate, Name: r.Name, Title: r.Title,
+				Description: optional(r.Description), MimeType: r.MIMEType})
+		}
+	}
 	if caps != nil && caps.Prompts != nil {
 		for p, err := range cs.Prompts(ctx, nil) {
 			if err != nil {
@@ -634,4 +669,59 @@ func (c *conn) wentAway(err error) bool {
 	case <-time.After(2 * time.Second):
 		return errors.Is(err, sdk.ErrConnectionClosed)
 	}
+}
+
+// sessionOf is a client session's link and connection.
+type sessionOf struct {
+	l *link
+	c *conn
+}
+
+// listChanged follows a server's notifications/tools/list_changed (or
+// resources' or prompts'): the server of session cs is discovered
+// again, off the connection's reader.
+func (m *Room) listChanged(cs *sdk.ClientSession) {
+	m.mu.Lock()
+	s, ok := m.sessions[cs]
+	m.mu.Unlock()
+	if ok {
+		m.spawn(func() { s.l.rediscover(s.c) })
+	}
+}
+
+// rediscover lists the tools, resources and prompts of connection c's
+// server again and keeps them, as a connection's discovery does; a
+// list_changed that comes while it runs makes it list once more. A
+// failure is logged and changes nothing kept.
+func (l *link) rediscover(c *conn) {
+	l.mu.Lock()
+	if l.rediscovering {
+		l.again = true
+		l.mu.Unlock()
+		return
+	}
+	l.rediscovering = true
+	l.mu.Unlock()
+	for {
+		ctx, cancel := context.WithTimeout(l.ctx, discoverTimeout)
+		d, err := discover(ctx, c.cs)
+		cancel()
+		if err == nil {
+			err = l.m.saveDiscovery(l.ctx, l.id, d, l.m.now().UnixMilli())
+		}
+		l.mu.Lock()
+		if err != nil {
+			l.m.log.Info("mcp: discovering a server again after its list changed", "server", c.name, "err", err)
+		} else if l.live == c {
+			l.err = d.warning
+		}
+		if !l.again || c.ended() || l.closed {
+			l.rediscovering, l.again = false, false
+			l.mu.Unlock()
+			break
+		}
+		l.again = false
+		l.mu.Unlock()
+	}
+	l.m.touch(l)
 }

@@ -160,7 +160,8 @@ func renderStatus(d *abi.McpServerDetail) []byte {
 		line("error", *d.Error)
 	}
 	line("tools", strconv.Itoa(len(d.Tools)))
-	line("resources", strconv.Itoa(len(d.Resources)))
+	line("resources", strconv.Itoa(d.ResourceCount))
+	line("templates", strconv.Itoa(d.ResourceTemplateCount))
 	line("prompts", strconv.Itoa(len(d.Prompts)))
 	line("discovered", time.UnixMilli(d.UpdatedAt).UTC().Format(time.RFC3339))
 	return b.Bytes()
@@ -283,7 +284,7 @@ func resourceFiles(d *abi.McpServerDetail) []named {
 	var out []named
 	for _, r := range d.Resources {
 		b, _ := json.MarshalIndent(r, "", "  ")
-		out = append(out, named{uniqueName(seen, fileName(r.Name, r.URI)), append(b, '\n')})
+		out = append(out, named{uniqueName(seen, fileName(r.Name, r.URI+r.URITemplate)), append(b, '\n')})
 	}
 	return out
 }

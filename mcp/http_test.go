@@ -50,7 +50,7 @@ func TestHTTPServer(t *testing.T) {
 	s := newSys(t)
 	url, cmd := httpServer(t)
 	sv := must(s, s.alice, abi.SysMcpAdd, &abi.McpAddArgs{Name: "web", URL: url}).Server
-	if sv.State != abi.McpReady || len(sv.Tools) != 5 || sv.Transport != abi.McpAuto || sv.URL != url {
+	if sv.State != abi.McpReady || len(sv.Tools) != 6 || sv.Transport != abi.McpAuto || sv.URL != url {
 		t.Fatalf("add: %+v %s", sv, deref(sv.Error))
 	}
 	r := must(s, s.alice, abi.SysMcpCall, &abi.McpCallArgs{ServerID: "web", Name: "echo", Arguments: json.RawMessage(`{"message":"over http"}`)})

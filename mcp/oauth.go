@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/base32"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -648,22 +649,81 @@ func (m *Room) startSignIn(ctx context.Context, rec *record, hc *http.Client, re
 			return "", fmt.Errorf("its authorization server %s: %w", issuer, err)
 		}
 	}
-	if asm.RegistrationEndpoint == "" {
-		return "", fmt.Errorf("its authorization server %s offers no dynamic client registration: sign in with sys.oauth.start and a client registered there", issuer)
-	}
-	reg, err := oauthex.RegisterClient(ctx, asm.RegistrationEndpoint, &oauthex.ClientRegistrationMetadata{
-		RedirectURIs: []string{redirect}, TokenEndpointAuthMethod: "none", GrantTypes: []string{"authorization_code", "refresh_token"},
-		ResponseTypes: []string{"code"}, ClientName: "gsvfs", Scope: scopes}, hc)
-	if err != nil {
-		return "", fmt.Errorf("registering with its authorization server %s: %w", issuer, err)
+	// The client: the daemon's client metadata document where the
+	// authorization server takes one (its URL is the client_id; the spec
+	// wants an https URL), else a dynamic registration.
+	var clientID, clientSecret string
+	switch {
+	case asm.ClientIDMetadataDocumentSupported && strings.HasPrefix(origin, "https://"):
+		clientID = origin + abi.OAuthClientMetadataPath
+	case asm.RegistrationEndpoint == "":
+		return "", fmt.Errorf("its authorization server %s offers no dynamic client registration, and takes no client metadata document from this daemon (it needs an https callback origin and client_id_metadata_document_supported): sign in with sys.oauth.start and a client registered there", issuer)
+	default:
+		reg, err := oauthex.RegisterClient(ctx, asm.RegistrationEndpoint, &oauthex.ClientRegistrationMetadata{
+			RedirectURIs: []string{redirect}, TokenEndpointAuthMethod: "none", GrantTypes: []string{"authorization_code", "refresh_token"},
+			ResponseTypes: []string{"code"}, ClientName: "gsvfs", Scope: scopes}, hc)
+		if err != nil {
+			return "", fmt.Errorf("registering with its authorization server %s: %w", issuer, err)
+		}
+		clientID, clientSecret = reg.ClientID, reg.ClientSecret
 	}
 	f, err := m.newFlow(ctx, rec.uid, &abi.OAuthStartArgs{Kind: abi.OAuthMcpServer, Provider: rec.name, AccountKey: rec.id,
-		AuthorizationEndpoint: asm.AuthorizationEndpoint, TokenEndpoint: asm.TokenEndpoint, ClientID: reg.ClientID,
-		RedirectURI: redirect, Scope: scopes, Resource: resource}, reg.ClientSecret, rec.id)
+		AuthorizationEndpoint: asm.AuthorizationEndpoint, TokenEndpoint: asm.TokenEndpoint, ClientID: clientID,
+		RedirectURI: redirect, Scope: scopes, Resource: resource}, clientSecret, rec.id)
 	if err != nil {
 		return "", err
 	}
 	return f.authURL, nil
+}
+
+// ClientMetadata is the daemon's OAuth client metadata document (a
+// Client ID Metadata Document) as served at origin: its client_id is
+// its own URL, its one redirect URI the origin's callback; gsvfs is a
+// public client (no secret) of the authorization-code grant with PKCE.
+type ClientMetadata struct {
+	ClientID                string   `json:"client_id"`
+	ClientName              string   `json:"client_name"`
+	ClientURI               string   `json:"client_uri"`
+	RedirectURIs            []string `json:"redirect_uris"`
+	GrantTypes              []string `json:"grant_types"`
+	ResponseTypes           []string `json:"response_types"`
+	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
+}
+
+// ClientMetadataFor is the document served at origin
+// (scheme://host[:port]).
+func ClientMetadataFor(origin string) ClientMetadata {
+	return ClientMetadata{ClientID: origin + abi.OAuthClientMetadataPath, ClientName: "gsvfs", ClientURI: origin + "/",
+		RedirectURIs: []string{origin + abi.OAuthCallbackPath}, GrantTypes: []string{"authorization_code", "refresh_token"},
+		ResponseTypes: []string{"code"}, TokenEndpointAuthMethod: "none"}
+}
+
+// ClientMetadataHandler is the daemon's GET
+// /.well-known/oauth-client/gsv.json: the client metadata document of
+// the origin it was asked at (https if the connection is TLS or a proxy
+// in front says X-Forwarded-Proto: https; the request's Host), which an
+// authorization server fetches when the room signs in with that URL as
+// its client_id. It is public and holds nothing of any user's.
+func ClientMetadataHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "GET only", http.StatusMethodNotAllowed)
+			return
+		}
+		scheme := "http"
+		if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
+			scheme = "https"
+		}
+		u, err := url.Parse(scheme + "://" + r.Host)
+		if r.Host == "" || err != nil || u.Host != r.Host || u.User != nil || u.Path != "" {
+			http.Error(w, "bad Host", http.StatusBadRequest)
+			return
+		}
+		b, _ := json.MarshalIndent(ClientMetadataFor(scheme+"://"+r.Host), "", "  ")
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		w.Write(append(b, '\n'))
+	})
 }
 
 // CallbackHandler is the daemon's GET /oauth/callback: it hands the

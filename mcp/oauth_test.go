@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,21 +48,47 @@ type authServer struct {
 	refreshes map[string]bool      // refresh tokens alive
 	refreshed int                  // refresh grants served
 	n         int
+	// registered is how many dynamic registrations it served.
+	registered int
+	// cimd, if not nil, fetches client metadata documents: the server
+	// then says it takes them (client_id_metadata_document_supported)
+	// and checks a URL client_id against its document at /authorize.
+	cimd *http.Client
+	// noRegistration drops its registration endpoint.
+	noRegistration bool
 }
 
 type authCode struct{ challenge, redirect, client, resource string }
 
 func newAuthServer(t *testing.T, clock *fakeClock) *authServer {
-	a := &authServer{t: t, clock: clock, codes: map[string]authCode{}, tokens: map[string]time.Time{}, refreshes: map[string]bool{}}
+	return newAuthServerWith(t, clock, nil, false)
+}
+
+// newAuthServerWith is newAuthServer that takes client metadata
+// documents fetched with cimd (if not nil), and has no registration
+// endpoint if noRegistration.
+func newAuthServerWith(t *testing.T, clock *fakeClock, cimd *http.Client, noRegistration bool) *authServer {
+	a := &authServer{t: t, clock: clock, codes: map[string]authCode{}, tokens: map[string]time.Time{}, refreshes: map[string]bool{},
+		cimd: cimd, noRegistration: noRegistration}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"issuer": a.srv.URL, "authorization_endpoint": a.srv.URL + "/authorize",
+		meta := map[string]any{"issuer": a.srv.URL, "authorization_endpoint": a.srv.URL + "/authorize",
 			"token_endpoint": a.srv.URL + "/token", "registration_endpoint": a.srv.URL + "/register",
 			"response_types_supported": []string{"code"}, "code_challenge_methods_supported": []string{"S256"},
-			"grant_types_supported": []string{"authorization_code", "refresh_token"}})
+			"grant_types_supported": []string{"authorization_code", "refresh_token"}}
+		if a.noRegistration {
+			delete(meta, "registration_endpoint")
+		}
+		if a.cimd != nil {
+			meta["client_id_metadata_document_supported"] = true
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(meta)
 	})
 	mux.HandleFunc("POST /register", func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		a.registered++
+		a.mu.Unlock()
 		var meta oauthex.ClientRegistrationMetadata
 		json.NewDecoder(r.Body).Decode(&meta)
 		w.Header().Set("Content-Type", "application/json")
@@ -73,6 +100,10 @@ func newAuthServer(t *testing.T, clock *fakeClock) *authServer {
 		q := r.URL.Query()
 		if q.Get("response_type") != "code" || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" {
 			http.Error(w, "want response_type=code with an S256 code_challenge", 400)
+			return
+		}
+		if err := a.checkClient(q.Get("client_id"), q.Get("redirect_uri")); err != nil {
+			http.Error(w, err.Error(), 400)
 			return
 		}
 		a.mu.Lock()
@@ -124,6 +155,36 @@ func newAuthServer(t *testing.T, clock *fakeClock) *authServer {
 	a.srv = httptest.NewServer(mux)
 	t.Cleanup(a.srv.Close)
 	return a
+}
+
+// checkClient checks a URL client_id as the MCP authorization spec has
+// an authorization server do: it fetches the document at that URL, whose
+// client_id must be the URL and whose redirect_uris must hold redirect.
+// Another client_id (a registered one) passes.
+func (a *authServer) checkClient(clientID, redirect string) error {
+	if !strings.HasPrefix(clientID, "https://") {
+		return nil
+	}
+	if a.cimd == nil {
+		return fmt.Errorf("client_id %s: this server takes no client metadata documents", clientID)
+	}
+	resp, err := a.cimd.Get(clientID)
+	if err != nil {
+		return fmt.Errorf("fetching the client metadata document: %v", err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		ClientID                string   `json:"client_id"`
+		RedirectURIs            []string `json:"redirect_uris"`
+		TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
+	}
+	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&doc) != nil {
+		return fmt.Errorf("the client metadata document: %s", resp.Status)
+	}
+	if doc.ClientID != clientID || !slices.Contains(doc.RedirectURIs, redirect) || doc.TokenEndpointAuthMethod != "none" {
+		return fmt.Errorf("the client metadata document does not match: %+v (client_id %s, redirect_uri %s)", doc, clientID, redirect)
+	}
+	return nil
 }
 
 // valid reports whether an access token is one it made that has not

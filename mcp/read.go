@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
@@ -47,6 +48,9 @@ func (m *Room) ask(ctx context.Context, c *kernel.Caller, uidp *uint32, serverID
 		timeout = min(maxCallTimeout, time.Duration(*timeoutMs)*time.Millisecond)
 	}
 	if err := m.allowed(ctx, rec, c); err != nil {
+		return err
+	}
+	if timeout, _, err = m.budgeted(ctx, c, rec.name, timeout); err != nil {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
@@ -111,6 +115,13 @@ func (m *Room) large(rec *record, whole []byte, text string) (*abi.McpResultBlob
 // resourceRead is sys.mcp.resource.read: resources/read of a.URI on one
 // of the caller's servers (root: uid's).
 func (m *Room) resourceRead(ctx context.Context, c *kernel.Caller, a *abi.McpResourceReadArgs) (*abi.McpResourceReadResult, error) {
+	if a.Arguments != nil {
+		uri, err := expand(a.URI, a.Arguments)
+		if err != nil {
+			return nil, abi.E(abi.Path(a.ServerID), abi.Invalid, err.Error())
+		}
+		a.URI = uri
+	}
 	if a.URI == "" || len(a.URI) > 8<<10 || strings.ContainsFunc(a.URI, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 		return nil, abi.E(abi.Path(a.ServerID), abi.Invalid, "uri: want a resource's URI (one line, at most 8 KiB)")
 	}
@@ -181,6 +192,34 @@ func (m *Room) promptGet(ctx context.Context, c *kernel.Caller, a *abi.McpPrompt
 		})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// maxTemplateArgs bounds a template read's arguments.
+const maxTemplateArgs = 64
+
+// expand is resource template tmpl (RFC 6570) expanded with args.
+func expand(tmpl string, args map[string]string) (string, error) {
+	if len(tmpl) > 8<<10 || len(args) > maxTemplateArgs {
+		return "", fmt.Errorf("uri: a template of at most 8 KiB, with at most %d arguments", maxTemplateArgs)
+	}
+	t, err := uritemplate.New(tmpl)
+	if err != nil {
+		return "", fmt.Errorf("uri: not a resource template: %v", err)
+	}
+	vals := uritemplate.Values{}
+	for k, v := range args {
+		vals.Set(k, uritemplate.String(v))
+	}
+	for _, name := range t.Varnames() {
+		if _, ok := args[name]; !ok {
+			return "", fmt.Errorf("uri: the template's argument %s is missing", name)
+		}
+	}
+	out, err := t.Expand(vals)
+	if err != nil {
+		return "", fmt.Errorf("uri: expanding the template: %v", err)
 	}
 	return out, nil
 }

@@ -52,7 +52,16 @@ type Room struct {
 	mu     sync.Mutex
 	links  map[string]*link // by server id
 	closed bool
-	wg     sync.WaitGroup // the dials and the watchers
+	// sessions are the connections' client sessions, each with its link
+	// and connection: whom a list_changed notification is about.
+	sessions map[*sdk.ClientSession]sessionOf
+	wg       sync.WaitGroup // the dials and the watchers
+
+	// cacheMu guards cache and cacheGen: findForCall's records, and how
+	// many times they were forgotten (store.go).
+	cacheMu  sync.Mutex
+	cache    map[recKey]*record
+	cacheGen uint64
 
 	// changes are when each user's servers last changed (added,
 	// removed, discovered, connected or failed), by uid.
@@ -82,9 +91,21 @@ func Open(space *ns.Space, opts Options) (*Room, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	client := sdk.NewClient(&sdk.Implementation{Name: "gsvfs", Version: opts.Version}, &sdk.ClientOptions{Logger: opts.Logger})
-	return &Room{k: k, space: space, st: k.Store, log: opts.Logger, now: opts.Now, results: results, client: client, callback: strings.TrimSuffix(opts.CallbackOrigin, "/"),
-		ctx: ctx, cancel: cancel, links: map[string]*link{}, changes: ns.NewChanges()}, nil
+	m := &Room{k: k, space: space, st: k.Store, log: opts.Logger, now: opts.Now, results: results, callback: strings.TrimSuffix(opts.CallbackOrigin, "/"),
+		ctx: ctx, cancel: cancel, links: map[string]*link{}, cache: map[recKey]*record{}, sessions: map[*sdk.ClientSession]sessionOf{}, changes: ns.NewChanges()}
+	// A server that says its tools, resources or prompts changed is
+	// discovered again (docs/mcp.md, *Discovery*).
+	changed := func(cs sdk.Session) {
+		if c, ok := cs.(*sdk.ClientSession); ok {
+			m.listChanged(c)
+		}
+	}
+	m.client = sdk.NewClient(&sdk.Implementation{Name: "gsvfs", Version: opts.Version}, &sdk.ClientOptions{Logger: opts.Logger,
+		ToolListChangedHandler:     func(_ context.Context, r *sdk.ToolListChangedRequest) { changed(r.Session) },
+		PromptListChangedHandler:   func(_ context.Context, r *sdk.PromptListChangedRequest) { changed(r.Session) },
+		ResourceListChangedHandler: func(_ context.Context, r *sdk.ResourceListChangedRequest) { changed(r.Session) },
+	})
+	return m, nil
 }
 
 // Close ends every connection (each stdio server's command and session

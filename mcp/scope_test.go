@@ -65,8 +65,8 @@ func TestOwnersServersOnly(t *testing.T) {
 	// bob sees her directory and nothing in it.
 	sh := s.mount()
 	out, err := sh(1001, `ls "$M/mcp/alice" "$M/mcp/alice/mine" "$M/mcp/alice/mine/tools" && cat "$M/mcp/alice/mine/status" "$M/mcp/alice/mine/tools/echo/schema" "$M/mcp/alice/mine/tools/echo/doc" && ls "$M/mcp/alice/mine/resources" "$M/mcp/alice/mine/prompts"`)
-	for _, want := range []string{"mine\n", "ctl\nerr\nprompts\nresources\nresults\nstatus\ntools\n", "big\ndie\necho\nsleep\nwhoami\n",
-		"state: ready\n", "tools: 5\n", `"message": {`, "echoes a message back\n", "readme\n", "greet\n"} {
+	for _, want := range []string{"mine\n", "ctl\nerr\nprompts\nresources\nresults\nstatus\ntools\n", "big\ndie\necho\ngrow\nsleep\nwhoami\n",
+		"state: ready\n", "tools: 6\n", "templates: 1\n", `"message": {`, "echoes a message back\n", "readme\n", "greet\n"} {
 		if err != nil || !strings.Contains(out, want) {
 			t.Fatalf("alice reads her servers' files (%v), want %q in:\n%s", err, want, out)
 		}

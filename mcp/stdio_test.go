@@ -29,7 +29,7 @@ func TestStdioServerRunsAsItsOwner(t *testing.T) {
 			for _, tl := range sv.Tools {
 				names = append(names, tl.Name)
 			}
-			if !slices.Equal(names, []string{"big", "die", "echo", "sleep", "whoami"}) || sv.ResourceCount != 1 || sv.PromptCount != 1 ||
+			if !slices.Equal(names, []string{"big", "die", "echo", "grow", "sleep", "whoami"}) || sv.ResourceCount != 1 || sv.PromptCount != 1 ||
 				sv.Uid != 1000 || sv.Transport != abi.McpTransportStdio || sv.NetworkMode != network || deref(sv.Instructions) != "a server for tests" {
 				t.Fatalf("discovered: tools %v, %+v", names, sv)
 			}

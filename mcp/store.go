@@ -168,10 +168,66 @@ func (m *Room) byUser(ctx context.Context, uid uint32) ([]*record, error) {
 	return out, wrap(rows.Err())
 }
 
+// callColumns are columns without what discovery found (instructions,
+// capabilities, tools, resources, prompts: read as empty), for a call,
+// which needs none of it and should not decode a large tool list each
+// time.
+const callColumns = `server_id, uid, name, transport, url, stdio, headers, narrow, NULL, 'null', '[]', '[]', '[]', created_at, updated_at, callback`
+
 // find reads user uid's server whose id or name is key (errNoServer if
 // there is none).
 func (m *Room) find(ctx context.Context, uid uint32, key string) (*record, error) {
-	r, err := scan(m.st.QueryRowContext(ctx, `SELECT `+columns+` FROM mcp_servers WHERE uid=? AND (server_id=? OR name=?)`, uid, key, key))
+	return m.findColumns(ctx, columns, uid, key)
+}
+
+// findForCall is find without what discovery found (callColumns),
+// answered from the room's cache of such records when it can be: a call
+// then reads no table. The cache is emptied by every write of
+// mcp_servers (insert, remove, saveDiscovery), and a read that raced a
+// write is not kept.
+func (m *Room) findForCall(ctx context.Context, uid uint32, key string) (*record, error) {
+	ck := recKey{uid, key}
+	m.cacheMu.Lock()
+	r, ok := m.cache[ck]
+	gen := m.cacheGen
+	m.cacheMu.Unlock()
+	if ok {
+		c := *r
+		return &c, nil
+	}
+	r, err := m.findColumns(ctx, callColumns, uid, key)
+	if err != nil {
+		return nil, err
+	}
+	m.cacheMu.Lock()
+	if m.cacheGen == gen && len(m.cache) < maxCached {
+		c := *r
+		m.cache[ck] = &c
+	}
+	m.cacheMu.Unlock()
+	return r, nil
+}
+
+// recKey is a findForCall: a user and the id or name they gave.
+type recKey struct {
+	uid uint32
+	key string
+}
+
+// maxCached is how many records findForCall keeps at most.
+const maxCached = 4096
+
+// forget empties findForCall's cache: mcp_servers changed.
+func (m *Room) forget() {
+	m.cacheMu.Lock()
+	m.cacheGen++
+	clear(m.cache)
+	m.cacheMu.Unlock()
+}
+
+// findColumns is find reading cols (columns or callColumns).
+func (m *Room) findColumns(ctx context.Context, cols string, uid uint32, key string) (*record, error) {
+	r, err := scan(m.st.QueryRowContext(ctx, `SELECT `+cols+` FROM mcp_servers WHERE uid=? AND (server_id=? OR name=?)`, uid, key, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errNoServer
 	}
@@ -215,6 +271,7 @@ func (m *Room) insert(ctx context.Context, r *record) error {
 	if headers == nil {
 		headers = map[string]string{}
 	}
+	defer m.forget()
 	return m.st.Tx(ctx, func(tx *kernel.Tx) error {
 		var n int
 		if err := m.st.TxQueryRow(tx, `SELECT count(*) FROM mcp_servers WHERE uid=? AND name=?`, r.uid, r.name).Scan(&n); err != nil {
@@ -231,6 +288,7 @@ func (m *Room) insert(ctx context.Context, r *record) error {
 
 // remove deletes server id; it reports whether there was one.
 func (m *Room) remove(ctx context.Context, id string) (bool, error) {
+	defer m.forget()
 	res, err := m.st.Exec(ctx, `DELETE FROM mcp_servers WHERE server_id=?`, id)
 	if err != nil {
 		return false, abi.E(err)
@@ -241,6 +299,7 @@ func (m *Room) remove(ctx context.Context, id string) (bool, error) {
 
 // saveDiscovery writes what a discovery found on server id.
 func (m *Room) saveDiscovery(ctx context.Context, id string, d *discovery, now int64) error {
+	defer m.forget()
 	var instr any
 	if d.instructions != nil {
 		instr = *d.instructions

@@ -201,7 +201,7 @@ func mountList(ms []abi.CapMount) string {
 func (m *Room) summary(rec *record) abi.McpServerSummary {
 	s := abi.McpServerSummary{ServerID: rec.id, Uid: rec.uid, Name: rec.name, URL: rec.url, Transport: rec.transport,
 		State: abi.McpNotConnected, Instructions: rec.instructions, Capabilities: rec.capabilities,
-		Tools: orEmpty(rec.tools), ResourceCount: len(rec.resources), PromptCount: len(rec.prompts),
+		Tools: orEmpty(rec.tools), ResourceCount: concrete(rec.resources), ResourceTemplateCount: len(rec.resources) - concrete(rec.resources), PromptCount: len(rec.prompts),
 		CreatedAt: rec.created, UpdatedAt: rec.updated}
 	if rec.stdio != nil {
 		s.Command = rec.stdio.Command
@@ -413,4 +413,15 @@ func (m *Room) seenOnly(ctx context.Context, c *kernel.Caller, recs []*record) (
 		return recs, err
 	}
 	return slices.DeleteFunc(recs, func(r *record) bool { return !abi.McpAllowed(list, r.name) }), nil
+}
+
+// concrete is how many of rs are resources rather than templates.
+func concrete(rs []abi.McpResourceSummary) int {
+	n := 0
+	for _, r := range rs {
+		if r.URITemplate == "" {
+			n++
+		}
+	}
+	return n
 }

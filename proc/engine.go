@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"sync"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -42,6 +43,7 @@ type engine struct {
 	provMu    sync.Mutex                // guards provCache
 	provCache map[string]model.Provider // see provider
 
+	media  *mediaStore      // the users' media (media.go)
 	routes runRoutes        // the connections runs' chat notifications go to (routes.go)
 	blocks *codemode.Runner // CodeMode's workers, kept warm (nil: no worker command)
 	// hilWaiters are the blocks' nested calls waiting for a human's
@@ -85,7 +87,8 @@ func (m *engine) kern() *kernel.Kernel { return m.k }
 // newEngine is the run engine of the processes of table, on k.
 func newEngine(table processStore, k *kernel.Kernel, opts Options) *engine {
 	e := &engine{processStore: table, k: k, st: k.Store, log: opts.Logger, opts: opts,
-		procs: map[string]*process{}, blockRuns: map[uint32]int{}}
+		procs: map[string]*process{}, blockRuns: map[uint32]int{},
+		media: &mediaStore{dir: filepath.Join(k.StateDir(), "media")}}
 	if len(opts.CodeModeWorker) > 0 {
 		e.blocks = codemode.NewRunnerWith(opts.CodeModeWorker, codemode.RunnerOptions{Log: opts.Logger, CPUGroup: opts.CodeModeGroup})
 	}

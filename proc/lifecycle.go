@@ -443,7 +443,7 @@ func (m *engine) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, cid
 		if _, err := tx.Exec(`INSERT INTO proc_conversations(pid,cid,title,created_at,updated_at,process_cap) VALUES(?,?,?,?,?,?)`, p.Pid, target, title, t, t, abi.CapValue(narrow)); err != nil {
 			return abi.E(abi.Path(p.Pid+"/"+target), abi.Busy, "conversation already exists")
 		}
-		st, err := tx.Prepare(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at,kind,source,trace_id) VALUES(?,?,1,?,?,?,?,?,?)`)
+		st, err := tx.Prepare(`INSERT INTO proc_messages(pid,cid,generation,role,content,created_at,kind,source,trace_id,media) VALUES(?,?,1,?,?,?,?,?,?,?)`)
 		if err != nil {
 			return err
 		}
@@ -454,7 +454,7 @@ func (m *engine) fork(ctx context.Context, c *kernel.Caller, p *abi.Process, cid
 				src, _ := json.Marshal(msg.Source)
 				meta.source = sql.NullString{String: string(src), Valid: true}
 			}
-			if _, err := st.Exec(p.Pid, target, msg.Role, string(msg.Content), msg.Timestamp, meta.kind, meta.source, meta.trace); err != nil {
+			if _, err := st.Exec(p.Pid, target, msg.Role, string(msg.Content), msg.Timestamp, meta.kind, meta.source, meta.trace, mediaColumn(msg.Media)); err != nil {
 				return err
 			}
 		}

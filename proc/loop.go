@@ -55,7 +55,7 @@ func passArgs(raw json.RawMessage) (json.RawMessage, error) {
 // Each tool's schema is inferred from its argument type in abi
 // (abi/tools.go).
 var tools = []tool{
-	{model.ToolDef{Name: "Read", Description: "Read a file (numbered lines) or list a directory.",
+	{model.ToolDef{Name: "Read", Description: "Read a file (numbered lines; a PNG, JPEG, GIF or WebP image is shown to you as the image) or list a directory.",
 		Schema: schema.MustTool[abi.ReadTool]()},
 		abi.FsRead.Name, passArgs},
 	{model.ToolDef{Name: "Write", Description: "Create or replace a whole file.",
@@ -460,8 +460,9 @@ func (m *engine) processEvent(ctx context.Context, pr *process, r *activeRun, te
 func (m *engine) runTool(ctx context.Context, pr *process, r *activeRun, p *abi.Process, caller *kernel.Caller, c model.ToolCall) (waiting bool, err error) {
 	t := toolByName(c.Name)
 	var mark hilResultContent // what a human's answer changed, stored with the result
+	var media []abi.MediaRef  // the images the tool gave, stored
 	result := func(out string, isErr bool) error {
-		mark.toolResultContent = toolResultContent{ToolCallID: c.ID, ToolName: c.Name, Output: out, IsError: isErr}
+		mark.toolResultContent = toolResultContent{ToolCallID: c.ID, ToolName: c.Name, Output: out, IsError: isErr, Media: media}
 		b, err := json.Marshal(mark)
 		if err != nil {
 			return err
@@ -554,6 +555,16 @@ func (m *engine) runTool(ctx context.Context, pr *process, r *activeRun, p *abi.
 	if err != nil {
 		return false, result(note+err.Error(), true)
 	}
+	if fr, ok := res.(*abi.FSReadResult); ok && fr.Image != nil {
+		// An image file: its bytes go to the owner's media store, the
+		// result names them, and the model gets the image.
+		refs, err := m.storeImage(ctx, pr.uid, fr.Image, path.Base(fr.Path))
+		if err != nil {
+			return false, result(note+err.Error(), true)
+		}
+		media = refs
+		res = imageReadResult{OK: true, Path: fr.Path, Size: fr.Size, Image: refs[0]}
+	}
 	out, err := json.Marshal(res)
 	if err != nil {
 		return false, result(note+err.Error(), true)
@@ -625,45 +636,6 @@ func (m *engine) mcpPrompt(ctx context.Context, b *strings.Builder, caller *kern
 	b.WriteString(".\n")
 }
 
-// modelMessages loads the active messages of a conversation as model
-// messages, and their stored size.
-func (m *engine) modelMessages(ctx context.Context, pid, cid string, gen int64) ([]model.Message, int, error) {
-	rows, err := m.st.QueryContext(ctx, `SELECT id,role,content FROM proc_messages WHERE pid=? AND cid=? AND generation=? ORDER BY id`, pid, cid, gen)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer rows.Close()
-	var out []model.Message
-	size := 0
-	for rows.Next() {
-		var id int64
-		var role, content string
-		if err := rows.Scan(&id, &role, &content); err != nil {
-			return nil, 0, err
-		}
-		size += len(content)
-		var err error
-		switch role {
-		case "user", "system":
-			var s string
-			err = json.Unmarshal([]byte(content), &s)
-			out = append(out, model.Message{Role: model.User, Content: s})
-		case "assistant":
-			var ac assistantContent
-			err = json.Unmarshal([]byte(content), &ac)
-			out = append(out, model.Message{Role: model.Assistant, Content: ac.Text, ToolCalls: ac.ToolCalls})
-		case "toolResult":
-			var tr toolResultContent
-			err = json.Unmarshal([]byte(content), &tr)
-			out = append(out, model.Message{Role: model.Tool, Content: tr.Output, ToolCallID: tr.ToolCallID, ToolName: tr.ToolName, IsError: tr.IsError})
-		}
-		if err != nil {
-			return nil, 0, abi.E(abi.Path(pid+"/"+cid), abi.Other, fmt.Sprintf("message %d: %v", id, err))
-		}
-	}
-	return out, size, rows.Err()
-}
-
 // toolDefs are the tools' definitions, as a model request lists them.
 var toolDefs = func() []model.ToolDef {
 	defs := make([]model.ToolDef, len(tools))
@@ -682,7 +654,7 @@ func (m *engine) callModel(ctx context.Context, pr *process, r *activeRun, p *ab
 		return model.Response{}, err
 	}
 	if msgs == nil {
-		if msgs, _, err = m.modelMessages(ctx, pr.pid, r.cid, r.gen); err != nil {
+		if msgs, _, err = m.modelMessages(ctx, pr.uid, pr.pid, r.cid, r.gen); err != nil {
 			return model.Response{}, err
 		}
 	}
@@ -714,7 +686,7 @@ func (m *engine) preflight(ctx context.Context, pr *process, r *activeRun, p *ab
 	if pol.Overflow == "manual" {
 		return nil, nil
 	}
-	msgs, size, err := m.modelMessages(ctx, pr.pid, r.cid, r.gen)
+	msgs, size, err := m.modelMessages(ctx, pr.uid, pr.pid, r.cid, r.gen)
 	if err != nil {
 		return nil, err
 	}
@@ -738,7 +710,7 @@ func (m *engine) preflight(ctx context.Context, pr *process, r *activeRun, p *ab
 	}
 	// What the compaction kept must fit the window, or the model call
 	// fails (or is cut) at the provider: the run stops here instead.
-	msgs, size, err = m.modelMessages(ctx, pr.pid, r.cid, r.gen)
+	msgs, size, err = m.modelMessages(ctx, pr.uid, pr.pid, r.cid, r.gen)
 	if err != nil {
 		return nil, err
 	}

@@ -116,6 +116,8 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 		kernel.Handle(abi.ProcSetidentity, m.sysSetIdentity),
 		kernel.Handle(abi.ProcHistory, m.sysHistory),
 		kernel.Handle(abi.ProcHistoryOpen, m.sysHistoryOpen),
+		kernel.Handle(abi.ProcMediaList, m.sysMediaList),
+		kernel.Handle(abi.ProcMediaOpen, m.sysMediaOpen),
 		kernel.Handle(abi.ProcConversationOpen, m.sysConvOpen),
 		kernel.Handle(abi.ProcConversationList, m.sysConvList),
 		kernel.Handle(abi.ProcConversationGet, m.sysConvGet),
@@ -138,7 +140,7 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 
 // Mounts binds /proc (ns.Room): tree.go.
 func (m *Manager) Mounts() []ns.Mount {
-	return []ns.Mount{{Path: "/proc", Node: m.tree()}}
+	return []ns.Mount{{Path: "/proc", Node: m.tree()}, {Path: mediaDir, Node: m.mediaTree()}}
 }
 
 // Start is what follows registration (ns.Starter): every user has an init

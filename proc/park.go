@@ -325,7 +325,7 @@ func (m *engine) sendMidRun(ctx context.Context, c *kernel.Caller, p *abi.Proces
 	if r == nil {
 		return nil, false, nil
 	}
-	if strings.TrimSpace(ev.Text) == "" {
+	if strings.TrimSpace(ev.Text) == "" && len(ev.Media) == 0 {
 		return nil, true, abi.E(abi.Path(p.Pid), abi.Invalid, "empty message")
 	}
 	role, text := "user", ev.Text
@@ -353,9 +353,9 @@ func (m *engine) sendMidRun(ctx context.Context, c *kernel.Caller, p *abi.Proces
 		return &abi.SendResult{OK: true, Status: "steered", RunID: r.id, Queued: true}, true, nil
 	}
 	tcid := orDefault(a.ConversationID)
-	res, err := m.st.Exec(ctx, `INSERT INTO proc_queue(id,pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id,process_cap)
-		SELECT (SELECT coalesce(min(id),1)-1 FROM proc_queue),?,?,generation,?,?,?,?,?,?,?,? FROM proc_conversations WHERE pid=? AND cid=? AND status='open'`,
-		p.Pid, tcid, runID, text, role, now(), meta.kind, meta.source, meta.trace, meta.cap, p.Pid, tcid)
+	res, err := m.st.Exec(ctx, `INSERT INTO proc_queue(id,pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id,process_cap,media)
+		SELECT (SELECT coalesce(min(id),1)-1 FROM proc_queue),?,?,generation,?,?,?,?,?,?,?,?,? FROM proc_conversations WHERE pid=? AND cid=? AND status='open'`,
+		p.Pid, tcid, runID, text, role, now(), meta.kind, meta.source, meta.trace, meta.cap, meta.media, p.Pid, tcid)
 	if err == nil {
 		err = oneRow(res, p.Pid+"/"+tcid)
 	}

@@ -299,17 +299,17 @@ func (m *Manager) strings(ctx context.Context, query string, args ...any) ([]str
 }
 
 // msgColumns are the columns of a message as scanMessage reads them.
-const msgColumns = "id,role,content,created_at,kind,source,trace_id"
+const msgColumns = "id,role,content,created_at,kind,source,trace_id,media"
 
 // scanMessage scans a row of msgColumns into msg; content receives the
 // stored content (msg.Content is set from it unless raw, when the caller
 // copies it: sql.RawBytes is valid only until the next row).
 func scanMessage(rows *sql.Rows, msg *abi.Message, content *sql.RawBytes) error {
-	var kind, source, trace sql.NullString
-	if err := rows.Scan(&msg.ID, &msg.Role, content, &msg.Timestamp, &kind, &source, &trace); err != nil {
+	var kind, source, trace, media sql.NullString
+	if err := rows.Scan(&msg.ID, &msg.Role, content, &msg.Timestamp, &kind, &source, &trace, &media); err != nil {
 		return err
 	}
-	msg.Kind, msg.TraceID, msg.Source = kind.String, trace.String, nil
+	msg.Kind, msg.TraceID, msg.Source, msg.Media = kind.String, trace.String, nil, mediaOf(media.String)
 	if source.Valid {
 		var src abi.EventSource
 		if json.Unmarshal([]byte(source.String), &src) == nil {

@@ -16,6 +16,7 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/proc/model"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -78,6 +79,11 @@ func renderJSONLine(b *bytes.Buffer, msg *abi.Message) {
 		tb, _ := json.Marshal(msg.TraceID)
 		b.Write(tb)
 	}
+	if len(msg.Media) > 0 {
+		b.WriteString(`,"media":`)
+		mb, _ := json.Marshal(msg.Media)
+		b.Write(mb)
+	}
 	b.WriteString("}\n")
 }
 
@@ -119,6 +125,10 @@ func renderTranscript(b *bytes.Buffer, msg *abi.Message) {
 				what += ", trace " + msg.TraceID
 			}
 			what += ")"
+		}
+		for _, mm := range msg.Media {
+			s += "\n" + model.Media{Type: mm.Type, MimeType: mm.MimeType, Path: mm.Path, URL: mm.URL, Filename: mm.Filename,
+				Size: mm.Size, Duration: mm.Duration, Transcription: mm.Transcription}.Placeholder()
 		}
 		fmt.Fprintf(b, "[%s] #%d %s:\n%s\n\n", t, msg.ID, what, s)
 	case "assistant":

@@ -127,6 +127,8 @@ type Event struct {
 	TraceID string
 	Text    string
 	Runtime bool
+	// Media are the stored media the message carries (storeMedia).
+	Media []abi.MediaRef
 	// RunID, if set, is the id of the run the message starts (or will
 	// start from the queue): a call knows the run it waits for before
 	// the message is delivered.
@@ -170,7 +172,7 @@ func (m *engine) SendEvent(ctx context.Context, p *abi.Process, cid string, ev E
 		cid = "default"
 	}
 	text := ev.Text
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(text) == "" && len(ev.Media) == 0 {
 		return "", false, abi.E(abi.Path(p.Pid), abi.Invalid, "empty message")
 	}
 	role := "user"
@@ -242,8 +244,8 @@ func (m *engine) SendEvent(ctx context.Context, p *abi.Process, cid string, ev E
 					return err
 				}
 			}
-			_, err = m.st.TxExec(tx, `INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id,process_cap) VALUES(?,?,?,?,?,?,?,?,?,?,?)`,
-				p.Pid, cid, gen, runID, text, role, t, meta.kind, meta.source, meta.trace, meta.cap)
+			_, err = m.st.TxExec(tx, `INSERT INTO proc_queue(pid,cid,generation,run_id,message,role,created_at,kind,source,trace_id,process_cap,media) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)`,
+				p.Pid, cid, gen, runID, text, role, t, meta.kind, meta.source, meta.trace, meta.cap, meta.media)
 			return err
 		}
 		if err := m.startRunTx(tx, p.Pid, cid, gen, runID, role, jsonString(text), meta, t); err != nil {
@@ -298,7 +300,7 @@ func (m *engine) queuedTx(tx *kernel.Tx, pid string) (bool, error) {
 // JSON, its trace id (NULL when empty), the narrowing it carries (JSON;
 // NULL for none).
 type eventRow struct {
-	kind, source, trace, cap sql.NullString
+	kind, source, trace, cap, media sql.NullString
 }
 
 // eventMeta is ev's columns.
@@ -309,6 +311,7 @@ func eventMeta(ev Event) eventRow {
 		source: sql.NullString{String: string(src), Valid: ev.Source.Kind != ""},
 		trace:  sql.NullString{String: ev.TraceID, Valid: ev.TraceID != ""},
 		cap:    abi.CapValue(ev.Cap),
+		media:  nullString(mediaColumn(ev.Media)),
 	}
 }
 
@@ -320,8 +323,8 @@ func (m *engine) startRunTx(tx *kernel.Tx, pid, cid string, gen int64, runID, ro
 		return err
 	}
 	var first int64
-	err := m.st.TxQueryRow(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at,kind,source,trace_id) VALUES(?,?,?,?,?,?,?,?,?) RETURNING id`,
-		pid, cid, gen, role, string(content), t, meta.kind, meta.source, meta.trace).Scan(&first)
+	err := m.st.TxQueryRow(tx, `INSERT INTO proc_messages(pid,cid,generation,role,content,created_at,kind,source,trace_id,media) VALUES(?,?,?,?,?,?,?,?,?,?) RETURNING id`,
+		pid, cid, gen, role, string(content), t, meta.kind, meta.source, meta.trace, meta.media).Scan(&first)
 	if err != nil {
 		return err
 	}
@@ -460,8 +463,8 @@ func (m *engine) nextLocked(ctx context.Context, pr *process, before func(*kerne
 			var id, gen int64
 			var cid, runID, text, role string
 			var meta eventRow
-			err := m.st.TxQueryRow(tx, `SELECT id,cid,generation,run_id,message,role,kind,source,trace_id,process_cap FROM proc_queue WHERE pid=? ORDER BY id LIMIT 1`, pr.pid).
-				Scan(&id, &cid, &gen, &runID, &text, &role, &meta.kind, &meta.source, &meta.trace, &meta.cap)
+			err := m.st.TxQueryRow(tx, `SELECT id,cid,generation,run_id,message,role,kind,source,trace_id,process_cap,media FROM proc_queue WHERE pid=? ORDER BY id LIMIT 1`, pr.pid).
+				Scan(&id, &cid, &gen, &runID, &text, &role, &meta.kind, &meta.source, &meta.trace, &meta.cap, &meta.media)
 			if errors.Is(err, sql.ErrNoRows) || (err == nil && pr.compacting[cid]) {
 				_, err = m.st.TxExec(tx, `UPDATE proc_processes SET state='idle' WHERE pid=? AND state='running'`, pr.pid)
 				return err
@@ -728,6 +731,9 @@ type toolResultContent struct {
 	ToolName   string `json:"toolName"`
 	Output     string `json:"output"`
 	IsError    bool   `json:"isError,omitempty"`
+	// Media are the images the tool gave (an fs.read of an image file),
+	// kept in the owner's media store.
+	Media []abi.MediaRef `json:"media,omitempty"`
 }
 
 // pendingCalls returns the tool calls of the conversation's last assistant

@@ -70,8 +70,9 @@ func TestSpawnSeedFields(t *testing.T) {
 		t.Fatalf("parent %q", st.Status.Parent)
 	}
 
-	err := h.call(h.alice, "proc.send", map[string]any{"pid": r.Pid, "message": "look", "media": []map[string]any{{"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="}}}, nil)
-	if abi.Code(err) != 501 || !strings.Contains(err.Error(), "not supported yet: media (media come with multimodal models") {
+	// Media are built (media_test.go): one without a mime type is a 400.
+	err := h.call(h.alice, "proc.send", map[string]any{"pid": r.Pid, "message": "look", "media": []map[string]any{{"type": "image", "data": "iVBORw0KGgo="}}}, nil)
+	if abi.Code(err) != 400 || !strings.Contains(err.Error(), "media[0]: mimeType is required") {
 		t.Fatalf("proc.send with media: %v", err)
 	}
 }

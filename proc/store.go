@@ -176,4 +176,8 @@ var migrations = []string{
 	// of names; NULL (every process spawned before) sees all its
 	// owner's.
 	`ALTER TABLE proc_processes ADD COLUMN mcp_servers TEXT`,
+	// 10: the media a message carries (proc.send's, stored): a JSON list
+	// of abi.MediaRef; NULL for none.
+	`ALTER TABLE proc_messages ADD COLUMN media TEXT;
+	ALTER TABLE proc_queue ADD COLUMN media TEXT;`,
 }

@@ -253,9 +253,6 @@ func (m *engine) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs)
 	if err != nil {
 		return nil, err
 	}
-	if len(a.Media) > 0 {
-		return nil, abi.NotYet("media", abi.PlannedMedia)
-	}
 	ev := Event{Kind: a.Kind, Source: sourceOf(c), TraceID: a.TraceID, Text: a.Message, Runtime: a.Event, Cap: c.Identity.Process}
 	switch {
 	case ev.Kind == "" && a.Event:
@@ -267,6 +264,26 @@ func (m *engine) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs)
 	}
 	if err := checkTrace(a.TraceID); err != nil {
 		return nil, err
+	}
+	if len(a.Media) > 0 {
+		// Checked before anything is stored: bad media is a 400 that
+		// keeps nothing.
+		switch a.Mode {
+		case "", "queue", "interrupt":
+		case "steer":
+			return nil, abi.E(abi.Invalid, "media do not steer a run: send them with mode queue or interrupt")
+		default:
+			return nil, abi.E(abi.Invalid, fmt.Sprintf("mode %q: want queue, steer or interrupt", a.Mode))
+		}
+		// A send that cannot enter fails before anything is kept.
+		if cv, err := m.convRecord(ctx, p.Pid, orDefault(a.ConversationID)); err != nil {
+			return nil, err
+		} else if cv.Status != "open" {
+			return nil, abi.E(abi.Path(p.Pid+"/"+cv.ID), abi.Busy, "conversation is closed: open it again to send")
+		}
+		if ev.Media, err = m.storeMedia(ctx, p.Uid, a.Media); err != nil {
+			return nil, err
+		}
 	}
 	switch a.Mode {
 	case "", "queue":

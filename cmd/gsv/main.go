@@ -90,6 +90,7 @@ func rootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(c.deviceCmd())
 	root.AddCommand(c.ipcCmd(), c.watchCmd())
 	root.AddCommand(c.notifyCmd())
+	root.AddCommand(c.repoCmd(), c.homeCmd())
 	root.AddCommand(c.mcpCmd())
 	root.AddCommand(c.codemodeCmd())
 	c.addCompletions(root)

@@ -212,16 +212,28 @@ func (c *cli) mcpCmd() *cobra.Command {
 
 	var readTimeout int64
 	read := withUID(&cobra.Command{
-		Use:   "read SERVER URI [--timeout-ms N] [--json]",
+		Use:   "read SERVER URI [NAME=VALUE...] [--timeout-ms N] [--json]",
 		Short: "Read a resource of an MCP server by its URI (sys.mcp.resource.read)",
 		Long: "Read a resource (resources/read) and print its text contents, or, for contents that are not\n" +
 			"all text, its contents as JSON (--json: the whole result). Contents over 1 MiB are kept as a\n" +
 			"file: its preview is printed, and its path on stderr. Its URIs are in\n" +
 			"/mcp/$USER/SERVER/resources/ (what discovery found; reading them asks the server nothing).\n" +
-			"  gsv mcp read everything demo://resource/static/document/architecture.md",
-		Args: cobra.ExactArgs(2),
+			"With NAME=VALUE arguments, URI is a resource template (RFC 6570) expanded with them.\n" +
+			"  gsv mcp read everything demo://resource/static/document/architecture.md\n" +
+			"  gsv mcp read t 'test://big/{bytes}' bytes=10",
+		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a := &abi.McpResourceReadArgs{Uid: uidArg(cmd), ServerID: args[0], URI: args[1]}
+			for _, kv := range args[2:] {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("template argument %q: want NAME=VALUE", kv)
+				}
+				if a.Arguments == nil {
+					a.Arguments = map[string]string{}
+				}
+				a.Arguments[k] = v
+			}
 			if cmd.Flags().Changed("timeout-ms") {
 				a.TimeoutMs = &readTimeout
 			}

@@ -135,9 +135,10 @@ func (c *cli) spawnCmd() *cobra.Command {
 
 func (c *cli) sendCmd() *cobra.Command {
 	var pid, conv, mode string
+	var media []string
 	var wait bool
 	cmd := &cobra.Command{
-		Use:   "send [PID | --pid P] [--conv C] [--mode queue|steer|interrupt] TEXT...",
+		Use:   "send [PID | --pid P] [--conv C] [--mode queue|steer|interrupt] [--media FILE]... TEXT...",
 		Short: "Send a message to a process (proc.send); TEXT - reads it from stdin",
 		Long: "Send TEXT (the words joined by spaces) to conversation C (default: default) of process P\n" +
 			"(default: your init). A first word that is a pid (init:1000, 3fa2b1c0-9d1e) is P, as for gsv\n" +
@@ -147,17 +148,23 @@ func (c *cli) sendCmd() *cobra.Command {
 			"when the run has finished (or waits for a human: see gsv hil).\n" +
 			"--mode says what the message does when a run is under way: queue (the default) waits for it;\n" +
 			"steer enters the running run at its next checkpoint (it prints the running run's id and\n" +
-			"\"steered\"); interrupt aborts it and runs this message next.",
-		Args: cobra.MinimumNArgs(1),
+			"\"steered\"); interrupt aborts it and runs this message next.\n" +
+			"--media FILE (again for more) attaches a file: an image reaches the model as an image, audio,\n" +
+			"video and documents as their names; each is kept in your media store, /var/media/$USER.\n" +
+			"A message with media may have no TEXT.",
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && len(media) == 0 {
+				return fmt.Errorf("gsv send: no text to send (gsv send [PID] TEXT..., or TEXT - to read it from stdin)")
+			}
 			if cmd.Flags().Changed("mode") {
 				if err := checkMode(mode); err != nil {
 					return err
 				}
 			}
-			if !cmd.Flags().Changed("pid") && isPid(args[0]) {
+			if !cmd.Flags().Changed("pid") && len(args) > 0 && isPid(args[0]) {
 				pid, args = args[0], args[1:]
-				if len(args) == 0 {
+				if len(args) == 0 && len(media) == 0 {
 					return fmt.Errorf("gsv send %s: no text to send (gsv send PID TEXT..., or TEXT - to read it from stdin)", pid)
 				}
 			}
@@ -166,6 +173,9 @@ func (c *cli) sendCmd() *cobra.Command {
 				return err
 			}
 			a := &abi.SendArgs{Pid: pid, ConversationID: conv, Message: strings.Join(words, " "), Mode: mode}
+			if a.Media, err = mediaFiles(media, a.Message); err != nil {
+				return err
+			}
 			if !wait {
 				return show(c, abi.ProcSend, a, func(r *abi.SendResult) error {
 					state := "started"
@@ -210,6 +220,7 @@ func (c *cli) sendCmd() *cobra.Command {
 	cmd.Flags().StringVar(&conv, "conv", "", "the conversation (default: default)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "print the answer and wait for the run to finish")
 	cmd.Flags().StringVar(&mode, "mode", "", "with a run under way: queue (default), steer or interrupt")
+	cmd.Flags().StringArrayVar(&media, "media", nil, "attach a file (an image, audio, video or document); again for more")
 	return cmd
 }
 

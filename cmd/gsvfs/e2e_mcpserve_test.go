@@ -299,6 +299,17 @@ func TestE2EMCPServe(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "no sign-in is waiting") {
 			t.Fatalf("GET /oauth/callback on --http: %s %s", resp.Status, body)
 		}
+		// And the client metadata document, whose client_id is its URL.
+		doc := strings.TrimSuffix(e.url, "/mcp") + "/.well-known/oauth-client/gsv.json"
+		resp, err = http.Get(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"client_id": "`+doc+`"`) {
+			t.Fatalf("GET the client metadata document on --http: %s %s", resp.Status, body)
+		}
 	})
 
 	t.Run("bearer", func(t *testing.T) {

@@ -33,6 +33,7 @@ import (
 	"gsvfs.dev/gsvfs/notify"
 	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc"
+	"gsvfs.dev/gsvfs/repos"
 	"gsvfs.dev/gsvfs/sched"
 	"gsvfs.dev/gsvfs/vfs"
 	"gsvfs.dev/gsvfs/vfs/fusefs"
@@ -236,6 +237,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 		{"mcp", func() (ns.Room, error) {
 			return mcp.Open(space, mcp.Options{Logger: log, Version: Version, CallbackOrigin: callbackOrigin(o)})
 		}},
+		{"repositories", func() (ns.Room, error) { return repos.Open(space, repos.Options{Logger: log}) }},
 	}
 	for _, r := range rooms {
 		room, err := r.open()
@@ -274,7 +276,8 @@ func run(ctx context.Context, o options, mountDir string) error {
 	// still unauthenticated at the auth deadline (ninep.Gate).
 	gate := &ninep.Gate{Max: preAuthCap(o.preAuthMax, log), MaxPerPeer: noLimit(o.preAuthPerHost), Timeout: noLimit(o.authTimeout), Logger: log}
 	for _, addr := range o.listen {
-		l, err := listenDial(addr, o, gate, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)})
+		l, err := listenDial(addr, o, gate, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)},
+			ninep.Route{Path: abi.OAuthClientMetadataPath, Handler: mcp.ClientMetadataHandler()})
 		if err != nil {
 			return err
 		}
@@ -290,8 +293,10 @@ func run(ctx context.Context, o options, mountDir string) error {
 		if err != nil {
 			return err
 		}
-		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath)
-		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)})
+		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath, "git", repos.HTTPPath)
+		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)},
+			ninep.Route{Path: abi.OAuthClientMetadataPath, Handler: mcp.ClientMetadataHandler()},
+			ninep.Route{Path: repos.HTTPPath, Handler: repos.HTTPHandler(k)})
 		if err != nil {
 			hl.Close()
 			return err

@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -133,8 +136,17 @@ func (d *Device) fsRead(ctx context.Context, who Who, a *abi.FSReadArgs) (*abi.F
 // Numbered is fs.read's result for the file at path with content b: its
 // lines from a.Offset, at most a.Limit of them, each numbered (with
 // a.Raw, as they are: all of them are b itself); a file that is not UTF-8
-// is a 400 "binary file". A device daemon's fs.read answers with it too.
+// is a 400 "binary file", except an image: without a.Raw, a file whose
+// content (http.DetectContentType, not its name) is one of abi.ImageTypes
+// is its image, base64 (FSReadResult.Image). A device daemon's fs.read
+// answers with it too.
 func Numbered(path string, b []byte, size int64, a *abi.FSReadArgs) (*abi.FSReadResult, error) {
+	if !a.Raw {
+		if mt := http.DetectContentType(b); slices.Contains(abi.ImageTypes, mt) {
+			return &abi.FSReadResult{OK: true, Path: path, Size: size,
+				Image: &abi.ImageBlock{Type: "image", Data: base64.StdEncoding.EncodeToString(b), MimeType: mt}}, nil
+		}
+	}
 	if !utf8.Valid(b) {
 		return nil, abi.E(abi.Path(path), abi.Invalid, "binary file")
 	}

@@ -58,7 +58,7 @@ type rule struct {
 
 // rooms are the rooms: each one part of the system, registered with the
 // namespace (ns.Room), meeting the others only in the dispatcher.
-var rooms = []string{"proc", "ipc", "sched", "devices", "notify", "mcp"}
+var rooms = []string{"proc", "ipc", "sched", "devices", "notify", "mcp", "repos"}
 
 // wiring reports whether the tests of self may stand the room dep up, as
 // gsvfs does, to reach it through the dispatcher: the devices room (the
@@ -92,7 +92,7 @@ var rules = []rule{
 		forbid: func(_, dep string, _ bool) bool { return !under(dep, "vfs", "ninep") },
 	},
 	{
-		name:  "the rooms (proc, ipc, sched, devices, notify, mcp) never import each other",
+		name:  "the rooms (proc, ipc, sched, devices, notify, mcp, repos) never import each other",
 		binds: func(p string) bool { return under(p, rooms...) },
 		forbid: func(self, dep string, test bool) bool {
 			if test && wiring(self, dep) {

@@ -105,6 +105,7 @@ var tableOwners = map[string]func(table string) bool{
 	"notify":  func(t string) bool { return strings.HasPrefix(t, "notify_") },
 	"devices": func(t string) bool { return t == "devices" || strings.HasPrefix(t, "device_") },
 	"mcp":     func(t string) bool { return strings.HasPrefix(t, "mcp_") },
+	"repos":   func(t string) bool { return strings.HasPrefix(t, "repos_") },
 }
 
 // ipcTable says whether t is a table of the ipc room: the calls between

@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +25,10 @@ const DefaultAnthropicMaxTokens = 4096
 // message becomes text and tool_use blocks; Tool messages become
 // tool_result blocks (is_error from IsError) of a user message, merged
 // with any adjacent User messages into one user turn, tool results first
-// (as the API requires); empty text is left out; ToolDefs become tools
+// (as the API requires); empty text is left out; a message's images
+// (Media.IsImage) become base64 image blocks after its text (in a tool
+// result, inside its tool_result block), its other media their
+// Placeholder text; ToolDefs become tools
 // with input_schema; MaxTokens defaults to DefaultAnthropicMaxTokens.
 // StopReason is the API's stop_reason ("end_turn", "tool_use",
 // "max_tokens", ...). Usage.InputTokens includes cache reads and writes.
@@ -186,16 +190,26 @@ func (p *Anthropic) params(req Request) (anthropic.MessageNewParams, error) {
 	for i, m := range req.Messages {
 		switch m.Role {
 		case User:
-			if m.Content != "" {
-				texts = append(texts, anthropic.NewTextBlock(m.Content))
+			text, images := withPlaceholders(m.Content, m.Media)
+			if text != "" {
+				texts = append(texts, anthropic.NewTextBlock(text))
+			}
+			for _, im := range images {
+				texts = append(texts, anthropic.NewImageBlockBase64(im.MimeType, base64.StdEncoding.EncodeToString(im.Data)))
 			}
 		case Tool:
 			if m.ToolCallID == "" {
 				return params, fmt.Errorf("message %d: tool result without a tool call id", i)
 			}
 			r := anthropic.ToolResultBlockParam{ToolUseID: m.ToolCallID}
-			if m.Content != "" {
-				r.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: m.Content}}}
+			text, images := withPlaceholders(m.Content, m.Media)
+			if text != "" {
+				r.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: text}}}
+			}
+			for _, im := range images {
+				r.Content = append(r.Content, anthropic.ToolResultBlockParamContentUnion{OfImage: &anthropic.ImageBlockParam{
+					Source: anthropic.ImageBlockParamSourceUnion{OfBase64: &anthropic.Base64ImageSourceParam{
+						Data: base64.StdEncoding.EncodeToString(im.Data), MediaType: anthropic.Base64ImageSourceMediaType(im.MimeType)}}}})
 			}
 			if m.IsError {
 				r.IsError = anthropic.Bool(true)

@@ -8,6 +8,10 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -33,6 +37,85 @@ type Message struct {
 	ToolName   string
 	// IsError marks a Tool result that is an error ("Tool execution denied by user").
 	IsError bool
+	// Media are the media a User message or a Tool result carries: an
+	// image with Data of one of ImageTypes reaches the model as an image,
+	// anything else as its Placeholder text.
+	Media []Media
+}
+
+// Media is a media item of a message: its kind ("image", "audio",
+// "video", "document"), mime type and, for an image a model can take,
+// its bytes; Path (where the owner's media store keeps it) or URL (a
+// reference nobody fetches) and the rest describe it in text.
+type Media struct {
+	Type          string
+	MimeType      string
+	Data          []byte
+	Path          string
+	URL           string
+	Filename      string
+	Size          int64
+	Duration      int64
+	Transcription string
+}
+
+// ImageTypes are the image formats the providers send as images
+// (OpenAI's and Anthropic's: PNG, JPEG, GIF, WebP).
+var ImageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+// IsImage reports whether the item reaches a model as an image: an
+// image whose bytes are here, of one of ImageTypes.
+func (m Media) IsImage() bool {
+	return m.Type == "image" && len(m.Data) > 0 && slices.Contains(ImageTypes, m.MimeType)
+}
+
+// Placeholder is the text that stands for the item where the model gets
+// no image: its kind, name, mime type, size, where it is kept, and its
+// transcription, if any, as
+//
+//	[audio: voice.ogg (audio/ogg, 3 s, 5120 bytes) at /var/media/alice/<sha256>.ogg; transcription: "..."]
+func (m Media) Placeholder() string {
+	var b strings.Builder
+	b.WriteString("[" + m.Type)
+	if m.Filename != "" {
+		b.WriteString(": " + m.Filename)
+	}
+	b.WriteString(" (" + m.MimeType)
+	if m.Duration > 0 {
+		fmt.Fprintf(&b, ", %d s", m.Duration)
+	}
+	if m.Size > 0 {
+		fmt.Fprintf(&b, ", %d bytes", m.Size)
+	}
+	b.WriteString(")")
+	switch {
+	case m.Path != "":
+		b.WriteString(" at " + m.Path)
+	case m.URL != "":
+		b.WriteString(" at " + strconv.Quote(m.URL) + " (not fetched)")
+	}
+	if m.Transcription != "" {
+		b.WriteString("; transcription: " + strconv.Quote(m.Transcription))
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+// withPlaceholders is text followed by the Placeholder of each item that
+// is not an image, one a line; the images are returned apart.
+func withPlaceholders(text string, media []Media) (string, []Media) {
+	var images []Media
+	for _, m := range media {
+		if m.IsImage() {
+			images = append(images, m)
+			continue
+		}
+		if text != "" {
+			text += "\n"
+		}
+		text += m.Placeholder()
+	}
+	return text, images
 }
 
 // ToolCall is a model's request to run a tool.

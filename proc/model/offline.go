@@ -45,7 +45,11 @@ const OfflineUse = "use"
 // OfflineResultLimit runes). A use line that does not parse, or names a
 // tool the request does not offer, is answered in text, naming the line
 // and the tools there are, and calls nothing. A request with no tools
-// (a summary) is always answered in text. Text is streamed in a few
+// (a summary) is always answered in text. The message's media and the
+// tool results' are played as the providers give them: an item that is
+// no image as its Placeholder (echoed with the text), and the images
+// counted: a text answer ends with a line "[offline model: I saw <n>
+// image(s): <mime types>]". Text is streamed in a few
 // deltas; the stop reason is "tool_use" for a call, else "end_turn".
 type Offline struct{}
 
@@ -59,6 +63,7 @@ func (Offline) Complete(ctx context.Context, req Request, delta func(string)) (R
 		return Response{}, err
 	}
 	said, at := "", -1
+	var images []Media // the images of the message and of the tool results since
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if req.Messages[i].Role == User {
 			said, at = req.Messages[i].Content, i
@@ -68,7 +73,15 @@ func (Offline) Complete(ctx context.Context, req Request, delta func(string)) (R
 	var steps int        // the use lines already played since the message
 	var results []string // the tool results since the message
 	if at >= 0 {
+		var ims []Media
+		said, ims = withPlaceholders(said, req.Messages[at].Media)
+		images = append(images, ims...)
 		for _, m := range req.Messages[at+1:] {
+			if m.Role == Tool {
+				var ims []Media
+				m.Content, ims = withPlaceholders(m.Content, m.Media)
+				images = append(images, ims...)
+			}
 			switch {
 			case m.Role == Assistant && len(m.ToolCalls) > 0:
 				steps++
@@ -118,6 +131,13 @@ func (Offline) Complete(ctx context.Context, req Request, delta func(string)) (R
 	text := OfflineNotice + " You said: " + truncateRunes(said, OfflineEchoLimit)
 	if len(results) > 0 {
 		text += "\n" + strings.Join(results, "\n")
+	}
+	if len(images) > 0 {
+		types := make([]string, len(images))
+		for i, im := range images {
+			types[i] = im.MimeType
+		}
+		text += fmt.Sprintf("\n[offline model: I saw %d image(s): %s]", len(images), strings.Join(types, ", "))
 	}
 	return offlineText(req, delta, text), nil
 }

@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +25,11 @@ import (
 // tool message with tool_call_id (an IsError result's content is prefixed
 // "Error: ", the API having no error flag); ToolDefs become function tools
 // whose parameters are the JSON schema; MaxTokens, if positive, is sent as
-// max_completion_tokens. finish_reason maps to StopReason: stop →
+// max_completion_tokens. A message's images (Media.IsImage) become
+// image_url content parts holding a data: URL of their base64 bytes, its
+// other media their Placeholder text; a tool message carries text only,
+// so the images of a run of tool results follow it in one user message,
+// each after a text part naming its tool call. finish_reason maps to StopReason: stop →
 // "end_turn", tool_calls/function_call → "tool_use", length →
 // "max_tokens", anything else verbatim.
 type OpenAI struct {
@@ -197,10 +202,35 @@ func (p *OpenAI) params(req Request) (openai.ChatCompletionNewParams, error) {
 	if req.System != "" {
 		params.Messages = append(params.Messages, openai.SystemMessage(req.System))
 	}
+	// toolImages are the images of the tool results since the last
+	// non-tool message: a tool message carries text only, so they follow
+	// the tool messages as one user message.
+	var toolImages []openai.ChatCompletionContentPartUnionParam
+	flushImages := func() {
+		if len(toolImages) > 0 {
+			params.Messages = append(params.Messages, openai.UserMessage(toolImages))
+		}
+		toolImages = nil
+	}
 	for i, m := range req.Messages {
+		if m.Role != Tool {
+			flushImages()
+		}
 		switch m.Role {
 		case User:
-			params.Messages = append(params.Messages, openai.UserMessage(m.Content))
+			text, images := withPlaceholders(m.Content, m.Media)
+			if len(images) == 0 {
+				params.Messages = append(params.Messages, openai.UserMessage(text))
+				break
+			}
+			var parts []openai.ChatCompletionContentPartUnionParam
+			if text != "" {
+				parts = append(parts, openai.TextContentPart(text))
+			}
+			for _, im := range images {
+				parts = append(parts, openAIImage(im))
+			}
+			params.Messages = append(params.Messages, openai.UserMessage(parts))
 		case Assistant:
 			var a openai.ChatCompletionAssistantMessageParam
 			if m.Content != "" || len(m.ToolCalls) == 0 {
@@ -223,15 +253,19 @@ func (p *OpenAI) params(req Request) (openai.ChatCompletionNewParams, error) {
 			}
 			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
 		case Tool:
-			content := m.Content
+			content, images := withPlaceholders(m.Content, m.Media)
 			if m.IsError {
 				content = "Error: " + content
 			}
 			params.Messages = append(params.Messages, openai.ToolMessage(content, m.ToolCallID))
+			for _, im := range images {
+				toolImages = append(toolImages, openai.TextContentPart(fmt.Sprintf("The image of tool call %s (%s):", m.ToolCallID, m.ToolName)), openAIImage(im))
+			}
 		default:
 			return params, fmt.Errorf("message %d: unknown role %q", i, m.Role)
 		}
 	}
+	flushImages()
 	for _, t := range req.Tools {
 		schema, err := schemaObject(t)
 		if err != nil {
@@ -244,4 +278,11 @@ func (p *OpenAI) params(req Request) (openai.ChatCompletionNewParams, error) {
 		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(fn))
 	}
 	return params, nil
+}
+
+// openAIImage is an image as a content part: a data URL of its bytes.
+func openAIImage(m Media) openai.ChatCompletionContentPartUnionParam {
+	return openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{
+		URL: "data:" + m.MimeType + ";base64," + base64.StdEncoding.EncodeToString(m.Data),
+	})
 }

@@ -39,6 +39,10 @@ type sleepArgs struct {
 	Started string  `json:"started,omitempty" jsonschema:"a file made when the sleep starts"`
 }
 
+type growArgs struct {
+	Name string `json:"name" jsonschema:"the name of the tool to add"`
+}
+
 type bigArgs struct {
 	Bytes int `json:"bytes" jsonschema:"how many bytes of text to answer"`
 }
@@ -90,6 +94,16 @@ func main() {
 			go func() { time.Sleep(100 * time.Millisecond); os.Exit(3) }()
 			time.Sleep(time.Hour)
 			return nil, nil, nil
+		})
+	// grow adds a tool of the name it is given, which echoes too: the
+	// SDK then sends notifications/tools/list_changed.
+	mcp.AddTool(s, &mcp.Tool{Name: "grow", Description: "adds a tool of the given name"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, a growArgs) (*mcp.CallToolResult, any, error) {
+			mcp.AddTool(s, &mcp.Tool{Name: a.Name, Description: "a tool grow added"},
+				func(ctx context.Context, _ *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+					return text("grown: " + a.Message), nil, nil
+				})
+			return text("added " + a.Name), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "answers bytes of text"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, a bigArgs) (*mcp.CallToolResult, any, error) {

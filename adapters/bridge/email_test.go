@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
@@ -434,6 +435,10 @@ func FuzzEmailParse(f *testing.F) {
 			if md.MimeType == "" || md.Size > 1<<10 {
 				t.Fatalf("media %+v", md)
 			}
+		}
+		fitInbound(&m.AdapterMessage)
+		if _, err := abi.CheckMedia(m.Media); err != nil || !utf8.ValidString(m.Text) {
+			t.Fatalf("fitted media refused: %v (%+v)", err, m.Media)
 		}
 	})
 }

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"gsvfs.dev/gsvfs/abi"
 )
@@ -240,4 +242,69 @@ func checkOptions(kind string, opts map[string]string, known ...string) error {
 // stateErr is the status an account has after err ended its connection.
 func stateErr(account string, err error) abi.AdapterAccountStatus {
 	return abi.AdapterAccountStatus{AccountID: account, Error: err.Error()}
+}
+
+// fitInbound makes in acceptable to adapter.inbound whatever the
+// platform sent, so that a message the kernel would refuse is not
+// handed out again and again: text as valid UTF-8; each medium with a
+// file name (not a path, no control characters, at most 255 bytes), a
+// parseable MIME type matching its type, non-empty data; at most
+// abi.MaxMediaItems items of abi.MaxMediaBytes each and
+// abi.MaxMediaTotal together. What does not fit is named in the text.
+func fitInbound(in *abi.AdapterMessage) {
+	in.Text = strings.ToValidUTF8(in.Text, "\uFFFD")
+	var kept []abi.MediaInput
+	var total int64
+	for _, m := range in.Media {
+		m.Filename = fitName(m.Filename)
+		if mt, _, err := mime.ParseMediaType(m.MimeType); err != nil || !strings.Contains(mt, "/") || len(m.MimeType) > 255 {
+			m.MimeType = "application/octet-stream"
+		}
+		if t := mediaType(m.MimeType); m.Type != t && (m.Type != "document" || t != "document") {
+			m.Type = t
+			if !strings.HasPrefix(m.MimeType, t+"/") {
+				m.Type = "document"
+			}
+		}
+		m.Transcription = strings.ToValidUTF8(m.Transcription, "")
+		n := int64(base64.StdEncoding.DecodedLen(len(m.Data)))
+		switch {
+		case m.Data == "" || m.Size == 0:
+			in.Text += fmt.Sprintf("\n[attachment %q not carried: empty]", m.Filename)
+			continue
+		case len(kept) >= abi.MaxMediaItems || n > abi.MaxMediaBytes || total+n > abi.MaxMediaTotal:
+			in.Text += fmt.Sprintf("\n[attachment %q (%d bytes) not carried: over the message's media limits]", m.Filename, m.Size)
+			continue
+		}
+		if _, err := abi.CheckMedia([]abi.MediaInput{m}); err != nil {
+			in.Text += fmt.Sprintf("\n[attachment %q not carried: %v]", m.Filename, err)
+			continue
+		}
+		total += n
+		kept = append(kept, m)
+	}
+	in.Media = kept
+}
+
+// fitName is a file name acceptable to abi.CheckMedia: the last path
+// element, control characters dropped, at most 255 bytes of UTF-8.
+func fitName(s string) string {
+	s = strings.ToValidUTF8(s, "")
+	if i := strings.LastIndexAny(s, "/\\"); i >= 0 {
+		s = s[i+1:]
+	}
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
+	for len(s) > 255 {
+		_, n := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-n]
+	}
+	if s == "" || s == "." || s == ".." {
+		s = "attachment"
+	}
+	return s
 }

@@ -2,10 +2,13 @@ package bridge
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"gsvfs.dev/gsvfs/abi"
 )
@@ -151,5 +154,33 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("never: %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestFitInbound: media the kernel would refuse are mended or named in
+// the text, never handed over to be refused (and redelivered) forever.
+func TestFitInbound(t *testing.T) {
+	data := base64.StdEncoding.EncodeToString([]byte("bytes"))
+	in := abi.AdapterMessage{Text: "hi \xff", Media: []abi.MediaInput{
+		{Type: "audio", MimeType: "application/ogg", Data: data, Size: 5, Filename: "dir/v\x01.ogg"},
+		{Type: "image", MimeType: "not a type", Data: data, Size: 5},
+		{Type: "document", MimeType: "text/plain", Data: "", Filename: "empty.txt"},
+	}}
+	fitInbound(&in)
+	if _, err := abi.CheckMedia(in.Media); err != nil {
+		t.Fatalf("fitted media refused: %v", err)
+	}
+	if len(in.Media) != 2 || in.Media[0].Filename != "v.ogg" || in.Media[0].Type != "document" ||
+		in.Media[1].MimeType != "application/octet-stream" || !strings.Contains(in.Text, `"empty.txt" not carried`) ||
+		!utf8.ValidString(in.Text) {
+		t.Errorf("fitted %+v", in)
+	}
+	many := abi.AdapterMessage{}
+	for range abi.MaxMediaItems + 2 {
+		many.Media = append(many.Media, abi.MediaInput{Type: "document", MimeType: "text/plain", Data: data, Size: 5, Filename: "f"})
+	}
+	fitInbound(&many)
+	if len(many.Media) != abi.MaxMediaItems || strings.Count(many.Text, "not carried") != 2 {
+		t.Errorf("%d media kept, text %q", len(many.Media), many.Text)
 	}
 }

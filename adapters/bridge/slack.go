@@ -143,6 +143,7 @@ func (s *slackKind) run(ctx context.Context, sink Sink) error {
 						if err := s.fetchFiles(ctx, &in, files); err != nil {
 							return stop(err)
 						}
+						fitInbound(&in)
 						if err := sink.Deliver(ctx, in); err != nil {
 							return stop(fmt.Errorf("slack: deliver %s: %w", in.MessageID, err))
 						}

@@ -112,6 +112,7 @@ func (t *telegram) run(ctx context.Context, sink Sink) error {
 				if err := t.fetchFiles(ctx, &in, files); err != nil {
 					return err
 				}
+				fitInbound(&in)
 				if err := sink.Deliver(ctx, in); err != nil {
 					return fmt.Errorf("telegram: deliver update %d: %w", u.ID, err)
 				}

@@ -20,9 +20,12 @@ install: build
 # (~/.local/share/gsv or $$GSV_STATE). Ctrl-C unmounts. gsvfs makes the
 # mount point, and first detaches a stale mount a killed daemon left there.
 # ARGS are more flags of gsvfs mount: make run ARGS='--listen tcp!127.0.0.1!5640'.
+# WEB is the web console's address (port 0: a free one); make run prints its
+# URL and a one-time sign-in link.
 ARGS     ?=
+WEB      ?= 127.0.0.1:0
 run: deps build
-	./bin/gsvfs mount $(MOUNT) $(ARGS)
+	./bin/gsvfs mount $(MOUNT) --http $(WEB) --login-link $(ARGS)
 
 # deps: what the mount and the tests need from the system. As root the
 # mount needs nothing (direct mount); otherwise fusermount3 (Debian fuse3).
@@ -30,7 +33,8 @@ run: deps build
 # and python3-venv are tools the tree-walker and links tests drive;
 # bubblewrap is the sandbox of exec sessions; nodejs and npm run the
 # reference MCP servers, which the mcp tests install from npm; git is the
-# real client of the repositories' tests.
+# real client of the repositories' tests; ngircd is the real IRC server
+# the adapter tests start.
 DEBS := $(if $(shell command -v fusermount3),,fuse3) \
 	$(if $(shell command -v git),,git) \
 	$(if $(shell command -v node),,nodejs) \
@@ -38,6 +42,8 @@ DEBS := $(if $(shell command -v fusermount3),,fuse3) \
 	$(if $(shell command -v setpriv),,util-linux) \
 	$(if $(shell command -v rsync),,rsync) \
 	$(if $(shell command -v bwrap),,bubblewrap) \
+	$(if $(wildcard /usr/sbin/ngircd),,ngircd) \
+	$(if $(shell command -v chromium),,chromium) \
 	$(if $(shell /usr/bin/python3 -m venv --help >/dev/null 2>&1 && echo y),,python3-venv)
 
 deps:
@@ -115,6 +121,14 @@ fuzz:
 	$(call fuzz1,FuzzRepoOps,./repos)
 	$(call fuzz1,FuzzRepoRefName,./repos)
 	$(call fuzz1,FuzzCheckMedia,./abi)
+	$(call fuzz1,FuzzChatCommand,./adapters)
+	$(call fuzz1,FuzzWebhookBody,./adapters/bridge)
+	$(call fuzz1,FuzzSplit,./adapters/bridge)
+	$(call fuzz1,FuzzTelegramUpdate,./adapters/bridge)
+	$(call fuzz1,FuzzSlackEvent,./adapters/bridge)
+	$(call fuzz1,FuzzDiscordMessage,./adapters/bridge)
+	$(call fuzz1,FuzzEmailParse,./adapters/bridge)
+	$(call fuzz1,FuzzDecodeFrame,./web)
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server, ssh and sshfs, and for

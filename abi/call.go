@@ -17,6 +17,10 @@ const (
 	// whose FUSE access the others' permission bits decide. Only reads
 	// carry it.
 	Strangers
+	// Adapters grants the syscall to a service token bound to a chat
+	// adapter (gsv token create --kind service --adapter KIND): such a
+	// token may make only the syscalls that carry this bit.
+	Adapters
 )
 
 // CallFlags say how a syscall is called.

@@ -121,7 +121,8 @@ const MaxAnswer = 32 << 20
 
 // EncodeRequest returns the request frame {"type":"req","id":id,
 // "call":call,"args":args}, newline-terminated. args is encoded once (a
-// json.RawMessage is taken as it is, after a check that it is JSON) and
+// json.RawMessage is taken as it is, after a check that it is JSON, its
+// newlines between tokens taken out so the frame is one line) and
 // must be a JSON object or nothing (nil, null: the frame has no args).
 func EncodeRequest(id, call string, args any) ([]byte, error) {
 	var raw []byte
@@ -132,6 +133,15 @@ func EncodeRequest(id, call string, args any) ([]byte, error) {
 			return nil, E(Op(call), Invalid, "args are not JSON")
 		}
 		raw = bytes.TrimSpace(a)
+		if bytes.ContainsAny(raw, "\r\n") {
+			// A frame is one line: whitespace between tokens goes
+			// (a newline in a string is always escaped in JSON).
+			var c bytes.Buffer
+			if err := json.Compact(&c, raw); err != nil {
+				return nil, E(Op(call), Invalid, "args are not JSON")
+			}
+			raw = c.Bytes()
+		}
 	default:
 		b, err := json.Marshal(args)
 		if err != nil {

@@ -140,11 +140,15 @@ type Token struct {
 	Label           *string `json:"label"`
 	AllowedRole     *string `json:"allowedRole"`
 	AllowedDeviceID *string `json:"allowedDeviceId"`
-	CreatedAt       int64   `json:"createdAt"`
-	LastUsedAt      *int64  `json:"lastUsedAt"`
-	ExpiresAt       *int64  `json:"expiresAt"`
-	RevokedAt       *int64  `json:"revokedAt"`
-	RevokedReason   *string `json:"revokedReason"`
+	// AllowedAdapter (ours) binds a service token to one chat adapter
+	// kind: its holder makes only the adapter bridge's syscalls, for
+	// that kind (docs/adapters.md).
+	AllowedAdapter *string `json:"allowedAdapter,omitempty"`
+	CreatedAt      int64   `json:"createdAt"`
+	LastUsedAt     *int64  `json:"lastUsedAt"`
+	ExpiresAt      *int64  `json:"expiresAt"`
+	RevokedAt      *int64  `json:"revokedAt"`
+	RevokedReason  *string `json:"revokedReason"`
 	// Process narrows the owner's process capability for whoever
 	// attaches with the token; nil narrows nothing.
 	Process *ProcessCap `json:"process,omitempty"`
@@ -153,7 +157,8 @@ type Token struct {
 // TokenCreateArgs are sys.token.create's args. Kind is "user",
 // "service" or "node"; Uid (root only) is whose token it is, the caller's
 // by default; AllowedRole, if given, must be the kind's role;
-// AllowedDeviceID binds a node token to a device; ExpiresAt (Unix ms) is
+// AllowedDeviceID binds a node token to a device; AllowedAdapter
+// (ours) binds a service token to a chat adapter kind; ExpiresAt (Unix ms) is
 // in the future. Process, if given, narrows the owner's process
 // capability for the token's holder (see docs/sessions.md).
 type TokenCreateArgs struct {
@@ -162,6 +167,7 @@ type TokenCreateArgs struct {
 	Label           *string     `json:"label,omitempty"`
 	AllowedRole     *string     `json:"allowedRole,omitempty"`
 	AllowedDeviceID *string     `json:"allowedDeviceId,omitempty"`
+	AllowedAdapter  *string     `json:"allowedAdapter,omitempty"`
 	ExpiresAt       *int64      `json:"expiresAt,omitempty"`
 	Process         *ProcessCap `json:"process,omitempty"`
 }

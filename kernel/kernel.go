@@ -155,6 +155,10 @@ func (k *Kernel) Users(ctx context.Context) ([]User, error) { return k.users(ctx
 
 func (k *Kernel) isSetUp() bool { return k.setUp.Load() }
 
+// IsSetUp reports whether the system is set up (sys.setup has run): a
+// transport's handshake refuses connections with 425 until it is.
+func (k *Kernel) IsSetUp() bool { return k.isSetUp() }
+
 func now() int64 { return time.Now().UnixMilli() }
 
 // Identity is who a caller is: its record (abi.Identity: the seed's
@@ -174,9 +178,13 @@ type Identity struct {
 	// process's own agent loop makes its tool calls with; "" for a user,
 	// a service, a device. A syscall that needs a source process (IPC,
 	// notifications, watches) takes it from here.
-	Pid    string `json:"-"`
-	kernel bool
-	lease  *lease // the token this identity attached with; nil if none
+	Pid string `json:"-"`
+	// Adapter is the chat adapter kind the caller's service token is
+	// bound to ("" for none): such an identity may make only the
+	// syscalls granted to abi.Adapters, for that kind.
+	Adapter string `json:"-"`
+	kernel  bool
+	lease   *lease // the token this identity attached with; nil if none
 	// grants and class derive the capabilities when Capabilities is nil:
 	// the syscalls registered with grants whose grant has class's bit.
 	grants *Kernel

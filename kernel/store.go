@@ -427,6 +427,9 @@ var kernelMigrations = []string{
 	`SELECT 1`,
 	`SELECT 1`,
 	`SELECT 1`,
+	// A service token may be bound to a chat adapter kind
+	// (abi.Token.AllowedAdapter; NULL: none).
+	`ALTER TABLE tokens ADD COLUMN allowed_adapter TEXT`,
 }
 
 // maxCachedStmts bounds each statement cache; queries beyond it run

@@ -88,6 +88,14 @@ func (k *Kernel) tokenCreate(ctx context.Context, c *Caller, a *abi.TokenCreateA
 	if a.AllowedDeviceID != nil && a.Kind != "node" {
 		return nil, abi.E(abi.Invalid, "only node tokens may bind to a device")
 	}
+	if a.AllowedAdapter != nil {
+		if a.Kind != "service" {
+			return nil, abi.E(abi.Invalid, "only service tokens may bind to an adapter")
+		}
+		if err := abi.CheckAdapterKind(*a.AllowedAdapter); err != nil {
+			return nil, err
+		}
+	}
 	if a.Kind == "node" {
 		if a.AllowedDeviceID == nil {
 			return nil, abi.E(abi.Invalid, "a node token binds to a device: give allowedDeviceId")
@@ -117,9 +125,9 @@ func (k *Kernel) tokenCreate(ctx context.Context, c *Caller, a *abi.TokenCreateA
 	raw := "gsv_" + a.Kind + "_" + randomText(20)
 	t := &Token{TokenID: "tok_" + randomText(8), Token: raw, TokenPrefix: raw[:len("gsv_"+a.Kind+"_")+4],
 		Uid: uid, Kind: a.Kind, Label: a.Label, AllowedRole: &role, AllowedDeviceID: a.AllowedDeviceID,
-		CreatedAt: now(), ExpiresAt: a.ExpiresAt, Process: a.Process}
-	_, err = k.Store.Exec(ctx, `INSERT INTO tokens(token_id,hash,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,expires_at,process_cap)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?)`, t.TokenID, hashToken(raw), t.TokenPrefix, t.Uid, t.Kind, t.Label, t.AllowedRole, t.AllowedDeviceID, t.CreatedAt, t.ExpiresAt, procCap)
+		AllowedAdapter: a.AllowedAdapter, CreatedAt: now(), ExpiresAt: a.ExpiresAt, Process: a.Process}
+	_, err = k.Store.Exec(ctx, `INSERT INTO tokens(token_id,hash,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,expires_at,process_cap,allowed_adapter)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?)`, t.TokenID, hashToken(raw), t.TokenPrefix, t.Uid, t.Kind, t.Label, t.AllowedRole, t.AllowedDeviceID, t.CreatedAt, t.ExpiresAt, procCap, t.AllowedAdapter)
 	if err != nil {
 		return nil, abi.E(err)
 	}
@@ -144,7 +152,7 @@ func (k *Kernel) tokenList(ctx context.Context, c *Caller, a *abi.TokenListArgs)
 		var t Token
 		var procCap sql.NullString
 		if err := rows.Scan(&t.TokenID, &t.TokenPrefix, &t.Uid, &t.Kind, &t.Label, &t.AllowedRole, &t.AllowedDeviceID,
-			&t.CreatedAt, &t.LastUsedAt, &t.ExpiresAt, &t.RevokedAt, &t.RevokedReason, &procCap); err != nil {
+			&t.CreatedAt, &t.LastUsedAt, &t.ExpiresAt, &t.RevokedAt, &t.RevokedReason, &procCap, &t.AllowedAdapter); err != nil {
 			return err
 		}
 		pc, err := decodeProcessCap(procCap)
@@ -154,7 +162,7 @@ func (k *Kernel) tokenList(ctx context.Context, c *Caller, a *abi.TokenListArgs)
 		t.Process = pc
 		out = append(out, t)
 		return nil
-	}, `SELECT token_id,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,last_used_at,expires_at,revoked_at,revoked_reason,process_cap
+	}, `SELECT token_id,prefix,uid,kind,label,allowed_role,allowed_device_id,created_at,last_used_at,expires_at,revoked_at,revoked_reason,process_cap,allowed_adapter
 		FROM tokens `+where+` ORDER BY created_at, token_id`, args...)
 	if err != nil {
 		return nil, abi.E(err)
@@ -192,7 +200,8 @@ func (k *Kernel) tokenRevoke(ctx context.Context, c *Caller, a *abi.TokenRevokeA
 //
 //   - a user token: its owner, as a user;
 //   - a service token: its owner in role "service" (root's is not root, and
-//     no service manages tokens);
+//     no service manages tokens); one bound to an adapter may make only
+//     the syscalls granted to abi.Adapters;
 //   - a node token: refused. A node token attaches only as a device (role
 //     "driver", bound to its allowedDeviceId): see AuthenticateNode.
 func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Identity, error) {
@@ -200,9 +209,9 @@ func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Ident
 	var tokenID, hash, kind string
 	var uid uint32
 	var expires, revoked sql.NullInt64
-	var procCap sql.NullString
-	err := k.Store.QueryRowContext(ctx, `SELECT token_id,uid,hash,kind,expires_at,revoked_at,process_cap FROM tokens WHERE hash=?`, hashToken(raw)).
-		Scan(&tokenID, &uid, &hash, &kind, &expires, &revoked, &procCap)
+	var procCap, adapter sql.NullString
+	err := k.Store.QueryRowContext(ctx, `SELECT token_id,uid,hash,kind,expires_at,revoked_at,process_cap,allowed_adapter FROM tokens WHERE hash=?`, hashToken(raw)).
+		Scan(&tokenID, &uid, &hash, &kind, &expires, &revoked, &procCap, &adapter)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, deny
 	}
@@ -226,6 +235,12 @@ func (k *Kernel) identityForToken(ctx context.Context, raw, user string) (*Ident
 	case "user":
 	case "service":
 		id.Role = "service"
+		if adapter.Valid {
+			// Bound to an adapter: the bridge's syscalls only, whoever
+			// owns the token (root's included).
+			id.Adapter = adapter.String
+			id.Capabilities, id.grants, id.class = nil, k, abi.Adapters
+		}
 	case "node":
 		return nil, abi.E(abi.Op("attach"), abi.Path(user), abi.Permission, "a node token attaches only as a device: gsvfs device --kernel ADDR --id ID --token T")
 	default:

@@ -6,7 +6,9 @@ package bridge
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -249,10 +251,26 @@ func stateErr(account string, err error) abi.AdapterAccountStatus {
 // handed out again and again: text as valid UTF-8; each medium with a
 // file name (not a path, no control characters, at most 255 bytes), a
 // parseable MIME type matching its type, non-empty data; at most
-// abi.MaxMediaItems items of abi.MaxMediaBytes each and
-// abi.MaxMediaTotal together. What does not fit is named in the text.
+// 8 items (the adapters room's bound) of abi.MaxMediaBytes each and
+// abi.MaxMediaTotal together; text and reply text within 32 KiB, ids
+// within 256 bytes (a longer message id is replaced by its SHA-256, a
+// longer reply id dropped). What does not fit is named in the text.
 func fitInbound(in *abi.AdapterMessage) {
 	in.Text = strings.ToValidUTF8(in.Text, "\uFFFD")
+	in.ReplyToText = clipUTF8(strings.ToValidUTF8(in.ReplyToText, "\uFFFD"), inboundMaxText)
+	if len(in.MessageID) > inboundMaxID {
+		sum := sha256.Sum256([]byte(in.MessageID))
+		in.MessageID = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	if len(in.ReplyToID) > inboundMaxID {
+		in.ReplyToID = ""
+	}
+	defer func() { // the notes added below count too
+		if len(in.Text) > inboundMaxText {
+			const cut = "\n[text cut: over the message limit]"
+			in.Text = clipUTF8(in.Text, inboundMaxText-len(cut)) + cut
+		}
+	}()
 	var kept []abi.MediaInput
 	var total int64
 	for _, m := range in.Media {
@@ -272,7 +290,7 @@ func fitInbound(in *abi.AdapterMessage) {
 		case m.Data == "" || m.Size == 0:
 			in.Text += fmt.Sprintf("\n[attachment %q not carried: empty]", m.Filename)
 			continue
-		case len(kept) >= abi.MaxMediaItems || n > abi.MaxMediaBytes || total+n > abi.MaxMediaTotal:
+		case len(kept) >= inboundMaxMedia || n > abi.MaxMediaBytes || total+n > abi.MaxMediaTotal:
 			in.Text += fmt.Sprintf("\n[attachment %q (%d bytes) not carried: over the message's media limits]", m.Filename, m.Size)
 			continue
 		}
@@ -284,6 +302,25 @@ func fitInbound(in *abi.AdapterMessage) {
 		kept = append(kept, m)
 	}
 	in.Media = kept
+}
+
+// The kernel's bounds of an inbound message (adapters.MaxInboundText and
+// the adapters room's checkMessage): a message past them is refused.
+const (
+	inboundMaxText  = 32 << 10
+	inboundMaxMedia = 8
+	inboundMaxID    = 256
+)
+
+// clipUTF8 cuts s to at most n bytes at a character boundary.
+func clipUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // fitName is a file name acceptable to abi.CheckMedia: the last path

@@ -176,11 +176,14 @@ func TestFitInbound(t *testing.T) {
 		t.Errorf("fitted %+v", in)
 	}
 	many := abi.AdapterMessage{}
-	for range abi.MaxMediaItems + 2 {
+	many.Text = strings.Repeat("é", inboundMaxText)
+	many.MessageID = strings.Repeat("m", 300)
+	for range inboundMaxMedia + 2 {
 		many.Media = append(many.Media, abi.MediaInput{Type: "document", MimeType: "text/plain", Data: data, Size: 5, Filename: "f"})
 	}
 	fitInbound(&many)
-	if len(many.Media) != abi.MaxMediaItems || strings.Count(many.Text, "not carried") != 2 {
-		t.Errorf("%d media kept, text %q", len(many.Media), many.Text)
+	if len(many.Media) != inboundMaxMedia || len(many.Text) > inboundMaxText || !utf8.ValidString(many.Text) ||
+		!strings.HasSuffix(many.Text, "[text cut: over the message limit]") || len(many.MessageID) > inboundMaxID {
+		t.Errorf("%d media kept, text of %d bytes, id %q", len(many.Media), len(many.Text), many.MessageID)
 	}
 }

@@ -63,7 +63,7 @@ func (c *cli) configCmd() *cobra.Command {
 // tokenCmd is gsv token: sys.token.create, list and revoke.
 func (c *cli) tokenCmd() *cobra.Command {
 	token := &cobra.Command{Use: "token", Short: "Create, list and revoke tokens"}
-	var kind, label, reason, procCap, device string
+	var kind, label, reason, procCap, device, adapter string
 	var tokUID int
 	create := &cobra.Command{
 		Use:   "create",
@@ -76,6 +76,9 @@ func (c *cli) tokenCmd() *cobra.Command {
 			}
 			if device != "" {
 				a.AllowedDeviceID = &device
+			}
+			if adapter != "" {
+				a.AllowedAdapter = &adapter
 			}
 			if tokUID >= 0 {
 				u := uint32(tokUID)
@@ -102,6 +105,7 @@ func (c *cli) tokenCmd() *cobra.Command {
 	create.Flags().StringVar(&kind, "kind", "user", "user, service or node")
 	create.Flags().StringVar(&label, "label", "", "a label for the token")
 	create.Flags().StringVar(&device, "device", "", "with --kind node: the id of the device the token binds to (required)")
+	create.Flags().StringVar(&adapter, "adapter", "", "with --kind service: the chat adapter kind the token binds to (its holder makes only that bridge's calls)")
 	create.Flags().IntVar(&tokUID, "uid", -1, "the uid to create it for (root only)")
 	create.Flags().StringVar(&procCap, "process", "", `narrow the process capability of the token's holder: JSON, e.g. '{"networks":["none"],"mounts":[{"prefix":"~","mode":"ro"}]}'`)
 	list := &cobra.Command{

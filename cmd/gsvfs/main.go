@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/adapters"
 	"gsvfs.dev/gsvfs/codemode"
 	"gsvfs.dev/gsvfs/devices"
 	"gsvfs.dev/gsvfs/devices/local"
@@ -63,7 +64,8 @@ type options struct {
 
 	tlsCert, tlsKey string // the certificate and key of tls!host!port listeners (and of --http)
 
-	http string // --http host:port: the HTTP listener (/mcp)
+	http      string // --http host:port: the HTTP listener (/mcp, the web console)
+	loginLink bool   // --login-link: print a one-time sign-in link of the web console
 }
 
 func rootCmd() *cobra.Command {
@@ -125,7 +127,7 @@ func rootCmd() *cobra.Command {
 			os.Exit(codemode.WorkerMain())
 		},
 	}
-	root.AddCommand(mount, serve, deviceCmd(), mcpCmd(&o), worker)
+	root.AddCommand(mount, serve, deviceCmd(), mcpCmd(&o), worker, adapterCmd())
 	return root
 }
 
@@ -237,6 +239,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 		{"mcp", func() (ns.Room, error) {
 			return mcp.Open(space, mcp.Options{Logger: log, Version: Version, CallbackOrigin: callbackOrigin(o)})
 		}},
+		{"adapters", func() (ns.Room, error) { return adapters.Open(space, adapters.Options{Logger: log}) }},
 		{"repositories", func() (ns.Room, error) { return repos.Open(space, repos.Options{Logger: log}) }},
 	}
 	for _, r := range rooms {
@@ -293,15 +296,19 @@ func run(ctx context.Context, o options, mountDir string) error {
 		if err != nil {
 			return err
 		}
-		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath, "git", repos.HTTPPath)
-		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)},
+		webR, webURL := webRoutes(ctx, k, hl, o, log)
+		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath, "git", repos.HTTPPath, "web", webURL)
+		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, append(webR, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)},
 			ninep.Route{Path: abi.OAuthClientMetadataPath, Handler: mcp.ClientMetadataHandler()},
-			ninep.Route{Path: repos.HTTPPath, Handler: repos.HTTPHandler(k)})
+			ninep.Route{Path: repos.HTTPPath, Handler: repos.HTTPHandler(k)})...)
 		if err != nil {
 			hl.Close()
 			return err
 		}
 		serving.Go(wait)
+		if o.loginLink {
+			printLoginLink(ctx, k, webURL, log)
+		}
 	}
 
 	var fsrv *fusefs.Server

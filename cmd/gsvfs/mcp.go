@@ -142,7 +142,8 @@ func sdkLogger(level string) *slog.Logger {
 
 // httpFlag adds --http to a command that runs the kernel.
 func httpFlag(cmd *cobra.Command, o *options) {
-	cmd.Flags().StringVar(&o.http, "http", "", "also serve HTTP on host:port: MCP at /mcp, a GSV token as bearer (HTTPS with --tls-cert and --tls-key; plain HTTP only on loopback)")
+	cmd.Flags().StringVar(&o.http, "http", "", "also serve HTTP on host:port: the web console at /, MCP at /mcp, a GSV token as bearer (HTTPS with --tls-cert and --tls-key; plain HTTP only on loopback)")
+	cmd.Flags().BoolVar(&o.loginLink, "login-link", false, "with --http: print the web console's URL and a one-time sign-in link as the user who starts the daemon")
 }
 
 // mcpAuthenticate is the /mcp handler's authenticator: a token is a

@@ -58,7 +58,7 @@ type rule struct {
 
 // rooms are the rooms: each one part of the system, registered with the
 // namespace (ns.Room), meeting the others only in the dispatcher.
-var rooms = []string{"proc", "ipc", "sched", "devices", "notify", "mcp", "repos"}
+var rooms = []string{"proc", "ipc", "sched", "devices", "notify", "mcp", "repos", "adapters"}
 
 // wiring reports whether the tests of self may stand the room dep up, as
 // gsvfs does, to reach it through the dispatcher: the devices room (the
@@ -69,16 +69,26 @@ var rooms = []string{"proc", "ipc", "sched", "devices", "notify", "mcp", "repos"
 func wiring(self, dep string) bool {
 	switch {
 	case under(dep, "devices"):
-		return under(self, "proc", "ipc", "sched", "mcp")
+		return under(self, "proc", "ipc", "sched", "mcp", "adapters")
 	case under(dep, "ipc"):
 		return under(self, "proc")
 	case under(dep, "proc"):
-		return under(self, "ipc")
+		return under(self, "ipc", "adapters")
 	}
 	return false
 }
 
 var rules = []rule{
+	{
+		// The web console is a transport: it meets the system only in
+		// abi and the kernel's connection API (Authenticate, Call,
+		// Subscribe), as the 9P transport meets it in vfs.
+		name:  "web imports of GSV only abi and the kernel",
+		binds: func(p string) bool { return under(p, "web") },
+		forbid: func(_, dep string, test bool) bool {
+			return !under(dep, "web", "abi", "kernel") || (!test && under(dep, "kernel/kerneltest"))
+		},
+	},
 	{
 		name:  "the kernel imports no vfs, transport, namespace or room",
 		binds: func(p string) bool { return p == "kernel" || p == "kernel/kerneltest" },
@@ -92,7 +102,7 @@ var rules = []rule{
 		forbid: func(_, dep string, _ bool) bool { return !under(dep, "vfs", "ninep") },
 	},
 	{
-		name:  "the rooms (proc, ipc, sched, devices, notify, mcp, repos) never import each other",
+		name:  "the rooms (proc, ipc, sched, devices, notify, mcp, repos, adapters) never import each other",
 		binds: func(p string) bool { return under(p, rooms...) },
 		forbid: func(self, dep string, test bool) bool {
 			if test && wiring(self, dep) {
@@ -189,6 +199,14 @@ var rules = []rule{
 		// tools and the MCP server import it).
 		name:   "abi/schema imports of GSV only abi",
 		binds:  func(p string) bool { return p == "abi/schema" },
+		forbid: func(_, dep string, _ bool) bool { return dep != "abi" },
+	},
+	{
+		// A bridge is a separate process speaking to the kernel through
+		// a Caller (a 9P connection's /sys/rpc, which gsvfs gives it):
+		// it knows no kernel, namespace or room.
+		name:   "adapters/bridge imports of GSV only abi",
+		binds:  func(p string) bool { return under(p, "adapters/bridge") },
 		forbid: func(_, dep string, _ bool) bool { return dep != "abi" },
 	},
 	{

@@ -99,13 +99,14 @@ var tableOwners = map[string]func(table string) bool{
 		}
 		return false
 	},
-	"proc":    func(t string) bool { return strings.HasPrefix(t, "proc_") && !ipcTable(t) },
-	"ipc":     ipcTable,
-	"sched":   func(t string) bool { return strings.HasPrefix(t, "sched_") },
-	"notify":  func(t string) bool { return strings.HasPrefix(t, "notify_") },
-	"devices": func(t string) bool { return t == "devices" || strings.HasPrefix(t, "device_") },
-	"mcp":     func(t string) bool { return strings.HasPrefix(t, "mcp_") },
-	"repos":   func(t string) bool { return strings.HasPrefix(t, "repos_") },
+	"proc":     func(t string) bool { return strings.HasPrefix(t, "proc_") && !ipcTable(t) },
+	"ipc":      ipcTable,
+	"sched":    func(t string) bool { return strings.HasPrefix(t, "sched_") },
+	"notify":   func(t string) bool { return strings.HasPrefix(t, "notify_") },
+	"devices":  func(t string) bool { return t == "devices" || strings.HasPrefix(t, "device_") },
+	"mcp":      func(t string) bool { return strings.HasPrefix(t, "mcp_") },
+	"repos":    func(t string) bool { return strings.HasPrefix(t, "repos_") },
+	"adapters": func(t string) bool { return strings.HasPrefix(t, "adapter_") },
 }
 
 // ipcTable says whether t is a table of the ipc room: the calls between

@@ -151,7 +151,8 @@ func TestREADMEListsEveryDoc(t *testing.T) {
 	}
 }
 
-// make run passes ARGS to gsvfs mount, as the README says.
+// make run passes ARGS to gsvfs mount, as the README says, after the web
+// console's flags (docs/web.md).
 func TestMakeRunPassesArgs(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("no make")
@@ -165,7 +166,7 @@ func TestMakeRunPassesArgs(t *testing.T) {
 	}
 	for _, line := range strings.Split(string(out), "\n") {
 		if strings.Contains(line, "gsvfs mount") {
-			if want := "./bin/gsvfs mount /nonexistent/gsv " + args; strings.TrimSpace(line) != want {
+			if want := "./bin/gsvfs mount /nonexistent/gsv --http 127.0.0.1:0 --login-link " + args; strings.TrimSpace(line) != want {
 				t.Fatalf("make run runs %q, want %q", line, want)
 			}
 			return

@@ -34,7 +34,7 @@ run: deps build
 # bubblewrap is the sandbox of exec sessions; nodejs and npm run the
 # reference MCP servers, which the mcp tests install from npm; git is the
 # real client of the repositories' tests; ngircd is the real IRC server
-# the adapter tests start.
+# the adapter tests start; prometheus's promtool checks the daemon's /metrics.
 DEBS := $(if $(shell command -v fusermount3),,fuse3) \
 	$(if $(shell command -v git),,git) \
 	$(if $(shell command -v node),,nodejs) \
@@ -42,6 +42,7 @@ DEBS := $(if $(shell command -v fusermount3),,fuse3) \
 	$(if $(shell command -v setpriv),,util-linux) \
 	$(if $(shell command -v rsync),,rsync) \
 	$(if $(shell command -v bwrap),,bubblewrap) \
+	$(if $(shell command -v promtool),,prometheus) \
 	$(if $(wildcard /usr/sbin/ngircd),,ngircd) \
 	$(if $(shell command -v chromium),,chromium) \
 	$(if $(shell /usr/bin/python3 -m venv --help >/dev/null 2>&1 && echo y),,python3-venv)
@@ -129,6 +130,8 @@ fuzz:
 	$(call fuzz1,FuzzDiscordMessage,./adapters/bridge)
 	$(call fuzz1,FuzzEmailParse,./adapters/bridge)
 	$(call fuzz1,FuzzDecodeFrame,./web)
+	$(call fuzz1,FuzzParseSince,./kernel)
+	$(call fuzz1,FuzzParsePrices,./abi)
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server, ssh and sshfs, and for

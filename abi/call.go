@@ -35,6 +35,15 @@ const (
 	Internal
 	// BeforeSetup syscalls may run while the system is not set up.
 	BeforeSetup
+	// Read syscalls change no state and reach nothing outside the
+	// daemon: the audit log leaves them out unless reads are audited
+	// (config/audit/reads). A syscall without it is audited; see
+	// Audited for the reads declared before the flag.
+	Read
+	// Data syscalls move bytes on a handle another, audited, syscall
+	// opened (fs.pread, fs.pwrite): the audit log records the open,
+	// not each transfer.
+	Data
 )
 
 // Desc is what every syscall descriptor tells about itself, whatever its

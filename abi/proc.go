@@ -202,6 +202,11 @@ type SendArgs struct {
 	// at its next checkpoint; "interrupt" aborts it and runs this message
 	// next.
 	Mode string `json:"mode,omitempty"`
+	// IdempotencyKey (ours), if set, makes the send happen at most once:
+	// a send by the same user with the key of an earlier one (kept a
+	// week) changes nothing and answers that send's run (Status
+	// "duplicate"). At most 256 bytes; only with Mode "queue".
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
 // Event kinds: what entered a conversation (Message.Kind).

@@ -117,13 +117,18 @@ func (r *Room) inbound(ctx context.Context, c *kernel.Caller, a *abi.AdapterInbo
 	if err != nil {
 		return nil, err
 	}
-	if !claimed {
+	if !claimed && prior.RunID != "" {
 		res := &abi.AdapterInboundResult{OK: true, Status: "replayed"}
-		if prior.RunID != "" {
+		if prior.RunID != noRun {
 			res.Delivered = prior
 		}
 		return res, nil
 	}
+	// Claimed now, or claimed before by a delivery that did not record
+	// its outcome (the daemon died, or the send failed): done again. Its
+	// proc.send carries the message's idempotency key, so it enters the
+	// process at most once.
+	redo := !claimed
 	id, err := r.k.IdentityOf(ctx, uid)
 	if err != nil {
 		return nil, err
@@ -132,16 +137,20 @@ func (r *Room) inbound(ctx context.Context, c *kernel.Caller, a *abi.AdapterInbo
 	reply := func(status, text string) *abi.AdapterInboundResult {
 		return &abi.AdapterInboundResult{OK: true, Status: status, Reply: &abi.AdapterReply{Text: text, ReplyToID: m.MessageID}}
 	}
+	done := func(res *abi.AdapterInboundResult) *abi.AdapterInboundResult {
+		r.noteReceipt(ctx, kind, a.AccountID, m.MessageID, "", noRun)
+		return res
+	}
 	if cmd, ok := parseCommand(m.Text); ok {
-		return reply("command", r.command(ctx, as, kind, a.AccountID, m.Surface, cmd)), nil
+		return done(reply("command", r.command(ctx, as, kind, a.AccountID, m.Surface, cmd))), nil
 	}
 	if ans := parseAnswer(m.Text); ans != "" {
 		if text, ok := r.answer(ctx, as, kind, a.AccountID, m.Surface, ans); ok {
-			return reply("approval", text), nil
+			return done(reply("approval", text)), nil
 		}
 	}
 	if m.Surface.Kind != "dm" && !m.WasMentioned {
-		return dropped("not_mentioned"), nil
+		return done(dropped("not_mentioned")), nil
 	}
 	pid, err := r.target(ctx, uid, kind, a.AccountID, m.Surface)
 	if err != nil {
@@ -149,7 +158,7 @@ func (r *Room) inbound(ctx context.Context, c *kernel.Caller, a *abi.AdapterInbo
 	}
 	trace := traceOf(kind, a.AccountID, m.MessageID)
 	send, err := kernel.Do(ctx, r.k, as, abi.ProcSend, &abi.SendArgs{Pid: pid, Message: m.Text, Kind: "adapter.message",
-		TraceID: trace, Media: m.Media})
+		TraceID: trace, Media: m.Media, IdempotencyKey: sendKey(kind, a.AccountID, m.MessageID)})
 	if err != nil {
 		return nil, err
 	}
@@ -158,12 +167,39 @@ func (r *Room) inbound(ctx context.Context, c *kernel.Caller, a *abi.AdapterInbo
 	if err := r.addRoute(ctx, rt); err != nil {
 		return nil, err
 	}
-	d := &abi.AdapterDelivered{Uid: uid, Pid: pid, RunID: send.RunID, Queued: send.Queued}
-	if _, err := r.st.Exec(ctx, `UPDATE adapter_receipts SET pid=?, run_id=? WHERE adapter=? AND account_id=? AND message_id=?`,
-		pid, send.RunID, kind, a.AccountID, m.MessageID); err != nil {
-		r.log.Warn("adapters: noting a receipt's run", "err", err)
+	if redo {
+		// The run may have ended while no route waited for it: ask proc
+		// where it stands, as after a restart.
+		r.mu.Lock()
+		r.jobs = append(r.jobs, job{rt: rt, ev: scanRun{}})
+		r.mu.Unlock()
+		r.poke()
 	}
+	d := &abi.AdapterDelivered{Uid: uid, Pid: pid, RunID: send.RunID, Queued: send.Queued}
+	r.noteReceipt(ctx, kind, a.AccountID, m.MessageID, pid, send.RunID)
 	return &abi.AdapterInboundResult{OK: true, Status: "delivered", Delivered: d}, nil
+}
+
+// noRun is a receipt's run when the message started none (a chat
+// command, an approval's answer, a group message not for the bot): its
+// outcome is recorded, and a replay of it does nothing.
+const noRun = "-"
+
+// noteReceipt records the outcome of a message whose receipt it claimed:
+// the run it started (or noRun). A receipt without one is done again on
+// a replay of its message.
+func (r *Room) noteReceipt(ctx context.Context, kind, account, msgID, pid, runID string) {
+	if _, err := r.st.Exec(ctx, `UPDATE adapter_receipts SET pid=?, run_id=? WHERE adapter=? AND account_id=? AND message_id=?`,
+		pid, runID, kind, account, msgID); err != nil {
+		r.log.Warn("adapters: noting a receipt's outcome", "err", err)
+	}
+}
+
+// sendKey is the idempotency key of the proc.send of a platform's
+// message: the same for every delivery of it.
+func sendKey(kind, account, msgID string) string {
+	sum := sha256.Sum256([]byte(kind + "\x00" + account + "\x00" + msgID))
+	return "adapter:" + hex.EncodeToString(sum[:16])
 }
 
 // dropped is the result of a message dropped for reason.

@@ -343,3 +343,60 @@ func TestMediaInChat(t *testing.T) {
 		t.Fatalf("the reply: %+v", out)
 	}
 }
+
+// TestReceiptWithoutOutcome: a message whose receipt was claimed by a
+// delivery that recorded no outcome (the daemon died between the claim
+// and the send, or after the send) is delivered on its replay, once:
+// the send's idempotency key keeps a send that did enter from entering
+// twice, and the reply goes out once; a command's replay does nothing.
+func TestReceiptWithoutOutcome(t *testing.T) {
+	h := newHarness(t)
+	h.link(h.Alice, "al")
+	ctx := context.Background()
+	// Died before the send: the receipt alone.
+	if ok, _, err := h.r.claimReceipt(ctx, "irc", "net", "7", h.Alice.Uid); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	d, err := h.in("dm", "7", "al", "first words", false)
+	if err != nil || d.Status != "delivered" {
+		t.Fatalf("replay of a receipt without its send: %+v %v", d, err)
+	}
+	out := h.next()
+	if len(out) != 1 || !strings.Contains(out[0].Text, "You said: first words") {
+		t.Fatalf("the reply: %+v", out)
+	}
+	// Died after the send, before its outcome was noted.
+	if _, err := h.r.st.Exec(ctx, `UPDATE adapter_receipts SET run_id='' WHERE message_id='7'`); err != nil {
+		t.Fatal(err)
+	}
+	again, err := h.in("dm", "7", "al", "first words", false)
+	if err != nil || again.Status != "delivered" || again.Delivered.RunID != d.Delivered.RunID {
+		t.Fatalf("replay after the send: %+v %v, want run %s again", again, err, d.Delivered.RunID)
+	}
+	if rep, err := h.in("dm", "7", "al", "first words", false); err != nil || rep.Status != "replayed" {
+		t.Fatalf("a replay once its outcome is noted: %+v %v", rep, err)
+	}
+	hist, err := kernel.Do(ctx, h.K, kerneltest.Caller(h.Alice), abi.ProcHistory, &abi.HistoryArgs{Pid: d.Delivered.Pid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range hist.Messages {
+		if m.Kind == "adapter.message" && strings.Contains(string(m.Content), "first words") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d messages of the replayed message, want 1", n)
+	}
+	st := h.mustDo(abi.AdapterStatus.Name, kerneltest.Caller(h.Alice), &abi.AdapterStatusArgs{Adapter: "irc"}).(*abi.AdapterStatusResult)
+	if st.Accounts[0].Ledger["sent"] != 1 || st.Accounts[0].Ledger["pending"] != 0 {
+		t.Fatalf("the ledger: %+v, want the one reply sent", st.Accounts[0].Ledger)
+	}
+	if w, _ := h.in("dm", "8", "al", "/where", false); w.Status != "command" {
+		t.Fatalf("/where: %+v", w)
+	}
+	if w, _ := h.in("dm", "8", "al", "/where", false); w.Status != "replayed" {
+		t.Fatalf("a command's replay: %+v", w)
+	}
+}

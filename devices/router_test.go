@@ -105,7 +105,7 @@ func TestFSNamespace(t *testing.T) {
 	if r := read(e.Alice, "/"); !r.OK || !r.Dir || strings.Join(r.Directories, " ") != "dev etc home sys var workspaces" {
 		t.Fatalf("/: %+v", r)
 	}
-	if r := read(e.Alice, "/var"); !r.OK || strings.Join(r.Directories, " ") != "sessions" {
+	if r := read(e.Alice, "/var"); !r.OK || strings.Join(r.Directories, " ") != "log sessions" { // log: the audit log (ns)
 		t.Fatalf("/var: %+v", r)
 	}
 	if r := read(e.Alice, "/sys/config"); !r.OK || !strings.Contains(strings.Join(r.Files, " "), "ctl") {

@@ -179,7 +179,11 @@ func (k *Kernel) checkConfig(key, val string) error {
 
 // kernelConfigRules are the rules of the kernel's own config keys.
 func kernelConfigRules() []ConfigRule {
-	return []ConfigRule{{Pattern: "config/system/timezone", Check: checkTimezone}}
+	return []ConfigRule{{Pattern: "config/system/timezone", Check: checkTimezone},
+		// The prices table is read by proc (its budgets and
+		// /proc/<pid>/cost) and parsed by abi.
+		{Pattern: "config/ai/prices", Check: func(v string) error { _, err := abi.ParsePrices(v); return err }},
+		{Pattern: "config/audit/retention", Check: func(v string) error { _, err := ParseSince(v); return err }}}
 }
 
 // checkTimezone accepts an IANA time zone name ("UTC", "Europe/Amsterdam").

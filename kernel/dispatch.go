@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"sync"
+	"time"
 
 	"gsvfs.dev/gsvfs/abi"
 )
@@ -230,14 +231,32 @@ func (k *Kernel) permit(c *Caller, def *syscallDef, name string, fromFrame bool)
 }
 
 func (k *Kernel) call(ctx context.Context, c *Caller, def *syscallDef, name string, args any) (res any, err error) {
+	start := time.Now()
+	// A call with no trace starts one: a user's request (a frame, a ctl
+	// line, a file operation); the calls it makes and the work it starts
+	// carry it on (WithTrace).
+	ctx, trace := EnsureTrace(ctx)
+	if in := k.instr.Load(); in != nil {
+		var done func(error)
+		ctx, done = (*in)(ctx, c, name)
+		defer func() { done(err) }()
+	}
 	_, fromFrame := args.(json.RawMessage)
 	if err := k.permit(c, def, name, fromFrame); err != nil {
+		if k.audit.wants(def) {
+			k.audit.denied(ctx, c, def, args, trace, err)
+		}
 		return nil, err
 	}
 	if fromFrame {
 		if args, err = def.decode(args.(json.RawMessage)); err != nil {
 			return nil, err
 		}
+	}
+	if k.audit.wants(def) {
+		sc := k.audit.begin(ctx, c, def, args, trace)
+		ctx = context.WithValue(ctx, auditKey{}, sc)
+		defer func() { sc.end(err, time.Since(start)) }()
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -248,7 +267,10 @@ func (k *Kernel) call(ctx context.Context, c *Caller, def *syscallDef, name stri
 	res, err = def.call(ctx, c, args)
 	if err != nil {
 		err = abi.WithOp(abi.Op(name), err)
-		k.log.Debug("syscall failed", "call", name, "uid", c.Uid, "err", err)
+		if code := abi.Code(err); code >= 500 && code != int(abi.NotImplemented) {
+			k.ierrs.note(name, code, err)
+		}
+		k.log.DebugContext(ctx, "syscall failed", "call", name, "uid", c.Uid, "err", err)
 	}
 	return res, err
 }

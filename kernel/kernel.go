@@ -69,6 +69,11 @@ type Kernel struct {
 
 	kid    *Identity // the kernel's own identity
 	leases leases    // the grants of tokens in use
+
+	audit   *auditLog                  // the audit log (audit.go)
+	instr   atomic.Pointer[Instrument] // SetInstrument's, or nil
+	started time.Time                  // when Open returned (Status)
+	ierrs   internalErrors             // the last internal errors (sys.status)
 }
 
 // Open opens the kernel on cfg.StateDir, creating it if needed, migrating
@@ -115,11 +120,17 @@ func Open(cfg Config) (*Kernel, error) {
 	k.ConfigRules(kernelConfigRules()...)
 	k.Register(k.tokenSyscalls()...)
 	k.Register(k.eventSyscalls()...)
+	k.Register(k.auditSyscalls()...)
+	k.audit = newAuditLog(k)
+	k.started = time.Now()
 	return k, nil
 }
 
 // Close ends the token leases and the signal bus, then closes the store.
 func (k *Kernel) Close() error {
+	if k.audit != nil {
+		k.audit.stop()
+	}
 	k.leases.stop()
 	k.bus.closeAll()
 	return k.Store.Close()

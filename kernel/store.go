@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Store is the kernel's database, over a Dialect: one writer connection
@@ -48,6 +49,43 @@ type Store struct {
 	// queries counts the queries and transactions run through the
 	// store's methods (Queries).
 	queries atomic.Uint64
+
+	// hook, if set, appends to every batch's transaction before it
+	// commits (the audit log's pending call records; setCommitHook).
+	hook atomic.Pointer[commitHook]
+	// onCommit, if set, is told how long each commit took (metrics).
+	onCommit atomic.Pointer[func(time.Duration, error)]
+	// lost counts the batches whose transaction did not commit (a
+	// failed commit, an abandoned or rolled-back batch): the audit log's
+	// cached chain head is stale after one.
+	lost atomic.Uint64
+	// auditHead caches the audit chain's head (audit.go); only the
+	// committer touches it.
+	auditHead chainHead
+}
+
+// commitHook appends to tx, a batch's transaction about to commit, and
+// returns what to run once the commit's outcome is known.
+// Ready reports, cheaply, whether it has anything to append.
+type commitHook struct {
+	ready func() bool
+	run   func(tx *Tx) (after func(committed bool), err error)
+}
+
+// setCommitHook makes h run in every batch's transaction before it
+// commits, inside a savepoint of its own: its error rolls back its own
+// statements only.
+func (s *Store) setCommitHook(h commitHook) { s.hook.Store(&h) }
+
+// OnCommit makes fn learn the duration and outcome of every commit of
+// the store from now on (metrics; nil: none). fn runs on the committer:
+// it must return at once.
+func (s *Store) OnCommit(fn func(time.Duration, error)) {
+	if fn == nil {
+		s.onCommit.Store(nil)
+		return
+	}
+	s.onCommit.Store(&fn)
 }
 
 // maxBatch bounds how many transactions one commit carries.
@@ -224,6 +262,10 @@ func (s *Store) Version(ctx context.Context, component string) (int, error) {
 // syscall.ENOSPC (Dialect.Err).
 func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 	s.queries.Add(1)
+	if sc := auditFrom(ctx); sc != nil {
+		// The audited call's change record commits with its change.
+		fn = sc.wrap(fn)
+	}
 	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	s.mu.RLock()
 	if s.closed {
@@ -334,10 +376,22 @@ func (s *Store) commit(batch []*writeReq) (rest []*writeReq) {
 	}
 	if single && errs[0] != nil {
 		stx.Rollback()
+		s.lost.Add(1)
 		batch[0].done <- errs[0]
 		return nil
 	}
+	after := s.runHook(stx, tx)
+	t0 := time.Now()
 	cerr := stx.Commit()
+	if cerr != nil {
+		s.lost.Add(1)
+	}
+	if fn := s.onCommit.Load(); fn != nil {
+		(*fn)(time.Since(t0), cerr)
+	}
+	if after != nil {
+		after(cerr == nil)
+	}
 	for i, r := range batch {
 		if errs[i] == nil {
 			errs[i] = cerr
@@ -347,12 +401,38 @@ func (s *Store) commit(batch []*writeReq) (rest []*writeReq) {
 	return nil
 }
 
+// runHook runs the commit hook in its own savepoint of stx and returns
+// what to run after the commit (nil: nothing).
+func (s *Store) runHook(stx *sql.Tx, tx *Tx) func(bool) {
+	h := s.hook.Load()
+	if h == nil || !h.ready() {
+		return nil
+	}
+	if _, err := s.TxExec(tx, `SAVEPOINT h`); err != nil {
+		return nil
+	}
+	after, err := h.run(tx)
+	if err != nil {
+		s.lost.Add(1) // the hook's appends are rolled back: the head moves back
+		if _, rerr := s.TxExec(tx, `ROLLBACK TO h`); rerr != nil {
+			slog.Warn("store: rolling back the commit hook's savepoint", "err", rerr)
+		}
+	}
+	if _, err := s.TxExec(tx, `RELEASE h`); err != nil {
+		// The hook's records went back to wait; the transaction is the
+		// batch's, whose commit tells the rest.
+		slog.Warn("store: releasing the commit hook's savepoint", "err", err)
+	}
+	return after
+}
+
 // abandon ends a transaction that the database no longer holds (or that
 // cannot go on): the first n requests of batch are answered, with their
 // own error or the transaction's, and the rest are returned to be run
 // again.
 func (s *Store) abandon(tx *sql.Tx, batch []*writeReq, errs []error, n int, cause error) []*writeReq {
 	tx.Rollback()
+	s.lost.Add(1)
 	slog.Warn("store: transaction lost, retrying the rest of the batch", "err", cause, "answered", n, "retried", len(batch)-n)
 	for i := 0; i < n; i++ {
 		if errs[i] == nil { // its changes went with the transaction
@@ -430,6 +510,36 @@ var kernelMigrations = []string{
 	// A service token may be bound to a chat adapter kind
 	// (abi.Token.AllowedAdapter; NULL: none).
 	`ALTER TABLE tokens ADD COLUMN allowed_adapter TEXT`,
+	// The audit log (audit.go): hash-chained records, seq explicit (the
+	// hash covers it); audit_anchor keeps the last pruned record's seq
+	// and hash, which the first kept record's prev names. No secondary
+	// index: each would add a page to every audited commit (queries scan
+	// by seq, newest or oldest first).
+	`CREATE TABLE audit_log (
+		seq INTEGER PRIMARY KEY,
+		at INTEGER NOT NULL,
+		kind TEXT NOT NULL,
+		call_id TEXT NOT NULL,
+		uid INTEGER NOT NULL,
+		username TEXT NOT NULL,
+		role TEXT NOT NULL,
+		token_id TEXT NOT NULL,
+		pid TEXT NOT NULL,
+		conv TEXT NOT NULL,
+		syscall TEXT NOT NULL,
+		target TEXT NOT NULL,
+		code INTEGER NOT NULL,
+		dur_us INTEGER NOT NULL,
+		trace TEXT NOT NULL,
+		args TEXT NOT NULL,
+		prev TEXT NOT NULL,
+		hash TEXT NOT NULL
+	);
+	CREATE TABLE audit_anchor (
+		id INTEGER PRIMARY KEY,
+		seq INTEGER NOT NULL,
+		hash TEXT NOT NULL
+	);`,
 }
 
 // maxCachedStmts bounds each statement cache; queries beyond it run

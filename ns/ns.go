@@ -38,6 +38,7 @@ type Space struct {
 func New(k *kernel.Kernel) *Space {
 	s := &Space{k: k}
 	s.root = s.buildNamespace()
+	s.bindAudit()
 	return s
 }
 

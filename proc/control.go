@@ -46,6 +46,8 @@ type runCtl struct {
 	Temp      *float64      `json:"temp,omitempty"`
 	ToolCap   *int64        `json:"toolCap,omitempty"`
 	Used      abi.RunUsage  `json:"used"`
+	// Models is the usage per provider and model (proc.cost).
+	Models []abi.ModelUsage `json:"models,omitempty"`
 }
 
 // grace is the settings' grace.
@@ -240,10 +242,21 @@ func (m *engine) sysRunControl(ctx context.Context, c *kernel.Caller, a *abi.Run
 }
 
 // account adds a model call's usage to r and its process.
-func (m *engine) account(ctx context.Context, pr *process, r *activeRun, in, out int64, usd float64) {
+func (m *engine) account(ctx context.Context, pr *process, r *activeRun, mc modelCall) {
+	in, out := mc.in, mc.out
+	// The budget counts what /proc/<pid>/cost shows: the table's price,
+	// else the provider's report.
+	usd, known := m.priceCall(ctx, mc)
+	u := abi.RunUsageSignal{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, Provider: mc.provider, Model: mc.model,
+		TokensIn: in, TokensOut: out, DurationMs: mc.took.Milliseconds(), TraceID: r.trace}
+	if known {
+		u.Cost = &usd
+	}
+	signal(m, pr.uid, abi.SigProcRunUsage, u)
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	ctl := m.controlLocked(ctx, pr)
+	addModelUsage(ctl, mc)
 	ctl.Used.Turns++
 	ctl.Used.TokensIn += in
 	ctl.Used.TokensOut += out

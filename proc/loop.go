@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/abi/schema"
@@ -363,6 +364,7 @@ func (m *engine) execute(ctx context.Context, pr *process, r *activeRun) (string
 			m.processEvent(ctx, pr, r, "run refused: "+err.Error())
 			return "error", err
 		}
+		t0 := time.Now()
 		resp, err := m.callModel(ctx, pr, r, p, caller, msgs)
 		if ctx.Err() != nil {
 			return "aborted", nil
@@ -372,7 +374,8 @@ func (m *engine) execute(ctx context.Context, pr *process, r *activeRun) (string
 			m.processEvent(ctx, pr, r, "model error: "+err.Error())
 			return "error", err
 		}
-		m.account(ctx, pr, r, int64(resp.Usage.InputTokens), int64(resp.Usage.OutputTokens), resp.Usage.CostUSD)
+		m.account(ctx, pr, r, modelCall{provider: r.provider, model: r.model, in: int64(resp.Usage.InputTokens),
+			out: int64(resp.Usage.OutputTokens), reportedUSD: resp.Usage.CostUSD, took: time.Since(t0)})
 		seen := map[string]bool{}
 		for i := range resp.ToolCalls {
 			// A call id is unique within the run, because HIL answers
@@ -667,6 +670,10 @@ func (m *engine) callModel(ctx context.Context, pr *process, r *activeRun, p *ab
 		req.Temperature = ctl.Temp
 	}
 	pr.mu.Unlock()
+	r.provider, r.model = prov.Name(), req.Model
+	if r.model == "" {
+		r.model = "default"
+	}
 	return prov.Complete(ctx, req, func(text string) {
 		signal(m, pr.uid, abi.SigProcRunStream, abi.RunText{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, Text: text})
 		chatSignal(m, pr.uid, r.id, abi.SigChatDelta, abi.RunText{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, Text: text}, false)

@@ -105,6 +105,7 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 		kernel.Handle(abi.ProcSpawn, m.sysSpawn),
 		kernel.Handle(abi.ProcSend, m.run.sysSend),
 		kernel.Handle(abi.ProcRunGet, m.run.sysRunGet),
+		kernel.Handle(abi.ProcCost, m.run.sysCost),
 		kernel.Handle(abi.ProcRunList, m.run.sysRunList),
 		kernel.Handle(abi.ProcRunControl, m.run.sysRunControl),
 		kernel.Handle(abi.ProcDirective, m.run.sysDirective),

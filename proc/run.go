@@ -112,6 +112,11 @@ type activeRun struct {
 	// blockAsks counts the nested calls of its CodeMode blocks waiting
 	// for a human's answer (askInBlock): the run waits on a human then.
 	blockAsks atomic.Int32
+	// trace is the kernel trace the run's calls carry (kernel.WithTrace):
+	// that of the call that started it, or its queued event's.
+	trace string
+	// provider and model are those of its latest model call (account).
+	provider, model string
 }
 
 // EventPrefix marks runtime events in a conversation.
@@ -179,6 +184,12 @@ func (m *engine) SendEvent(ctx context.Context, p *abi.Process, cid string, ev E
 	if ev.Runtime {
 		role, text = "system", EventPrefix+text
 	}
+	trace := kernel.TraceOf(ctx)
+	if ev.TraceID == "" && !ev.Runtime {
+		// A message with no trace of its own belongs to the call that
+		// sent it (a user's message starts a trace).
+		ev.TraceID = trace
+	}
 	meta := eventMeta(ev)
 	runID = ev.RunID
 	if runID == "" {
@@ -188,7 +199,7 @@ func (m *engine) SendEvent(ctx context.Context, p *abi.Process, cid string, ev E
 	pr.mu.Lock()
 	var r *activeRun
 	if pr.state == idle && !pr.compacting[cid] {
-		r = &activeRun{id: runID, cid: cid, recorded: make(chan struct{})}
+		r = &activeRun{id: runID, cid: cid, recorded: make(chan struct{}), trace: trace}
 		pr.run, pr.state = r, starting
 	}
 	pr.mu.Unlock()
@@ -359,7 +370,10 @@ func (m *engine) startLocked(pr *process, r *activeRun) {
 	}
 	m.wg.Add(1)
 	m.mu.Unlock()
-	ctx, cancel := context.WithCancel(context.Background())
+	if r.trace == "" {
+		r.trace = kernel.NewTraceID()
+	}
+	ctx, cancel := context.WithCancel(kernel.WithTrace(context.Background(), r.trace))
 	r.cancel = cancel
 	signal(m, pr.uid, abi.SigProcRunStarted, abi.RunStarted{Pid: pr.pid, RunID: r.id, ConversationID: r.cid})
 	go func() {
@@ -487,7 +501,7 @@ func (m *engine) nextLocked(ctx context.Context, pr *process, before func(*kerne
 			if err := m.startRunTx(tx, pr.pid, cid, gen, runID, role, jsonString(text), meta, now()); err != nil {
 				return err
 			}
-			next = &activeRun{id: runID, cid: cid, gen: gen}
+			next = &activeRun{id: runID, cid: cid, gen: gen, trace: runTrace(meta.trace.String)}
 			return nil
 		}
 	})

@@ -69,7 +69,7 @@ func TestSendRunReply(t *testing.T) {
 			streamed.WriteString(e.Payload["text"].(string))
 		}
 	}
-	if want := []string{"proc.run.started", "proc.run.stream", "proc.run.output", "proc.run.finished"}; !slices.Equal(order, want) {
+	if want := []string{"proc.run.started", "proc.run.stream", "proc.run.usage", "proc.run.output", "proc.run.finished"}; !slices.Equal(order, want) {
 		t.Fatalf("event order %v, want %v", order, want)
 	}
 	if streamed.String() != reply || chat.String() != reply {

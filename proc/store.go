@@ -180,4 +180,14 @@ var migrations = []string{
 	// of abi.MediaRef; NULL for none.
 	`ALTER TABLE proc_messages ADD COLUMN media TEXT;
 	ALTER TABLE proc_queue ADD COLUMN media TEXT;`,
+	// 11: the idempotency keys of sends (proc.send's idempotencyKey):
+	// a user's key names the run its first send started, for a week.
+	`CREATE TABLE proc_send_keys (
+		uid INTEGER NOT NULL,
+		key TEXT NOT NULL,
+		pid TEXT NOT NULL,
+		run_id TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		PRIMARY KEY (uid, key));
+	CREATE INDEX proc_send_keys_age ON proc_send_keys(created_at);`,
 }

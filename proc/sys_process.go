@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -265,6 +266,12 @@ func (m *engine) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs)
 	if err := checkTrace(a.TraceID); err != nil {
 		return nil, err
 	}
+	if a.IdempotencyKey != "" {
+		if res, err := m.sentBefore(ctx, c.Uid, a); res != nil || err != nil {
+			return res, err
+		}
+		ev.within = m.keySend(c.Uid, p.Pid, a.IdempotencyKey, &ev)
+	}
 	if len(a.Media) > 0 {
 		// Checked before anything is stored: bad media is a 400 that
 		// keeps nothing.
@@ -297,6 +304,14 @@ func (m *engine) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs)
 	ev.RunID = newID("run_")
 	m.routes.add(ev.RunID, c) // before the run can stream
 	runID, queued, err := m.SendEvent(ctx, p, orDefault(a.ConversationID), ev)
+	if errors.Is(err, errSentBefore) {
+		m.routes.conn(ev.RunID, true)
+		res, err := m.sentBefore(ctx, c.Uid, a)
+		if res == nil && err == nil {
+			err = abi.E(abi.Busy, "idempotencyKey: a send with it is under way")
+		}
+		return res, err
+	}
 	if errors.Is(err, errTickCoalesced) {
 		m.routes.conn(ev.RunID, true)
 		return &abi.SendResult{OK: true, Status: "coalesced", RunID: runID, Queued: true, Coalesced: true}, nil
@@ -411,4 +426,67 @@ func (m *Manager) sysSetIdentity(ctx context.Context, c *kernel.Caller, a *abi.S
 		return nil, abi.E(abi.Path(a.Pid), abi.NotExist, "no such process")
 	}
 	return &abi.SetIdentityResult{OK: true}, nil
+}
+
+// maxIdempotencyKey is the longest idempotencyKey of proc.send.
+const maxIdempotencyKey = 256
+
+// keepSendKeys is how long a send's idempotency key is kept.
+const keepSendKeys = 7 * 24 * time.Hour
+
+// errSentBefore is SendEvent's error when a send with the same
+// idempotency key entered first.
+var errSentBefore = errors.New("proc: a send with this idempotency key entered before")
+
+// sentBefore answers a send whose idempotency key an earlier send of
+// uid's had: that send's run (Status "duplicate"); nil when none had it.
+// It checks the key and its mode first.
+func (m *engine) sentBefore(ctx context.Context, uid uint32, a *abi.SendArgs) (*abi.SendResult, error) {
+	if len(a.IdempotencyKey) > maxIdempotencyKey {
+		return nil, abi.E(abi.Invalid, fmt.Sprintf("idempotencyKey is over %d bytes", maxIdempotencyKey))
+	}
+	if a.Mode != "" && a.Mode != "queue" {
+		return nil, abi.E(abi.Invalid, "idempotencyKey: only with mode queue")
+	}
+	var pid, runID string
+	err := m.st.QueryRowContext(ctx, `SELECT pid, run_id FROM proc_send_keys WHERE uid=? AND key=? AND created_at>=?`,
+		uid, a.IdempotencyKey, time.Now().Add(-keepSendKeys).UnixMilli()).Scan(&pid, &runID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, abi.E(err)
+	}
+	if pid != a.Pid {
+		return nil, abi.E(abi.Busy, fmt.Sprintf("idempotencyKey: used by a send to %s", pid))
+	}
+	return &abi.SendResult{OK: true, Status: "duplicate", RunID: runID, Queued: true}, nil
+}
+
+// keySend is the part of a keyed send's transaction that claims its key
+// (for the run ev.RunID) or fails it with errSentBefore; it also forgets
+// keys past keepSendKeys. Its caller's within, if any, runs after it.
+func (m *engine) keySend(uid uint32, pid, key string, ev *Event) func(abi.StoreTx) error {
+	then := ev.within
+	return func(tx abi.StoreTx) error {
+		now := time.Now()
+		if _, err := tx.Exec(`DELETE FROM proc_send_keys WHERE key IN (SELECT key FROM proc_send_keys
+			WHERE created_at<? LIMIT 64)`, now.Add(-keepSendKeys).UnixMilli()); err != nil {
+			return err
+		}
+		res, err := tx.Exec(`INSERT INTO proc_send_keys(uid, key, pid, run_id, created_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT DO NOTHING`, uid, key, pid, ev.RunID, now.UnixMilli())
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return errSentBefore
+		}
+		if then != nil {
+			return then(tx)
+		}
+		return nil
+	}
 }

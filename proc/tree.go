@@ -319,6 +319,8 @@ func (m *Manager) procDirOf(p *abi.Process, own owner) vfs.Dir {
 		{Name: "hil", Node: hil},
 		{Name: "run", Node: jsonView(m, at(base+"/run", 0o400, "run"), abi.ProcRunGet, &abi.PidArgs{Pid: pid},
 			func(r *abi.RunInfo) *abi.RunInfo { return r })},
+		{Name: "cost", Node: jsonView(m, at(base+"/cost", 0o400, "run"), abi.ProcCost, &abi.PidArgs{Pid: pid},
+			func(r *abi.CostResult) *abi.CostResult { return r })},
 		{Name: "conversations", Node: m.convsDir(p, own)},
 	}
 	for _, g := range grafted {

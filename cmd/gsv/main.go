@@ -90,6 +90,7 @@ func rootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(c.deviceCmd())
 	root.AddCommand(c.ipcCmd(), c.watchCmd())
 	root.AddCommand(c.notifyCmd())
+	root.AddCommand(c.auditCmd(), c.statusCmd())
 	root.AddCommand(c.adapterCmd(), c.linkCmd(), c.unlinkCmd())
 	root.AddCommand(c.repoCmd(), c.homeCmd())
 	root.AddCommand(c.loginLinkCmd())

@@ -36,6 +36,7 @@ import (
 	"gsvfs.dev/gsvfs/proc"
 	"gsvfs.dev/gsvfs/repos"
 	"gsvfs.dev/gsvfs/sched"
+	"gsvfs.dev/gsvfs/telemetry"
 	"gsvfs.dev/gsvfs/vfs"
 	"gsvfs.dev/gsvfs/vfs/fusefs"
 )
@@ -52,6 +53,9 @@ type options struct {
 	listen   []string
 	logLevel string
 	debug    bool
+
+	logFile   string // --log-file: the log's file (else stderr)
+	logFormat string // --log-format: text or json
 
 	authTimeout time.Duration // ninep.Server.AuthTimeout
 	maxConns    int           // ninep.Server.MaxConns
@@ -80,6 +84,8 @@ func rootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&o.state, "state", DefaultStateDir(), "state directory (SQLite database, homes, 9P socket); $GSV_STATE")
 	root.PersistentFlags().StringArrayVar(&o.listen, "listen", nil, "also serve 9P on this dial string, e.g. tcp!127.0.0.1!5640 (attach needs a token)")
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	root.PersistentFlags().StringVar(&o.logFile, "log-file", "", "append the log to this file instead of stderr")
+	root.PersistentFlags().StringVar(&o.logFormat, "log-format", "text", "text or json")
 	root.PersistentFlags().DurationVar(&o.authTimeout, "9p-auth-timeout", ninep.DefaultAuthTimeout, "close a 9P connection that has not attached within this time (0: never)")
 	root.PersistentFlags().IntVar(&o.maxConns, "9p-max-conns", ninep.DefaultMaxConns, "9P connections one host uid or token may hold at once (0: no limit); those not yet attached over --listen are bounded by --preauth-max")
 	root.PersistentFlags().IntVar(&o.maxFids, "9p-max-fids", ninep.DefaultMaxFids, "9P fids one host uid or token may hold at once across its connections (0: no limit)")
@@ -191,10 +197,11 @@ func ignoreSIGPIPE() { signal.Ignore(syscall.SIGPIPE) }
 func run(ctx context.Context, o options, mountDir string) error {
 	ignoreSIGPIPE()
 	start := time.Now()
-	log, err := newLogger(o.logLevel)
+	log, closeLog, err := newFileLogger(o.logLevel, o.logFile, o.logFormat)
 	if err != nil {
 		return err
 	}
+	defer closeLog()
 	slog.SetDefault(log)
 	if mountDir != "" {
 		abs, err := filepath.Abs(mountDir)
@@ -214,6 +221,13 @@ func run(ctx context.Context, o options, mountDir string) error {
 		return err
 	}
 	defer k.Close()
+	// Metrics (/metrics on --http) and, with OTEL_EXPORTER_OTLP_ENDPOINT,
+	// traces: docs/operations.md.
+	tel, err := telemetry.New(k, telemetry.Options{Version: Version, Logger: log})
+	if err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	defer tel.Close(context.Background())
 	space := ns.New(k)
 	defer space.Close() // the rooms close, last first, before the kernel does
 	dev, err := devices.New(k, devices.Options{Space: space, Local: local.Options{Logger: log}, RouteTimeout: o.routeTimeout})
@@ -297,10 +311,10 @@ func run(ctx context.Context, o options, mountDir string) error {
 			return err
 		}
 		webR, webURL := webRoutes(ctx, k, hl, o, log)
-		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath, "git", repos.HTTPPath, "web", webURL)
+		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath, "git", repos.HTTPPath, "metrics", "/metrics", "web", webURL)
 		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, append(webR, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)},
 			ninep.Route{Path: abi.OAuthClientMetadataPath, Handler: mcp.ClientMetadataHandler()},
-			ninep.Route{Path: repos.HTTPPath, Handler: repos.HTTPHandler(k)})...)
+			ninep.Route{Path: repos.HTTPPath, Handler: repos.HTTPHandler(k)}, ninep.Route{Path: "/metrics", Handler: tel.Handler()})...)
 		if err != nil {
 			hl.Close()
 			return err
@@ -318,7 +332,8 @@ func run(ctx context.Context, o options, mountDir string) error {
 			return fmt.Errorf("mount %s: %w", mountDir, err)
 		}
 	}
-	log.Info("ready", "version", Version, "mount", mountDir, "socket", sock, "state", o.state, "startup", time.Since(start).Round(time.Millisecond))
+	log.Info("ready", "version", Version, "mount", mountDir, "socket", sock, "state", o.state, "startup", time.Since(start).Round(time.Millisecond),
+		"listen", strings.Join(o.listen, ","), "http", o.http, "otlp", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"), "log_file", o.logFile)
 
 	if fsrv != nil {
 		done := make(chan struct{})

@@ -94,7 +94,8 @@ var sqlTable = regexp.MustCompile(`\b(?:FROM|JOIN|INTO|UPDATE|REFERENCES|TABLE(?
 var tableOwners = map[string]func(table string) bool{
 	"kernel": func(t string) bool {
 		switch t {
-		case "groups", "group_caps", "group_members", "users", "tokens", "config", "schema_migrations":
+		case "groups", "group_caps", "group_members", "users", "tokens", "config", "schema_migrations",
+			"audit_log", "audit_anchor":
 			return true
 		}
 		return false

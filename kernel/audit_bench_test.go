@@ -1,0 +1,46 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"gsvfs.dev/gsvfs/abi"
+)
+
+// BenchmarkAuditDurableWrite: a durable store change made through the
+// dispatcher (sys.config.set: one committed transaction per call, as a
+// durable proc.send's is), one caller at a time, with the audit log on
+// (a change record in the transaction, a call record riding the next
+// commit) vs off, interleaved in rounds in the same run. Target: on/off
+// throughput >= 0.95 (printed, never asserted).
+func BenchmarkAuditDurableWrite(b *testing.B) {
+	k, root, _, _ := newKernel(b)
+	c := &Caller{Identity: root}
+	ctx := context.Background()
+	var dur [2]time.Duration
+	var n [2]int
+	const round = 50
+	b.ResetTimer()
+	for i := 0; i < b.N; {
+		for side := 0; side < 2; side++ {
+			k.audit.off.Store(side == 0)
+			t0 := time.Now()
+			for j := 0; j < round; j++ {
+				if _, err := Do(ctx, k, c, abi.SysConfigSet, &abi.ConfigSetArgs{Key: fmt.Sprintf("config/bench/k%d", j), Value: json.RawMessage(`"v"`)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			dur[side] += time.Since(t0)
+			n[side] += round
+		}
+		i += 2 * round
+	}
+	b.StopTimer()
+	off := float64(n[0]) / dur[0].Seconds()
+	on := float64(n[1]) / dur[1].Seconds()
+	b.ReportMetric(on/off, "on/off")
+	b.Logf("durable writes: audit on %.0f/s, off %.0f/s: %.3fx (target >= 0.95)", on, off, on/off)
+}

@@ -37,3 +37,17 @@ func FuzzChatCommand(f *testing.F) {
 		}
 	})
 }
+
+// TestTraceOf: any message id gives a trace proc.send takes, the same
+// every time; a safe one is kept readable.
+func TestTraceOf(t *testing.T) {
+	for _, id := range []string{"42:7", "CAB+x=y@mail.example.com", strings.Repeat("m", 200), "a b\x00c"} {
+		tr := traceOf("email", "mail", id)
+		if len(tr) > 128 || tr != traceOf("email", "mail", id) || strings.ContainsAny(tr, "@+= \x00") {
+			t.Errorf("traceOf(%q) = %q", id, tr)
+		}
+	}
+	if tr := traceOf("telegram", "main", "42:7"); tr != "adapter:telegram/main/42:7" {
+		t.Errorf("a safe id: %q", tr)
+	}
+}

@@ -156,7 +156,7 @@ func (r *Room) inbound(ctx context.Context, c *kernel.Caller, a *abi.AdapterInbo
 	if err != nil {
 		return nil, err
 	}
-	trace := "adapter:" + kind + "/" + a.AccountID + "/" + m.MessageID
+	trace := traceOf(kind, a.AccountID, m.MessageID)
 	send, err := kernel.Do(ctx, r.k, as, abi.ProcSend, &abi.SendArgs{Pid: pid, Message: m.Text, Kind: "adapter.message",
 		TraceID: trace, Media: m.Media, IdempotencyKey: sendKey(kind, a.AccountID, m.MessageID)})
 	if err != nil {
@@ -287,4 +287,22 @@ func (r *Room) command(ctx context.Context, as *kernel.Caller, kind, account str
 		return "This chat's messages now go to " + pid + "."
 	}
 	return "usage: /use <pid> | /use init | /where"
+}
+
+// traceOf is the trace id of an inbound message's run:
+// adapter:KIND/ACCOUNT/MESSAGEID where proc.send takes it (at most 128
+// bytes of letters, digits and -_.:/), else adapter:sha256:<digest of
+// the three>, so any platform's id (an email's Message-ID has an @) is
+// traced the same way every time.
+func traceOf(kind, account, msgID string) string {
+	t := "adapter:" + kind + "/" + account + "/" + msgID
+	ok := len(t) <= 128
+	for _, r := range t {
+		ok = ok && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/", r))
+	}
+	if ok {
+		return t
+	}
+	sum := sha256.Sum256([]byte(kind + "\x00" + account + "\x00" + msgID))
+	return "adapter:sha256:" + hex.EncodeToString(sum[:16])
 }

@@ -30,7 +30,7 @@ func (k *refusingKernel) Call(ctx context.Context, name string, args json.RawMes
 }
 
 // TestDeliverRefusals: a message the kernel refuses for good (a 400, a
-// 413) is acknowledged (Deliver returns nil) so the platform does not
+// 413) is settled (acknowledged, its refusal told) so the platform does not
 // hand it out forever; a refusal about the bridge or the moment (401,
 // 403, 404, 409, 503) is Deliver's error, so the message comes again.
 func TestDeliverRefusals(t *testing.T) {
@@ -52,10 +52,12 @@ func TestDeliverRefusals(t *testing.T) {
 		err := b.Deliver(context.Background(), abi.AdapterMessage{MessageID: tc.id, Surface: abi.AdapterSurface{Kind: "dm", ID: "u"}, Text: "x"})
 		var ke *KernelError
 		switch {
-		case tc.final && err != nil:
-			t.Errorf("%s: Deliver = %v, want nil (acknowledged)", tc.id, err)
-		case !tc.final && !errors.As(err, &ke):
-			t.Errorf("%s: Deliver = %v, want the kernel's refusal", tc.id, err)
+		case tc.final && !Settled(err):
+			t.Errorf("%s: Deliver = %v, want it settled (acknowledged)", tc.id, err)
+		case tc.final && err != nil && (!errors.As(err, &ke) || ke.Code != 400 && ke.Code != 413):
+			t.Errorf("%s: Deliver = %v, want the kernel's refusal told", tc.id, err)
+		case !tc.final && (Settled(err) || !errors.As(err, &ke)):
+			t.Errorf("%s: Deliver = %v, want the kernel's refusal, not settled", tc.id, err)
 		}
 	}
 }

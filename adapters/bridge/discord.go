@@ -284,7 +284,7 @@ func (d *discord) deliver(ctx context.Context, s *discordgo.Session, sink Sink, 
 		in.Media = append(in.Media, newMedia(data, orDefault(a.ContentType, ctype), a.Filename))
 	}
 	fitInbound(&in)
-	if err := sink.Deliver(ctx, in); err != nil {
+	if err := sink.Deliver(ctx, in); !Settled(err) {
 		d.markReplay(m.ChannelID, m.ID)
 		return fmt.Errorf("discord: deliver %s: %w", in.MessageID, err)
 	}

@@ -251,7 +251,7 @@ func (e *email) deliverUnseen(ctx context.Context, c *imapclient.Client, sink Si
 			e.remember(m.MessageID, m.subject, append(m.refs, "<"+m.MessageID+">"))
 			arm(e.timeout + 10*time.Minute) // the kernel's claim
 			fitInbound(&m.AdapterMessage)
-			if err := sink.Deliver(ctx, m.AdapterMessage); err != nil {
+			if err := sink.Deliver(ctx, m.AdapterMessage); !Settled(err) {
 				return fmt.Errorf("email: deliver %s: %w", m.MessageID, err)
 			}
 			arm(e.timeout)

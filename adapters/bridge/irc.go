@@ -116,7 +116,7 @@ func (a *ircAdapter) Run(ctx context.Context, sink Sink) error {
 		// in on one of its own, so a slow kernel does not stall the
 		// connection's pings.
 		go func() {
-			if err := sink.Deliver(ctx, in); err != nil {
+			if err := sink.Deliver(ctx, in); !Settled(err) {
 				sink.State(abi.AdapterAccountStatus{Connected: true, Authenticated: true, Mode: "irc", Error: err.Error()})
 			}
 		}()

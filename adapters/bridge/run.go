@@ -41,6 +41,23 @@ func (e *KernelError) Error() string { return e.Message }
 // delivered again.
 func refusedForGood(e *KernelError) bool { return e.Code == 400 || e.Code == 413 }
 
+// RefusedError is Deliver's answer for a message the kernel refused for
+// good: the message is settled (acknowledged to its platform, never
+// handed in again), and a platform that answers its sender (the
+// webhook) tells it the kernel's refusal.
+type RefusedError struct{ *KernelError }
+
+func (e *RefusedError) Unwrap() error { return e.KernelError }
+
+// Settled reports whether a message whose Deliver returned err is done
+// with: delivered (nil), or refused for good (a *RefusedError). An
+// adapter acknowledges a settled message to its platform; any other
+// error leaves it to be handed in again.
+func Settled(err error) bool {
+	var r *RefusedError
+	return err == nil || errors.As(err, &r)
+}
+
 // Options configure a Bridge.
 type Options struct {
 	// Adapter is the platform's connection; Account its id in the
@@ -285,10 +302,10 @@ func (b *Bridge) Deliver(ctx context.Context, in abi.AdapterMessage) error {
 		var ke *KernelError
 		if errors.As(err, &ke) {
 			if refusedForGood(ke) {
-				// The message itself is bad: acknowledged to the
-				// platform, so it is not handed out again forever.
+				// The message itself is bad: settled, so its platform
+				// does not hand it out again forever.
 				b.log.Warn("bridge: the kernel refused a message for good", "message", in.MessageID, "code", ke.Code, "err", ke.Message)
-				return nil
+				return &RefusedError{KernelError: ke}
 			}
 			return err
 		}

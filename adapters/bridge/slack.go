@@ -144,7 +144,7 @@ func (s *slackKind) run(ctx context.Context, sink Sink) error {
 							return stop(err)
 						}
 						fitInbound(&in)
-						if err := sink.Deliver(ctx, in); err != nil {
+						if err := sink.Deliver(ctx, in); !Settled(err) {
 							return stop(fmt.Errorf("slack: deliver %s: %w", in.MessageID, err))
 						}
 					}

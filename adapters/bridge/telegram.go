@@ -113,7 +113,7 @@ func (t *telegram) run(ctx context.Context, sink Sink) error {
 					return err
 				}
 				fitInbound(&in)
-				if err := sink.Deliver(ctx, in); err != nil {
+				if err := sink.Deliver(ctx, in); !Settled(err) {
 					return fmt.Errorf("telegram: deliver update %d: %w", u.ID, err)
 				}
 			}

@@ -256,7 +256,13 @@ func TestRepoBadInput(t *testing.T) {
 	if head := do(h, h.alice, abi.RepoRefs, &abi.RepoArgs{Repo: "notes"}).Heads["main"]; head != *cr.Head {
 		t.Fatalf("the head moved")
 	}
-	if len(do(h, h.alice, abi.RepoList, &abi.RepoListArgs{}).Repos) != 1 {
-		t.Fatal("a bad create made a repository")
+	var names []string
+	for _, r := range do(h, h.alice, abi.RepoList, &abi.RepoListArgs{}).Repos {
+		if r.Name != "home" { // the home loop's, made within seconds
+			names = append(names, r.Repo)
+		}
+	}
+	if len(names) != 1 {
+		t.Fatalf("a bad create made a repository: %v", names)
 	}
 }

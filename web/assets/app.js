@@ -126,6 +126,8 @@ async function procsPage(main) {
     }
   };
   await load();
+  // The list's first paint, for the console's speed figure (docs/web.md).
+  if (!performance.getEntriesByName("gsv:procs-rendered").length) performance.mark("gsv:procs-rendered");
   listen((sig) => {
     if (sig === "proc.changed" || sig === "process.lifecycle" || sig === "proc.run.finished" || sig === "proc.run.started") load();
   });

@@ -49,6 +49,9 @@ const (
 // calls over, each read by the daemon at most 1000 frames a second (web.Options.FrameRate).
 const webWSConns = 8
 
+// webDeltaTurns is the number of turns in the delta's script.
+const webDeltaTurns = 1500
+
 // webDeltaPieces is the number of pieces each scripted turn streams.
 const webDeltaPieces = 20
 
@@ -58,7 +61,7 @@ func BenchmarkWebConsole(b *testing.B) {
 	listen := fmt.Sprintf("tcp!127.0.0.1!%d", freePort(b))
 	d := startDaemon(b, newBase(b), daemonOpts{logLevel: "warn", listen: listen, args: []string{"--http", fmt.Sprintf("127.0.0.1:%d", port)}})
 	var script strings.Builder
-	for range 1500 {
+	for range webDeltaTurns {
 		script.WriteString(`{"text":"` + strings.Repeat(model.EmitMarker+" ", webDeltaPieces) + `"}` + "\n")
 	}
 	if err := os.WriteFile(filepath.Join(d.state, "fs/home/root/bench.jsonl"), []byte(script.String()), 0o644); err != nil {
@@ -215,6 +218,9 @@ func BenchmarkWebConsole(b *testing.B) {
 		turns := 0
 		for b.Loop() {
 			turns++
+			if turns > webDeltaTurns {
+				b.Fatalf("the script has %d turns: a shorter -benchtime", webDeltaTurns)
+			}
 			mustOK(b, call9p(b, fsys, "proc.send", map[string]any{"pid": sp.Pid, "message": fmt.Sprint("turn ", turns)}), nil)
 			wait := fmt.Sprintf(`window.__gsvLat.length >= %d && !document.getElementById("streaming") && document.querySelectorAll("#chat .msg.assistant").length >= %d`, turns*webDeltaPieces, turns)
 			step(b, ctx, d, chromedp.Poll[chromedp.Void](wait, chromedp.WithPollingInterval(10*time.Millisecond)))

@@ -33,7 +33,7 @@ const webDenyScript = `{"tools":[{"name":"Shell","args":{"command":"echo no > we
 // browser starts headless Chromium (as root it needs --no-sandbox) and
 // returns a chromedp context whose browser runs; steps run on it are
 // bounded by step.
-func browser(t *testing.T) context.Context {
+func browser(t testing.TB) context.Context {
 	t.Helper()
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
@@ -59,7 +59,7 @@ func browser(t *testing.T) context.Context {
 }
 
 // step runs actions on the browser of ctx, bounded by liveness.
-func step(t *testing.T, ctx context.Context, d *daemon, actions ...chromedp.Action[chromedp.Void]) {
+func step(t testing.TB, ctx context.Context, d *daemon, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, 2*liveness)
 	defer cancel()

@@ -18,10 +18,17 @@ import (
 // used up.
 const ScriptExhausted = "[script exhausted]"
 
+// EmitMarker in a turn's Text is replaced, in each streamed piece, with
+// the time the piece is emitted in µs since the Unix epoch (the stored
+// reply keeps the marker).
+const EmitMarker = "{emitUnixMicro}"
+
 // ScriptTurn is one line of a script: what the model does on one
 // Complete call.
 type ScriptTurn struct {
-	// Text is the reply, streamed in pieces split after each space.
+	// Text is the reply, streamed in pieces split after each space; in
+	// a streamed piece, EmitMarker becomes the time the piece is emitted
+	// (µs since the Unix epoch).
 	Text string `json:"text,omitempty"`
 	// Tools become the reply's ToolCalls, with ids "call_<n>" numbered
 	// from 1 across the whole script.
@@ -237,7 +244,9 @@ func (s *Scripted) Complete(ctx context.Context, req Request, delta func(string)
 	if delta != nil && t.Text != "" {
 		for _, piece := range strings.SplitAfter(t.Text, " ") {
 			if piece != "" {
-				delta(piece)
+				// A piece's emit time, for a benchmark that measures
+				// how late a delta reaches a client.
+				delta(strings.ReplaceAll(piece, EmitMarker, strconv.FormatInt(time.Now().UnixMicro(), 10)))
 			}
 		}
 	}

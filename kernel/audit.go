@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -178,7 +179,10 @@ func (sc *auditScope) wrap(fn func(*Tx) error) func(*Tx) error {
 		r := sc.rec
 		r.Kind = "change"
 		r.Time = time.Now().UnixMilli()
-		return appendAudit(tx, &r)
+		// The commit hook appends it with the batch's other records,
+		// in this transaction; if it cannot, nothing of the batch commits.
+		tx.audit = append(tx.audit, r)
+		return nil
 	}
 }
 
@@ -191,28 +195,36 @@ func auditFrom(ctx context.Context) *auditScope {
 	return sc
 }
 
-// flushInto is the store's commit hook: it appends the pending call
-// records to tx, the transaction about to commit, and returns what to do
-// once the commit is known (on failure, the records wait again).
+// flushInto is the store's commit hook: it appends the change records of
+// tx's batch and the pending call records to tx, the transaction about to
+// commit, and returns what to do once the commit is known (on failure,
+// the call records wait again; the change records went with their
+// changes).
 func (a *auditLog) flushInto(tx *Tx) (func(committed bool), error) {
 	a.mu.Lock()
-	recs := a.pending
+	pending := a.pending
 	a.pending = nil
 	a.npending.Store(0)
 	a.mu.Unlock()
+	recs := tx.audit
+	if len(pending) > 0 {
+		recs = append(recs, pending...)
+	}
+	tx.audit = nil
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	for i := range recs {
-		if err := appendAudit(tx, &recs[i]); err != nil {
-			a.requeue(recs)
-			slog.Warn("audit: appending call records", "err", err)
-			return nil, err
-		}
+	if err := appendAudit(tx, recs); err != nil {
+		a.requeue(pending)
+		slog.Warn("audit: appending records", "err", err)
+		return nil, err
+	}
+	if len(pending) == 0 {
+		return nil, nil
 	}
 	return func(committed bool) {
 		if !committed {
-			a.requeue(recs)
+			a.requeue(pending)
 		}
 	}, nil
 }
@@ -221,6 +233,9 @@ func (a *auditLog) flushInto(tx *Tx) (func(committed bool), error) {
 func (a *auditLog) ready() bool { return a.npending.Load() > 0 }
 
 func (a *auditLog) requeue(recs []abi.AuditRecord) {
+	if len(recs) == 0 {
+		return
+	}
 	for i := range recs {
 		recs[i].Seq, recs[i].Prev, recs[i].Hash = 0, "", ""
 	}
@@ -300,15 +315,15 @@ func (a *auditLog) loadSettings() {
 func isTrue(v string) bool  { return v == "true" || v == "on" || v == "yes" || v == "1" }
 func isFalse(v string) bool { return v == "false" || v == "off" || v == "no" || v == "0" }
 
-// appendAudit appends r to the chain in tx: its seq and prev follow the
-// chain's head (the last record, or the anchor pruning left), its hash is
-// its own.
-func appendAudit(tx *Tx, r *abi.AuditRecord) error {
+// appendAudit appends recs to the chain in tx, in order: their seq and
+// prev follow the chain's head (the last record, or the anchor pruning
+// left), their hashes are their own.
+func appendAudit(tx *Tx, recs []abi.AuditRecord) error {
 	s := tx.s
 	// The head of the chain is cached while no batch has been lost since
 	// it was read (Store.lost); appends run on the committer alone.
 	if h := s.auditHead; h.valid && h.lost == s.lost.Load() {
-		return insertAudit(tx, r, h.seq, h.hash)
+		return insertAudit(tx, recs, h.seq, h.hash)
 	}
 	var seq int64
 	var prev string
@@ -322,25 +337,50 @@ func appendAudit(tx *Tx, r *abi.AuditRecord) error {
 	if err != nil {
 		return err
 	}
-	return insertAudit(tx, r, seq, prev)
+	return insertAudit(tx, recs, seq, prev)
 }
 
-// insertAudit appends r after the record seq whose hash is prev, and
-// caches r as the chain's head.
-func insertAudit(tx *Tx, r *abi.AuditRecord, seq int64, prev string) error {
+// auditChunk is the most records one INSERT carries (18 values each).
+const auditChunk = 32
+
+// auditInserts[n] is the INSERT of n records.
+var auditInserts = func() (q [auditChunk + 1]string) {
+	const head = `INSERT INTO audit_log(seq,at,kind,call_id,uid,username,role,token_id,pid,conv,syscall,target,code,dur_us,trace,args,prev,hash) VALUES`
+	const row = `(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
+	for n := 1; n <= auditChunk; n++ {
+		q[n] = head + row + strings.Repeat(","+row, n-1)
+	}
+	return q
+}()
+
+// insertAudit appends recs after the record seq whose hash is prev, a
+// chunk of them per statement, and caches the last as the chain's head.
+func insertAudit(tx *Tx, recs []abi.AuditRecord, seq int64, prev string) error {
 	s := tx.s
 	lost := s.lost.Load()
-	r.Seq, r.Prev, r.Hash = seq+1, prev, ""
-	r.Hash = auditHash(r)
-	_, err := s.TxExec(tx, `INSERT INTO audit_log(seq,at,kind,call_id,uid,username,role,token_id,pid,conv,syscall,target,code,dur_us,trace,args,prev,hash)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		r.Seq, r.Time, r.Kind, r.CallID, r.Uid, r.Username, r.Role, r.TokenID, r.Pid, r.Conv, r.Syscall, r.Target,
-		r.Code, r.DurUs, r.Trace, r.Args, r.Prev, r.Hash)
-	if err != nil {
-		s.auditHead.valid = false
-		return err
+	for i := range recs {
+		r := &recs[i]
+		seq++
+		r.Seq, r.Prev, r.Hash = seq, prev, ""
+		r.Hash = auditHash(r)
+		prev = r.Hash
 	}
-	s.auditHead = chainHead{valid: true, seq: r.Seq, hash: r.Hash, lost: lost}
+	args := make([]any, 0, 18*min(len(recs), auditChunk))
+	for len(recs) > 0 {
+		n := min(len(recs), auditChunk)
+		args = args[:0]
+		for i := range recs[:n] {
+			r := &recs[i]
+			args = append(args, r.Seq, r.Time, r.Kind, r.CallID, r.Uid, r.Username, r.Role, r.TokenID, r.Pid, r.Conv,
+				r.Syscall, r.Target, r.Code, r.DurUs, r.Trace, r.Args, r.Prev, r.Hash)
+		}
+		if _, err := s.TxExec(tx, auditInserts[n], args...); err != nil {
+			s.auditHead.valid = false
+			return err
+		}
+		recs = recs[n:]
+	}
+	s.auditHead = chainHead{valid: true, seq: seq, hash: prev, lost: lost}
 	return nil
 }
 

@@ -61,6 +61,7 @@ type auditLog struct {
 	mu       sync.Mutex // guards pending
 	pending  []abi.AuditRecord
 	npending atomic.Int64 // len(pending), read without mu
+	flushing atomic.Int32 // flushes under way: commits take the pending records
 
 	kick    chan struct{} // a record is pending
 	reload  chan struct{} // a config/audit/ key changed
@@ -201,11 +202,14 @@ func auditFrom(ctx context.Context) *auditScope {
 // the call records wait again; the change records went with their
 // changes).
 func (a *auditLog) flushInto(tx *Tx) (func(committed bool), error) {
-	a.mu.Lock()
-	pending := a.pending
-	a.pending = nil
-	a.npending.Store(0)
-	a.mu.Unlock()
+	var pending []abi.AuditRecord
+	if a.ready() {
+		a.mu.Lock()
+		pending = a.pending
+		a.pending = nil
+		a.npending.Store(0)
+		a.mu.Unlock()
+	}
 	recs := tx.audit
 	if len(pending) > 0 {
 		recs = append(recs, pending...)
@@ -229,8 +233,15 @@ func (a *auditLog) flushInto(tx *Tx) (func(committed bool), error) {
 	}, nil
 }
 
-// ready reports whether call records are pending.
-func (a *auditLog) ready() bool { return a.npending.Load() > 0 }
+// ready reports whether the pending call records go in the commit under
+// way: when the flusher asks (its own commit, or any that comes first),
+// or when auditMaxPending of them wait. Other commits carry only their
+// own change records, so a caller's commit does not pay for the call
+// records of the calls before it: those are appended together.
+func (a *auditLog) ready() bool {
+	n := a.npending.Load()
+	return n >= auditMaxPending || (n > 0 && a.flushing.Load() > 0)
+}
 
 func (a *auditLog) requeue(recs []abi.AuditRecord) {
 	if len(recs) == 0 {
@@ -276,9 +287,11 @@ func (a *auditLog) loop() {
 // flush commits the pending call records in a transaction of their own
 // (the commit hook appends them).
 func (a *auditLog) flush() {
-	if !a.ready() {
+	if a.npending.Load() == 0 {
 		return
 	}
+	a.flushing.Add(1)
+	defer a.flushing.Add(-1)
 	if err := a.k.Store.Tx(context.Background(), func(*Tx) error { return nil }); err != nil && !errors.Is(err, ErrStoreClosed) {
 		slog.Warn("audit: flushing call records", "err", err)
 	}

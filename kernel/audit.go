@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -29,8 +30,7 @@ import (
 // just returned, never a change's record.
 //
 // Records are hash-chained: each holds the hash of the one before it,
-// and its own hash is the SHA-256 of its JSON (abi.AuditRecord with Hash
-// empty). Every append runs on the store's committer, one at a time, and
+// and its own hash is the SHA-256 of its fields (auditHash). Every append runs on the store's committer, one at a time, and
 // reads the chain's head in its transaction, so the chain follows the
 // commit order.
 
@@ -406,13 +406,36 @@ type chainHead struct {
 	lost  uint64
 }
 
-// auditHash is the hash of r: SHA-256 of its JSON with Hash empty.
+// auditHash is the hash of r: SHA-256 of its fields but Hash, in the
+// order of abi.AuditRecord, each as its length (uvarint) then its bytes
+// (numbers as varints), so no two records share an encoding.
 func auditHash(r *abi.AuditRecord) string {
-	c := *r
-	c.Hash = ""
-	b, _ := json.Marshal(&c)
+	var buf [512]byte
+	b := buf[:0]
+	b = binary.AppendVarint(b, r.Seq)
+	b = binary.AppendVarint(b, r.Time)
+	b = appendField(b, r.Kind)
+	b = appendField(b, r.CallID)
+	b = binary.AppendUvarint(b, uint64(r.Uid))
+	b = appendField(b, r.Username)
+	b = appendField(b, r.Role)
+	b = appendField(b, r.TokenID)
+	b = appendField(b, r.Pid)
+	b = appendField(b, r.Conv)
+	b = appendField(b, r.Syscall)
+	b = appendField(b, r.Target)
+	b = binary.AppendVarint(b, int64(r.Code))
+	b = binary.AppendVarint(b, r.DurUs)
+	b = appendField(b, r.Trace)
+	b = appendField(b, r.Args)
+	b = appendField(b, r.Prev)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+func appendField(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 func newCallID() string {

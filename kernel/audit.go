@@ -442,3 +442,8 @@ func newCallID() string {
 	id := NewTraceID()
 	return "c_" + id[:16]
 }
+
+// AuditOn reports whether the audit log records syscalls now: false once
+// config/audit/enabled=false has been loaded (a read; benchmarks wait on
+// it after setting the key).
+func (k *Kernel) AuditOn() bool { return k.audit != nil && !k.audit.off.Load() }

@@ -21,17 +21,19 @@ import (
 //
 // The dispatcher makes an audit scope for every audited syscall (see
 // abi.Audited) and puts it in the call's context. Store.Tx finds it there:
-// each transaction the call commits gets a "change" record appended inside
-// it, after the call's own statements, so the change and its record commit
-// or roll back together. When the call returns, its "call" record (result
-// code, duration) is queued and rides in the next transaction the store
-// commits (any caller's), or in one of its own within auditFlushDelay:
-// a crash in that window can lose the call records of the calls that
-// just returned, never a change's record.
+// each transaction the call commits gets a "change" record, appended by
+// the commit hook (one INSERT for the batch's records) just before the
+// commit, so the change and its record commit or roll back together (a
+// failed append fails the batch). When the call returns, its "call"
+// record (result code, duration) is queued and appended with the others
+// pending by the flusher's commit within auditFlushDelay (or by the next
+// commit once auditMaxPending wait): a crash in that window can lose the
+// call records of the calls that just returned, never a change's record.
 //
 // Records are hash-chained: each holds the hash of the one before it,
-// and its own hash is the SHA-256 of its fields (auditHash). Every append runs on the store's committer, one at a time, and
-// reads the chain's head in its transaction, so the chain follows the
+// and its own hash is the SHA-256 of its fields (auditHash). Every
+// append runs on the store's committer, one at a time, and reads the
+// chain's head in its transaction, so the chain follows the
 // commit order.
 
 // auditKey is the context key of a call's audit scope.

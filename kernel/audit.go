@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,18 +21,19 @@ import (
 //
 // The dispatcher makes an audit scope for every audited syscall (see
 // abi.Audited) and puts it in the call's context. Store.Tx finds it there:
-// each transaction the call commits gets a "change" record appended inside
-// it, after the call's own statements, so the change and its record commit
-// or roll back together. When the call returns, its "call" record (result
-// code, duration) is queued and rides in the next transaction the store
-// commits (any caller's), or in one of its own within auditFlushDelay:
-// a crash in that window can lose the call records of the calls that
-// just returned, never a change's record.
+// each transaction the call commits gets a "change" record, appended by
+// the commit hook (one INSERT for the batch's records) just before the
+// commit, so the change and its record commit or roll back together (a
+// failed append fails the batch). When the call returns, its "call"
+// record (result code, duration) is queued and appended with the others
+// pending by the flusher's commit within auditFlushDelay (or by the next
+// commit once auditMaxPending wait): a crash in that window can lose the
+// call records of the calls that just returned, never a change's record.
 //
 // Records are hash-chained: each holds the hash of the one before it,
-// and its own hash is the SHA-256 of its JSON (abi.AuditRecord with Hash
-// empty). Every append runs on the store's committer, one at a time, and
-// reads the chain's head in its transaction, so the chain follows the
+// and its own hash is the SHA-256 of its fields (auditHash). Every
+// append runs on the store's committer, one at a time, and reads the
+// chain's head in its transaction, so the chain follows the
 // commit order.
 
 // auditKey is the context key of a call's audit scope.
@@ -60,6 +63,7 @@ type auditLog struct {
 	mu       sync.Mutex // guards pending
 	pending  []abi.AuditRecord
 	npending atomic.Int64 // len(pending), read without mu
+	flushing atomic.Int32 // flushes under way: commits take the pending records
 
 	kick    chan struct{} // a record is pending
 	reload  chan struct{} // a config/audit/ key changed
@@ -178,7 +182,10 @@ func (sc *auditScope) wrap(fn func(*Tx) error) func(*Tx) error {
 		r := sc.rec
 		r.Kind = "change"
 		r.Time = time.Now().UnixMilli()
-		return appendAudit(tx, &r)
+		// The commit hook appends it with the batch's other records,
+		// in this transaction; if it cannot, nothing of the batch commits.
+		tx.audit = append(tx.audit, r)
+		return nil
 	}
 }
 
@@ -191,36 +198,57 @@ func auditFrom(ctx context.Context) *auditScope {
 	return sc
 }
 
-// flushInto is the store's commit hook: it appends the pending call
-// records to tx, the transaction about to commit, and returns what to do
-// once the commit is known (on failure, the records wait again).
+// flushInto is the store's commit hook: it appends the change records of
+// tx's batch and the pending call records to tx, the transaction about to
+// commit, and returns what to do once the commit is known (on failure,
+// the call records wait again; the change records went with their
+// changes).
 func (a *auditLog) flushInto(tx *Tx) (func(committed bool), error) {
-	a.mu.Lock()
-	recs := a.pending
-	a.pending = nil
-	a.npending.Store(0)
-	a.mu.Unlock()
+	var pending []abi.AuditRecord
+	if a.ready() {
+		a.mu.Lock()
+		pending = a.pending
+		a.pending = nil
+		a.npending.Store(0)
+		a.mu.Unlock()
+	}
+	recs := tx.audit
+	if len(pending) > 0 {
+		recs = append(recs, pending...)
+	}
+	tx.audit = nil
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	for i := range recs {
-		if err := appendAudit(tx, &recs[i]); err != nil {
-			a.requeue(recs)
-			slog.Warn("audit: appending call records", "err", err)
-			return nil, err
-		}
+	if err := appendAudit(tx, recs); err != nil {
+		a.requeue(pending)
+		slog.Warn("audit: appending records", "err", err)
+		return nil, err
+	}
+	if len(pending) == 0 {
+		return nil, nil
 	}
 	return func(committed bool) {
 		if !committed {
-			a.requeue(recs)
+			a.requeue(pending)
 		}
 	}, nil
 }
 
-// ready reports whether call records are pending.
-func (a *auditLog) ready() bool { return a.npending.Load() > 0 }
+// ready reports whether the pending call records go in the commit under
+// way: when the flusher asks (its own commit, or any that comes first),
+// or when auditMaxPending of them wait. Other commits carry only their
+// own change records, so a caller's commit does not pay for the call
+// records of the calls before it: those are appended together.
+func (a *auditLog) ready() bool {
+	n := a.npending.Load()
+	return n >= auditMaxPending || (n > 0 && a.flushing.Load() > 0)
+}
 
 func (a *auditLog) requeue(recs []abi.AuditRecord) {
+	if len(recs) == 0 {
+		return
+	}
 	for i := range recs {
 		recs[i].Seq, recs[i].Prev, recs[i].Hash = 0, "", ""
 	}
@@ -261,9 +289,11 @@ func (a *auditLog) loop() {
 // flush commits the pending call records in a transaction of their own
 // (the commit hook appends them).
 func (a *auditLog) flush() {
-	if !a.ready() {
+	if a.npending.Load() == 0 {
 		return
 	}
+	a.flushing.Add(1)
+	defer a.flushing.Add(-1)
 	if err := a.k.Store.Tx(context.Background(), func(*Tx) error { return nil }); err != nil && !errors.Is(err, ErrStoreClosed) {
 		slog.Warn("audit: flushing call records", "err", err)
 	}
@@ -300,15 +330,15 @@ func (a *auditLog) loadSettings() {
 func isTrue(v string) bool  { return v == "true" || v == "on" || v == "yes" || v == "1" }
 func isFalse(v string) bool { return v == "false" || v == "off" || v == "no" || v == "0" }
 
-// appendAudit appends r to the chain in tx: its seq and prev follow the
-// chain's head (the last record, or the anchor pruning left), its hash is
-// its own.
-func appendAudit(tx *Tx, r *abi.AuditRecord) error {
+// appendAudit appends recs to the chain in tx, in order: their seq and
+// prev follow the chain's head (the last record, or the anchor pruning
+// left), their hashes are their own.
+func appendAudit(tx *Tx, recs []abi.AuditRecord) error {
 	s := tx.s
 	// The head of the chain is cached while no batch has been lost since
 	// it was read (Store.lost); appends run on the committer alone.
 	if h := s.auditHead; h.valid && h.lost == s.lost.Load() {
-		return insertAudit(tx, r, h.seq, h.hash)
+		return insertAudit(tx, recs, h.seq, h.hash)
 	}
 	var seq int64
 	var prev string
@@ -322,25 +352,50 @@ func appendAudit(tx *Tx, r *abi.AuditRecord) error {
 	if err != nil {
 		return err
 	}
-	return insertAudit(tx, r, seq, prev)
+	return insertAudit(tx, recs, seq, prev)
 }
 
-// insertAudit appends r after the record seq whose hash is prev, and
-// caches r as the chain's head.
-func insertAudit(tx *Tx, r *abi.AuditRecord, seq int64, prev string) error {
+// auditChunk is the most records one INSERT carries (18 values each).
+const auditChunk = 32
+
+// auditInserts[n] is the INSERT of n records.
+var auditInserts = func() (q [auditChunk + 1]string) {
+	const head = `INSERT INTO audit_log(seq,at,kind,call_id,uid,username,role,token_id,pid,conv,syscall,target,code,dur_us,trace,args,prev,hash) VALUES`
+	const row = `(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
+	for n := 1; n <= auditChunk; n++ {
+		q[n] = head + row + strings.Repeat(","+row, n-1)
+	}
+	return q
+}()
+
+// insertAudit appends recs after the record seq whose hash is prev, a
+// chunk of them per statement, and caches the last as the chain's head.
+func insertAudit(tx *Tx, recs []abi.AuditRecord, seq int64, prev string) error {
 	s := tx.s
 	lost := s.lost.Load()
-	r.Seq, r.Prev, r.Hash = seq+1, prev, ""
-	r.Hash = auditHash(r)
-	_, err := s.TxExec(tx, `INSERT INTO audit_log(seq,at,kind,call_id,uid,username,role,token_id,pid,conv,syscall,target,code,dur_us,trace,args,prev,hash)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		r.Seq, r.Time, r.Kind, r.CallID, r.Uid, r.Username, r.Role, r.TokenID, r.Pid, r.Conv, r.Syscall, r.Target,
-		r.Code, r.DurUs, r.Trace, r.Args, r.Prev, r.Hash)
-	if err != nil {
-		s.auditHead.valid = false
-		return err
+	for i := range recs {
+		r := &recs[i]
+		seq++
+		r.Seq, r.Prev, r.Hash = seq, prev, ""
+		r.Hash = auditHash(r)
+		prev = r.Hash
 	}
-	s.auditHead = chainHead{valid: true, seq: r.Seq, hash: r.Hash, lost: lost}
+	args := make([]any, 0, 18*min(len(recs), auditChunk))
+	for len(recs) > 0 {
+		n := min(len(recs), auditChunk)
+		args = args[:0]
+		for i := range recs[:n] {
+			r := &recs[i]
+			args = append(args, r.Seq, r.Time, r.Kind, r.CallID, r.Uid, r.Username, r.Role, r.TokenID, r.Pid, r.Conv,
+				r.Syscall, r.Target, r.Code, r.DurUs, r.Trace, r.Args, r.Prev, r.Hash)
+		}
+		if _, err := s.TxExec(tx, auditInserts[n], args...); err != nil {
+			s.auditHead.valid = false
+			return err
+		}
+		recs = recs[n:]
+	}
+	s.auditHead = chainHead{valid: true, seq: seq, hash: prev, lost: lost}
 	return nil
 }
 
@@ -353,16 +408,44 @@ type chainHead struct {
 	lost  uint64
 }
 
-// auditHash is the hash of r: SHA-256 of its JSON with Hash empty.
+// auditHash is the hash of r: SHA-256 of its fields but Hash, in the
+// order of abi.AuditRecord, each as its length (uvarint) then its bytes
+// (numbers as varints), so no two records share an encoding.
 func auditHash(r *abi.AuditRecord) string {
-	c := *r
-	c.Hash = ""
-	b, _ := json.Marshal(&c)
+	var buf [512]byte
+	b := buf[:0]
+	b = binary.AppendVarint(b, r.Seq)
+	b = binary.AppendVarint(b, r.Time)
+	b = appendField(b, r.Kind)
+	b = appendField(b, r.CallID)
+	b = binary.AppendUvarint(b, uint64(r.Uid))
+	b = appendField(b, r.Username)
+	b = appendField(b, r.Role)
+	b = appendField(b, r.TokenID)
+	b = appendField(b, r.Pid)
+	b = appendField(b, r.Conv)
+	b = appendField(b, r.Syscall)
+	b = appendField(b, r.Target)
+	b = binary.AppendVarint(b, int64(r.Code))
+	b = binary.AppendVarint(b, r.DurUs)
+	b = appendField(b, r.Trace)
+	b = appendField(b, r.Args)
+	b = appendField(b, r.Prev)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+func appendField(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 func newCallID() string {
 	id := NewTraceID()
 	return "c_" + id[:16]
 }
+
+// AuditOn reports whether the audit log records syscalls now: false once
+// config/audit/enabled=false has been loaded (a read; benchmarks wait on
+// it after setting the key).
+func (k *Kernel) AuditOn() bool { return k.audit != nil && !k.audit.off.Load() }

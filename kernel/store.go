@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"gsvfs.dev/gsvfs/abi"
 )
 
 // Store is the kernel's database, over a Dialect: one writer connection
@@ -66,15 +68,16 @@ type Store struct {
 
 // commitHook appends to tx, a batch's transaction about to commit, and
 // returns what to run once the commit's outcome is known.
-// Ready reports, cheaply, whether it has anything to append.
+// Ready reports, cheaply, whether it has anything to append besides the
+// change records the batch's fns left in tx (Tx.audit).
 type commitHook struct {
 	ready func() bool
 	run   func(tx *Tx) (after func(committed bool), err error)
 }
 
 // setCommitHook makes h run in every batch's transaction before it
-// commits, inside a savepoint of its own: its error rolls back its own
-// statements only.
+// commits. Its error fails the whole batch (its change records are
+// the batch's: no change commits without its record).
 func (s *Store) setCommitHook(h commitHook) { s.hook.Store(&h) }
 
 // OnCommit makes fn learn the duration and outcome of every commit of
@@ -108,6 +111,9 @@ type writeReq struct {
 type Tx struct {
 	tx *sql.Tx
 	s  *Store
+	// audit holds the change records of the batch's audited fns that
+	// succeeded, appended to the chain by the commit hook.
+	audit []abi.AuditRecord
 }
 
 // Exec runs a statement in the transaction.
@@ -380,7 +386,20 @@ func (s *Store) commit(batch []*writeReq) (rest []*writeReq) {
 		batch[0].done <- errs[0]
 		return nil
 	}
-	after := s.runHook(stx, tx)
+	after, herr := s.runHook(tx)
+	if herr != nil {
+		// The batch's change records could not be appended: nothing of
+		// the batch commits.
+		stx.Rollback()
+		s.lost.Add(1)
+		for i, r := range batch {
+			if errs[i] == nil {
+				errs[i] = fmt.Errorf("store: appending the audit records: %w", herr)
+			}
+			r.done <- errs[i]
+		}
+		return nil
+	}
 	t0 := time.Now()
 	cerr := stx.Commit()
 	if cerr != nil {
@@ -401,29 +420,14 @@ func (s *Store) commit(batch []*writeReq) (rest []*writeReq) {
 	return nil
 }
 
-// runHook runs the commit hook in its own savepoint of stx and returns
-// what to run after the commit (nil: nothing).
-func (s *Store) runHook(stx *sql.Tx, tx *Tx) func(bool) {
+// runHook runs the commit hook in tx and returns what to run after the
+// commit (nil: nothing), or the hook's error.
+func (s *Store) runHook(tx *Tx) (func(bool), error) {
 	h := s.hook.Load()
-	if h == nil || !h.ready() {
-		return nil
+	if h == nil || (len(tx.audit) == 0 && !h.ready()) {
+		return nil, nil
 	}
-	if _, err := s.TxExec(tx, `SAVEPOINT h`); err != nil {
-		return nil
-	}
-	after, err := h.run(tx)
-	if err != nil {
-		s.lost.Add(1) // the hook's appends are rolled back: the head moves back
-		if _, rerr := s.TxExec(tx, `ROLLBACK TO h`); rerr != nil {
-			slog.Warn("store: rolling back the commit hook's savepoint", "err", rerr)
-		}
-	}
-	if _, err := s.TxExec(tx, `RELEASE h`); err != nil {
-		// The hook's records went back to wait; the transaction is the
-		// batch's, whose commit tells the rest.
-		slog.Warn("store: releasing the commit hook's savepoint", "err", err)
-	}
-	return after
+	return h.run(tx)
 }
 
 // abandon ends a transaction that the database no longer holds (or that

@@ -140,7 +140,7 @@ fuzz:
 BENCH_DEBS := $(if $(wildcard /usr/sbin/sshd),,openssh-server) $(if $(shell command -v sshfs),,sshfs)
 bench: DEBS += $(BENCH_DEBS)
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 20m ./cmd/gsvfs ./devices ./devices/local ./proc ./sched
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 20m ./cmd/gsvfs ./devices ./devices/local ./proc ./sched ./repos
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi

@@ -137,10 +137,13 @@ fuzz:
 # same run (go-fuse loopback, go9p's own server, ssh and sshfs, and for
 # the device path (BenchmarkDevicePath, BenchmarkChannelRead) sys.whoami
 # over the same 9P connection).
+# BENCH_PKGS: every package with a benchmark (internal/repocheck checks
+# the list).
+BENCH_PKGS := ./cmd/gsvfs ./devices ./devices/local ./kernel ./mcpserve ./proc ./proc/model ./sched ./telemetry ./web ./repos
 BENCH_DEBS := $(if $(wildcard /usr/sbin/sshd),,openssh-server) $(if $(shell command -v sshfs),,sshfs)
 bench: DEBS += $(BENCH_DEBS)
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 20m ./cmd/gsvfs ./devices ./devices/local ./proc ./sched ./repos
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 40m $(BENCH_PKGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi

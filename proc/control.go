@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -122,6 +123,7 @@ func (m *engine) storeControl(ctx context.Context, pr *process) error {
 	defer pr.saveMu.Unlock()
 	pr.mu.Lock()
 	c := *m.controlLocked(ctx, pr)
+	c.Models = slices.Clone(c.Models) // account adds to the settings' own in place
 	pr.mu.Unlock()
 	return m.saveControl(ctx, pr.pid, c)
 }

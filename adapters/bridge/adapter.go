@@ -40,7 +40,9 @@ type Sink interface {
 	// adapter acknowledges a message to its platform (an offset, an
 	// IMAP flag) only after Deliver returns nil, so a message is never
 	// lost between the platform and the kernel, and a replay of it is a
-	// no-op in the kernel.
+	// no-op in the kernel. A message the kernel refuses for good (it is
+	// malformed, too long: a 400) is logged and Deliver returns nil, so
+	// it is acknowledged and not handed out again forever.
 	Deliver(ctx context.Context, in abi.AdapterMessage) error
 	// State reports the account's state (adapter.state.update). It does
 	// not block on the kernel.

@@ -33,6 +33,14 @@ type KernelError struct {
 
 func (e *KernelError) Error() string { return e.Message }
 
+// refusedForGood reports whether the kernel's refusal of a message is
+// about the message itself (400: malformed, too long, bad media; 413),
+// so no delivery of it will ever be taken. Anything else (401 and 403: a
+// token revoked or unbound; 404: an account unknown; 409, 5xx: busy,
+// failing) is about the bridge or the moment, and the message is
+// delivered again.
+func refusedForGood(e *KernelError) bool { return e.Code == 400 || e.Code == 413 }
+
 // Options configure a Bridge.
 type Options struct {
 	// Adapter is the platform's connection; Account its id in the
@@ -276,6 +284,12 @@ func (b *Bridge) Deliver(ctx context.Context, in abi.AdapterMessage) error {
 		res, err := call(ctx, c, abi.AdapterInbound, &abi.AdapterInboundArgs{Adapter: b.kind, AccountID: b.o.Account, Message: in})
 		var ke *KernelError
 		if errors.As(err, &ke) {
+			if refusedForGood(ke) {
+				// The message itself is bad: acknowledged to the
+				// platform, so it is not handed out again forever.
+				b.log.Warn("bridge: the kernel refused a message for good", "message", in.MessageID, "code", ke.Code, "err", ke.Message)
+				return nil
+			}
 			return err
 		}
 		if err != nil {

@@ -108,6 +108,7 @@ fuzz:
 	$(call fuzz1,FuzzCtlExec,./ns)
 	$(call fuzz1,FuzzParseFinite,./abi)
 	$(call fuzz1,FuzzRunVerbs,./proc)
+	$(call fuzz1,FuzzParseSkill,./proc)
 	$(call fuzz1,FuzzServerName,./mcp)
 	$(call fuzz1,FuzzCheckURL,./mcp)
 	$(call fuzz1,FuzzAnswer,./devices)

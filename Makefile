@@ -108,6 +108,7 @@ fuzz:
 	$(call fuzz1,FuzzCtlExec,./ns)
 	$(call fuzz1,FuzzParseFinite,./abi)
 	$(call fuzz1,FuzzRunVerbs,./proc)
+	$(call fuzz1,FuzzParseSkill,./proc)
 	$(call fuzz1,FuzzServerName,./mcp)
 	$(call fuzz1,FuzzCheckURL,./mcp)
 	$(call fuzz1,FuzzAnswer,./devices)
@@ -139,7 +140,7 @@ fuzz:
 # over the same 9P connection).
 # BENCH_PKGS: every package with a benchmark (internal/repocheck checks
 # the list).
-BENCH_PKGS := ./cmd/gsvfs ./devices ./devices/local ./kernel ./mcpserve ./proc ./proc/model ./sched ./telemetry ./web
+BENCH_PKGS := ./cmd/gsvfs ./devices ./devices/local ./kernel ./mcpserve ./proc ./proc/model ./sched ./telemetry ./web ./repos
 BENCH_DEBS := $(if $(wildcard /usr/sbin/sshd),,openssh-server) $(if $(shell command -v sshfs),,sshfs)
 bench: DEBS += $(BENCH_DEBS)
 bench: deps

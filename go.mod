@@ -24,6 +24,8 @@ require (
 	modernc.org/sqlite v1.61.1
 )
 
+require go.yaml.in/yaml/v3 v3.0.5 // indirect
+
 require (
 	dario.cat/mergo v1.0.0 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect

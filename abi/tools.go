@@ -119,3 +119,9 @@ type CodeModeTool struct {
 	Code      string `json:"code" jsonschema:"the body of an async JavaScript function"`
 	TimeoutMs int64  `json:"timeoutMs,omitempty"`
 }
+
+// SkillTool is the Skill tool's arguments: the name of a skill listed in
+// the agent's instructions, whose SKILL.md body it loads.
+type SkillTool struct {
+	Name string `json:"name" jsonschema:"the skill's name, as your instructions list it"`
+}

@@ -114,6 +114,11 @@ var tools = []tool{
 	{model.ToolDef{Name: "Mcp", Description: mcpToolDoc,
 		Schema: schema.MustTool[abi.McpTool]()},
 		abi.SysMcpCall.Name, mcpCallArgs},
+	// Skill loads a skill's body (proc/skills.go); runTool makes its
+	// reads itself, as the process.
+	{model.ToolDef{Name: skillToolName, Description: skillToolDoc,
+		Schema: schema.MustTool[abi.SkillTool]()},
+		abi.FsReadraw.Name, passArgs},
 	// CodeMode runs a block whose shell and fs calls are this process's
 	// tool calls (proc/codemode.go).
 	{model.ToolDef{Name: "CodeMode", Description: codeModeTool,
@@ -477,6 +482,9 @@ func (m *engine) runTool(ctx context.Context, pr *process, r *activeRun, p *abi.
 	if t == nil {
 		return false, result(fmt.Sprintf("unknown tool %q", c.Name), true)
 	}
+	if t.def.Name == skillToolName { // reads only: no approval
+		return false, result(m.skillTool(ctx, caller, p.Cwd, c.Args))
+	}
 	syscall := t.syscall
 	var args json.RawMessage
 	var aerr error
@@ -590,6 +598,7 @@ func (m *engine) systemPrompt(ctx context.Context, p *abi.Process, caller *kerne
 	m.mcpPrompt(ctx, &b, caller)
 	m.budgetPrompt(ctx, &b, p)
 	m.assignmentPrompt(ctx, &b, p.Pid)
+	m.skillsPrompt(ctx, &b, caller, p.Cwd)
 	dir, err := kernel.Do(ctx, m.k, caller, abi.FsRead, &abi.FSReadArgs{Path: "~/context.d"})
 	if err != nil || !dir.OK || !dir.Dir {
 		return b.String()

@@ -180,3 +180,47 @@ func TestRepoImport(t *testing.T) {
 		t.Fatalf("alice imported into bob's: %v", err)
 	}
 }
+
+// TestRepoImportCap: an upstream pack over the import limit is a 400
+// naming the limit; a new repository the import made is gone (record and
+// directory), and an existing one keeps its refs and no partial pack.
+func TestRepoImportCap(t *testing.T) {
+	h := newHarness(t)
+	srv := httptest.NewServer(HTTPHandler(h.k))
+	defer srv.Close()
+	do(h, h.alice, abi.RepoCreate, &abi.RepoCreateArgs{Repo: "big", Public: true})
+	noise := make([]byte, 8192)
+	for i := range noise {
+		noise[i] = byte('a' + (i*7919+i*i*31)%26)
+	}
+	do(h, h.alice, abi.RepoApply, &abi.RepoApplyArgs{Repo: "big", Message: "x", Ops: []abi.RepoOp{{Type: "put", Path: "f", Content: str(string(noise))}}})
+	u, _ := url.Parse(srv.URL)
+	remote := fmt.Sprintf("http://bob:%s@%s/git/alice/big", url.QueryEscape(h.token(h.bob)), u.Host)
+	h.r.importMax = 256
+	have := do(h, h.bob, abi.RepoCreate, &abi.RepoCreateArgs{Repo: "have"})
+	for _, repo := range []string{"new", "have"} {
+		_, err := kernel.Do(context.Background(), h.k, h.bob, abi.RepoImport, &abi.RepoImportArgs{Repo: repo, RemoteURL: remote})
+		if kindOf(err) != abi.Invalid || !strings.Contains(err.Error(), "import limit of 256 bytes") {
+			t.Fatalf("import into %s over the cap: %v", repo, err)
+		}
+	}
+	if rec, err := h.r.lookup(context.Background(), "bob", "new"); err != nil || rec != nil {
+		t.Fatalf("the failed import's new repository is recorded: %+v %v", rec, err)
+	}
+	if _, err := os.Stat(filepath.Join(h.r.dir, "bob", "new.git")); !os.IsNotExist(err) {
+		entries, _ := os.ReadDir(filepath.Join(h.r.dir, "bob"))
+		t.Fatalf("the failed import left a directory: %v %v", err, entries)
+	}
+	rec, _ := h.r.lookup(context.Background(), "bob", "have")
+	left, _ := filepath.Glob(filepath.Join(h.r.gitDir(rec), "objects", "pack", "*"))
+	if len(left) != 0 {
+		t.Fatalf("the failed import left %v", left)
+	}
+	if refs := do(h, h.bob, abi.RepoRefs, &abi.RepoArgs{Repo: "have"}); refs.Heads["main"] != *have.Head {
+		t.Fatalf("have's refs moved: %+v (was %v)", refs, *have.Head)
+	}
+	h.r.importMax = importPackMax
+	if res := do(h, h.bob, abi.RepoImport, &abi.RepoImportArgs{Repo: "new", RemoteURL: remote}); !res.Changed {
+		t.Fatalf("import under the cap: %+v", res)
+	}
+}

@@ -43,6 +43,7 @@ type Room struct {
 	locks map[string]*sync.Mutex // each repository's write lock, by owner/name
 
 	homeEvery time.Duration
+	importMax int64                          // the largest pack repo.import takes (importPackMax)
 	homeMu    sync.Mutex                     // guards homeSeen
 	homeSeen  map[uint32]map[string]homeSeen // each home's files at the last walk, by uid
 	stop      chan struct{}
@@ -81,7 +82,7 @@ func Open(space *ns.Space, opts Options) (*Room, error) {
 		return nil, err
 	}
 	return &Room{k: k, space: space, st: k.Store, log: opts.Logger, dir: opts.Dir, now: opts.Now,
-		locks: map[string]*sync.Mutex{}, homeEvery: opts.HomeEvery, homeSeen: map[uint32]map[string]homeSeen{},
+		locks: map[string]*sync.Mutex{}, homeEvery: opts.HomeEvery, importMax: importPackMax, homeSeen: map[uint32]map[string]homeSeen{},
 		stop: make(chan struct{})}, nil
 }
 

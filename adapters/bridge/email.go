@@ -87,7 +87,7 @@ func newEmail(cfg Config) (Adapter, error) {
 	default:
 		return nil, fmt.Errorf("email: security=%q: want tls, starttls or insecure", e.sec)
 	}
-	if e.idle, err = optSeconds("email", o, "idle_timeout", 25*time.Minute); err != nil {
+	if e.idle, err = optSeconds("email", o, "idle_timeout", 5*time.Minute); err != nil {
 		return nil, err
 	}
 	if e.timeout, err = optSeconds("email", o, "timeout", 60*time.Second); err != nil {

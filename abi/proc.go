@@ -517,3 +517,20 @@ func ParseMcpServers(s string) *[]string {
 	}
 	return &out
 }
+
+// MaxTraceID is the longest trace id (SendArgs.TraceID).
+const MaxTraceID = 128
+
+// CheckTraceID checks a trace id: at most MaxTraceID bytes of letters,
+// digits and "-_.:/".
+func CheckTraceID(t string) error {
+	if len(t) > MaxTraceID {
+		return E(Invalid, fmt.Sprintf("traceId is over %d bytes", MaxTraceID))
+	}
+	for _, r := range t {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/", r)) {
+			return E(Invalid, fmt.Sprintf("traceId %q: letters, digits and -_.:/ only", t))
+		}
+	}
+	return nil
+}

@@ -198,8 +198,14 @@ func (r *Room) noteReceipt(ctx context.Context, kind, account, msgID, pid, runID
 // sendKey is the idempotency key of the proc.send of a platform's
 // message: the same for every delivery of it.
 func sendKey(kind, account, msgID string) string {
+	return "adapter:" + messageDigest(kind, account, msgID)
+}
+
+// messageDigest names a platform's message by a digest of its adapter,
+// account and id (unambiguous: the parts are NUL-separated).
+func messageDigest(kind, account, msgID string) string {
 	sum := sha256.Sum256([]byte(kind + "\x00" + account + "\x00" + msgID))
-	return "adapter:" + hex.EncodeToString(sum[:16])
+	return hex.EncodeToString(sum[:16])
 }
 
 // dropped is the result of a message dropped for reason.
@@ -295,14 +301,8 @@ func (r *Room) command(ctx context.Context, as *kernel.Caller, kind, account str
 // the three>, so any platform's id (an email's Message-ID has an @) is
 // traced the same way every time.
 func traceOf(kind, account, msgID string) string {
-	t := "adapter:" + kind + "/" + account + "/" + msgID
-	ok := len(t) <= 128
-	for _, r := range t {
-		ok = ok && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/", r))
-	}
-	if ok {
+	if t := "adapter:" + kind + "/" + account + "/" + msgID; abi.CheckTraceID(t) == nil {
 		return t
 	}
-	sum := sha256.Sum256([]byte(kind + "\x00" + account + "\x00" + msgID))
-	return "adapter:sha256:" + hex.EncodeToString(sum[:16])
+	return "adapter:sha256:" + messageDigest(kind, account, msgID)
 }

@@ -273,7 +273,7 @@ func (m *engine) sysSend(ctx context.Context, c *kernel.Caller, a *abi.SendArgs)
 	case !slices.Contains(abi.EventKinds, ev.Kind):
 		return nil, abi.E(abi.Invalid, fmt.Sprintf("kind %q: want one of %s", ev.Kind, strings.Join(abi.EventKinds, ", ")))
 	}
-	if err := checkTrace(a.TraceID); err != nil {
+	if err := abi.CheckTraceID(a.TraceID); err != nil {
 		return nil, err
 	}
 	if a.IdempotencyKey != "" {
@@ -341,20 +341,6 @@ func sourceOf(c *kernel.Caller) abi.EventSource {
 		s.Kind, s.Pid = "process", c.Pid
 	}
 	return s
-}
-
-// checkTrace checks a trace id: at most 128 bytes of letters, digits and
-// "-_.:/".
-func checkTrace(t string) error {
-	if len(t) > 128 {
-		return abi.E(abi.Invalid, "traceId is over 128 bytes")
-	}
-	for _, r := range t {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/", r)) {
-			return abi.E(abi.Invalid, fmt.Sprintf("traceId %q: letters, digits and -_.:/ only", t))
-		}
-	}
-	return nil
 }
 
 // sysAbort serves proc.abort (Abort).

@@ -18,7 +18,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,28 +31,9 @@ import (
 // startBridge starts gsvfs adapter with args.
 func startBridge(t *testing.T, args ...string) *deviceProc {
 	t.Helper()
-	p := &deviceProc{stderr: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(gsvfsBin, append([]string{"adapter", "--log-level", "debug"}, args...)...)
-	p.cmd.Env = append(os.Environ(), raceEnv)
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("adapter %v log:\n%s", args, p.stderr.String())
-		}
-	})
-	return p
-}
-
-// stopBridge kills a bridge and waits for it.
-func (p *deviceProc) stopBridge() {
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
+	cmd := exec.Command(gsvfsBin, append([]string{"adapter", "--log-level", "debug"}, args...)...)
+	cmd.Env = append(os.Environ(), raceEnv)
+	return startProc(t, "adapter", args, cmd)
 }
 
 // hookSink is a webhook's far end: it keeps each signed POST's text.
@@ -290,7 +270,7 @@ func TestE2EAdapterCrash(t *testing.T) {
 	if r := gsvAs(aliceHost, s.env, "link", m[1]); r.code != 0 {
 		t.Fatalf("gsv link: %v", r)
 	}
-	b.stopBridge()
+	b.kill()
 
 	// The message goes in as the bridge would send it, and the daemon
 	// dies at once.

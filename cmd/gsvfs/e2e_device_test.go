@@ -27,9 +27,27 @@ type deviceProc struct {
 // startDevice starts gsvfs device with args, as the test's own user.
 func startDevice(t *testing.T, args ...string) *deviceProc {
 	t.Helper()
-	p := &deviceProc{stderr: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(gsvfsBin, append([]string{"device", "--log-level", "debug"}, args...)...)
-	p.cmd.Env = append(os.Environ(), raceEnv)
+	cmd := exec.Command(gsvfsBin, append([]string{"device", "--log-level", "debug"}, args...)...)
+	cmd.Env = append(os.Environ(), raceEnv)
+	return startProc(t, "device", args, cmd)
+}
+
+// startDeviceAs starts gsvfs device with args as the host uid (and gid)
+// uid, with home as its $HOME: a device run by its user, without root.
+func startDeviceAs(t *testing.T, uid int, home string, args ...string) *deviceProc {
+	t.Helper()
+	u := strconv.Itoa(uid)
+	cmd := exec.Command("setpriv", append([]string{"--reuid", u, "--regid", u, "--clear-groups", gsvfsBin, "device", "--log-level", "debug"}, args...)...)
+	cmd.Env = append(os.Environ(), raceEnv, "HOME="+home, "TMPDIR="+home)
+	return startProc(t, "device", args, cmd)
+}
+
+// startProc starts cmd, a gsvfs process (what, started with args),
+// keeping its stderr; at the test's end it is killed (continued first,
+// if a test stopped it) and, if the test failed, its log is shown.
+func startProc(t *testing.T, what string, args []string, cmd *exec.Cmd) *deviceProc {
+	t.Helper()
+	p := &deviceProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -40,30 +58,7 @@ func startDevice(t *testing.T, args ...string) *deviceProc {
 		p.cmd.Process.Kill()
 		<-p.done
 		if t.Failed() {
-			t.Logf("device %v log:\n%s", args, p.stderr.String())
-		}
-	})
-	return p
-}
-
-// startDeviceAs starts gsvfs device with args as the host uid (and gid)
-// uid, with home as its $HOME: a device run by its user, without root.
-func startDeviceAs(t *testing.T, uid int, home string, args ...string) *deviceProc {
-	t.Helper()
-	p := &deviceProc{stderr: &syncBuffer{}, done: make(chan struct{})}
-	u := strconv.Itoa(uid)
-	p.cmd = exec.Command("setpriv", append([]string{"--reuid", u, "--regid", u, "--clear-groups", gsvfsBin, "device", "--log-level", "debug"}, args...)...)
-	p.cmd.Env = append(os.Environ(), raceEnv, "HOME="+home, "TMPDIR="+home)
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("device %v log:\n%s", args, p.stderr.String())
+			t.Logf("%s %v log:\n%s", what, args, p.stderr.String())
 		}
 	})
 	return p

@@ -140,7 +140,7 @@ fuzz:
 # over the same 9P connection).
 # BENCH_PKGS: every package with a benchmark (internal/repocheck checks
 # the list).
-BENCH_PKGS := ./cmd/gsvfs ./devices ./devices/local ./kernel ./mcpserve ./proc ./proc/model ./sched ./telemetry ./web ./repos
+BENCH_PKGS := ./cmd/gsvfs ./codemode ./devices ./devices/local ./kernel ./mcpserve ./proc ./proc/model ./sched ./telemetry ./web ./repos
 BENCH_DEBS := $(if $(wildcard /usr/sbin/sshd),,openssh-server) $(if $(shell command -v sshfs),,sshfs)
 bench: DEBS += $(BENCH_DEBS)
 # At the end it prints issue 30's table with MET / MISSED (internal/benchsum

@@ -29,6 +29,14 @@
 // An answer's held is the time (ns) the call spent waiting for a human
 // (Hold): the worker moves its deadline by as much.
 //
+// A nested call does not wait for its answer: the worker sends the calls
+// a block makes before it awaits (Promise.all) together, in one write,
+// and the parent serves up to maxCallsInFlight of them at once, answering
+// each when it ends (out of order; answers that end together leave in
+// one write). A call made alone (await in a loop) is served on the
+// parent's reading goroutine, with no goroutine to wake. A run returns
+// once every call it started has ended.
+//
 // A worker starts, drops its privileges and makes its engine before it
 // reads a request, so a Runner keeps one started (warm) and a run does not
 // wait for a process to start.

@@ -63,7 +63,7 @@ func TestParseAndVerdicts(t *testing.T) {
 	}
 	var out strings.Builder
 	printTable(&out, res, "1.0")
-	if got := out.String(); !strings.Contains(got, "not measured") || !strings.Contains(got, "2 of 11 goals met") {
+	if got := out.String(); !strings.Contains(got, "not measured") || !strings.Contains(got, "2 of 12 goals met") {
 		t.Errorf("summary:\n%s", got)
 	}
 }

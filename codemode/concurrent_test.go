@@ -72,6 +72,12 @@ func TestCallsNotAwaited(t *testing.T) {
 	if got := done.Load(); got != 1 {
 		t.Fatalf("%d calls done when Run returned, want 1", got)
 	}
+	// A call not awaited before a log line leaves with it.
+	res = run(t, Request{Code: `fs.write({path: "now"}); console.log("x"); while (true) {}`, Limits: Limits{Wall: time.Second}}, call)
+	failedWith(t, res, "time limit exceeded")
+	if got := done.Load(); got != 2 {
+		t.Fatalf("%d calls done, want 2: the call before the log line was not made", got)
+	}
 	res = run(t, Request{Code: `
 const ps = [];
 for (let i = 0; i < 50; i++) ps.push(fs.read({path: i === 17 ? "bad" : "p" + i}));

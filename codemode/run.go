@@ -2,6 +2,7 @@ package codemode
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -471,6 +472,8 @@ func (p *process) run(ctx context.Context, req Request, call CallFunc) (res *Res
 			res.Logs = logs
 			completed = true
 			return res, true
+		case m.Wait:
+			// The worker waits for an answer (see waitNext).
 		case m.Log != nil:
 			logs, logBytes = addLog(logs, logBytes, *m.Log)
 		case m.Call != "":
@@ -478,9 +481,11 @@ func (p *process) run(ctx context.Context, req Request, call CallFunc) (res *Res
 			if len(args) == 0 {
 				args = json.RawMessage("{}")
 			}
-			if len(slots) == 0 && !lineBuffered(p.out) {
-				// The only call in sight (a block awaiting each call in
-				// turn): served here, with no goroutine to wake.
+			if len(slots) == 0 && waitNext(p.out) {
+				// The only call in flight, and the worker waits for it
+				// (a block awaiting each call in turn): nothing comes
+				// from the worker until it is answered, so it is served
+				// here, with no goroutine to wake.
 				r, cerr := serve(m.Call, args)
 				answers.write(answerLine(m.ID, clk.takeHeld(), r, cerr))
 				continue
@@ -504,6 +509,17 @@ func (p *process) run(ctx context.Context, req Request, call CallFunc) (res *Res
 			return failed(fmt.Sprintf("worker wrote an unknown message: %.80s", mustJSON(m)), logs), true
 		}
 	}
+}
+
+// waitNext reports whether r's next line, already buffered and the last
+// there, is the worker's wait line.
+func waitNext(r *bufio.Reader) bool {
+	n := r.Buffered()
+	if n != len(waitLine) {
+		return false
+	}
+	b, _ := r.Peek(n)
+	return bytes.Equal(b, waitLine)
 }
 
 // answerWriter writes the answers of a run's nested calls to its worker:

@@ -47,8 +47,9 @@ const prelude = `(function () {
   let pumpQueued = false;
   const pump = () => {
     pumpQueued = false;
-    for (const a of parse(wait())) {
-      const w = waiting.get(a.id);
+    const as = parse(wait());
+    for (let i = 0; i < as.length; i++) {
+      const a = as[i], w = waiting.get(a.id);
       if (w === undefined) continue;
       waiting.delete(a.id);
       if (a.error !== undefined) w[1](new Error(a.error));
@@ -247,10 +248,14 @@ func (w *worker) send(m wire) error {
 	return w.out.Flush()
 }
 
-// sendCall is __gsv_send: it writes nested call name with args (JSON) to the
-// parent's buffer and returns its id (decimal), or an error as
-// {"error":…} when the call cannot be made. The line leaves at the next
-// wait, so calls made together (Promise.all) leave together.
+// waitLine tells the parent that the worker waits for an answer and
+// sends nothing until one comes (see wait).
+var waitLine = []byte(`{"wait":true}` + "\n")
+
+// sendCall is __gsv_send: it writes nested call name with args (JSON) to
+// the parent and returns its id (decimal), or an error as {"error":…}
+// when the call cannot be made. The calls a block makes until it waits
+// leave together when it waits (Promise.all: one write), logs or ends.
 func (w *worker) sendCall(name, args string) string {
 	if len(args) > MaxCallArgs {
 		return errJSON(fmt.Sprintf("%s: arguments too large: %d bytes as JSON (at most %d)", name, len(args), MaxCallArgs))
@@ -286,7 +291,14 @@ func (w *worker) wait() string {
 	}
 	w.e.inCall.Store(true)
 	defer w.e.inCall.Store(false)
-	if err := w.out.Flush(); err != nil {
+	// The calls not sent yet, then the wait: the parent may serve a call
+	// it reads just before a wait on its reading goroutine, since nothing
+	// else comes from the worker until that call is answered.
+	_, err := w.out.Write(waitLine)
+	if err == nil {
+		err = w.out.Flush()
+	}
+	if err != nil {
 		os.Exit(3) // the parent is gone: nothing is left to do
 	}
 	batch := []byte{'['}

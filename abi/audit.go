@@ -102,6 +102,7 @@ func init() {
 		ProcConversationLookup, ProcConversationPolicyGet, ProcConversationSegments,
 		ProcConversationSegmentRead,
 		SchedList, SchedCrontabGet, SchedCrontabCheck, SchedLog, SchedOwners,
+		AdapterStatus,
 	} {
 		readCalls[d.CallName()] = true
 	}

@@ -150,7 +150,7 @@ func New(k *kernel.Kernel, o Options) (*Telemetry, error) {
 	t.fuse = newRequestCounter("gsv_fuse_requests_total", "FUSE requests answered, by operation (op) and result (ok, error).")
 	for _, c := range []prometheus.Collector{t.syscalls, t.latency, t.commits, t.commitErrs, t.runsStarted, t.runsEnded,
 		t.runsActive, t.modelCalls, t.tokens, t.cost, t.unpriced, t.modelTime, t.toolCalls, t.approvals, t.schedRuns,
-		t.schedLate, t.ninep.vec, t.fuse.vec,
+		t.schedLate, t.ninep.vec, t.fuse.vec, newStatusCollector(k),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&devicesCollector{k: k, desc: prometheus.NewDesc("gsv_devices", "Registered devices, by whether they are online.", []string{"online"}, nil)},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gsv_uptime_seconds", Help: "Seconds since the kernel opened."},

@@ -71,6 +71,8 @@ func TestMetricsAndSpans(t *testing.T) {
 		`gsv_9p_requests_total{op="walk",result="ok"} 1`,
 		`gsv_9p_requests_total{op="walk",result="error"} 1`,
 		`gsv_fuse_requests_total{op="lookup",result="ok"} 1`,
+		`gsv_adapter_accounts{online="false"} 0`,
+		`gsv_schedule_queued 0`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -1,9 +1,14 @@
 package telemetry
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
 )
 
 // requestCounter counts one transport's requests by operation and
@@ -39,3 +44,49 @@ func (t *Telemetry) NinePRequests(op string, failed bool) { t.ninep.count(op, fa
 // FUSERequests is the FUSE mount's request hook (fusefs.Options.OnRequest):
 // gsv_fuse_requests_total{op,result}.
 func (t *Telemetry) FUSERequests(op string, failed bool) { t.fuse.count(op, failed) }
+
+// statusCollector reads sys.status (as the kernel: a read) at each
+// scrape for what the rooms keep: the adapter accounts by whether they
+// are online, and the queues' depths.
+type statusCollector struct {
+	k                                  *kernel.Kernel
+	adapters, outbox, queued, schedRun *prometheus.Desc
+}
+
+func newStatusCollector(k *kernel.Kernel) *statusCollector {
+	return &statusCollector{k: k,
+		adapters: prometheus.NewDesc("gsv_adapter_accounts", "Chat adapter accounts, by whether their bridge reports them connected.", []string{"online"}, nil),
+		outbox:   prometheus.NewDesc("gsv_adapter_outbox_pending", "Adapter deliveries waiting for a bridge to take them.", nil, nil),
+		queued:   prometheus.NewDesc("gsv_schedule_queued", "Schedule runs due and waiting for a slot.", nil, nil),
+		schedRun: prometheus.NewDesc("gsv_schedule_running", "Schedule runs under way.", nil, nil),
+	}
+}
+
+func (s *statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- s.adapters
+	ch <- s.outbox
+	ch <- s.queued
+	ch <- s.schedRun
+}
+
+func (s *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := kernel.Do(ctx, s.k, s.k.KernelCaller(), abi.SysStatus, nil)
+	if err != nil {
+		return
+	}
+	var on, off float64
+	for _, a := range st.Adapters {
+		if a.Online {
+			on++
+		} else {
+			off++
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(s.adapters, prometheus.GaugeValue, on, "true")
+	ch <- prometheus.MustNewConstMetric(s.adapters, prometheus.GaugeValue, off, "false")
+	ch <- prometheus.MustNewConstMetric(s.outbox, prometheus.GaugeValue, float64(st.OutboxPending))
+	ch <- prometheus.MustNewConstMetric(s.queued, prometheus.GaugeValue, float64(st.SchedQueued))
+	ch <- prometheus.MustNewConstMetric(s.schedRun, prometheus.GaugeValue, float64(st.SchedRunning))
+}

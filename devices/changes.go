@@ -26,17 +26,17 @@ const noteEvery = time.Second
 // memory is cleared (a few signals more, never fewer).
 const maxRecent = 4096
 
-// changeKey is one writer's file.
-type changeKey struct {
-	id  *kernel.Identity
-	rel string
+// lastWrite is who a file's last write signal named, and when.
+type lastWrite struct {
+	id *kernel.Identity
+	at time.Time
 }
 
 // changes publishes fs.changed.
 type changes struct {
 	k      *kernel.Kernel
-	mu     sync.Mutex              // guards recent
-	recent map[changeKey]time.Time // when each writer's file was last signalled for a write
+	mu     sync.Mutex           // guards recent
+	recent map[string]lastWrite // each file's last write signal, by path relative to the data root
 }
 
 // note publishes that c changed the data tree path rel (relative to the
@@ -58,17 +58,16 @@ func (n *changes) noteWrite(c *kernel.Caller, rel string) {
 	if c == nil || c.Identity == nil || rel == "" {
 		return
 	}
-	key, now := changeKey{c.Identity, rel}, time.Now()
+	now := time.Now()
 	n.mu.Lock()
 	if n.recent == nil || len(n.recent) >= maxRecent {
-		n.recent = map[changeKey]time.Time{}
+		n.recent = map[string]lastWrite{}
 	}
-	last, ok := n.recent[key]
-	if ok && now.Sub(last) < noteEvery {
+	if last, ok := n.recent[rel]; ok && last.id == c.Identity && now.Sub(last.at) < noteEvery {
 		n.mu.Unlock()
 		return
 	}
-	n.recent[key] = now
+	n.recent[rel] = lastWrite{c.Identity, now}
 	n.mu.Unlock()
 	n.note(c, "write", rel, "")
 }
@@ -77,11 +76,7 @@ func (n *changes) noteWrite(c *kernel.Caller, rel string) {
 // after a remove or rename is signalled.
 func (n *changes) forget(rel string) {
 	n.mu.Lock()
-	for k := range n.recent {
-		if k.rel == rel {
-			delete(n.recent, k)
-		}
-	}
+	delete(n.recent, strings.TrimPrefix(rel, "/"))
 	n.mu.Unlock()
 }
 

@@ -25,7 +25,8 @@ type Options struct {
 	// Now is the room's clock; nil means time.Now.
 	Now func() time.Time
 	// HomeEvery is how often each user's home is committed to
-	// <user>/home (default 3 seconds; negative: never).
+	// <user>/home, and each workspace's working tree autosaved (default
+	// 3 seconds; negative: never).
 	HomeEvery time.Duration
 }
 

@@ -100,12 +100,11 @@ func (d *Device) RemoveWorkspace(ctx context.Context, who Who, a *abi.WorkspaceM
 		return struct{}{}, abi.E(abi.Invalid, abi.Path(a.ID), "a workspace id is 1-64 of a-z, 0-9 and '-'")
 	}
 	rel := path.Join("workspaces", a.ID)
-	owner := d.workspaceUser(a.ID)
-	if who.Uid != 0 && owner != who.Username {
-		return struct{}{}, abi.E(abi.Permission, abi.Path("/"+rel), "another user's workspace")
-	}
 	if _, err := d.data.Lstat(rel); err != nil {
 		return struct{}{}, abi.E(abi.NotExist, abi.Path("/"+rel), "no such workspace")
+	}
+	if who.Uid != 0 && d.workspaceUser(a.ID) != who.Username {
+		return struct{}{}, abi.E(abi.Permission, abi.Path("/"+rel), "another user's workspace")
 	}
 	if err := d.data.RemoveAll(rel); err != nil {
 		return struct{}{}, abi.E(abi.Path("/"+rel), err)

@@ -46,11 +46,33 @@ type noted struct {
 // journal is the writers of the paths changed since each tree's last
 // commit, by tree (/home/<user> or /workspaces/<id>) and path under it.
 type journal struct {
-	mu    sync.Mutex                  // guards trees, n and seq
-	trees map[string]map[string]noted // by tree, then path relative to it
-	n     int                         // paths held
-	seq   uint64
-	off   bool // the room closed: note nothing more
+	mu     sync.Mutex                  // guards every field
+	trees  map[string]map[string]noted // by tree, then path relative to it
+	active map[string]burst            // when each tree's writes since its last commit began and last came
+	n      int                         // paths held
+	seq    uint64
+	off    bool // the room closed: note nothing more
+}
+
+// burst is a tree's writes since its last commit: the first's time and
+// the last's.
+type burst struct{ first, last time.Time }
+
+// The keeper waits for a burst of writes to a tree to pause before it
+// walks the tree (so that it does not compete with the writer), but no
+// longer than maxDefer after the burst began.
+const (
+	quietFor = time.Second
+	maxDefer = 30 * time.Second
+)
+
+// busy reports whether tree is being written now: a write came within
+// quietFor and the burst began under maxDefer ago.
+func (j *journal) busy(tree string, now time.Time) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	b, ok := j.active[tree]
+	return ok && now.Sub(b.last) < quietFor && now.Sub(b.first) < maxDefer
 }
 
 // treeOf splits a namespace path into its tree (/home/alice,
@@ -83,6 +105,7 @@ func (j *journal) observe(ev *kernel.Event, _ kernel.Audience) {
 		return
 	}
 	w := writer{name: p.Username, uid: p.Uid, pid: p.Pid}
+	now := time.Now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.off {
@@ -94,8 +117,14 @@ func (j *journal) observe(ev *kernel.Event, _ kernel.Audience) {
 			continue
 		}
 		if j.trees == nil {
-			j.trees = map[string]map[string]noted{}
+			j.trees, j.active = map[string]map[string]noted{}, map[string]burst{}
 		}
+		b := j.active[tree]
+		if b.first.IsZero() {
+			b.first = now
+		}
+		b.last = now
+		j.active[tree] = b
 		m := j.trees[tree]
 		if m == nil {
 			m = map[string]noted{}
@@ -118,6 +147,7 @@ func (j *journal) drain(tree string) map[string]noted {
 	defer j.mu.Unlock()
 	m := j.trees[tree]
 	delete(j.trees, tree)
+	delete(j.active, tree)
 	j.n -= len(m)
 	return m
 }
@@ -125,7 +155,7 @@ func (j *journal) drain(tree string) map[string]noted {
 // close stops noting and forgets every writer.
 func (j *journal) close() {
 	j.mu.Lock()
-	j.off, j.trees, j.n = true, nil, 0
+	j.off, j.trees, j.active, j.n = true, nil, nil, 0
 	j.mu.Unlock()
 }
 

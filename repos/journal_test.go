@@ -3,6 +3,7 @@ package repos
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
@@ -21,9 +22,24 @@ func TestJournal(t *testing.T) {
 	j.observe(sig(abi.FsChanged{Op: "write", Path: "/etc/passwd", Uid: 0, Username: "root"}), kernel.Audience{})
 	j.observe(sig(abi.FsChanged{Op: "mkdir", Path: "/home/bob", Uid: 0, Username: "root"}), kernel.Audience{})
 	j.observe(&kernel.Event{Signal: "other", Payload: abi.FsChanged{Path: "/home/alice/z"}}, kernel.Audience{})
+	// A tree written to now is busy until its writes pause (quietFor),
+	// never past maxDefer after its burst began.
+	now := time.Now()
+	if !j.busy("/home/alice", now) || j.busy("/home/alice", now.Add(quietFor+time.Second)) || j.busy("/home/carol", now) {
+		t.Fatal("busy: a tree just written to is busy, a quiet or unwritten one is not")
+	}
+	j.mu.Lock()
+	j.active["/home/alice"] = burst{first: now.Add(-maxDefer), last: now}
+	j.mu.Unlock()
+	if j.busy("/home/alice", now) {
+		t.Fatal("busy past maxDefer")
+	}
 	home := j.drain("/home/alice")
 	if len(home) != 3 || home["a.txt"].w != (writer{"alice", 1000, "p_1"}) || home["d1"].w.name != "root" || home["d2"].w.name != "root" {
 		t.Fatalf("alice's home: %+v", home)
+	}
+	if j.busy("/home/alice", now) {
+		t.Fatal("busy after a drain")
 	}
 	if again := j.drain("/home/alice"); len(again) != 0 {
 		t.Fatalf("drained twice: %+v", again)

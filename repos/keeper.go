@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path"
 	"strings"
+	"time"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
@@ -61,7 +63,7 @@ func (r *Room) keepOnce(ctx context.Context) {
 		users, err := r.k.Users(ctx)
 		if err == nil {
 			for _, u := range users {
-				if u.Uid == kernel.RootUID || u.Home == "" {
+				if u.Uid == kernel.RootUID || u.Home == "" || r.journal.busy(path.Clean(u.Home), time.Now()) {
 					continue
 				}
 				if _, err := r.CommitHome(ctx, u.Uid); err != nil && ctx.Err() == nil {
@@ -97,6 +99,9 @@ func (r *Room) autosaveAll(ctx context.Context) {
 	for _, w := range ws {
 		if ctx.Err() != nil {
 			return
+		}
+		if r.journal.busy(w.dir(), time.Now()) {
+			continue
 		}
 		if _, err := r.autosave(ctx, w); err != nil && ctx.Err() == nil {
 			level := slog.LevelWarn

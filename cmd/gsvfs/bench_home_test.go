@@ -22,10 +22,12 @@ const homeCpFiles = 1000
 // target: < 5%). A real daemon (FUSE mount), alice's host uid copies a
 // 1,000-file tree into her home with cp -r through the mount, with the
 // keeper on (config/repos/home on: it walks and commits the home every
-// 3 s meanwhile) and off, the sides interleaved (the order reversed every
-// round) in the same run; between rounds the copy is removed and, with
-// the keeper on, committed away, so every round starts from the same
-// home. It reports the median of on/off over the rounds.
+// 3 s, once the writes pause) and off, the sides interleaved (the order
+// reversed every round) in the same run; after the timed copy (on) the
+// keeper commits it, then it is removed and (on) committed away, so
+// every round starts from the same home. It reports the median of on/off
+// over the rounds, and the daemon's CPU time per round (the keeper's
+// whole bill).
 func BenchmarkHomeKeeperCp(b *testing.B) {
 	requireRoot(b)
 	d := startDaemon(b, newBase(b), daemonOpts{mount: true, logLevel: "warn"})
@@ -45,17 +47,17 @@ func BenchmarkHomeKeeperCp(b *testing.B) {
 	set := func(v string) {
 		d.mustSh(b, `echo "set config/repos/home $2" > "$1/sys/config/ctl"`, d.mnt, v)
 	}
-	// settle waits (untimed) until the home's history has no cp/, when
-	// the keeper is on: the last round's copy is committed away.
-	settle := func(on bool) {
+	// settle waits (untimed), when the keeper is on, until the home's
+	// history has the copy (copied) or has it no more.
+	settle := func(on, copied bool) {
 		if !on {
 			return
 		}
 		deadline := time.Now().Add(2 * time.Minute)
 		var r shResult
 		for time.Now().Before(deadline) {
-			r = gsvAs(aliceHost, env, "call", "repo.read", `{"repo":"alice/home"}`)
-			if r.code == 0 && strings.Contains(r.stdout, "keep.txt") && !strings.Contains(r.stdout, `"cp"`) {
+			r = gsvAs(aliceHost, env, "call", "repo.read", `{"repo":"alice/home","path":"cp/d19"}`)
+			if copied && r.code == 0 && strings.Contains(r.stdout, "f0999.txt") || !copied && r.code != 0 && strings.Contains(r.stderr, "404") {
 				return
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -63,10 +65,10 @@ func BenchmarkHomeKeeperCp(b *testing.B) {
 		b.Fatalf("the home never settled: %v", r)
 	}
 	pid := d.cmd.Process.Pid
-	// round times one cp -r with the keeper on or off, then removes the
-	// copy and (on) waits until the keeper committed it away; cpu is the
-	// daemon's CPU time over the whole round (the keeper's whole bill
-	// for the copy and its removal, on).
+	// round times one cp -r with the keeper on or off, then (on) waits
+	// until the keeper committed it, removes it, and (on) waits until the
+	// keeper committed that; cpu is the daemon's CPU time over the whole
+	// round (on, the keeper's whole bill for the copy and its removal).
 	round := func(on bool) (wall, cpu time.Duration) {
 		v := "off"
 		if on {
@@ -80,10 +82,11 @@ func BenchmarkHomeKeeperCp(b *testing.B) {
 		if r.code != 0 {
 			b.Fatalf("cp -r: %v", r)
 		}
+		settle(on, true)
 		if r := d.shAs(aliceHost, `rm -rf "$1/cp"`, home); r.code != 0 {
 			b.Fatalf("rm -rf: %v", r)
 		}
-		settle(on)
+		settle(on, false)
 		return wall, cpuTime(pid) - c0
 	}
 	if r := d.shAs(aliceHost, `echo keep > "$1/keep.txt"`, home); r.code != 0 {

@@ -15,7 +15,8 @@ var SigFsChanged = Signal[FsChanged]{Name: "fs.changed",
 // (/home/alice/notes.txt); From is a rename's old path; Op is one of
 // write, mkdir, remove, rename, link, symlink, setattr. Username, Uid
 // and Pid name the writer: the user, and the process whose work it was
-// ("" for a user's own).
+// ("" for a user's own). The signal is not a process's (not abi.Scoped):
+// a process's event stream does not carry the files it writes.
 type FsChanged struct {
 	From     string `json:"from,omitempty"`
 	Op       string `json:"op"`
@@ -24,7 +25,3 @@ type FsChanged struct {
 	Uid      uint32 `json:"uid"`
 	Username string `json:"username"`
 }
-
-// SignalScope returns the writing process, if any; the signal names no
-// conversation.
-func (p FsChanged) SignalScope() (string, string) { return p.Pid, "" }

@@ -56,7 +56,7 @@ var (
 var SessionCalls = []string{
 	ProcessSessionOpen.Name, ProcessExec.Name, ProcessExecStart.Name, ProcessSessionSignal.Name,
 	ProcessSessionList.Name, ProcessSessionGet.Name, ProcessSessionWait.Name,
-	ProcessSessionOutput.Name, ProcessBlobRead.Name,
+	ProcessSessionOutput.Name, ProcessBlobRead.Name, ProcessExecPipe.Name,
 }
 
 // The device registry.

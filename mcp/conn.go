@@ -448,9 +448,14 @@ func (m *Room) connectStdio(ctx, life context.Context, rec *record) (*conn, erro
 	if ttl <= 0 {
 		ttl = int64(maxSessionTTL)
 	}
+	target := abi.ProcessTarget{Local: &abi.ProcessLocalTarget{Mounts: st.Mounts, Workdir: st.Workdir, NetworkMode: network}}
+	if dev := remoteDevice(st); dev != "" {
+		// On a remote device: its session, as the device's user; the
+		// pipe crosses the device's connection.
+		target = abi.ProcessTarget{Device: &abi.ProcessDeviceTarget{ID: dev, ProcessLocalTarget: *target.Local}}
+	}
 	open, err := kernel.Do(ctx, m.k, who, abi.ProcessSessionOpen, &abi.SessionOpenArgs{
-		Target:       abi.ProcessTarget{Local: &abi.ProcessLocalTarget{Mounts: st.Mounts, Workdir: st.Workdir, NetworkMode: network}},
-		SessionTTLNs: &ttl, Labels: map[string]string{"mcp": rec.name}})
+		Target: target, SessionTTLNs: &ttl, Labels: map[string]string{"mcp": rec.name}})
 	if err != nil {
 		return nil, abi.E(fmt.Sprintf("opening its exec session: %v", err))
 	}

@@ -292,3 +292,29 @@ type McpPromptGetResult struct {
 	Messages    json.RawMessage `json:"messages,omitempty"`
 	Blob        *McpResultBlob  `json:"blob,omitempty"`
 }
+
+// McpSubscribeArgs are sys.mcp.resource.subscribe's and
+// .unsubscribe's args: the resource URI of server ServerID (its id or
+// name; root: of Uid's), asked within TimeoutMs (as McpCallArgs's).
+type McpSubscribeArgs struct {
+	Uid       *uint32 `json:"uid,omitempty"`
+	ServerID  string  `json:"serverId"`
+	URI       string  `json:"uri"`
+	TimeoutMs *int64  `json:"timeoutMs,omitempty"`
+}
+
+// McpSubscribeResult is their result: whether the URI is subscribed to
+// now (an unsubscribe answers false; Changed says whether the call
+// changed it).
+type McpSubscribeResult struct {
+	Subscribed bool `json:"subscribed"`
+	Changed    bool `json:"changed"`
+}
+
+// McpResourceUpdated is the payload of mcp.resource.updated: a resource
+// subscribed to (URI) of server ServerID (named Server) changed.
+type McpResourceUpdated struct {
+	ServerID string `json:"serverId"`
+	Server   string `json:"server"`
+	URI      string `json:"uri"`
+}

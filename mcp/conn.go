@@ -75,6 +75,8 @@ type link struct {
 	// rediscovering is whether a discovery after a list_changed runs;
 	// again, whether another list_changed came meanwhile.
 	rediscovering, again bool
+	// subs are the resource URIs subscribed to (subscribe.go).
+	subs map[string]bool
 }
 
 // conn is one connection to a server.
@@ -293,6 +295,8 @@ func (l *link) dial(ch chan struct{}) {
 		l.live, l.state, l.err, l.dialErr, l.authURL = c, abi.McpReady, d.warning, nil, ""
 		if !l.m.spawn(func() { l.watch(c) }) {
 			c.close()
+		} else if len(l.subs) > 0 {
+			l.m.spawn(func() { l.resubscribe(c) })
 		}
 	}
 	close(ch)

@@ -314,7 +314,24 @@ func (c *cli) mcpCmd() *cobra.Command {
 	})
 	prompt.Flags().Int64Var(&promptTimeout, "timeout-ms", 0, "cancel the request after N milliseconds (default 60000, at most 600000)")
 
-	mcp.AddCommand(add, list, remove, refresh, call, tools, read, prompt)
+	subscription := func(verb string, d abi.Call[abi.McpSubscribeArgs, *abi.McpSubscribeResult], short string) *cobra.Command {
+		return withUID(&cobra.Command{
+			Use:   verb + " SERVER URI",
+			Short: short,
+			Args:  cobra.ExactArgs(2),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return show(c, d, &abi.McpSubscribeArgs{Uid: uidArg(cmd), ServerID: args[0], URI: args[1]}, func(r *abi.McpSubscribeResult) error {
+					fmt.Fprintf(c.out, "%s %s: subscribed=%v\n", cell(args[0]), cell(args[1]), r.Subscribed)
+					return nil
+				})
+			},
+		})
+	}
+	subscribe := subscription("subscribe", abi.SysMcpResourceSubscribe,
+		"Subscribe to a resource of an MCP server: each update is a signal, mcp.resource.updated (sys.mcp.resource.subscribe)")
+	unsubscribe := subscription("unsubscribe", abi.SysMcpResourceUnsubscribe,
+		"End a subscription to a resource of an MCP server (sys.mcp.resource.unsubscribe)")
+	mcp.AddCommand(add, list, remove, refresh, call, tools, read, prompt, subscribe, unsubscribe)
 	return mcp
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/mcpio"
 )
 
 // The connection's timing.
@@ -478,7 +479,7 @@ func (m *Room) connectStdio(ctx, life context.Context, rec *record) (*conn, erro
 	// The start is bounded by ctx: past it, the command is stopped, which
 	// ends the handshake.
 	stopStart := context.AfterFunc(ctx, pipe.Stop)
-	cs, err := m.client.Connect(life, &sdk.IOTransport{Reader: pipe.Stdout(), Writer: pipe.Stdin()}, nil)
+	cs, err := m.client.Connect(life, &mcpio.Transport{Reader: pipe.Stdout(), Writer: pipe.Stdin()}, nil)
 	stopped := !stopStart()
 	if err != nil {
 		pipe.Stop()

@@ -140,7 +140,11 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 	b := bytes.TrimSpace(l.b)
 	if b[0] != '[' {
-		return jsonrpc.DecodeMessage(b)
+		m, err := jsonrpc.DecodeMessage(b)
+		if err != nil {
+			return nil, badMessage(b, err)
+		}
+		return m, nil
 	}
 	// A batch: its messages one after another.
 	var raws []json.RawMessage
@@ -153,13 +157,24 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for _, raw := range raws {
 		m, err := jsonrpc.DecodeMessage(raw)
 		if err != nil {
-			return nil, err
+			return nil, badMessage(raw, err)
 		}
 		c.queue = append(c.queue, m)
 	}
 	m := c.queue[0]
 	c.queue = c.queue[1:]
 	return m, nil
+}
+
+// badMessage is the error of a line that did not decode: encoding/json's
+// own (as the SDK's transport reports it: "invalid character ..."), for
+// a line that is not JSON; else err, the message's.
+func badMessage(b []byte, err error) error {
+	var v any
+	if jerr := json.Unmarshal(b, &v); jerr != nil {
+		return jerr
+	}
+	return err
 }
 
 // Write implements mcp.Connection: msg as one line.

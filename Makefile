@@ -134,6 +134,7 @@ fuzz:
 	$(call fuzz1,FuzzParseSince,./kernel)
 	$(call fuzz1,FuzzDigestArgs,./kernel)
 	$(call fuzz1,FuzzParsePrices,./abi)
+	$(call fuzz1,FuzzRead,./mcpio)
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server, ssh and sshfs, and for
@@ -141,7 +142,7 @@ fuzz:
 # over the same 9P connection).
 # BENCH_PKGS: every package with a benchmark (internal/repocheck checks
 # the list).
-BENCH_PKGS := ./cmd/gsvfs ./codemode ./devices ./devices/local ./kernel ./mcpserve ./proc ./proc/model ./sched ./telemetry ./web ./repos
+BENCH_PKGS := ./cmd/gsvfs ./codemode ./devices ./devices/local ./kernel ./mcpserve ./mcpio ./proc ./proc/model ./sched ./telemetry ./web ./repos
 BENCH_DEBS := $(if $(wildcard /usr/sbin/sshd),,openssh-server) $(if $(shell command -v sshfs),,sshfs)
 bench: DEBS += $(BENCH_DEBS)
 # At the end it prints issue 30's table with MET / MISSED (internal/benchsum

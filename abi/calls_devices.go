@@ -52,11 +52,13 @@ var (
 )
 
 // SessionCalls are the process.* syscalls of exec sessions that a remote
-// device implements (and announces in its hello) to run sessions.
+// device implements (and announces in its hello) to run sessions:
+// process.exec.pipe on its tree's pipe file, the others on its call
+// files.
 var SessionCalls = []string{
 	ProcessSessionOpen.Name, ProcessExec.Name, ProcessExecStart.Name, ProcessSessionSignal.Name,
 	ProcessSessionList.Name, ProcessSessionGet.Name, ProcessSessionWait.Name,
-	ProcessSessionOutput.Name, ProcessBlobRead.Name,
+	ProcessSessionOutput.Name, ProcessBlobRead.Name, ProcessExecPipe.Name,
 }
 
 // The device registry.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -171,20 +172,31 @@ func (r *Router) sessionOpen(ctx context.Context, c *kernel.Caller, a *abi.Sessi
 	return r.local.SessionOpen(ctx, who, a)
 }
 
-// execPipe is process.exec.pipe on the local device, with the caller's
-// process capability (which must allow all the session was opened
-// with, as for any exec). A session on a remote device has no pipe yet.
+// execPipe is process.exec.pipe, with the caller's process capability
+// (which must allow all the session was opened with, as for any exec):
+// on the local device, or on the remote device the session runs on,
+// its stdin and stdout carried over the device's connection (pipe.go).
 func (r *Router) execPipe(ctx context.Context, c *kernel.Caller, a *abi.ExecArgs) (abi.ExecPipe, error) {
-	_, remote, err := r.deviceSession(ctx, c, a.SessionID)
+	sr, remote, err := r.deviceSession(ctx, c, a.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	if remote {
-		return nil, abi.E(abi.Path(a.SessionID), abi.NotYet("a piped exec in a session on a remote device", "its stdin and stdout would cross the device's connection"))
+	if remote && sr.failed {
+		return nil, errSessionGone(a.SessionID)
 	}
 	pc, err := r.processCap(ctx, c)
 	if err != nil {
 		return nil, err
+	}
+	if remote {
+		if !networkAllowed(*pc, sr.network) {
+			return nil, abi.E(abi.Path(a.SessionID), abi.Permission,
+				fmt.Sprintf("this session's network_mode %q is not allowed by your process capability", sr.network))
+		}
+		if !slices.Contains(sr.rd.implements, abi.ProcessExecPipe.Name) {
+			return nil, abi.E(abi.Path(a.SessionID), abi.Invalid, fmt.Sprintf("Device %q does not implement %s (its daemon is older: update it)", sr.dev, abi.ProcessExecPipe.Name))
+		}
+		return sr.rd.openPipe(ctx, a, sr.rd.timeout)
 	}
 	who := whoOf(c)
 	who.Process = pc

@@ -1,0 +1,156 @@
+package pkgs
+
+import (
+	"context"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/kernel"
+)
+
+// pkg.sync: the builtin packages, from the files shipped with gsvfs
+// (Options.Builtin: a directory per package) through the builtin source
+// repository (BuiltinRepo), as root.
+
+// Start syncs the builtin packages once the room is registered (the
+// repos room is added before it).
+func (r *Room) Start(ctx context.Context) error {
+	if r.builtin == nil {
+		return nil
+	}
+	if _, err := r.sync(ctx, r.k.KernelCaller(), &struct{}{}); err != nil {
+		r.log.Warn("pkgs: syncing the builtin packages", "err", err)
+	}
+	return nil
+}
+
+// sync serves pkg.sync.
+func (r *Room) sync(ctx context.Context, c *kernel.Caller, _ *struct{}) (*abi.PkgSyncResult, error) {
+	if r.builtin == nil {
+		return nil, abi.E(abi.Invalid, "this daemon ships no builtin packages")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	root, err := r.ownerCaller(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	dirs, ops, err := builtinOps(r.builtin)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := kernel.Do(ctx, r.k, root, abi.RepoCreate, &abi.RepoCreateArgs{Repo: BuiltinRepo,
+		Description: "the packages shipped with gsvfs (pkg.sync)"}); err != nil {
+		return nil, err
+	}
+	// The repository's tree becomes the shipped files: what is not
+	// shipped any more goes.
+	cur, err := kernel.Do(ctx, r.k, root, abi.RepoRead, &abi.RepoReadArgs{Repo: BuiltinRepo})
+	if err != nil {
+		return nil, err
+	}
+	var all []abi.RepoOp
+	for _, e := range cur.Entries {
+		all = append(all, abi.RepoOp{Type: "delete", Path: e.Path, Recursive: e.Type == "tree"})
+	}
+	all = append(all, ops...)
+	if _, err := kernel.Do(ctx, r.k, root, abi.RepoApply, &abi.RepoApplyArgs{Repo: BuiltinRepo, Message: "sync of the builtin packages",
+		AllowEmpty: true, Ops: all}); err != nil {
+		return nil, err
+	}
+	keep := map[string]bool{}
+	out := []abi.PkgSummary{}
+	now := r.now().UnixMilli()
+	for _, dir := range dirs {
+		commit, m, err := r.resolve(ctx, root, 0, BuiltinRepo, "main", dir)
+		if err != nil {
+			return nil, abi.E(abi.Path(dir), err)
+		}
+		id := globalScope + "/" + m.Name
+		keep[id] = true
+		rec, err := r.get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if rec == nil {
+			// A builtin package is enabled when it first appears.
+			rec = &record{id: id, scope: globalScope, name: m.Name, installedAt: now}
+			next := *rec
+			next.enabled = true
+			rec.commit = ""
+			fill(&next, commit, m, dir, now)
+			if err := r.replace(ctx, rec, &next); err != nil {
+				return nil, err
+			}
+			rec = &next
+		} else if rec.commit != commit || rec.subdir != dir || !rec.builtin || rec.repo != BuiltinRepo {
+			next := *rec
+			fill(&next, commit, m, dir, now)
+			if next.name == managerPkg {
+				next.enabled = true
+			}
+			if err := r.replace(ctx, rec, &next); err != nil {
+				return nil, err
+			}
+			rec = &next
+		}
+		out = append(out, r.summary(rec))
+	}
+	stale, err := r.listWhere(ctx, `WHERE builtin=1`)
+	if err != nil {
+		return nil, err
+	}
+	for _, rec := range stale {
+		if keep[rec.id] {
+			continue
+		}
+		if rec.active() {
+			if err := r.uninstall(ctx, rec); err != nil {
+				return nil, err
+			}
+		}
+		if err := r.deleteBuiltin(ctx, rec.id); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range out {
+		r.changes.Touch(p.ID)
+	}
+	kernel.Publish(r.k, abi.SigPkgChanged, abi.PkgChanged{PackageID: globalScope + "/*", Change: "synced"}, kernel.Audience{All: true})
+	return &abi.PkgSyncResult{Packages: out}, nil
+}
+
+// fill makes rec a builtin package at commit.
+func fill(rec *record, commit string, m *abi.PkgManifest, dir string, now int64) {
+	rec.builtin, rec.reviewNeeded = true, false
+	rec.repo, rec.remoteURL, rec.ref, rec.subdir, rec.commit, rec.manifest = BuiltinRepo, "", "main", dir, commit, *m
+	rec.updatedAt = now
+}
+
+// builtinOps are the package directories of fsys (those with a
+// manifest) and the repo.apply puts of all their files.
+func builtinOps(fsys fs.FS) (dirs []string, ops []abi.RepoOp, err error) {
+	err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || strings.HasSuffix(p, ".go") {
+			return nil
+		}
+		b, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		s := string(b)
+		ops = append(ops, abi.RepoOp{Type: "put", Path: p, Content: &s})
+		if path.Base(p) == abi.PkgManifestFile && path.Dir(p) != "." {
+			dirs = append(dirs, path.Dir(p))
+		}
+		return nil
+	})
+	sort.Strings(dirs)
+	return dirs, ops, err
+}

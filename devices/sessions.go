@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -168,7 +170,44 @@ func (r *Router) sessionOpen(ctx context.Context, c *kernel.Caller, a *abi.Sessi
 	}
 	who := whoOf(c)
 	who.Process = pc
+	if c.Identity.Process == nil {
+		a = r.withPackages(ctx, c, a)
+	}
 	return r.local.SessionOpen(ctx, who, a)
+}
+
+// withPackages is a local session's args with the caller's package
+// commands (pkg.session): their directory mounted read-only and first
+// on the PATH, unless the caller set PATH or that guest path itself. A
+// caller whose capability is narrowed gets none (its mounts are its
+// capability's), nor does one when the package room is not there.
+func (r *Router) withPackages(ctx context.Context, c *kernel.Caller, a *abi.SessionOpenArgs) *abi.SessionOpenArgs {
+	res, err := kernel.Do(ctx, r.k, c, abi.PkgSession, &struct{}{})
+	if err != nil || res.Mount == nil {
+		return a
+	}
+	loc := *a.Target.Local
+	if _, ok := loc.Env["PATH"]; ok {
+		return a
+	}
+	for _, m := range loc.Mounts {
+		if m.GuestPath == res.Mount.GuestPath {
+			return a
+		}
+	}
+	if loc.Workdir == "" && len(loc.Mounts) == 0 {
+		loc.Workdir = "/home/" + c.Username // the default the mount would change
+	}
+	loc.Mounts = append(slices.Clone(loc.Mounts), *res.Mount)
+	env := maps.Clone(loc.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["PATH"] = res.Path
+	loc.Env = env
+	b := *a
+	b.Target.Local = &loc
+	return &b
 }
 
 // execPipe is process.exec.pipe on the local device, with the caller's

@@ -16,6 +16,8 @@ import (
 	"gsvfs.dev/gsvfs/mcp"
 	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/pkgs"
+	"gsvfs.dev/gsvfs/proc"
+	"gsvfs.dev/gsvfs/proc/model"
 	"gsvfs.dev/gsvfs/repos"
 	"gsvfs.dev/gsvfs/sched"
 )
@@ -35,6 +37,13 @@ type sys struct {
 // newSys stands a system up with builtin packages builtin (nil: none);
 // it closes when the test ends.
 func newSys(t *testing.T, builtin fstest.MapFS) *sys {
+	t.Helper()
+	return newSysWith(t, builtin, nil)
+}
+
+// newSysWith is newSys with the process room too, its model provider
+// prov, when prov is set.
+func newSysWith(t *testing.T, builtin fstest.MapFS, prov model.Provider) *sys {
 	t.Helper()
 	e := kerneltest.Open(t)
 	space := ns.New(e.K)
@@ -68,6 +77,16 @@ func newSys(t *testing.T, builtin fstest.MapFS) *sys {
 	}
 	if err := space.Add(ctx, mc); err != nil {
 		t.Fatal(err)
+	}
+	if prov != nil {
+		pm, err := proc.Open(space, proc.Options{Logger: kerneltest.Quiet(),
+			Provider: func(context.Context, uint32) (model.Provider, string, error) { return prov, "test", nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := space.Add(ctx, pm); err != nil {
+			t.Fatal(err)
+		}
 	}
 	opts := pkgs.Options{Logger: kerneltest.Quiet()}
 	if builtin != nil {

@@ -24,9 +24,6 @@ const binRel = ".gsv/pkg/bin"
 // binDirOf is the bin directory of the user called owner, as a
 // namespace path.
 func binDirOf(owner string) string {
-	if owner == "root" {
-		return "/root/" + binRel
-	}
 	return "/home/" + owner + "/" + binRel
 }
 

@@ -169,15 +169,9 @@ func (r *Room) localCatalog(ctx context.Context) *abi.PkgPublicListResult {
 	}
 	for _, rec := range recs {
 		out.Packages = append(out.Packages, abi.PkgCatalogEntry{Name: rec.name, Description: rec.manifest.Description,
-			Version: rec.manifest.Version, Repo: rec.repo, RemoteURL: rec.remoteURL, Ref: rec.ref, Subdir: rec.subdir})
+			Version: rec.manifest.Version, Repo: rec.repo, RemoteURL: redacted(rec.remoteURL), Ref: rec.ref, Subdir: rec.subdir})
 	}
 	return out
-}
-
-// Catalog is this server's catalog as <baseUrl>/public/packages serves
-// it (the daemon's --http handler).
-func (r *Room) Catalog(ctx context.Context) ([]byte, error) {
-	return json.Marshal(r.localCatalog(ctx))
 }
 
 // publicSet serves pkg.public.set: a package (or every package of a

@@ -42,7 +42,7 @@ func (r *Room) sync(ctx context.Context, c *kernel.Caller, _ *struct{}) (*abi.Pk
 	if err != nil {
 		return nil, err
 	}
-	if _, err := kernel.Do(ctx, r.k, root, abi.RepoCreate, &abi.RepoCreateArgs{Repo: BuiltinRepo,
+	if _, err := kernel.Do(ctx, r.k, root, abi.RepoCreate, &abi.RepoCreateArgs{Repo: BuiltinRepo, Public: true,
 		Description: "the packages shipped with gsvfs (pkg.sync)"}); err != nil {
 		return nil, err
 	}
@@ -76,11 +76,11 @@ func (r *Room) sync(ctx context.Context, c *kernel.Caller, _ *struct{}) (*abi.Pk
 			return nil, err
 		}
 		if rec == nil {
-			// A builtin package is enabled when it first appears.
+			// The package manager's own package is enabled when it
+			// first appears; the others wait for root's pkg.install.
 			rec = &record{id: id, scope: globalScope, name: m.Name, installedAt: now}
 			next := *rec
-			next.enabled = true
-			rec.commit = ""
+			next.enabled = m.Name == managerPkg
 			fill(&next, commit, m, dir, now)
 			if err := r.replace(ctx, rec, &next); err != nil {
 				return nil, err

@@ -3,6 +3,7 @@ package pkgs
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"path"
 	"slices"
 	"strings"
@@ -30,11 +31,22 @@ const (
 // summary is rec as pkg.* shows it.
 func (r *Room) summary(rec *record) abi.PkgSummary {
 	s := abi.PkgSummary{ID: rec.id, Name: rec.name, Scope: rec.scope, Version: rec.manifest.Version, Desc: rec.manifest.Description,
-		Builtin: rec.builtin, Enabled: rec.enabled, Repo: rec.repo, RemoteURL: rec.remoteURL, Ref: rec.ref, Subdir: rec.subdir,
+		Builtin: rec.builtin, Enabled: rec.enabled, Repo: rec.repo, RemoteURL: redacted(rec.remoteURL), Ref: rec.ref, Subdir: rec.subdir,
 		Commit: rec.commit, Active: rec.active(), InstalledAt: rec.installedAt, UpdatedAt: rec.updatedAt,
 		Review: abi.PkgReview{Required: rec.reviewNeeded, Approved: rec.approved(), ApprovedAt: rec.approvedAt,
 			ApprovedBy: rec.approvedBy, Commit: rec.approvedCommit}}
 	return s
+}
+
+// redacted is an upstream URL as pkg.* shows it: no password.
+func redacted(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return "(an unreadable URL)"
 }
 
 // powers are the parts of a manifest that run code or reach out: its
@@ -267,7 +279,7 @@ func (r *Room) add(ctx context.Context, c *kernel.Caller, a *abi.PkgAddArgs) (*a
 	if scope != globalScope {
 		if g, err := r.get(ctx, globalScope+"/"+m.Name); err != nil {
 			return nil, err
-		} else if g != nil && g.builtin {
+		} else if g != nil && g.builtin && repo != BuiltinRepo {
 			return nil, abi.E(abi.Path(m.Name), abi.Busy, "name: clashes with the builtin package "+g.id)
 		}
 	}
@@ -285,7 +297,7 @@ func (r *Room) add(ctx context.Context, c *kernel.Caller, a *abi.PkgAddArgs) (*a
 	} else {
 		changed = rec.repo != repo || rec.remoteURL != remote || rec.ref != ref || rec.subdir != subdir || rec.commit != commit
 	}
-	res := &abi.PkgAddResult{Changed: changed, Imported: abi.PkgImported{Repo: repo, RemoteURL: remote, Ref: ref, Head: &commit}}
+	res := &abi.PkgAddResult{Changed: changed, Imported: abi.PkgImported{Repo: repo, RemoteURL: redacted(remote), Ref: ref, Head: &commit}}
 	if changed {
 		next := *rec
 		next.repo, next.remoteURL, next.ref, next.subdir, next.commit, next.manifest = repo, remote, ref, subdir, commit, *m

@@ -47,6 +47,10 @@ type Room struct {
 	mu sync.Mutex
 
 	changes *ns.Changes
+
+	stop      chan struct{} // closed by Close
+	closeOnce sync.Once
+	wg        sync.WaitGroup // the sync that waits for sys.setup
 }
 
 var (
@@ -73,11 +77,19 @@ func Open(space *ns.Space, opts Options) (*Room, error) {
 		return nil, err
 	}
 	return &Room{k: k, space: space, st: k.Store, log: opts.Logger, now: opts.Now, http: opts.HTTP, name: opts.ServerName,
-		builtin: opts.Builtin, changes: ns.NewChanges()}, nil
+		builtin: opts.Builtin, changes: ns.NewChanges(), stop: make(chan struct{})}, nil
 }
 
-// Close has nothing to stop: the room starts no goroutine.
-func (r *Room) Close() error { return nil }
+// Close stops the goroutine that waits for sys.setup to sync the
+// builtin packages, if any, and waits for it. It is safe to call more
+// than once.
+func (r *Room) Close() error {
+	r.closeOnce.Do(func() {
+		close(r.stop)
+		r.wg.Wait()
+	})
+	return nil
+}
 
 // Syscalls is the room's syscall table.
 func (r *Room) Syscalls() []kernel.Syscall {

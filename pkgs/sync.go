@@ -16,14 +16,49 @@ import (
 // repository (BuiltinRepo), as root.
 
 // Start syncs the builtin packages once the room is registered (the
-// repos room is added before it).
+// repos room is added before it). On a system not set up yet, the sync
+// waits for sys.setup, in a goroutine Close stops.
 func (r *Room) Start(ctx context.Context) error {
 	if r.builtin == nil {
 		return nil
 	}
-	if _, err := r.sync(ctx, r.k.KernelCaller(), &struct{}{}); err != nil {
-		r.log.Warn("pkgs: syncing the builtin packages", "err", err)
+	_, err := r.sync(ctx, r.k.KernelCaller(), &struct{}{})
+	if abi.KindOf(err) != abi.SetupRequired {
+		if err != nil {
+			r.log.Warn("pkgs: syncing the builtin packages", "err", err)
+		}
+		return nil
 	}
+	setup := make(chan struct{}, 1)
+	r.k.Observe(func(ev *kernel.Event, _ kernel.Audience) {
+		if ev.Signal == abi.SigSysSetup.Name {
+			select {
+			case setup <- struct{}{}:
+			default:
+			}
+		}
+	})
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		select {
+		case <-r.stop:
+			return
+		case <-setup:
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-r.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if _, err := r.sync(ctx, r.k.KernelCaller(), &struct{}{}); err != nil {
+			r.log.Warn("pkgs: syncing the builtin packages", "err", err)
+		}
+	}()
 	return nil
 }
 

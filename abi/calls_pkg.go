@@ -1,5 +1,7 @@
 package abi
 
+import "encoding/json"
+
 // The pkgs room's syscalls (pkg.*, seed 003): packages installed from
 // repositories. Mutating calls need root or the package's scope's
 // owner; a global package is root's.
@@ -70,4 +72,23 @@ type PkgSkill struct {
 type PkgSessionResult struct {
 	Mount *ProcessMount
 	Path  string
+}
+
+// PkgEvent is the package.event schedule target's syscall.
+var PkgEvent = Call[PkgEventArgs, *PkgEventResult]{Name: "pkg.event", Grant: Users,
+	Doc: "Hands an event to a command of one of the caller's active packages (its entrypoint), run in an exec session of the caller's."}
+
+// PkgEventArgs are pkg.event's args: the seed's package.event target.
+type PkgEventArgs struct {
+	PackageID  string          `json:"packageId"`
+	Entrypoint string          `json:"entrypoint"`
+	Event      string          `json:"event"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+}
+
+// PkgEventResult is pkg.event's result: the command's exit code and a
+// one-line summary (its output's last line).
+type PkgEventResult struct {
+	ExitCode int    `json:"exitCode"`
+	Summary  string `json:"summary"`
 }

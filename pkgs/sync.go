@@ -92,8 +92,10 @@ func (r *Room) sync(ctx context.Context, c *kernel.Caller, _ *struct{}) (*abi.Pk
 		all = append(all, abi.RepoOp{Type: "delete", Path: e.Path, Recursive: e.Type == "tree"})
 	}
 	all = append(all, ops...)
+	// Files that are already there make no commit (repo.apply's "nothing
+	// changes"): an unchanged sync keeps every package's commit.
 	if _, err := kernel.Do(ctx, r.k, root, abi.RepoApply, &abi.RepoApplyArgs{Repo: BuiltinRepo, Message: "sync of the builtin packages",
-		AllowEmpty: true, Ops: all}); err != nil {
+		Ops: all}); err != nil && !(abi.KindOf(err) == abi.Invalid && strings.Contains(err.Error(), "nothing changes")) {
 		return nil, err
 	}
 	keep := map[string]bool{}

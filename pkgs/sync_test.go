@@ -77,6 +77,12 @@ func TestPkgBuiltin(t *testing.T) {
 	if ps := do(s, s.bob, abi.PkgProfiles, &struct{}{}); len(ps) != 1 || ps[0].ID != "code-reviewer" {
 		t.Fatalf("bob's profiles: %+v", ps)
 	}
+	// A sync of the same files changes nothing.
+	before := do(s, s.root, abi.PkgShow, &abi.PkgIDArgs{PackageID: "packages"}).Package.Commit
+	do(s, s.root, abi.PkgSync, &struct{}{})
+	if after := do(s, s.root, abi.PkgShow, &abi.PkgIDArgs{PackageID: "packages"}).Package.Commit; after != before {
+		t.Fatalf("an unchanged sync moved packages from %s to %s", before, after)
+	}
 	// A new shipped version syncs, keeping the enabled state; a package
 	// no longer shipped goes.
 	files["code-reviewer/profiles/code-reviewer.md"] = &fstest.MapFile{Data: []byte("You are a code reviewer, version 2.\n")}

@@ -170,17 +170,24 @@ func (r *Router) sessionOpen(ctx context.Context, c *kernel.Caller, a *abi.Sessi
 	}
 	who := whoOf(c)
 	who.Process = pc
-	if c.Identity.Process == nil {
-		a = r.withPackages(ctx, c, a)
+	if b := r.withPackages(ctx, c, a); b != a {
+		res, err := r.local.SessionOpen(ctx, who, b)
+		if abi.KindOf(err) != abi.Permission {
+			return res, err
+		}
+		// The caller's capability does not reach its package commands'
+		// directory: the session opens without them.
 	}
 	return r.local.SessionOpen(ctx, who, a)
 }
 
 // withPackages is a local session's args with the caller's package
 // commands (pkg.session): their directory mounted read-only and first
-// on the PATH, unless the caller set PATH or that guest path itself. A
-// caller whose capability is narrowed gets none (its mounts are its
-// capability's), nor does one when the package room is not there.
+// on the PATH, unless the caller set PATH or mounts that guest path
+// itself. It returns a itself when the package room is not there or the
+// caller has no package commands. A caller whose capability does not
+// reach that directory gets a session without it (sessionOpen tries
+// again).
 func (r *Router) withPackages(ctx context.Context, c *kernel.Caller, a *abi.SessionOpenArgs) *abi.SessionOpenArgs {
 	res, err := kernel.Do(ctx, r.k, c, abi.PkgSession, &struct{}{})
 	if err != nil || res.Mount == nil {

@@ -45,7 +45,14 @@ func newSys(t *testing.T, builtin fstest.MapFS) *sys {
 // prov, when prov is set.
 func newSysWith(t *testing.T, builtin fstest.MapFS, prov model.Provider) *sys {
 	t.Helper()
-	e := kerneltest.Open(t)
+	return newSysAt(t, t.TempDir(), builtin, prov)
+}
+
+// newSysAt is newSysWith on the state directory dir (a state already
+// there is opened as it is).
+func newSysAt(t *testing.T, dir string, builtin fstest.MapFS, prov model.Provider) *sys {
+	t.Helper()
+	e := kerneltest.OpenAt(t, dir)
 	space := ns.New(e.K)
 	t.Cleanup(func() { space.Close() })
 	ctx := context.Background()

@@ -108,3 +108,39 @@ func TestPkgBuiltin(t *testing.T) {
 		t.Fatalf("stale builtin: %+v", l.Packages)
 	}
 }
+
+// TestPkgRestart: after a restart on the same state, an installed
+// package is still active with its parts (installed once: no second
+// crontab line), the builtin packages keep their commits and state, and
+// disabling it still removes what the first daemon installed.
+func TestPkgRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := newSysAt(t, dir, shipped(t), nil)
+	s.commit(s.alice, "release-tools", "main", releaseTools())
+	do(s, s.alice, abi.PkgAdd, &abi.PkgAddArgs{Repo: "release-tools"})
+	do(s, s.alice, abi.PkgReviewApprove, &abi.PkgIDArgs{PackageID: "release-tools"})
+	do(s, s.alice, abi.PkgInstall, &abi.PkgIDArgs{PackageID: "release-tools"})
+	do(s, s.root, abi.PkgInstall, &abi.PkgIDArgs{PackageID: "code-reviewer"})
+	builtin := do(s, s.root, abi.PkgShow, &abi.PkgIDArgs{PackageID: "packages"}).Package.Commit
+	s.space.Close()
+	s.k.Close()
+
+	s = newSysAt(t, dir, shipped(t), nil)
+	p := do(s, s.alice, abi.PkgShow, &abi.PkgIDArgs{PackageID: "release-tools"}).Package
+	if !p.Active || !p.Review.Approved {
+		t.Fatalf("after a restart: %+v", p)
+	}
+	if tab := s.crontab(s.alice); strings.Count(tab, "name=pkg.release-tools.weekly") != 1 {
+		t.Fatalf("crontab after a restart: %q", tab)
+	}
+	if cr := do(s, s.root, abi.PkgShow, &abi.PkgIDArgs{PackageID: "code-reviewer"}).Package; !cr.Active || cr.Commit != builtin {
+		t.Fatalf("code-reviewer after a restart: %+v (was at %s)", cr, builtin)
+	}
+	do(s, s.alice, abi.PkgRemove, &abi.PkgIDArgs{PackageID: "release-tools"})
+	if tab := s.crontab(s.alice); strings.Contains(tab, "release") {
+		t.Fatalf("crontab after remove: %q", tab)
+	}
+	if _, err := os.Stat(filepath.Join(s.data, "home", "alice", ".gsv", "pkg", "bin", "relnotes")); !os.IsNotExist(err) {
+		t.Fatalf("command after remove: %v", err)
+	}
+}

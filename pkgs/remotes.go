@@ -195,7 +195,11 @@ func (r *Room) publicSet(ctx context.Context, c *kernel.Caller, a *abi.PkgPublic
 		if err != nil {
 			return nil, err
 		}
-		recs = all
+		for _, rec := range all {
+			if mutable(c, rec) == nil {
+				recs = append(recs, rec) // the caller's own packages of it
+			}
+		}
 	}
 	owner, _, _ := strings.Cut(repo, "/")
 	if !c.IsRoot() && owner != c.Username {

@@ -22,7 +22,7 @@ func (r *Room) Start(ctx context.Context) error {
 	if r.builtin == nil {
 		return nil
 	}
-	_, err := r.sync(ctx, r.k.KernelCaller(), &struct{}{})
+	_, err := r.syncBuiltin(ctx, kernel.Audience{})
 	if abi.KindOf(err) != abi.SetupRequired {
 		if err != nil {
 			r.log.Warn("pkgs: syncing the builtin packages", "err", err)
@@ -55,15 +55,23 @@ func (r *Room) Start(ctx context.Context) error {
 			case <-ctx.Done():
 			}
 		}()
-		if _, err := r.sync(ctx, r.k.KernelCaller(), &struct{}{}); err != nil {
+		if _, err := r.syncBuiltin(ctx, kernel.Audience{}); err != nil {
 			r.log.Warn("pkgs: syncing the builtin packages", "err", err)
 		}
 	}()
 	return nil
 }
 
-// sync serves pkg.sync.
+// sync serves pkg.sync: it announces pkg.changed to every user.
 func (r *Room) sync(ctx context.Context, c *kernel.Caller, _ *struct{}) (*abi.PkgSyncResult, error) {
+	return r.syncBuiltin(ctx, kernel.Audience{All: true})
+}
+
+// syncBuiltin rebuilds the builtin packages and announces pkg.changed to
+// aud. The sync at start announces it to root alone: no user has seen
+// the packages before it, and a signal every user's event stream gets
+// at an unforeseeable moment after the start would only be noise.
+func (r *Room) syncBuiltin(ctx context.Context, aud kernel.Audience) (*abi.PkgSyncResult, error) {
 	if r.builtin == nil {
 		return nil, abi.E(abi.Invalid, "this daemon ships no builtin packages")
 	}
@@ -156,7 +164,7 @@ func (r *Room) sync(ctx context.Context, c *kernel.Caller, _ *struct{}) (*abi.Pk
 	for _, p := range out {
 		r.changes.Touch(p.ID)
 	}
-	kernel.Publish(r.k, abi.SigPkgChanged, abi.PkgChanged{PackageID: globalScope + "/*", Change: "synced"}, kernel.Audience{All: true})
+	kernel.Publish(r.k, abi.SigPkgChanged, abi.PkgChanged{PackageID: globalScope + "/*", Change: "synced"}, aud)
 	return &abi.PkgSyncResult{Packages: out}, nil
 }
 

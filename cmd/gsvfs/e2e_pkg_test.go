@@ -83,6 +83,11 @@ func TestE2EPackages(t *testing.T) {
 	ok(gsv(aliceHost, "pkg", "review", "approve", "release-tools"), "approve", "approved")
 	ok(gsv(aliceHost, "pkg", "install", "release-tools"), "install", "enabled")
 	ok(gsv(aliceHost, "call", "proc.profile.list"), "profiles", "release-manager")
+	if pid := strings.TrimSpace(ok(gsv(aliceHost, "spawn", "release-manager"), "spawn")); pid == "" {
+		t.Fatal("spawn release-manager: no pid")
+	} else {
+		ok(gsv(aliceHost, "ps"), "ps", pid, "release-manager")
+	}
 
 	// Its command, on the PATH of alice's exec session.
 	sid := strings.TrimSpace(ok(gsv(aliceHost, "session", "open"), "session open"))

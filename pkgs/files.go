@@ -303,14 +303,21 @@ func (r *Room) skills(ctx context.Context, c *kernel.Caller, _ *struct{}) ([]abi
 // session serves pkg.session: the read-only mount of the caller's
 // package commands and the PATH that puts them first, when it has any.
 func (r *Room) session(ctx context.Context, c *kernel.Caller, _ *struct{}) (*abi.PkgSessionResult, error) {
+	mount := &abi.PkgSessionResult{Mount: &abi.ProcessMount{HostPath: binDirOf(c.Username), GuestPath: BinGuest, Mode: "ro"},
+		Path: BinGuest + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	r.pendingMu.Lock()
+	pending := r.pending[c.Uid] > 0
+	r.pendingMu.Unlock()
+	if pending {
+		return mount, nil
+	}
 	recs, err := r.listWhere(ctx, `WHERE owner_uid=? AND enabled=1`, c.Uid)
 	if err != nil {
 		return nil, err
 	}
 	for _, rec := range recs {
 		if rec.active() && len(rec.installed.Commands) > 0 && (rec.scope != globalScope || c.Uid == 0) {
-			return &abi.PkgSessionResult{Mount: &abi.ProcessMount{HostPath: binDirOf(c.Username), GuestPath: BinGuest, Mode: "ro"},
-				Path: BinGuest + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, nil
+			return mount, nil
 		}
 	}
 	return &abi.PkgSessionResult{}, nil

@@ -234,6 +234,10 @@ func (r *Room) installParts(ctx context.Context, rec *record) (installed, error)
 			if err != nil {
 				return fail(err)
 			}
+			if len(inst.Commands) == 0 {
+				r.markPending(rec.uid, 1)
+				defer r.markPending(rec.uid, -1)
+			}
 			inst.Commands = append(inst.Commands, cmd.Name)
 			mode := fs.FileMode(0o755)
 			if _, err := kernel.Do(ctx, r.k, c, abi.FsSetattr, &abi.SetattrArgs{Path: strings.TrimPrefix(file, "/"), Set: abi.SetAttr{Mode: &mode}}); err != nil {
@@ -277,6 +281,17 @@ func (r *Room) installParts(ctx context.Context, rec *record) (installed, error)
 		inst.McpServers = append(inst.McpServers, args.Name)
 	}
 	return inst, nil
+}
+
+// markPending counts an install under way that has written commands of
+// uid's (d 1), or its end (d -1).
+func (r *Room) markPending(uid uint32, d int) {
+	r.pendingMu.Lock()
+	defer r.pendingMu.Unlock()
+	r.pending[uid] += d
+	if r.pending[uid] <= 0 {
+		delete(r.pending, uid)
+	}
 }
 
 // BinGuest is where an exec session sees its owner's package commands

@@ -2,6 +2,7 @@ package pkgs_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"os"
@@ -161,5 +162,46 @@ func TestPkgPartsRun(t *testing.T) {
 	}
 	if l := do(s, s.alice, abi.SchedList, &abi.SchedListArgs{}); len(l.Schedules) != 1 || l.Schedules[0].Name != "tick" {
 		t.Fatalf("schedules after remove: %+v", l)
+	}
+}
+
+// TestPkgStdioServer: a package's stdio MCP server that is one of its
+// own commands (a binary) runs from the package's bin directory in its
+// owner's exec session and answers; disabled, it is gone.
+func TestPkgStdioServer(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("stdio servers run in sandboxes, which need root")
+	}
+	s := newSys(t, nil)
+	mcpServer(t) // builds the test server
+	bin, err := os.ReadFile(serverBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b64 := base64.StdEncoding.EncodeToString(bin)
+	manifest := `{"name":"tracker","commands":[{"name":"tracker","path":"bin/tracker"}],
+  "mcpServers":[{"name":"local","command":["bin/tracker"]}]}`
+	do(s, s.alice, abi.RepoCreate, &abi.RepoCreateArgs{Repo: "tracker"})
+	do(s, s.alice, abi.RepoApply, &abi.RepoApplyArgs{Repo: "tracker", Message: "tracker", Ops: []abi.RepoOp{
+		{Type: "put", Path: "gsv-package.json", Content: str(manifest)},
+		{Type: "put", Path: "bin/tracker", ContentBase64: &b64}}})
+	do(s, s.alice, abi.PkgAdd, &abi.PkgAddArgs{Repo: "tracker"})
+	do(s, s.alice, abi.PkgReviewApprove, &abi.PkgIDArgs{PackageID: "tracker"})
+	do(s, s.alice, abi.PkgInstall, &abi.PkgIDArgs{PackageID: "tracker"})
+	list := do(s, s.alice, abi.SysMcpList, &abi.McpListArgs{})
+	if len(list.Servers) != 1 || list.Servers[0].Name != "tracker-local" || list.Servers[0].State != abi.McpReady {
+		e := ""
+		if len(list.Servers) == 1 && list.Servers[0].Error != nil {
+			e = *list.Servers[0].Error
+		}
+		t.Fatalf("mcp: %+v: %s", list, e)
+	}
+	r := do(s, s.alice, abi.SysMcpCall, &abi.McpCallArgs{ServerID: "tracker-local", Name: "echo", Arguments: []byte(`{"message":"from a package"}`)})
+	if r.IsError {
+		t.Fatalf("echo: %+v", r)
+	}
+	do(s, s.alice, abi.PkgRemove, &abi.PkgIDArgs{PackageID: "tracker"})
+	if list := do(s, s.alice, abi.SysMcpList, &abi.McpListArgs{}); len(list.Servers) != 0 {
+		t.Fatalf("mcp after remove: %+v", list)
 	}
 }

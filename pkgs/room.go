@@ -48,6 +48,12 @@ type Room struct {
 
 	changes *ns.Changes
 
+	// pendingMu guards pending: the owners whose package commands an
+	// install under way has written, before its record says so (a stdio
+	// MCP server of the package starts in a session that needs them).
+	pendingMu sync.Mutex
+	pending   map[uint32]int
+
 	stop      chan struct{} // closed by Close
 	closeOnce sync.Once
 	wg        sync.WaitGroup // the sync that waits for sys.setup
@@ -77,7 +83,8 @@ func Open(space *ns.Space, opts Options) (*Room, error) {
 		return nil, err
 	}
 	return &Room{k: k, space: space, st: k.Store, log: opts.Logger, now: opts.Now, http: opts.HTTP, name: opts.ServerName,
-		builtin: opts.Builtin, changes: ns.NewChanges(), stop: make(chan struct{})}, nil
+		builtin: opts.Builtin, changes: ns.NewChanges(), stop: make(chan struct{}),
+		pending: map[uint32]int{}}, nil
 }
 
 // Close stops the goroutine that waits for sys.setup to sync the

@@ -109,6 +109,8 @@ fuzz:
 	$(call fuzz1,FuzzParseFinite,./abi)
 	$(call fuzz1,FuzzRunVerbs,./proc)
 	$(call fuzz1,FuzzParseSkill,./proc)
+	$(call fuzz1,FuzzManifest,./pkgs)
+	$(call fuzz1,FuzzCatalog,./pkgs)
 	$(call fuzz1,FuzzServerName,./mcp)
 	$(call fuzz1,FuzzCheckURL,./mcp)
 	$(call fuzz1,FuzzAnswer,./devices)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -169,7 +170,51 @@ func (r *Router) sessionOpen(ctx context.Context, c *kernel.Caller, a *abi.Sessi
 	}
 	who := whoOf(c)
 	who.Process = pc
+	if b := r.withPackages(ctx, c, a); b != a {
+		res, err := r.local.SessionOpen(ctx, who, b)
+		if abi.KindOf(err) != abi.Permission {
+			return res, err
+		}
+		// The caller's capability does not reach its package commands'
+		// directory: the session opens without them.
+	}
 	return r.local.SessionOpen(ctx, who, a)
+}
+
+// withPackages is a local session's args with the caller's package
+// commands (pkg.session): their directory mounted read-only and first
+// on the PATH, unless the caller set PATH or mounts that guest path
+// itself. It returns a itself when the package room is not there or the
+// caller has no package commands. A caller whose capability does not
+// reach that directory gets a session without it (sessionOpen tries
+// again).
+func (r *Router) withPackages(ctx context.Context, c *kernel.Caller, a *abi.SessionOpenArgs) *abi.SessionOpenArgs {
+	res, err := kernel.Do(ctx, r.k, c, abi.PkgSession, &struct{}{})
+	if err != nil || res.Mount == nil {
+		return a
+	}
+	loc := *a.Target.Local
+	if _, ok := loc.Env["PATH"]; ok {
+		return a
+	}
+	for _, m := range loc.Mounts {
+		if m.GuestPath == res.Mount.GuestPath {
+			return a
+		}
+	}
+	if loc.Workdir == "" && len(loc.Mounts) == 0 {
+		loc.Workdir = "/home/" + c.Username // the default the mount would change
+	}
+	loc.Mounts = append(slices.Clone(loc.Mounts), *res.Mount)
+	env := maps.Clone(loc.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["PATH"] = res.Path
+	loc.Env = env
+	b := *a
+	b.Target.Local = &loc
+	return &b
 }
 
 // execPipe is process.exec.pipe, with the caller's process capability

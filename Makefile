@@ -132,6 +132,7 @@ fuzz:
 	$(call fuzz1,FuzzEmailParse,./adapters/bridge)
 	$(call fuzz1,FuzzDecodeFrame,./web)
 	$(call fuzz1,FuzzParseSince,./kernel)
+	$(call fuzz1,FuzzDigestArgs,./kernel)
 	$(call fuzz1,FuzzParsePrices,./abi)
 
 # bench: benchmarks that print ratios against baselines measured in the

@@ -141,7 +141,15 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 		kernel.Handle(abi.SchedCrontabSet, m.crontabSet),
 		kernel.Handle(abi.SchedCrontabCheck, m.crontabCheck),
 		kernel.Handle(abi.SchedLog, m.logCall),
+		kernel.Handle(abi.SchedStats, m.stats),
 	}
+}
+
+// stats serves sched.stats: the fair queue's depth and the runs under way.
+func (m *Manager) stats(context.Context, *kernel.Caller, *struct{}) (*abi.SchedStatsResult, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return &abi.SchedStatsResult{Queued: len(m.fair.queued), Running: len(m.running)}, nil
 }
 
 // Mounts are the scheduler's files: /var/spool/cron (the crontabs, ctl

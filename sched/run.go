@@ -68,7 +68,7 @@ func (m *Manager) run(ctx context.Context, s *abi.Schedule, dueAt, startAt int64
 	if busy {
 		// Overlap policy skip: the run still going keeps going; this one is
 		// recorded as skipped and does not count.
-		next, err := m.finish(ctx, s, dueAt, startAt, m.clock.Now().UnixMilli(), "skipped", "previous run still going", "", true, 0)
+		next, err := m.finish(ctx, s, dueAt, startAt, m.clock.Now().UnixMilli(), "skipped", "previous run still going", "", true, 0, -1)
 		res.Status, res.Error, res.NextRunAt = "skipped", "previous run still going", ptr(next)
 		res.recordFailed(err)
 		return res
@@ -119,7 +119,11 @@ func (m *Manager) run(ctx context.Context, s *abi.Schedule, dueAt, startAt int64
 	if preDone != nil {
 		<-preDone
 	}
-	next, err := m.finish(ctx, s, dueAt, startAt, end, status, errText, summary, !force || s.Enabled, pre)
+	late := int64(-1) // a run made by hand was not due
+	if !force {
+		late = max(startAt-dueAt, 0)
+	}
+	next, err := m.finish(ctx, s, dueAt, startAt, end, status, errText, summary, !force || s.Enabled, pre, late)
 	res.Status, res.Error, res.Summary, res.DurationMs, res.NextRunAt = status, errText, summary, end-startAt, ptr(next)
 	res.err = rerr
 	res.recordFailed(err)
@@ -184,14 +188,16 @@ func following(s *abi.Schedule, dueAt, now int64, failed bool, pre int64) (next 
 // stores and arms s's next time, in one transaction. A one-shot with no
 // retry to come is done: it is disabled, with no next time. It returns the
 // next time, and the error of the record's transaction (logged too: the
-// engine's runs have no caller). pre is as for following.
+// engine's runs have no caller). pre is as for following; late is how
+// long after its due time the run started (ms; -1: it was not fired by
+// the engine), which sched.run.finished reports.
 //
 // The next time is stored and armed against the schedule as stored now,
 // not as it was when the run started: a schedule removed during its run
 // is not armed again, one disabled during its run stays unarmed, and one
 // given a new expression during its run keeps the next time sched.update
 // computed.
-func (m *Manager) finish(ctx context.Context, s *abi.Schedule, dueAt, start, end int64, status, errText, summary string, advance bool, pre int64) (int64, error) {
+func (m *Manager) finish(ctx context.Context, s *abi.Schedule, dueAt, start, end int64, status, errText, summary string, advance bool, pre, late int64) (int64, error) {
 	next, attempt := following(s, dueAt, m.clock.Now().UnixMilli(), status == "error", pre)
 	done := oneShot(s.Expression) && next == 0
 	var enabled, stale bool
@@ -230,7 +236,7 @@ func (m *Manager) finish(ctx context.Context, s *abi.Schedule, dueAt, start, end
 	if err != nil {
 		m.log.Error("sched: record run", "schedule", s.ID, "err", err)
 	}
-	m.signalRun(s, status, errText)
+	m.signalRun(s, status, errText, late)
 	if !advance {
 		return 0, err
 	}
@@ -274,10 +280,15 @@ func runCount(status string) int {
 	return 1
 }
 
-// signalRun tells s's owner that a run of s ended (sched.run.finished).
-func (m *Manager) signalRun(s *abi.Schedule, status, errText string) {
+// signalRun tells s's owner that a run of s ended (sched.run.finished),
+// and how late it started (late ms; -1: not a run the engine fired).
+func (m *Manager) signalRun(s *abi.Schedule, status, errText string, late int64) {
 	m.touchTab(s.OwnerUid)
-	kernel.Publish(m.k, abi.SigSchedRunFinished, abi.SchedRunFinished{ScheduleID: s.ID, Name: s.Name, Status: status, Error: errText}, kernel.Audience{Uids: []uint32{s.OwnerUid}})
+	p := abi.SchedRunFinished{ScheduleID: s.ID, Name: s.Name, Status: status, Error: errText}
+	if late >= 0 {
+		p.LatenessMs = &late
+	}
+	kernel.Publish(m.k, abi.SigSchedRunFinished, p, kernel.Audience{Uids: []uint32{s.OwnerUid}})
 }
 
 // nullStr is s as a column: NULL for "".

@@ -273,7 +273,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 
 	srv := &ninep.Server{Root: space.Root(), Auth: space, Logger: log,
 		AuthTimeout: noLimit(o.authTimeout), MaxConns: noLimit(o.maxConns), MaxFids: noLimit(o.maxFids),
-		MaxPrincipalInflight: noLimit(o.maxInflight)}
+		MaxPrincipalInflight: noLimit(o.maxInflight), OnRequest: tel.NinePRequests}
 	sock := k.SocketPath()
 	ul, err := listenUnix(sock)
 	if err != nil {
@@ -327,7 +327,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 
 	var fsrv *fusefs.Server
 	if mountDir != "" {
-		fsrv, err = fusefs.Mount(mountDir, space.Root(), space, fusefs.Options{Logger: log, Debug: o.debug, FsName: "gsv", MakeDir: true})
+		fsrv, err = fusefs.Mount(mountDir, space.Root(), space, fusefs.Options{Logger: log, Debug: o.debug, FsName: "gsv", MakeDir: true, OnRequest: tel.FUSERequests})
 		if err != nil {
 			return fmt.Errorf("mount %s: %w", mountDir, err)
 		}

@@ -115,6 +115,8 @@ var (
 		Doc: "Makes a new data tree file and its missing parents, open for writing."}
 	FsWorkspaceMake = Call[WorkspaceMakeArgs, string]{Name: "fs.workspace.make", Grant: Users, Flags: Internal,
 		Doc: "Makes /workspaces/<id>, 0700, owned by the caller; returns its path."}
+	FsWorkspaceRemove = Call[WorkspaceMakeArgs, struct{}]{Name: "fs.workspace.remove", Grant: Users, Flags: Internal,
+		Doc: "Removes /workspaces/<id> and its files, the caller's (root: anyone's)."}
 	FsStatfs = Call[struct{}, StatFS]{Name: "fs.statfs", Grant: Users | Strangers, Flags: Internal,
 		Doc: "statfs(2) of the storage behind the namespace (df)."}
 )

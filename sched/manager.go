@@ -215,5 +215,12 @@ func migrations(d kernel.Dialect) []string {
 		`ALTER TABLE sched_schedules ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX sched_schedules_seq ON sched_schedules(seq);`,
 		d.NumberRows("sched_schedules", "seq"),
+		// 5: the reload's index covers its query (enabled, next_run_at,
+		// id), so arming reads the index alone, in order: through the
+		// old index it looked each row up in the table, a random read
+		// per schedule once the table outgrew the page cache (1M
+		// schedules reloaded 4-6x slower per schedule than 100k).
+		`CREATE INDEX sched_schedules_arm ON sched_schedules(enabled, next_run_at, id);
+	DROP INDEX sched_schedules_next;`,
 	}
 }

@@ -300,6 +300,10 @@ type PkgProfileResult struct {
 	Package      string
 	ContextFiles []ContextFile
 	Budget       *RunBudget
+	// Tools and Model are the profile's: the agent tools its processes
+	// get (empty: all) and their default model ("" the owner's).
+	Tools []string
+	Model string
 }
 
 // PkgChanged is the payload of pkg.changed: the package and the change

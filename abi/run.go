@@ -86,9 +86,12 @@ type RunInfo struct {
 	Model         string      `json:"model,omitempty"`
 	Temperature   *float64    `json:"temperature,omitempty"`
 	ToolCap       *int64      `json:"toolCap,omitempty"`
-	StartedAt     int64       `json:"startedAt,omitempty"`
-	FinishedAt    *int64      `json:"finishedAt,omitempty"`
-	Error         string      `json:"error,omitempty"`
+	// Tools narrows the agent's tools to these names (a package
+	// profile's); empty: all of them.
+	Tools      []string `json:"tools,omitempty"`
+	StartedAt  int64    `json:"startedAt,omitempty"`
+	FinishedAt *int64   `json:"finishedAt,omitempty"`
+	Error      string   `json:"error,omitempty"`
 }
 
 // RunListArgs are proc.run.list's args: the runs of the caller's

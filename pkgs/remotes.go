@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -294,7 +295,8 @@ func (r *Room) profile(ctx context.Context, c *kernel.Caller, a *abi.PkgProfileA
 					return nil, abi.E(abi.Path(rec.id), err)
 				}
 			}
-			res := &abi.PkgProfileResult{Profile: profileOf(rec, p), Package: rec.id, Budget: p.Budget}
+			res := &abi.PkgProfileResult{Profile: profileOf(rec, p), Package: rec.id, Budget: p.Budget,
+				Tools: slices.Clone(p.Tools), Model: p.Model}
 			if prompt != "" {
 				res.ContextFiles = append(res.ContextFiles, abi.ContextFile{Name: "profile " + p.ID, Text: prompt})
 			}

@@ -64,3 +64,58 @@ func TestPkgProfileSpawns(t *testing.T) {
 	do(s, s.alice, abi.PkgRemove, &abi.PkgIDArgs{PackageID: "release-tools"})
 	fails(s, s.alice, abi.ProcSpawn, &abi.SpawnArgs{Profile: "release-manager"}, abi.Invalid, "unknown profile")
 }
+
+// requestModel answers every call with "done" and hands each request
+// to reqs.
+type requestModel struct{ reqs chan model.Request }
+
+func (m requestModel) Name() string { return "test" }
+
+func (m requestModel) Complete(ctx context.Context, req model.Request, _ func(string)) (model.Response, error) {
+	select {
+	case m.reqs <- req:
+	default:
+	}
+	return model.Response{Text: "done", StopReason: "end_turn"}, nil
+}
+
+// TestPkgProfileToolsModel: a package profile's tools and model are its
+// processes' (proc.run.get shows them; the model call offers exactly
+// those tools, with that model); a profile naming no agent tool fails
+// its spawn with a clear 400.
+func TestPkgProfileToolsModel(t *testing.T) {
+	m := requestModel{reqs: make(chan model.Request, 4)}
+	s := newSysWith(t, nil, m)
+	files := releaseTools()
+	files["gsv-package.json"] = strings.Replace(files["gsv-package.json"], `"budget": {"turns": 20}}`,
+		`"budget": {"turns": 20}, "tools": ["Read", "Search"], "model": "small-model"},
+    {"id": "bad-tools", "prompt": "x", "tools": ["Read", "Teleport"]}`, 1)
+	s.commit(s.alice, "release-tools", "main", files)
+	do(s, s.alice, abi.PkgAdd, &abi.PkgAddArgs{Repo: "release-tools"})
+	do(s, s.alice, abi.PkgReviewApprove, &abi.PkgIDArgs{PackageID: "release-tools"})
+	do(s, s.alice, abi.PkgInstall, &abi.PkgIDArgs{PackageID: "release-tools"})
+	sp := do(s, s.alice, abi.ProcSpawn, &abi.SpawnArgs{Profile: "release-manager", Prompt: "cut v1.2"})
+	info := do(s, s.alice, abi.ProcRunGet, &abi.PidArgs{Pid: sp.Pid})
+	if info.Model != "small-model" || strings.Join(info.Tools, ",") != "Read,Search" {
+		t.Fatalf("run settings: model %q tools %v", info.Model, info.Tools)
+	}
+	var req model.Request
+	select {
+	case req = <-m.reqs:
+	case <-time.After(liveness):
+		t.Fatal("no model call")
+	}
+	var names []string
+	for _, d := range req.Tools {
+		names = append(names, d.Name)
+	}
+	if req.Model != "small-model" || strings.Join(names, ",") != "Read,Search" {
+		t.Fatalf("model call: model %q tools %v", req.Model, names)
+	}
+	fails(s, s.alice, abi.ProcSpawn, &abi.SpawnArgs{Profile: "bad-tools"}, abi.Invalid, `tools: "Teleport" is not an agent tool`)
+	// A system profile keeps every tool and the owner's model.
+	sp = do(s, s.alice, abi.ProcSpawn, &abi.SpawnArgs{Profile: "task"})
+	if info := do(s, s.alice, abi.ProcRunGet, &abi.PidArgs{Pid: sp.Pid}); info.Model != "" || len(info.Tools) != 0 {
+		t.Fatalf("task's run settings: %+v", info)
+	}
+}

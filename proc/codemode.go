@@ -154,6 +154,11 @@ func (m *engine) codeModeCall(caller *kernel.Caller, target, cwd, askPid string)
 			if err := m.k.Permit(caller, name); err != nil {
 				return nil, err
 			}
+			// A process narrowed to some tools (a package profile's)
+			// makes in a block only the calls of those tools.
+			if t := toolNameOf(name); !m.toolAllowed(ctx, m.proc(askPid, caller.Uid), t) {
+				return nil, fmt.Errorf("%s: the %s tool is not one of this process's tools", name, t)
+			}
 			if need := approval(name, args, caller.Home, caller.Cwd); need != "" {
 				ok, err := m.allowed(ctx, askPid, need)
 				if err != nil {

@@ -46,7 +46,10 @@ type runCtl struct {
 	Model     string        `json:"model,omitempty"`
 	Temp      *float64      `json:"temp,omitempty"`
 	ToolCap   *int64        `json:"toolCap,omitempty"`
-	Used      abi.RunUsage  `json:"used"`
+	// Tools narrows the agent's tools to these (a package profile's);
+	// empty: all of them.
+	Tools []string     `json:"tools,omitempty"`
+	Used  abi.RunUsage `json:"used"`
 	// Models is the usage per provider and model (proc.cost).
 	Models []abi.ModelUsage `json:"models,omitempty"`
 }
@@ -290,7 +293,8 @@ func (m *engine) runInfo(ctx context.Context, p *abi.Process) (*abi.RunInfo, err
 	pr.mu.Lock()
 	ctl := *m.controlLocked(ctx, pr)
 	info := &abi.RunInfo{Pid: p.Pid, State: abi.RunIdle, Budget: ctl.Budget, Used: ctl.Used, Supervise: ctl.Supervise,
-		GraceMs: ctl.grace().Milliseconds(), StopRequested: ctl.Stop, Model: ctl.Model, Temperature: ctl.Temp, ToolCap: ctl.ToolCap}
+		GraceMs: ctl.grace().Milliseconds(), StopRequested: ctl.Stop, Model: ctl.Model, Temperature: ctl.Temp, ToolCap: ctl.ToolCap,
+		Tools: slices.Clone(ctl.Tools)}
 	live := false
 	if r := pr.run; r != nil {
 		live = true

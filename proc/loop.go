@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -167,6 +168,15 @@ func mcpCallArgs(raw json.RawMessage) (json.RawMessage, error) {
 		timeout = &a.TimeoutMs
 	}
 	return json.Marshal(abi.McpCallArgs{ServerID: a.Server, Name: a.Tool, Arguments: a.Arguments, TimeoutMs: timeout})
+}
+
+// toolAllowed says whether pr's tools (a package profile's narrowing)
+// include the agent tool name.
+func (m *engine) toolAllowed(ctx context.Context, pr *process, name string) bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	ts := m.controlLocked(ctx, pr).Tools
+	return len(ts) == 0 || slices.Contains(ts, name)
 }
 
 func toolByName(name string) *tool {
@@ -479,7 +489,7 @@ func (m *engine) runTool(ctx context.Context, pr *process, r *activeRun, p *abi.
 		signal(m, pr.uid, abi.SigProcRunToolFinished, abi.ToolFinished{Pid: pr.pid, RunID: r.id, ConversationID: r.cid, CallID: c.ID, ToolName: c.Name, IsError: isErr})
 		return err
 	}
-	if t == nil {
+	if t == nil || !m.toolAllowed(ctx, pr, c.Name) {
 		return false, result(fmt.Sprintf("unknown tool %q", c.Name), true)
 	}
 	if t.def.Name == skillToolName { // reads only: no approval
@@ -672,11 +682,15 @@ func (m *engine) callModel(ctx context.Context, pr *process, r *activeRun, p *ab
 	}
 	req := model.Request{Model: modelName, System: m.systemPrompt(ctx, p, caller), Messages: msgs, Tools: m.toolDefsFor(ctx, caller)}
 	pr.mu.Lock()
-	if ctl := m.controlLocked(ctx, pr); ctl.Model != "" || ctl.Temp != nil {
+	ctl := m.controlLocked(ctx, pr)
+	if ctl.Model != "" || ctl.Temp != nil {
 		if ctl.Model != "" {
-			req.Model = ctl.Model // swap-model
+			req.Model = ctl.Model // swap-model, or a package profile's
 		}
 		req.Temperature = ctl.Temp
+	}
+	if len(ctl.Tools) > 0 { // a package profile's tools
+		req.Tools = slices.DeleteFunc(slices.Clone(req.Tools), func(d model.ToolDef) bool { return !slices.Contains(ctl.Tools, d.Name) })
 	}
 	pr.mu.Unlock()
 	r.provider, r.model = prov.Name(), req.Model

@@ -123,14 +123,25 @@ func (m *Manager) sysProfiles(ctx context.Context, c *kernel.Caller, _ *abi.Prof
 // packageProfile is the profile id of one of the caller's active
 // packages (pkg.profile), its prompt and context files made the spawn's
 // assignment's first files and its budget the default: nil when there
-// is none (or no package room).
-func (m *Manager) packageProfile(ctx context.Context, c *kernel.Caller, a *abi.SpawnArgs) (*abi.Profile, error) {
+// is none (or no package room). Its tools and model are the process's
+// run settings: the agent tools it gets (each must be one) and its
+// model.
+func (m *Manager) packageProfile(ctx context.Context, c *kernel.Caller, a *abi.SpawnArgs) (*abi.Profile, *runCtl, error) {
 	res, err := kernel.Do(ctx, m.k, c, abi.PkgProfileGet, &abi.PkgProfileArgs{ID: a.Profile})
 	if err != nil {
 		if k := abi.KindOf(err); k == abi.NotExist || k == abi.Invalid {
-			return nil, nil
+			return nil, nil, nil
 		}
-		return nil, err
+		return nil, nil, err
+	}
+	for _, t := range res.Tools {
+		if toolByName(t) == nil {
+			return nil, nil, abi.E(abi.Path(a.Profile), abi.Invalid, fmt.Sprintf("tools: %q is not an agent tool", t))
+		}
+	}
+	var ctl *runCtl
+	if len(res.Tools) > 0 || res.Model != "" {
+		ctl = &runCtl{Tools: slices.Clone(res.Tools), Model: res.Model}
 	}
 	if len(res.ContextFiles) > 0 {
 		as := abi.Assignment{}
@@ -144,7 +155,7 @@ func (m *Manager) packageProfile(ctx context.Context, c *kernel.Caller, a *abi.S
 		b := *res.Budget
 		a.Budget = &b
 	}
-	return &res.Profile, nil
+	return &res.Profile, ctl, nil
 }
 
 // sysSpawn serves proc.spawn: a new process of a startable profile (the
@@ -152,6 +163,7 @@ func (m *Manager) packageProfile(ctx context.Context, c *kernel.Caller, a *abi.S
 // their home, with a first message when Prompt is set.
 func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnArgs) (*abi.SpawnResult, error) {
 	var prof *abi.Profile
+	var pkgCtl *runCtl // a package profile's tools and model
 	for i := range profiles {
 		if profiles[i].ID == a.Profile {
 			prof = &profiles[i]
@@ -159,7 +171,7 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 	}
 	if prof == nil {
 		var err error
-		if prof, err = m.packageProfile(ctx, c, a); err != nil {
+		if prof, pkgCtl, err = m.packageProfile(ctx, c, a); err != nil {
 			return nil, err
 		}
 	}
@@ -256,8 +268,11 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 			return nil, abi.E(abi.Path(pid), err)
 		}
 	}
-	if a.Budget != nil || a.Supervise || a.GraceMs > 0 {
+	if a.Budget != nil || a.Supervise || a.GraceMs > 0 || pkgCtl != nil {
 		ctl := runCtl{Supervise: a.Supervise, GraceMs: a.GraceMs}
+		if pkgCtl != nil {
+			ctl.Tools, ctl.Model = pkgCtl.Tools, pkgCtl.Model
+		}
 		if a.Budget != nil {
 			ctl.Budget = *a.Budget
 		}

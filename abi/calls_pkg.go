@@ -50,6 +50,8 @@ var (
 		Doc: "A tree or a file of a package the caller sees, at its commit (/pkg/<scope>/<name>/files)."}
 	PkgSkills = Call[struct{}, []PkgSkill]{Name: "pkg.skills", Grant: Users, Flags: Internal | Read,
 		Doc: "The skills of the active packages the caller sees (/pkg/skills)."}
+	PkgModules = Call[struct{}, []PkgModuleSource]{Name: "pkg.modules", Grant: Users, Flags: Internal | Read,
+		Doc: "The CodeMode modules of the active packages the caller sees (pkg.<module> in a block), with their sources."}
 	PkgSession = Call[struct{}, *PkgSessionResult]{Name: "pkg.session", Grant: Users, Flags: Internal | Read,
 		Doc: "What an exec session of the caller gets from its active packages: the mount of its commands and the PATH entry."}
 )

@@ -287,6 +287,14 @@ type PkgPublicSetResult struct {
 	Public  bool   `json:"public"`
 }
 
+// PkgModuleSource is a CodeMode module of an active package, as a block
+// gets it: the package, the module's name and its JavaScript source.
+type PkgModuleSource struct {
+	Package string `json:"package"`
+	Name    string `json:"name"`
+	Source  string `json:"source"`
+}
+
 // PkgProfileArgs are the Internal pkg.profile's args: a profile's ID.
 type PkgProfileArgs struct {
 	ID string

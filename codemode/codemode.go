@@ -74,8 +74,18 @@ type Request struct {
 	// the whole args object instead (--args-json), any JSON value.
 	Args     map[string]string `json:"args,omitempty"`
 	ArgsJSON json.RawMessage   `json:"argsJson,omitempty"`
+	// Modules are the block's modules: each is pkg.<Name> in the block,
+	// its source run (on first use) as a CommonJS module body and
+	// pkg.<Name> its module.exports.
+	Modules []Module `json:"modules,omitempty"`
 	// Limits bound the run; a zero field takes its default.
 	Limits Limits `json:"limits"`
+}
+
+// Module is a block's module: its name and its JavaScript source.
+type Module struct {
+	Name   string `json:"name"`
+	Source string `json:"source"`
 }
 
 // Limits bound one run. Exceeding one fails the run with an error that

@@ -121,6 +121,27 @@ const prelude = `(function () {
     const input = JSON.parse(inputOf());
     globalThis.argv = Object.freeze(input.argv || []);
     globalThis.args = input.args === undefined || input.args === null ? {} : input.args;
+    // pkg.<name>: a module's exports, its source run as a CommonJS
+    // module body on first use (a module that throws fails its uses).
+    const mods = {};
+    for (const m of input.modules || []) {
+      let exp, err;
+      Object.defineProperty(mods, m.name, { enumerable: true, get: () => {
+        if (err !== undefined) throw err;
+        if (exp === undefined) {
+          try {
+            const module = { exports: {} };
+            new Function("module", "exports", m.source)(module, module.exports);
+            exp = module.exports;
+          } catch (e) {
+            err = new Error("pkg." + m.name + ": " + errText(e));
+            throw err;
+          }
+        }
+        return exp;
+      } });
+    }
+    globalThis.pkg = Object.freeze(mods);
     let fn;
     try {
       fn = new AsyncFunction(codeOf());
@@ -419,7 +440,7 @@ func (w *worker) run(e *engine) *Result {
 	if len(w.req.ArgsJSON) > 0 {
 		args = w.req.ArgsJSON
 	}
-	inputJSON, err := json.Marshal(map[string]any{"argv": w.req.Argv, "args": args})
+	inputJSON, err := json.Marshal(map[string]any{"argv": w.req.Argv, "args": args, "modules": w.req.Modules})
 	if err != nil {
 		return failed("arguments: "+err.Error(), nil)
 	}

@@ -3,6 +3,7 @@ package pkgs_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -86,7 +87,11 @@ func newSysAt(t *testing.T, dir string, builtin fstest.MapFS, prov model.Provide
 		t.Fatal(err)
 	}
 	if prov != nil {
-		pm, err := proc.Open(space, proc.Options{Logger: kerneltest.Quiet(),
+		exe, err := os.Executable() // a CodeMode worker (TestMain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pm, err := proc.Open(space, proc.Options{Logger: kerneltest.Quiet(), CodeModeWorker: []string{exe},
 			Provider: func(context.Context, uint32) (model.Provider, string, error) { return prov, "test", nil }})
 		if err != nil {
 			t.Fatal(err)

@@ -50,7 +50,7 @@ func (m *engine) sysCodeModeRun(ctx context.Context, c *kernel.Caller, a *abi.Co
 	if a.Cwd != "" && (a.Target == "" || a.Target == "gsv") {
 		caller.Cwd = a.Cwd
 	}
-	req := codemode.Request{Code: a.Code, Argv: a.Argv}
+	req := codemode.Request{Code: a.Code, Argv: a.Argv, Modules: m.codeModeModules(ctx, caller)}
 	if len(a.Args) > 0 && string(a.Args) != "null" {
 		req.ArgsJSON = a.Args
 	}
@@ -75,7 +75,7 @@ func (m *engine) sysCodeModeExec(ctx context.Context, c *kernel.Caller, a *abi.C
 	if err != nil {
 		return nil, err
 	}
-	req := codemode.Request{Code: a.Code, Limits: codemode.Limits{Wall: wall}}
+	req := codemode.Request{Code: a.Code, Limits: codemode.Limits{Wall: wall}, Modules: m.codeModeModules(ctx, c)}
 	return m.runCodeMode(ctx, c.Uid, req, m.codeModeCall(c, "", "", c.Pid))
 }
 
@@ -90,6 +90,24 @@ type blockCall struct {
 	r      *activeRun
 	callID string
 	asked  atomic.Int64 // the requests the block made
+}
+
+// codeModeModules are the CodeMode modules of the active packages
+// caller sees (pkg.modules), each pkg.<name> in a block: none when there
+// is no package room or it fails (a block runs without them).
+func (m *engine) codeModeModules(ctx context.Context, caller *kernel.Caller) []codemode.Module {
+	ms, err := kernel.Do(ctx, m.k, caller, abi.PkgModules, &struct{}{})
+	if err != nil {
+		if abi.KindOf(err) != abi.NotExist {
+			m.log.Warn("proc: package modules", "uid", caller.Uid, "err", err)
+		}
+		return nil
+	}
+	out := make([]codemode.Module, len(ms))
+	for i, mod := range ms {
+		out[i] = codemode.Module{Name: mod.Name, Source: mod.Source}
+	}
+	return out
 }
 
 // codeModeWall is the wall time of timeoutMs (0: the default).

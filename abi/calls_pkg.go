@@ -48,6 +48,8 @@ var (
 var (
 	PkgFile = Call[PkgFileArgs, *RepoReadResult]{Name: "pkg.file", Grant: Users, Flags: Internal | Read,
 		Doc: "A tree or a file of a package the caller sees, at its commit (/pkg/<scope>/<name>/files)."}
+	PkgBlob = Call[PkgFileArgs, []byte]{Name: "pkg.blob", Grant: Users, Flags: Internal | Read,
+		Doc: "The bytes of a file of a package the caller sees, at its commit, text or binary (/pkg/<scope>/<name>/files)."}
 	PkgSkills = Call[struct{}, []PkgSkill]{Name: "pkg.skills", Grant: Users, Flags: Internal | Read,
 		Doc: "The skills of the active packages the caller sees (/pkg/skills)."}
 	PkgModules = Call[struct{}, []PkgModuleSource]{Name: "pkg.modules", Grant: Users, Flags: Internal | Read,

@@ -211,11 +211,7 @@ func (r *Room) treeDir(id, path, rel string) vfs.Dir {
 			mode = 0o555
 		}
 		return &vfs.View{Meta: ns.RootMeta(path+"/"+e.Name, mode), Render: func(ctx context.Context, cred vfs.Cred) ([]byte, error) {
-			res, err := read(ctx, cred, sub)
-			if err != nil || res.Content == nil {
-				return nil, err
-			}
-			return []byte(*res.Content), nil
+			return kernel.Do(ctx, r.k, ns.CallerOf(cred, ""), abi.PkgBlob, &abi.PkgFileArgs{PackageID: id, Path: sub})
 		}}
 	}
 	return &vfs.FuncDir{Meta: ns.RootMeta(path, fs.ModeDir|0o555),
@@ -257,16 +253,7 @@ func (r *Room) skillDir(s abi.PkgSkill) vfs.Dir {
 // file serves pkg.file: the package's tree or file at path, read as its
 // owner once the caller is known to see it.
 func (r *Room) file(ctx context.Context, c *kernel.Caller, a *abi.PkgFileArgs) (*abi.RepoReadResult, error) {
-	rec, err := r.lookup(ctx, c, a.PackageID)
-	if err != nil {
-		return nil, err
-	}
-	if a.Path != "" {
-		if err := checkPath("path", a.Path); err != nil {
-			return nil, err
-		}
-	}
-	owner, err := r.ownerCaller(ctx, rec.uid)
+	rec, owner, err := r.fileOf(ctx, c, a)
 	if err != nil {
 		return nil, err
 	}
@@ -278,6 +265,38 @@ func (r *Room) file(ctx context.Context, c *kernel.Caller, a *abi.PkgFileArgs) (
 		p = ""
 	}
 	return kernel.Do(ctx, r.k, owner, abi.RepoRead, &abi.RepoReadArgs{Repo: rec.repo, Ref: rec.commit, Path: p})
+}
+
+// blob serves pkg.blob: the bytes of the package's file at path, read
+// as its owner once the caller is known to see it.
+func (r *Room) blob(ctx context.Context, c *kernel.Caller, a *abi.PkgFileArgs) ([]byte, error) {
+	if a.Path == "" {
+		return nil, abi.E(abi.Invalid, "path: a file of the package")
+	}
+	rec, owner, err := r.fileOf(ctx, c, a)
+	if err != nil {
+		return nil, err
+	}
+	return kernel.Do(ctx, r.k, owner, abi.RepoBlob, &abi.RepoBlobArgs{Repo: rec.repo, Ref: rec.commit, Path: inPkg(rec.subdir, a.Path)})
+}
+
+// fileOf is the package of a pkg.file or pkg.blob the caller sees, and
+// its owner, once a's path is checked.
+func (r *Room) fileOf(ctx context.Context, c *kernel.Caller, a *abi.PkgFileArgs) (*record, *kernel.Caller, error) {
+	rec, err := r.lookup(ctx, c, a.PackageID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if a.Path != "" {
+		if err := checkPath("path", a.Path); err != nil {
+			return nil, nil, err
+		}
+	}
+	owner, err := r.ownerCaller(ctx, rec.uid)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec, owner, nil
 }
 
 // skills serves pkg.skills: the skills of the caller's active packages,

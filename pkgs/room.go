@@ -120,6 +120,7 @@ func (r *Room) Syscalls() []kernel.Syscall {
 		kernel.Handle(abi.PkgSkills, r.skills),
 		kernel.Handle(abi.PkgSession, r.session),
 		kernel.Handle(abi.PkgModules, r.modules),
+		kernel.Handle(abi.PkgBlob, r.blob),
 		kernel.Handle(abi.PkgEvent, r.event),
 	}
 }

@@ -343,6 +343,7 @@ var codeModeTool = strings.Join([]string{
 	"In the block: await shell(command, {target, cwd, sessionId, timeoutMs, background}) returns the shell.exec result ({status: completed|running|failed, output, exitCode, sessionId}; poll a running one with shell(\"\", {sessionId})),",
 	"await fs.read/write/edit/delete/search(args) take the Read/Write/Edit/Delete/Search tools' args and return their results; console.log lines come back as logs.",
 	"await mcp.<server>.<tool>(args) calls a tool of your owner's MCP servers (find them with the Mcp tool): it returns the tool's structured content, else its text (parsed as JSON when it is JSON), and throws the tool's error.",
+	"pkg.<module> is a CodeMode module of your owner's packages (its exports: await pkg.<module>.<fn>(...)); its calls are the block's.",
 	"Each call is one of your tool calls, as you: one that needs approval waits for the user's answer, as a direct call does.",
 	"No network, no timers; limits: 64 MiB, 30 s (timeoutMs), call depth.",
 	"Returns {status: completed, result, logs} or {status: failed, error, logs}.",

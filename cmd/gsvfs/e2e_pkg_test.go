@@ -60,7 +60,9 @@ func TestE2EPackages(t *testing.T) {
 		"gsv-package.json": `{"name":"release-tools","version":"1.2.0","description":"Releases",
   "profiles":[{"id":"release-manager","prompt":"You cut releases."}],
   "skills":["release-notes"],
-  "commands":[{"name":"relnotes","path":"bin/relnotes"}]}`,
+  "commands":[{"name":"relnotes","path":"bin/relnotes"}],
+  "modules":[{"name":"changelog","path":"modules/changelog.js"}]}`,
+		"modules/changelog.js":          "exports.title = (v) => \"Release \" + v;\n",
 		"skills/release-notes/SKILL.md": "---\nname: release-notes\ndescription: Write release notes.\n---\nGroup the log.\n",
 		"bin/relnotes":                  "#!/bin/sh\necho relnotes-ran \"$@\"\n",
 	}
@@ -68,6 +70,8 @@ func TestE2EPackages(t *testing.T) {
 	for p, c := range files {
 		ops = append(ops, map[string]string{"op": "put", "path": p, "content": c})
 	}
+	// A binary file: it reads as its bytes on the mount.
+	ops = append(ops, map[string]string{"op": "put", "path": "assets/logo.bin", "contentBase64": "AAH/iVBORw0KGgo="})
 	apply, _ := json.Marshal(map[string]any{"repo": "release-tools", "message": "the package", "ops": ops})
 	ok(gsv(aliceHost, "call", "repo.create", `{"repo":"release-tools"}`), "repo.create")
 	ok(gsv(aliceHost, "call", "repo.apply", string(apply)), "repo.apply")
@@ -99,6 +103,13 @@ func TestE2EPackages(t *testing.T) {
 		!strings.Contains(r.stdout, "active: true") || !strings.Contains(r.stdout, "relnotes-ran") || !strings.Contains(r.stdout, "release-notes") {
 		t.Fatalf("mount: %v", r)
 	}
+	if r := sh(aliceHost, "od -An -tx1 "+pd+"/files/assets/logo.bin | tr -d ' \\n'"); r.code != 0 || r.stdout != "0001ff89504e470d0a1a0a" {
+		t.Fatalf("binary file on the mount: %v", r)
+	}
+	// Its CodeMode module, in alice's blocks.
+	block := `return typeof pkg.changelog === "object" ? pkg.changelog.title("1.2") : "none"`
+	ok(gsv(aliceHost, "codemode", "-e", block), "codemode module", "Release 1.2")
+	ok(gsv(bobHost, "codemode", "-e", block), "bob's codemode", "none")
 	if r := sh(bobHost, "ls "+M+"/pkg/skills; cat "+pd+"/status"); strings.Contains(r.stdout, "release-notes") || r.code == 0 {
 		t.Fatalf("bob on the mount: %v", r)
 	}
@@ -120,4 +131,7 @@ func TestE2EPackages(t *testing.T) {
 	if r := gsv(bobHost, "pkg", "remote", "add", "bad", "ftp://x"); r.code == 0 || !strings.Contains(r.stderr, "baseUrl") {
 		t.Fatalf("remote add ftp: %v", r)
 	}
+	// Disabled, its module is gone from alice's blocks.
+	ok(gsv(aliceHost, "pkg", "remove", "release-tools"), "remove")
+	ok(gsv(aliceHost, "codemode", "-e", block), "codemode after remove", "none")
 }

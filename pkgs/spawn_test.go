@@ -119,3 +119,56 @@ func TestPkgProfileToolsModel(t *testing.T) {
 		t.Fatalf("task's run settings: %+v", info)
 	}
 }
+
+// toolsModel calls Shell and a CodeMode block that calls shell, then
+// hands the tool results to results.
+type toolsModel struct{ results chan []model.Message }
+
+func (m toolsModel) Name() string { return "test" }
+
+func (m toolsModel) Complete(ctx context.Context, req model.Request, _ func(string)) (model.Response, error) {
+	if last := req.Messages[len(req.Messages)-1]; last.Role != model.Tool {
+		return model.Response{StopReason: "tool_use", ToolCalls: []model.ToolCall{
+			{ID: "c1", Name: "Shell", Args: []byte(`{"command":"echo hi"}`)},
+			{ID: "c2", Name: "CodeMode", Args: []byte(`{"code":"return await shell(\"echo hi\")"}`)},
+		}}, nil
+	}
+	var out []model.Message
+	for _, msg := range req.Messages {
+		if msg.Role == model.Tool {
+			out = append(out, msg)
+		}
+	}
+	m.results <- out
+	return model.Response{Text: "done", StopReason: "end_turn"}, nil
+}
+
+// TestPkgProfileToolsBind: a process of a profile narrowed to Read and
+// CodeMode is refused the Shell tool, directly and in a CodeMode block.
+func TestPkgProfileToolsBind(t *testing.T) {
+	m := toolsModel{results: make(chan []model.Message, 1)}
+	s := newSysWith(t, nil, m)
+	files := releaseTools()
+	files["gsv-package.json"] = strings.Replace(files["gsv-package.json"], `"budget": {"turns": 20}}`,
+		`"budget": {"turns": 20}, "tools": ["Read", "CodeMode"]}`, 1)
+	s.commit(s.alice, "release-tools", "main", files)
+	do(s, s.alice, abi.PkgAdd, &abi.PkgAddArgs{Repo: "release-tools"})
+	do(s, s.alice, abi.PkgReviewApprove, &abi.PkgIDArgs{PackageID: "release-tools"})
+	do(s, s.alice, abi.PkgInstall, &abi.PkgIDArgs{PackageID: "release-tools"})
+	do(s, s.alice, abi.ProcSpawn, &abi.SpawnArgs{Profile: "release-manager", Prompt: "run a shell"})
+	var res []model.Message
+	select {
+	case res = <-m.results:
+	case <-time.After(liveness):
+		t.Fatal("no tool results")
+	}
+	want := map[string]string{"Shell": `unknown tool "Shell"`, "CodeMode": "the Shell tool is not one of this process's tools"}
+	if len(res) != 2 {
+		t.Fatalf("tool results: %+v", res)
+	}
+	for _, r := range res {
+		if !strings.Contains(r.Content, want[r.ToolName]) {
+			t.Errorf("%s: %q lacks %q", r.ToolName, r.Content, want[r.ToolName])
+		}
+	}
+}

@@ -34,7 +34,8 @@ run: deps build
 # bubblewrap is the sandbox of exec sessions; nodejs and npm run the
 # reference MCP servers, which the mcp tests install from npm; git is the
 # real client of the repositories' tests; ngircd is the real IRC server
-# the adapter tests start; prometheus's promtool checks the daemon's /metrics.
+# the adapter tests start; prometheus's promtool checks the daemon's /metrics;
+# postgresql is the server the Postgres store's tests start (internal/pgtest).
 DEBS := $(if $(shell command -v fusermount3),,fuse3) \
 	$(if $(shell command -v git),,git) \
 	$(if $(shell command -v node),,nodejs) \
@@ -45,6 +46,7 @@ DEBS := $(if $(shell command -v fusermount3),,fuse3) \
 	$(if $(shell command -v promtool),,prometheus) \
 	$(if $(wildcard /usr/sbin/ngircd),,ngircd) \
 	$(if $(shell command -v chromium),,chromium) \
+	$(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql) \
 	$(if $(shell /usr/bin/python3 -m venv --help >/dev/null 2>&1 && echo y),,python3-venv)
 
 deps:

@@ -108,6 +108,8 @@ var tableOwners = map[string]func(table string) bool{
 	"mcp":      func(t string) bool { return strings.HasPrefix(t, "mcp_") },
 	"repos":    func(t string) bool { return strings.HasPrefix(t, "repos_") },
 	"adapters": func(t string) bool { return strings.HasPrefix(t, "adapter_") },
+	// The test Postgres makes and drops whole databases, no table.
+	"internal/pgtest": func(string) bool { return false },
 }
 
 // ipcTable says whether t is a table of the ipc room: the calls between

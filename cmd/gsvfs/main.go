@@ -70,6 +70,8 @@ type options struct {
 
 	http      string // --http host:port: the HTTP listener (/mcp, the web console)
 	loginLink bool   // --login-link: print a one-time sign-in link of the web console
+
+	store string // --store: a postgres:// URL (kernel.Config.Store); "": gsv.db in the state directory
 }
 
 func rootCmd() *cobra.Command {
@@ -82,6 +84,7 @@ func rootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&o.state, "state", DefaultStateDir(), "state directory (SQLite database, homes, 9P socket); $GSV_STATE")
+	root.PersistentFlags().StringVar(&o.store, "store", os.Getenv("GSV_STORE"), "the database: a postgres://user@host/db URL instead of the SQLite file in --state (docs/scaling.md); $GSV_STORE")
 	root.PersistentFlags().StringArrayVar(&o.listen, "listen", nil, "also serve 9P on this dial string, e.g. tcp!127.0.0.1!5640 (attach needs a token)")
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	root.PersistentFlags().StringVar(&o.logFile, "log-file", "", "append the log to this file instead of stderr")
@@ -216,7 +219,10 @@ func run(ctx context.Context, o options, mountDir string) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	k, err := kernel.Open(kernel.Config{StateDir: o.state, Logger: log})
+	if o.store != "" && !kernel.IsPostgres(o.store) {
+		return fmt.Errorf("--store takes a postgres:// URL, not %q (the SQLite database is gsv.db in --state)", o.store)
+	}
+	k, err := kernel.Open(kernel.Config{StateDir: o.state, Store: o.store, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -4,14 +4,18 @@ package kernel
 // Postgres's own (its placeholders, its DDL types, its error codes).
 
 import (
+	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // IsPostgres reports whether store names a Postgres database (a
@@ -34,10 +38,12 @@ type postgresDB struct{ dsn string }
 // Open opens the writer and the read pool and checks that the server
 // answers.
 func (d *postgresDB) Open() (writer, reader *sql.DB, err error) {
-	w, err := sql.Open("pgx", d.dsn)
+	cfg, err := pgx.ParseConfig(d.dsn)
 	if err != nil {
 		return nil, nil, err
 	}
+	open := func() *sql.DB { return stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(boolsAsIntegers)) }
+	w := open()
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
@@ -45,11 +51,7 @@ func (d *postgresDB) Open() (writer, reader *sql.DB, err error) {
 		w.Close()
 		return nil, nil, err
 	}
-	r, err := sql.Open("pgx", d.dsn)
-	if err != nil {
-		w.Close()
-		return nil, nil, err
-	}
+	r := open()
 	r.SetMaxOpenConns(ReadPool)
 	r.SetMaxIdleConns(ReadPool)
 	return w, r, nil
@@ -145,4 +147,38 @@ const migrationKey = 0x6773766d69677200
 // migrationLock takes the migration lock until the transaction ends.
 func (d *postgresDB) migrationLock() string {
 	return "SELECT pg_advisory_xact_lock(" + strconv.FormatInt(migrationKey, 10) + ")"
+}
+
+// boolsAsIntegers lets a connection write a Go bool into an INTEGER
+// (BIGINT) column as 1 or 0, as SQLite does: the portable DDL has no
+// boolean type, and the rooms keep flags in INTEGER columns. (Reading
+// one back into a bool needs nothing: database/sql makes 0 and 1 bools.)
+func boolsAsIntegers(_ context.Context, c *pgx.Conn) error {
+	c.TypeMap().RegisterType(&pgtype.Type{Name: "int8", OID: pgtype.Int8OID, Codec: int8Codec{}})
+	return nil
+}
+
+// int8Codec is pgx's int8 codec that also encodes a bool.
+type int8Codec struct{ pgtype.Int8Codec }
+
+// PlanEncode plans a bool as 1 or 0, anything else as pgx does.
+func (c int8Codec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
+	if _, ok := value.(bool); ok {
+		return boolPlan(format)
+	}
+	return c.Int8Codec.PlanEncode(m, oid, format, value)
+}
+
+// boolPlan encodes a bool as an int8 in a wire format.
+type boolPlan int16
+
+func (f boolPlan) Encode(value any, buf []byte) ([]byte, error) {
+	var n int64
+	if value.(bool) {
+		n = 1
+	}
+	if int16(f) == pgtype.BinaryFormatCode {
+		return binary.BigEndian.AppendUint64(buf, uint64(n)), nil
+	}
+	return strconv.AppendInt(buf, n, 10), nil
 }

@@ -131,6 +131,12 @@ func (d *postgresDB) Err(err error) error {
 	return err
 }
 
+// postgresDuplicate reports whether err is Postgres's unique_violation.
+func postgresDuplicate(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
 // Check names Postgres's own check of a database's indexes and heaps.
 func (d *postgresDB) Check() string { return "pg_amcheck --all (as the database's owner)" }
 

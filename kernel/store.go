@@ -563,6 +563,15 @@ var kernelMigrations = []string{
 		seq INTEGER NOT NULL,
 		hash TEXT NOT NULL
 	);`,
+	// Ownership leases of nodes sharing the database (ownership.go):
+	// resource, its holder and epoch (the fencing token), and when the
+	// lease ends (Unix ms).
+	`CREATE TABLE node_leases (
+		resource TEXT PRIMARY KEY,
+		node TEXT NOT NULL,
+		epoch INTEGER NOT NULL,
+		expires_at INTEGER NOT NULL
+	)`,
 }
 
 // maxCachedStmts bounds each statement cache; queries beyond it run

@@ -95,7 +95,7 @@ var tableOwners = map[string]func(table string) bool{
 	"kernel": func(t string) bool {
 		switch t {
 		case "groups", "group_caps", "group_members", "users", "tokens", "config", "schema_migrations",
-			"audit_log", "audit_anchor":
+			"audit_log", "audit_anchor", "node_leases":
 			return true
 		}
 		return false

@@ -207,5 +207,14 @@ func migrations(d kernel.Dialect) []string {
 		`ALTER TABLE sched_schedules ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX sched_schedules_seq ON sched_schedules(seq);`,
 		d.NumberRows("sched_schedules", "seq"),
+		// 5: the occurrences claimed by the nodes sharing the database
+		// (claims.go): each is claimed once.
+		`CREATE TABLE sched_claims (
+		schedule_id TEXT NOT NULL,
+		due_at INTEGER NOT NULL,
+		node TEXT NOT NULL,
+		claimed_at INTEGER NOT NULL,
+		PRIMARY KEY (schedule_id, due_at)
+	)`,
 	}
 }

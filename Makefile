@@ -4,7 +4,7 @@ MOUNT    ?= /gsv
 FUZZTIME ?= 5s
 PKGS     := ./...
 
-.PHONY: build install run test test-loaded bench fuzz lint deps clean
+.PHONY: build install run test test-postgres test-loaded bench fuzz lint deps clean
 
 PREFIX   ?= /usr/local
 
@@ -68,6 +68,13 @@ test: deps
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 25m $(PKGS)
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
+
+# test-postgres: the rooms' suites again with every test kernel on a
+# fresh Postgres database (GSV_TEST_STORE=postgres; docs/scaling.md).
+PGPKGS ?= ./kernel/... ./proc/... ./sched/... ./ipc/... ./notify/... ./mcp/... \
+	./devices/... ./ns/... ./repos/... ./adapters/... ./web/... ./telemetry/...
+test-postgres: deps
+	GSV_TEST_STORE=postgres $(GO) test -race -count=1 -timeout 25m $(PGPKGS)
 
 # test-loaded: make test beside LOAD busy-looping shells (the machine's
 # load average reads about LOAD+2), to check that the suite stays green

@@ -33,6 +33,8 @@ var sqliteOnly = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)\bWITHOUT\s+ROWID\b`),
 	regexp.MustCompile(`(?i)\bsqlite_(master|schema|sequence|temp_master)\b`),
 	regexp.MustCompile(`(?i)\bLIMIT\s+-\s*1\b`),
+	// A negative start counts from the end on SQLite only.
+	regexp.MustCompile(`(?i)\bsubstr\s*\([^()]*,\s*-`),
 }
 
 // poolMethods are *sql.DB's methods that run SQL.
@@ -208,6 +210,7 @@ func TestStorageRuleCases(t *testing.T) {
 	}{
 		{"INSERT OR IGNORE", "proc/store.go", "package proc\nvar q = `INSERT OR IGNORE INTO proc_x(a) VALUES(?)`", sqliteOnlyUses, 1},
 		{"a rowid and LIMIT -1", "notify/store.go", "package notify\nvar q = `DELETE FROM notify_x WHERE rowid IN (SELECT rowid FROM notify_x LIMIT -1 OFFSET ?)`", sqliteOnlyUses, 2},
+		{"substr from the end", "kernel/config.go", "package kernel\nvar q = `SELECT 1 WHERE substr(?,-1)='/'`", sqliteOnlyUses, 1},
 		{"a time function", "sched/store.go", "package sched\nvar q = `SELECT strftime('%s','now')`", sqliteOnlyUses, 1},
 		{"AUTOINCREMENT", "sched/manager.go", "package sched\nvar q = `CREATE TABLE sched_x (id INTEGER PRIMARY KEY AUTOINCREMENT)`", sqliteOnlyUses, 1},
 		{"a PRAGMA in a message", "sched/store.go", `package sched

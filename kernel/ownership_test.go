@@ -3,6 +3,9 @@ package kernel
 import (
 	"context"
 	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -88,5 +91,89 @@ func testOwnershipFencing(t *testing.T, b backend) {
 	}
 	if ls, _ := a.Leases(ctx, "dev/"); len(ls) != 0 {
 		t.Fatalf("leases of dev/: %+v", ls)
+	}
+}
+
+// TestOwnershipFenceRace: a node writes under its lease as fast as it can
+// while another takes the lease over. No write of the first node commits
+// after the takeover: the rows it wrote are, to the last, those the new
+// holder sees in its first fenced transaction. On SQLite and Postgres.
+func TestOwnershipFenceRace(t *testing.T) { eachBackend(t, testOwnershipFenceRace) }
+
+func testOwnershipFenceRace(t *testing.T, b backend) {
+	a, src := openTestStoreOn(t, b)
+	if err := a.Migrate("kernel", kernelMigrations); err != nil {
+		t.Fatal(err)
+	}
+	nb, err := NewStore(b.dialect(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nb.Close()
+	ctx := context.Background()
+	t0 := time.UnixMilli(1_800_000_000_000)
+	oa, err := a.Acquire(ctx, "proc/p1", "a", t0, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var written atomic.Int64
+	stop := make(chan struct{})
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := a.Tx(ctx, func(tx *Tx) error {
+					if err := tx.Fence(oa); err != nil {
+						return err
+					}
+					_, err := tx.Exec(`INSERT INTO t(k,v) VALUES(?,'a')`, w*1_000_000+i)
+					return err
+				})
+				switch {
+				case err == nil:
+					written.Add(1)
+				case errors.Is(err, ErrFenced):
+					return
+				default:
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for written.Load() < 50 {
+		runtime.Gosched()
+	}
+	ob, err := nb.Acquire(ctx, "proc/p1", "b", t0.Add(2*time.Second), time.Minute)
+	if err != nil {
+		close(stop)
+		wg.Wait()
+		t.Fatal(err)
+	}
+	var seen int
+	err = nb.Tx(ctx, func(tx *Tx) error {
+		if err := tx.Fence(ob); err != nil {
+			return err
+		}
+		return tx.QueryRow(`SELECT count(*) FROM t WHERE v='a'`).Scan(&seen)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait() // every writer ends with ErrFenced
+	close(stop)
+	var final int
+	if err := a.QueryRowContext(ctx, `SELECT count(*) FROM t WHERE v='a'`).Scan(&final); err != nil {
+		t.Fatal(err)
+	}
+	if final != seen || int64(final) != written.Load() {
+		t.Fatalf("the new holder saw %d rows of the old one; %d are there, %d acknowledged", seen, final, written.Load())
 	}
 }

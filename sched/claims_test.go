@@ -18,17 +18,18 @@ import (
 // node, and claiming again claims nothing. On SQLite and Postgres.
 func TestClaimsExactlyOnce(t *testing.T) {
 	for _, b := range []struct {
-		name   string
-		source func(t *testing.T) kernel.Dialect
+		name    string
+		source  func(t *testing.T) string
+		dialect func(string) kernel.Dialect
 	}{
-		{"sqlite", func(t *testing.T) kernel.Dialect { return kernel.SQLite(filepath.Join(t.TempDir(), "gsv.db")) }},
-		{"postgres", func(t *testing.T) kernel.Dialect { return kernel.Postgres(pgtest.New(t)) }},
+		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "gsv.db") }, kernel.SQLite},
+		{"postgres", func(t *testing.T) string { return pgtest.New(t) }, kernel.Postgres},
 	} {
 		t.Run(b.name, func(t *testing.T) {
-			d := b.source(t)
+			src := b.source(t)
 			nodes := make([]*kernel.Store, 3)
 			for i := range nodes {
-				st, err := kernel.NewStore(d)
+				st, err := kernel.NewStore(b.dialect(src)) // a dialect is one store's
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -149,6 +149,7 @@ var tableOwners = map[string]func(table string) bool{
 	"mcp":      func(t string) bool { return strings.HasPrefix(t, "mcp_") },
 	"repos":    func(t string) bool { return strings.HasPrefix(t, "repos_") },
 	"adapters": func(t string) bool { return strings.HasPrefix(t, "adapter_") },
+	"pkgs":     func(t string) bool { return strings.HasPrefix(t, "pkg_") },
 	// The test Postgres makes and drops whole databases, no table.
 	"internal/pgtest": func(string) bool { return false },
 }

@@ -72,7 +72,7 @@ test: deps
 # test-postgres: the rooms' suites again with every test kernel on a
 # fresh Postgres database (GSV_TEST_STORE=postgres; docs/scaling.md).
 PGPKGS ?= ./kernel/... ./proc/... ./sched/... ./ipc/... ./notify/... ./mcp/... \
-	./devices/... ./ns/... ./repos/... ./adapters/... ./web/... ./telemetry/...
+	./devices/... ./ns/... ./repos/... ./adapters/... ./web/... ./telemetry/... ./pkgs/...
 test-postgres: deps
 	GSV_TEST_STORE=postgres $(GO) test -race -count=1 -timeout 25m $(PGPKGS)
 

@@ -133,7 +133,7 @@ func (m *engine) runCodeMode(ctx context.Context, uid uint32, req codemode.Reque
 		m.blockMu.Unlock()
 	}()
 	if err := m.blockGate.take(ctx, uid); err != nil {
-		return nil, abi.E(fmt.Errorf("waiting for this user's next CodeMode start (at most %d a second after %d at once): %w", blockRate, blockBurst, err))
+		return nil, abi.E(fmt.Errorf("waiting for this user's next CodeMode start (at most %d a second after a burst of %d): %w", blockRate, blockBurst, err))
 	}
 	res, err := m.blocks.Run(ctx, req, call)
 	if err != nil {

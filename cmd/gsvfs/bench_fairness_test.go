@@ -108,6 +108,7 @@ func callsLoop(spec string) int {
 		return 2
 	}
 	var stop atomic.Bool
+	var made atomic.Int64
 	var wg sync.WaitGroup
 	for range n {
 		fsys, err := ninep.Mount(f[0], "", nil)
@@ -120,12 +121,31 @@ func callsLoop(spec string) int {
 			defer wg.Done()
 			for !stop.Load() {
 				callRaw9p(fsys, f[2], args)
+				made.Add(1)
 			}
 		}()
 	}
 	fmt.Println("ready")
+	// How many calls it has made, every 100 ms: the bench reads the last
+	// line before it stops the helper.
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Println("made", made.Load())
+			}
+		}
+	}()
 	io.Copy(io.Discard, os.Stdin)
 	stop.Store(true)
+	close(done)
 	wg.Wait()
 	return 0
 }
@@ -329,10 +349,15 @@ type fairEnv struct {
 	aliceUID  uint32
 	aliceEnv  []string // GSV_ADDR for alice's gsv
 	tcpAddr   string   // host:port of the daemon's TCP listener
+	saidNow   []string // what the abuses' stops said of this round (said)
 	bgMu      sync.Mutex
 	bg        []*exec.Cmd
 	cancelBgs []context.CancelFunc
 }
+
+// said records what an abuse's stop says of its round (how much of it
+// the daemon served), for the abuse's SUMMARY line.
+func (e *fairEnv) said(s string) { e.saidNow = append(e.saidNow, s) }
 
 // gsv runs alice's gsv and returns its stdout; a failure fails b.
 func (e *fairEnv) gsv(args ...string) string {
@@ -364,8 +389,9 @@ func (e *fairEnv) background(name string, args ...string) {
 }
 
 // calls starts a callsEnv helper as alice making call with args over n
-// connections until stopBackground.
-func (e *fairEnv) calls(n int, call, args string) {
+// connections until stopBackground. It returns how many calls a second
+// the helper has made since it started (as it last said: within 100 ms).
+func (e *fairEnv) calls(n int, call, args string) (rate func() float64) {
 	u := strconv.Itoa(aliceHost)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, "setpriv", "--reuid", u, "--regid", u, "--clear-groups", helperBinary(e.b))
@@ -384,12 +410,23 @@ func (e *fairEnv) calls(n int, call, args string) {
 	if !sc.Scan() || sc.Text() != "ready" {
 		e.b.Fatalf("alice: calls %s: %q", call, sc.Text())
 	}
+	made := &atomic.Int64{}
+	t0 := time.Now()
+	go func() {
+		for sc.Scan() {
+			var n int64
+			if _, err := fmt.Sscanf(sc.Text(), "made %d", &n); err == nil {
+				made.Store(n)
+			}
+		}
+	}()
 	// Closing stdin ends it; stopBackground's SIGINT does too.
 	go func() { <-ctx.Done(); in.Close() }()
 	e.bgMu.Lock()
 	e.bg = append(e.bg, cmd)
 	e.cancelBgs = append(e.cancelBgs, cancel)
 	e.bgMu.Unlock()
+	return func() float64 { return float64(made.Load()) / time.Since(t0).Seconds() }
 }
 
 // stopBackground ends every background command (SIGINT first, as Ctrl-C
@@ -468,8 +505,12 @@ func BenchmarkFairness(b *testing.B) {
 			b.ReportMetric(r.ratio(), a.name+"-p99-ratio")
 			b.ReportMetric(r.rss, a.name+"-rss-MB")
 			b.ReportMetric(r.cpu(), a.name+"-daemon-cpu-%")
+			note := r.note
+			if len(r.said) > 0 {
+				note += ": " + strings.Join(r.said, " ")
+			}
 			b.Logf("SUMMARY Fairness %s (%s): bob p99 %v = %.2fx baseline %v (median of %d rounds; the rounds %s; pooled %.2fx; target <= %.0fx), p50 %v / %v, %d/%d reads failed; daemon RSS peak %.0f MB (target < %.0f), CPU %.0f%% of a core (baseline %.0f%%); load average %s %s",
-				a.name, r.note, r.p99(), r.ratio(), r.baseP99(), rounds, r.roundRatios(), r.pooled(), fairMaxRatio,
+				a.name, note, r.p99(), r.ratio(), r.baseP99(), rounds, r.roundRatios(), r.pooled(), fairMaxRatio,
 				r.p50(), r.baseP50(), r.errs, r.reads, r.rss, fairMaxRSSMB, r.cpu(), r.baseCPU(), r.loads, devVerdict(ok))
 		}
 		b.Logf("SUMMARY Fairness: every abuse within target: %s", devVerdict(allOK))
@@ -511,7 +552,8 @@ type fairResult struct {
 	rss    float64 // MB, the peak over every abuse window
 	errs   int     // failed reads in the abuse windows
 	reads  int
-	loads  string // the load average at each round
+	loads  string   // the load average at each round
+	said   []string // what the abuse's stop said of each round
 }
 
 // fairMedian is the median of xs (the mean of the middle two of an even
@@ -618,6 +660,8 @@ func fairAbuse(e *fairEnv, pr *probe, rss *rssPeak, a abuse, rounds int) *fairRe
 		x.abuseCPU = cpuTime(pid) - c0
 		stop()
 		e.stopBackground()
+		res.said = append(res.said, e.saidNow...)
+		e.saidNow = nil
 		res.rss = max(res.rss, rss.reset())
 		res.errs += x.abuse.errs
 		res.reads += x.abuse.n
@@ -715,8 +759,8 @@ func abuseWatch(e *fairEnv) (func(), string) {
 
 // abuseCodeMode: 8 loops of blocks returning 44 MB each.
 func abuseCodeMode(e *fairEnv) (func(), string) {
-	e.calls(8, "codemode.run", `{"code":"return \"x\".repeat(44e6)"}`)
-	return func() {}, "8 blocks at once returning 44 MB"
+	rate := e.calls(8, "codemode.run", `{"code":"return \"x\".repeat(44e6)"}`)
+	return func() { e.said(fmt.Sprintf("%.1f", rate())) }, "8 blocks at once returning 44 MB; blocks a second in each round"
 }
 
 // abuseFIFO: a FIFO in alice's home, opened 400 times through the mount.
@@ -791,13 +835,14 @@ func abuseDevice(e *fairEnv) (func(), string) {
 		defer close(served)
 		srv.ServeConn(ctx, &bufferedConn{Conn: c, r: rd}, vfs.Peer{Transport: "tcp", HostUID: -1, HostGID: -1})
 	}()
-	e.calls(4, "fs.read", `{"path":"/x","target":"rogue"}`)
+	rate := e.calls(4, "fs.read", `{"path":"/x","target":"rogue"}`)
 	return func() {
+		e.said(fmt.Sprintf("%.1f", rate()))
 		e.stopBackground()
 		cancel()
 		c.Close()
 		<-served
-	}, "1 GB answers"
+	}, "1 GB answers; calls a second in each round"
 }
 
 // bufferedConn is a net.Conn whose reads come through r first.

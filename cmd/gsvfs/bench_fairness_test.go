@@ -108,7 +108,7 @@ func callsLoop(spec string) int {
 		return 2
 	}
 	var stop atomic.Bool
-	var made atomic.Int64
+	var made, refused atomic.Int64 // the calls answered ok, and the others
 	var wg sync.WaitGroup
 	for range n {
 		fsys, err := ninep.Mount(f[0], "", nil)
@@ -120,14 +120,19 @@ func callsLoop(spec string) int {
 		go func() {
 			defer wg.Done()
 			for !stop.Load() {
-				callRaw9p(fsys, f[2], args)
-				made.Add(1)
+				out, err := callRaw9p(fsys, f[2], args)
+				var fr callFrame
+				if err == nil && json.Unmarshal([]byte(strings.TrimSpace(out)), &fr) == nil && fr.OK {
+					made.Add(1)
+				} else {
+					refused.Add(1)
+				}
 			}
 		}()
 	}
 	fmt.Println("ready")
-	// How many calls it has made, every 100 ms: the bench reads the last
-	// line before it stops the helper.
+	// How many calls it has made (answered ok, and not), every 100 ms:
+	// the bench reads the last line before it stops the helper.
 	done := make(chan struct{})
 	wg.Add(1)
 	go func() {
@@ -139,7 +144,7 @@ func callsLoop(spec string) int {
 			case <-done:
 				return
 			case <-t.C:
-				fmt.Println("made", made.Load())
+				fmt.Println("made", made.Load(), refused.Load())
 			}
 		}
 	}()
@@ -390,8 +395,9 @@ func (e *fairEnv) background(name string, args ...string) {
 
 // calls starts a callsEnv helper as alice making call with args over n
 // connections until stopBackground. It returns how many calls a second
-// the helper has made since it started (as it last said: within 100 ms).
-func (e *fairEnv) calls(n int, call, args string) (rate func() float64) {
+// the helper has made since it started (as it last said: within 100 ms),
+// as "answered ok/not".
+func (e *fairEnv) calls(n int, call, args string) (rate func() string) {
 	u := strconv.Itoa(aliceHost)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, "setpriv", "--reuid", u, "--regid", u, "--clear-groups", helperBinary(e.b))
@@ -410,13 +416,14 @@ func (e *fairEnv) calls(n int, call, args string) (rate func() float64) {
 	if !sc.Scan() || sc.Text() != "ready" {
 		e.b.Fatalf("alice: calls %s: %q", call, sc.Text())
 	}
-	made := &atomic.Int64{}
+	var made, refused atomic.Int64
 	t0 := time.Now()
 	go func() {
 		for sc.Scan() {
-			var n int64
-			if _, err := fmt.Sscanf(sc.Text(), "made %d", &n); err == nil {
+			var n, r int64
+			if _, err := fmt.Sscanf(sc.Text(), "made %d %d", &n, &r); err == nil {
 				made.Store(n)
+				refused.Store(r)
 			}
 		}
 	}()
@@ -426,7 +433,10 @@ func (e *fairEnv) calls(n int, call, args string) (rate func() float64) {
 	e.bg = append(e.bg, cmd)
 	e.cancelBgs = append(e.cancelBgs, cancel)
 	e.bgMu.Unlock()
-	return func() float64 { return float64(made.Load()) / time.Since(t0).Seconds() }
+	return func() string {
+		d := time.Since(t0).Seconds()
+		return fmt.Sprintf("%.1f/%.1f", float64(made.Load())/d, float64(refused.Load())/d)
+	}
 }
 
 // stopBackground ends every background command (SIGINT first, as Ctrl-C
@@ -760,7 +770,7 @@ func abuseWatch(e *fairEnv) (func(), string) {
 // abuseCodeMode: 8 loops of blocks returning 44 MB each.
 func abuseCodeMode(e *fairEnv) (func(), string) {
 	rate := e.calls(8, "codemode.run", `{"code":"return \"x\".repeat(44e6)"}`)
-	return func() { e.said(fmt.Sprintf("%.1f", rate())) }, "8 blocks at once returning 44 MB; blocks a second in each round"
+	return func() { e.said(rate()) }, "8 blocks at once returning 44 MB; blocks a second in each round, answered/refused"
 }
 
 // abuseFIFO: a FIFO in alice's home, opened 400 times through the mount.
@@ -837,12 +847,12 @@ func abuseDevice(e *fairEnv) (func(), string) {
 	}()
 	rate := e.calls(4, "fs.read", `{"path":"/x","target":"rogue"}`)
 	return func() {
-		e.said(fmt.Sprintf("%.1f", rate()))
+		e.said(rate())
 		e.stopBackground()
 		cancel()
 		c.Close()
 		<-served
-	}, "1 GB answers; calls a second in each round"
+	}, "1 GB answers; calls a second in each round, answered/refused"
 }
 
 // bufferedConn is a net.Conn whose reads come through r first.

@@ -20,7 +20,10 @@
 //     kernel answers it itself).
 //
 // It reports both in µs and their ratio; the target is ours/baseline <=
-// 1.3. read-refused is the same pair with an fs.read the device refuses
+// 1.3. Interleaved with them it times the ratio's floor on the machine
+// (bench_devfloor_test.go: the same three processes and the same two
+// round trips of the client, one-byte messages on raw sockets, the
+// routed call against the kernel's own), reported as floor-ratio. read-refused is the same pair with an fs.read the device refuses
 // at once (a path with "..": no file is touched, the answer is an error
 // frame): the routed call's floor, its round trip to the device with no
 // work there, reported for information. read-small-open is the same
@@ -141,27 +144,46 @@ func BenchmarkDevicePath(b *testing.B) {
 	whoReq := frame("sys.whoami", map[string]any{})
 	summary := map[string]string{}
 
-	held := func(name, id, how string) {
+	// The floor (bench_devfloor_test.go), measured interleaved with the
+	// real calls of read-small.
+	floor := startRelayFloor(b)
+	held := func(name, id, how string, withFloor bool) {
 		readReq := frame("fs.read", map[string]any{"target": id, "path": "small.txt"})
 		b.Run(name, func(b *testing.B) {
 			rh, wh := openHeld(b, fsys), openHeld(b, fsys)
-			var ot, st []time.Duration
+			var ot, st, frt, fwt []time.Duration
 			o := &devSide{name: "fs.read on the device", op: timed(&ot, func() error { return rh.do(readReq, "a small file") })}
 			s := &devSide{name: "sys.whoami", op: timed(&st, func() error { return wh.do(whoReq, `"uid":0`) })}
-			devInterleave(b, nil, o, s)
+			sides := []*devSide{o, s}
+			fr := &devSide{name: "the floor's routed call", op: timed(&frt, func() error { return floor.call('R') })}
+			fw := &devSide{name: "the floor's kernel call", op: timed(&fwt, func() error { return floor.call('W') })}
+			if withFloor {
+				sides = append(sides, fr, fw)
+			}
+			devInterleave(b, nil, sides...)
 			ratio := o.ms() / s.ms()
 			om, sm := median(ot), median(st)
 			b.ReportMetric(o.ms()*1000, "ours-us")
 			b.ReportMetric(s.ms()*1000, "whoami-us")
 			b.ReportMetric(ratio, "ours/whoami")
 			b.ReportMetric(float64(om)/float64(sm), "median-ratio")
-			summary[name] = fmt.Sprintf("fs.read of a small file on the device (%s) %.0f µs, sys.whoami %.0f µs (held /sys/call fids, one 9P connection): ours/whoami %.2f (target <= %.1f) %s; medians %.0f and %.0f µs: %.2f  [n=%d]",
+			line := fmt.Sprintf("fs.read of a small file on the device (%s) %.0f µs, sys.whoami %.0f µs (held /sys/call fids, one 9P connection): ours/whoami %.2f (target <= %.1f) %s; medians %.0f and %.0f µs: %.2f  [n=%d]",
 				how, o.ms()*1000, s.ms()*1000, ratio, targetDevPathRatio, devVerdict(ratio <= targetDevPathRatio),
 				float64(om.Nanoseconds())/1000, float64(sm.Nanoseconds())/1000, float64(om)/float64(sm), b.N)
+			if withFloor {
+				fratio := fr.ms() / fw.ms()
+				frm, fwm := median(frt), median(fwt)
+				b.ReportMetric(fratio, "floor-ratio")
+				b.ReportMetric(float64(frm)/float64(fwm), "floor-median-ratio")
+				line += fmt.Sprintf("\n%-16s interleaved: the floor of that ratio here, the same three processes and two round trips of the client with one-byte messages on raw sockets: routed %.0f µs, kernel-only %.0f µs: %.2f; medians %.0f and %.0f µs: %.2f; the device's round trip adds (medians) %.0f µs to ours, %.0f µs to the floor's",
+					"", fr.ms()*1000, fw.ms()*1000, fratio, float64(frm.Nanoseconds())/1000, float64(fwm.Nanoseconds())/1000, float64(frm)/float64(fwm),
+					float64((om-sm).Nanoseconds())/1000, float64((frm-fwm).Nanoseconds())/1000)
+			}
+			summary[name] = line
 		})
 	}
-	held("read-small", devPathID, "over TCP")
-	held("read-small-unix", devPathID+"-unix", "over a unix socket")
+	held("read-small", devPathID, "over TCP", true)
+	held("read-small-unix", devPathID+"-unix", "over a unix socket", false)
 
 	refusedReq := frame("fs.read", map[string]any{"target": devPathID, "path": "../small.txt"})
 	b.Run("read-refused", func(b *testing.B) {

@@ -42,6 +42,7 @@ type deviceOptions struct {
 	noShell  bool
 	logLevel string
 	tlsCA    string // whom a tls!host!port kernel address trusts
+	procs    int    // GOMAXPROCS; 0: the runtime's default
 }
 
 // Backoff of the device daemon's reconnects.
@@ -74,6 +75,12 @@ func deviceCmd() *cobra.Command {
 				}
 				o.root = home
 			}
+			if o.procs < 0 {
+				return fmt.Errorf("--procs %d: give a number of processors from 1, or 0 for all", o.procs)
+			}
+			if cmd.Flags().Changed("procs") || os.Getenv("GOMAXPROCS") == "" {
+				setDeviceProcs(o.procs)
+			}
 			ignoreSIGPIPE()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -88,7 +95,23 @@ func deviceCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&o.noShell, "no-shell", false, "serve no shell.exec")
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&o.tlsCA, "tls-ca", "", "with --kernel tls!host!port: trust the PEM certificates in this file ($GSV_TLS_CA; default: the system's roots)")
+	cmd.Flags().IntVar(&o.procs, "procs", 1, "how many processors run the daemon's Go code at once (GOMAXPROCS; 0: all; without the flag $GOMAXPROCS wins)")
 	return cmd
+}
+
+// setDeviceProcs sets how many processors run the daemon's Go code at
+// once: n, or the runtime's default for 0. One is the default: a routed
+// call wakes the daemon's goroutines one after the other (the 9P read,
+// the request, the answer), and with a second processor idle each wake-up
+// also wakes a thread there (runtime.wakep), which costs a call more than
+// it saves (docs/devices.md, "Speed"); commands run as processes of their
+// own and a file's read waits in the kernel, neither holding the one.
+func setDeviceProcs(n int) {
+	if n == 0 {
+		runtime.SetDefaultGOMAXPROCS()
+		return
+	}
+	runtime.GOMAXPROCS(n)
 }
 
 // runDevice serves the export to the kernel until ctx ends, dialing again

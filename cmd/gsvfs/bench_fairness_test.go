@@ -20,11 +20,10 @@ package main_test
 // each, bob's reads are timed for fairWindow with the daemon quiet (the
 // baseline), then alice's abuse is started, given fairRamp to build up,
 // bob's reads are timed for fairWindow again, and the abuse is stopped.
-// A round's baseline p99 is the mean of those of the windows right
-// before and right after its abuse window (the next round's baseline, or
-// one more after the last), so the machine's other work (other tests,
-// builds) weighs on both alike, and the verdict takes the median over
-// the rounds of each round's ratio: a
+// A round's baseline is the window right before its abuse window (after
+// the last round's abuse has had fairSettle to settle), so the machine's
+// other work (other tests, builds) weighs on both alike, and the verdict
+// takes the median over the rounds of each round's ratio: a
 // p99 is the tenth worst of about a thousand reads, and one round's can
 // move with the machine more than with the daemon. The abuses:
 //
@@ -82,7 +81,7 @@ const probeEnv = "GSV_E2E_PROBE"
 const (
 	fairWindow   = 3 * time.Second
 	fairRamp     = time.Second
-	fairSettle   = time.Second
+	fairSettle   = 2 * time.Second
 	fairMaxRatio = 3.0
 	fairMaxRSSMB = 512.0
 )
@@ -537,23 +536,16 @@ func fairRounds() int {
 }
 
 // fairRound is one round of an abuse: bob's reads of the baseline window
-// and of the abuse's, one right after the other, and of the next
-// baseline window (the next round's, or one more after the last).
+// and of the abuse's, one right after the other.
 type fairRound struct {
 	base, abuse       fairStats
 	baseCPU, abuseCPU time.Duration
-	next              *fairStats
 }
 
-// baseP99 is the round's baseline p99: the mean of the baselines on
-// either side of its abuse window, so that a hiccup of the machine in
-// one of them weighs half.
-func (x fairRound) baseP99() time.Duration {
-	if x.next == nil {
-		return x.base.p99
-	}
-	return (x.base.p99 + x.next.p99) / 2
-}
+// baseP99 is the round's baseline p99: its window right before its abuse
+// window. (Not the window after: what an abuse leaves behind as it ends
+// would raise that one and flatter the ratio.)
+func (x fairRound) baseP99() time.Duration { return x.base.p99 }
 
 // fairResult is an abuse over its rounds.
 type fairResult struct {
@@ -641,10 +633,10 @@ func (r *fairResult) pooled() float64 {
 
 // fairAbuse measures abuse a in rounds: in each, bob's reads with the
 // daemon quiet (the baseline), then with alice's abuse started, given
-// fairRamp to build up, measured, and stopped; one more baseline follows
-// the last. Each round's baseline is the mean of the p99s of the windows
-// right before and right after its abuse window, so the machine's other
-// work weighs on both alike; the verdict takes the median of the rounds.
+// fairRamp to build up, measured, and stopped, and fairSettle given to
+// settle. Each round's baseline is the window right before its abuse
+// window, so the machine's other work weighs on both alike; the verdict
+// takes the median of the rounds.
 func fairAbuse(e *fairEnv, pr *probe, rss *rssPeak, a abuse, rounds int) *fairResult {
 	b, d := e.b, e.d
 	pid := d.cmd.Process.Pid
@@ -679,15 +671,6 @@ func fairAbuse(e *fairEnv, pr *probe, rss *rssPeak, a abuse, rounds int) *fairRe
 		loads = append(loads, fairLoad())
 		// Let the daemon settle before the next baseline.
 		time.Sleep(fairSettle)
-	}
-	// The baseline after the last abuse window.
-	last := pr.measure(b, fairWindow)
-	for i := range res.rounds {
-		next := &last
-		if i+1 < len(res.rounds) {
-			next = &res.rounds[i+1].base
-		}
-		res.rounds[i].next = next
 	}
 	res.loads = strings.Join(loads, " ")
 	return res

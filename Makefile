@@ -109,6 +109,8 @@ fuzz:
 	$(call fuzz1,FuzzParseFinite,./abi)
 	$(call fuzz1,FuzzRunVerbs,./proc)
 	$(call fuzz1,FuzzParseSkill,./proc)
+	$(call fuzz1,FuzzManifest,./pkgs)
+	$(call fuzz1,FuzzCatalog,./pkgs)
 	$(call fuzz1,FuzzServerName,./mcp)
 	$(call fuzz1,FuzzCheckURL,./mcp)
 	$(call fuzz1,FuzzAnswer,./devices)
@@ -132,7 +134,9 @@ fuzz:
 	$(call fuzz1,FuzzEmailParse,./adapters/bridge)
 	$(call fuzz1,FuzzDecodeFrame,./web)
 	$(call fuzz1,FuzzParseSince,./kernel)
+	$(call fuzz1,FuzzDigestArgs,./kernel)
 	$(call fuzz1,FuzzParsePrices,./abi)
+	$(call fuzz1,FuzzRead,./mcpio)
 
 # bench: benchmarks that print ratios against baselines measured in the
 # same run (go-fuse loopback, go9p's own server, ssh and sshfs, and for
@@ -140,11 +144,15 @@ fuzz:
 # over the same 9P connection).
 # BENCH_PKGS: every package with a benchmark (internal/repocheck checks
 # the list).
-BENCH_PKGS := ./cmd/gsvfs ./devices ./devices/local ./kernel ./mcpserve ./proc ./proc/model ./sched ./telemetry ./web ./repos
+BENCH_PKGS := ./cmd/gsvfs ./codemode ./devices ./devices/local ./kernel ./mcpserve ./mcpio ./proc ./proc/model ./sched ./telemetry ./web ./repos
 BENCH_DEBS := $(if $(wildcard /usr/sbin/sshd),,openssh-server) $(if $(shell command -v sshfs),,sshfs)
 bench: DEBS += $(BENCH_DEBS)
+# At the end it prints issue 30's table with MET / MISSED (internal/benchsum
+# reads the run's output; docs/speed.md); the exit status is go test's.
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 40m $(BENCH_PKGS)
+	@out=$$(mktemp /tmp/gsvfs-bench-XXXXXX); \
+	{ $(GO) test -run '^$$' -bench . -benchmem -timeout 40m $(BENCH_PKGS) 2>&1; echo $$? >$$out.rc; } | tee $$out; \
+	$(GO) run ./internal/benchsum $$out; rc=$$(cat $$out.rc); rm -f $$out $$out.rc; exit $$rc
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi

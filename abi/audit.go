@@ -42,9 +42,11 @@ type AuditQueryResult struct {
 
 // AuditRecord is one record of the audit log. Kind "change" is written
 // in the same store transaction as a change the syscall made (one per
-// transaction); kind "call" when the syscall returned, with its result
-// code and duration. Args is a digest of the arguments: short scalar
-// values, secrets and contents replaced by their size.
+// transaction), with code 200 (it committed) and the time from dispatch
+// to the change; kind "call" when the syscall returned, with its result
+// code and duration, unless it succeeded after a change (its change
+// record is then its one record). Args is a digest of the arguments:
+// short scalar values, secrets and contents replaced by their size.
 type AuditRecord struct {
 	Seq      int64  `json:"seq"`
 	Time     int64  `json:"time"` // Unix milliseconds
@@ -102,6 +104,7 @@ func init() {
 		ProcConversationLookup, ProcConversationPolicyGet, ProcConversationSegments,
 		ProcConversationSegmentRead,
 		SchedList, SchedCrontabGet, SchedCrontabCheck, SchedLog, SchedOwners,
+		AdapterStatus,
 	} {
 		readCalls[d.CallName()] = true
 	}

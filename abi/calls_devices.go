@@ -52,11 +52,13 @@ var (
 )
 
 // SessionCalls are the process.* syscalls of exec sessions that a remote
-// device implements (and announces in its hello) to run sessions.
+// device implements (and announces in its hello) to run sessions:
+// process.exec.pipe on its tree's pipe file, the others on its call
+// files.
 var SessionCalls = []string{
 	ProcessSessionOpen.Name, ProcessExec.Name, ProcessExecStart.Name, ProcessSessionSignal.Name,
 	ProcessSessionList.Name, ProcessSessionGet.Name, ProcessSessionWait.Name,
-	ProcessSessionOutput.Name, ProcessBlobRead.Name,
+	ProcessSessionOutput.Name, ProcessBlobRead.Name, ProcessExecPipe.Name,
 }
 
 // The device registry.
@@ -115,6 +117,8 @@ var (
 		Doc: "Makes a new data tree file and its missing parents, open for writing."}
 	FsWorkspaceMake = Call[WorkspaceMakeArgs, string]{Name: "fs.workspace.make", Grant: Users, Flags: Internal,
 		Doc: "Makes /workspaces/<id>, 0700, owned by the caller; returns its path."}
+	FsWorkspaceRemove = Call[WorkspaceMakeArgs, struct{}]{Name: "fs.workspace.remove", Grant: Users, Flags: Internal,
+		Doc: "Removes /workspaces/<id> and its files, the caller's (root: anyone's)."}
 	FsStatfs = Call[struct{}, StatFS]{Name: "fs.statfs", Grant: Users | Strangers, Flags: Internal,
 		Doc: "statfs(2) of the storage behind the namespace (df)."}
 )

@@ -20,6 +20,10 @@ var (
 		Doc: "Searches the tools of the caller's MCP servers by name and description (never asks a server)."}
 	SysMcpResourceRead = Call[McpResourceReadArgs, *McpResourceReadResult]{Name: "sys.mcp.resource.read", Grant: Users,
 		Doc: "Reads a resource of one of the caller's MCP servers by its URI (resources/read; timeout 60 s by default)."}
+	SysMcpResourceSubscribe = Call[McpSubscribeArgs, *McpSubscribeResult]{Name: "sys.mcp.resource.subscribe", Grant: Users,
+		Doc: "Subscribes to a resource of one of the caller's MCP servers (resources/subscribe): each update is a signal, mcp.resource.updated."}
+	SysMcpResourceUnsubscribe = Call[McpSubscribeArgs, *McpSubscribeResult]{Name: "sys.mcp.resource.unsubscribe", Grant: Users,
+		Doc: "Ends a subscription to a resource of one of the caller's MCP servers (resources/unsubscribe)."}
 	SysMcpPromptGet = Call[McpPromptGetArgs, *McpPromptGetResult]{Name: "sys.mcp.prompt.get", Grant: Users,
 		Doc: "Gets a prompt of one of the caller's MCP servers with its arguments (prompts/get; timeout 60 s by default)."}
 	SysMcpGet = Call[McpGetArgs, *McpServerDetail]{Name: "sys.mcp.get", Grant: Users, Flags: Internal,

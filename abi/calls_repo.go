@@ -36,6 +36,8 @@ var (
 		Doc: "Commits a workspace's files on its branch when they changed."}
 	RepoWorkspaceMerge = Call[WorkspaceMergeArgs, *WorkspaceMergeResult]{Name: "repo.workspace.merge", Grant: Users,
 		Doc: "Merges a fork's branch into a workspace: first merge wins; a conflict is a 409 naming its paths, both branches kept."}
+	RepoWorkspaceRemove = Call[WorkspaceRemoveArgs, *WorkspaceRemoveResult]{Name: "repo.workspace.remove", Grant: Users,
+		Doc: "Commits a workspace's files a last time and removes its working tree; one a live process works in is a 409."}
 	SysWorkspaceList = Call[WorkspaceListArgs, *WorkspaceListResult]{Name: "sys.workspace.list", Grant: Users,
 		Doc: "The caller's workspaces (root: every user's, or one uid's)."}
 )

@@ -24,7 +24,16 @@ var (
 		Doc: "Checks complete crontab lines as a crontab file is written and answers how many are schedules."}
 	SchedLog = Call[SchedLogArgs, *SchedLogResult]{Name: "sched.log", Grant: Users,
 		Doc: "The caller's (root: everyone's, or ownerUid's) latest runs, newest first."}
+	SchedStats = Call[struct{}, *SchedStatsResult]{Name: "sched.stats", Flags: KernelOnly | Internal | Read,
+		Doc: "The scheduler's queue: runs due and waiting for a slot, runs under way (sys.status)."}
 )
+
+// SchedStatsResult is sched.stats's result: the engine's queue depth
+// (Queued: runs due and waiting for a slot) and its runs under way.
+type SchedStatsResult struct {
+	Queued  int `json:"queued"`
+	Running int `json:"running"`
+}
 
 // CrontabCheckArgs are sched.crontab.check's args: complete lines of a
 // crontab, the first of them line number Line, written to OwnerUid's

@@ -50,8 +50,13 @@ type McpTransport struct {
 // process.session.open takes them, and Env over the session's
 // environment. It speaks newline-delimited JSON-RPC on its stdin and
 // stdout; its stderr is kept for the error of a server that failed.
+// With Device, the session is opened on that remote device (the
+// device's user, its sandbox; Mounts and Workdir are the device's
+// paths) and the command's stdin and stdout cross the device's
+// connection; "" or "local" is the daemon's own machine.
 type McpStdio struct {
 	Command     []string          `json:"command"`
+	Device      string            `json:"device,omitempty"`
 	Env         map[string]string `json:"env,omitempty"`
 	Workdir     string            `json:"workdir,omitempty"`
 	NetworkMode string            `json:"network_mode,omitempty"`
@@ -98,7 +103,7 @@ type McpPromptSummary struct {
 // its connection state and what was last discovered on it (listing
 // never asks the server: the tools are those of its last discovery,
 // kept across restarts). Command and NetworkMode are set for a stdio
-// server (URL is then ""). Times are Unix milliseconds.
+// server (URL is then ""), and Device for one on a remote device. Times are Unix milliseconds.
 type McpServerSummary struct {
 	ServerID      string           `json:"serverId"`
 	Uid           uint32           `json:"uid"`
@@ -106,6 +111,7 @@ type McpServerSummary struct {
 	URL           string           `json:"url"`
 	Command       []string         `json:"command,omitempty"`
 	NetworkMode   string           `json:"network_mode,omitempty"`
+	Device        string           `json:"device,omitempty"`
 	Transport     string           `json:"transport"`
 	State         string           `json:"state"`
 	AuthURL       *string          `json:"authUrl"`
@@ -285,4 +291,30 @@ type McpPromptGetResult struct {
 	Description string          `json:"description,omitempty"`
 	Messages    json.RawMessage `json:"messages,omitempty"`
 	Blob        *McpResultBlob  `json:"blob,omitempty"`
+}
+
+// McpSubscribeArgs are sys.mcp.resource.subscribe's and
+// .unsubscribe's args: the resource URI of server ServerID (its id or
+// name; root: of Uid's), asked within TimeoutMs (as McpCallArgs's).
+type McpSubscribeArgs struct {
+	Uid       *uint32 `json:"uid,omitempty"`
+	ServerID  string  `json:"serverId"`
+	URI       string  `json:"uri"`
+	TimeoutMs *int64  `json:"timeoutMs,omitempty"`
+}
+
+// McpSubscribeResult is their result: whether the URI is subscribed to
+// now (an unsubscribe answers false; Changed says whether the call
+// changed it).
+type McpSubscribeResult struct {
+	Subscribed bool `json:"subscribed"`
+	Changed    bool `json:"changed"`
+}
+
+// McpResourceUpdated is the payload of mcp.resource.updated: a resource
+// subscribed to (URI) of server ServerID (named Server) changed.
+type McpResourceUpdated struct {
+	ServerID string `json:"serverId"`
+	Server   string `json:"server"`
+	URI      string `json:"uri"`
 }

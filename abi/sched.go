@@ -24,6 +24,9 @@ const (
 	TargetSpawn     = "process.spawn"
 	TargetEvent     = "process.event"
 	TargetLifecycle = "process.lifecycle"
+	// TargetPackage is the seed's package.event: an event handed to a
+	// command of one of the owner's active packages (pkg.event).
+	TargetPackage = "package.event"
 )
 
 // Target is what a schedule does (the seed's ScheduleTarget plus
@@ -48,6 +51,13 @@ type Target struct {
 	Data           json.RawMessage   `json:"data,omitempty"`
 	Action         string            `json:"action,omitempty"`
 	Options        map[string]any    `json:"options,omitempty"`
+	// PackageID, Entrypoint, Event and Payload are a package.event's:
+	// the package, the command of it that takes the event, the event's
+	// name and its JSON payload.
+	PackageID  string          `json:"packageId,omitempty"`
+	Entrypoint string          `json:"entrypoint,omitempty"`
+	Event      string          `json:"event,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
 }
 
 // Retry is the retry policy of one-shot schedules: a failed run is tried

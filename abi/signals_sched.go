@@ -17,10 +17,13 @@ type SchedChanged struct {
 
 // SchedRunFinished is the payload of sched.run.finished: the schedule,
 // its name, the run's status ("ok", "error", "skipped") and its error
-// ("" if none).
+// ("" if none). LatenessMs, for a run the engine fired, is how long after
+// its due time it started (a one-shot's retry counts from its
+// occurrence); absent for a run made by hand (sched.run) or skipped.
 type SchedRunFinished struct {
 	Error      string `json:"error"`
 	Name       string `json:"name"`
 	ScheduleID string `json:"scheduleId"`
 	Status     string `json:"status"`
+	LatenessMs *int64 `json:"latenessMs,omitempty"`
 }

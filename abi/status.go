@@ -2,7 +2,7 @@ package abi
 
 // SysStatus is the daemon's health (gsv status).
 var SysStatus = Call[DaemonStatusArgs, *DaemonStatus]{Name: "sys.status", Grant: Users, Flags: Read,
-	Doc: "The daemon's health: version, uptime, store size, devices, runs, audit log, last internal errors."}
+	Doc: "The daemon's health: version, uptime, store size, devices, adapter accounts, runs, queues, audit log, last internal errors."}
 
 // DaemonStatusArgs are sys.status's args: none.
 type DaemonStatusArgs struct{}
@@ -18,6 +18,28 @@ type DaemonStatus struct {
 	RunsActive    int           `json:"runsActive"`
 	AuditPending  int64         `json:"auditPending"`
 	LastErrors    []DaemonError `json:"lastErrors"`
+	// Adapters are the chat adapters' accounts, newest activity first.
+	Adapters []DaemonAdapter `json:"adapters"`
+	// OutboxPending counts the adapters' deliveries not yet taken by a
+	// bridge (the outbox queue's depth).
+	OutboxPending int `json:"outboxPending"`
+	// SchedQueued counts the schedule runs due and waiting for a slot
+	// (the scheduler's queue depth); SchedRunning those under way.
+	SchedQueued  int `json:"schedQueued"`
+	SchedRunning int `json:"schedRunning"`
+}
+
+// DaemonAdapter is one chat adapter account in sys.status: online when
+// its bridge last reported it connected; its last error, if any; its
+// deliveries waiting in the outbox.
+type DaemonAdapter struct {
+	Adapter      string `json:"adapter"`
+	AccountID    string `json:"accountId"`
+	Online       bool   `json:"online"`
+	Want         string `json:"want,omitempty"`
+	LastActivity int64  `json:"lastActivity,omitempty"`
+	Error        string `json:"error,omitempty"`
+	Pending      int    `json:"pending"`
 }
 
 // DaemonError is one of the last internal errors (code 500 and up) the

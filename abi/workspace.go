@@ -38,10 +38,12 @@ type WorkspaceOpenResult struct {
 
 // WorkspaceCheckpointArgs are repo.workspace.checkpoint's args: the
 // working tree's files are committed on its branch (if they changed),
-// with Message.
+// with Message. AllowEmpty commits even when nothing changed (proc.kill
+// and proc.reset do, so that the history marks them).
 type WorkspaceCheckpointArgs struct {
 	WorkspaceID string `json:"workspaceId"`
 	Message     string `json:"message,omitempty"`
+	AllowEmpty  bool   `json:"allowEmpty,omitempty"`
 }
 
 // WorkspaceCheckpointResult is repo.workspace.checkpoint's result: Head
@@ -69,6 +71,20 @@ type WorkspaceMergeResult struct {
 	Head        string   `json:"head"`
 	Merged      bool     `json:"merged"`
 	Paths       []string `json:"paths"`
+}
+
+// WorkspaceRemoveArgs are repo.workspace.remove's args.
+type WorkspaceRemoveArgs struct {
+	WorkspaceID string `json:"workspaceId"`
+}
+
+// WorkspaceRemoveResult is repo.workspace.remove's result: the working
+// tree's last commit (Head) on Branch of Repo, which keep its history.
+type WorkspaceRemoveResult struct {
+	WorkspaceID string `json:"workspaceId"`
+	Repo        string `json:"repo"`
+	Branch      string `json:"branch"`
+	Head        string `json:"head"`
 }
 
 // WorkspaceListArgs are sys.workspace.list's args: Uid (root only; a

@@ -23,11 +23,22 @@
 //	worker → parent  {"id":1,"call":"fs.read","args":{…}}        a nested call
 //	parent → worker  {"id":1,"held":0,"result":{…}}                its answer, or
 //	parent → worker  {"id":1,"held":0,"error":"…"}                 its error
+//	worker → parent  {"wait":true}                                 it waits for an answer
 //	worker → parent  {"log":"…"}                                   one console line
 //	worker → parent  {"done":{"status":"completed","result":…}}  the end
 //
 // An answer's held is the time (ns) the call spent waiting for a human
 // (Hold): the worker moves its deadline by as much.
+//
+// A nested call does not wait for its answer: the worker sends the calls
+// a block makes before it waits (Promise.all) together in one write (or
+// when it logs or ends), then a wait line,
+// and the parent serves up to maxCallsInFlight of them at once, answering
+// each when it ends (out of order; answers that end together leave in
+// one write). A call the worker waits for alone (await in a loop) is
+// served on the parent's reading goroutine, with no goroutine to wake:
+// nothing else comes from the worker until it is answered. A run returns
+// once every call it started has ended.
 //
 // A worker starts, drops its privileges and makes its engine before it
 // reads a request, so a Runner keeps one started (warm) and a run does not
@@ -156,6 +167,7 @@ type wire struct {
 	ID     int64           `json:"id,omitempty"`
 	Held   int64           `json:"held,omitempty"`
 	Ready  bool            `json:"ready,omitempty"`
+	Wait   bool            `json:"wait,omitempty"`
 	Call   string          `json:"call,omitempty"`
 	Args   json.RawMessage `json:"args,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`

@@ -2,6 +2,7 @@ package codemode
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -406,6 +407,30 @@ func (p *process) run(ctx context.Context, req Request, call CallFunc) (res *Res
 	// what it wrote and its exit, read below, tell why.
 	_, _ = p.in.Write(append(line, '\n'))
 
+	// The nested calls run concurrently, up to maxCallsInFlight at once,
+	// each answered when it ends (out of order). The run returns once
+	// every call it started has ended: on a completed run, the calls the
+	// block did not wait for run to their end (as a block's wall time
+	// allows); otherwise they are cancelled first.
+	var calls sync.WaitGroup
+	answers := &answerWriter{w: p.in}
+	slots := make(chan struct{}, maxCallsInFlight)
+	serve := func(name string, args json.RawMessage) (json.RawMessage, error) {
+		r, cerr := call(callCtx, name, args)
+		if cerr != nil && callCtx.Err() != nil && ctx.Err() == nil {
+			// The run's wall time ended the call.
+			cerr = fmt.Errorf("%s: time limit exceeded (%v)", name, req.Limits.Wall)
+		}
+		return r, cerr
+	}
+	completed := false
+	defer func() {
+		if !completed {
+			cancelCalls()
+		}
+		calls.Wait()
+	}()
+
 	var logs []string
 	logBytes := 0
 	for {
@@ -445,7 +470,10 @@ func (p *process) run(ctx context.Context, req Request, call CallFunc) (res *Res
 			}
 			res.Error = cutText(res.Error, maxErrorText)
 			res.Logs = logs
+			completed = true
 			return res, true
+		case m.Wait:
+			// The worker waits for an answer (see waitNext).
 		case m.Log != nil:
 			logs, logBytes = addLog(logs, logBytes, *m.Log)
 		case m.Call != "":
@@ -453,18 +481,80 @@ func (p *process) run(ctx context.Context, req Request, call CallFunc) (res *Res
 			if len(args) == 0 {
 				args = json.RawMessage("{}")
 			}
-			r, cerr := call(callCtx, m.Call, args)
-			if cerr != nil && callCtx.Err() != nil && ctx.Err() == nil {
-				// The run's wall time ended the call.
-				cerr = fmt.Errorf("%s: time limit exceeded (%v)", m.Call, req.Limits.Wall)
+			if len(slots) == 0 && waitNext(p.out) {
+				// The only call in flight, and the worker waits for it
+				// (a block awaiting each call in turn): nothing comes
+				// from the worker until it is answered, so it is served
+				// here, with no goroutine to wake.
+				r, cerr := serve(m.Call, args)
+				answers.write(answerLine(m.ID, clk.takeHeld(), r, cerr))
+				continue
 			}
-			// A write to a worker that is gone fails; its end is read next.
-			_, _ = p.in.Write(answerLine(m.ID, clk.takeHeld(), r, cerr))
+			select {
+			case slots <- struct{}{}:
+			case <-callCtx.Done():
+				// The run is ending (its watchdog kills the worker): the
+				// call is not made.
+				answers.write(answerLine(m.ID, 0, nil, fmt.Errorf("%s: the run is ending: %v", m.Call, callCtx.Err())))
+				continue
+			}
+			calls.Add(1)
+			go func(id int64, name string) {
+				defer calls.Done()
+				defer func() { <-slots }()
+				r, cerr := serve(name, args)
+				answers.write(answerLine(id, clk.takeHeld(), r, cerr))
+			}(m.ID, m.Call)
 		default:
 			return failed(fmt.Sprintf("worker wrote an unknown message: %.80s", mustJSON(m)), logs), true
 		}
 	}
 }
+
+// waitNext reports whether r's next line, already buffered and the last
+// there, is the worker's wait line.
+func waitNext(r *bufio.Reader) bool {
+	n := r.Buffered()
+	if n != len(waitLine) {
+		return false
+	}
+	b, _ := r.Peek(n)
+	return bytes.Equal(b, waitLine)
+}
+
+// answerWriter writes the answers of a run's nested calls to its worker:
+// the answers that end while one is written go together in the next
+// write, so that the worker wakes once for them. A write to a worker that
+// is gone fails; its end is read by the run.
+type answerWriter struct {
+	w       io.Writer
+	mu      sync.Mutex // guards buf and writing
+	buf     []byte     // answers not written yet
+	writing bool       // a write is under way: its writer writes buf next
+}
+
+// write writes line, or leaves it to the write under way.
+func (a *answerWriter) write(line []byte) {
+	a.mu.Lock()
+	a.buf = append(a.buf, line...)
+	if a.writing {
+		a.mu.Unlock()
+		return
+	}
+	a.writing = true
+	for len(a.buf) > 0 {
+		b := a.buf
+		a.buf = nil
+		a.mu.Unlock()
+		_, _ = a.w.Write(b)
+		a.mu.Lock()
+	}
+	a.writing = false
+	a.mu.Unlock()
+}
+
+// maxCallsInFlight bounds the nested calls of one run served at once.
+const maxCallsInFlight = 4
 
 // addLog adds one console line to logs (of logBytes bytes in all) within
 // the bounds, marking once where they were cut.

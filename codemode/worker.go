@@ -2,6 +2,7 @@ package codemode
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,22 +27,49 @@ import (
 // function body early.
 const prelude = `(function () {
   "use strict";
-  const call = globalThis.__gsv_call, log = globalThis.__gsv_log,
+  const send = globalThis.__gsv_send, wait = globalThis.__gsv_wait, log = globalThis.__gsv_log,
         done = globalThis.__gsv_done, codeOf = globalThis.__gsv_code,
         inputOf = globalThis.__gsv_input;
-  for (const k of ["__gsv_call", "__gsv_log", "__gsv_done", "__gsv_code", "__gsv_input"]) {
+  for (const k of ["__gsv_send", "__gsv_wait", "__gsv_log", "__gsv_done", "__gsv_code", "__gsv_input"]) {
     delete globalThis[k];
   }
   const errText = (e) => {
     if (e instanceof Error) return e.name + ": " + e.message;
     try { return "uncaught: " + (typeof e === "string" ? e : JSON.stringify(e)); } catch (_) { return "uncaught: " + String(e); }
   };
+  // A nested call is sent at once and answered later: calls made
+  // before the block awaits (Promise.all) are all in flight together.
+  // waiting maps a call's id to its promise's [resolve, reject]; pump,
+  // queued as a job behind the ones that made the calls, waits for at
+  // least one answer and settles every answer that came.
+  const waiting = new Map();
+  const P = Promise, then = Promise.prototype.then, settled = Promise.resolve(), parse = JSON.parse;
+  let pumpQueued = false;
+  const pump = () => {
+    pumpQueued = false;
+    const as = parse(wait());
+    for (let i = 0; i < as.length; i++) {
+      const a = as[i], w = waiting.get(a.id);
+      if (w === undefined) continue;
+      waiting.delete(a.id);
+      if (a.error !== undefined) w[1](new Error(a.error));
+      else w[0](a.result === undefined ? null : a.result);
+    }
+    if (waiting.size > 0) queuePump();
+  };
+  const queuePump = () => {
+    if (!pumpQueued) { pumpQueued = true; then.call(settled, pump); }
+  };
   const invoke = (name, args) => {
-    const s = JSON.stringify(args === undefined ? {} : args);
-    if (typeof s !== "string") throw new TypeError(name + ": arguments must be JSON");
-    const r = JSON.parse(call(name, s));
-    if (r.error !== undefined) throw new Error(r.error);
-    return r.result === undefined ? null : r.result;
+    try {
+      const s = JSON.stringify(args === undefined ? {} : args);
+      if (typeof s !== "string") throw new TypeError(name + ": arguments must be JSON");
+      const r = send(name, s);
+      if (r.charCodeAt(0) === 123) throw new Error(parse(r).error);
+      return new P((res, rej) => { waiting.set(+r, [res, rej]); queuePump(); });
+    } catch (e) {
+      return P.reject(e);
+    }
   };
   const text = (x) => {
     if (typeof x === "string") return x;
@@ -61,7 +89,7 @@ const prelude = `(function () {
     }
     return invoke("shell.exec", a);
   };
-  const fsCall = (name) => async (args) => invoke(name, args === undefined ? {} : args);
+  const fsCall = (name) => (args) => invoke(name, args === undefined ? {} : args);
   globalThis.fs = Object.freeze({
     read: fsCall("fs.read"), write: fsCall("fs.write"), edit: fsCall("fs.edit"),
     delete: fsCall("fs.delete"), search: fsCall("fs.search"),
@@ -84,8 +112,8 @@ const prelude = `(function () {
   const named = (f) => new Proxy(Object.freeze({}), {
     get: (_, k) => (typeof k !== "string" || k === "then") ? undefined : f(k),
   });
-  globalThis.mcp = named((server) => named((tool) => async (args) =>
-    mcpResult(server, tool, invoke("sys.mcp.call", { serverId: server, name: tool, arguments: args === undefined ? {} : args }))));
+  globalThis.mcp = named((server) => named((tool) => (args) =>
+    invoke("sys.mcp.call", { serverId: server, name: tool, arguments: args === undefined ? {} : args }).then((r) => mcpResult(server, tool, r))));
   const AsyncFunction = (async function () {}).constructor;
   const stringify = JSON.stringify, resolve = Promise.resolve.bind(Promise), reject = Promise.reject.bind(Promise);
   globalThis.__gsv_start = function () {
@@ -137,7 +165,7 @@ func WorkerMain() int {
 	out := bufio.NewWriter(os.Stdout)
 	// Nothing else may write to the protocol's stream.
 	os.Stdout = os.Stderr
-	w := &worker{in: bufio.NewReaderSize(os.Stdin, 64<<10), out: out}
+	w := &worker{in: bufio.NewReaderSize(os.Stdin, 64<<10), out: out, pending: map[int64]bool{}}
 	warmUp()
 	e, err := newEngine()
 	if err == nil {
@@ -197,10 +225,12 @@ type worker struct {
 	req    Request
 	input  string // the block's argv and args, as JSON
 	nextID int64
-	done   string // the block's end, as the prelude encodes it
-	ended  bool
-	nlogs  int
-	nbytes int
+	// pending are the ids of the calls sent and not answered yet.
+	pending map[int64]bool
+	done    string // the block's end, as the prelude encodes it
+	ended   bool
+	nlogs   int
+	nbytes  int
 	// deadline is the end of the run's wall time (Unix ns), moved by the
 	// time nested calls held the clock.
 	deadline atomic.Int64
@@ -218,11 +248,15 @@ func (w *worker) send(m wire) error {
 	return w.out.Flush()
 }
 
-// call is __gsv_call: a nested call to the parent. It returns the
-// parent's answer line as it is ({"id":…,"result":…} or {"id":…,
-// "error":…}), which the prelude parses, and blocks the block until
-// answered. The time the call held the clock moves the deadline.
-func (w *worker) call(name, args string) string {
+// waitLine tells the parent that the worker waits for an answer and
+// sends nothing until one comes (see wait).
+var waitLine = []byte(`{"wait":true}` + "\n")
+
+// sendCall is __gsv_send: it writes nested call name with args (JSON) to
+// the parent and returns its id (decimal), or an error as {"error":…}
+// when the call cannot be made. The calls a block makes until it waits
+// leave together when it waits (Promise.all: one write), logs or ends.
+func (w *worker) sendCall(name, args string) string {
 	if len(args) > MaxCallArgs {
 		return errJSON(fmt.Sprintf("%s: arguments too large: %d bytes as JSON (at most %d)", name, len(args), MaxCallArgs))
 	}
@@ -239,32 +273,95 @@ func (w *worker) call(name, args string) string {
 	if !json.Valid(b) {
 		return errJSON("arguments are not JSON")
 	}
-	w.e.inCall.Store(true)
-	defer w.e.inCall.Store(false)
 	if _, err := w.out.Write(b); err != nil {
 		return errJSON("the parent is gone: " + err.Error())
 	}
-	if err := w.out.Flush(); err != nil {
-		return errJSON("the parent is gone: " + err.Error())
+	w.pending[id] = true
+	return strconv.FormatInt(id, 10)
+}
+
+// wait is __gsv_wait: it sends the calls not sent yet, blocks the block
+// until at least one pending call is answered, and returns the answers
+// that came meanwhile as a JSON array of the parent's answer lines
+// ({"id":…,"result":…} or {"id":…,"error":…}), which the prelude
+// settles. The time the calls held the clock moves the deadline.
+func (w *worker) wait() string {
+	if len(w.pending) == 0 {
+		return "[]"
 	}
+	w.e.inCall.Store(true)
+	defer w.e.inCall.Store(false)
+	// The calls not sent yet, then the wait: the parent may serve a call
+	// it reads just before a wait on its reading goroutine, since nothing
+	// else comes from the worker until that call is answered.
+	_, err := w.out.Write(waitLine)
+	if err == nil {
+		err = w.out.Flush()
+	}
+	if err != nil {
+		os.Exit(3) // the parent is gone: nothing is left to do
+	}
+	batch := []byte{'['}
 	for {
 		line, err := readLine(w.in, maxAnswerLine)
 		if err != nil {
-			// The parent is gone: nothing is left to do.
-			os.Exit(3)
+			os.Exit(3) // the parent is gone
 		}
-		var a struct {
-			ID   int64 `json:"id"`
-			Held int64 `json:"held"`
+		id, held, ok := answerHead(line)
+		if ok && w.pending[id] {
+			delete(w.pending, id)
+			if held > 0 {
+				w.deadline.Add(held)
+			}
+			if len(batch) > 1 {
+				batch = append(batch, ',')
+			}
+			batch = append(batch, bytes.TrimRight(line, "\n")...)
 		}
-		if err := json.Unmarshal(line, &a); err != nil || a.ID != id {
-			continue
+		// More answers, already here, join this batch; the batch stops
+		// at about one line's bound.
+		if len(batch) > 1 && (!lineBuffered(w.in) || len(batch) > maxAnswerLine) {
+			break
 		}
-		if a.Held > 0 {
-			w.deadline.Add(a.Held)
-		}
-		return string(line)
 	}
+	return string(append(batch, ']'))
+}
+
+// lineBuffered reports whether r holds a whole line already.
+func lineBuffered(r *bufio.Reader) bool {
+	n := r.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := r.Peek(n)
+	return bytes.IndexByte(b, '\n') >= 0
+}
+
+// answerHead reads the id and held of an answer line: the parent writes
+// them first, as answerLine does ({"id":N,"held":M,…}); a line of
+// another shape is decoded as JSON.
+func answerHead(line []byte) (id, held int64, ok bool) {
+	if rest, found := bytes.CutPrefix(line, []byte(`{"id":`)); found {
+		if i := bytes.IndexByte(rest, ','); i > 0 {
+			if id, err := strconv.ParseInt(string(rest[:i]), 10, 64); err == nil {
+				if h, found := bytes.CutPrefix(rest[i:], []byte(`,"held":`)); found {
+					if j := bytes.IndexAny(h, ",}"); j > 0 {
+						if held, err := strconv.ParseInt(string(h[:j]), 10, 64); err == nil {
+							return id, held, true
+						}
+					}
+				}
+			}
+		}
+	}
+	var a struct {
+		ID   int64 `json:"id"`
+		Held int64 `json:"held"`
+	}
+	if err := json.Unmarshal(line, &a); err != nil {
+		return 0, 0, false
+	}
+	return a.ID, a.Held, true
 }
 
 func errJSON(msg string) string {
@@ -297,7 +394,8 @@ func (w *worker) log(level, msg string) {
 func (w *worker) register(e *engine) error {
 	w.e = e
 	for name, f := range map[string]any{
-		"__gsv_call":  w.call,
+		"__gsv_send":  w.sendCall,
+		"__gsv_wait":  w.wait,
 		"__gsv_log":   w.log,
 		"__gsv_done":  func(s string) { w.done, w.ended = s, true },
 		"__gsv_code":  func() string { return w.req.Code },

@@ -2,6 +2,7 @@ package devices
 
 import (
 	"context"
+	"os"
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/devices/local"
@@ -105,27 +106,39 @@ func openLocal(k *kernel.Kernel, opts local.Options) (*local.Device, error) {
 // of the data tree that its nodes make (fs.stat, fs.open, ...: paths
 // relative to the data root, already resolved), the file syscalls of
 // subsystems (fs.openread, fs.readraw, fs.create; see abi.FileArgs) and
-// fs.statfs.
-func localSyscalls(d *local.Device) []kernel.Syscall {
+// fs.statfs. Each that changes the data tree publishes fs.changed (n).
+func localSyscalls(d *local.Device, n *changes) []kernel.Syscall {
 	return []kernel.Syscall{
 		kernel.Handle(abi.FsStat, attrCall(d.Stat)),
 		kernel.Handle(abi.FsReaddir, asCaller(d.ReadDir)),
-		kernel.Handle(abi.FsOpen, asCaller(d.Open)),
+		kernel.Handle(abi.FsOpen, wrap(asCaller(d.Open), func(c *kernel.Caller, a *abi.OpenArgs, _ *os.File) {
+			if writes(a.Flags) {
+				n.noteWrite(c, a.Path)
+			}
+		})),
 		kernel.Handle(abi.FsPread, asCaller(d.Pread)),
-		kernel.Handle(abi.FsPwrite, asCaller(d.Pwrite)),
-		kernel.Handle(abi.FsFtruncate, asCaller(d.Ftruncate)),
+		kernel.Handle(abi.FsPwrite, wrap(asCaller(d.Pwrite), func(c *kernel.Caller, a *abi.IOArgs, _ int) { n.noteWrite(c, a.Rel) })),
+		kernel.Handle(abi.FsFtruncate, wrap(asCaller(d.Ftruncate), func(c *kernel.Caller, a *abi.TruncArgs, _ struct{}) { n.noteWrite(c, a.Rel) })),
 		kernel.Handle(abi.FsFsync, asCaller(d.Fsync)),
-		kernel.Handle(abi.FsMkdir, attrCall(d.Mkdir)),
-		kernel.Handle(abi.FsRemove, asCaller(d.Remove)),
-		kernel.Handle(abi.FsRename, asCaller(d.Rename)),
+		kernel.Handle(abi.FsMkdir, wrap(attrCall(d.Mkdir), func(c *kernel.Caller, a *abi.MkdirArgs, _ abi.Attr) { n.note(c, "mkdir", a.Path, "") })),
+		kernel.Handle(abi.FsRemove, wrap(asCaller(d.Remove), func(c *kernel.Caller, a *abi.RemoveArgs, _ struct{}) {
+			n.forget(a.Path)
+			n.note(c, "remove", a.Path, "")
+		})),
+		kernel.Handle(abi.FsRename, wrap(asCaller(d.Rename), func(c *kernel.Caller, a *abi.RenameArgs, _ struct{}) {
+			n.forget(a.Old)
+			n.forget(a.New)
+			n.note(c, "rename", a.New, a.Old)
+		})),
 		kernel.Handle(abi.FsReadlink, asCaller(d.Readlink)),
-		kernel.Handle(abi.FsSymlink, attrCall(d.Symlink)),
-		kernel.Handle(abi.FsLink, attrCall(d.Link)),
-		kernel.Handle(abi.FsSetattr, attrCall(d.Setattr)),
+		kernel.Handle(abi.FsSymlink, wrap(attrCall(d.Symlink), func(c *kernel.Caller, a *abi.SymlinkArgs, _ abi.Attr) { n.note(c, "symlink", a.Path, "") })),
+		kernel.Handle(abi.FsLink, wrap(attrCall(d.Link), func(c *kernel.Caller, a *abi.RenameArgs, _ abi.Attr) { n.note(c, "link", a.New, "") })),
+		kernel.Handle(abi.FsSetattr, wrap(attrCall(d.Setattr), func(c *kernel.Caller, a *abi.SetattrArgs, _ abi.Attr) { n.note(c, "setattr", a.Path, "") })),
 		kernel.Handle(abi.FsOpenread, asCaller(d.OpenRead)),
 		kernel.Handle(abi.FsReadraw, asCaller(d.ReadRaw)),
 		kernel.Handle(abi.FsCreate, asCaller(d.Create)),
 		kernel.Handle(abi.FsWorkspaceMake, asCaller(d.MakeWorkspace)),
+		kernel.Handle(abi.FsWorkspaceRemove, asCaller(d.RemoveWorkspace)),
 		kernel.Handle(abi.FsStatfs, func(ctx context.Context, c *kernel.Caller, a *struct{}) (abi.StatFS, error) {
 			st, err := d.StatFS(ctx, whoOf(c), a)
 			return abi.StatFS(st), err

@@ -148,17 +148,31 @@ func (r *Router) EndCommands() { r.local.EndCommands() }
 // Syscalls implements ns.Room: the routable syscalls, the registry's
 // (sys.device.*) and the local device's internal ones.
 func (r *Router) Syscalls() []kernel.Syscall {
+	n := &changes{k: r.k}
+	local := func(a string) bool { return a == "" || a == abi.LocalTarget }
 	calls := []kernel.Syscall{
 		kernel.Handle(abi.FsRead, r.read),
-		kernel.Handle(abi.FsWrite, r.write),
-		kernel.Handle(abi.FsEdit, r.edit),
-		kernel.Handle(abi.FsDelete, r.delete),
+		kernel.Handle(abi.FsWrite, wrap(r.write, func(c *kernel.Caller, a *abi.FSWriteArgs, res *abi.FSWriteResult) {
+			if res != nil {
+				n.noteRouted(c, local(a.Target), res.OK, "write", res.Path)
+			}
+		})),
+		kernel.Handle(abi.FsEdit, wrap(r.edit, func(c *kernel.Caller, a *abi.FSEditArgs, res *abi.FSEditResult) {
+			if res != nil {
+				n.noteRouted(c, local(a.Target), res.OK, "write", res.Path)
+			}
+		})),
+		kernel.Handle(abi.FsDelete, wrap(r.delete, func(c *kernel.Caller, a *abi.FSDeleteArgs, res *abi.FSDeleteResult) {
+			if res != nil {
+				n.noteRouted(c, local(a.Target), res.OK, "remove", res.Path)
+			}
+		})),
 		kernel.Handle(abi.FsSearch, r.search),
 		kernel.Handle(abi.ShellExec, r.exec),
 	}
 	calls = append(calls, r.sessionSyscalls()...)
 	calls = append(calls, r.registrySyscalls()...)
-	return append(calls, localSyscalls(r.local)...)
+	return append(calls, localSyscalls(r.local, n)...)
 }
 
 // Mounts implements ns.Room: the data tree's directories and, given the

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -168,23 +170,78 @@ func (r *Router) sessionOpen(ctx context.Context, c *kernel.Caller, a *abi.Sessi
 	}
 	who := whoOf(c)
 	who.Process = pc
+	if b := r.withPackages(ctx, c, a); b != a {
+		res, err := r.local.SessionOpen(ctx, who, b)
+		if abi.KindOf(err) != abi.Permission {
+			return res, err
+		}
+		// The caller's capability does not reach its package commands'
+		// directory: the session opens without them.
+	}
 	return r.local.SessionOpen(ctx, who, a)
 }
 
-// execPipe is process.exec.pipe on the local device, with the caller's
-// process capability (which must allow all the session was opened
-// with, as for any exec). A session on a remote device has no pipe yet.
+// withPackages is a local session's args with the caller's package
+// commands (pkg.session): their directory mounted read-only and first
+// on the PATH, unless the caller set PATH or mounts that guest path
+// itself. It returns a itself when the package room is not there or the
+// caller has no package commands. A caller whose capability does not
+// reach that directory gets a session without it (sessionOpen tries
+// again).
+func (r *Router) withPackages(ctx context.Context, c *kernel.Caller, a *abi.SessionOpenArgs) *abi.SessionOpenArgs {
+	res, err := kernel.Do(ctx, r.k, c, abi.PkgSession, &struct{}{})
+	if err != nil || res.Mount == nil {
+		return a
+	}
+	loc := *a.Target.Local
+	if _, ok := loc.Env["PATH"]; ok {
+		return a
+	}
+	for _, m := range loc.Mounts {
+		if m.GuestPath == res.Mount.GuestPath {
+			return a
+		}
+	}
+	if loc.Workdir == "" && len(loc.Mounts) == 0 {
+		loc.Workdir = "/home/" + c.Username // the default the mount would change
+	}
+	loc.Mounts = append(slices.Clone(loc.Mounts), *res.Mount)
+	env := maps.Clone(loc.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["PATH"] = res.Path
+	loc.Env = env
+	b := *a
+	b.Target.Local = &loc
+	return &b
+}
+
+// execPipe is process.exec.pipe, with the caller's process capability
+// (which must allow all the session was opened with, as for any exec):
+// on the local device, or on the remote device the session runs on,
+// its stdin and stdout carried over the device's connection (pipe.go).
 func (r *Router) execPipe(ctx context.Context, c *kernel.Caller, a *abi.ExecArgs) (abi.ExecPipe, error) {
-	_, remote, err := r.deviceSession(ctx, c, a.SessionID)
+	sr, remote, err := r.deviceSession(ctx, c, a.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	if remote {
-		return nil, abi.E(abi.Path(a.SessionID), abi.NotYet("a piped exec in a session on a remote device", "its stdin and stdout would cross the device's connection"))
+	if remote && sr.failed {
+		return nil, errSessionGone(a.SessionID)
 	}
 	pc, err := r.processCap(ctx, c)
 	if err != nil {
 		return nil, err
+	}
+	if remote {
+		if !networkAllowed(*pc, sr.network) {
+			return nil, abi.E(abi.Path(a.SessionID), abi.Permission,
+				fmt.Sprintf("this session's network_mode %q is not allowed by your process capability", sr.network))
+		}
+		if !slices.Contains(sr.rd.implements, abi.ProcessExecPipe.Name) {
+			return nil, abi.E(abi.Path(a.SessionID), abi.Invalid, fmt.Sprintf("Device %q does not implement %s (its daemon is older: update it)", sr.dev, abi.ProcessExecPipe.Name))
+		}
+		return sr.rd.openPipe(ctx, a, sr.rd.timeout)
 	}
 	who := whoOf(c)
 	who.Process = pc

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/binary"
@@ -76,9 +77,13 @@ type auditLog struct {
 // whether it has returned (a transaction committed later by work the
 // call started is not the call's).
 type auditScope struct {
-	log  *auditLog
-	rec  abi.AuditRecord
-	done atomic.Bool
+	log   *auditLog
+	start time.Time
+	rec   abi.AuditRecord
+	done  atomic.Bool
+	// changed: a change record of the call has committed; a call that
+	// then succeeds has no call record (its change record says it all).
+	changed atomic.Bool
 }
 
 func newAuditLog(k *Kernel) *auditLog {
@@ -111,8 +116,8 @@ func (a *auditLog) wants(def *syscallDef) bool {
 }
 
 // begin makes the scope of a call of def by c with args.
-func (a *auditLog) begin(ctx context.Context, c *Caller, def *syscallDef, args any, trace string) *auditScope {
-	sc := &auditScope{log: a}
+func (a *auditLog) begin(ctx context.Context, c *Caller, def *syscallDef, args any, trace string, start time.Time) *auditScope {
+	sc := &auditScope{log: a, start: start}
 	r := &sc.rec
 	r.CallID = newCallID()
 	r.Syscall = def.name
@@ -132,9 +137,13 @@ func (a *auditLog) begin(ctx context.Context, c *Caller, def *syscallDef, args a
 	return sc
 }
 
-// end queues the call record of sc's call, which returned err after dur.
+// end queues the call record of sc's call, which returned err after dur,
+// unless the call succeeded and a change record of it has committed.
 func (sc *auditScope) end(err error, dur time.Duration) {
 	sc.done.Store(true)
+	if err == nil && sc.changed.Load() {
+		return
+	}
 	r := sc.rec
 	r.Kind = "call"
 	r.Time = time.Now().UnixMilli()
@@ -151,7 +160,7 @@ func (a *auditLog) denied(ctx context.Context, c *Caller, def *syscallDef, args 
 	if _, raw := args.(json.RawMessage); raw {
 		args = nil // refused before its args were decoded
 	}
-	sc := a.begin(ctx, c, def, args, trace)
+	sc := a.begin(ctx, c, def, args, trace, time.Now())
 	sc.end(err, 0)
 }
 
@@ -179,12 +188,17 @@ func (sc *auditScope) wrap(fn func(*Tx) error) func(*Tx) error {
 		if sc.done.Load() {
 			return nil
 		}
-		r := sc.rec
+		now := time.Now()
+		tx.audit = append(tx.audit, sc.rec)
+		r := &tx.audit[len(tx.audit)-1]
 		r.Kind = "change"
-		r.Time = time.Now().UnixMilli()
-		// The commit hook appends it with the batch's other records,
-		// in this transaction; if it cannot, nothing of the batch commits.
-		tx.audit = append(tx.audit, r)
+		r.Time = now.UnixMilli()
+		// Its change has committed (the commit hook appended it with
+		// the batch's other records, in this transaction: if it cannot,
+		// nothing of the batch commits) by the time Store.Tx returns.
+		r.Code = 200
+		r.DurUs = now.Sub(sc.start).Microseconds()
+		tx.scopes = append(tx.scopes, sc)
 		return nil
 	}
 }
@@ -440,9 +454,22 @@ func appendField(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// callIDs numbers the calls from a random start: call ids are unique in
+// the process and, with 64 random bits at each start, across restarts.
+var callIDs = func() (n atomic.Uint64) {
+	var b [8]byte
+	rand.Read(b[:])
+	n.Store(binary.LittleEndian.Uint64(b[:]))
+	return
+}()
+
 func newCallID() string {
-	id := NewTraceID()
-	return "c_" + id[:16]
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], callIDs.Add(1))
+	var b [18]byte
+	b[0], b[1] = 'c', '_'
+	hex.Encode(b[2:], n[:])
+	return string(b[:])
 }
 
 // AuditOn reports whether the audit log records syscalls now: false once

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -19,16 +20,19 @@ import (
 // others by the flusher) vs off, interleaved in rounds in the same run.
 // Each write sets a new value: SQLite skips writing a row whose bytes did
 // not change, so a constant value times empty commits. Target: on/off
-// throughput >= 0.95 (printed, never asserted).
+// throughput >= 0.95 (the median of the rounds' ratios, and the ratio of
+// the totals, printed, never asserted).
 func BenchmarkAuditDurableWrite(b *testing.B) {
 	k, root, _, _ := newKernel(b)
 	c := &Caller{Identity: root}
 	ctx := context.Background()
 	var dur, cpu [2]time.Duration
 	var n [2]int
+	var ratios []float64
 	const round = 50
 	b.ResetTimer()
 	for i := 0; i < b.N; {
+		var round2 [2]time.Duration
 		for side := 0; side < 2; side++ {
 			k.audit.off.Store(side == 0)
 			t0, c0 := time.Now(), cpuTime()
@@ -37,18 +41,22 @@ func BenchmarkAuditDurableWrite(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			dur[side] += time.Since(t0)
+			round2[side] = time.Since(t0)
+			dur[side] += round2[side]
 			cpu[side] += cpuTime() - c0
 			n[side] += round
 		}
+		ratios = append(ratios, round2[0].Seconds()/round2[1].Seconds())
 		i += 2 * round
 	}
 	b.StopTimer()
 	off := float64(n[0]) / dur[0].Seconds()
 	on := float64(n[1]) / dur[1].Seconds()
-	b.ReportMetric(on/off, "on/off")
-	b.Logf("durable writes: audit on %.0f/s, off %.0f/s: %.3fx (target >= 0.95); process CPU a write: on %.1f µs, off %.1f µs",
-		on, off, on/off, us(cpu[1], n[1]), us(cpu[0], n[0]))
+	slices.Sort(ratios)
+	med := ratios[len(ratios)/2]
+	b.ReportMetric(med, "on/off")
+	b.Logf("durable writes: audit on %.0f/s, off %.0f/s: %.3fx, median of %d rounds %.3fx (target >= 0.95); process CPU a write: on %.1f µs, off %.1f µs",
+		on, off, on/off, len(ratios), med, us(cpu[1], n[1]), us(cpu[0], n[0]))
 }
 
 // cpuTime is the CPU time (user and system) the process has used.

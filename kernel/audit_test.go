@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -23,9 +24,10 @@ func auditRecords(t *testing.T, k *Kernel, a abi.AuditQueryArgs) []abi.AuditReco
 }
 
 // TestAuditChangeAndCall: a config set writes a change record in its own
-// transaction and a call record with its code and duration; a denied
-// call is recorded with 403; reads are not recorded; a secret's value
-// never reaches the digest; users read only their own records.
+// transaction (code 200, its duration to the change) and, having
+// succeeded, no call record; a denied call is recorded with 403; reads
+// are not recorded; a secret's value never reaches the digest; users
+// read only their own records.
 func TestAuditChangeAndCall(t *testing.T) {
 	k, root, alice, _ := newKernel(t)
 	ctx := WithTrace(context.Background(), "trace-1")
@@ -50,12 +52,12 @@ func TestAuditChangeAndCall(t *testing.T) {
 			t.Errorf("a read was audited: %+v", r)
 		}
 	}
-	want := []string{"change:sys.config.set:root", "call:sys.config.set:root", "call:sys.config.set:alice"}
+	want := []string{"change:sys.config.set:root", "call:sys.config.set:alice"}
 	if strings.Join(kinds, " ") != strings.Join(want, " ") {
 		t.Fatalf("records %v, want %v", kinds, want)
 	}
-	if recs[1].Code != 200 || recs[2].Code != 403 || recs[0].CallID != recs[1].CallID {
-		t.Errorf("codes/call ids: %+v", recs)
+	if recs[0].Code != 200 || recs[0].DurUs <= 0 || recs[1].Code != 403 || recs[0].CallID == recs[1].CallID {
+		t.Errorf("codes/durations/call ids: %+v", recs)
 	}
 	mine, err := Do(ctx, k, ac, abi.SysAuditQuery, &abi.AuditQueryArgs{})
 	if err != nil {
@@ -68,6 +70,57 @@ func TestAuditChangeAndCall(t *testing.T) {
 	}
 	if _, err := Do(ctx, k, ac, abi.SysAuditVerify, nil); abi.Code(err) != 403 {
 		t.Errorf("alice verify: %v", err)
+	}
+}
+
+// TestAuditOneRecordACall: a call that succeeds after a change has only
+// its change record; one that fails after a change has both (the call
+// record with its code, the same call id); one that changes nothing has
+// its call record.
+func TestAuditOneRecordACall(t *testing.T) {
+	k, root, _, _ := newKernel(t)
+	type args struct {
+		Fail   bool `json:"fail"`
+		Change bool `json:"change"`
+	}
+	call := abi.Call[args, *struct{}]{Name: "test.audit.change", Doc: "a test call"}
+	k.Register(Handle(call, func(ctx context.Context, _ *Caller, a *args) (*struct{}, error) {
+		if a.Change {
+			if _, err := k.Store.Exec(ctx, `INSERT INTO config(key,value) VALUES('config/test/n','1') ON CONFLICT(key) DO UPDATE SET value=value||'1'`); err != nil {
+				return nil, err
+			}
+		}
+		if a.Fail {
+			return nil, abi.E(abi.Op(call.Name), abi.Offline, "failed after the change")
+		}
+		return &struct{}{}, nil
+	}))
+	rc := &Caller{Identity: root}
+	for _, c := range []struct {
+		name string
+		args args
+		want string
+	}{
+		{"changed, succeeded", args{Change: true}, "change:200"},
+		{"changed, failed", args{Change: true, Fail: true}, "change:200 call:503"},
+		{"changed nothing", args{}, "call:200"},
+		{"changed nothing, failed", args{Fail: true}, "call:503"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := NewTraceID()
+			Do(WithTrace(context.Background(), tr), k, rc, call, &c.args)
+			var got []string
+			recs := auditRecords(t, k, abi.AuditQueryArgs{Trace: tr})
+			for _, r := range recs {
+				got = append(got, fmt.Sprintf("%s:%d", r.Kind, r.Code))
+				if r.CallID != recs[0].CallID {
+					t.Errorf("call ids differ: %+v", recs)
+				}
+			}
+			if strings.Join(got, " ") != c.want {
+				t.Errorf("records %v, want %s", got, c.want)
+			}
+		})
 	}
 }
 

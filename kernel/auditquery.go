@@ -229,11 +229,11 @@ var contentWords = []string{"content", "contents", "data", "text", "message", "b
 	"code", "prompt", "script", "oldstring", "newstring", "old", "new", "replacement", "payload", "env", "headers",
 	"result", "messages", "bytes", "patch", "diff"}
 
-// digestArgs summarises a call's args for its audit record: the JSON of
+// digestJSON summarises a call's args for its audit record: the JSON of
 // the top-level fields, with every secret (SensitiveKey) and every
 // content (contentWords) replaced by its size, long strings cut, nested
 // objects as their keys, arrays as their length.
-func digestArgs(args any) argDigest {
+func digestJSON(args any) argDigest {
 	var d argDigest
 	if args == nil {
 		return d
@@ -286,12 +286,21 @@ func digestArgs(args any) argDigest {
 
 // summarise renders one value of an args digest (see digestArgs).
 func summarise(key string, v json.RawMessage, depth int) string {
+	return summariseAs(hiddenKey(key), v, depth)
+}
+
+// hiddenKey reports whether an arg named key keeps only its size: a
+// secret or a content.
+func hiddenKey(key string) bool {
+	return SensitiveKey(key) || slices.Contains(contentWords, strings.ToLower(key))
+}
+
+// summariseAs is summarise for a key known to be hidden or not.
+func summariseAs(hidden bool, v json.RawMessage, depth int) string {
 	v = bytes.TrimSpace(v)
 	if len(v) == 0 || string(v) == "null" {
 		return "null"
 	}
-	lk := strings.ToLower(key)
-	hidden := SensitiveKey(key) || slices.Contains(contentWords, lk)
 	switch v[0] {
 	case '"':
 		var s string

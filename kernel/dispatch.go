@@ -254,7 +254,7 @@ func (k *Kernel) call(ctx context.Context, c *Caller, def *syscallDef, name stri
 		}
 	}
 	if k.audit.wants(def) {
-		sc := k.audit.begin(ctx, c, def, args, trace)
+		sc := k.audit.begin(ctx, c, def, args, trace, start)
 		ctx = context.WithValue(ctx, auditKey{}, sc)
 		defer func() { sc.end(err, time.Since(start)) }()
 	}

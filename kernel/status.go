@@ -35,9 +35,10 @@ func (e *internalErrors) list() []abi.DaemonError {
 	return append([]abi.DaemonError{}, e.errs...)
 }
 
-// status serves sys.status. The devices and runs come from their rooms'
-// syscalls, made as the kernel (reads); a room that is not there leaves
-// its part zero.
+// status serves sys.status. The devices, runs and scheduler queue come
+// from their rooms' syscalls, made as the kernel (reads), the adapter
+// accounts from adapter.status made as the caller; a room that is not
+// there leaves its part zero.
 func (k *Kernel) status(ctx context.Context, c *Caller, _ *abi.DaemonStatusArgs) (*abi.DaemonStatus, error) {
 	r := &abi.DaemonStatus{Version: abi.BuildVersion(), UptimeMs: k.Uptime().Milliseconds(), LastErrors: k.ierrs.list()}
 	for _, f := range []string{"gsv.db", "gsv.db-wal"} {
@@ -56,6 +57,20 @@ func (k *Kernel) status(ctx context.Context, c *Caller, _ *abi.DaemonStatusArgs)
 	}
 	if runs, err := Do(ctx, k, kc, abi.ProcRunList, nil); err == nil {
 		r.RunsActive = len(runs.Runs)
+	}
+	if st, err := Do(ctx, k, kc, abi.SchedStats, nil); err == nil {
+		r.SchedQueued, r.SchedRunning = st.Queued, st.Running
+	}
+	r.Adapters = []abi.DaemonAdapter{}
+	// The adapter accounts the caller may see (adapter.status as the
+	// caller: root every one, a user their own and those linked to them).
+	if st, err := Do(ctx, k, c, abi.AdapterStatus, nil); err == nil {
+		for _, a := range st.Accounts {
+			pending := a.Ledger["pending"]
+			r.OutboxPending += pending
+			r.Adapters = append(r.Adapters, abi.DaemonAdapter{Adapter: a.Adapter, AccountID: a.AccountID, Online: a.Connected,
+				Want: a.Want, LastActivity: max(a.LastActivity, a.UpdatedAt), Error: a.Error, Pending: pending})
+		}
 	}
 	if k.audit != nil {
 		r.AuditPending = k.audit.npending.Load()

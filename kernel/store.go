@@ -114,6 +114,9 @@ type Tx struct {
 	// audit holds the change records of the batch's audited fns that
 	// succeeded, appended to the chain by the commit hook.
 	audit []abi.AuditRecord
+	// scopes are the calls of those records: each learns, once the
+	// batch has committed, that its change record is in the log.
+	scopes []*auditScope
 }
 
 // Exec runs a statement in the transaction.
@@ -404,6 +407,10 @@ func (s *Store) commit(batch []*writeReq) (rest []*writeReq) {
 	cerr := stx.Commit()
 	if cerr != nil {
 		s.lost.Add(1)
+	} else {
+		for _, sc := range tx.scopes {
+			sc.changed.Store(true)
+		}
 	}
 	if fn := s.onCommit.Load(); fn != nil {
 		(*fn)(time.Since(t0), cerr)

@@ -13,6 +13,7 @@ import (
 
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/mcpio"
 )
 
 // The connection's timing.
@@ -75,6 +76,8 @@ type link struct {
 	// rediscovering is whether a discovery after a list_changed runs;
 	// again, whether another list_changed came meanwhile.
 	rediscovering, again bool
+	// subs are the resource URIs subscribed to (subscribe.go).
+	subs map[string]bool
 }
 
 // conn is one connection to a server.
@@ -293,6 +296,8 @@ func (l *link) dial(ch chan struct{}) {
 		l.live, l.state, l.err, l.dialErr, l.authURL = c, abi.McpReady, d.warning, nil, ""
 		if !l.m.spawn(func() { l.watch(c) }) {
 			c.close()
+		} else if len(l.subs) > 0 {
+			l.m.spawn(func() { l.resubscribe(c) })
 		}
 	}
 	close(ch)
@@ -448,9 +453,14 @@ func (m *Room) connectStdio(ctx, life context.Context, rec *record) (*conn, erro
 	if ttl <= 0 {
 		ttl = int64(maxSessionTTL)
 	}
+	target := abi.ProcessTarget{Local: &abi.ProcessLocalTarget{Mounts: st.Mounts, Workdir: st.Workdir, NetworkMode: network}}
+	if dev := remoteDevice(st); dev != "" {
+		// On a remote device: its session, as the device's user; the
+		// pipe crosses the device's connection.
+		target = abi.ProcessTarget{Device: &abi.ProcessDeviceTarget{ID: dev, ProcessLocalTarget: *target.Local}}
+	}
 	open, err := kernel.Do(ctx, m.k, who, abi.ProcessSessionOpen, &abi.SessionOpenArgs{
-		Target:       abi.ProcessTarget{Local: &abi.ProcessLocalTarget{Mounts: st.Mounts, Workdir: st.Workdir, NetworkMode: network}},
-		SessionTTLNs: &ttl, Labels: map[string]string{"mcp": rec.name}})
+		Target: target, SessionTTLNs: &ttl, Labels: map[string]string{"mcp": rec.name}})
 	if err != nil {
 		return nil, abi.E(fmt.Sprintf("opening its exec session: %v", err))
 	}
@@ -469,7 +479,7 @@ func (m *Room) connectStdio(ctx, life context.Context, rec *record) (*conn, erro
 	// The start is bounded by ctx: past it, the command is stopped, which
 	// ends the handshake.
 	stopStart := context.AfterFunc(ctx, pipe.Stop)
-	cs, err := m.client.Connect(life, &sdk.IOTransport{Reader: pipe.Stdout(), Writer: pipe.Stdin()}, nil)
+	cs, err := m.client.Connect(life, &mcpio.Transport{Reader: pipe.Stdout(), Writer: pipe.Stdin()}, nil)
 	stopped := !stopStart()
 	if err != nil {
 		pipe.Stop()

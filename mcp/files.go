@@ -154,6 +154,9 @@ func renderStatus(d *abi.McpServerDetail) []byte {
 	if len(d.Command) > 0 {
 		line("command", strings.Join(d.Command, " "))
 		line("network", d.NetworkMode)
+		if d.Device != "" {
+			line("device", d.Device)
+		}
 	}
 	line("state", d.State)
 	if d.Error != nil {

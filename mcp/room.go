@@ -104,6 +104,11 @@ func Open(space *ns.Space, opts Options) (*Room, error) {
 		ToolListChangedHandler:     func(_ context.Context, r *sdk.ToolListChangedRequest) { changed(r.Session) },
 		PromptListChangedHandler:   func(_ context.Context, r *sdk.PromptListChangedRequest) { changed(r.Session) },
 		ResourceListChangedHandler: func(_ context.Context, r *sdk.ResourceListChangedRequest) { changed(r.Session) },
+		ResourceUpdatedHandler: func(_ context.Context, r *sdk.ResourceUpdatedNotificationRequest) {
+			if r.Params != nil {
+				m.resourceUpdated(r.Session, r.Params.URI)
+			}
+		},
 	})
 	return m, nil
 }
@@ -196,6 +201,8 @@ func (m *Room) Syscalls() []kernel.Syscall {
 		kernel.Handle(abi.SysMcpCall, m.call),
 		kernel.Handle(abi.SysMcpTools, m.tools),
 		kernel.Handle(abi.SysMcpResourceRead, m.resourceRead),
+		kernel.Handle(abi.SysMcpResourceSubscribe, m.subscribe),
+		kernel.Handle(abi.SysMcpResourceUnsubscribe, m.unsubscribe),
 		kernel.Handle(abi.SysMcpPromptGet, m.promptGet),
 		kernel.Handle(abi.SysMcpGet, m.get),
 		kernel.Handle(abi.SysMcpResultList, m.resultList),

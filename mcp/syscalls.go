@@ -125,7 +125,19 @@ func checkStdio(s *abi.McpStdio) error {
 	default:
 		return abi.E(abi.Invalid, fmt.Sprintf("stdio.network_mode %q: want none or full", truncate(s.NetworkMode, 40)))
 	}
+	if s.Device != "" && checkName("device", s.Device) != nil {
+		return abi.E(abi.Invalid, fmt.Sprintf("stdio.device %q is not a device's id", truncate(s.Device, 40)))
+	}
 	return nil
+}
+
+// remoteDevice is the remote device a stdio server runs on, "" for the
+// daemon's own machine.
+func remoteDevice(s *abi.McpStdio) string {
+	if s == nil || s.Device == abi.LocalTarget {
+		return ""
+	}
+	return s.Device
 }
 
 // checkHeaders checks the headers of a URL server: names are HTTP
@@ -152,6 +164,11 @@ func needs(rec *record) abi.ProcessCap {
 	if rec.stdio != nil {
 		if rec.stdio.NetworkMode != "" {
 			need.Networks = []string{rec.stdio.NetworkMode}
+		}
+		if remoteDevice(rec.stdio) != "" {
+			// A device's paths are the device's: its route decides who
+			// may use it, and the session's network is checked there.
+			return need
 		}
 		for _, mt := range rec.stdio.Mounts {
 			need.Mounts = append(need.Mounts, abi.CapMount{Prefix: mt.HostPath, Mode: mt.Mode})
@@ -206,6 +223,7 @@ func (m *Room) summary(rec *record) abi.McpServerSummary {
 	if rec.stdio != nil {
 		s.Command = rec.stdio.Command
 		s.NetworkMode = rec.stdio.NetworkMode
+		s.Device = remoteDevice(rec.stdio)
 		if s.NetworkMode == "" {
 			s.NetworkMode = abi.NetworkFull
 		}

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 
 	"9fans.net/go/plan9"
@@ -50,6 +52,13 @@ type RPC struct {
 	next    uint64
 	pending map[string]chan []byte // calls sent and not answered, by id
 	err     error                  // why the connection ended
+
+	// redial makes another connection attached as the same identity
+	// (Events); nil for an RPC made on a connection (no redial).
+	redial func() (*client.Fsys, net.Conn, error)
+	// streams are the event streams open (Events): the RPC's end closes
+	// them.
+	streams map[*eventStream]bool
 }
 
 var _ Caller = (*RPC)(nil)
@@ -67,12 +76,42 @@ func Dial(d ninep.Dialer, addr, user string, token []byte) (*RPC, error) {
 		nc.Close()
 		return nil, err
 	}
+	r.redial = func() (*client.Fsys, net.Conn, error) {
+		nc, err := d.Dial(addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		fsys, err := attachFsys(nc, user, token)
+		if err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+		return fsys, nc, nil
+	}
 	return r, nil
 }
 
 // attach speaks 9P on nc: version, auth (with token), attach, and an
 // open of /sys/rpc; then it starts the reader.
 func attach(nc net.Conn, user string, token []byte) (*RPC, error) {
+	fsys, err := attachFsys(nc, user, token)
+	if err != nil {
+		return nil, err
+	}
+	fid, err := fsys.Open(RPCPath, plan9.ORDWR)
+	fsys.Close()
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", RPCPath, err)
+	}
+	r := &RPC{nc: nc, fid: fid, iounit: 128 << 10, inflight: make(chan struct{}, maxInflight),
+		ended: make(chan struct{}), pending: map[string]chan []byte{}}
+	r.wg.Add(1)
+	go r.reader()
+	return r, nil
+}
+
+// attachFsys speaks 9P on nc: version, auth (with token) and attach.
+func attachFsys(nc net.Conn, user string, token []byte) (*client.Fsys, error) {
 	c, err := client.NewConn(nc)
 	if err != nil {
 		return nil, err
@@ -91,19 +130,7 @@ func attach(nc net.Conn, user string, token []byte) (*RPC, error) {
 	if afid != nil {
 		afid.Close()
 	}
-	if err != nil {
-		return nil, err
-	}
-	fid, err := fsys.Open(RPCPath, plan9.ORDWR)
-	fsys.Close()
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", RPCPath, err)
-	}
-	r := &RPC{nc: nc, fid: fid, iounit: 128 << 10, inflight: make(chan struct{}, maxInflight),
-		ended: make(chan struct{}), pending: map[string]chan []byte{}}
-	r.wg.Add(1)
-	go r.reader()
-	return r, nil
+	return fsys, err
 }
 
 // Done is closed when the connection ends (the kernel went away, or
@@ -231,8 +258,13 @@ func (r *RPC) end(why error) {
 			got <- nil
 		}
 	}
+	streams := r.streams
+	r.streams = nil
 	r.mu.Unlock()
 	r.nc.Close()
+	for s := range streams {
+		s.Close()
+	}
 }
 
 // reader reads the answers until the connection ends, and delivers each
@@ -292,4 +324,61 @@ func (r *RPC) deliver(answer []byte) bool {
 		got <- answer
 	}
 	return true
+}
+
+// Events implements Watcher: /proc/<pid>/events opened on a connection
+// of its own, attached as the RPC's identity (so its open is the
+// kernel's check of the caller, as any open of the file); closing the
+// stream closes that connection, which ends a read waiting on it at
+// once.
+func (r *RPC) Events(ctx context.Context, pid string) (io.ReadCloser, error) {
+	if r.redial == nil {
+		return nil, errors.New("this connection cannot follow a process's events")
+	}
+	if pid == "" || strings.ContainsAny(pid, "/\x00") || pid == "." || pid == ".." {
+		return nil, &CallError{Code: int(abi.Invalid), Message: fmt.Sprintf("proc.events: %q is not a pid", pid)}
+	}
+	fsys, nc, err := r.redial()
+	if err != nil {
+		return nil, err
+	}
+	fid, err := fsys.Open("/proc/"+pid+"/events", plan9.OREAD)
+	fsys.Close()
+	if err != nil {
+		nc.Close()
+		return nil, &CallError{Code: int(abi.NotExist), Message: fmt.Sprintf("proc.events: %s: %v", pid, err)}
+	}
+	s := &eventStream{fid: fid, nc: nc, r: r}
+	r.mu.Lock()
+	if r.err != nil {
+		r.mu.Unlock()
+		nc.Close()
+		return nil, r.gone()
+	}
+	if r.streams == nil {
+		r.streams = map[*eventStream]bool{}
+	}
+	r.streams[s] = true
+	r.mu.Unlock()
+	return s, nil
+}
+
+// eventStream is a process's events file on a connection of its own.
+type eventStream struct {
+	fid  *client.Fid
+	nc   net.Conn
+	r    *RPC
+	once sync.Once
+}
+
+func (s *eventStream) Read(b []byte) (int, error) { return s.fid.Read(b) }
+
+func (s *eventStream) Close() error {
+	s.once.Do(func() {
+		s.nc.Close()
+		s.r.mu.Lock()
+		delete(s.r.streams, s)
+		s.r.mu.Unlock()
+	})
+	return nil
 }

@@ -72,14 +72,29 @@ const (
 //     protocol error;
 //   - resources/list lists, for each process proc.list shows c, its
 //     history and status; resources/read of gsv://proc/<pid>/history or
-//     status makes proc.history or proc.status.
+//     status makes proc.history or proc.status;
+//   - with a c that is a Watcher (RPC), resources/subscribe of a
+//     process's resource follows its signals as c (subscribe.go) and
+//     sends notifications/resources/updated for it at each.
 func New(c Caller, o Options) (*mcp.Server, error) {
 	defs, err := toolDefs()
 	if err != nil {
 		return nil, err
 	}
-	s := mcp.NewServer(&mcp.Implementation{Name: Name, Title: "gsvfs", Version: o.Version},
-		&mcp.ServerOptions{Instructions: instructions, Logger: o.Logger, SetCacheable: private})
+	opts := &mcp.ServerOptions{Instructions: instructions, Logger: o.Logger, SetCacheable: private}
+	var subs *subscriptions
+	if w, ok := c.(Watcher); ok {
+		log := o.Logger
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		subs = &subscriptions{w: w, c: c, log: log, procs: map[string]*followed{}}
+		opts.SubscribeHandler, opts.UnsubscribeHandler = subs.subscribe, subs.unsubscribe
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: Name, Title: "gsvfs", Version: o.Version}, opts)
+	if subs != nil {
+		subs.srv = s
+	}
 	for _, def := range defs {
 		s.AddTool(def, toolHandler(c, def.Name))
 	}

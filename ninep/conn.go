@@ -275,20 +275,24 @@ func (c *conn) dispatch(fc proto.FCall) {
 	switch m := fc.(type) {
 	case *proto.TRVersion:
 		c.version(m)
+		c.observe(fc, nil)
 		<-c.sem
 		return
 	case *proto.TFlush:
 		c.flush(m)
+		c.observe(fc, nil)
 		<-c.sem
 		return
 	}
 	if c.msize.Load() == 0 {
 		c.send(errorFcall(tag, errNoVersion, c.maxMsize))
+		c.observe(fc, errNoVersion)
 		<-c.sem
 		return
 	}
 	if c.refuse != nil {
 		c.send(errorFcall(tag, c.refuse, c.msize.Load()))
+		c.observe(fc, c.refuse)
 		<-c.sem
 		c.cancel()
 		return
@@ -300,6 +304,7 @@ func (c *conn) dispatch(fc proto.FCall) {
 		c.mu.Unlock()
 		r.cancel()
 		c.send(errorFcall(tag, errDuplicateTag, c.msize.Load()))
+		c.observe(fc, errDuplicateTag)
 		<-c.sem
 		return
 	}
@@ -308,6 +313,7 @@ func (c *conn) dispatch(fc proto.FCall) {
 		r.cancel()
 		c.log.Debug("9p request refused", "tag", tag, "err", err)
 		c.send(errorFcall(tag, err, c.msize.Load()))
+		c.observe(fc, err)
 		<-c.sem
 		return
 	}
@@ -358,9 +364,50 @@ func (c *conn) run(r *request) {
 	defer r.cancel()
 	reply, err := c.handle(r)
 	c.respond(r, reply, err)
+	c.observe(r.fc, err)
 	if r.hangup {
 		c.cancel()
 	}
+}
+
+// observe tells Server.OnRequest of the request fc, answered with err.
+func (c *conn) observe(fc proto.FCall, err error) {
+	if h := c.srv.OnRequest; h != nil {
+		h(opName(fc), err != nil)
+	}
+}
+
+// opName is the operation of a 9P message: its type without the T.
+func opName(fc proto.FCall) string {
+	switch fc.(type) {
+	case *proto.TRVersion:
+		return "version"
+	case *proto.TAuth:
+		return "auth"
+	case *proto.TAttach:
+		return "attach"
+	case *proto.TFlush:
+		return "flush"
+	case *proto.TWalk:
+		return "walk"
+	case *proto.TOpen:
+		return "open"
+	case *proto.TCreate:
+		return "create"
+	case *proto.TRead:
+		return "read"
+	case *proto.TWrite:
+		return "write"
+	case *proto.TClunk:
+		return "clunk"
+	case *proto.TRemove:
+		return "remove"
+	case *proto.TStat:
+		return "stat"
+	case *proto.TWstat:
+		return "wstat"
+	}
+	return "other"
 }
 
 // handle runs the handler for r, turning a panic into an error reply.

@@ -186,6 +186,9 @@ type Server struct {
 	// over it is answered at once with the Rerror "too many requests in
 	// flight for uid 1001" (see the package comment).
 	MaxPrincipalInflight int
+	// OnRequest, if set, learns of every request answered, by message
+	// type ("version", "walk", "read", ...; failed: an Rerror).
+	OnRequest vfs.RequestHook
 
 	pmu        sync.Mutex
 	principals map[string]*principal // guarded by pmu

@@ -66,7 +66,10 @@ func BenchmarkCodeMode(b *testing.B) {
 		defer floorRunner.Close()
 		small := json.RawMessage(`{"ok":true,"path":"/home/root/small.txt","content":"     1\ta small file\n","lines":1}`)
 		noop := func(context.Context, string, json.RawMessage) (json.RawMessage, error) { return small, nil }
-		var script, direct, floor []float64
+		// The same reads made together (Promise.all): the worker sends
+		// them at once and the calls are answered as they end.
+		const blockAll = `const ps = []; for (let i = 0; i < 1000; i++) ps.push(fs.read({path: "~/small.txt"})); let n = 0; for (const f of await Promise.all(ps)) n += f.content.length; return n`
+		var script, direct, floor, all []float64
 		for i := 0; i < 3*b.N; i++ {
 			t0 := time.Now()
 			for j := 0; j < n; j++ {
@@ -88,9 +91,18 @@ func BenchmarkCodeMode(b *testing.B) {
 				b.Fatalf("the block with no-op calls: %+v %v", fr, err)
 			}
 			floor = append(floor, time.Since(t0).Seconds())
+			time.Sleep(30 * time.Millisecond)
+			t0 = time.Now()
+			res = run(blockAll)
+			all = append(all, time.Since(t0).Seconds())
+			if string(res.Result) != string(run(block).Result) {
+				b.Fatalf("the Promise.all block read %s", res.Result)
+			}
 		}
-		s, d, f := benchMedian(script), benchMedian(direct), benchMedian(floor)
+		s, d, f, a := benchMedian(script), benchMedian(direct), benchMedian(floor), benchMedian(all)
 		b.ReportMetric(s/d, "script/direct")
+		b.ReportMetric(a/d, "all/direct")
+		b.Logf("SUMMARY CodeMode/fsread-all: 1,000 fs.read made together (Promise.all) from a block %.1f ms, from Go one by one %.1f ms: %.2fx [%s]", a*1000, d*1000, a/d, benchFloats(all, 3))
 		b.Logf("SUMMARY CodeMode/fsread: 1,000 fs.read from a block %.1f ms, from Go %.1f ms: %.2fx (target <= 1.5x) %s  [the block with no-op calls (engine and round trips alone) %.1f ms = %.2fx of from Go; script %s, direct %s; load average %s]",
 			s*1000, d*1000, s/d, benchVerdict(s/d <= 1.5), f*1000, f/d, benchFloats(script, 3), benchFloats(direct, 3), benchLoad())
 	})

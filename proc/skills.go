@@ -19,7 +19,8 @@ import (
 )
 
 // Skills are directories `<name>/SKILL.md` under the owner's
-// ~/skills.d and the working directory's .gsv/skills.d (docs/processes.md,
+// ~/skills.d, the working directory's .gsv/skills.d and the owner's
+// active packages' /pkg/skills (docs/processes.md,
 // *Skills*). Each SKILL.md opens with YAML front matter naming the skill
 // and describing it; the index of names and descriptions goes into the
 // system prompt, and the Skill tool loads a body when the model asks.
@@ -32,6 +33,7 @@ const (
 	skillFrontMax   = 8 << 10 // bytes of front matter
 	skillToolName   = "Skill"
 	skillHomeDir    = "~/skills.d"
+	skillPkgDir     = "/pkg/skills" // the skills of the owner's active packages (docs/packages.md)
 	skillWorkDirRel = ".gsv/skills.d"
 )
 
@@ -129,13 +131,14 @@ type skill struct {
 
 // skillIndex reads the skills the caller's process sees, as the caller
 // (reads only, through the dispatcher): the working directory's
-// .gsv/skills.d first, then ~/skills.d; a name found in both is the
-// working directory's. bad are notes on the SKILL.md files left out.
+// .gsv/skills.d first, then ~/skills.d, then the active packages'
+// /pkg/skills; a name found in more than one is the first's. bad are
+// notes on the SKILL.md files left out.
 func (m *engine) skillIndex(ctx context.Context, caller *kernel.Caller, cwd string) (skills []skill, bad []string) {
 	seen := map[string]bool{}
-	dirs := []string{skillHomeDir}
+	dirs := []string{skillHomeDir, skillPkgDir}
 	if cwd != "" {
-		dirs = []string{path.Join(cwd, skillWorkDirRel), skillHomeDir}
+		dirs = []string{path.Join(cwd, skillWorkDirRel), skillHomeDir, skillPkgDir}
 	}
 	for _, d := range dirs {
 		res, err := kernel.Do(ctx, m.k, caller, abi.FsRead, &abi.FSReadArgs{Path: d})
@@ -180,7 +183,23 @@ var errNoSkillFile = errors.New("no SKILL.md")
 
 // readSkill reads and parses one SKILL.md as the caller.
 func (m *engine) readSkill(ctx context.Context, caller *kernel.Caller, file string) (name, desc string, body []byte, err error) {
-	raw, err := kernel.Do(ctx, m.k, caller, abi.FsReadraw, &abi.FileArgs{Path: file, Max: skillFileMax})
+	var raw []byte
+	if strings.HasPrefix(file, skillPkgDir+"/") {
+		// A package's skill is a file of the namespace, not of the data
+		// tree: fs.read reads it (raw, whole).
+		var res *abi.FSReadResult
+		if res, err = kernel.Do(ctx, m.k, caller, abi.FsRead, &abi.FSReadArgs{Path: file, Raw: true}); err == nil && !res.OK {
+			err = abi.E(abi.NotExist, res.Error)
+		}
+		if err == nil {
+			if len(res.Content) > skillFileMax {
+				return "", "", nil, fmt.Errorf("over %d bytes", skillFileMax)
+			}
+			raw = []byte(res.Content)
+		}
+	} else {
+		raw, err = kernel.Do(ctx, m.k, caller, abi.FsReadraw, &abi.FileArgs{Path: file, Max: skillFileMax})
+	}
 	if err != nil {
 		if abi.KindOf(err) == abi.NotExist {
 			return "", "", nil, errNoSkillFile

@@ -110,8 +110,41 @@ func (m *Manager) sysEvents(ctx context.Context, c *kernel.Caller, a *abi.PidArg
 }
 
 // sysProfiles serves proc.profile.list.
+// It lists the system's profiles, then those of the caller's active
+// packages (pkg.profiles; none when the package room is not there).
 func (m *Manager) sysProfiles(ctx context.Context, c *kernel.Caller, _ *abi.ProfileListArgs) (*abi.ProfileList, error) {
-	return &abi.ProfileList{Profiles: profiles}, nil
+	out := slices.Clone(profiles)
+	if ps, err := kernel.Do(ctx, m.k, c, abi.PkgProfiles, &struct{}{}); err == nil {
+		out = append(out, ps...)
+	}
+	return &abi.ProfileList{Profiles: out}, nil
+}
+
+// packageProfile is the profile id of one of the caller's active
+// packages (pkg.profile), its prompt and context files made the spawn's
+// assignment's first files and its budget the default: nil when there
+// is none (or no package room).
+func (m *Manager) packageProfile(ctx context.Context, c *kernel.Caller, a *abi.SpawnArgs) (*abi.Profile, error) {
+	res, err := kernel.Do(ctx, m.k, c, abi.PkgProfileGet, &abi.PkgProfileArgs{ID: a.Profile})
+	if err != nil {
+		if k := abi.KindOf(err); k == abi.NotExist || k == abi.Invalid {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if len(res.ContextFiles) > 0 {
+		as := abi.Assignment{}
+		if a.Assignment != nil {
+			as = *a.Assignment
+		}
+		as.ContextFiles = append(slices.Clone(res.ContextFiles), as.ContextFiles...)
+		a.Assignment = &as
+	}
+	if a.Budget == nil && res.Budget != nil {
+		b := *res.Budget
+		a.Budget = &b
+	}
+	return &res.Profile, nil
 }
 
 // sysSpawn serves proc.spawn: a new process of a startable profile (the
@@ -122,6 +155,12 @@ func (m *Manager) sysSpawn(ctx context.Context, c *kernel.Caller, a *abi.SpawnAr
 	for i := range profiles {
 		if profiles[i].ID == a.Profile {
 			prof = &profiles[i]
+		}
+	}
+	if prof == nil {
+		var err error
+		if prof, err = m.packageProfile(ctx, c, a); err != nil {
+			return nil, err
 		}
 	}
 	if prof == nil {

@@ -55,7 +55,7 @@ func (m *engine) checkpointWorkspace(ctx context.Context, c *kernel.Caller, p *a
 		return err
 	}
 	_, err := kernel.Do(ctx, m.k, c, abi.RepoWorkspaceCheckpoint, &abi.WorkspaceCheckpointArgs{WorkspaceID: *p.WorkspaceID,
-		Message: "proc." + event + " " + p.Pid})
+		Message: "proc." + event + " " + p.Pid, AllowEmpty: true})
 	if abi.KindOf(err) == abi.NotExist {
 		return nil
 	}

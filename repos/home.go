@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -17,7 +17,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"gsvfs.dev/gsvfs/abi"
-	"gsvfs.dev/gsvfs/kernel"
 	"gsvfs.dev/gsvfs/vfs"
 )
 
@@ -27,8 +26,9 @@ import (
 // namespace as that user (the same nodes and syscalls as their own ls
 // and cat: nothing is read with more than their rights), reads the files
 // whose size or mtime changed since its last walk, and commits the home
-// on main when the tree differs: one commit per batch, its author the
-// home's owner, its message the paths that changed. A file over
+// on main when the tree differs: one commit per writer of the batch's
+// changes (journal.go), each its writer's, its message the paths that
+// writer changed. A file over
 // maxHomeFile bytes is recorded in the message, not stored; so are
 // symbolic links and names the walk cannot read. A write acknowledged
 // before a crash is on disk, and the first walk after the restart
@@ -62,7 +62,8 @@ func (r *Room) Start(ctx context.Context) error {
 	return nil
 }
 
-// homeKeeper commits every user's home each homeEvery until Close.
+// homeKeeper commits every user's home and every workspace's working
+// tree each homeEvery (keepOnce) until Close.
 func (r *Room) homeKeeper() {
 	defer r.wg.Done()
 	t := time.NewTicker(r.homeEvery)
@@ -81,21 +82,7 @@ func (r *Room) homeKeeper() {
 			case <-ctx.Done():
 			}
 		}()
-		users, err := r.k.Users(ctx)
-		if err == nil {
-			for _, u := range users {
-				if u.Uid == kernel.RootUID || u.Home == "" {
-					continue
-				}
-				if _, err := r.CommitHome(ctx, u.Uid); err != nil && ctx.Err() == nil {
-					level := slog.LevelWarn
-					if abi.KindOf(err) == abi.NotExist || errors.Is(err, vfs.ErrNotExist) {
-						level = slog.LevelDebug // a home not there (yet) is nothing to keep
-					}
-					r.log.Log(ctx, level, "repos: committing a home", "user", u.Username, "err", err)
-				}
-			}
-		}
+		r.keepOnce(ctx)
 		cancel()
 	}
 }
@@ -129,6 +116,8 @@ func (r *Room) CommitHome(ctx context.Context, uid uint32) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The writers noted before the walk: the walk sees their changes.
+	notes := r.journal.drain(path.Clean(u.Home))
 	w := &homeWalk{r: r, ctx: ctx, cred: id, seen: seen, next: map[string]homeSeen{}, files: flatTree{}, st: g.Storer}
 	dir, err := w.find(u.Home)
 	if err != nil {
@@ -153,16 +142,16 @@ func (r *Room) CommitHome(ctx context.Context, uid uint32) (string, error) {
 			return "", nil
 		}
 	}
-	changed, err := changedPaths(g.Storer, parent, w.files)
+	oldFiles, changed, err := changedPaths(g.Storer, parent, w.files)
 	if err != nil {
 		return "", err
 	}
-	msg := "home: " + summarize(changed)
+	tail := ""
 	if len(w.skipped) > 0 {
-		msg += "\n\nRecorded, not stored:\n" + strings.Join(w.skipped, "\n")
+		tail = "\n\nRecorded, not stored:\n" + strings.Join(w.skipped, "\n")
 	}
-	c := &kernel.Caller{Identity: id}
-	h, err := r.commit(g, c, parent, &th, msg+"\n")
+	groups := groupByWriter(changed, notes, writer{name: u.Username, uid: u.Uid})
+	h, err := r.commitByWriter(g, parent, oldFiles, w.files, groups, "home: ", tail)
 	if err != nil {
 		return "", err
 	}
@@ -173,17 +162,17 @@ func (r *Room) CommitHome(ctx context.Context, uid uint32) (string, error) {
 	return h.String(), nil
 }
 
-// changedPaths are the paths whose entries differ between the commit
-// parent's tree (none when zero) and f, sorted.
-func changedPaths(s objectStorer, parent plumbing.Hash, f flatTree) ([]string, error) {
+// changedPaths are the files of the commit parent's tree (none when
+// zero) and the paths whose entries differ between them and f, sorted.
+func changedPaths(s objectStorer, parent plumbing.Hash, f flatTree) (flatTree, []string, error) {
 	old := flatTree{}
 	if !parent.IsZero() {
 		cm, err := object.GetCommit(s, parent)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if old, err = flatten(s, cm.TreeHash); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	var out []string
@@ -198,7 +187,7 @@ func changedPaths(s objectStorer, parent plumbing.Hash, f flatTree) ([]string, e
 		}
 	}
 	sort.Strings(out)
-	return out, nil
+	return old, out, nil
 }
 
 // summarize names up to 20 paths, and how many more.

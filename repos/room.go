@@ -25,7 +25,8 @@ type Options struct {
 	// Now is the room's clock; nil means time.Now.
 	Now func() time.Time
 	// HomeEvery is how often each user's home is committed to
-	// <user>/home (default 3 seconds; negative: never).
+	// <user>/home, and each workspace's working tree autosaved (default
+	// 3 seconds; negative: never).
 	HomeEvery time.Duration
 }
 
@@ -46,6 +47,8 @@ type Room struct {
 	importMax int64                          // the largest pack repo.import takes (importPackMax)
 	homeMu    sync.Mutex                     // guards homeSeen
 	homeSeen  map[uint32]map[string]homeSeen // each home's files at the last walk, by uid
+	wsSeen    map[string]map[string]homeSeen // each working tree's files at its last checkpoint, by id (guarded by homeMu)
+	journal   journal                        // who wrote each path since its tree's last commit
 	stop      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup // the home keeper
@@ -81,9 +84,12 @@ func Open(space *ns.Space, opts Options) (*Room, error) {
 	if err := k.Store.Migrate("repos", migrations()); err != nil {
 		return nil, err
 	}
-	return &Room{k: k, space: space, st: k.Store, log: opts.Logger, dir: opts.Dir, now: opts.Now,
+	r := &Room{k: k, space: space, st: k.Store, log: opts.Logger, dir: opts.Dir, now: opts.Now,
 		locks: map[string]*sync.Mutex{}, homeEvery: opts.HomeEvery, importMax: importPackMax, homeSeen: map[uint32]map[string]homeSeen{},
-		stop: make(chan struct{})}, nil
+		wsSeen: map[string]map[string]homeSeen{}, stop: make(chan struct{})}
+	k.ConfigRules(keeperRules()...)
+	k.Observe(r.journal.observe)
+	return r, nil
 }
 
 // Close stops the home keeper and waits for it. It is safe to call more
@@ -92,6 +98,7 @@ func (r *Room) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.stop)
 		r.wg.Wait()
+		r.journal.close()
 	})
 	return nil
 }
@@ -115,13 +122,14 @@ func (r *Room) Syscalls() []kernel.Syscall {
 		kernel.Handle(abi.RepoWorkspaceOpen, r.workspaceOpen),
 		kernel.Handle(abi.RepoWorkspaceCheckpoint, r.workspaceCheckpoint),
 		kernel.Handle(abi.RepoWorkspaceMerge, r.workspaceMerge),
+		kernel.Handle(abi.RepoWorkspaceRemove, r.workspaceRemove),
 		kernel.Handle(abi.SysWorkspaceList, r.workspaceList),
 	}
 }
 
-// Mounts are the room's files: /src/repos.
+// Mounts are the room's files: /src/repos, and /src/workspaces/ctl.
 func (r *Room) Mounts() []ns.Mount {
-	return []ns.Mount{{Path: srcPath, Node: r.topDir()}}
+	return []ns.Mount{{Path: srcPath, Node: r.topDir()}, {Path: wsPath, Node: r.wsDir()}}
 }
 
 // migrations are the room's schema steps.

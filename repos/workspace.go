@@ -242,7 +242,7 @@ func (r *Room) workspaceCheckpoint(ctx context.Context, c *kernel.Caller, a *abi
 	if msg == "" {
 		msg = "checkpoint"
 	}
-	head, changed, err := r.checkpoint(ctx, c, w, msg)
+	head, changed, err := r.checkpointAs(ctx, c, w, msg, false, a.AllowEmpty)
 	if err != nil {
 		return nil, err
 	}
@@ -250,8 +250,16 @@ func (r *Room) workspaceCheckpoint(ctx context.Context, c *kernel.Caller, a *abi
 }
 
 // checkpoint walks w's directory as c and commits it on w's branch when
-// its tree differs from the branch's head; it returns the head.
+// its tree differs from the branch's head, as c; it returns the head.
 func (r *Room) checkpoint(ctx context.Context, c *kernel.Caller, w *workspace, msg string) (plumbing.Hash, bool, error) {
+	return r.checkpointAs(ctx, c, w, msg, false, false)
+}
+
+// checkpointAs is checkpoint; byWriter commits the change as its writers
+// did (one commit per writer, journal.go), with msg as the subject's
+// first word, rather than as c; allowEmpty commits (as c) even when
+// nothing changed, a mark in the history.
+func (r *Room) checkpointAs(ctx context.Context, c *kernel.Caller, w *workspace, msg string, byWriter, allowEmpty bool) (plumbing.Hash, bool, error) {
 	rec, err := r.lookup(ctx, w.Owner, wsPrefix+w.Root)
 	if err != nil || rec == nil {
 		return plumbing.ZeroHash, false, errors.Join(err, abi.E(abi.NotExist, abi.Path(w.repo().id()), "no repository"))
@@ -262,7 +270,14 @@ func (r *Room) checkpoint(ctx context.Context, c *kernel.Caller, w *workspace, m
 	if err != nil {
 		return plumbing.ZeroHash, false, err
 	}
-	walk := &homeWalk{r: r, ctx: ctx, cred: c.Identity, seen: map[string]homeSeen{}, next: map[string]homeSeen{}, files: flatTree{}, st: g.Storer}
+	notes := r.journal.drain(w.dir())
+	r.homeMu.Lock()
+	seen := r.wsSeen[w.ID]
+	r.homeMu.Unlock()
+	if seen == nil {
+		seen = map[string]homeSeen{}
+	}
+	walk := &homeWalk{r: r, ctx: ctx, cred: c.Identity, seen: seen, next: map[string]homeSeen{}, files: flatTree{}, st: g.Storer}
 	dir, err := walk.find(w.dir())
 	if err != nil {
 		return plumbing.ZeroHash, false, err
@@ -270,6 +285,9 @@ func (r *Room) checkpoint(ctx context.Context, c *kernel.Caller, w *workspace, m
 	if err := walk.walk(dir, "", 0); err != nil {
 		return plumbing.ZeroHash, false, err
 	}
+	r.homeMu.Lock()
+	r.wsSeen[w.ID] = walk.next
+	r.homeMu.Unlock()
 	th, err := writeTree(g.Storer, walk.files)
 	if err != nil {
 		return plumbing.ZeroHash, false, err
@@ -279,18 +297,24 @@ func (r *Room) checkpoint(ctx context.Context, c *kernel.Caller, w *workspace, m
 	if err != nil {
 		return plumbing.ZeroHash, false, abi.E(abi.NotExist, abi.Path(rec.id()+"@"+w.Branch), err)
 	}
-	if cm, err := g.CommitObject(cur.Hash()); err == nil && cm.TreeHash == th {
+	if cm, err := g.CommitObject(cur.Hash()); err == nil && cm.TreeHash == th && !allowEmpty {
 		return cur.Hash(), false, nil
 	}
-	changed, err := changedPaths(g.Storer, cur.Hash(), walk.files)
+	oldFiles, changed, err := changedPaths(g.Storer, cur.Hash(), walk.files)
 	if err != nil {
 		return plumbing.ZeroHash, false, err
 	}
-	msg += "\n\n" + summarize(changed)
+	tail := ""
 	if len(walk.skipped) > 0 {
-		msg += "\n\nRecorded, not stored:\n" + strings.Join(walk.skipped, "\n")
+		tail = "\n\nRecorded, not stored:\n" + strings.Join(walk.skipped, "\n")
 	}
-	h, err := r.commit(g, c, cur.Hash(), &th, msg+"\n")
+	var h plumbing.Hash
+	if byWriter && len(changed) > 0 {
+		groups := groupByWriter(changed, notes, writer{name: w.Owner, uid: w.OwnerUid})
+		h, err = r.commitByWriter(g, cur.Hash(), oldFiles, walk.files, groups, msg+": ", tail)
+	} else {
+		h, err = r.commit(g, c, cur.Hash(), &th, msg+"\n\n"+summarize(changed)+tail+"\n")
+	}
 	if err != nil {
 		return plumbing.ZeroHash, false, err
 	}

@@ -71,9 +71,14 @@ type Cron struct {
 	dowStar bool   // day-of-week field starts with "*"
 
 	// ce matches the fields; cronexpr's Next mutates the expression, so
-	// every use holds mu.
+	// every use holds mu. mu also guards the last answer of Next (memo).
 	mu sync.Mutex
 	ce *cronexpr.Expression
+	// memo is Next's last answer: for every after whose second is in
+	// [memo.from, memo.next), the next time is memo.next (seconds). 10,000
+	// schedules of one expression due at one minute ask for the same
+	// answer 20,000 times (docs/scheduler.md, "Speed").
+	memo struct{ from, next int64 }
 }
 
 // cronHorizon is how far ahead Next searches: an expression with no matching
@@ -313,6 +318,11 @@ func (c *Cron) Next(after time.Time) (time.Time, bool) {
 	// over, so the loop is short; it is bounded all the same.
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// The answer is the first of a fixed set of instants after floor: if
+	// it was n for floor a, it is n for every floor in [a, n).
+	if c.memo.next != 0 && floor >= c.memo.from && floor < c.memo.next {
+		return time.Unix(c.memo.next, 0).In(loc), true
+	}
 	w := wall.Add(-time.Second) // cronexpr's Next is strictly after its argument
 	for range 100000 {
 		w = c.ce.Next(w)
@@ -323,6 +333,7 @@ func (c *Cron) Next(after time.Time) (time.Time, bool) {
 			continue
 		}
 		if u := cronInstant(loc, w.Unix()); u > floor {
+			c.memo.from, c.memo.next = floor, u
 			return time.Unix(u, 0).In(loc), true
 		}
 	}

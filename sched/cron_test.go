@@ -534,3 +534,40 @@ func FuzzParseCron(f *testing.F) {
 		}
 	})
 }
+
+// TestCronNextMemo: Next of one Cron, asked from instants in any order
+// (forward in small steps, then backward, across daylight-saving changes),
+// answers as a Cron that never answered before (no memo) does.
+func TestCronNextMemo(t *testing.T) {
+	cases := []struct{ expr, tz, day string }{
+		{"* * * * *", "UTC", "2026-03-29"},
+		{"30 2 * * *", "Europe/Amsterdam", "2026-03-29"},
+		{"*/15 * * * *", "Europe/Amsterdam", "2026-10-25"},
+		{"0,30 1 * * *", "America/New_York", "2026-11-01"},
+		{"0 9 * * 1-5", "Australia/Lord_Howe", "2026-04-05"},
+	}
+	for _, c := range cases {
+		t.Run(c.expr+" "+c.tz, func(t *testing.T) {
+			loc := cronLoc(t, c.tz)
+			day, err := time.ParseInLocation("2006-01-02", c.day, loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			memo := cronMustParse(t, c.expr, c.tz)
+			var ats []time.Time
+			for at := day.Add(-3 * time.Hour); at.Before(day.Add(27 * time.Hour)); at = at.Add(4*time.Minute + 1700*time.Millisecond) {
+				ats = append(ats, at)
+			}
+			for i := len(ats) - 1; i >= 0; i-- {
+				ats = append(ats, ats[i])
+			}
+			for _, at := range ats {
+				got, gok := memo.Next(at)
+				want, wok := cronMustParse(t, c.expr, c.tz).Next(at)
+				if gok != wok || !got.Equal(want) || got.Location() != memo.Location() {
+					t.Fatalf("Next(%s) = %v, %v; a fresh Cron says %v, %v", at.Format(time.RFC3339Nano), got, gok, want, wok)
+				}
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -332,7 +333,7 @@ func escape(s string, word bool) string {
 	return strings.Join(units, "")
 }
 
-var targetVerbs = map[string]bool{"spawn": true, "event": true, "lifecycle": true}
+var targetVerbs = map[string]bool{"spawn": true, "event": true, "lifecycle": true, "package": true}
 
 const targetUsage = "want spawn <profile> <prompt...>, event <pid> <message...> or lifecycle <pid> compact|reset|checkpoint"
 
@@ -466,6 +467,19 @@ func parseScheduleLine(s, zone string, checkCron func(string) error) (CronLine, 
 		t.Message = rest(i)
 		if t.Message == "" {
 			return cl, fmt.Errorf("event needs a message: event <pid> [conv=<cid>] <message...>")
+		}
+		cl.Target = t
+	case "package":
+		if w+3 >= len(toks) {
+			return cl, fmt.Errorf("package needs a package, an entrypoint and an event: package <packageId> <entrypoint> <event> [payload]")
+		}
+		t := abi.Target{Kind: abi.TargetPackage, PackageID: unescape(toks[w+1].text), Entrypoint: unescape(toks[w+2].text),
+			Event: unescape(toks[w+3].text)}
+		if p := rest(w + 4); p != "" {
+			if !json.Valid([]byte(p)) {
+				return cl, fmt.Errorf("package: the payload is not JSON")
+			}
+			t.Payload = json.RawMessage(p)
 		}
 		cl.Target = t
 	case "lifecycle":
@@ -667,6 +681,12 @@ func renderTarget(t abi.Target) string {
 			msg = `conv\=` + msg[len("conv="):] // not an option
 		}
 		return s + " " + msg
+	case abi.TargetPackage:
+		s := "package " + word(t.PackageID) + " " + word(t.Entrypoint) + " " + word(t.Event)
+		if len(t.Payload) > 0 {
+			s += " " + text(string(t.Payload))
+		}
+		return s
 	case abi.TargetLifecycle:
 		s := "lifecycle " + word(t.Pid) + " " + word(t.Action)
 		if t.ConversationID != "" {
@@ -720,6 +740,8 @@ func mergeTarget(old, new abi.Target) abi.Target {
 		t.Profile, t.Prompt = new.Profile, new.Prompt
 	case abi.TargetEvent:
 		t.Pid, t.ConversationID, t.Message = new.Pid, new.ConversationID, new.Message
+	case abi.TargetPackage:
+		t.PackageID, t.Entrypoint, t.Event, t.Payload = new.PackageID, new.Entrypoint, new.Event, new.Payload
 	case abi.TargetLifecycle:
 		t.Pid, t.ConversationID, t.Action = new.Pid, new.ConversationID, new.Action
 		opts := map[string]any{}

@@ -300,6 +300,9 @@ func FuzzParseCrontab(f *testing.F) {
 		"@daily lifecycle p reset conv=\\",
 		"# comment\n\n@hourly spawn \\s \\#",
 		"@every 1.5ms event p \\",
+		"@every 1h package release-tools relnotes tick {\"n\":1} # name=tick",
+		"@daily package alice/x run go [1,\\#2]",
+		"@hourly package p e",
 	} {
 		f.Add(s)
 	}

@@ -71,15 +71,23 @@ const (
 	maxQueuedPerOwner  = 4096
 )
 
-// armLocked sets id's next fire time (0: none). The caller then kicks the
-// engine (kickEngine) once it has let go of m.mu.
-func (m *Manager) armLocked(id string, at int64) {
+// armLocked sets id's next fire time (0: none) and reports whether it
+// changed. The caller then kicks the engine (kickEngine) once it has let
+// go of m.mu.
+func (m *Manager) armLocked(id string, at int64) bool {
 	if at == 0 {
+		_, armed := m.next[id]
 		delete(m.next, id)
-		return
+		return armed
+	}
+	if t, ok := m.next[id]; ok && t == at {
+		// Armed already (a run arms its next time at its start and
+		// again once recorded): the heap holds a current entry for it.
+		return false
 	}
 	m.next[id] = at
 	heap.Push(&m.heap, entry{at, id})
+	return true
 }
 
 // kickEngine wakes the engine to look at its heap again.
@@ -118,11 +126,14 @@ func (m *Manager) armChanged(id string, at int64) {
 // expression's must not replace.
 func (m *Manager) armFromRun(id string, at int64) {
 	m.mu.Lock()
+	changed := false
 	if r := m.running[id]; r == nil || !r.superseded {
-		m.armLocked(id, at)
+		changed = m.armLocked(id, at)
 	}
 	m.mu.Unlock()
-	m.kickEngine()
+	if changed {
+		m.kickEngine()
+	}
 }
 
 // dueLocked pops the schedules due at or before now.

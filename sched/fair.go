@@ -184,7 +184,7 @@ func (m *Manager) enqueue(ctx context.Context, s *abi.Schedule, dueAt, now int64
 	if at := occurrence(s); at != 0 {
 		dueAt = at
 	}
-	m.finish(ctx, s, dueAt, now, m.clock.Now().UnixMilli(), "skipped", why, "", true, 0)
+	m.finish(ctx, s, dueAt, now, m.clock.Now().UnixMilli(), "skipped", why, "", true, 0, -1)
 }
 
 // serveLocked starts runs from the owners' queues, owners in turn, while

@@ -295,6 +295,12 @@ func TestFairRoundRobin(t *testing.T) {
 	h.waitFor("one run under way, eight waiting", func() bool {
 		return h.queueLen(1000)+h.queueLen(1001) == 8 && st.get(func() int { return len(st.order) }) == 1
 	})
+	// gsv status shows the scheduler's queue (sched.stats).
+	var ds abi.DaemonStatus
+	h.must(h.root, "sys.status", map[string]any{}, &ds)
+	if ds.SchedQueued != 8 || ds.SchedRunning != 1 {
+		t.Errorf("sys.status: scheduler %d waiting, %d running; want 8, 1", ds.SchedQueued, ds.SchedRunning)
+	}
 	close(st.release)
 	h.settle()
 	st.mu.Lock()

@@ -141,7 +141,15 @@ func (m *Manager) Syscalls() []kernel.Syscall {
 		kernel.Handle(abi.SchedCrontabSet, m.crontabSet),
 		kernel.Handle(abi.SchedCrontabCheck, m.crontabCheck),
 		kernel.Handle(abi.SchedLog, m.logCall),
+		kernel.Handle(abi.SchedStats, m.stats),
 	}
+}
+
+// stats serves sched.stats: the fair queue's depth and the runs under way.
+func (m *Manager) stats(context.Context, *kernel.Caller, *struct{}) (*abi.SchedStatsResult, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return &abi.SchedStatsResult{Queued: len(m.fair.queued), Running: len(m.running)}, nil
 }
 
 // Mounts are the scheduler's files: /var/spool/cron (the crontabs, ctl
@@ -207,5 +215,12 @@ func migrations(d kernel.Dialect) []string {
 		`ALTER TABLE sched_schedules ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX sched_schedules_seq ON sched_schedules(seq);`,
 		d.NumberRows("sched_schedules", "seq"),
+		// 5: the reload's index covers its query (enabled, next_run_at,
+		// id), so arming reads the index alone, in order: through the
+		// old index it looked each row up in the table, a random read
+		// per schedule once the table outgrew the page cache (1M
+		// schedules reloaded 4-6x slower per schedule than 100k).
+		`CREATE INDEX sched_schedules_arm ON sched_schedules(enabled, next_run_at, id);
+	DROP INDEX sched_schedules_next;`,
 	}
 }

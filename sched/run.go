@@ -68,7 +68,7 @@ func (m *Manager) run(ctx context.Context, s *abi.Schedule, dueAt, startAt int64
 	if busy {
 		// Overlap policy skip: the run still going keeps going; this one is
 		// recorded as skipped and does not count.
-		next, err := m.finish(ctx, s, dueAt, startAt, m.clock.Now().UnixMilli(), "skipped", "previous run still going", "", true, 0)
+		next, err := m.finish(ctx, s, dueAt, startAt, m.clock.Now().UnixMilli(), "skipped", "previous run still going", "", true, 0, -1)
 		res.Status, res.Error, res.NextRunAt = "skipped", "previous run still going", ptr(next)
 		res.recordFailed(err)
 		return res
@@ -119,7 +119,11 @@ func (m *Manager) run(ctx context.Context, s *abi.Schedule, dueAt, startAt int64
 	if preDone != nil {
 		<-preDone
 	}
-	next, err := m.finish(ctx, s, dueAt, startAt, end, status, errText, summary, !force || s.Enabled, pre)
+	late := int64(-1) // a run made by hand was not due
+	if !force {
+		late = max(startAt-dueAt, 0)
+	}
+	next, err := m.finish(ctx, s, dueAt, startAt, end, status, errText, summary, !force || s.Enabled, pre, late)
 	res.Status, res.Error, res.Summary, res.DurationMs, res.NextRunAt = status, errText, summary, end-startAt, ptr(next)
 	res.err = rerr
 	res.recordFailed(err)
@@ -184,47 +188,55 @@ func following(s *abi.Schedule, dueAt, now int64, failed bool, pre int64) (next 
 // stores and arms s's next time, in one transaction. A one-shot with no
 // retry to come is done: it is disabled, with no next time. It returns the
 // next time, and the error of the record's transaction (logged too: the
-// engine's runs have no caller). pre is as for following.
+// engine's runs have no caller). pre is as for following; late is how
+// long after its due time the run started (ms; -1: it was not fired by
+// the engine), which sched.run.finished reports.
 //
 // The next time is stored and armed against the schedule as stored now,
 // not as it was when the run started: a schedule removed during its run
 // is not armed again, one disabled during its run stays unarmed, and one
 // given a new expression during its run keeps the next time sched.update
 // computed.
-func (m *Manager) finish(ctx context.Context, s *abi.Schedule, dueAt, start, end int64, status, errText, summary string, advance bool, pre int64) (int64, error) {
+func (m *Manager) finish(ctx context.Context, s *abi.Schedule, dueAt, start, end int64, status, errText, summary string, advance bool, pre, late int64) (int64, error) {
 	next, attempt := following(s, dueAt, m.clock.Now().UnixMilli(), status == "error", pre)
 	done := oneShot(s.Expression) && next == 0
 	var enabled, stale bool
 	err := m.st.Tx(ctx, func(tx *kernel.Tx) error {
-		if err := m.recordTx(tx, s, dueAt, start, end, status, errText, summary); err != nil {
+		if !advance {
+			return m.recordTx(tx, s, dueAt, start, end, status, errText, summary)
+		}
+		if err := m.insertRunTx(tx, s, dueAt, start, end, status, errText, summary); err != nil {
 			return err
 		}
-		if !advance {
+		// The run's state, and, in the same statement, the next time, stored
+		// only if the expression is still the one the run had (sched.update
+		// sets created_at with a new one).
+		var current bool
+		var stored sql.NullInt64
+		err := m.st.TxQueryRow(tx, `UPDATE sched_schedules SET running_at=NULL, last_run_at=?, last_status=?, last_error=?, last_duration_ms=?, run_count=run_count+?,
+			next_run_at=CASE WHEN created_at=? THEN ? ELSE next_run_at END,
+			attempt=CASE WHEN created_at=? THEN ? ELSE attempt END,
+			enabled=CASE WHEN created_at=? AND ? THEN 0 ELSE enabled END
+			WHERE id=? RETURNING enabled, created_at=?, next_run_at`,
+			start, status, nullStr(errText), end-start, runCount(status),
+			s.CreatedAtMs, nullInt(next), s.CreatedAtMs, attempt, s.CreatedAtMs, done,
+			s.ID, s.CreatedAtMs).Scan(&enabled, &current, &stored)
+		switch {
+		case err == sql.ErrNoRows:
+			stale, next = true, 0 // removed
 			return nil
+		case err != nil:
+			return err
+		case !current:
+			// A new expression: sched.update stored and armed its next time.
+			stale, next = true, stored.Int64
 		}
-		// The next time is stored only if the expression is still the one
-		// the run had (sched.update sets created_at with a new one).
-		err := m.st.TxQueryRow(tx, `UPDATE sched_schedules SET next_run_at=?, attempt=?, enabled=CASE WHEN ? THEN 0 ELSE enabled END
-			WHERE id=? AND created_at=? RETURNING enabled`,
-			nullInt(next), attempt, done, s.ID, s.CreatedAtMs).Scan(&enabled)
-		if err == sql.ErrNoRows {
-			// Removed, or a new expression: sched.update stored and armed
-			// its next time.
-			stale = true
-			var stored sql.NullInt64
-			err := tx.QueryRow(`SELECT next_run_at FROM sched_schedules WHERE id=?`, s.ID).Scan(&stored)
-			if err != nil && err != sql.ErrNoRows {
-				return err
-			}
-			next = stored.Int64
-			return nil
-		}
-		return err
+		return nil
 	})
 	if err != nil {
 		m.log.Error("sched: record run", "schedule", s.ID, "err", err)
 	}
-	m.signalRun(s, status, errText)
+	m.signalRun(s, status, errText, late)
 	if !advance {
 		return 0, err
 	}
@@ -244,23 +256,39 @@ func nullInt(v int64) any {
 
 // recordTx writes a run to the history and the schedule's state, in tx.
 func (m *Manager) recordTx(tx *kernel.Tx, s *abi.Schedule, dueAt, start, end int64, status, errText, summary string) error {
-	if _, err := m.st.TxExec(tx, `INSERT INTO sched_runs(schedule_id,name,owner_uid,scheduled_at,started_at,finished_at,status,error,summary,duration_ms) VALUES(?,?,?,?,?,?,?,?,?,?)`,
-		s.ID, s.Name, s.OwnerUid, dueAt, start, end, status, nullStr(errText), nullStr(summary), end-start); err != nil {
+	if err := m.insertRunTx(tx, s, dueAt, start, end, status, errText, summary); err != nil {
 		return err
 	}
-	count := 1 // a skipped run does not count
-	if status == "skipped" {
-		count = 0
-	}
 	_, err := m.st.TxExec(tx, `UPDATE sched_schedules SET running_at=NULL, last_run_at=?, last_status=?, last_error=?, last_duration_ms=?, run_count=run_count+? WHERE id=?`,
-		start, status, nullStr(errText), end-start, count, s.ID)
+		start, status, nullStr(errText), end-start, runCount(status), s.ID)
 	return err
 }
 
-// signalRun tells s's owner that a run of s ended (sched.run.finished).
-func (m *Manager) signalRun(s *abi.Schedule, status, errText string) {
+// insertRunTx writes a run to the history, in tx.
+func (m *Manager) insertRunTx(tx *kernel.Tx, s *abi.Schedule, dueAt, start, end int64, status, errText, summary string) error {
+	_, err := m.st.TxExec(tx, `INSERT INTO sched_runs(schedule_id,name,owner_uid,scheduled_at,started_at,finished_at,status,error,summary,duration_ms) VALUES(?,?,?,?,?,?,?,?,?,?)`,
+		s.ID, s.Name, s.OwnerUid, dueAt, start, end, status, nullStr(errText), nullStr(summary), end-start)
+	return err
+}
+
+// runCount is what a run of status adds to its schedule's run count: a
+// skipped run does not count.
+func runCount(status string) int {
+	if status == "skipped" {
+		return 0
+	}
+	return 1
+}
+
+// signalRun tells s's owner that a run of s ended (sched.run.finished),
+// and how late it started (late ms; -1: not a run the engine fired).
+func (m *Manager) signalRun(s *abi.Schedule, status, errText string, late int64) {
 	m.touchTab(s.OwnerUid)
-	kernel.Publish(m.k, abi.SigSchedRunFinished, abi.SchedRunFinished{ScheduleID: s.ID, Name: s.Name, Status: status, Error: errText}, kernel.Audience{Uids: []uint32{s.OwnerUid}})
+	p := abi.SchedRunFinished{ScheduleID: s.ID, Name: s.Name, Status: status, Error: errText}
+	if late >= 0 {
+		p.LatenessMs = &late
+	}
+	kernel.Publish(m.k, abi.SigSchedRunFinished, p, kernel.Audience{Uids: []uint32{s.OwnerUid}})
 }
 
 // nullStr is s as a column: NULL for "".

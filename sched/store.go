@@ -377,7 +377,7 @@ func (m *Manager) reload(ctx context.Context) error {
 		return txErr
 	}
 	for _, s := range skipped {
-		m.signalRun(s, "skipped", "missed while the daemon was down")
+		m.signalRun(s, "skipped", "missed while the daemon was down", -1)
 	}
 	m.mu.Lock()
 	for _, e := range arms {

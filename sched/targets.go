@@ -9,9 +9,9 @@ import (
 )
 
 // A schedule's target is a syscall of proc (proc.spawn, proc.send,
-// proc.conversation.compact, .reset, proc.checkpoint) made through the
-// dispatcher as the schedule's run-as user, with proc's abi types: sched
-// never imports proc.
+// proc.conversation.compact, .reset, proc.checkpoint), or of the package
+// room (pkg.event), made through the dispatcher as the schedule's run-as
+// user, with their abi types: sched never imports proc or pkgs.
 
 // defaultKeep is how many messages a lifecycle compact keeps when its
 // options do not say.
@@ -64,6 +64,13 @@ func (m *Manager) execute(ctx context.Context, s *abi.Schedule) (string, error) 
 			return "", err
 		}
 		return call.Name() + " ok", nil
+	case abi.TargetPackage:
+		r, err := kernel.Do(ctx, m.k, c, abi.PkgEvent, &abi.PkgEventArgs{PackageID: t.PackageID, Entrypoint: t.Entrypoint,
+			Event: t.Event, Payload: t.Payload})
+		if err != nil {
+			return "", err
+		}
+		return r.Summary, nil
 	}
 	return "", fmt.Errorf("unknown target %q", t.Kind)
 }

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,9 @@ import (
 	"gsvfs.dev/gsvfs/abi"
 	"gsvfs.dev/gsvfs/kernel"
 )
+
+// maxPayload is the most bytes of a package.event's JSON payload.
+const maxPayload = 64 << 10
 
 // oneShot says whether e fires once.
 func oneShot(e abi.Expression) bool { return e.Kind == "at" || e.Kind == "after" }
@@ -171,13 +175,24 @@ func validateTarget(t *abi.Target) error {
 		default:
 			return fmt.Errorf("lifecycle action %q: want compact, reset or checkpoint", t.Action)
 		}
+	case abi.TargetPackage:
+		if t.PackageID == "" || t.Entrypoint == "" || t.Event == "" {
+			return fmt.Errorf("package.event needs a packageId, an entrypoint and an event")
+		}
+		if len(t.Payload) > maxPayload || len(t.Payload) > 0 && !json.Valid(t.Payload) {
+			return fmt.Errorf("package.event payload: JSON of at most %d bytes", maxPayload)
+		}
 	default:
-		return fmt.Errorf("target kind %q: want process.spawn, process.event or process.lifecycle", t.Kind)
+		return fmt.Errorf("target kind %q: want process.spawn, process.event, process.lifecycle or package.event", t.Kind)
+	}
+	if t.Kind != abi.TargetPackage && (t.PackageID != "" || t.Entrypoint != "" || t.Event != "" || len(t.Payload) > 0) {
+		return fmt.Errorf("packageId, entrypoint, event and payload are a package.event's")
 	}
 	if t.Kind != abi.TargetSpawn && (t.ParentPid != "" || t.Workspace != nil || t.Assignment != nil || len(t.Mounts) > 0) {
 		return fmt.Errorf("parentPid, workspace, assignment and mounts are a process.spawn's")
 	}
-	for _, w := range []struct{ field, s string }{{"profile", t.Profile}, {"label", t.Label}, {"parentPid", t.ParentPid}, {"pid", t.Pid}, {"conversationId", t.ConversationID}} {
+	for _, w := range []struct{ field, s string }{{"profile", t.Profile}, {"label", t.Label}, {"parentPid", t.ParentPid}, {"pid", t.Pid}, {"conversationId", t.ConversationID},
+		{"packageId", t.PackageID}, {"entrypoint", t.Entrypoint}, {"event", t.Event}} {
 		if err := checkWord(w.field, w.s); err != nil {
 			return err
 		}

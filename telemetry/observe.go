@@ -73,6 +73,9 @@ func (t *Telemetry) observe(ev *kernel.Event, _ kernel.Audience) {
 		t.approvals.Inc()
 	case abi.SchedRunFinished:
 		t.schedRuns.WithLabelValues(p.Status).Inc()
+		if p.LatenessMs != nil {
+			t.schedLate.Observe(float64(*p.LatenessMs) / 1000)
+		}
 	}
 }
 

@@ -65,6 +65,8 @@ type Telemetry struct {
 	toolCalls   *prometheus.CounterVec
 	approvals   prometheus.Counter
 	schedRuns   *prometheus.CounterVec
+	schedLate   prometheus.Histogram
+	ninep, fuse *requestCounter
 
 	tp     *sdktrace.TracerProvider // nil: tracing off
 	tracer trace.Tracer
@@ -142,8 +144,13 @@ func New(k *kernel.Kernel, o Options) (*Telemetry, error) {
 		Help: "Human approvals (HIL) requested by runs."})
 	t.schedRuns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gsv_schedule_runs_total",
 		Help: "Schedule runs finished, by status."}, []string{"status"})
+	t.schedLate = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gsv_schedule_lateness_seconds",
+		Help: "How long after its due time a schedule's run started (runs the scheduler fired).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)})
+	t.ninep = newRequestCounter("gsv_9p_requests_total", "9P requests answered, by message type (op) and result (ok, error).")
+	t.fuse = newRequestCounter("gsv_fuse_requests_total", "FUSE requests answered, by operation (op) and result (ok, error).")
 	for _, c := range []prometheus.Collector{t.syscalls, t.latency, t.commits, t.commitErrs, t.runsStarted, t.runsEnded,
 		t.runsActive, t.modelCalls, t.tokens, t.cost, t.unpriced, t.modelTime, t.toolCalls, t.approvals, t.schedRuns,
+		t.schedLate, t.ninep.vec, t.fuse.vec, newStatusCollector(k),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&devicesCollector{k: k, desc: prometheus.NewDesc("gsv_devices", "Registered devices, by whether they are online.", []string{"online"}, nil)},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gsv_uptime_seconds", Help: "Seconds since the kernel opened."},

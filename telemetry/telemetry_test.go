@@ -19,7 +19,9 @@ import (
 
 // TestMetricsAndSpans: syscalls are counted by name and code, their
 // spans carry the kernel trace id the audit records carry, a signal's
-// model usage is counted by provider and model, and the scraped text
+// model usage is counted by provider and model, a scheduled run's
+// lateness and the 9P and FUSE requests the transports' hooks report are
+// counted, and the scraped text
 // passes promtool check metrics (Debian's prometheus package).
 func TestMetricsAndSpans(t *testing.T) {
 	e := kerneltest.Open(t)
@@ -38,6 +40,12 @@ func TestMetricsAndSpans(t *testing.T) {
 	cost := 0.5
 	kernel.Publish(e.K, abi.SigProcRunUsage, abi.RunUsageSignal{Pid: "p_1", RunID: "r_1", Provider: "scripted", Model: "m",
 		TokensIn: 10, TokensOut: 4, Cost: &cost, TraceID: trace}, kernel.Audience{Uids: []uint32{0}})
+	late := int64(1500)
+	kernel.Publish(e.K, abi.SigSchedRunFinished, abi.SchedRunFinished{ScheduleID: "s_1", Status: "ok", LatenessMs: &late}, kernel.Audience{Uids: []uint32{0}})
+	kernel.Publish(e.K, abi.SigSchedRunFinished, abi.SchedRunFinished{ScheduleID: "s_1", Status: "ok"}, kernel.Audience{Uids: []uint32{0}}) // by hand: no lateness
+	tel.NinePRequests("walk", false)
+	tel.NinePRequests("walk", true)
+	tel.FUSERequests("lookup", false)
 	tel.Flush(context.Background())
 
 	srv := httptest.NewServer(tel.Handler())
@@ -57,6 +65,14 @@ func TestMetricsAndSpans(t *testing.T) {
 		`gsv_model_cost_usd_total{model="m",provider="scripted"} 0.5`,
 		`gsv_store_commit_duration_seconds_count`,
 		`go_goroutines`,
+		`gsv_schedule_runs_total{status="ok"} 2`,
+		`gsv_schedule_lateness_seconds_count 1`,
+		`gsv_schedule_lateness_seconds_sum 1.5`,
+		`gsv_9p_requests_total{op="walk",result="ok"} 1`,
+		`gsv_9p_requests_total{op="walk",result="error"} 1`,
+		`gsv_fuse_requests_total{op="lookup",result="ok"} 1`,
+		`gsv_adapter_accounts{online="false"} 0`,
+		`gsv_schedule_queued 0`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %s", want)

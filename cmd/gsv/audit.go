@@ -116,13 +116,32 @@ func auditLine(r *abi.AuditRecord) []byte {
 func (c *cli) statusCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "status [--json]",
-		Short: "Show the daemon's health: version, uptime, store size, devices, runs, last errors (sys.status)",
+		Short: "Show the daemon's health: version, uptime, store size, devices, adapters, runs, queues, last errors (sys.status)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return show(c, abi.SysStatus, nil, func(r *abi.DaemonStatus) error {
 				fmt.Fprintf(c.out, "version   %s\nuptime    %s\nstore     %d bytes\ndevices   %d online of %d\nruns      %d under way or parked\naudit     %d call records pending\n",
 					r.Version, (time.Duration(r.UptimeMs) * time.Millisecond).Round(time.Second), r.StoreBytes,
 					r.DevicesOnline, r.DevicesTotal, r.RunsActive, r.AuditPending)
+				online := 0
+				for _, a := range r.Adapters {
+					if a.Online {
+						online++
+					}
+				}
+				fmt.Fprintf(c.out, "adapters  %d online of %d\n", online, len(r.Adapters))
+				for _, a := range r.Adapters {
+					state := "offline"
+					if a.Online {
+						state = "online"
+					}
+					fmt.Fprintf(c.out, "  %s/%s %s, %d pending", a.Adapter, a.AccountID, state, a.Pending)
+					if a.Error != "" {
+						fmt.Fprintf(c.out, ", last error: %s", a.Error)
+					}
+					fmt.Fprintln(c.out)
+				}
+				fmt.Fprintf(c.out, "queues    outbox %d pending, scheduler %d waiting, %d running\n", r.OutboxPending, r.SchedQueued, r.SchedRunning)
 				if len(r.LastErrors) == 0 {
 					_, err := fmt.Fprintln(c.out, "errors    none")
 					return err

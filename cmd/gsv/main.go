@@ -93,6 +93,7 @@ func rootCmd(out io.Writer) *cobra.Command {
 	root.AddCommand(c.auditCmd(), c.statusCmd())
 	root.AddCommand(c.adapterCmd(), c.linkCmd(), c.unlinkCmd())
 	root.AddCommand(c.repoCmd(), c.homeCmd(), c.workspaceCmd(), c.forkCmd())
+	root.AddCommand(c.pkgCmd())
 	root.AddCommand(c.loginLinkCmd())
 	root.AddCommand(c.mcpCmd())
 	root.AddCommand(c.codemodeCmd())

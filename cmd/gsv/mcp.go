@@ -38,10 +38,10 @@ func (c *cli) mcpCmd() *cobra.Command {
 		return cmd
 	}
 
-	var transport, network, workdir string
+	var transport, network, workdir, device string
 	var headers, env, mounts []string
 	add := &cobra.Command{
-		Use:   "add NAME (URL | -- COMMAND [ARG...]) [--transport auto|streamable-http|sse] [--header K=V]... [--network none|full] [--mount HOST:GUEST[:ro|rw]]... [--workdir DIR] [--env K=V]...",
+		Use:   "add NAME (URL | -- COMMAND [ARG...]) [--transport auto|streamable-http|sse] [--header K=V]... [--network none|full] [--mount HOST:GUEST[:ro|rw]]... [--workdir DIR] [--env K=V]... [--device ID]",
 		Short: "Add an MCP server, connect it and discover its tools (sys.mcp.add)",
 		Long: "Add an MCP server: a URL (https, or http on loopback; --transport and --header apply), or a\n" +
 			"command after --, run as you in an exec session of yours (--network, default full; --mount,\n" +
@@ -56,7 +56,7 @@ func (c *cli) mcpCmd() *cobra.Command {
 				if dash != 1 || len(args) < 2 {
 					return fmt.Errorf("usage: gsv mcp add NAME -- COMMAND [ARG...]")
 				}
-				a.Stdio = &abi.McpStdio{Command: args[1:], NetworkMode: network, Workdir: workdir}
+				a.Stdio = &abi.McpStdio{Command: args[1:], NetworkMode: network, Workdir: workdir, Device: device}
 				var err error
 				if a.Stdio.Env, err = keyValues("--env", env); err != nil {
 					return err
@@ -75,8 +75,8 @@ func (c *cli) mcpCmd() *cobra.Command {
 				if len(args) != 2 {
 					return fmt.Errorf("usage: gsv mcp add NAME URL, or gsv mcp add NAME -- COMMAND [ARG...]")
 				}
-				if network != "" || workdir != "" || len(env) > 0 || len(mounts) > 0 {
-					return fmt.Errorf("--network, --mount, --workdir and --env are for a command, not a URL server")
+				if network != "" || workdir != "" || device != "" || len(env) > 0 || len(mounts) > 0 {
+					return fmt.Errorf("--network, --mount, --workdir, --env and --device are for a command, not a URL server")
 				}
 				a.URL = args[1]
 				h, err := keyValues("--header", headers)
@@ -97,6 +97,7 @@ func (c *cli) mcpCmd() *cobra.Command {
 	f.StringArrayVar(&mounts, "mount", nil, "mount HOST:GUEST[:ro|rw] in the command's session (repeatable)")
 	f.StringVar(&workdir, "workdir", "", "the command's working directory in its session")
 	f.StringArrayVar(&env, "env", nil, "set K=V in the command's environment (repeatable)")
+	f.StringVar(&device, "device", "", "run the command on this remote device, as its user (its paths for --mount and --workdir)")
 	withUID(add)
 
 	list := withUID(&cobra.Command{
@@ -313,12 +314,32 @@ func (c *cli) mcpCmd() *cobra.Command {
 	})
 	prompt.Flags().Int64Var(&promptTimeout, "timeout-ms", 0, "cancel the request after N milliseconds (default 60000, at most 600000)")
 
-	mcp.AddCommand(add, list, remove, refresh, call, tools, read, prompt)
+	subscription := func(verb string, d abi.Call[abi.McpSubscribeArgs, *abi.McpSubscribeResult], short string) *cobra.Command {
+		return withUID(&cobra.Command{
+			Use:   verb + " SERVER URI",
+			Short: short,
+			Args:  cobra.ExactArgs(2),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return show(c, d, &abi.McpSubscribeArgs{Uid: uidArg(cmd), ServerID: args[0], URI: args[1]}, func(r *abi.McpSubscribeResult) error {
+					fmt.Fprintf(c.out, "%s %s: subscribed=%v\n", cell(args[0]), cell(args[1]), r.Subscribed)
+					return nil
+				})
+			},
+		})
+	}
+	subscribe := subscription("subscribe", abi.SysMcpResourceSubscribe,
+		"Subscribe to a resource of an MCP server: each update is a signal, mcp.resource.updated (sys.mcp.resource.subscribe)")
+	unsubscribe := subscription("unsubscribe", abi.SysMcpResourceUnsubscribe,
+		"End a subscription to a resource of an MCP server (sys.mcp.resource.unsubscribe)")
+	mcp.AddCommand(add, list, remove, refresh, call, tools, read, prompt, subscribe, unsubscribe)
 	return mcp
 }
 
 // where is a server's URL or command, for its WHERE column.
 func where(s *abi.McpServerSummary) string {
+	if len(s.Command) > 0 && s.Device != "" {
+		return s.Device + ": " + strings.Join(s.Command, " ")
+	}
 	if len(s.Command) > 0 {
 		return strings.Join(s.Command, " ")
 	}

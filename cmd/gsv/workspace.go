@@ -118,6 +118,18 @@ func (c *cli) workspaceCmd() *cobra.Command {
 				})
 		},
 	}
+	remove := &cobra.Command{
+		Use:   "remove ID",
+		Short: "Commit workspace ID a last time and remove its working tree; its history stays (repo.workspace.remove)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return show(c, abi.RepoWorkspaceRemove, &abi.WorkspaceRemoveArgs{WorkspaceID: args[0]},
+				func(r *abi.WorkspaceRemoveResult) error {
+					fmt.Fprintf(c.out, "removed %s; its history: %s@%s %s\n", r.WorkspaceID, r.Repo, r.Branch, r.Head)
+					return nil
+				})
+		},
+	}
 	show := &cobra.Command{
 		Use:   "show ID",
 		Short: "A workspace's directory, repository, branch and history (sys.workspace.list, repo.log)",
@@ -137,6 +149,6 @@ func (c *cli) workspaceCmd() *cobra.Command {
 			return fmt.Errorf("gsv workspace show: no workspace %s of yours", args[0])
 		},
 	}
-	ws.AddCommand(list, show, checkpoint, merge)
+	ws.AddCommand(list, show, checkpoint, merge, remove)
 	return ws
 }

@@ -43,13 +43,21 @@ type side struct {
 	op    func() error
 	total time.Duration
 	n     int
+	took  []time.Duration // each op's time
 }
 
+// nsPerOp is the median time of one op: on a loaded machine one op
+// stalled by another process (a 281 ms outlier among 4 history reads)
+// moves a mean, not a median.
 func (s *side) nsPerOp() float64 {
-	if s.n == 0 {
+	if len(s.took) == 0 {
 		return 0
 	}
-	return float64(s.total.Nanoseconds()) / float64(s.n)
+	xs := make([]float64, len(s.took))
+	for i, d := range s.took {
+		xs[i] = float64(d.Nanoseconds())
+	}
+	return median(xs)
 }
 
 // interleave runs every side's op once per iteration of b, reversing the
@@ -69,8 +77,10 @@ func interleave(b *testing.B, sides ...*side) (eios int64) {
 			}
 			t0 := time.Now()
 			err := s.op()
-			s.total += time.Since(t0)
+			d := time.Since(t0)
+			s.total += d
 			s.n++
+			s.took = append(s.took, d)
 			if err != nil {
 				b.StopTimer()
 				b.Fatalf("%s (iteration %d): %v", s.name, i, err)

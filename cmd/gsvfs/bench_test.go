@@ -12,8 +12,9 @@
 //
 // Each benchmark times our operation and its baseline's alternately in one
 // loop (see interleave), so drift, GC and other load hit both alike, and
-// reports both as custom ns/op metrics with their ratio; its own "ns/op" is
-// ours. BenchmarkSummary, declared last so that it runs last, prints every
+// reports both as custom ns/op metrics (the median op: an op stalled by
+// another process moves a mean, not a median) with their ratio; its own
+// "ns/op" is ours. BenchmarkSummary, declared last so that it runs last, prints every
 // ratio with its target and whether it is met. Profile one benchmark with
 // e.g. -bench FUSECtlRoundTrip/set$ -cpuprofile cpu.out, then
 // go tool pprof -top cmd/gsvfs.test cpu.out (the in-process variants put

@@ -33,6 +33,8 @@ import (
 	"gsvfs.dev/gsvfs/ninep"
 	"gsvfs.dev/gsvfs/notify"
 	"gsvfs.dev/gsvfs/ns"
+	"gsvfs.dev/gsvfs/packages"
+	"gsvfs.dev/gsvfs/pkgs"
 	"gsvfs.dev/gsvfs/proc"
 	"gsvfs.dev/gsvfs/repos"
 	"gsvfs.dev/gsvfs/sched"
@@ -255,6 +257,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 		}},
 		{"adapters", func() (ns.Room, error) { return adapters.Open(space, adapters.Options{Logger: log}) }},
 		{"repositories", func() (ns.Room, error) { return repos.Open(space, repos.Options{Logger: log}) }},
+		{"packages", func() (ns.Room, error) { return pkgs.Open(space, pkgs.Options{Logger: log, Builtin: packages.FS}) }},
 	}
 	for _, r := range rooms {
 		room, err := r.open()
@@ -273,7 +276,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 
 	srv := &ninep.Server{Root: space.Root(), Auth: space, Logger: log,
 		AuthTimeout: noLimit(o.authTimeout), MaxConns: noLimit(o.maxConns), MaxFids: noLimit(o.maxFids),
-		MaxPrincipalInflight: noLimit(o.maxInflight)}
+		MaxPrincipalInflight: noLimit(o.maxInflight), OnRequest: tel.NinePRequests}
 	sock := k.SocketPath()
 	ul, err := listenUnix(sock)
 	if err != nil {
@@ -314,7 +317,8 @@ func run(ctx context.Context, o options, mountDir string) error {
 		log.Info("serving HTTP", "addr", hl.Addr().String(), "mcp", "/mcp", "oauth", abi.OAuthCallbackPath, "git", repos.HTTPPath, "metrics", "/metrics", "web", webURL)
 		wait, err := serveHTTP(serveCtx, hl, k, log, o.logLevel, append(webR, ninep.Route{Path: abi.OAuthCallbackPath, Handler: mcp.CallbackHandler(k)},
 			ninep.Route{Path: abi.OAuthClientMetadataPath, Handler: mcp.ClientMetadataHandler()},
-			ninep.Route{Path: repos.HTTPPath, Handler: repos.HTTPHandler(k)}, ninep.Route{Path: "/metrics", Handler: tel.Handler()})...)
+			ninep.Route{Path: repos.HTTPPath, Handler: repos.HTTPHandler(k)}, ninep.Route{Path: "/metrics", Handler: tel.Handler()},
+			ninep.Route{Path: pkgs.CatalogPath, Handler: pkgs.CatalogHandler(k)})...)
 		if err != nil {
 			hl.Close()
 			return err
@@ -327,7 +331,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 
 	var fsrv *fusefs.Server
 	if mountDir != "" {
-		fsrv, err = fusefs.Mount(mountDir, space.Root(), space, fusefs.Options{Logger: log, Debug: o.debug, FsName: "gsv", MakeDir: true})
+		fsrv, err = fusefs.Mount(mountDir, space.Root(), space, fusefs.Options{Logger: log, Debug: o.debug, FsName: "gsv", MakeDir: true, OnRequest: tel.FUSERequests})
 		if err != nil {
 			return fmt.Errorf("mount %s: %w", mountDir, err)
 		}

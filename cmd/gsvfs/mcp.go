@@ -16,10 +16,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/mcpio"
 	"gsvfs.dev/gsvfs/mcpserve"
 	"gsvfs.dev/gsvfs/ninep"
 )
@@ -117,7 +117,7 @@ func mcpServe(ctx context.Context, o options, ro remoteOptions) error {
 		case <-ctx.Done():
 		}
 	}()
-	err = s.Run(ctx, &mcp.StdioTransport{})
+	err = s.Run(ctx, &mcpio.Transport{Reader: os.Stdin, Writer: os.Stdout})
 	select {
 	case <-rpc.Done():
 		return fmt.Errorf("lost the daemon at %s: %v", addr, rpc.Err())

@@ -14,6 +14,9 @@
 //	       handle, each answer carrying its request's id; a cancel frame
 //	       (abi.EncodeCancel) cancels the request it names. The kernel
 //	       keeps one handle of it open for the connection's life
+//	pipe   process.exec.pipe: one open handle is one piped exec of a
+//	       session, its stdin written and its stdout read there (pipe.go);
+//	       with exec sessions only
 //
 // Every caller on the device is the device's own user: the kernel has
 // decided who may use the device before its request reaches the tree, so
@@ -156,10 +159,14 @@ func New(opts Options) (*Export, error) {
 		vfs.DirEntry{Name: "call", Node: &vfs.Call{Meta: allow{path: "/call", mode: 0o666}, Do: e.serve}},
 		vfs.DirEntry{Name: "rpc", Node: &vfs.Mux{Meta: allow{path: "/rpc", mode: 0o666}, Tag: frameTag, Do: e.serve}},
 	)
+	if e.sessions != nil {
+		e.tree.Add("pipe", &pipeFile{allow: allow{path: "/pipe", mode: 0o666}, e: e})
+	}
 	return e, nil
 }
 
-// Tree is the root of the device's tree: "fs", "call" and "rpc".
+// Tree is the root of the device's tree: "fs", "call", "rpc" and, with
+// exec sessions, "pipe".
 func (e *Export) Tree() vfs.Dir { return e.tree }
 
 // Implements lists the syscalls the call file answers.

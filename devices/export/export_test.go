@@ -296,7 +296,7 @@ func TestFSCalls(t *testing.T) {
 	want := []string{"fs.read", "fs.write", "fs.edit", "fs.delete", "fs.search", "shell.exec"}
 	if _, err := exec.LookPath("bwrap"); err == nil {
 		want = append(want, "process.session.open", "process.exec", "process.exec.start", "process.session.signal",
-			"process.session.list", "process.session.get", "process.session.wait", "process.session.output", "process.blob.read")
+			"process.session.list", "process.session.get", "process.session.wait", "process.session.output", "process.blob.read", "process.exec.pipe")
 	}
 	if got := e.Implements(); !slices.Equal(got, want) {
 		t.Errorf("Implements = %v", got)

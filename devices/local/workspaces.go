@@ -88,3 +88,32 @@ func (d *Device) MakeWorkspace(ctx context.Context, who Who, a *abi.WorkspaceMak
 	}
 	return "/" + rel, nil
 }
+
+// RemoveWorkspace is fs.workspace.remove (internal; the repos room makes
+// it as the caller of repo.workspace.remove, after its checks): it
+// removes the directory /workspaces/<ID> and everything in it (links are
+// removed, never followed), then its owner record. Only its owner (or
+// root) removes it: another user's is a 403; a bad id a 400; one that is
+// not there is a 404.
+func (d *Device) RemoveWorkspace(ctx context.Context, who Who, a *abi.WorkspaceMakeArgs) (struct{}, error) {
+	if !validWorkspaceID(a.ID) {
+		return struct{}{}, abi.E(abi.Invalid, abi.Path(a.ID), "a workspace id is 1-64 of a-z, 0-9 and '-'")
+	}
+	rel := path.Join("workspaces", a.ID)
+	if _, err := d.data.Lstat(rel); err != nil {
+		return struct{}{}, abi.E(abi.NotExist, abi.Path("/"+rel), "no such workspace")
+	}
+	if who.Uid != 0 && d.workspaceUser(a.ID) != who.Username {
+		return struct{}{}, abi.E(abi.Permission, abi.Path("/"+rel), "another user's workspace")
+	}
+	if err := d.data.RemoveAll(rel); err != nil {
+		return struct{}{}, abi.E(abi.Path("/"+rel), err)
+	}
+	if err := d.data.Remove(path.Join(wsOwners, a.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return struct{}{}, abi.E(abi.Path("/"+rel), err)
+	}
+	d.owners.mu.Lock()
+	delete(d.owners.ws, a.ID)
+	d.owners.mu.Unlock()
+	return struct{}{}, nil
+}

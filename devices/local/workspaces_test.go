@@ -2,6 +2,8 @@ package local_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -56,4 +58,52 @@ func TestWorkspaceMake(t *testing.T) {
 	}
 	check(k)
 	check(reopen(t, k))
+}
+
+// TestWorkspaceRemove: fs.workspace.remove removes a workspace's
+// directory, its files and a link in it (not what the link names), and
+// its owner record: another user's is a 403 that removes nothing, a bad
+// id a 400, one not there a 404; the id may then be made again by
+// anyone.
+func TestWorkspaceRemove(t *testing.T) {
+	k, _, alice, bob := newKernel(t)
+	ctx := context.Background()
+	as := func(id *kernel.Identity) *kernel.Caller { return &kernel.Caller{Identity: id} }
+	if _, err := kernel.Do(ctx, k.Kernel, as(alice), abi.FsWorkspaceMake, &abi.WorkspaceMakeArgs{ID: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := frame(t, k, alice, `{"type":"req","id":"1","call":"fs.write","args":{"path":"/workspaces/w1/d/a.txt","content":"hi"}}`); !r.OK {
+		t.Fatalf("write: %+v", r)
+	}
+	outside := filepath.Join(k.dataPath, "home", "alice", "keep.txt")
+	if err := os.WriteFile(outside, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(k.dataPath, "workspaces", "w1", "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		who  *kernel.Identity
+		id   string
+		code int
+	}{{bob, "w1", 403}, {alice, "../home", 400}, {alice, "nosuch", 404}} {
+		if _, err := kernel.Do(ctx, k.Kernel, as(tc.who), abi.FsWorkspaceRemove, &abi.WorkspaceMakeArgs{ID: tc.id}); abi.Code(err) != tc.code {
+			t.Errorf("remove %q: %v, want %d", tc.id, err, tc.code)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(k.dataPath, "workspaces", "w1", "d", "a.txt")); err != nil {
+		t.Fatalf("a refused remove removed files: %v", err)
+	}
+	if _, err := kernel.Do(ctx, k.Kernel, as(alice), abi.FsWorkspaceRemove, &abi.WorkspaceMakeArgs{ID: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(k.dataPath, "workspaces", "w1")); !os.IsNotExist(err) {
+		t.Fatalf("the directory: %v", err)
+	}
+	if b, err := os.ReadFile(outside); err != nil || string(b) != "keep" {
+		t.Fatalf("the link's target: %q %v", b, err)
+	}
+	if _, err := kernel.Do(ctx, k.Kernel, as(bob), abi.FsWorkspaceMake, &abi.WorkspaceMakeArgs{ID: "w1"}); err != nil {
+		t.Fatalf("bob makes the id again: %v", err)
+	}
 }

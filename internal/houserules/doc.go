@@ -19,8 +19,9 @@
 //     gsvfs does and reach the rooms only through the dispatcher: the
 //     tests of proc, ipc, sched and mcp, the devices room (the real data
 //     tree their files live in, exec sessions); proc's, the ipc room (processes that talk);
-//     ipc's, the process room (the processes that talk); sched's tests
-//     never import proc;
+//     ipc's, the process room (the processes that talk); pkgs's, the
+//     rooms a package installs into (devices, repos, sched, mcp, proc);
+//     sched's tests never import proc;
 //   - devices/local links no kernel and no SQLite (outside its tests): it
 //     is what a device daemon links, and reaches the kernel only through
 //     the Host the router gives it;

@@ -58,7 +58,7 @@ type rule struct {
 
 // rooms are the rooms: each one part of the system, registered with the
 // namespace (ns.Room), meeting the others only in the dispatcher.
-var rooms = []string{"proc", "ipc", "sched", "devices", "notify", "mcp", "repos", "adapters"}
+var rooms = []string{"proc", "ipc", "sched", "devices", "notify", "mcp", "repos", "adapters", "pkgs"}
 
 // wiring reports whether the tests of self may stand the room dep up, as
 // gsvfs does, to reach it through the dispatcher: the devices room (the
@@ -68,6 +68,10 @@ var rooms = []string{"proc", "ipc", "sched", "devices", "notify", "mcp", "repos"
 // processes that talk, their model scripted).
 func wiring(self, dep string) bool {
 	switch {
+	case under(self, "pkgs"):
+		// The package room's tests install into the rooms a package
+		// adds to: repositories, sessions, schedules, MCP, profiles.
+		return under(dep, "repos", "devices", "sched", "mcp", "proc")
 	case under(dep, "devices"):
 		return under(self, "proc", "ipc", "sched", "mcp", "adapters")
 	case under(dep, "ipc"):
@@ -102,7 +106,7 @@ var rules = []rule{
 		forbid: func(_, dep string, _ bool) bool { return !under(dep, "vfs", "ninep") },
 	},
 	{
-		name:  "the rooms (proc, ipc, sched, devices, notify, mcp, repos, adapters) never import each other",
+		name:  "the rooms (proc, ipc, sched, devices, notify, mcp, repos, adapters, pkgs) never import each other",
 		binds: func(p string) bool { return under(p, rooms...) },
 		forbid: func(self, dep string, test bool) bool {
 			if test && wiring(self, dep) {

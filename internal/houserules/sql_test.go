@@ -108,6 +108,7 @@ var tableOwners = map[string]func(table string) bool{
 	"mcp":      func(t string) bool { return strings.HasPrefix(t, "mcp_") },
 	"repos":    func(t string) bool { return strings.HasPrefix(t, "repos_") },
 	"adapters": func(t string) bool { return strings.HasPrefix(t, "adapter_") },
+	"pkgs":     func(t string) bool { return strings.HasPrefix(t, "pkg_") },
 }
 
 // ipcTable says whether t is a table of the ipc room: the calls between

@@ -79,6 +79,9 @@ type Options struct {
 	// MakeDir makes the mount point (and its parents, 0755) if it does
 	// not exist, once a stale mount there is detached.
 	MakeDir bool
+	// OnRequest, if set, learns of every FUSE request answered, by
+	// operation (see countFS).
+	OnRequest vfs.RequestHook
 }
 
 // Server is one mounted tree. Its methods are safe for concurrent use.
@@ -204,7 +207,11 @@ func Mount(dir string, root vfs.Dir, auth vfs.Authenticator, opts Options) (*Ser
 	rootNode := &node{srv: s}
 	rootNode.st.Store(&nodeState{vn: root})
 	// fs.Mount, with the node file system wrapped (see rawFS).
-	fsrv, err := fuse.NewServer(&rawFS{RawFileSystem: fs.NewNodeFS(rootNode, fo), srv: s}, abs, &fo.MountOptions)
+	var raw fuse.RawFileSystem = &rawFS{RawFileSystem: fs.NewNodeFS(rootNode, fo), srv: s}
+	if opts.OnRequest != nil {
+		raw = &countFS{RawFileSystem: raw, hook: opts.OnRequest}
+	}
+	fsrv, err := fuse.NewServer(raw, abs, &fo.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("fusefs: mount %s: %w", abs, err)
 	}

@@ -1,6 +1,8 @@
 // testserver is an MCP server for the mcp room's tests, written with the
 // SDK: its tools report who and where it runs (uid, network interfaces),
-// echo, sleep (cancellable), die mid-call, and answer large. It speaks
+// echo, sleep (cancellable), die mid-call, and answer large; with
+// -subscribe it takes resource subscriptions, and touch tells of an
+// update. It speaks
 // stdio, or streamable HTTP on -http ADDR. With -raw MODE it is no real
 // server: "garbage" answers the handshake with text that is not
 // JSON-RPC; "badnames" offers tools whose names could not be file names.
@@ -43,6 +45,10 @@ type growArgs struct {
 	Name string `json:"name" jsonschema:"the name of the tool to add"`
 }
 
+type touchArgs struct {
+	URI string `json:"uri" jsonschema:"the resource that changed"`
+}
+
 type bigArgs struct {
 	Bytes int `json:"bytes" jsonschema:"how many bytes of text to answer"`
 }
@@ -54,12 +60,24 @@ func text(s string) *mcp.CallToolResult {
 func main() {
 	httpAddr := flag.String("http", "", "serve streamable HTTP on this address")
 	raw := flag.String("raw", "", "garbage | badnames: a broken server")
+	subscribe := flag.Bool("subscribe", false, "take resource subscriptions, and offer touch, which tells of a resource's update")
 	flag.Parse()
 	if *raw != "" {
 		rawServer(*raw)
 		return
 	}
-	s := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1"}, &mcp.ServerOptions{Instructions: "a server for tests"})
+	opts := &mcp.ServerOptions{Instructions: "a server for tests"}
+	if *subscribe {
+		opts.SubscribeHandler = func(context.Context, *mcp.SubscribeRequest) error { return nil }
+		opts.UnsubscribeHandler = func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1"}, opts)
+	if *subscribe {
+		mcp.AddTool(s, &mcp.Tool{Name: "touch", Description: "tells the subscribers of a resource that it changed"},
+			func(ctx context.Context, _ *mcp.CallToolRequest, a touchArgs) (*mcp.CallToolResult, any, error) {
+				return text("touched " + a.URI), nil, s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: a.URI})
+			})
+	}
 	mcp.AddTool(s, &mcp.Tool{Name: "whoami", Description: "the uid, gid, home and network interfaces the server runs with"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, whoami, error) {
 			w := whoami{Uid: os.Getuid(), Gid: os.Getgid(), Home: os.Getenv("HOME"), Interfaces: []string{}}

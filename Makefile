@@ -4,7 +4,7 @@ MOUNT    ?= /gsv
 FUZZTIME ?= 5s
 PKGS     := ./...
 
-.PHONY: build install run test test-loaded bench fuzz lint deps clean
+.PHONY: build install run test test-postgres test-loaded bench fuzz lint deps clean
 
 PREFIX   ?= /usr/local
 
@@ -34,7 +34,8 @@ run: deps build
 # bubblewrap is the sandbox of exec sessions; nodejs and npm run the
 # reference MCP servers, which the mcp tests install from npm; git is the
 # real client of the repositories' tests; ngircd is the real IRC server
-# the adapter tests start; prometheus's promtool checks the daemon's /metrics.
+# the adapter tests start; prometheus's promtool checks the daemon's /metrics;
+# postgresql is the server the Postgres store's tests start (internal/pgtest).
 DEBS := $(if $(shell command -v fusermount3),,fuse3) \
 	$(if $(shell command -v git),,git) \
 	$(if $(shell command -v node),,nodejs) \
@@ -45,6 +46,7 @@ DEBS := $(if $(shell command -v fusermount3),,fuse3) \
 	$(if $(shell command -v promtool),,prometheus) \
 	$(if $(wildcard /usr/sbin/ngircd),,ngircd) \
 	$(if $(shell command -v chromium),,chromium) \
+	$(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql) \
 	$(if $(shell /usr/bin/python3 -m venv --help >/dev/null 2>&1 && echo y),,python3-venv)
 
 deps:
@@ -66,6 +68,13 @@ test: deps
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 25m $(PKGS)
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
+
+# test-postgres: the rooms' suites again with every test kernel on a
+# fresh Postgres database (GSV_TEST_STORE=postgres; docs/scaling.md).
+PGPKGS ?= ./kernel/... ./proc/... ./sched/... ./ipc/... ./notify/... ./mcp/... \
+	./devices/... ./ns/... ./repos/... ./adapters/... ./web/... ./telemetry/... ./pkgs/...
+test-postgres: deps
+	GSV_TEST_STORE=postgres $(GO) test -race -count=1 -timeout 25m $(PGPKGS)
 
 # test-loaded: make test beside LOAD busy-looping shells (the machine's
 # load average reads about LOAD+2), to check that the suite stays green

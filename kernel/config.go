@@ -323,8 +323,8 @@ func (k *Kernel) configGet(ctx context.Context, id *Identity, key string) ([]Con
 			out = append(out, e)
 		}
 		return nil
-	}, `SELECT key,value FROM config WHERE key=? OR ?='' OR substr(key,1,length(?)+1)=?||'/' OR (substr(?,-1)='/' AND substr(key,1,length(?))=?) ORDER BY key`,
-		key, key, key, key, key, key, key)
+	}, `SELECT key,value FROM config WHERE key=? OR ?='' OR substr(key,1,length(?)+1)=?||'/' OR (substr(?,length(?),1)='/' AND substr(key,1,length(?))=?) ORDER BY key`,
+		key, key, key, key, key, key, key, key)
 	if err != nil {
 		return nil, abi.E(abi.Path(key), err)
 	}

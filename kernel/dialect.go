@@ -54,3 +54,7 @@ type Dialect interface {
 	// command line, for error messages that tell of damage.
 	Check() string
 }
+
+// Duplicate reports whether err is a write refused because it would
+// duplicate a UNIQUE or PRIMARY KEY value, on any engine.
+func Duplicate(err error) bool { return sqliteDuplicate(err) || postgresDuplicate(err) }

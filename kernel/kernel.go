@@ -47,6 +47,10 @@ type Config struct {
 	// StateDir holds gsv.db, the 9P socket and the local device's data
 	// tree (fs/, made by package devices/local).
 	StateDir string
+	// Store is the database: "" for the SQLite file gsv.db in
+	// StateDir, a postgres:// URL (IsPostgres) for a Postgres
+	// database, or another SQLite file's path.
+	Store string
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -91,11 +95,20 @@ func Open(cfg Config) (*Kernel, error) {
 	if err := os.Chmod(cfg.StateDir, 0o711); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	dbPath := filepath.Join(cfg.StateDir, "gsv.db")
-	if f, err := os.OpenFile(dbPath, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
-		f.Close() // SQLite gives its -wal and -shm files the database's mode
+	var d Dialect
+	if IsPostgres(cfg.Store) {
+		d = Postgres(cfg.Store)
+	} else {
+		dbPath := filepath.Join(cfg.StateDir, "gsv.db")
+		if cfg.Store != "" {
+			dbPath = cfg.Store
+		}
+		if f, err := os.OpenFile(dbPath, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+			f.Close() // SQLite gives its -wal and -shm files the database's mode
+		}
+		d = SQLite(dbPath)
 	}
-	st, err := OpenStore(dbPath)
+	st, err := NewStore(d)
 	if err != nil {
 		return nil, err
 	}

@@ -166,6 +166,13 @@ func (d *sqliteDB) Check() string {
 	return "sqlite3 STATE/gsv.db 'PRAGMA integrity_check'"
 }
 
+// sqliteDuplicate reports whether err is SQLite's
+// SQLITE_CONSTRAINT_UNIQUE or SQLITE_CONSTRAINT_PRIMARYKEY.
+func sqliteDuplicate(err error) bool {
+	var se interface{ Code() int }
+	return errors.As(err, &se) && (se.Code() == 2067 || se.Code() == 1555)
+}
+
 // sqliteFull is SQLITE_FULL, the primary result code of a full disk.
 const sqliteFull = 13
 

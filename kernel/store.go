@@ -214,13 +214,32 @@ func (s *Store) Migrate(component string, steps []string) error {
 	s.migMu.Lock()
 	defer s.migMu.Unlock()
 	ctx := context.Background()
-	if _, err := s.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		component TEXT PRIMARY KEY, version INTEGER NOT NULL)`); err != nil {
+	// Nodes sharing a database (Postgres) migrate one at a time: each
+	// step's transaction first takes the engine's migration lock.
+	lock := func(tx *Tx) error {
+		if l, ok := s.d.(interface{ migrationLock() string }); ok {
+			_, err := tx.tx.Exec(l.migrationLock())
+			return err
+		}
+		return nil
+	}
+	err := s.Tx(ctx, func(tx *Tx) error {
+		if err := lock(tx); err != nil {
+			return err
+		}
+		_, err := tx.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+		component TEXT PRIMARY KEY, version INTEGER NOT NULL)`)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("migrate %s: %w", component, err)
 	}
 	for {
 		applied := false
 		err := s.Tx(ctx, func(tx *Tx) error {
+			if err := lock(tx); err != nil {
+				return err
+			}
 			var have int
 			err := tx.QueryRow(`SELECT version FROM schema_migrations WHERE component=?`, component).Scan(&have)
 			if err != nil && err != sql.ErrNoRows {
@@ -551,6 +570,15 @@ var kernelMigrations = []string{
 		seq INTEGER NOT NULL,
 		hash TEXT NOT NULL
 	);`,
+	// Ownership leases of nodes sharing the database (ownership.go):
+	// resource, its holder and epoch (the fencing token), and when the
+	// lease ends (Unix ms).
+	`CREATE TABLE node_leases (
+		resource TEXT PRIMARY KEY,
+		node TEXT NOT NULL,
+		epoch INTEGER NOT NULL,
+		expires_at INTEGER NOT NULL
+	)`,
 }
 
 // maxCachedStmts bounds each statement cache; queries beyond it run
@@ -664,7 +692,11 @@ type ReadTx struct {
 
 // BeginRead starts a read-only transaction (see ReadTx).
 func (s *Store) BeginRead(ctx context.Context) (*ReadTx, error) {
-	tx, err := s.R.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	opts := &sql.TxOptions{ReadOnly: true}
+	if ro, ok := s.d.(interface{ readTxOptions() *sql.TxOptions }); ok {
+		opts = ro.readTxOptions()
+	}
+	tx, err := s.R.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

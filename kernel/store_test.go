@@ -11,12 +11,50 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"gsvfs.dev/gsvfs/internal/pgtest"
 )
 
 func openTestStore(t *testing.T) (*Store, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "state.db")
-	s, err := OpenStore(path)
+	return openTestStoreOn(t, backends[0])
+}
+
+// A backend is a database engine the store's tests run on.
+type backend struct {
+	name string
+	// source makes a new empty database for t: a SQLite file's path,
+	// a Postgres URL.
+	source func(t testing.TB) string
+	// dialect is the Dialect of the database source names.
+	dialect func(source string) Dialect
+	// driver is the database/sql driver that opens source directly.
+	driver, dsn func(source string) string
+}
+
+// backends are SQLite and Postgres (a real server: internal/pgtest; a
+// test skips its Postgres half only where Debian's postgresql is not
+// installed).
+var backends = []backend{
+	{"sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "state.db") }, SQLite,
+		func(string) string { return "sqlite" }, func(src string) string { return "file:" + src }},
+	{"postgres", func(t testing.TB) string { return pgtest.New(t) }, Postgres,
+		func(string) string { return "pgx" }, func(src string) string { return src }},
+}
+
+// eachBackend runs fn as a subtest on each backend.
+func eachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { fn(t, b) })
+	}
+}
+
+// openTestStoreOn opens a store on a new database of b, with a table t,
+// closed when the test ends; it returns the database's source.
+func openTestStoreOn(t *testing.T, b backend) (*Store, string) {
+	t.Helper()
+	src := b.source(t)
+	s, err := NewStore(b.dialect(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,15 +62,17 @@ func openTestStore(t *testing.T) (*Store, string) {
 	if _, err := s.Exec(context.Background(), `CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	return s, path
+	return s, src
 }
 
 // TestGroupCommit: many concurrent transactions, some failing, some
 // panicking, some cancelled before they run. Each stands or falls alone:
 // exactly the ones that returned nil are in the database, read back from
 // a fresh connection after Close.
-func TestGroupCommit(t *testing.T) {
-	s, path := openTestStore(t)
+func TestGroupCommit(t *testing.T) { eachBackend(t, testGroupCommit) }
+
+func testGroupCommit(t *testing.T, b backend) {
+	s, src := openTestStoreOn(t, b)
 	const n = 2000
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -94,7 +134,7 @@ func TestGroupCommit(t *testing.T) {
 	if err := s.Tx(context.Background(), func(*Tx) error { return nil }); !errors.Is(err, ErrStoreClosed) {
 		t.Fatalf("Tx after Close: %v", err)
 	}
-	db, err := sql.Open("sqlite", "file:"+path)
+	db, err := sql.Open(b.driver(src), b.dsn(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +162,10 @@ func TestGroupCommit(t *testing.T) {
 // TestGroupCommitSerial: a transaction sees the changes of those committed
 // with it earlier in its batch, as a serial execution would (a counter
 // incremented by many concurrent transactions ends exact).
-func TestGroupCommitSerial(t *testing.T) {
-	s, _ := openTestStore(t)
+func TestGroupCommitSerial(t *testing.T) { eachBackend(t, testGroupCommitSerial) }
+
+func testGroupCommitSerial(t *testing.T, b backend) {
+	s, _ := openTestStoreOn(t, b)
 	ctx := context.Background()
 	if _, err := s.Exec(ctx, `INSERT INTO t(k,v) VALUES(0,'0')`); err != nil {
 		t.Fatal(err)
@@ -148,7 +190,7 @@ func TestGroupCommitSerial(t *testing.T) {
 	}
 	wg.Wait()
 	var v int
-	if err := s.R.QueryRow(`SELECT v FROM t WHERE k=0`).Scan(&v); err != nil || v != 500 {
+	if err := s.QueryRowContext(ctx, `SELECT v FROM t WHERE k=0`).Scan(&v); err != nil || v != 500 {
 		t.Fatalf("counter = %d (%v), want 500", v, err)
 	}
 }
@@ -157,7 +199,11 @@ func TestGroupCommitSerial(t *testing.T) {
 // whole transaction back (ROLLBACK inside fn) costs only the transactions
 // already run in that batch; the rest are run again and commit.
 func TestGroupCommitLostTransaction(t *testing.T) {
-	s, _ := openTestStore(t)
+	eachBackend(t, testGroupCommitLostTransaction)
+}
+
+func testGroupCommitLostTransaction(t *testing.T, b backend) {
+	s, _ := openTestStoreOn(t, b)
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errs := make([]error, 300)
@@ -179,7 +225,7 @@ func TestGroupCommitLostTransaction(t *testing.T) {
 	ok := 0
 	for i, err := range errs {
 		var n int
-		s.R.QueryRow(`SELECT count(*) FROM t WHERE k=?`, i).Scan(&n)
+		s.QueryRowContext(ctx, `SELECT count(*) FROM t WHERE k=?`, i).Scan(&n)
 		if (err == nil) != (n == 1) {
 			t.Errorf("tx %d: err %v but %d rows", i, err, n)
 		}

@@ -68,7 +68,7 @@ func benchRunStepsTime(b *testing.B, checkpoints bool) time.Duration {
 		}
 		for {
 			var st string
-			e.k.Store.R.QueryRow(`SELECT status FROM proc_runs WHERE run_id=?`, res.RunID).Scan(&st)
+			e.k.Store.QueryRowContext(context.Background(), `SELECT status FROM proc_runs WHERE run_id=?`, res.RunID).Scan(&st)
 			if st == "done" {
 				break
 			}

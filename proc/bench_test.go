@@ -189,7 +189,7 @@ func (e *benchEnv) waitIdle(timeout time.Duration) error {
 func (e *benchEnv) count(b *testing.B, q string, args ...any) int {
 	b.Helper()
 	var n int
-	if err := e.k.Store.R.QueryRow(q, args...).Scan(&n); err != nil {
+	if err := e.k.Store.QueryRowContext(context.Background(), q, args...).Scan(&n); err != nil {
 		b.Fatalf("%s: %v", q, err)
 	}
 	return n
@@ -528,7 +528,7 @@ func benchSendScenario(b *testing.B, parked bool) benchSendResult {
 	// Until every run has finished: poll the runs table.
 	finished := 0
 	for {
-		e.k.Store.R.QueryRow(`SELECT count(*) FROM proc_runs WHERE status<>'running'`).Scan(&finished)
+		e.k.Store.QueryRowContext(context.Background(), `SELECT count(*) FROM proc_runs WHERE status<>'running'`).Scan(&finished)
 		if finished >= total {
 			break
 		}
@@ -565,7 +565,7 @@ func benchSendScenario(b *testing.B, parked bool) benchSendResult {
 		}
 	}
 	for i, pid := range pids {
-		rows, err := e.k.Store.R.Query(`SELECT role,content FROM proc_messages WHERE pid=? AND cid='default' ORDER BY id`, pid)
+		rows, err := e.k.Store.QueryContext(context.Background(), `SELECT role,content FROM proc_messages WHERE pid=? AND cid='default' ORDER BY id`, pid)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -113,7 +113,7 @@ func TestNarrowingTravels(t *testing.T) {
 		t.Helper()
 		var id string
 		eventually(t, func() bool {
-			return h.k.Store.R.QueryRow(`SELECT request_id FROM proc_hil WHERE pid=? AND status='pending'`, pid).Scan(&id) == nil
+			return h.k.Store.QueryRowContext(context.Background(), `SELECT request_id FROM proc_hil WHERE pid=? AND status='pending'`, pid).Scan(&id) == nil
 		}, func() string { return pid + " asks nothing" })
 		return id
 	}
@@ -285,7 +285,7 @@ func TestNarrowingConversationOps(t *testing.T) {
 				return true
 			}
 			var id string
-			if h.k.Store.R.QueryRow(`SELECT request_id FROM proc_hil WHERE pid=? AND status='pending'`, pid).Scan(&id) == nil {
+			if h.k.Store.QueryRowContext(context.Background(), `SELECT request_id FROM proc_hil WHERE pid=? AND status='pending'`, pid).Scan(&id) == nil {
 				h.must(h.alice, "proc.hil", map[string]any{"pid": pid, "requestId": id, "decision": "deny"}, nil)
 			}
 			return false

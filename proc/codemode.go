@@ -128,7 +128,9 @@ const DefaultCodeModeBlocks = 8
 
 // runCodeMode runs req, a block of user uid, in a worker and returns its
 // result. A user runs at most Options.CodeModeBlocks blocks at once (each
-// is a process): one more is refused (409) at once.
+// is a process): one more is refused (409) at once. A user's blocks start
+// at most at a rate (blockGate): past it a block waits for its turn, its
+// place among the user's blocks at once held, until ctx ends.
 func (m *engine) runCodeMode(ctx context.Context, uid uint32, req codemode.Request, call codemode.CallFunc) (*abi.CodeModeResult, error) {
 	if m.blocks == nil {
 		return nil, abi.E(abi.Offline, "CodeMode is not available: the daemon has no worker command")
@@ -148,6 +150,9 @@ func (m *engine) runCodeMode(ctx context.Context, uid uint32, req codemode.Reque
 		}
 		m.blockMu.Unlock()
 	}()
+	if err := m.blockGate.take(ctx, uid); err != nil {
+		return nil, abi.E(fmt.Errorf("waiting for this user's next CodeMode start (at most %d a second after a burst of %d): %w", blockRate, blockBurst, err))
+	}
 	res, err := m.blocks.Run(ctx, req, call)
 	if err != nil {
 		return nil, abi.E(abi.Other, err)

@@ -51,6 +51,7 @@ type engine struct {
 	hilWaiters sync.Map
 	blockMu    sync.Mutex     // guards blockRuns
 	blockRuns  map[uint32]int // the CodeMode blocks running, per user
+	blockGate  *blockGate     // the users' rates of block starts (blockrate.go)
 }
 
 // processStore is what the run engine asks of the process table: the
@@ -87,7 +88,7 @@ func (m *engine) kern() *kernel.Kernel { return m.k }
 // newEngine is the run engine of the processes of table, on k.
 func newEngine(table processStore, k *kernel.Kernel, opts Options) *engine {
 	e := &engine{processStore: table, k: k, st: k.Store, log: opts.Logger, opts: opts,
-		procs: map[string]*process{}, blockRuns: map[uint32]int{},
+		procs: map[string]*process{}, blockRuns: map[uint32]int{}, blockGate: newBlockGate(),
 		media: &mediaStore{dir: filepath.Join(k.StateDir(), "media")}}
 	if len(opts.CodeModeWorker) > 0 {
 		e.blocks = codemode.NewRunnerWith(opts.CodeModeWorker, codemode.RunnerOptions{Log: opts.Logger, CPUGroup: opts.CodeModeGroup})

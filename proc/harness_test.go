@@ -27,6 +27,7 @@ import (
 	"gsvfs.dev/gsvfs/devices/local"
 	"gsvfs.dev/gsvfs/ipc"
 	"gsvfs.dev/gsvfs/kernel"
+	"gsvfs.dev/gsvfs/kernel/kerneltest"
 	"gsvfs.dev/gsvfs/ns"
 	"gsvfs.dev/gsvfs/proc/model"
 	"gsvfs.dev/gsvfs/vfs"
@@ -82,7 +83,7 @@ func startPT(h *ptHarness) *ptHarness {
 func (h *ptHarness) open() {
 	h.t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	k, err := kernel.Open(kernel.Config{StateDir: h.dir, Logger: quiet})
+	k, err := kernel.Open(kernel.Config{StateDir: h.dir, Store: kerneltest.Store(h.t, h.dir), Logger: quiet})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -247,7 +248,7 @@ func (h *ptHarness) openConv(id *kernel.Identity, pid, cid string) {
 func (h *ptHarness) runStatus(runID string) string {
 	h.t.Helper()
 	var s string
-	if err := h.k.Store.R.QueryRow(`SELECT status FROM proc_runs WHERE run_id=?`, runID).Scan(&s); err != nil {
+	if err := h.k.Store.QueryRowContext(context.Background(), `SELECT status FROM proc_runs WHERE run_id=?`, runID).Scan(&s); err != nil {
 		return "(" + err.Error() + ")"
 	}
 	return s
@@ -285,7 +286,7 @@ func (h *ptHarness) waitIdle(pid string) {
 	var n int
 	busy := false
 	eventually(h.t, func() bool {
-		h.k.Store.R.QueryRow(`SELECT (SELECT count(*) FROM proc_runs WHERE pid=? AND status IN ('running','waiting_hil'))
+		h.k.Store.QueryRowContext(context.Background(), `SELECT (SELECT count(*) FROM proc_runs WHERE pid=? AND status IN ('running','waiting_hil'))
 			+ (SELECT count(*) FROM proc_queue WHERE pid=?)`, pid, pid).Scan(&n)
 		h.m.run.mu.Lock()
 		pr := h.m.run.procs[pid]
@@ -321,7 +322,7 @@ func (h *ptHarness) chat(id *kernel.Identity, pid, cid string, texts ...string) 
 func (h *ptHarness) sqlCount(q string, args ...any) int {
 	h.t.Helper()
 	var n int
-	if err := h.k.Store.R.QueryRow(q, args...).Scan(&n); err != nil {
+	if err := h.k.Store.QueryRowContext(context.Background(), q, args...).Scan(&n); err != nil {
 		h.t.Fatalf("%s: %v", q, err)
 	}
 	return n

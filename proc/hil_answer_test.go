@@ -5,6 +5,7 @@ package proc
 // proc.hil, the process's ctl file and the expiry timer.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -228,7 +229,7 @@ func TestHilEditSubstitute(t *testing.T) {
 					t.Errorf("the model got %+v", got)
 				}
 				var edited string
-				h.k.Store.R.QueryRow(`SELECT edited_args FROM proc_hil WHERE request_id=?`, req.RequestID).Scan(&edited)
+				h.k.Store.QueryRowContext(context.Background(), `SELECT edited_args FROM proc_hil WHERE request_id=?`, req.RequestID).Scan(&edited)
 				if edited != c.edited {
 					t.Errorf("request's edited args %s, want %s", edited, c.edited)
 				}
@@ -359,7 +360,7 @@ func TestHilExpired(t *testing.T) {
 				t.Fatalf("approving an expired request: %v, want a 409 saying it expired", err)
 			}
 			var st string
-			h.k.Store.R.QueryRow(`SELECT status FROM proc_hil WHERE request_id=?`, req.RequestID).Scan(&st)
+			h.k.Store.QueryRowContext(context.Background(), `SELECT status FROM proc_hil WHERE request_id=?`, req.RequestID).Scan(&st)
 			if st != "expired" {
 				t.Fatalf("request status %q", st)
 			}

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func (h *ptHarness) messages(pid string) []abi.Message {
 // callState is the stored state of an IPC call.
 func (h *ptHarness) callState(id string) string {
 	var s string
-	if err := h.k.Store.R.QueryRow(`SELECT state FROM proc_ipc_calls WHERE call_id=?`, id).Scan(&s); err != nil {
+	if err := h.k.Store.QueryRowContext(context.Background(), `SELECT state FROM proc_ipc_calls WHERE call_id=?`, id).Scan(&s); err != nil {
 		return "(" + err.Error() + ")"
 	}
 	return s

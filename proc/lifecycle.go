@@ -269,7 +269,7 @@ func (m *engine) summarize(ctx context.Context, p *abi.Process, cid string, gen,
 		return "", err
 	}
 	rows, err := m.st.QueryContext(ctx, `SELECT role,content FROM (SELECT id,role,content FROM proc_messages
-		WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id DESC LIMIT 200) ORDER BY id`, p.Pid, cid, gen, from, to)
+		WHERE pid=? AND cid=? AND generation=? AND id BETWEEN ? AND ? ORDER BY id DESC LIMIT 200) AS tail ORDER BY id`, p.Pid, cid, gen, from, to)
 	if err != nil {
 		return "", err
 	}

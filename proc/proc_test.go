@@ -265,7 +265,7 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("run %s", st)
 		}
 		var stored string
-		h.k.Store.R.QueryRow(`SELECT coalesce(error,'') FROM proc_runs WHERE run_id=?`, runID).Scan(&stored)
+		h.k.Store.QueryRowContext(context.Background(), `SELECT coalesce(error,'') FROM proc_runs WHERE run_id=?`, runID).Scan(&stored)
 		if !strings.Contains(stored, errText) {
 			t.Fatalf("stored run error %q, want %q", stored, errText)
 		}

@@ -302,9 +302,9 @@ func (m *engine) SendEvent(ctx context.Context, p *abi.Process, cid string, ev E
 // queuedTx says whether pid has messages queued (in tx, a transaction of
 // the store's Tx).
 func (m *engine) queuedTx(tx *kernel.Tx, pid string) (bool, error) {
-	var n int
-	err := m.st.TxQueryRow(tx, `SELECT EXISTS(SELECT 1 FROM proc_queue WHERE pid=?)`, pid).Scan(&n)
-	return n > 0, err
+	var queued bool // a bool: Postgres's EXISTS is a boolean, SQLite's 1 or 0
+	err := m.st.TxQueryRow(tx, `SELECT EXISTS(SELECT 1 FROM proc_queue WHERE pid=?)`, pid).Scan(&queued)
+	return queued, err
 }
 
 // eventRow is an Event's columns in the store: its kind, its source as

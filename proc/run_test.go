@@ -5,6 +5,7 @@ package proc
 // state: proc.history results, the proc_* rows and the archive files.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -92,7 +93,7 @@ func TestSendRunReply(t *testing.T) {
 	}
 	h.waitIdle(pid)
 	var state string
-	h.k.Store.R.QueryRow(`SELECT state FROM proc_processes WHERE pid=?`, pid).Scan(&state)
+	h.k.Store.QueryRowContext(context.Background(), `SELECT state FROM proc_processes WHERE pid=?`, pid).Scan(&state)
 	if state != "idle" {
 		t.Fatalf("process state %q after the run", state)
 	}
@@ -307,7 +308,7 @@ func TestHil(t *testing.T) {
 		t.Fatalf("remembered results %q", outs)
 	}
 	var allow string
-	h.k.Store.R.QueryRow(`SELECT hil_allow FROM proc_processes WHERE pid=?`, pid).Scan(&allow)
+	h.k.Store.QueryRowContext(context.Background(), `SELECT hil_allow FROM proc_processes WHERE pid=?`, pid).Scan(&allow)
 	if allow != `["shell.exec"]` {
 		t.Fatalf("hil_allow %s", allow)
 	}
@@ -345,7 +346,7 @@ func TestAbortPendingToolCalls(t *testing.T) {
 		t.Fatalf("queued run: %s", st)
 	}
 	var hs string
-	h.k.Store.R.QueryRow(`SELECT status FROM proc_hil WHERE request_id=?`, req.RequestID).Scan(&hs)
+	h.k.Store.QueryRowContext(context.Background(), `SELECT status FROM proc_hil WHERE request_id=?`, req.RequestID).Scan(&hs)
 	if hs != "stale" {
 		t.Fatalf("HIL request after abort: %q", hs)
 	}
@@ -400,7 +401,7 @@ func TestProcessSerialFIFO(t *testing.T) {
 	for _, r := range []string{a.RunID, b.RunID, a2.RunID} {
 		var s span
 		var status string
-		h.k.Store.R.QueryRow(`SELECT started_at, finished_at, status FROM proc_runs WHERE run_id=?`, r).Scan(&s.start, &s.end, &status)
+		h.k.Store.QueryRowContext(context.Background(), `SELECT started_at, finished_at, status FROM proc_runs WHERE run_id=?`, r).Scan(&s.start, &s.end, &status)
 		if status != "done" {
 			t.Fatalf("run %s: %s", r, status)
 		}

@@ -261,7 +261,7 @@ func TestRunSteerAndInterrupt(t *testing.T) {
 		t.Fatalf("the interrupting run: %s", st)
 	}
 	var first string
-	h.k.Store.R.QueryRow(`SELECT content FROM proc_messages WHERE id=(SELECT first_message FROM proc_runs WHERE run_id=?)`, ir.RunID).Scan(&first)
+	h.k.Store.QueryRowContext(context.Background(), `SELECT content FROM proc_messages WHERE id=(SELECT first_message FROM proc_runs WHERE run_id=?)`, ir.RunID).Scan(&first)
 	var text string
 	json.Unmarshal([]byte(first), &text)
 	if text != "urgent" {

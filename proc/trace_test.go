@@ -39,7 +39,7 @@ func TestOneTrace(t *testing.T) {
 	}
 	var callID string
 	eventually(t, func() bool {
-		h.k.Store.R.QueryRow(`SELECT call_id FROM proc_ipc_calls WHERE source_pid=?`, a).Scan(&callID)
+		h.k.Store.QueryRowContext(context.Background(), `SELECT call_id FROM proc_ipc_calls WHERE source_pid=?`, a).Scan(&callID)
 		return callID != "" && h.callState(callID) != "pending"
 	}, func() string { return "the call did not end" })
 	h.waitIdle(a)

@@ -240,7 +240,7 @@ func benchLateness(b *testing.B, n int, spread time.Duration, cron bool) {
 	perRun := (cpuTime() - c0) / time.Duration(n)
 
 	var recorded, finished []time.Duration
-	rows, err := k.Store.R.Query(`SELECT started_at-scheduled_at, finished_at-scheduled_at FROM sched_runs WHERE status='ok'`)
+	rows, err := k.Store.QueryContext(context.Background(), `SELECT started_at-scheduled_at, finished_at-scheduled_at FROM sched_runs WHERE status='ok'`)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -109,7 +109,7 @@ func (m *Manager) logCall(ctx context.Context, c *kernel.Caller, a *abi.SchedLog
 		// before the newest.
 		n := a.Rotate
 		runs, err := m.runs(ctx, `WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn, count(*) OVER () AS n FROM sched_runs `+
-			where+`) WHERE rn > ((n-1)/?)*?) ORDER BY id DESC`, append(args, n, n)...)
+			where+`) AS numbered WHERE rn > ((n-1)/?)*?) ORDER BY id DESC`, append(args, n, n)...)
 		if err != nil {
 			return nil, err
 		}
@@ -276,10 +276,11 @@ func (m *Manager) reconcile(ctx context.Context, c *kernel.Caller, uid uint32, t
 			}
 		}
 		// Names may move between schedules (a swap): park every renamed
-		// schedule under a name no schedule can have first.
+		// schedule under a name no schedule can have first (a control
+		// character: Postgres's text holds no NUL).
 		for _, ch := range changes {
 			if ch.patch.Name != nil {
-				if _, err := tx.Exec(`UPDATE sched_schedules SET name=? WHERE id=?`, "\x00"+ch.s.ID, ch.s.ID); err != nil {
+				if _, err := tx.Exec(`UPDATE sched_schedules SET name=? WHERE id=?`, "\x01"+ch.s.ID, ch.s.ID); err != nil {
 					return abi.E(err)
 				}
 			}

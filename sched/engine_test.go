@@ -142,7 +142,7 @@ func newHarness(t testing.TB, start time.Time) *harness {
 // scheduler.
 func (h *harness) open() {
 	h.t.Helper()
-	k, err := kernel.Open(kernel.Config{StateDir: h.dir, Logger: quietLog})
+	k, err := kernel.Open(kernel.Config{StateDir: h.dir, Store: kerneltest.Store(h.t, h.dir), Logger: quietLog})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func (h *harness) sched(id string) Schedule {
 // runs lists the run history of schedule id, oldest first.
 func (h *harness) runs(id string) []Run {
 	h.t.Helper()
-	rows, err := h.k.Store.R.Query(`SELECT id,schedule_id,name,owner_uid,scheduled_at,started_at,finished_at,status,error,summary,duration_ms
+	rows, err := h.k.Store.QueryContext(context.Background(), `SELECT id,schedule_id,name,owner_uid,scheduled_at,started_at,finished_at,status,error,summary,duration_ms
 		FROM sched_runs WHERE schedule_id=? ORDER BY id`, id)
 	if err != nil {
 		h.t.Fatal(err)
@@ -318,7 +318,7 @@ func (h *harness) idleSig() string {
 		return ""
 	}
 	now := h.clock.ms()
-	rows, err := h.k.Store.R.Query(`SELECT id,next_run_at FROM sched_schedules WHERE enabled=1 AND next_run_at IS NOT NULL`)
+	rows, err := h.k.Store.QueryContext(context.Background(), `SELECT id,next_run_at FROM sched_schedules WHERE enabled=1 AND next_run_at IS NOT NULL`)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func (h *harness) idleSig() string {
 	}
 	h.m.mu.Unlock()
 	var runs int
-	h.k.Store.R.QueryRow(`SELECT count(*) FROM sched_runs`).Scan(&runs)
+	h.k.Store.QueryRowContext(context.Background(), `SELECT count(*) FROM sched_runs`).Scan(&runs)
 	return fmt.Sprintf("%d/%d", h.clock.afterCalls(), runs)
 }
 

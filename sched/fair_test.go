@@ -27,7 +27,7 @@ func TestScheduleLimit(t *testing.T) {
 	h.hookAll()
 	count := func(uid uint32) int {
 		var n int
-		h.k.Store.R.QueryRow(`SELECT count(*) FROM sched_schedules WHERE owner_uid=?`, uid).Scan(&n)
+		h.k.Store.QueryRowContext(context.Background(), `SELECT count(*) FROM sched_schedules WHERE owner_uid=?`, uid).Scan(&n)
 		return n
 	}
 	// The default.
@@ -176,7 +176,7 @@ func TestFairStorm(t *testing.T) {
 		t.Errorf("alice had %d runs at once, want %d", most, maxRunningPerOwner)
 	}
 	var recorded int
-	h.k.Store.R.QueryRow(`SELECT count(*) FROM sched_runs WHERE owner_uid=1000 AND status='ok'`).Scan(&recorded)
+	h.k.Store.QueryRowContext(context.Background(), `SELECT count(*) FROM sched_runs WHERE owner_uid=1000 AND status='ok'`).Scan(&recorded)
 	if recorded != n {
 		t.Errorf("%d of alice's %d runs recorded", recorded, n)
 	}

@@ -222,5 +222,14 @@ func migrations(d kernel.Dialect) []string {
 		// schedules reloaded 4-6x slower per schedule than 100k).
 		`CREATE INDEX sched_schedules_arm ON sched_schedules(enabled, next_run_at, id);
 	DROP INDEX sched_schedules_next;`,
+		// 6: the occurrences claimed by the nodes sharing the database
+		// (claims.go): each is claimed once.
+		`CREATE TABLE sched_claims (
+		schedule_id TEXT NOT NULL,
+		due_at INTEGER NOT NULL,
+		node TEXT NOT NULL,
+		claimed_at INTEGER NOT NULL,
+		PRIMARY KEY (schedule_id, due_at)
+	)`,
 	}
 }

@@ -493,7 +493,7 @@ func setNexts(tx querier, nexts []rowNext) error {
 			if i > 0 {
 				q.WriteByte(',')
 			}
-			q.WriteString("(?,?)")
+			q.WriteString("(?,CAST(? AS BIGINT))") // the type Postgres cannot guess
 			args = append(args, rn.id, nullInt(rn.next))
 		}
 		q.WriteString(`) AS v WHERE sched_schedules.id=v.column1`)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"gsvfs.dev/gsvfs/abi"
@@ -426,7 +425,7 @@ func (m *Manager) patch(q querier, s *abi.Schedule, p *abi.SchedPatch, narrow *a
 // nameErr is the error of a write of the schedule name that failed with
 // err: a name the owner has already (409), or the store's error.
 func nameErr(name string, err error) error {
-	if strings.Contains(err.Error(), "UNIQUE") {
+	if kernel.Duplicate(err) {
 		return abi.E(abi.Path(name), abi.Busy, fmt.Sprintf("a schedule named %q exists", name))
 	}
 	return abi.E(abi.Path(name), err)

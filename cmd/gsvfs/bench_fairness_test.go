@@ -16,8 +16,16 @@ package main_test
 // reports the latencies. A process start per read would measure the
 // machine's fork and exec, not the daemon.
 //
-// The abuses, each started, given a second to build up, measured for
-// fairWindow, then stopped:
+// Each abuse is measured in rounds (GSV_FAIRNESS_ROUNDS, default 5): in
+// each, bob's reads are timed for fairWindow with the daemon quiet (the
+// baseline), then alice's abuse is started, given fairRamp to build up,
+// bob's reads are timed for fairWindow again, and the abuse is stopped.
+// A round's baseline is the window right before its abuse window (after
+// the last round's abuse has had fairSettle to settle), so the machine's
+// other work (other tests, builds) weighs on both alike, and the verdict
+// takes the median over the rounds of each round's ratio: a
+// p99 is the tenth worst of about a thousand reads, and one round's can
+// move with the machine more than with the daemon. The abuses:
 //
 //   - busy: alice's sandboxes spin (8 sessions, each exec a busy loop).
 //   - sched: 1,000 `@every 1s` schedules in alice's crontab (as many as
@@ -34,8 +42,11 @@ package main_test
 //   - fifo: 400 opens of a FIFO alice made in her home.
 //   - hello: 5,000 TCP connections that say `GSVDEVICE 1` and stall.
 //
-// A SUMMARY line per abuse gives bob's p50 and p99, the ratio of the p99
-// to the baseline's, the daemon's peak RSS, and the verdict.
+// A SUMMARY line per abuse gives bob's p99 (the median over the rounds)
+// and its ratio to the baseline's, each round's ratio, the ratio of the
+// p99 of every abuse window's reads pooled to the baselines' pooled, the
+// p50s, the daemon's peak RSS and its own CPU, the load average at each
+// round, and the verdict.
 
 import (
 	"bufio"
@@ -70,6 +81,7 @@ const probeEnv = "GSV_E2E_PROBE"
 const (
 	fairWindow   = 3 * time.Second
 	fairRamp     = time.Second
+	fairSettle   = 2 * time.Second
 	fairMaxRatio = 3.0
 	fairMaxRSSMB = 512.0
 )
@@ -95,6 +107,7 @@ func callsLoop(spec string) int {
 		return 2
 	}
 	var stop atomic.Bool
+	var made, refused atomic.Int64 // the calls answered ok, and the others
 	var wg sync.WaitGroup
 	for range n {
 		fsys, err := ninep.Mount(f[0], "", nil)
@@ -106,13 +119,37 @@ func callsLoop(spec string) int {
 		go func() {
 			defer wg.Done()
 			for !stop.Load() {
-				callRaw9p(fsys, f[2], args)
+				out, err := callRaw9p(fsys, f[2], args)
+				var fr callFrame
+				if err == nil && json.Unmarshal([]byte(strings.TrimSpace(out)), &fr) == nil && fr.OK {
+					made.Add(1)
+				} else {
+					refused.Add(1)
+				}
 			}
 		}()
 	}
 	fmt.Println("ready")
+	// How many calls it has made (answered ok, and not), every 100 ms:
+	// the bench reads the last line before it stops the helper.
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Println("made", made.Load(), refused.Load())
+			}
+		}
+	}()
 	io.Copy(io.Discard, os.Stdin)
 	stop.Store(true)
+	close(done)
 	wg.Wait()
 	return 0
 }
@@ -172,6 +209,17 @@ type probe struct {
 type fairStats struct {
 	n, errs  int
 	p50, p99 time.Duration
+	lat      []int // µs, sorted
+}
+
+// pct is the p-th percentile of the sorted lat (0 when empty).
+func pct(lat []int, p int) int {
+	if len(lat) == 0 {
+		return 0
+	}
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
 }
 
 func startProbe(b *testing.B, uid int, path string) *probe {
@@ -218,8 +266,9 @@ func (p *probe) measure(b *testing.B, d time.Duration) fairStats {
 		return s
 	}
 	sort.Ints(lat)
-	s.p50 = time.Duration(lat[len(lat)/2]) * time.Microsecond
-	s.p99 = time.Duration(lat[min(len(lat)-1, len(lat)*99/100)]) * time.Microsecond
+	s.lat = lat
+	s.p50 = time.Duration(pct(lat, 50)) * time.Microsecond
+	s.p99 = time.Duration(pct(lat, 99)) * time.Microsecond
 	return s
 }
 
@@ -304,10 +353,15 @@ type fairEnv struct {
 	aliceUID  uint32
 	aliceEnv  []string // GSV_ADDR for alice's gsv
 	tcpAddr   string   // host:port of the daemon's TCP listener
+	saidNow   []string // what the abuses' stops said of this round (said)
 	bgMu      sync.Mutex
 	bg        []*exec.Cmd
 	cancelBgs []context.CancelFunc
 }
+
+// said records what an abuse's stop says of its round (how much of it
+// the daemon served), for the abuse's SUMMARY line.
+func (e *fairEnv) said(s string) { e.saidNow = append(e.saidNow, s) }
 
 // gsv runs alice's gsv and returns its stdout; a failure fails b.
 func (e *fairEnv) gsv(args ...string) string {
@@ -339,8 +393,10 @@ func (e *fairEnv) background(name string, args ...string) {
 }
 
 // calls starts a callsEnv helper as alice making call with args over n
-// connections until stopBackground.
-func (e *fairEnv) calls(n int, call, args string) {
+// connections until stopBackground. It returns how many calls a second
+// the helper has made since it started (as it last said: within 100 ms),
+// as "answered ok/not".
+func (e *fairEnv) calls(n int, call, args string) (rate func() string) {
 	u := strconv.Itoa(aliceHost)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, "setpriv", "--reuid", u, "--regid", u, "--clear-groups", helperBinary(e.b))
@@ -359,12 +415,27 @@ func (e *fairEnv) calls(n int, call, args string) {
 	if !sc.Scan() || sc.Text() != "ready" {
 		e.b.Fatalf("alice: calls %s: %q", call, sc.Text())
 	}
+	var made, refused atomic.Int64
+	t0 := time.Now()
+	go func() {
+		for sc.Scan() {
+			var n, r int64
+			if _, err := fmt.Sscanf(sc.Text(), "made %d %d", &n, &r); err == nil {
+				made.Store(n)
+				refused.Store(r)
+			}
+		}
+	}()
 	// Closing stdin ends it; stopBackground's SIGINT does too.
 	go func() { <-ctx.Done(); in.Close() }()
 	e.bgMu.Lock()
 	e.bg = append(e.bg, cmd)
 	e.cancelBgs = append(e.cancelBgs, cancel)
 	e.bgMu.Unlock()
+	return func() string {
+		d := time.Since(t0).Seconds()
+		return fmt.Sprintf("%.1f/%.1f", float64(made.Load())/d, float64(refused.Load())/d)
+	}
 }
 
 // stopBackground ends every background command (SIGINT first, as Ctrl-C
@@ -427,50 +498,182 @@ func BenchmarkFairness(b *testing.B) {
 	pr := startProbe(b, bobHost, d.p("etc/passwd"))
 	rss := watchRSS(d.cmd.Process.Pid)
 	defer rss.close()
+	rounds := fairRounds()
 
 	pr.measure(b, 500*time.Millisecond) // warm up
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		rss.reset()
-		pid := d.cmd.Process.Pid
-		c0 := cpuTime(pid)
-		base := pr.measure(b, fairWindow)
-		baseCPU := cpuTime(pid) - c0
-		baseRSS := rss.reset()
-		if base.errs > 0 || base.n == 0 {
-			b.Fatalf("baseline: %d of %d reads failed", base.errs, base.n)
-		}
-		b.Logf("SUMMARY Fairness baseline: bob's cat /gsv/etc/passwd p50 %v p99 %v over %d reads; daemon RSS %.0f MB, CPU %.0f%% of a core; load average %s",
-			base.p50, base.p99, base.n, baseRSS, 100*baseCPU.Seconds()/fairWindow.Seconds(), fairLoad())
 		allOK := true
 		for _, a := range abuses {
 			if !fairWanted(a.name) {
 				continue
 			}
-			if !d.running() {
-				b.Fatalf("the daemon died before %s:\n%s", a.name, d.stderr.String())
-			}
-			stop, note := a.start(e)
-			time.Sleep(fairRamp)
-			c0 := cpuTime(pid)
-			s := pr.measure(b, fairWindow)
-			cpu := cpuTime(pid) - c0
-			stop()
-			e.stopBackground()
-			peak := rss.reset()
-			ratio := float64(s.p99) / float64(base.p99)
-			ok := ratio <= fairMaxRatio && peak < fairMaxRSSMB && s.errs == 0 && d.running()
+			r := fairAbuse(e, pr, rss, a, rounds)
+			ok := r.ratio() <= fairMaxRatio && r.rss < fairMaxRSSMB && r.errs == 0 && d.running()
 			allOK = allOK && ok
-			b.ReportMetric(ratio, a.name+"-p99-ratio")
-			b.ReportMetric(peak, a.name+"-rss-MB")
-			b.ReportMetric(100*cpu.Seconds()/fairWindow.Seconds(), a.name+"-daemon-cpu-%")
-			b.Logf("SUMMARY Fairness %s (%s): bob p50 %v p99 %v = %.2fx baseline (target <= %.0fx), %d/%d reads failed; daemon RSS peak %.0f MB (target < %.0f), CPU %.0f%% of a core; load average %s %s",
-				a.name, note, s.p50, s.p99, ratio, fairMaxRatio, s.errs, s.n, peak, fairMaxRSSMB, 100*cpu.Seconds()/fairWindow.Seconds(), fairLoad(), devVerdict(ok))
-			// Let the daemon settle before the next abuse.
-			time.Sleep(500 * time.Millisecond)
+			b.ReportMetric(r.ratio(), a.name+"-p99-ratio")
+			b.ReportMetric(r.rss, a.name+"-rss-MB")
+			b.ReportMetric(r.cpu(), a.name+"-daemon-cpu-%")
+			note := r.note
+			if len(r.said) > 0 {
+				note += ": " + strings.Join(r.said, " ")
+			}
+			b.Logf("SUMMARY Fairness %s (%s): bob p99 %v = %.2fx baseline %v (median of %d rounds; the rounds %s; pooled %.2fx; target <= %.0fx), p50 %v / %v, %d/%d reads failed; daemon RSS peak %.0f MB (target < %.0f), CPU %.0f%% of a core (baseline %.0f%%); load average %s %s",
+				a.name, note, r.p99(), r.ratio(), r.baseP99(), rounds, r.roundRatios(), r.pooled(), fairMaxRatio,
+				r.p50(), r.baseP50(), r.errs, r.reads, r.rss, fairMaxRSSMB, r.cpu(), r.baseCPU(), r.loads, devVerdict(ok))
 		}
 		b.Logf("SUMMARY Fairness: every abuse within target: %s", devVerdict(allOK))
 	}
+}
+
+// fairRounds is how many rounds each abuse is measured in
+// (GSV_FAIRNESS_ROUNDS, default 5).
+func fairRounds() int {
+	if n, err := strconv.Atoi(os.Getenv("GSV_FAIRNESS_ROUNDS")); err == nil && n > 0 {
+		return n
+	}
+	return 5
+}
+
+// fairRound is one round of an abuse: bob's reads of the baseline window
+// and of the abuse's, one right after the other.
+type fairRound struct {
+	base, abuse       fairStats
+	baseCPU, abuseCPU time.Duration
+}
+
+// baseP99 is the round's baseline p99: its window right before its abuse
+// window. (Not the window after: what an abuse leaves behind as it ends
+// would raise that one and flatter the ratio.)
+func (x fairRound) baseP99() time.Duration { return x.base.p99 }
+
+// fairResult is an abuse over its rounds.
+type fairResult struct {
+	note   string
+	rounds []fairRound
+	rss    float64 // MB, the peak over every abuse window
+	errs   int     // failed reads in the abuse windows
+	reads  int
+	loads  string   // the load average at each round
+	said   []string // what the abuse's stop said of each round
+}
+
+// fairMedian is the median of xs (the mean of the middle two of an even
+// count).
+func fairMedian(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func (r *fairResult) each(f func(fairRound) float64) []float64 {
+	var xs []float64
+	for _, x := range r.rounds {
+		xs = append(xs, f(x))
+	}
+	return xs
+}
+
+func (r *fairResult) dur(f func(fairRound) time.Duration) time.Duration {
+	return time.Duration(fairMedian(r.each(func(x fairRound) float64 { return float64(f(x)) }))).Round(10 * time.Microsecond)
+}
+
+// ratio is the median over the rounds of each round's p99 over its own
+// baseline's: the verdict's figure.
+func (r *fairResult) ratio() float64 {
+	return fairMedian(r.each(func(x fairRound) float64 { return float64(x.abuse.p99) / float64(x.baseP99()) }))
+}
+
+func (r *fairResult) roundRatios() string {
+	var s []string
+	for _, x := range r.each(func(x fairRound) float64 { return float64(x.abuse.p99) / float64(x.baseP99()) }) {
+		s = append(s, fmt.Sprintf("%.2f", x))
+	}
+	return strings.Join(s, " ")
+}
+
+func (r *fairResult) p99() time.Duration {
+	return r.dur(func(x fairRound) time.Duration { return x.abuse.p99 })
+}
+func (r *fairResult) baseP99() time.Duration {
+	return r.dur(func(x fairRound) time.Duration { return x.base.p99 })
+}
+func (r *fairResult) p50() time.Duration {
+	return r.dur(func(x fairRound) time.Duration { return x.abuse.p50 })
+}
+func (r *fairResult) baseP50() time.Duration {
+	return r.dur(func(x fairRound) time.Duration { return x.base.p50 })
+}
+
+// cpu and baseCPU are the daemon's own CPU (the median over the rounds)
+// in % of a core.
+func (r *fairResult) cpu() float64 {
+	return fairMedian(r.each(func(x fairRound) float64 { return 100 * x.abuseCPU.Seconds() / fairWindow.Seconds() }))
+}
+func (r *fairResult) baseCPU() float64 {
+	return fairMedian(r.each(func(x fairRound) float64 { return 100 * x.baseCPU.Seconds() / fairWindow.Seconds() }))
+}
+
+// pooled is the p99 of every abuse window's reads over the p99 of every
+// baseline window's: a second view of the same reads.
+func (r *fairResult) pooled() float64 {
+	var a, b []int
+	for _, x := range r.rounds {
+		a = append(a, x.abuse.lat...)
+		b = append(b, x.base.lat...)
+	}
+	return float64(pct(a, 99)) / float64(max(1, pct(b, 99)))
+}
+
+// fairAbuse measures abuse a in rounds: in each, bob's reads with the
+// daemon quiet (the baseline), then with alice's abuse started, given
+// fairRamp to build up, measured, and stopped, and fairSettle given to
+// settle. Each round's baseline is the window right before its abuse
+// window, so the machine's other work weighs on both alike; the verdict
+// takes the median of the rounds.
+func fairAbuse(e *fairEnv, pr *probe, rss *rssPeak, a abuse, rounds int) *fairResult {
+	b, d := e.b, e.d
+	pid := d.cmd.Process.Pid
+	res := &fairResult{}
+	var loads []string
+	for range rounds {
+		if !d.running() {
+			b.Fatalf("the daemon died before %s:\n%s", a.name, d.stderr.String())
+		}
+		var x fairRound
+		c0 := cpuTime(pid)
+		x.base = pr.measure(b, fairWindow)
+		x.baseCPU = cpuTime(pid) - c0
+		if x.base.errs > 0 || x.base.n == 0 {
+			b.Fatalf("%s: baseline: %d of %d reads failed", a.name, x.base.errs, x.base.n)
+		}
+		rss.reset()
+		stop, note := a.start(e)
+		res.note = note
+		time.Sleep(fairRamp)
+		c0 = cpuTime(pid)
+		x.abuse = pr.measure(b, fairWindow)
+		x.abuseCPU = cpuTime(pid) - c0
+		stop()
+		e.stopBackground()
+		res.said = append(res.said, e.saidNow...)
+		e.saidNow = nil
+		res.rss = max(res.rss, rss.reset())
+		res.errs += x.abuse.errs
+		res.reads += x.abuse.n
+		res.rounds = append(res.rounds, x)
+		loads = append(loads, fairLoad())
+		// Let the daemon settle before the next baseline.
+		time.Sleep(fairSettle)
+	}
+	res.loads = strings.Join(loads, " ")
+	return res
 }
 
 // fairWanted says whether the abuse name is to run: GSV_FAIRNESS is
@@ -549,8 +752,8 @@ func abuseWatch(e *fairEnv) (func(), string) {
 
 // abuseCodeMode: 8 loops of blocks returning 44 MB each.
 func abuseCodeMode(e *fairEnv) (func(), string) {
-	e.calls(8, "codemode.run", `{"code":"return \"x\".repeat(44e6)"}`)
-	return func() {}, "8 blocks at once returning 44 MB"
+	rate := e.calls(8, "codemode.run", `{"code":"return \"x\".repeat(44e6)"}`)
+	return func() { e.said(rate()) }, "8 blocks at once returning 44 MB; blocks a second in each round, answered/refused"
 }
 
 // abuseFIFO: a FIFO in alice's home, opened 400 times through the mount.
@@ -625,13 +828,14 @@ func abuseDevice(e *fairEnv) (func(), string) {
 		defer close(served)
 		srv.ServeConn(ctx, &bufferedConn{Conn: c, r: rd}, vfs.Peer{Transport: "tcp", HostUID: -1, HostGID: -1})
 	}()
-	e.calls(4, "fs.read", `{"path":"/x","target":"rogue"}`)
+	rate := e.calls(4, "fs.read", `{"path":"/x","target":"rogue"}`)
 	return func() {
+		e.said(rate())
 		e.stopBackground()
 		cancel()
 		c.Close()
 		<-served
-	}, "1 GB answers"
+	}, "1 GB answers; calls a second in each round, answered/refused"
 }
 
 // bufferedConn is a net.Conn whose reads come through r first.

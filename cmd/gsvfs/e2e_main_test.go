@@ -318,7 +318,7 @@ func startDaemon(t testing.TB, base string, o daemonOpts) *daemon {
 	d.cmd.Dir = d.work
 	d.cmd.Stdout = d.stderr
 	d.cmd.Stderr = d.stderr
-	d.cmd.Env = append(os.Environ(), "GSV_STATE=", raceEnv)
+	d.cmd.Env = append(os.Environ(), "GSV_STATE=", "GSV_STORE=", raceEnv)
 	// If the test binary dies (a -timeout panic skips every cleanup), the
 	// daemon is told to stop and unmount. (Pdeathsig follows the thread
 	// that started the daemon; the test binary's threads do not exit.)

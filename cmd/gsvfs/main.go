@@ -72,6 +72,8 @@ type options struct {
 
 	http      string // --http host:port: the HTTP listener (/mcp, the web console)
 	loginLink bool   // --login-link: print a one-time sign-in link of the web console
+
+	store string // --store: a postgres:// URL (kernel.Config.Store); "": gsv.db in the state directory
 }
 
 func rootCmd() *cobra.Command {
@@ -84,6 +86,7 @@ func rootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&o.state, "state", DefaultStateDir(), "state directory (SQLite database, homes, 9P socket); $GSV_STATE")
+	root.PersistentFlags().StringVar(&o.store, "store", os.Getenv("GSV_STORE"), "the database: a postgres://user@host/db URL instead of the SQLite file in --state (docs/scaling.md); $GSV_STORE")
 	root.PersistentFlags().StringArrayVar(&o.listen, "listen", nil, "also serve 9P on this dial string, e.g. tcp!127.0.0.1!5640 (attach needs a token)")
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	root.PersistentFlags().StringVar(&o.logFile, "log-file", "", "append the log to this file instead of stderr")
@@ -218,7 +221,10 @@ func run(ctx context.Context, o options, mountDir string) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	k, err := kernel.Open(kernel.Config{StateDir: o.state, Logger: log})
+	if o.store != "" && !kernel.IsPostgres(o.store) {
+		return fmt.Errorf("--store takes a postgres:// URL, not %q (the SQLite database is gsv.db in --state)", o.store)
+	}
+	k, err := kernel.Open(kernel.Config{StateDir: o.state, Store: o.store, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -241,6 +247,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 	// devices (the data tree) first, as the others' runs use it and it
 	// closes last; a room's Start may make syscalls of the rooms before it
 	// (the ipc room's asks the processes how its calls' runs stand).
+	var pk *pkgs.Room
 	rooms := []struct {
 		name string
 		open func() (ns.Room, error)
@@ -257,7 +264,11 @@ func run(ctx context.Context, o options, mountDir string) error {
 		}},
 		{"adapters", func() (ns.Room, error) { return adapters.Open(space, adapters.Options{Logger: log}) }},
 		{"repositories", func() (ns.Room, error) { return repos.Open(space, repos.Options{Logger: log}) }},
-		{"packages", func() (ns.Room, error) { return pkgs.Open(space, pkgs.Options{Logger: log, Builtin: packages.FS}) }},
+		{"packages", func() (ns.Room, error) {
+			var err error
+			pk, err = pkgs.Open(space, pkgs.Options{Logger: log, Builtin: packages.FS})
+			return pk, err
+		}},
 	}
 	for _, r := range rooms {
 		room, err := r.open()
@@ -272,6 +283,12 @@ func run(ctx context.Context, o options, mountDir string) error {
 	// hooks (kernel.OnUserCreated: proc's init process) run as it is made.
 	if err := k.EnsureSetup(ctx, hostUser(), os.Getuid()); err != nil {
 		return fmt.Errorf("setup: %w", err)
+	}
+	// The builtin packages are synced before the first client is served
+	// (on a new state the sync follows sys.setup).
+	select {
+	case <-pk.Synced():
+	case <-ctx.Done():
 	}
 
 	srv := &ninep.Server{Root: space.Root(), Auth: space, Logger: log,

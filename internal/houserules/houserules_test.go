@@ -90,7 +90,7 @@ var rules = []rule{
 		name:  "web imports of GSV only abi and the kernel",
 		binds: func(p string) bool { return under(p, "web") },
 		forbid: func(_, dep string, test bool) bool {
-			return !under(dep, "web", "abi", "kernel") || (!test && under(dep, "kernel/kerneltest"))
+			return (!under(dep, "web", "abi", "kernel") && !(test && dep == "internal/pgtest")) || (!test && under(dep, "kernel/kerneltest"))
 		},
 	},
 	{
@@ -153,7 +153,7 @@ var rules = []rule{
 		name:  "ns imports of GSV only kernel, abi (and its schemas) and vfs",
 		binds: func(p string) bool { return p == "ns" },
 		forbid: func(_, dep string, test bool) bool {
-			if test && (dep == "kernel/kerneltest" || under(dep, "vfs", "ninep")) {
+			if test && (dep == "kernel/kerneltest" || dep == "internal/pgtest" || under(dep, "vfs", "ninep")) {
 				return false
 			}
 			return dep != "kernel" && dep != "abi" && dep != "abi/schema" && dep != "vfs"

@@ -33,6 +33,47 @@ var sqliteOnly = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)\bWITHOUT\s+ROWID\b`),
 	regexp.MustCompile(`(?i)\bsqlite_(master|schema|sequence|temp_master)\b`),
 	regexp.MustCompile(`(?i)\bLIMIT\s+-\s*1\b`),
+	// A negative start counts from the end on SQLite only.
+	regexp.MustCompile(`(?i)\bsubstr\s*\([^()]*,\s*-`),
+}
+
+// postgresDialect is the one file that may say what only Postgres says.
+const postgresDialect = "kernel/postgres.go"
+
+// postgresOnly are what Postgres says and SQLite does not read (or reads
+// otherwise), in an SQL literal: casts with ::, ILIKE, its time and
+// aggregate functions, row locks, SERIAL, DISTINCT ON, and the scalar
+// max/min of several arguments (SQLite's; Postgres's are aggregates).
+var postgresOnly = []*regexp.Regexp{
+	regexp.MustCompile(`::\s*[A-Za-z]`),
+	regexp.MustCompile(`(?i)\bILIKE\b`),
+	regexp.MustCompile(`(?i)\b(now|greatest|least|string_agg|array_agg|to_timestamp|date_trunc|pg_[a-z_]+)\s*\(`),
+	regexp.MustCompile(`(?i)\bFOR\s+(UPDATE|SHARE|NO\s+KEY\s+UPDATE|KEY\s+SHARE)\b|\bSKIP\s+LOCKED\b`),
+	regexp.MustCompile(`(?i)\b(BIG)?SERIAL\b|\bDISTINCT\s+ON\b`),
+	regexp.MustCompile(`(?i)\b(max|min)\s*\([^()]*,`),
+}
+
+// postgresOnlyUses returns, as "file:line: what", every SQL literal
+// outside the Postgres dialect that says what only Postgres says.
+func postgresOnlyUses(files []*srcFile) []string {
+	var bad []string
+	for _, f := range files {
+		if f.rel == postgresDialect {
+			continue
+		}
+		ast.Inspect(f.file, func(n ast.Node) bool {
+			if s, ok := stringLit(n); ok && sqlStatement.MatchString(s) {
+				for _, re := range postgresOnly {
+					if m := re.FindString(s); m != "" {
+						bad = append(bad, f.pos(n)+": "+strconv.Quote(m))
+					}
+				}
+			}
+			return true
+		})
+	}
+	sort.Strings(bad)
+	return bad
 }
 
 // poolMethods are *sql.DB's methods that run SQL.
@@ -95,7 +136,7 @@ var tableOwners = map[string]func(table string) bool{
 	"kernel": func(t string) bool {
 		switch t {
 		case "groups", "group_caps", "group_members", "users", "tokens", "config", "schema_migrations",
-			"audit_log", "audit_anchor":
+			"audit_log", "audit_anchor", "node_leases":
 			return true
 		}
 		return false
@@ -109,6 +150,8 @@ var tableOwners = map[string]func(table string) bool{
 	"repos":    func(t string) bool { return strings.HasPrefix(t, "repos_") },
 	"adapters": func(t string) bool { return strings.HasPrefix(t, "adapter_") },
 	"pkgs":     func(t string) bool { return strings.HasPrefix(t, "pkg_") },
+	// The test Postgres makes and drops whole databases, no table.
+	"internal/pgtest": func(string) bool { return false },
 }
 
 // ipcTable says whether t is a table of the ipc room: the calls between
@@ -207,6 +250,12 @@ func TestStorageRuleCases(t *testing.T) {
 	}{
 		{"INSERT OR IGNORE", "proc/store.go", "package proc\nvar q = `INSERT OR IGNORE INTO proc_x(a) VALUES(?)`", sqliteOnlyUses, 1},
 		{"a rowid and LIMIT -1", "notify/store.go", "package notify\nvar q = `DELETE FROM notify_x WHERE rowid IN (SELECT rowid FROM notify_x LIMIT -1 OFFSET ?)`", sqliteOnlyUses, 2},
+		{"substr from the end", "kernel/config.go", "package kernel\nvar q = `SELECT 1 WHERE substr(?,-1)='/'`", sqliteOnlyUses, 1},
+		{"a Postgres cast and now()", "proc/store.go", "package proc\nvar q = `SELECT now(), ?::bigint FROM proc_x`", postgresOnlyUses, 2},
+		{"a row lock", "sched/engine.go", "package sched\nvar q = `SELECT id FROM sched_x FOR UPDATE SKIP LOCKED`", postgresOnlyUses, 1},
+		{"a scalar max", "sched/store.go", "package sched\nvar q = `SELECT max(a, b) FROM sched_x`", postgresOnlyUses, 1},
+		{"portable for Postgres", "sched/store.go", "package sched\nvar q = `SELECT max(a), CAST(? AS BIGINT) FROM sched_x`\nvar r = \"::1\"", postgresOnlyUses, 0},
+		{"the Postgres dialect", "kernel/postgres.go", "package kernel\nvar q = `SELECT pg_advisory_xact_lock(1)`", postgresOnlyUses, 0},
 		{"a time function", "sched/store.go", "package sched\nvar q = `SELECT strftime('%s','now')`", sqliteOnlyUses, 1},
 		{"AUTOINCREMENT", "sched/manager.go", "package sched\nvar q = `CREATE TABLE sched_x (id INTEGER PRIMARY KEY AUTOINCREMENT)`", sqliteOnlyUses, 1},
 		{"a PRAGMA in a message", "sched/store.go", `package sched
@@ -246,8 +295,12 @@ var m = "check it with sqlite3 'PRAGMA integrity_check'"`, sqliteOnlyUses, 1},
 // Dialect.Schema makes the portable DDL the engine's, so a Postgres
 // dialect can come without touching a room.
 func TestPortableSQL(t *testing.T) {
-	if bad := sqliteOnlyUses(parseTree(t, root)); len(bad) > 0 {
+	files := parseTree(t, root)
+	if bad := sqliteOnlyUses(files); len(bad) > 0 {
 		t.Errorf("SQLite's own syntax, LastInsertId, Store.R and the SQLite driver only in %s:\n\t%s", sqliteDialect, strings.Join(bad, "\n\t"))
+	}
+	if bad := postgresOnlyUses(files); len(bad) > 0 {
+		t.Errorf("Postgres's own syntax only in %s:\n\t%s", postgresDialect, strings.Join(bad, "\n\t"))
 	}
 }
 

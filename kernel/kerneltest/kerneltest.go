@@ -2,15 +2,22 @@
 // directory with its SQLite store, set up with root and two users, alice
 // (host uid 1001) and bob (host uid 1002). Tests of the namespace, the
 // devices and the rooms share it instead of building their own.
+//
+// With GSV_TEST_STORE=postgres in the environment, every kernel it opens
+// keeps its state in a fresh Postgres database instead (internal/pgtest):
+// the same tests then run on the Postgres store (make test-postgres).
 package kerneltest
 
 import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"sync"
 	"testing"
 
 	"gsvfs.dev/gsvfs/abi"
+	"gsvfs.dev/gsvfs/internal/pgtest"
 	"gsvfs.dev/gsvfs/kernel"
 )
 
@@ -31,7 +38,7 @@ func Open(t testing.TB) *Env {
 // opened as it is (its users are looked up, not added again).
 func OpenAt(t testing.TB, dir string) *Env {
 	t.Helper()
-	k, err := kernel.Open(kernel.Config{StateDir: dir, Logger: Quiet()})
+	k, err := kernel.Open(kernel.Config{StateDir: dir, Store: Store(t, dir), Logger: Quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,3 +79,35 @@ func Caller(id *kernel.Identity) *kernel.Caller { return &kernel.Caller{Identity
 
 // Quiet is a logger that drops everything.
 func Quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// Postgres reports whether the tests run on Postgres (GSV_TEST_STORE=postgres).
+func Postgres() bool { return os.Getenv("GSV_TEST_STORE") == "postgres" }
+
+var (
+	storesMu sync.Mutex
+	stores   = map[string]string{} // state dir -> its Postgres database; guarded by storesMu
+)
+
+// Store returns the kernel.Config.Store of the state directory dir: ""
+// (its SQLite file) unless the tests run on Postgres; then a new Postgres
+// database the first time dir is opened (dropped when t ends), the same
+// one when it is opened again.
+func Store(t testing.TB, dir string) string {
+	t.Helper()
+	if !Postgres() {
+		return ""
+	}
+	storesMu.Lock()
+	defer storesMu.Unlock()
+	if dsn, ok := stores[dir]; ok {
+		return dsn
+	}
+	dsn := pgtest.New(t)
+	stores[dir] = dsn
+	t.Cleanup(func() {
+		storesMu.Lock()
+		delete(stores, dir)
+		storesMu.Unlock()
+	})
+	return dsn
+}

@@ -122,26 +122,29 @@ const prelude = `(function () {
     globalThis.argv = Object.freeze(input.argv || []);
     globalThis.args = input.args === undefined || input.args === null ? {} : input.args;
     // pkg.<name>: a module's exports, its source run as a CommonJS
-    // module body on first use (a module that throws fails its uses).
-    const mods = {};
-    for (const m of input.modules || []) {
-      let exp, err;
-      Object.defineProperty(mods, m.name, { enumerable: true, get: () => {
-        if (err !== undefined) throw err;
-        if (exp === undefined) {
-          try {
-            const module = { exports: {} };
-            new Function("module", "exports", m.source)(module, module.exports);
-            exp = module.exports;
-          } catch (e) {
-            err = new Error("pkg." + m.name + ": " + errText(e));
-            throw err;
+    // module body on first use (a module that throws fails its uses);
+    // a block without modules has no pkg.
+    if (input.modules !== undefined) {
+      const mods = {};
+      for (const m of input.modules) {
+        let exp, err;
+        Object.defineProperty(mods, m.name, { enumerable: true, get: () => {
+          if (err !== undefined) throw err;
+          if (exp === undefined) {
+            try {
+              const module = { exports: {} };
+              new Function("module", "exports", m.source)(module, module.exports);
+              exp = module.exports;
+            } catch (e) {
+              err = new Error("pkg." + m.name + ": " + errText(e));
+              throw err;
+            }
           }
-        }
-        return exp;
-      } });
+          return exp;
+        } });
+      }
+      globalThis.pkg = Object.freeze(mods);
     }
-    globalThis.pkg = Object.freeze(mods);
     let fn;
     try {
       fn = new AsyncFunction(codeOf());
@@ -440,7 +443,11 @@ func (w *worker) run(e *engine) *Result {
 	if len(w.req.ArgsJSON) > 0 {
 		args = w.req.ArgsJSON
 	}
-	inputJSON, err := json.Marshal(map[string]any{"argv": w.req.Argv, "args": args, "modules": w.req.Modules})
+	input := map[string]any{"argv": w.req.Argv, "args": args}
+	if len(w.req.Modules) > 0 {
+		input["modules"] = w.req.Modules
+	}
+	inputJSON, err := json.Marshal(input)
 	if err != nil {
 		return failed("arguments: "+err.Error(), nil)
 	}

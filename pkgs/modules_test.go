@@ -27,7 +27,7 @@ func TestPkgModules(t *testing.T) {
 	files["modules/changelog.js"] = "exports.title = (v) => \"Release \" + v;\n"
 	s.commit(s.alice, "release-tools", "main", files)
 	do(s, s.alice, abi.PkgAdd, &abi.PkgAddArgs{Repo: "release-tools"})
-	block := &abi.CodeModeRunArgs{Code: `return typeof pkg.changelog === "object" ? pkg.changelog.title("1.2") : "none"`}
+	block := &abi.CodeModeRunArgs{Code: `return typeof pkg === "object" && typeof pkg.changelog === "object" ? pkg.changelog.title("1.2") : "none"`}
 	result := func(c *kernel.Caller) string {
 		t.Helper()
 		res := do(s, c, abi.CodemodeRun, block)

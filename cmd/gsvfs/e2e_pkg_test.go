@@ -107,7 +107,7 @@ func TestE2EPackages(t *testing.T) {
 		t.Fatalf("binary file on the mount: %v", r)
 	}
 	// Its CodeMode module, in alice's blocks.
-	block := `return typeof pkg.changelog === "object" ? pkg.changelog.title("1.2") : "none"`
+	block := `return typeof pkg === "object" && typeof pkg.changelog === "object" ? pkg.changelog.title("1.2") : "none"`
 	ok(gsv(aliceHost, "codemode", "-e", block), "codemode module", "Release 1.2")
 	ok(gsv(bobHost, "codemode", "-e", block), "bob's codemode", "none")
 	if r := sh(bobHost, "ls "+M+"/pkg/skills; cat "+pd+"/status"); strings.Contains(r.stdout, "release-notes") || r.code == 0 {

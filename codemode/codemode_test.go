@@ -180,6 +180,29 @@ func TestMemoryLimit(t *testing.T) {
 	alive(t)
 }
 
+// TestResultFillsMemory: a block whose result fills the engine's memory
+// fails naming the memory limit, not "never settles" (the engine dropped
+// the reaction it had no memory to queue). 16 MiB and 11 MB stand for the
+// default 64 MiB and `return "x".repeat(44e6)`, which a race build runs
+// slowly.
+func TestResultFillsMemory(t *testing.T) {
+	for _, tc := range []struct {
+		code string
+		mem  int64
+	}{
+		{`return "x".repeat(11e6)`, 16 << 20},
+		{`const s = "x".repeat(11e6); return [s]`, 16 << 20},
+	} {
+		res := run(t, Request{Code: tc.code, Limits: Limits{MemoryBytes: tc.mem}}, nil)
+		if res.Status != StatusFailed || strings.Contains(res.Error, "never settles") ||
+			!(strings.Contains(res.Error, "memory limit exceeded") || strings.Contains(res.Error, "result too large")) {
+			t.Errorf("%q: status %s, error %q", tc.code, res.Status, res.Error)
+		}
+	}
+	failedWith(t, run(t, Request{Code: `const s = "x".repeat(11e6); await new Promise(() => {})`, Limits: Limits{MemoryBytes: 16 << 20}}, nil), "never settles")
+	alive(t)
+}
+
 func TestStackOverflow(t *testing.T) {
 	res := run(t, Request{Code: "function f(n) { return f(n + 1) + 1 } return f(0)"}, nil)
 	failedWith(t, res, "stack overflow")

@@ -146,6 +146,8 @@ func TestLogs(t *testing.T) {
 func TestThrow(t *testing.T) {
 	failedWith(t, run(t, Request{Code: `throw new TypeError("bad thing")`}, nil), "TypeError: bad thing")
 	failedWith(t, run(t, Request{Code: `throw "plain"`}, nil), "uncaught: plain")
+	// quickjs throws null when it has no memory to make its error.
+	failedWith(t, run(t, Request{Code: `throw null`}, nil), "uncaught: null (the block threw null, or the engine ran out of memory making its error: memory limit 64 MiB)")
 	failedWith(t, run(t, Request{Code: `await Promise.reject(new Error("later"))`}, nil), "Error: later")
 	alive(t)
 }

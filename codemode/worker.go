@@ -468,6 +468,9 @@ func (w *worker) end(err error, l Limits) *Result {
 		return failed("the block's end is not JSON: "+jerr.Error(), nil)
 	}
 	if !d.OK {
+		if d.Error == "uncaught: null" { // quickjs throws null when it cannot make its error
+			d.Error += fmt.Sprintf(" (the block threw null, or the engine ran out of memory making its error: memory limit %d MiB)", l.MemoryBytes>>20)
+		}
 		err := limitError(cutText(d.Error, maxErrorText), l, time.Now().UnixNano() >= w.deadline.Load())
 		if errors.Is(err, errTimeLimit) {
 			return failed(fmt.Sprintf("time limit exceeded (%v)", l.Wall), nil)

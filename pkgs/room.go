@@ -57,6 +57,7 @@ type Room struct {
 	stop      chan struct{} // closed by Close
 	closeOnce sync.Once
 	wg        sync.WaitGroup // the sync that waits for sys.setup
+	synced    chan struct{}  // closed once Start's sync of the builtin packages has ended
 }
 
 var (
@@ -83,7 +84,7 @@ func Open(space *ns.Space, opts Options) (*Room, error) {
 		return nil, err
 	}
 	return &Room{k: k, space: space, st: k.Store, log: opts.Logger, now: opts.Now, http: opts.HTTP, name: opts.ServerName,
-		builtin: opts.Builtin, changes: ns.NewChanges(), stop: make(chan struct{}),
+		builtin: opts.Builtin, changes: ns.NewChanges(), stop: make(chan struct{}), synced: make(chan struct{}),
 		pending: map[uint32]int{}}, nil
 }
 

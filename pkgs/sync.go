@@ -20,10 +20,12 @@ import (
 // waits for sys.setup, in a goroutine Close stops.
 func (r *Room) Start(ctx context.Context) error {
 	if r.builtin == nil {
+		close(r.synced)
 		return nil
 	}
 	_, err := r.syncBuiltin(ctx, kernel.Audience{})
 	if abi.KindOf(err) != abi.SetupRequired {
+		close(r.synced)
 		if err != nil {
 			r.log.Warn("pkgs: syncing the builtin packages", "err", err)
 		}
@@ -41,6 +43,7 @@ func (r *Room) Start(ctx context.Context) error {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		defer close(r.synced)
 		select {
 		case <-r.stop:
 			return
@@ -61,6 +64,11 @@ func (r *Room) Start(ctx context.Context) error {
 	}()
 	return nil
 }
+
+// Synced is closed once Start's sync of the builtin packages has ended
+// (done, failed, or stopped by Close): the daemon waits for it after
+// sys.setup, so that the sync's writes precede its first client.
+func (r *Room) Synced() <-chan struct{} { return r.synced }
 
 // sync serves pkg.sync: it announces pkg.changed to every user.
 func (r *Room) sync(ctx context.Context, c *kernel.Caller, _ *struct{}) (*abi.PkgSyncResult, error) {

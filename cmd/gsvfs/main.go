@@ -247,6 +247,7 @@ func run(ctx context.Context, o options, mountDir string) error {
 	// devices (the data tree) first, as the others' runs use it and it
 	// closes last; a room's Start may make syscalls of the rooms before it
 	// (the ipc room's asks the processes how its calls' runs stand).
+	var pk *pkgs.Room
 	rooms := []struct {
 		name string
 		open func() (ns.Room, error)
@@ -263,7 +264,11 @@ func run(ctx context.Context, o options, mountDir string) error {
 		}},
 		{"adapters", func() (ns.Room, error) { return adapters.Open(space, adapters.Options{Logger: log}) }},
 		{"repositories", func() (ns.Room, error) { return repos.Open(space, repos.Options{Logger: log}) }},
-		{"packages", func() (ns.Room, error) { return pkgs.Open(space, pkgs.Options{Logger: log, Builtin: packages.FS}) }},
+		{"packages", func() (ns.Room, error) {
+			var err error
+			pk, err = pkgs.Open(space, pkgs.Options{Logger: log, Builtin: packages.FS})
+			return pk, err
+		}},
 	}
 	for _, r := range rooms {
 		room, err := r.open()
@@ -278,6 +283,12 @@ func run(ctx context.Context, o options, mountDir string) error {
 	// hooks (kernel.OnUserCreated: proc's init process) run as it is made.
 	if err := k.EnsureSetup(ctx, hostUser(), os.Getuid()); err != nil {
 		return fmt.Errorf("setup: %w", err)
+	}
+	// The builtin packages are synced before the first client is served
+	// (on a new state the sync follows sys.setup).
+	select {
+	case <-pk.Synced():
+	case <-ctx.Done():
 	}
 
 	srv := &ninep.Server{Root: space.Root(), Auth: space, Logger: log,

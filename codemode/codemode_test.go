@@ -146,6 +146,8 @@ func TestLogs(t *testing.T) {
 func TestThrow(t *testing.T) {
 	failedWith(t, run(t, Request{Code: `throw new TypeError("bad thing")`}, nil), "TypeError: bad thing")
 	failedWith(t, run(t, Request{Code: `throw "plain"`}, nil), "uncaught: plain")
+	// quickjs throws null when it has no memory to make its error.
+	failedWith(t, run(t, Request{Code: `throw null`}, nil), "uncaught: null (the block threw null, or the engine ran out of memory making its error: memory limit 64 MiB)")
 	failedWith(t, run(t, Request{Code: `await Promise.reject(new Error("later"))`}, nil), "Error: later")
 	alive(t)
 }
@@ -177,6 +179,29 @@ func TestMemoryLimit(t *testing.T) {
 			t.Fatalf("%q: %+v", code, res)
 		}
 	}
+	alive(t)
+}
+
+// TestResultFillsMemory: a block whose result fills the engine's memory
+// fails naming the memory limit, not "never settles" (the engine dropped
+// the reaction it had no memory to queue). 16 MiB and 11 MB stand for the
+// default 64 MiB and `return "x".repeat(44e6)`, which a race build runs
+// slowly.
+func TestResultFillsMemory(t *testing.T) {
+	for _, tc := range []struct {
+		code string
+		mem  int64
+	}{
+		{`return "x".repeat(11e6)`, 16 << 20},
+		{`const s = "x".repeat(11e6); return [s]`, 16 << 20},
+	} {
+		res := run(t, Request{Code: tc.code, Limits: Limits{MemoryBytes: tc.mem}}, nil)
+		if res.Status != StatusFailed || strings.Contains(res.Error, "never settles") ||
+			!(strings.Contains(res.Error, "memory limit exceeded") || strings.Contains(res.Error, "result too large")) {
+			t.Errorf("%q: status %s, error %q", tc.code, res.Status, res.Error)
+		}
+	}
+	failedWith(t, run(t, Request{Code: `const s = "x".repeat(11e6); await new Promise(() => {})`, Limits: Limits{MemoryBytes: 16 << 20}}, nil), "never settles")
 	alive(t)
 }
 

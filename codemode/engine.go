@@ -106,6 +106,21 @@ func (e *engine) drain() (int, error) {
 	return n, e.limitErr(err)
 }
 
+// outOfMemory says whether the engine is at its memory limit: a small
+// allocation fails. The engine drops a promise reaction it has no memory
+// to queue (quickjs ignores JS_EnqueueJob's failure), so a block whose
+// value filled the memory never settles; this tells that from a block
+// that waits for nothing.
+func (e *engine) outOfMemory() bool {
+	_, err := e.vm.Eval("[0, 1, 2, 3, 4, 5, 6, 7].length", quickjs.EvalGlobal)
+	if err == nil {
+		return false
+	}
+	// An engine that cannot even make the InternalError throws null.
+	msg := err.Error()
+	return strings.Contains(msg, "out of memory") || msg == "null"
+}
+
 // limitErr turns the engine's errors for a limit into errTimeLimit or a
 // message that names the limit.
 func (e *engine) limitErr(err error) error {

@@ -114,6 +114,13 @@ const prelude = `(function () {
   });
   globalThis.mcp = named((server) => named((tool) => (args) =>
     invoke("sys.mcp.call", { serverId: server, name: tool, arguments: args === undefined ? {} : args }).then((r) => mcpResult(server, tool, r))));
+  // keep holds the block's promise (and so its value) for as long as the
+  // engine lives: an engine out of memory drops a reaction it cannot
+  // queue without a word, and the worker then finds the memory still full
+  // (engine.outOfMemory). Its property exists already: setting it
+  // allocates nothing.
+  const keep = { p: null };
+  Object.defineProperty(globalThis, Symbol("gsv.keep"), { value: keep });
   const AsyncFunction = (async function () {}).constructor;
   const stringify = JSON.stringify, resolve = Promise.resolve.bind(Promise), reject = Promise.reject.bind(Promise);
   globalThis.__gsv_start = function () {
@@ -154,6 +161,7 @@ const prelude = `(function () {
     }
     let p;
     try { p = resolve(fn()); } catch (e) { p = reject(e); }
+    keep.p = p;
     p.then((v) => {
       let s;
       try {
@@ -461,6 +469,9 @@ func (w *worker) run(e *engine) *Result {
 			return w.end(err, l)
 		}
 		if n == 0 && !w.ended {
+			if e.outOfMemory() {
+				return failed(fmt.Sprintf("memory limit exceeded (%d MiB): the engine has no memory left to settle the block's promise (a block's result is at most 1 MiB as JSON)", l.MemoryBytes>>20), nil)
+			}
 			return failed("the block's promise never settles (a block has no timers or events to wait for)", nil)
 		}
 	}
@@ -485,6 +496,9 @@ func (w *worker) end(err error, l Limits) *Result {
 		return failed("the block's end is not JSON: "+jerr.Error(), nil)
 	}
 	if !d.OK {
+		if d.Error == "uncaught: null" { // quickjs throws null when it cannot make its error
+			d.Error += fmt.Sprintf(" (the block threw null, or the engine ran out of memory making its error: memory limit %d MiB)", l.MemoryBytes>>20)
+		}
 		err := limitError(cutText(d.Error, maxErrorText), l, time.Now().UnixNano() >= w.deadline.Load())
 		if errors.Is(err, errTimeLimit) {
 			return failed(fmt.Sprintf("time limit exceeded (%v)", l.Wall), nil)

@@ -100,6 +100,10 @@ return {first, polls: polls > 0, exitCode: res.exitCode, output};`)
 	if r := gsv("codemode", "-e", "const a = []; while (true) a.push(new Array(1e5).fill(1))"); r.code != 1 || !strings.Contains(r.stderr, "memory limit") {
 		t.Fatalf("allocation: %v", r)
 	}
+	// A result that fills the memory names the limit, not "never settles".
+	if r := gsv("codemode", "-e", `return "x".repeat(44e6)`); r.code != 1 || !strings.Contains(r.stderr, "memory limit exceeded") {
+		t.Fatalf("a result that fills the memory: %v", r)
+	}
 	if r := gsv("codemode", "-e", "function f() { return f() + 1 } return f()"); r.code != 1 || !strings.Contains(r.stderr, "stack overflow") {
 		t.Fatalf("recursion: %v", r)
 	}

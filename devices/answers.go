@@ -8,6 +8,8 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -47,6 +49,65 @@ const (
 	answerSlotAfter = 256 << 10
 	answerSlots     = 2
 )
+
+// A device that answered over MaxAnswer is held: for holdFirst, then
+// twice as long at each further strike up to holdMost, its calls fail at
+// once (503) without reaching it, on this connection and the ones it
+// makes again. Refusing what it sends costs the kernel a read of
+// MaxAnswer bytes; a held device costs it a check.
+const (
+	holdFirst = time.Second
+	holdMost  = time.Minute
+)
+
+// hold is a device's hold.
+type hold struct {
+	mu    sync.Mutex    // guards until and next
+	until time.Time     // calls before it fail at once
+	next  time.Duration // the length of the next hold
+}
+
+// holdOf returns the hold of device id, one for all its connections.
+func (r *Router) holdOf(id string) *hold {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.holds == nil {
+		r.holds = map[string]*hold{}
+	}
+	h := r.holds[id]
+	if h == nil {
+		h = &hold{}
+		r.holds[id] = h
+	}
+	return h
+}
+
+// strike holds the device after an answer over MaxAnswer.
+func (h *hold) strike() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.next == 0 {
+		h.next = holdFirst
+	}
+	h.until = time.Now().Add(h.next)
+	h.next = min(2*h.next, holdMost)
+}
+
+// check fails a call of name to device id while the device is held.
+func (h *hold) check(id, name string) error {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if left := time.Until(h.until); left > 0 {
+		return abi.E(abi.Path(id), abi.Offline, fmt.Sprintf("device %q is held for %s: it answered with more than %d bytes; %s was not sent", id, left.Round(time.Millisecond), MaxAnswer, name))
+	}
+	return nil
+}
 
 // maxErrorText bounds the message of a device's error frame.
 const maxErrorText = 4096

@@ -60,6 +60,7 @@ type remoteDevice struct {
 	timeout    time.Duration
 	log        *slog.Logger
 	slots      chan struct{} // its owner's answerSlots
+	hold       *hold         // the device's hold (answers.go), kept across its connections
 	ch         *channel      // the call channel; nil for a device without an rpc file
 
 	closeOnce sync.Once
@@ -96,6 +97,9 @@ func (d *remoteDevice) call(ctx context.Context, name string, args, res any, tim
 		return d.errGone()
 	default:
 	}
+	if err := d.hold.check(d.id, name); err != nil {
+		return err
+	}
 	if d.ch != nil {
 		return d.ch.call(ctx, name, args, res, timeout)
 	}
@@ -113,6 +117,7 @@ func (d *remoteDevice) timedOut(name string, timeout time.Duration) error {
 func (d *remoteDevice) answerErr(name string, err error) error {
 	var big errAnswerTooLarge
 	if errors.As(err, &big) {
+		d.hold.strike()
 		return abi.E(abi.Path(d.id), abi.Other, fmt.Sprintf("device %q answered %s with more than %d bytes: refused", d.id, name, MaxAnswer))
 	}
 	var de decodeError
@@ -411,6 +416,7 @@ func (r *Router) ServeDevice(ctx context.Context, c net.Conn) {
 		return
 	}
 	d.slots = r.answerSlots(id.Uid)
+	d.hold = r.holdOf(d.id)
 	d.tree = ninep.RemoteDir(d.fsys, "fs", ninep.RemoteOptions{Owner: r.ownerShown(ctx, id.Uid), Lost: d.done, OneLineNames: true})
 	r.attach(d)
 	r.log.Info("device connected", "device", d.id, "owner", d.owner, "platform", h.Platform, "version", h.Version, "implements", h.Implements)

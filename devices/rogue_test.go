@@ -269,11 +269,22 @@ func TestRogueAnswers(t *testing.T) {
 		if n := g.served.Load(); n > MaxAnswer+ninep.MaxMsize {
 			t.Fatalf("the kernel read %d bytes of an answer bounded at %d", n, MaxAnswer)
 		}
-		// An answer within the bound is read.
+		// The device is held: its calls fail at once, unsent, until the
+		// hold ends; then an answer within the bound is read.
 		set(func(abi.Request) io.Reader { return endless(1 << 20) })
-		res, err := kernel.Do(ctx, e.K, alice, abi.FsRead, &abi.FSReadArgs{Target: "rogue", Path: "big"})
-		if err != nil || len(res.Content) != 1<<20 {
-			t.Fatalf("a 1 MiB answer: %v", err)
+		g.served.Store(0)
+		_, err = kernel.Do(ctx, e.K, alice, abi.FsRead, &abi.FSReadArgs{Target: "rogue", Path: "big"})
+		if abi.KindOf(err) != abi.Offline || !strings.Contains(err.Error(), "is held") || g.served.Load() != 0 {
+			t.Fatalf("a call to a device held after an answer over the bound: %v (%d bytes served), want a 503 unsent", err, g.served.Load())
+		}
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			res, err := kernel.Do(ctx, e.K, alice, abi.FsRead, &abi.FSReadArgs{Target: "rogue", Path: "big"})
+			if err == nil && len(res.Content) == 1<<20 {
+				break
+			}
+			if abi.KindOf(err) != abi.Offline || time.Now().After(deadline) {
+				t.Fatalf("a 1 MiB answer after the hold: %v", err)
+			}
 		}
 	})
 

@@ -66,6 +66,7 @@ type Router struct {
 	procRoutes  map[string]shellRoute    // exec sessions opened on devices, by session id
 	devDirs     map[string]vfs.Dir       // the /dev/<id> directories made
 	slots       map[uint32]chan struct{} // the answer slots of each owner's devices (answers.go)
+	holds       map[string]*hold         // the holds of devices that answered too much, by device id (answers.go)
 
 	reg      devTable              // the registry and its access table, in memory (regmem.go)
 	ownersMu sync.Mutex            // guards owners

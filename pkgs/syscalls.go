@@ -113,6 +113,18 @@ func mutable(c *kernel.Caller, rec *record) error {
 	return abi.E(abi.Path(rec.id), abi.Permission, "another user's package")
 }
 
+// lookupMutable is lookup of a package c may change (mutable).
+func (r *Room) lookupMutable(ctx context.Context, c *kernel.Caller, id string) (*record, error) {
+	rec, err := r.lookup(ctx, c, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := mutable(c, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
 // lookup finds the package id (<scope>/<name>) or name (the caller's,
 // then the global one) that c sees.
 func (r *Room) lookup(ctx context.Context, c *kernel.Caller, id string) (*record, error) {
@@ -337,11 +349,8 @@ func (r *Room) checkout(ctx context.Context, c *kernel.Caller, a *abi.PkgCheckou
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rec, err := r.lookup(ctx, c, a.PackageID)
+	rec, err := r.lookupMutable(ctx, c, a.PackageID)
 	if err != nil {
-		return nil, err
-	}
-	if err := mutable(c, rec); err != nil {
 		return nil, err
 	}
 	repo, ref := rec.repo, a.Ref
@@ -373,11 +382,8 @@ func (r *Room) checkout(ctx context.Context, c *kernel.Caller, a *abi.PkgCheckou
 func (r *Room) install(ctx context.Context, c *kernel.Caller, a *abi.PkgIDArgs) (*abi.PkgChangeResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rec, err := r.lookup(ctx, c, a.PackageID)
+	rec, err := r.lookupMutable(ctx, c, a.PackageID)
 	if err != nil {
-		return nil, err
-	}
-	if err := mutable(c, rec); err != nil {
 		return nil, err
 	}
 	if !rec.approved() {
@@ -404,11 +410,8 @@ func (r *Room) install(ctx context.Context, c *kernel.Caller, a *abi.PkgIDArgs) 
 func (r *Room) approve(ctx context.Context, c *kernel.Caller, a *abi.PkgIDArgs) (*abi.PkgChangeResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rec, err := r.lookup(ctx, c, a.PackageID)
+	rec, err := r.lookupMutable(ctx, c, a.PackageID)
 	if err != nil {
-		return nil, err
-	}
-	if err := mutable(c, rec); err != nil {
 		return nil, err
 	}
 	if !rec.reviewNeeded || (rec.approved() && rec.approvedCommit == rec.commit) {
